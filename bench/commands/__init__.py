@@ -1,0 +1,1 @@
+"""One module per `biobench` subcommand (see biobench.cli)."""

@@ -1,0 +1,25 @@
+"""One exception family for every user-facing failure.
+
+The CLI prints a BiobenchError as a single message (no traceback): each one names the file/line or the
+thing that is wrong and how to fix it.
+"""
+
+
+class BiobenchError(Exception):
+    """A user-facing error whose message says what is wrong and how to fix it."""
+
+
+class DataError(BiobenchError):
+    """Malformed, missing or inconsistent task data (names the file and line/offset)."""
+
+
+class ConfigError(BiobenchError):
+    """Bad command-line value, unknown task/model/recipe, inconsistent options."""
+
+
+class ModelLoadError(BiobenchError):
+    """A model could not be loaded (offline, missing folder, unsupported architecture)."""
+
+
+class ResultsError(BiobenchError):
+    """A results file is corrupt or was produced under a different protocol."""

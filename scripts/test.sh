@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up the environment and runs the whole test suite (fast + slow + browser).
+# Quick loop while developing: .venv/bin/pytest -m "not slow"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/install_browser.sh || echo "note: chromium not installed; the browser test will be skipped"
+.venv/bin/ruff check .
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 1; fi
+exit "$rc"

