@@ -1,0 +1,58 @@
+"""The contract between the fine-tuning loop (biobench.finetune) and a task head.
+
+A HeadSpec bundles everything kind-specific, so the loop is one generic loop:
+  featurize  examples -> features (tokenised ONCE per task, reused across seeds; pure python/lists)
+  collate    features -> a batch of tensors
+  build      encoder + labels + train examples -> a HeadModel (nn.Module)
+  gold       example -> its gold value in the predictions-file format (docs/FORMATS.md)
+  merge      per-feature predictions -> per-example predictions (documents split into windows are merged
+             back here; one feature per example for sequence tasks)
+
+Every feature dict carries "example_index" (position of its example in the split) so merge can regroup.
+Prediction values use the predictions-file format: a label (classification/relation), a sorted list of
+labels (multilabel), a sorted list of [start, end, label] character spans (ner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+
+class HeadModel(nn.Module):
+    """Encoder + head. forward(batch) returns {"loss": scalar tensor, ...}; predict(batch) returns one
+    prediction value per feature in the batch (decoded, in the predictions-file format)."""
+
+    encoder: nn.Module
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        """Parameters that are not the encoder's (they may get their own learning rate, e.g. 1e-3 for NER)."""
+        encoder_ids = {id(p) for p in self.encoder.parameters()}
+        return [p for p in self.parameters() if id(p) not in encoder_ids]
+
+    def predict(self, batch: dict[str, Any]) -> list[Any]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class HeadSpec(Protocol):
+    kind: str
+
+    def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int,
+                  labels: Sequence[str]) -> list[dict[str, Any]]: ...
+
+    def collate(self, features: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, Any]: ...
+
+    def build(self, encoder: nn.Module, labels: Sequence[str], train_examples: Sequence[Any]) -> HeadModel: ...
+
+    def gold(self, example: Any) -> Any: ...
+
+    def merge(self, features: Sequence[dict[str, Any]], feature_predictions: Sequence[Any],
+              n_examples: int) -> list[Any]: ...
+
+
+def to_device(batch: dict[str, Any], device: torch.device | str) -> dict[str, Any]:
+    """Move the tensors of a batch to `device`, leaving python values (offsets, ids) alone."""
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
