@@ -1,0 +1,279 @@
+"""Statistics over seeds and test examples: seed summaries, the paired bootstrap, significance groups.
+
+numpy/scipy only (no torch), so the leaderboard and `biobench compare` stay light.
+
+Bootstrap design (paired over test examples, resampled over seeds):
+each replicate draws the n test examples with replacement (the same draw for both models: that is the
+pairing) and, independently per model, its seeds with replacement; the replicate's statistic is
+mean-over-drawn-seeds metric(A) - mean-over-drawn-seeds metric(B). The percentile interval of the
+replicates is the CI; the two-sided p-value is
+
+    p = min(1, 2 * min(#{d* <= 0} + 1, #{d* >= 0} + 1) / (n_boot + 1))
+
+i.e. the smallest alpha at which the percentile interval excludes 0 (with the usual +1 so that p is never 0).
+Identical models give d* = 0 everywhere, hence p = 1.
+
+Fast path: a metric given as a `CountMetric` (per-example additive counts + a score over totals, e.g. per-label
+TP/FP/FN for macro-F1) is bootstrapped as a matrix product, weights (replicates x examples) @ counts
+(examples x k), so thousands of examples x 1000 replicates take well under a second. Any other callable
+metric(gold, pred) works too, one call per replicate and seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+Metric = Callable[[list, list], float]
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """Mean, sample std (ddof=1) and Student-t confidence interval over seed scores.
+
+    With a single seed, std is 0.0 and the interval is undefined: ci_low and ci_high are nan."""
+
+    mean: float
+    std: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+
+def seed_summary(values: Sequence[float], confidence: float = 0.95) -> SeedSummary:
+    """Summarise one model's scores on one task across seeds."""
+    x = np.asarray(list(values), dtype=float)
+    if x.size == 0:
+        raise ValueError("seed_summary needs at least one value")
+    mean = float(x.mean())
+    if x.size == 1:
+        return SeedSummary(mean, 0.0, math.nan, math.nan, 1)
+    std = float(x.std(ddof=1))
+    if std == 0.0:
+        return SeedSummary(mean, 0.0, mean, mean, int(x.size))
+    low, high = sps.t.interval(confidence, df=x.size - 1, loc=mean, scale=std / math.sqrt(x.size))
+    return SeedSummary(mean, std, float(low), float(high), int(x.size))
+
+
+# --- metrics that decompose into per-example counts (the bootstrap's fast path) -----------------------
+
+
+@dataclass(frozen=True)
+class CountMetric:
+    """A metric that is a function of per-example counts summed over examples.
+
+    `counts(gold, pred)` returns an (n_examples, k) array; `score(totals)` maps (..., k) totals to (...)
+    scores. Calling the object computes the metric on one prediction list, like any metric callable."""
+
+    counts: Callable[[Sequence, Sequence], np.ndarray]
+    score: Callable[[np.ndarray], np.ndarray]
+    name: str = "metric"
+
+    def __call__(self, gold: Sequence, pred: Sequence) -> float:
+        return float(self.score(self.counts(gold, pred).sum(axis=0)))
+
+
+def _items(value: Any) -> set[tuple]:
+    """A predictions-file value as a set of hashable items whose last element is the label:
+    'label' -> {('label',)}, ['a', 'b'] -> {('a',), ('b',)}, [[s, e, 'X'], ...] -> {(s, e, 'X'), ...}."""
+    if value is None:
+        return set()
+    if isinstance(value, str | int | float | bool):
+        return {(value,)}
+    out = set()
+    for v in value:
+        out.add(tuple(v) if isinstance(v, list | tuple) else (v,))
+    return out
+
+
+def _macro_f1_counts(gold: Sequence, pred: Sequence, labels: Sequence[Hashable]) -> np.ndarray:
+    index = {lab: i for i, lab in enumerate(labels)}
+    c = np.zeros((len(gold), len(labels), 3), dtype=np.float64)  # tp, fp, fn per label
+    for row, (g, p) in enumerate(zip(gold, pred, strict=True)):
+        gs, ps = _items(g), _items(p)
+        for it in gs & ps:
+            c[row, index[it[-1]], 0] += 1
+        for it in ps - gs:
+            c[row, index[it[-1]], 1] += 1
+        for it in gs - ps:
+            c[row, index[it[-1]], 2] += 1
+    return c.reshape(len(gold), -1)
+
+
+def _macro_f1_score(totals: np.ndarray) -> np.ndarray:
+    t = totals.reshape(*totals.shape[:-1], -1, 3)
+    tp, fp, fn = t[..., 0], t[..., 1], t[..., 2]
+    denom = 2 * tp + fp + fn
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), np.nan)
+    present = denom > 0
+    n = present.sum(axis=-1)
+    total = np.where(present, f1, 0.0).sum(axis=-1)
+    return np.where(n > 0, total / np.maximum(n, 1), 0.0)
+
+
+def macro_f1_metric(labels: Sequence[Hashable]) -> CountMetric:
+    """Macro-F1 over `labels` from predictions-file values (a label, a list of labels, or [start, end, label]
+    spans, exact match). A label absent from both gold and predictions (possible inside a bootstrap
+    resample) is left out of the mean, as scikit-learn does with labels inferred from the data."""
+    labels = list(labels)
+    return CountMetric(lambda g, p: _macro_f1_counts(g, p, labels), _macro_f1_score, "macro_f1")
+
+
+def labels_of(*value_lists: Sequence) -> list:
+    """All labels appearing in one or more lists of predictions-file values, sorted by their string form."""
+    found = {it[-1] for values in value_lists for v in values for it in _items(v)}
+    return sorted(found, key=str)
+
+
+def prediction_macro_f1(gold: Sequence, *preds: Sequence) -> CountMetric:
+    """A macro-F1 CountMetric whose label inventory covers gold and every prediction list given."""
+    return macro_f1_metric(labels_of(gold, *preds))
+
+
+# --- paired bootstrap -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A - B: observed difference of seed-mean metrics, percentile CI, two-sided p-value."""
+
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n_boot: int
+
+
+def _draws(rng: np.random.Generator, n: int, n_seeds_a: int, n_seeds_b: int, n_boot: int):
+    """All random draws up front, so the fast and the generic path see identical resamples."""
+    examples = rng.integers(0, n, size=(n_boot, n))
+    seeds_a = rng.integers(0, n_seeds_a, size=(n_boot, n_seeds_a))
+    seeds_b = rng.integers(0, n_seeds_b, size=(n_boot, n_seeds_b))
+    return examples, seeds_a, seeds_b
+
+
+def _seed_weights(draws: np.ndarray, n_seeds: int) -> np.ndarray:
+    """(n_boot, n_seeds) weights whose row r averages the seeds drawn in replicate r."""
+    w = np.zeros((draws.shape[0], n_seeds))
+    np.add.at(w, (np.arange(draws.shape[0])[:, None], draws), 1.0)
+    return w / n_seeds
+
+
+def _replicate_scores_fast(metric: CountMetric, gold, preds, examples, chunk: int = 256) -> np.ndarray:
+    """(n_boot, n_seeds) metric of each seed on each replicate's resample, as weights @ counts."""
+    n_boot, n = examples.shape
+    counts = np.stack([metric.counts(gold, p) for p in preds])  # (S, n, k)
+    out = np.empty((n_boot, len(preds)))
+    for start in range(0, n_boot, chunk):
+        ex = examples[start : start + chunk]
+        w = np.zeros((ex.shape[0], n))
+        np.add.at(w, (np.arange(ex.shape[0])[:, None], ex), 1.0)
+        totals = np.matmul(w[None], counts)  # (S, r, k)
+        out[start : start + chunk] = metric.score(totals).T
+    return out
+
+
+def _replicate_scores_generic(metric: Metric, gold, preds, examples, seed_draws) -> np.ndarray:
+    n_boot = examples.shape[0]
+    out = np.full((n_boot, len(preds)), np.nan)
+    for r in range(n_boot):
+        idx = examples[r]
+        g = [gold[i] for i in idx]
+        for s in np.unique(seed_draws[r]):
+            out[r, s] = metric(g, [preds[s][i] for i in idx])
+    return out
+
+
+def _replicate_means(metric, gold, preds, examples, seed_draws) -> np.ndarray:
+    if isinstance(metric, CountMetric):
+        scores = _replicate_scores_fast(metric, gold, preds, examples)
+    else:
+        scores = _replicate_scores_generic(metric, gold, preds, examples, seed_draws)
+    w = _seed_weights(seed_draws, len(preds))
+    return (np.where(w > 0, scores, 0.0) * w).sum(axis=1)
+
+
+def bootstrap_p_value(replicates: np.ndarray) -> float:
+    """Two-sided p-value of 'difference = 0' from bootstrap replicates of the difference (rule above)."""
+    b = replicates.size
+    below = int((replicates <= 0).sum()) + 1
+    above = int((replicates >= 0).sum()) + 1
+    return float(min(1.0, 2 * min(below, above) / (b + 1)))
+
+
+def paired_bootstrap(
+    gold: Sequence,
+    preds_a: Sequence[Sequence],
+    preds_b: Sequence[Sequence],
+    metric: Metric,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Paired bootstrap of metric(A) - metric(B) over test examples and seeds.
+
+    `preds_a` / `preds_b` are lists over seeds (possibly of different lengths) of per-example predictions
+    aligned with `gold`. Deterministic for a given `seed`. See the module docstring for the exact rule."""
+    n = len(gold)
+    if n == 0 or not preds_a or not preds_b:
+        raise ValueError("paired_bootstrap needs test examples and at least one seed per model")
+    for p in (*preds_a, *preds_b):
+        if len(p) != n:
+            raise ValueError(f"predictions of length {len(p)} do not align with {n} gold examples")
+    gold = list(gold)
+    observed = float(np.mean([metric(gold, list(p)) for p in preds_a]) - np.mean([metric(gold, list(p)) for p in preds_b]))
+    rng = np.random.default_rng(seed)
+    examples, seeds_a, seeds_b = _draws(rng, n, len(preds_a), len(preds_b), n_boot)
+    reps = _replicate_means(metric, gold, preds_a, examples, seeds_a) - _replicate_means(
+        metric, gold, preds_b, examples, seeds_b
+    )
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(reps, [alpha, 1 - alpha])
+    return BootstrapResult(observed, float(low), float(high), bootstrap_p_value(reps), n_boot)
+
+
+# --- significance groups --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignificanceGroups:
+    """The best model of a task and the models not significantly worse than it (the top group, best
+    included); `vs_best[m]` is the bootstrap of best - m for every other model."""
+
+    best: str
+    top: frozenset[str]
+    vs_best: dict[str, BootstrapResult] = field(default_factory=dict)
+    alpha: float = 0.05
+
+    def in_top(self, model: str) -> bool:
+        return model in self.top
+
+
+def significance_groups(
+    gold: Sequence,
+    preds: Mapping[str, Sequence[Sequence]],
+    metric: Metric,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> SignificanceGroups:
+    """Group models of one task: the best (highest seed-mean metric) and every model whose paired bootstrap
+    against the best gives p >= alpha share the top group."""
+    if not preds:
+        raise ValueError("significance_groups needs at least one model")
+    gold = list(gold)
+    means = {m: float(np.mean([metric(gold, list(p)) for p in seeds])) for m, seeds in preds.items()}
+    best = max(means, key=lambda m: (means[m], m))
+    vs_best = {m: paired_bootstrap(gold, preds[best], preds[m], metric, n_boot, seed) for m in preds if m != best}
+    top = frozenset([best, *(m for m, r in vs_best.items() if r.p_value >= alpha)])
+    return SignificanceGroups(best, top, vs_best, alpha)

@@ -1,0 +1,121 @@
+"""biobench.stats: seed summaries against scipy, the paired bootstrap's invariants, significance groups."""
+
+import math
+
+import numpy as np
+import pytest
+from biobench import stats
+from scipy import stats as sps
+from sklearn.metrics import f1_score
+
+
+def test_seed_summary_matches_scipy_t_interval():
+    values = [0.61, 0.64, 0.60, 0.66, 0.63, 0.62, 0.65, 0.61, 0.64]
+    s = stats.seed_summary(values)
+    low, high = sps.t.interval(0.95, df=8, loc=np.mean(values), scale=sps.sem(values))
+    assert s.n == 9
+    assert s.mean == pytest.approx(np.mean(values))
+    assert s.std == pytest.approx(np.std(values, ddof=1))
+    assert (s.ci_low, s.ci_high) == pytest.approx((low, high))
+    assert s.half_width == pytest.approx((high - low) / 2)
+
+
+def test_seed_summary_single_seed_has_no_interval():
+    s = stats.seed_summary([0.7])
+    assert (s.mean, s.std, s.n) == (0.7, 0.0, 1)
+    assert math.isnan(s.ci_low) and math.isnan(s.ci_high)
+
+
+def test_seed_summary_constant_values_and_empty():
+    s = stats.seed_summary([0.5, 0.5, 0.5])
+    assert (s.ci_low, s.ci_high, s.std) == (0.5, 0.5, 0.0)
+    with pytest.raises(ValueError):
+        stats.seed_summary([])
+
+
+def test_macro_f1_metric_classification_matches_sklearn():
+    gold, pred = ["a", "b", "c", "a", "b"], ["a", "c", "c", "a", "a"]
+    assert stats.prediction_macro_f1(gold, pred)(gold, pred) == pytest.approx(f1_score(gold, pred, average="macro"))
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "expected"),
+    [  # multilabel: x 2/3, y 1, z 2/3; spans (exact match): D 2/3, C 0
+        ([["x"], ["x", "y"], [], ["z"]], [["x"], ["y"], ["z"], ["z"]], (2 / 3 + 1 + 2 / 3) / 3),
+        ([[[0, 3, "D"], [5, 9, "C"]], [[1, 2, "D"]]], [[[0, 3, "D"], [5, 8, "C"]], [[1, 2, "C"]]], 1 / 3),
+    ],
+)
+def test_macro_f1_metric_label_lists_and_spans(gold, pred, expected):
+    assert stats.prediction_macro_f1(gold, pred)(gold, pred) == pytest.approx(expected)
+
+
+def _noisy(gold, labels, acc, seed):
+    rng = np.random.default_rng(seed)
+    return [g if rng.random() < acc else labels[rng.integers(len(labels))] for g in gold]
+
+
+LABELS = ["a", "b", "c", "d"]
+GOLD = [LABELS[i] for i in np.random.default_rng(1).integers(0, 4, 400)]
+
+
+def test_bootstrap_identical_models_diff_zero_p_one():
+    preds = [_noisy(GOLD, LABELS, 0.7, 5)]
+    m = stats.prediction_macro_f1(GOLD, *preds)
+    r = stats.paired_bootstrap(GOLD, preds, preds, m, n_boot=300)
+    assert r.diff == 0.0 and r.p_value == 1.0 and r.ci_low == r.ci_high == 0.0
+    # several seeds resampled independently per model: still centred on 0, p close to 1
+    seeds = [_noisy(GOLD, LABELS, 0.7, s) for s in range(4)]
+    r = stats.paired_bootstrap(GOLD, seeds, seeds, stats.prediction_macro_f1(GOLD, *seeds), n_boot=300)
+    assert r.diff == 0.0 and r.p_value > 0.5 and r.ci_low < 0 < r.ci_high
+
+
+def test_bootstrap_clear_difference_is_significant_and_deterministic():
+    a = [_noisy(GOLD, LABELS, 0.9, s) for s in range(3)]
+    b = [_noisy(GOLD, LABELS, 0.6, 10 + s) for s in range(5)]
+    m = stats.prediction_macro_f1(GOLD, *a, *b)
+    r = stats.paired_bootstrap(GOLD, a, b, m, n_boot=500, seed=3)
+    assert r.diff > 0.2 and r.ci_low > 0 and r.p_value < 0.05
+    assert r.p_value == pytest.approx(2 / 501)
+    assert stats.paired_bootstrap(GOLD, a, b, m, n_boot=500, seed=3) == r
+    assert stats.paired_bootstrap(GOLD, a, b, m, n_boot=500, seed=4) != r
+    flipped = stats.paired_bootstrap(GOLD, b, a, m, n_boot=500, seed=3)
+    assert flipped.diff == pytest.approx(-r.diff)
+
+
+def test_bootstrap_fast_path_equals_generic_metric():
+    gold, a, b = GOLD[:120], [_noisy(GOLD[:120], LABELS, 0.75, s) for s in range(3)], [_noisy(GOLD[:120], LABELS, 0.7, 9)]
+    fast = stats.paired_bootstrap(gold, a, b, stats.prediction_macro_f1(gold, *a, *b), n_boot=100)
+    slow = stats.paired_bootstrap(gold, a, b, lambda g, p: f1_score(g, p, average="macro"), n_boot=100)
+    assert fast.diff == pytest.approx(slow.diff)
+    assert (fast.ci_low, fast.ci_high, fast.p_value) == pytest.approx((slow.ci_low, slow.ci_high, slow.p_value))
+
+
+def test_bootstrap_rejects_misaligned_predictions():
+    with pytest.raises(ValueError, match="do not align"):
+        stats.paired_bootstrap(["a", "b"], [["a"]], [["a", "b"]], lambda g, p: 0.0)
+
+
+def test_bootstrap_is_fast_on_thousands_of_examples():
+    import time
+
+    labels = [f"l{i}" for i in range(30)]
+    gold = [labels[i] for i in np.random.default_rng(0).integers(0, 30, 3000)]
+    a = [_noisy(gold, labels, 0.8, s) for s in range(9)]
+    b = [_noisy(gold, labels, 0.79, 50 + s) for s in range(9)]
+    m = stats.prediction_macro_f1(gold, *a, *b)
+    t0 = time.perf_counter()
+    stats.paired_bootstrap(gold, a, b, m, n_boot=1000)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_significance_groups():
+    strong = [_noisy(GOLD, LABELS, 0.9, s) for s in range(3)]
+    tie = [_noisy(GOLD, LABELS, 0.9, 20 + s) for s in range(3)]
+    weak = [_noisy(GOLD, LABELS, 0.5, 40 + s) for s in range(3)]
+    preds = {"strong": strong, "tie": tie, "weak": weak}
+    m = stats.prediction_macro_f1(GOLD, *strong, *tie, *weak)
+    g = stats.significance_groups(GOLD, preds, m, n_boot=300)
+    assert g.best in {"strong", "tie"}
+    assert g.top == frozenset({"strong", "tie"})
+    assert not g.in_top("weak") and g.vs_best["weak"].p_value < 0.05
+    assert set(g.vs_best) == set(preds) - {g.best}
