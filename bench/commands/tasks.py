@@ -1,0 +1,92 @@
+"""`biobench tasks`: which tasks exist, and where (or why not) their data was found, with split sizes.
+
+Only local and generated data is counted: the hub fallback is named but not contacted, so the listing is
+quick and works offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from biobench.errors import DataError
+from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir
+from biobench.tasks.registry import add_task_arguments, list_specs
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "tasks",
+        help="list tasks and where their data is",
+        description="List the benchmark's tasks (by default the paper's 19) with language, kind, max length, "
+        "protocol, where the data was found (or what is missing) and split sizes.",
+    )
+    parser.add_argument("--lang", choices=["fr", "en"], help="only tasks in this language")
+    parser.add_argument("--all", action="store_true", help="also list extra tasks (demo, cantemist-es, e3c-fr)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    add_task_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def task_status(spec: Any, data_dir: Any) -> dict[str, Any]:
+    """One row of the listing: the spec's facts plus availability, source and split sizes."""
+    row: dict[str, Any] = {
+        "id": spec.id, "lang": spec.lang, "kind": spec.kind, "max_length": spec.max_length,
+        "protocol": spec.protocol, "paper_task": spec.paper_task, "credentialed": spec.credentialed,
+        "available": False, "source": None, "splits": {"train": 0, "dev": 0, "test": 0}, "reason": None,
+    }
+    source, where = locate(spec, data_dir)
+    if source is None:
+        row["reason"] = missing_message(spec, data_dir, where)
+        return row
+    try:
+        task = load_task(spec, data_dir)
+    except DataError as err:
+        row["reason"] = str(err)
+        return row
+    row.update(available=True, source=task.source, checksum=task.checksum, n_labels=len(task.labels),
+               splits={k: len(v) for k, v in task.splits.items()})
+    return row
+
+
+def _short_source(row: dict[str, Any], data_dir: Any) -> str:
+    if row["available"]:
+        src = str(row["source"])
+        return src.removeprefix(f"{data_dir}/") if data_dir else src
+    if row["credentialed"]:
+        return "[red]credentialed, missing[/red]"
+    return "[red]missing[/red]" + (" (hub fallback)" if "hub fallback" in (row["reason"] or "") else "")
+
+
+def _table(rows: list[dict[str, Any]], data_dir: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # piped: don't squeeze the table into 80 columns
+        console = Console(width=160)
+    table = Table(title=f"biobench tasks (data dir: {data_dir or 'none; pass --data-dir or set BIOBENCH_DATA'})")
+    for col in ("id", "lang", "kind", "max len", "proto", "data", "train", "dev", "test"):
+        numeric = col in ("max len", "train", "dev", "test")
+        table.add_column(col, justify="right" if numeric else "left", no_wrap=col != "data", overflow="fold",
+                         min_width=16 if col == "data" else len(col))
+    for r in rows:
+        sizes = [str(r["splits"][s]) if r["available"] else "-" for s in ("train", "dev", "test")]
+        table.add_row(r["id"], r["lang"], r["kind"], str(r["max_length"]), r["protocol"], _short_source(r, data_dir), *sizes)
+    console.print(table)
+    missing = [r for r in rows if not r["available"]]
+    console.print(f"{len(rows) - len(missing)}/{len(rows)} tasks have data." + (" Missing:" if missing else ""))
+    for r in missing:
+        console.print(f"- {r['reason']}", highlight=False, markup=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = resolve_data_dir(args.data_dir)
+    specs = list_specs(args.lang, args.task_file, include_extra=args.all)
+    rows = [task_status(s, data_dir) for s in specs]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        _table(rows, data_dir)
+    return 0

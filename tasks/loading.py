@@ -1,0 +1,263 @@
+"""Load a task's examples from the first usable source in its spec, normalised and checksummed.
+
+Local paths in built-in specs are relative to the data dir (`--data-dir`, else $BIOBENCH_DATA), which
+mirrors the shared layout `<data>/<task>/...`; paths in a `--task-file` spec are relative to that file.
+When no local copy is found, a hub source (if any) is tried; credentialed and hub-only tasks fail with a
+DataError that says what to download and where to put it. Loaded tasks are cached per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import DataError
+from biobench.tasks.readers import brat, hf, iob, rows, tabular
+from biobench.tasks.registry import SPLITS, Source, TaskSpec, spec_from_dict
+from biobench.tasks.schema import MultilabelExample, NerExample, TaskData
+
+TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
+LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", *TABLE_FORMATS)
+
+
+def resolve_data_dir(value: str | Path | None) -> Path | None:
+    """The --data-dir value, else $BIOBENCH_DATA, else None."""
+    value = value or os.environ.get("BIOBENCH_DATA") or None
+    return Path(value).expanduser() if value else None
+
+
+# ---------------------------------------------------------------------------------------------- locating
+def _entries(value: Any) -> list[tuple[str, str]]:
+    """A split value (path | {"path", "member_prefix"} | list of those) -> [(path, member_prefix)]."""
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, Mapping):
+            out.append((item["path"], item.get("member_prefix", "")))
+        else:
+            out.append((str(item), ""))
+    return out
+
+
+def _source_paths(source: Source) -> list[str]:
+    paths = [p for v in source.splits.values() for p, _ in _entries(v)]
+    for key in ("path", "split_file"):
+        if key in source.options:
+            paths.append(source.options[key])
+    return paths
+
+
+def _base(spec: TaskSpec, data_dir: Path | None) -> Path | None:
+    return Path(spec.base_dir) if spec.base_dir else data_dir
+
+
+def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
+    """The first local/generated source whose files all exist, with where it is; else (None, why not)."""
+    reasons = []
+    for source in spec.sources:
+        if source.type == "generated":
+            return source, f"generated:{source.generator}"
+        if source.type != "local":
+            continue
+        base = _base(spec, data_dir)
+        if base is None:
+            reasons.append("no data dir (pass --data-dir DIR or set BIOBENCH_DATA)")
+            continue
+        missing = [p for p in _source_paths(source) if not (base / p).exists()]
+        if not missing:
+            return source, str(base / os.path.commonpath(_source_paths(source)))
+        reasons.append(f"missing {', '.join(str(base / m) for m in missing[:3])}" + (" ..." if len(missing) > 3 else ""))
+    hubs = [s.describe() for s in spec.sources if s.type == "hub"]
+    if hubs:
+        reasons.append(f"not local; hub fallback {', '.join(hubs)}")
+    return None, "; ".join(reasons) or "no local source"
+
+
+def missing_message(spec: TaskSpec, data_dir: Path | None, why: str) -> str:
+    """What is missing, and exactly how to get it and where to put it."""
+    kind = "credentialed data" if spec.credentialed else "data"
+    where = f" under {data_dir}" if data_dir else " (pass --data-dir DIR or set BIOBENCH_DATA)"
+    local = [s for s in spec.sources if s.type == "local"]
+    layout = ", ".join(_source_paths(local[0])) if local else ""
+    msg = f"task '{spec.id}': {kind} not found ({why})."
+    if spec.access:
+        msg += f" {spec.access}"
+    if layout:
+        msg += f" Expected layout{where}: {layout}."
+    return msg
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
+    opts = source.options
+    if "split_file" in opts:
+        everything = _read_entries(spec, source, base, "all", [(opts["path"], opts.get("member_prefix", ""))])
+        return _partition(everything, base / opts["split_file"], opts.get("split_map", {}))
+    splits = {s: _read_entries(spec, source, base, s, _entries(v)) for s, v in source.splits.items()}
+    if "dev" not in splits and "dev_from_train" in opts:
+        splits["train"], splits["dev"] = _carve(splits["train"], float(opts["dev_from_train"]))
+    return splits
+
+
+def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entries: list[tuple[str, str]]) -> list:
+    fmt, opts = source.format, source.options
+    out: list = []
+    for rel, prefix in entries:
+        path = base / rel
+        if fmt == "iob":
+            out += iob.read_iob(
+                path,
+                scheme=opts.get("scheme", "iob2"),
+                strict=opts.get("strict", True),
+                default_type=opts.get("default_type"),
+                id_prefix=f"{split}{len(out) and '-' + str(len(out)) or ''}",
+            )
+        elif fmt in ("brat", "brat_codes"):
+            docs = brat.read_brat(
+                path,
+                member_prefix=prefix,
+                note_type=opts.get("note_type", "AnnotatorNotes"),
+                missing_ann=opts.get("missing_ann", "error"),
+            )
+            if fmt == "brat":
+                out += brat.ner_examples(docs, opts.get("entity_labels"))
+            else:
+                out += [
+                    MultilabelExample(d.id, d.text, brat.document_codes(d, opts.get("entity_labels"), opts.get("code_pattern")))
+                    for d in docs
+                ]
+        elif fmt in TABLE_FORMATS:
+            out += rows.rows_to_examples(tabular.read_table(path, fmt, opts), spec.kind, split, opts)
+        elif fmt == "hf":
+            out += rows.rows_to_examples(hf.dataset_rows(hf.load_local(path), str(path)), spec.kind, split, opts)
+        else:
+            raise DataError(f"task '{spec.id}': unknown local format {fmt!r}; use one of {', '.join(LOCAL_FORMATS)}")
+    return out
+
+
+def _partition(examples: list, split_file: Path, split_map: Mapping[str, list[str]]) -> dict[str, list]:
+    """Assign whole-corpus examples to splits by id using a `doc_id<TAB>split` file (header line)."""
+    assignment = {}
+    for lineno, line in list(tabular.numbered_lines(split_file))[1:]:
+        if line.strip():
+            doc, _, name = line.partition("\t")
+            if not name:
+                raise DataError(f"{split_file}:{lineno}: expected 'doc_id<TAB>split', got {line!r}")
+            assignment[doc] = name.strip()
+    ours = {theirs: ours for ours, names in split_map.items() for theirs in names} or {s: s for s in SPLITS}
+    out: dict[str, list] = {s: [] for s in dict.fromkeys([*split_map] or SPLITS)}
+    for ex in examples:
+        split = ours.get(assignment.get(ex.id, ""))
+        if split:
+            out[split].append(ex)
+    return out
+
+
+def _carve(train: list, fraction: float) -> tuple[list, list]:
+    """A deterministic dev split (seed 0) for sources that ship none."""
+    idx = list(range(len(train)))
+    random.Random(0).shuffle(idx)
+    n_dev = max(1, round(len(train) * fraction))
+    dev = set(idx[:n_dev])
+    return [e for i, e in enumerate(train) if i not in dev], [e for i, e in enumerate(train) if i in dev]
+
+
+def _read_hub(spec: TaskSpec, source: Source) -> dict[str, list]:
+    dd = hf.load_hub(source.dataset, source.revision, source.config)
+    split_rows = hf.hub_split_rows(dd, source.splits, source.describe())
+    return {s: rows.rows_to_examples(r, spec.kind, s, source.options) for s, r in split_rows.items()}
+
+
+def _read_generated(source: Source) -> dict[str, list]:
+    from biobench.tasks import synthetic
+
+    return synthetic.generate_task(source.generator, **dict(source.options))
+
+
+# ---------------------------------------------------------------------------------------------- normalising
+def _example_labels(ex: Any) -> list[str]:
+    if isinstance(ex, NerExample):
+        return [e.label for e in ex.entities]
+    if isinstance(ex, MultilabelExample):
+        return list(ex.labels)
+    return [ex.label]
+
+
+def _top_k(splits: dict[str, list], k: int) -> dict[str, list]:
+    """Keep the k most frequent labels (document frequency on train; ties by name) in every split."""
+    freq = Counter(lab for ex in splits["train"] for lab in set(ex.labels))
+    keep = {lab for lab, _ in sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:k]}
+    return {
+        s: [MultilabelExample(ex.id, ex.text, tuple(lab for lab in ex.labels if lab in keep)) for ex in exs]
+        for s, exs in splits.items()
+    }
+
+
+def checksum(task: TaskData) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"kind": task.kind, "labels": task.labels}, sort_keys=True).encode())
+    for split in sorted(task.splits):
+        for ex in task.splits[split]:
+            h.update(split.encode())
+            h.update(json.dumps(asdict(ex), sort_keys=True, ensure_ascii=False).encode())
+    return "sha256:" + h.hexdigest()
+
+
+def _finish(spec: TaskSpec, source: Source, splits: dict[str, list], where: str) -> TaskData:
+    if "top_k" in source.options:
+        splits = _top_k(splits, int(source.options["top_k"]))
+    for split in SPLITS:
+        if not splits.get(split):
+            raise DataError(
+                f"task '{spec.id}': split '{split}' is empty ({where}); check the spec's paths for {split}, "
+                "or set \"dev_from_train\": 0.1 in the source options when the data has no dev split"
+            )
+    if spec.labels is not None:
+        allowed = set(spec.labels)
+        for split, exs in splits.items():
+            for ex in exs:
+                bad = [lab for lab in _example_labels(ex) if lab not in allowed]
+                if bad:
+                    raise DataError(
+                        f"task '{spec.id}': example {ex.id!r} in split '{split}' ({where}) has label {bad[0]!r}, "
+                        f"which is not in the spec's label scheme {list(spec.labels)}; fix the data or the spec's labels"
+                    )
+        labels = sorted(allowed)
+    else:
+        labels = sorted({lab for exs in splits.values() for ex in exs for lab in _example_labels(ex)})
+    task = TaskData(spec.id, spec.kind, {s: splits[s] for s in SPLITS}, labels, where)
+    task.checksum = checksum(task)
+    return task
+
+
+def load_task(spec: TaskSpec, data_dir: Path | str | None = None) -> TaskData:
+    """Examples of `spec` from its first usable source (cached per process; do not mutate the result)."""
+    data_dir = resolve_data_dir(data_dir)
+    return _load_cached(json.dumps(spec.to_dict()), str(data_dir) if data_dir else None)
+
+
+@lru_cache(maxsize=32)
+def _load_cached(spec_json: str, data_dir: str | None) -> TaskData:
+    raw = json.loads(spec_json)
+    spec = spec_from_dict(raw, raw["id"], base_dir=raw.get("base_dir"))
+    root = Path(data_dir) if data_dir else None
+    source, where = locate(spec, root)
+    if source is not None and source.type == "generated":
+        return _finish(spec, source, _read_generated(source), where)
+    if source is not None:
+        return _finish(spec, source, _read_local(spec, source, _base(spec, root)), where)
+    errors = []
+    for hub in (s for s in spec.sources if s.type == "hub"):
+        try:
+            return _finish(spec, hub, _read_hub(spec, hub), hub.describe())
+        except DataError as err:
+            errors.append(str(err))
+    raise DataError(missing_message(spec, root, "; ".join([where, *errors])))

@@ -1,0 +1,165 @@
+"""BRAT standoff (`doc.txt` + `doc.ann`) from a folder or straight from a .tar.gz archive (no extraction).
+
+Handles discontinuous mentions (`T1<TAB>label 0 5;8 12<TAB>text`), nested/overlapping mentions, and notes
+(`#1<TAB>AnnotatorNotes T1<TAB>C0011849`) attached as `Entity.code` for the chosen note type. Every span is
+checked: offsets inside the text, and the text at the offsets equal to the annotation's text (whitespace
+normalised, fragments joined by a space as BRAT writes them).
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from biobench.errors import DataError
+from biobench.tasks.schema import Entity, NerExample
+
+_WS = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class BratDocument:
+    id: str
+    text: str
+    entities: tuple[Entity, ...]
+    source: str
+
+
+def _norm(s: str) -> str:
+    return _WS.sub(" ", s).strip()
+
+
+def _raw_pairs(path: Path, member_prefix: str = "") -> Iterator[tuple[str, str, str | None, str]]:
+    """(doc id, text, ann content or None, where) for every .txt under a folder or inside a tar.gz."""
+    if path.is_dir():
+        for txt in sorted(path.rglob("*.txt")):
+            rel = txt.relative_to(path).with_suffix("").as_posix()
+            if member_prefix and not rel.startswith(member_prefix):
+                continue
+            ann = txt.with_suffix(".ann")
+            yield (
+                rel[len(member_prefix):],
+                txt.read_text(encoding="utf-8"),
+                ann.read_text(encoding="utf-8") if ann.exists() else None,
+                str(txt.with_suffix("")),
+            )
+        return
+    if not tarfile.is_tarfile(path):
+        raise DataError(f"{path}: not a folder or a .tar.gz archive of BRAT .txt/.ann files")
+    files: dict[str, bytes] = {}
+    with tarfile.open(path, "r:*") as tar:
+        for member in tar:
+            name = member.name.removeprefix("./")
+            if member.isfile() and name.startswith(member_prefix) and name.endswith((".txt", ".ann")):
+                files[name] = tar.extractfile(member).read()
+    for name in sorted(n for n in files if n.endswith(".txt")):
+        stem = name[:-4]
+        ann = files.get(stem + ".ann")
+        yield (
+            stem[len(member_prefix):],
+            files[name].decode("utf-8"),
+            ann.decode("utf-8") if ann is not None else None,
+            f"{path}!{stem}",
+        )
+
+
+def parse_ann(ann: str, text: str, where: str, note_type: str = "AnnotatorNotes") -> tuple[Entity, ...]:
+    """Entities of one .ann file checked against its text; notes of `note_type` become Entity.code."""
+    spans: dict[str, tuple[str, tuple[tuple[int, int], ...]]] = {}
+    notes: dict[str, list[str]] = {}
+    for lineno, line in enumerate(ann.split("\n"), start=1):
+        line = line.rstrip("\r")
+        loc = f"{where}.ann:{lineno}"
+        if line.startswith("T"):
+            parts = line.split("\t")
+            if len(parts) < 3:
+                raise DataError(f"{loc}: expected 'Tn<TAB>LABEL START END<TAB>TEXT', got {line!r}")
+            label, _, offs = parts[1].partition(" ")
+            try:
+                frags = tuple(
+                    (int(a), int(b)) for a, b in (f.split() for f in offs.split(";"))
+                )
+            except ValueError as err:
+                raise DataError(f"{loc}: bad offsets {offs!r} (expected 'START END[;START END...]')") from err
+            for s, e in frags:
+                if not 0 <= s < e <= len(text):
+                    raise DataError(
+                        f"{loc}: offsets {s}-{e} are outside the text ({len(text)} characters in {where}.txt); "
+                        "the .ann does not belong to this .txt, or the .txt was re-encoded/edited"
+                    )
+            expected = parts[2]
+            actual = " ".join(text[s:e] for s, e in frags)
+            if _norm(actual) != _norm(expected):
+                raise DataError(
+                    f"{loc}: span {offs} reads {actual!r} in {where}.txt but the annotation says {expected!r}; "
+                    "offsets are shifted (check line endings / encoding) or the .ann belongs to another .txt"
+                )
+            spans[parts[0]] = (label, frags)
+        elif line.startswith("#"):
+            parts = line.split("\t")
+            head = parts[1].split() if len(parts) > 1 else []
+            if len(parts) >= 3 and len(head) == 2 and head[0] == note_type:
+                notes.setdefault(head[1], []).append(parts[2].strip())
+    entities = []
+    for tid, (label, frags) in spans.items():
+        code = " ".join(notes[tid]) if tid in notes else None
+        start, end = min(s for s, _ in frags), max(e for _, e in frags)
+        entities.append(Entity(start, end, label, frags if len(frags) > 1 else (), code))
+    return tuple(sorted(entities, key=lambda e: (e.start, e.end, e.label, e.fragments)))
+
+
+def read_brat(
+    path: str | Path,
+    *,
+    member_prefix: str = "",
+    note_type: str = "AnnotatorNotes",
+    missing_ann: str = "error",
+) -> list[BratDocument]:
+    """All documents under `path` (folder or .tar.gz; only members under `member_prefix`).
+
+    missing_ann: "error" (default), "skip" (drop the document) or "empty" (a document with no entities).
+    """
+    path = Path(path)
+    docs = []
+    for doc_id, text, ann, where in _raw_pairs(path, member_prefix):
+        if ann is None:
+            if missing_ann == "skip":
+                continue
+            if missing_ann != "empty":
+                raise DataError(
+                    f"{where}.txt has no {Path(where).name}.ann beside it; add an (empty) .ann file, or set "
+                    "\"missing_ann\": \"skip\" or \"empty\" in the task spec's options"
+                )
+            ann = ""
+        docs.append(BratDocument(doc_id, text, parse_ann(ann, text, where, note_type), where))
+    if not docs:
+        raise DataError(f"{path}: no BRAT .txt files found" + (f" under {member_prefix!r}" if member_prefix else ""))
+    return docs
+
+
+def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | None = None) -> list[NerExample]:
+    """One NerExample per document (raw text, no tokens), optionally keeping only some entity labels."""
+    keep = set(entity_labels) if entity_labels else None
+    return [
+        NerExample(d.id, d.text, tuple(e for e in d.entities if keep is None or e.label in keep))
+        for d in docs
+    ]
+
+
+def document_codes(
+    doc: BratDocument, entity_labels: Iterable[str] | None = None, code_pattern: str | None = None
+) -> tuple[str, ...]:
+    """The sorted set of codes noted on a document's entities (each note split on whitespace)."""
+    keep = set(entity_labels) if entity_labels else None
+    pattern = re.compile(code_pattern) if code_pattern else None
+    codes = {
+        c
+        for e in doc.entities
+        if e.code and (keep is None or e.label in keep)
+        for c in e.code.split()
+        if pattern is None or pattern.fullmatch(c)
+    }
+    return tuple(sorted(codes))

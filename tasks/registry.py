@@ -1,0 +1,207 @@
+"""Task registry: every task is declarative data (a JSON/TOML spec), never a class.
+
+Built-in specs live in `tasks/specs/*.json` (the paper's 19 tasks, plus extras such as `cantemist-es` and the
+generated demo tasks). Users add their own with `--task-file SPEC`: the same fields, with local paths
+relative to the spec file. `get_spec` / `list_specs` are what the CLI and the eval loop use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError
+from biobench.tasks.schema import TASK_KINDS
+
+PAPER_TASKS: tuple[str, ...] = (
+    "diamed", "meddialog-fr", "fracco-30", "fracco-100", "cantemist", "distemist", "quaero-emea",
+    "quaero-medline", "chemprot", "phenotyping", "cos", "social-history", "deid", "anatem", "bc5cdr",
+    "jnlpba", "ncbi-disease", "gad", "hoc",
+)
+PROTOCOL_SEEDS: dict[str, tuple[int, ...]] = {"fr": tuple(range(42, 51)), "en": tuple(range(42, 47))}
+SOURCE_TYPES = ("local", "hub", "generated")
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a task's data can come from, in the spec's order of preference.
+
+    - local: `splits` maps train/dev/test to a path (or list of paths, concatenated) relative to the data
+      dir (built-in specs) or to the spec file (`--task-file`); `format` names a reader; `options` are the
+      reader's and loader's knobs (column names, IOB scheme, split file, top-k label filter...).
+    - hub: `dataset` + `revision` (must hold parquet, e.g. `refs/convert/parquet`: datasets>=4 runs no
+      loading scripts), optional `config`; `splits` maps our split names to the hub's; `options.columns`
+      maps our fields to the hub's columns.
+    - generated: `generator` names a function in biobench.tasks.synthetic (no data needed).
+    """
+
+    type: str
+    format: str = ""
+    splits: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    dataset: str | None = None
+    revision: str | None = None
+    config: str | None = None
+    generator: str | None = None
+
+    def describe(self) -> str:
+        if self.type == "hub":
+            rev = f"@{self.revision}" if self.revision else ""
+            return f"hub:{self.dataset}{rev}" + (f" ({self.config})" if self.config else "")
+        if self.type == "generated":
+            return f"generated:{self.generator}"
+        return f"local:{self.format}"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task as data: what it is, how it is scored, where its examples come from."""
+
+    id: str
+    lang: str
+    kind: str
+    max_length: int
+    protocol: str
+    sources: tuple[Source, ...]
+    seeds: tuple[int, ...] = ()
+    metric: str = "macro_f1"
+    dev_metric: str = "macro_f1"
+    labels: tuple[str, ...] | None = None
+    citation: str = ""
+    license: str = ""
+    credentialed: bool = False
+    access: str = ""
+    paper_task: bool = False
+    description: str = ""
+    base_dir: str | None = None  # set for --task-file specs: local paths are relative to it
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+_FIELDS = {f for f in TaskSpec.__dataclass_fields__}
+_SOURCE_FIELDS = {f for f in Source.__dataclass_fields__}
+
+
+def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = None) -> TaskSpec:
+    """Validate a raw spec mapping (from JSON/TOML) and build a TaskSpec; errors name `origin`."""
+    unknown = set(data) - _FIELDS
+    if unknown:
+        raise ConfigError(f"{origin}: unknown spec field(s) {sorted(unknown)}; allowed: {sorted(_FIELDS)}")
+    for key in ("id", "lang", "kind", "max_length", "protocol", "sources"):
+        if key not in data:
+            raise ConfigError(f"{origin}: missing required field '{key}'")
+    if data["kind"] not in TASK_KINDS:
+        raise ConfigError(f"{origin}: kind '{data['kind']}' is not one of {', '.join(TASK_KINDS)}")
+    if data["protocol"] not in PROTOCOL_SEEDS:
+        raise ConfigError(f"{origin}: protocol '{data['protocol']}' must be 'fr' or 'en'")
+    sources = []
+    for i, raw in enumerate(data["sources"]):
+        extra = set(raw) - _SOURCE_FIELDS
+        if extra or raw.get("type") not in SOURCE_TYPES:
+            raise ConfigError(
+                f"{origin}: source #{i + 1} is invalid (type must be one of {SOURCE_TYPES}; "
+                f"unknown keys {sorted(extra)})"
+            )
+        sources.append(Source(**raw))
+    if not sources:
+        raise ConfigError(f"{origin}: 'sources' is empty; give at least one local, hub or generated source")
+    fields = dict(data)
+    fields["sources"] = tuple(sources)
+    fields["seeds"] = tuple(data.get("seeds") or PROTOCOL_SEEDS[data["protocol"]])
+    fields["labels"] = tuple(data["labels"]) if data.get("labels") else None
+    fields["max_length"] = int(data["max_length"])
+    if base_dir is not None:
+        fields["base_dir"] = base_dir
+    return TaskSpec(**fields)
+
+
+def read_spec_file(path: str | Path) -> TaskSpec:
+    """A user's task spec (.json or .toml); local paths in it are relative to the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"task file {path} does not exist (pass --task-file PATH to a .json or .toml spec)")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        else:
+            data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"task file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {err}") from err
+    return spec_from_dict(data, str(path), base_dir=str(path.resolve().parent))
+
+
+@cache
+def _builtin() -> dict[str, TaskSpec]:
+    specs = {}
+    for entry in sorted(resources.files("biobench.tasks").joinpath("specs").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            spec = spec_from_dict(json.loads(entry.read_text(encoding="utf-8")), f"tasks/specs/{entry.name}")
+            specs[spec.id] = spec
+    return specs
+
+
+def _user_specs(task_files: Sequence[str | Path]) -> dict[str, TaskSpec]:
+    specs: dict[str, TaskSpec] = {}
+    for path in task_files:
+        spec = read_spec_file(path)
+        if spec.id in _builtin():
+            raise ConfigError(f"{path}: task id '{spec.id}' is a built-in task; give your task another id")
+        specs[spec.id] = spec
+    return specs
+
+
+def get_spec(task_id: str, task_files: Sequence[str | Path] = ()) -> TaskSpec:
+    """The spec for `task_id` (built-in or from a --task-file); unknown ids suggest the closest one."""
+    specs = {**_builtin(), **_user_specs(task_files)}
+    if task_id in specs:
+        return specs[task_id]
+    close = difflib.get_close_matches(task_id, list(specs), n=1, cutoff=0.4)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise ConfigError(f"unknown task '{task_id}': {hint}`biobench tasks --all` lists the task ids")
+
+
+def list_specs(
+    lang: str | None = None, task_files: Sequence[str | Path] = (), include_extra: bool = False
+) -> list[TaskSpec]:
+    """Paper tasks in paper order, then (with include_extra) the extra built-ins, then --task-file tasks."""
+    builtin = _builtin()
+    specs = [builtin[t] for t in PAPER_TASKS]
+    if include_extra:
+        specs += [s for s in builtin.values() if not s.paper_task]
+    specs += list(_user_specs(task_files).values())
+    return [s for s in specs if lang is None or s.lang == lang]
+
+
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """--data-dir and --task-file, shared by `biobench tasks` and `biobench eval`."""
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=None,
+        help="folder holding task data in the documented layout (default: $BIOBENCH_DATA)",
+    )
+    parser.add_argument(
+        "--task-file",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        help="your own task spec (.json/.toml, same fields as the built-in specs); repeatable",
+    )
