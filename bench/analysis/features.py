@@ -1,0 +1,109 @@
+"""Frozen-encoder features for the analyses: per-layer mean-pooled hidden states, CLS vectors.
+
+Every analysis treats the encoder as a fixed function, so features are computed once (no grad, eval mode,
+batches sorted by length to waste little padding) and returned as float64 numpy arrays: CKA needs float64,
+and the probes are cheap on top of cached features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[Any, Any, Any]:
+    """(encoder, tokenizer, ModelInfo) in eval mode, float32 (CKA and probes compare exact features),
+    gradients off. Aliases, hub ids and local folders resolve through biobench.models."""
+    import torch
+    from biobench.models import load_encoder
+
+    encoder, tokenizer, info = load_encoder(str(name_or_path), device, dtype=torch.float32)
+    encoder.eval()
+    for p in encoder.parameters():
+        p.requires_grad_(False)
+    return encoder, tokenizer, info
+
+
+def model_max_length(encoder, tokenizer) -> int:
+    """The longest input the encoder accepts: position embeddings, capped by the tokenizer's limit."""
+    limits = [getattr(encoder.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    limits = [int(x) for x in limits if x and int(x) < 10**8]
+    return min(limits) if limits else 512
+
+
+def num_layers(encoder) -> int:
+    """Transformer layers (hidden-state count minus the embedding output)."""
+    return int(encoder.config.num_hidden_layers)
+
+
+def _batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def layer_features(
+    encoder, tokenizer, texts: Sequence[str], max_length: int = 512, batch_size: int = 8
+) -> list[np.ndarray]:
+    """Mean-pooled hidden states of every layer (index 0 = embeddings, then each transformer layer), one
+    float64 array (n_texts, hidden) per layer. Padding is excluded from the mean via the attention mask."""
+    import torch
+
+    device = next(encoder.parameters()).device
+    max_length = min(max_length, model_max_length(encoder, tokenizer))
+    lengths = [len(t) for t in texts]
+    out: list[np.ndarray] | None = None
+    with torch.no_grad():
+        for idx in _batches(lengths, batch_size):
+            enc = tokenizer(
+                [texts[i] for i in idx], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+            ).to(device)
+            states = encoder(**enc, output_hidden_states=True).hidden_states
+            mask = enc["attention_mask"].unsqueeze(-1).to(torch.float64)
+            if out is None:
+                out = [np.zeros((len(texts), s.shape[-1]), dtype=np.float64) for s in states]
+            for layer, hidden in enumerate(states):
+                pooled = (hidden.to(torch.float64) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+                out[layer][idx] = pooled.cpu().numpy()
+    return out or []
+
+
+def pooled_features(
+    encoder,
+    tokenizer,
+    texts: Sequence[str],
+    pairs: Sequence[str] | None = None,
+    pooling: str = "cls",
+    layer: int = -1,
+    max_length: int = 512,
+    batch_size: int = 8,
+) -> np.ndarray:
+    """One float64 vector per text (or (text, pair) input, truncating only the pair) from hidden layer
+    `layer` (-1 = last, after the final norm): the first token ("cls") or the masked mean ("mean")."""
+    import torch
+
+    device = next(encoder.parameters()).device
+    max_length = min(max_length, model_max_length(encoder, tokenizer))
+    lengths = [len(t) + (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)]
+    result: np.ndarray | None = None
+    with torch.no_grad():
+        for idx in _batches(lengths, batch_size):
+            args = ([texts[i] for i in idx],) + (([pairs[i] for i in idx],) if pairs else ())
+            enc = tokenizer(
+                *args, padding=True, max_length=max_length, return_tensors="pt",
+                truncation="only_second" if pairs else True,
+            ).to(device)
+            out = encoder(**enc, output_hidden_states=layer != -1)
+            hidden = out.last_hidden_state if layer == -1 else out.hidden_states[layer]
+            hidden = hidden.to(torch.float64)
+            if pooling == "cls":
+                vec = hidden[:, 0]
+            else:
+                mask = enc["attention_mask"].unsqueeze(-1).to(torch.float64)
+                vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            if result is None:
+                result = np.zeros((len(texts), vec.shape[-1]), dtype=np.float64)
+            result[idx] = vec.cpu().numpy()
+    return result if result is not None else np.zeros((0, 0))

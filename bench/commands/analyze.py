@@ -1,0 +1,311 @@
+"""`biobench analyze cka|transplant|probe|needle`: the paper's analyses (§3.4, §4.4, §5, Appendix I)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError
+
+CKA_HELP = """\
+Linear CKA (float64) between the mean-pooled hidden states of two encoders, layer by layer (layer 0 = the
+embedding output, layer l = the output of transformer layer l-1). Divergence = 1 - CKA, averaged over
+--sample-seeds (each seed samples --n texts). With --noise N, a second seed of the reference model B, each
+layer also gets the seed-noise ratio  r_l = div(A, B) / div(N, B)  (numerator: A vs B; denominator: N vs B).
+Paper §5.1 / DESIGN: A = the CLM-detour model, B = MLM seed 1, N = MLM seed 2, i.e.
+r_l = div(CLM, MLM_s1) / div(MLM_s2, MLM_s1)."""
+
+
+def parse_ranges(spec: str, option: str) -> list[int]:
+    """'0-7' -> [0..7]; '42,43,47' and '0-3,8' work too (sorted, unique)."""
+    values: set[int] = set()
+    for part in spec.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match:
+            raise ConfigError(f"{option} '{spec}': expected a range like 0-7 or a list like 42,43,47")
+        lo, hi = int(match[1]), int(match[2] or match[1])
+        if hi < lo:
+            raise ConfigError(f"{option} '{spec}': range {lo}-{hi} is reversed")
+        values.update(range(lo, hi + 1))
+    return sorted(values)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("analyze", help="the paper's analyses: CKA, transplants, linear probes, needle test",
+                                   description=__doc__)
+    sub = parser.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
+
+    p = sub.add_parser("cka", help="per-layer linear CKA divergence between two models (+ seed-noise ratio)",
+                       description=CKA_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs=2, metavar=("A", "B"), required=True,
+                   help="A (e.g. the CLM-detour model) and the reference B (e.g. MLM seed 1)")
+    p.add_argument("--noise", metavar="N", help="a second seed of B (e.g. MLM seed 2): adds r_l = div(A,B)/div(N,B)")
+    p.add_argument("--texts", required=True, metavar="PATH|TASK",
+                   help="a text file/folder (.jsonl[.gz] 'text' records, .txt lines) or a task id (all its splits)")
+    p.add_argument("--n", type=int, default=500, help="texts per sample seed (default 500)")
+    p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
+    p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--align-relative", action="store_true",
+                   help="for models of different depth: pair layers by relative depth instead of failing")
+    _common(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="writes DIR/cka.json and DIR/cka.png")
+    p.set_defaults(func=run_cka)
+
+    p = sub.add_parser("transplant", help="copy a layer range (or only attention / MLP) of model A into model B")
+    p.add_argument("--from", dest="source", required=True, metavar="A", help="model the parameters come from")
+    p.add_argument("--into", dest="target", required=True, metavar="B", help="model that receives them (its head "
+                   "and tokenizer are kept)")
+    p.add_argument("--layers", required=True, help="transformer layers, 0-based: 0-7, 8-14, 0-3,8")
+    p.add_argument("--component", default="all",
+                   help="all | attention (with its norm) | mlp (with its norm); default all")
+    p.add_argument("--out", required=True, metavar="DIR", help="new model folder (+ transplant.json)")
+    p.set_defaults(func=run_transplant)
+
+    p = sub.add_parser("probe", help="logistic-regression probe on frozen features, macro-F1 per seed")
+    p.add_argument("--model", required=True)
+    p.add_argument("--task", required=True, help="a classification, relation or multilabel task id")
+    p.add_argument("--seeds", default="42-44", help="probe seeds (LR random_state + train subsample); default 42-44")
+    p.add_argument("--pooling", choices=("mean", "cls"), default="mean")
+    p.add_argument("--layer", type=int, default=-1, help="hidden state index (0 = embeddings, -1 = last)")
+    p.add_argument("--max-length", type=int, default=None, help="default: the task's max length, capped by the model")
+    p.add_argument("--limit-train", type=int, default=None, help="subsample this many training examples per seed")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--results", default="results", metavar="DIR", help="results store (default results/)")
+    p.add_argument("--overwrite", action="store_true")
+    from biobench.tasks.registry import add_task_arguments
+
+    add_task_arguments(p)
+    _common(p)
+    p.set_defaults(func=run_probe)
+
+    needle = sub.add_parser("needle", help="needle-in-a-haystack data and probe (paper Appendix I)")
+    nsub = needle.add_subparsers(dest="needle_command", metavar="STEP", required=True)
+    p = nsub.add_parser("generate", help="write DIR/needle.jsonl from a French biomedical text folder")
+    p.add_argument("--haystacks", required=True, metavar="DIR", help=".jsonl[.gz] records with 'text', or .txt files")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--n", type=int, default=1500, help="examples (n/2 positive/negative pairs); default 1500")
+    p.add_argument("--lengths", default="512,1024,2048,4096,8192")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tokenizer", metavar="M", help="count lengths in this model's tokens (recommended); "
+                   "default: whitespace words, which are fewer than subword tokens")
+    p.set_defaults(func=run_needle_generate)
+    p = nsub.add_parser("run", help="frozen encoder + MLP probe on CLS; accuracy by length and position")
+    p.add_argument("--model", required=True)
+    p.add_argument("--data", required=True, metavar="DIR", help="folder holding needle.jsonl")
+    p.add_argument("--out", metavar="DIR", help="default: DATA/runs/<model-slug>")
+    p.add_argument("--seeds", default="42", help="probe seeds (default 42)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--batch-size", type=int, default=4, help="probe batch size (default 4)")
+    p.add_argument("--encode-batch-size", type=int, default=4)
+    p.add_argument("--max-length", type=int, default=None, help="default: the model's context")
+    p.add_argument("--lengths", default=None, help="only these haystack lengths (e.g. 512,1024)")
+    _common(p)
+    p.set_defaults(func=run_needle)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+
+
+def _device(value: str | None) -> str:
+    import torch
+
+    return value or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    from biobench.results import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
+    from biobench.tasks import needle
+
+    if Path(value).exists():
+        return needle.read_texts(value), value
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec
+
+    task = load_task(get_spec(value), data_dir)
+    return [ex.text for split in ("train", "dev", "test") for ex in task.splits.get(split, [])], task.source
+
+
+def run_cka(args) -> int:
+    import numpy as np
+    from biobench.analysis import cka, features, plots
+
+    seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
+    texts, source = _texts(args.texts)
+    samples = cka.sample_indices(len(texts), args.n, seeds)
+    union = np.unique(np.concatenate(list(samples.values())))
+    position = {int(t): k for k, t in enumerate(union)}
+    samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
+    device = _device(args.device)
+    names = {"a": args.models[0], "b": args.models[1], "noise": args.noise}
+    feats, ids = {}, {}
+    for role, name in names.items():
+        if name is None:
+            continue
+        encoder, tokenizer, info = features.load_frozen_encoder(name, device)
+        feats[role] = features.layer_features(encoder, tokenizer, [texts[i] for i in union], args.max_length,
+                                              args.batch_size)
+        ids[role] = {"id": info.id, "revision": info.revision, "layers": len(feats[role]) - 1}
+        del encoder
+        if role == "b" and "a" in feats:
+            cka.layer_pairs(len(feats["a"]), len(feats["b"]), args.align_relative)  # fail before the noise model
+    report = cka.cka_report(feats, "a", "b", "noise" if args.noise else None, samples, args.align_relative)
+    report = {"schema": report.pop("schema"), "models": ids, "texts": source, "n_texts": len(texts),
+              "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
+              **report}
+    out = Path(args.out)
+    _write_json(out / "cka.json", report)
+    plots.plot_cka(report, out / "cka.png")
+    for row in report["layers"]:
+        ratio = f"  ratio {row['ratio']:.2f}" if row["ratio"] is not None else ""
+        print(f"layer {row['layer']:>2}: CKA {row['cka']:.4f}  divergence {row['divergence']:.4f}{ratio}")
+    print(f"wrote {out / 'cka.json'} and {out / 'cka.png'}")
+    return 0
+
+
+def run_transplant(args) -> int:
+    from biobench.analysis.transplant import transplant
+
+    layers = parse_ranges(args.layers, "--layers")
+    record = transplant(args.source, args.target, layers, args.component, args.out)
+    print(f"copied {record['n_tensors']} tensors ({record['n_params']:,} parameters) of layers "
+          f"{args.layers} [{args.component}] from {args.source} into {args.target} -> {args.out}")
+    return 0
+
+
+def run_probe(args) -> int:
+    import platform
+
+    import sklearn
+    import torch
+    import transformers
+    from biobench import __version__, results
+    from biobench.analysis import features, probe
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec
+
+    spec = get_spec(args.task, args.task_file)
+    if spec.kind not in probe.PROBE_KINDS:
+        raise ConfigError(f"task '{spec.id}' is a {spec.kind} task; linear probes need classification, "
+                          "relation or multilabel")
+    task = load_task(spec, args.data_dir)
+    seeds = parse_ranges(args.seeds, "--seeds")
+    device = _device(args.device)
+    encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
+    max_length = min(args.max_length or spec.max_length, features.model_max_length(encoder, tokenizer))
+    proto = probe.protocol(args.pooling, args.layer, max_length, args.limit_train)
+    variant = f"probe-{args.pooling}-{'last' if args.layer == -1 else f'l{args.layer}'}"
+    slug = f"{info.slug}--{variant}"
+    todo = {}
+    for seed in seeds:
+        path = results.result_path(args.results, slug, spec.id, seed)
+        key = results.run_key(info.revision, task.checksum, proto["hash"], seed)
+        if results.decide(path, key, args.overwrite, proto) == "skip":
+            print(f"seed {seed}: done already ({path})")
+        else:
+            todo[seed] = (path, key)
+    if not todo:
+        return 0
+    start = time.time()
+    splits = {s: task.splits.get(s, []) for s in ("train", "dev", "test")}
+    feats = {s: features.pooled_features(encoder, tokenizer, [ex.text for ex in exs], pooling=args.pooling,
+                                         layer=args.layer, max_length=max_length, batch_size=args.batch_size)
+             for s, exs in splits.items()}
+    gold = {s: probe.targets(spec.kind, exs) for s, exs in splits.items()}
+    encode_s = time.time() - start
+    versions = {"biobench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+                "scikit-learn": sklearn.__version__, "python": platform.python_version()}
+    for seed, (path, key) in todo.items():
+        t0 = time.time()
+        metrics, preds = probe.run_seed(spec.kind, feats, gold, task.labels, seed, args.limit_train)
+        result = {
+            "model": {**info.to_dict(), "slug": slug, "variant": variant},
+            "task": {"id": spec.id, "lang": spec.lang, "kind": spec.kind, "data_checksum": task.checksum,
+                     "source": task.source, **{f"n_{s}": len(exs) for s, exs in splits.items()}},
+            "seed": seed, "protocol": proto, "key": key, "metrics": metrics,
+            "dev_score": metrics.get("dev", {}).get("macro_f1"), "best_epoch": None,
+            "timings": {"encode_s": round(encode_s, 2), "train_s": round(time.time() - t0, 2),
+                        "total_s": round(encode_s + time.time() - t0, 2)},
+            "versions": versions, "device": device,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        rows = [{"id": ex.id, "gold": g, "pred": p} for ex, g, p in zip(splits["test"], gold["test"], preds, strict=True)]
+        results.write_result(path, result, rows)
+        print(f"seed {seed}: test macro-F1 {metrics['test']['macro_f1']:.4f} -> {path}")
+    return 0
+
+
+def run_needle_generate(args) -> int:
+    from biobench.tasks import needle
+
+    lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+    count, tokenizer_source = None, None
+    if args.tokenizer:
+        from biobench.models import resolve_model
+        from transformers import AutoTokenizer
+
+        tokenizer_source = resolve_model(args.tokenizer).source
+        tok = AutoTokenizer.from_pretrained(tokenizer_source)
+        tok.model_max_length = 10**9  # counting only: silence the "longer than the model" warning
+
+        def count(text: str) -> int:
+            return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    texts = needle.read_texts(args.haystacks)
+    rows = needle.generate(texts, n=args.n, lengths=lengths, seed=args.seed, count=count, source=args.haystacks)
+    out = Path(args.out)
+    needle.write_jsonl(rows, out / "needle.jsonl")
+    meta = {"schema": "biobench.needle-data/1", "haystacks": str(args.haystacks), "n": len(rows),
+            "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
+            "tokenizer": tokenizer_source, "templates": str(needle.TEMPLATES_PATH.name),
+            "splits": {s: sum(r["split"] == s for r in rows) for s in ("train", "dev", "test")}}
+    _write_json(out / "needle_meta.json", meta)
+    print(f"wrote {len(rows)} examples ({meta['splits']}) to {out / 'needle.jsonl'}")
+    return 0
+
+
+def run_needle(args) -> int:
+    import numpy as np
+    from biobench.analysis import features, needle_probe, plots
+    from biobench.tasks import needle
+
+    rows = needle.read_jsonl(Path(args.data) / "needle.jsonl")
+    if args.lengths:
+        keep = set(parse_ranges(args.lengths, "--lengths"))
+        rows = [r for r in rows if r["length"] in keep]
+        if not rows:
+            raise ConfigError(f"--lengths {args.lengths}: no example of these lengths in {args.data}")
+    seeds = parse_ranges(args.seeds, "--seeds")
+    device = _device(args.device)
+    encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
+    max_length = min(args.max_length or 10**9, features.model_max_length(encoder, tokenizer))
+    start = time.time()
+    feats = features.pooled_features(encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows],
+                                     pooling="cls", max_length=max_length, batch_size=args.encode_batch_size)
+    encode_s = time.time() - start
+    visible = needle_probe.fact_visible(tokenizer, rows, max_length)
+    config = needle_probe.ProbeConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
+    summary = needle_probe.evaluate(rows, np.asarray(feats, dtype=np.float32), visible, seeds, config)
+    result = {"schema": "biobench.needle/1", "model": {"id": info.id, "slug": info.slug, "revision": info.revision},
+              "data": str(args.data), "max_length": max_length, "probe": config.to_dict(), "seeds": seeds,
+              "timings": {"encode_s": round(encode_s, 1), "total_s": round(time.time() - start, 1)}, **summary}
+    out = Path(args.out) if args.out else Path(args.data) / "runs" / info.slug
+    _write_json(out / "needle_results.json", result)
+    plots.plot_needle(result, out / "needle_results.png")
+    lengths = "  ".join(f"{k}: {v:.3f}" for k, v in result["by_length"].items())
+    positions = "  ".join(f"{k}: {v:.3f}" for k, v in result["by_position"].items())
+    print(f"test accuracy {result['accuracy']:.3f} (dev {result['dev_accuracy']:.3f}); by length {lengths}; "
+          f"by position {positions}")
+    print(f"wrote {out / 'needle_results.json'}")
+    return 0

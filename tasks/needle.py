@@ -1,0 +1,277 @@
+"""Synthetic needle-in-a-haystack data (paper Appendix I), with no model code.
+
+A *fact* is one French medical sentence rendered from a template (tasks/templates/needle_fr.json: 8
+templates, 2-4 slots, small lexicons). Each *pair* shares one haystack (consecutive sentences of a French
+biomedical corpus, cut to a target length) and one query (the fact with the query's slot values):
+- the positive inserts exactly the query's fact,
+- the negative inserts the same template with exactly one slot changed (so the two texts differ only in
+  that slot's words), at the same character offset.
+Pairs are spread round-robin over lengths x positions (start / middle / end), so labels, lengths and
+positions are balanced, and split 70/15/15 by pair within each cell (both members of a pair share a split).
+
+Length rule: a length counts the tokens of the haystack *including the fact* (no special tokens), as
+given by `count` — a tokenizer's counter when the caller passes one (`--tokenizer`), else whitespace
+words. The query is not counted (a pair input adds it plus 3 special tokens).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError, DataError
+
+TEMPLATES_PATH = Path(__file__).parent / "templates" / "needle_fr.json"
+POSITIONS: tuple[str, ...] = ("start", "middle", "end")
+DEFAULT_LENGTHS: tuple[int, ...] = (512, 1024, 2048, 4096, 8192)
+SPLITS: tuple[tuple[str, float], ...] = (("train", 0.70), ("dev", 0.15), ("test", 0.15))
+MIDDLE_TOLERANCE = 0.10  # a sentence boundary within 10% of the middle, else the nearest word boundary
+
+Counter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    category: str
+    text: str
+    slots: dict[str, tuple[str, ...]]
+
+    def render(self, values: dict[str, str]) -> str:
+        return self.text.format(**values)
+
+
+def load_templates(path: Path = TEMPLATES_PATH) -> list[Template]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [
+        Template(t["id"], t["category"], t["text"], {k: tuple(v) for k, v in t["slots"].items()})
+        for t in data["templates"]
+    ]
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def read_texts(path: str | Path) -> list[str]:
+    """Texts of a file or folder: .jsonl / .jsonl.gz records' "text" field (E3C, pretraining corpora),
+    .txt / .txt.gz non-empty lines. A folder is read recursively in sorted order."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"text path '{path}' does not exist")
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    texts: list[str] = []
+    for f in files:
+        name = f.name.removesuffix(".gz")
+        if not name.endswith((".jsonl", ".txt")):
+            continue
+        opener = gzip.open if f.name.endswith(".gz") else open
+        with opener(f, "rt", encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if name.endswith(".txt"):
+                    texts.append(line.strip())
+                    continue
+                try:
+                    text = json.loads(line).get("text")
+                except (json.JSONDecodeError, AttributeError) as err:
+                    raise DataError(f"{f}:{lineno}: not a JSON object with a 'text' field ({err})") from err
+                if isinstance(text, str) and text.strip():
+                    texts.append(text)
+    if not texts:
+        raise DataError(f"no texts found in '{path}' (expected .jsonl[.gz] records with 'text' or .txt[.gz] lines)")
+    return texts
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def split_sentences(texts: Sequence[str]) -> list[str]:
+    """Whitespace-normalised sentences, in corpus order."""
+    out = []
+    for text in texts:
+        for sent in _SENTENCE_END.split(text):
+            sent = " ".join(sent.split())
+            if sent:
+                out.append(sent)
+    return out
+
+
+class _Pool:
+    """The corpus as a ring of sentences with cached lengths, to cut haystacks of a given size."""
+
+    def __init__(self, sentences: list[str], count: Counter):
+        self.sentences, self.count = sentences, count
+        self._lengths: list[int | None] = [None] * len(sentences)
+
+    def length(self, i: int) -> int:
+        if self._lengths[i] is None:
+            self._lengths[i] = self.count(self.sentences[i])
+        return self._lengths[i]  # type: ignore[return-value]
+
+    def require(self, needed: int, source: str, unit: str) -> None:
+        total = 0
+        for i in range(len(self.sentences)):
+            total += self.length(i)
+            if total >= needed:
+                return
+        raise DataError(
+            f"haystack folder '{source}' holds only {total} {unit} of text, fewer than the longest length "
+            f"{needed}; add more texts or lower --lengths"
+        )
+
+    def haystack(self, start: int, budget: int) -> list[str]:
+        """Consecutive sentences from `start` (wrapping around) holding at most `budget` units."""
+        sents: list[str] = []
+        total, i = 0, start
+        while total < budget:
+            sents.append(self.sentences[i % len(self.sentences)])
+            total += self.length(i % len(self.sentences))
+            i += 1
+        while sents and self.count(" ".join(sents)) > budget:
+            sents = _trim_last(sents, budget, self.count)
+        return sents
+
+
+def _trim_last(sents: list[str], budget: int, count: Counter) -> list[str]:
+    """Drop words from the last sentence (binary search) so the joined text fits the budget."""
+    head, words = sents[:-1], sents[-1].split(" ")
+    lo, hi = 0, len(words) - 1  # largest k with count(head + words[:k]) <= budget
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(" ".join(head + [" ".join(words[:mid])])) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return head + ([" ".join(words[:lo])] if lo else [])
+
+
+def _insertion_offset(sents: list[str], position: str) -> int:
+    """Character offset in " ".join(sents) where the fact goes."""
+    filler = " ".join(sents)
+    if position == "start":
+        return 0
+    if position == "end":
+        return len(filler) + 1 if filler else 0
+    middle = len(filler) / 2
+    starts, offset = [], 0
+    for s in sents:
+        starts.append(offset)
+        offset += len(s) + 1
+    best = min(starts, key=lambda b: abs(b - middle))
+    if abs(best - middle) <= MIDDLE_TOLERANCE * len(filler):
+        return best
+    spaces = [m.end() for m in re.finditer(" ", filler)] or [0]
+    return min(spaces, key=lambda b: abs(b - middle))
+
+
+def _insert(sents: list[str], offset: int, fact: str) -> str:
+    filler = " ".join(sents)
+    if not filler:
+        return fact
+    if offset >= len(filler):
+        return filler + " " + fact
+    return filler[:offset] + fact + " " + filler[offset:]
+
+
+def _other_value(rng: random.Random, template: Template, slots: dict[str, str]) -> dict[str, str]:
+    """The same slots with exactly one of them changed to another lexicon value."""
+    name = rng.choice(sorted(template.slots))
+    changed = dict(slots)
+    changed[name] = rng.choice([v for v in template.slots[name] if v != slots[name]])
+    return changed
+
+
+def _assign_splits(cells: dict[tuple[int, str], list[int]], rng: random.Random) -> dict[int, str]:
+    split_of: dict[int, str] = {}
+    for pair_ids in cells.values():
+        ids = list(pair_ids)
+        rng.shuffle(ids)
+        n_train = round(SPLITS[0][1] * len(ids))
+        n_dev = round(SPLITS[1][1] * len(ids))
+        for k, pid in enumerate(ids):
+            split_of[pid] = "train" if k < n_train else "dev" if k < n_train + n_dev else "test"
+    return split_of
+
+
+def generate(
+    texts: Sequence[str],
+    n: int = 1500,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    seed: int = 0,
+    count: Counter | None = None,
+    templates: list[Template] | None = None,
+    source: str = "texts",
+) -> list[dict[str, Any]]:
+    """n examples (n/2 positive/negative pairs), balanced over lengths x positions; deterministic per seed."""
+    if n < 2 or n % 2:
+        raise ConfigError(f"--n {n}: the needle set is made of positive/negative pairs, so n must be even and >= 2")
+    if not lengths or any(length < 32 for length in lengths):
+        raise ConfigError(f"--lengths {list(lengths)}: every length must be >= 32 tokens")
+    unit = "words" if count is None else "tokens"
+    count = count or word_count
+    templates = templates or load_templates()
+    pool = _Pool(split_sentences(texts), count)
+    pool.require(max(lengths), source, unit)
+    rng = random.Random(seed)
+    cells = [(length, pos) for length in lengths for pos in POSITIONS]
+    by_cell: dict[tuple[int, str], list[int]] = {c: [] for c in cells}
+    rows: list[dict[str, Any]] = []
+    for pid in range(n // 2):
+        length, position = cells[pid % len(cells)]
+        by_cell[(length, position)].append(pid)
+        template = templates[rng.randrange(len(templates))]
+        query_slots = {name: rng.choice(values) for name, values in template.slots.items()}
+        neg_slots = _other_value(rng, template, query_slots)
+        query = template.render(query_slots)
+        facts = {1: (query, query_slots), 0: (template.render(neg_slots), neg_slots)}
+        budget = length - max(count(f) for f, _ in facts.values()) - 1
+        sents = pool.haystack(rng.randrange(len(pool.sentences)), budget)
+        offset = _insertion_offset(sents, position)
+        for label in (1, 0):
+            fact, slots = facts[label]
+            text = _insert(sents, offset, fact)
+            start = offset
+            rows.append({
+                "id": f"needle-{pid:05d}-{'pos' if label else 'neg'}", "pair": pid,
+                "text": text, "query": query, "label": label,
+                "length": length, "position": position, "n_tokens": count(text), "length_unit": unit,
+                "template": template.id, "slots": slots, "query_slots": query_slots,
+                "fact_start": start, "fact_end": start + len(fact),
+            })
+    split_of = _assign_splits(by_cell, rng)
+    for row in rows:
+        row["split"] = split_of[row["pair"]]
+    return rows
+
+
+def write_jsonl(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DataError(f"needle data '{path}' not found; create it with `biobench analyze needle generate`")
+    required = {"text", "query", "label", "length", "position", "split"}
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                row = json.loads(line)
+                missing = required - row.keys()
+                if missing:
+                    raise DataError(f"{path}:{lineno}: missing fields {sorted(missing)}")
+                rows.append(row)
+    return rows
