@@ -1,0 +1,43 @@
+"""`biobench leaderboard`: the Gradio app over results folders, or `--export` of the aggregated table."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "leaderboard",
+        help="browse results in a Gradio app (or --export the table)",
+        description="Leaderboard over results folders plus the paper's published rows (marked 'reported').",
+    )
+    p.add_argument("--results", nargs="+", action="extend", default=[], metavar="DIR",
+                   help="results folder(s) written by `biobench eval` (repeatable)")
+    p.add_argument("--no-reference", action="store_true", help="hide the paper's reported rows")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default: Gradio's, 7860 or the next free one)")
+    p.add_argument("--export", metavar="FILE", help="write the aggregated table to FILE.csv or FILE.json and exit")
+    p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for significance (default 1000)")
+    p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from biobench.leaderboard.board import build_board
+    from biobench.leaderboard.tables import render_text, write_export
+
+    quick = bool(args.export or args.print_table)
+    board = build_board(args.results, reference=not args.no_reference, significance=not quick, n_boot=args.n_boot)
+    for problem in board.problems:
+        print(f"warning: {problem.path}: {problem.reason}")
+    if args.print_table:
+        print(render_text(board))
+    if args.export:
+        path = write_export(board, args.export)
+        print(f"wrote {path} ({sum(1 for _ in board.entries)} rows)")
+    if quick:
+        return 0
+    from biobench.leaderboard.app import launch
+
+    launch(board, host=args.host, port=args.port)
+    return 0

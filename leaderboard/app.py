@@ -1,0 +1,193 @@
+"""The Gradio app: language tables, task view, compare view, plots, problems, CSV download.
+
+Everything is computed from a `Board` built once at start-up; callbacks only filter and re-render, and
+every callback is wrapped so a bad file or value shows a message instead of breaking the page.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import traceback
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+from biobench.leaderboard import plots
+from biobench.leaderboard.board import Board
+from biobench.leaderboard.compare import compare
+from biobench.leaderboard.tables import CSS, Filters, export_frame, render_html, select
+
+LANG_NAMES = {"fr": "French", "en": "English"}
+
+
+def _safe(default_factory):
+    """Turn an exception in a callback into a visible message (the app never crashes on bad data)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args):
+            try:
+                return fn(*args)
+            except Exception as err:  # noqa: BLE001 - shown to the user instead of a broken page
+                traceback.print_exc()
+                return default_factory(f"{type(err).__name__}: {err}")
+
+        return inner
+
+    return wrap
+
+
+def _choices(board: Board, attr: str) -> list[str]:
+    return sorted({str(getattr(e, attr)) for e in board.entries})
+
+
+def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
+    """Per-seed scores, mean, sd and 95% CI of every model on one task."""
+    rows = []
+    for e in board.lang_entries(lang):
+        c = e.cells.get(task)
+        if c is None:
+            continue
+        row = {"model": e.name, "source": e.source, "mean": round(c.mean, 2)}
+        if c.summary is not None:
+            row.update(sd=round(c.summary.std, 2), ci_low=round(c.summary.ci_low, 2), ci_high=round(c.summary.ci_high, 2),
+                       n=c.summary.n)
+            row.update({f"seed {s}": round(v, 2) for s, v in sorted(c.seeds.items())})
+        group = board.groups.get((lang, task))
+        if group is not None:
+            row["top group"] = "yes" if group.in_top(e.key) else ("no" if e.key in group.vs_best else "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def task_label_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
+    """Per-label F1 (%), mean over seeds, for measured models (labels as rows)."""
+    cols = {e.name: e.cells[task].per_label for e in board.lang_entries(lang) if task in e.cells and e.cells[task].per_label}
+    if not cols:
+        return pd.DataFrame({"label": [], "note": []})
+    frame = pd.DataFrame(cols).round(1)
+    frame.index.name = "label"
+    return frame.reset_index()
+
+
+def build_app(board: Board) -> gr.Blocks:
+    measured = sum(e.source == "measured" for e in board.entries)
+    tmp = Path(tempfile.mkdtemp(prefix="biobench-leaderboard-"))
+    # analysis figures do not depend on the filters: build them once (their problems join the list)
+    cka_fig = plots.cka_figure(board.analyses["cka"], board.problems)
+    needle_fig = plots.needle_figure(board.analyses["needle"], board.problems)
+
+    with gr.Blocks(title="biobench leaderboard") as app:
+        gr.Markdown(
+            "# biobench leaderboard\nBiomedical encoders on the French and English tasks of "
+            "*A Causal Language Modeling Detour Improves Encoder Continued Pretraining* (arXiv 2605.12438). "
+            f"{measured} measured model/language rows; reported rows are the paper's published numbers."
+            + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else "")
+        )
+        with gr.Row():
+            sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
+            sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
+            contexts = gr.CheckboxGroup(_choices(board, "context"), value=_choices(board, "context"), label="Context")
+            recipes = gr.CheckboxGroup(_choices(board, "recipe"), value=_choices(board, "recipe"), label="Recipe")
+        with gr.Row():
+            all_tasks = [t for lang in board.langs for t in board.columns(lang)]
+            sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
+            show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
+            download = gr.DownloadButton("Download CSV (filtered rows)")
+        filter_inputs = [sources, sizes, contexts, recipes, sort_by, show_ci]
+        tables = {}
+        with gr.Tabs():
+            for lang in board.langs:
+                with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
+                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}")
+            with gr.Tab("Task", id="tab-task"):
+                with gr.Row():
+                    t_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
+                    first = board.columns(board.langs[0]) if board.langs else []
+                    t_task = gr.Dropdown(first, value=first[0] if first else None, label="Task")
+                t_seeds = gr.Dataframe(label="Per-seed scores (macro-F1 %)")
+                t_labels = gr.Dataframe(label="Per-label F1 (%), mean over seeds")
+                t_plot = gr.Plot(label="Scores with 95% CI")
+            with gr.Tab("Compare", id="tab-compare"):
+                with gr.Row():
+                    c_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
+                    c_a = gr.Dropdown([], label="Model A")
+                    c_b = gr.Dropdown([], label="Model B")
+                c_table = gr.Dataframe(label="A - B per task (percentage points)")
+            with gr.Tab("Plots", id="tab-plots"):
+                p_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
+                p_bars = gr.Plot(label="Per-task scores")
+                gr.Plot(cka_fig, label="CKA")
+                gr.Plot(needle_fig, label="Needle in a haystack")
+            with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems"):
+                gr.Dataframe(problems_frame(board), label="Files that could not be used")
+
+        def filters_of(src, sz, ctx, rec, sort, ci) -> Filters:
+            return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci))
+
+        @_safe(lambda msg: [f"<p>error: {msg}</p>"] * len(tables) + [None])
+        def refresh(*values):
+            f = filters_of(*values)
+            frame = export_frame(board)
+            keep = {(lang, e.name) for lang in board.langs for e in select(board, lang, f)}
+            frame = frame[[(r.lang, r.model) in keep for r in frame.itertuples()]]
+            path = tmp / "biobench-leaderboard.csv"
+            frame.to_csv(path, index=False)
+            return [render_html(board, lang, f) for lang in tables] + [str(path)]
+
+        for control in filter_inputs:
+            control.change(refresh, filter_inputs, [*tables.values(), download])
+
+        def model_choices(lang):
+            return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key) for e in board.lang_entries(lang)]
+
+        @_safe(lambda msg: (gr.update(), pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg)))
+        def on_task_lang(lang):
+            tasks = board.columns(lang)
+            task = tasks[0] if tasks else None
+            return (gr.update(choices=tasks, value=task), *on_task(lang, task))
+
+        @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg)))
+        def on_task(lang, task):
+            if not lang or not task:
+                return pd.DataFrame(), pd.DataFrame(), plots._empty("Pick a task")
+            return task_seed_frame(board, lang, task), task_label_frame(board, lang, task), plots.task_bars(board, lang, tasks=[task])
+
+        @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]})))
+        def on_compare_lang(lang):
+            choices = model_choices(lang)
+            a = choices[0][1] if choices else None
+            b = choices[1][1] if len(choices) > 1 else a
+            return gr.update(choices=choices, value=a), gr.update(choices=choices, value=b), on_compare(lang, a, b)
+
+        @_safe(lambda msg: pd.DataFrame({"error": [msg]}))
+        def on_compare(lang, a, b):
+            if not (lang and a and b):
+                return pd.DataFrame()
+            return compare(board, lang, a, b).round({"A": 1, "B": 1, "diff": 2, "ci_low": 2, "ci_high": 2, "p_value": 4})
+
+        @_safe(lambda msg: plots._empty(msg))
+        def on_plots(lang):
+            return plots.task_bars(board, lang)
+
+        t_lang.change(on_task_lang, t_lang, [t_task, t_seeds, t_labels, t_plot])
+        t_task.change(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
+        c_lang.change(on_compare_lang, c_lang, [c_a, c_b, c_table])
+        c_a.change(on_compare, [c_lang, c_a, c_b], c_table)
+        c_b.change(on_compare, [c_lang, c_a, c_b], c_table)
+        p_lang.change(on_plots, p_lang, p_bars)
+        app.load(refresh, filter_inputs, [*tables.values(), download])
+        app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
+        app.load(on_compare_lang, c_lang, [c_a, c_b, c_table])
+        app.load(on_plots, p_lang, p_bars)
+    return app
+
+
+def problems_frame(board: Board) -> pd.DataFrame:
+    return pd.DataFrame([{"path": p.path, "reason": p.reason} for p in board.problems], columns=["path", "reason"])
+
+
+def launch(board: Board, host: str = "127.0.0.1", port: int | None = None) -> None:
+    """Serve the app (blocking)."""
+    build_app(board).launch(server_name=host, server_port=port, css=CSS, show_error=True)

@@ -1,0 +1,224 @@
+"""Aggregate measured runs and reference rows into one entry per (language, model).
+
+Scores here are percentages (results files hold fractions). An entry's average is over the language's
+benchmark tasks (the paper's 8 French / 11 English); an entry missing some of them gets a *partial*
+average that callers must mark as such (`Average.partial`), never a silent mean over fewer tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biobench.leaderboard import results as R
+from biobench.stats import SeedSummary, SignificanceGroups, seed_summary
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model on one task: mean over seeds (percent), the seed summary when measured."""
+
+    mean: float
+    summary: SeedSummary | None = None
+    seeds: dict[int, float] = field(default_factory=dict)
+    per_label: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Average:
+    value: float | None  # None when no benchmark task is covered
+    k: int
+    n: int
+    missing: tuple[str, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        return self.k < self.n
+
+
+@dataclass
+class Entry:
+    key: str
+    name: str
+    lang: str
+    source: str  # "measured" | "reported"
+    cells: dict[str, Cell]
+    context: int | None = None
+    params: int | None = None
+    size: str = "?"
+    recipe: str = "baseline"
+    lineage: str = ""
+    paper_avg: float | None = None
+    reported_seeds: int | None = None
+    runs: dict[str, list[R.Run]] = field(default_factory=dict)
+
+    def average(self, tasks: Sequence[str]) -> Average:
+        have = [t for t in tasks if t in self.cells]
+        value = sum(self.cells[t].mean for t in have) / len(have) if have else None
+        return Average(value, len(have), len(tasks), tuple(t for t in tasks if t not in self.cells))
+
+    @property
+    def seed_counts(self) -> list[int]:
+        return sorted(c.summary.n if c.summary else len(c.seeds) for c in self.cells.values())
+
+
+@dataclass
+class Board:
+    entries: list[Entry]
+    benchmark: dict[str, list[str]]  # lang -> the paper's tasks (the Avg's denominator)
+    extra: dict[str, list[str]]  # lang -> other tasks found in results (shown, not averaged)
+    problems: list[R.Problem]
+    analyses: dict[str, list[Path]]
+    groups: dict[tuple[str, str], SignificanceGroups] = field(default_factory=dict)
+
+    @property
+    def langs(self) -> list[str]:
+        return [lang for lang in ("fr", "en") if lang in self.columns_by_lang] + sorted(
+            lang for lang in self.columns_by_lang if lang not in ("fr", "en")
+        )
+
+    @property
+    def columns_by_lang(self) -> dict[str, list[str]]:
+        langs = set(self.benchmark) | set(self.extra) | {e.lang for e in self.entries}
+        return {lang: self.benchmark.get(lang, []) + self.extra.get(lang, []) for lang in langs}
+
+    def columns(self, lang: str) -> list[str]:
+        return self.columns_by_lang.get(lang, [])
+
+    def lang_entries(self, lang: str) -> list[Entry]:
+        return [e for e in self.entries if e.lang == lang]
+
+    def entry(self, key: str, lang: str) -> Entry | None:
+        return next((e for e in self.entries if e.key == key and e.lang == lang), None)
+
+
+def size_bucket(params: int | None) -> str:
+    """Paper-style size classes: base ~ 110-200M, large ~ 300M+; anything under 100M is 'small'."""
+    if not params:
+        return "?"
+    return "small" if params < 100e6 else "base" if params < 250e6 else "large"
+
+
+def _human(n: Any) -> str:
+    if not isinstance(n, int | float) or isinstance(n, bool):
+        return str(n)
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(n)
+
+
+def lineage_text(lineage: Any) -> str:
+    """One line from a `biobench pretrain` checkpoint's biobench_pretrain.json (tolerant of missing keys)."""
+    if not isinstance(lineage, dict):
+        return ""
+    parts = [str(lineage.get("recipe", "?"))]
+    if lineage.get("base_model"):
+        parts.append(f"from {lineage['base_model']}")
+    tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), dict) else {}
+    toks = [f"{k.upper()} {_human(tokens[k])}" for k in ("clm", "mlm") if tokens.get(k)]
+    if toks:
+        parts.append(" + ".join(toks) + " tokens")
+    frozen = lineage.get("frozen") or []
+    if isinstance(frozen, list) and frozen:
+        descr = []
+        for f in frozen:
+            if isinstance(f, dict) and isinstance(f.get("layers"), list) and len(f["layers"]) == 2:
+                descr.append(f"{f['layers'][0]}-{f['layers'][1]}" + (f" ({f['phase']})" if f.get("phase") else ""))
+        if descr:
+            parts.append("frozen " + ", ".join(descr))
+    return " · ".join(parts)
+
+
+def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
+    grouped: dict[tuple[str, str], list[R.Run]] = defaultdict(list)
+    for run in runs:
+        grouped[(run.model, run.lang)].append(run)
+    entries = []
+    for (slug, lang), model_runs in grouped.items():
+        by_task: dict[str, list[R.Run]] = defaultdict(list)
+        for run in sorted(model_runs, key=lambda r: (r.task, r.seed)):
+            by_task[run.task].append(run)
+        cells = {}
+        for task, task_runs in by_task.items():
+            seeds = {r.seed: 100 * r.score for r in task_runs}
+            labels = sorted({lab for r in task_runs for lab in r.per_label})
+            per_label = {
+                lab: 100 * sum(r.per_label[lab] for r in task_runs if lab in r.per_label)
+                / sum(lab in r.per_label for r in task_runs)
+                for lab in labels
+            }
+            summary = seed_summary(list(seeds.values()))
+            cells[task] = Cell(summary.mean, summary, seeds, per_label)
+        meta = model_runs[0].model_meta
+        lineage = meta.get("lineage")
+        params = meta.get("params") if isinstance(meta.get("params"), int) else None
+        context = meta.get("context") if isinstance(meta.get("context"), int) else None
+        entries.append(
+            Entry(
+                key=slug,
+                name=model_runs[0].name,
+                lang=lang,
+                source="measured",
+                cells=cells,
+                context=context,
+                params=params,
+                size=size_bucket(params),
+                recipe=str(lineage.get("recipe", "?")) if isinstance(lineage, dict) else "baseline",
+                lineage=lineage_text(lineage),
+                runs=dict(by_task),
+            )
+        )
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _reference_entries(rows: Iterable[R.ReferenceRow]) -> list[Entry]:
+    return [
+        Entry(
+            key=f"paper:{row.model}",
+            name=row.model,
+            lang=row.lang,
+            source="reported",
+            cells={t: Cell(v, None, {}) for t, v in row.scores.items()},
+            context=row.context,
+            size=row.size,
+            recipe=row.recipe,
+            lineage=f"{row.recipe} · {row.source}",
+            paper_avg=row.paper_avg,
+            reported_seeds=row.seeds,
+        )
+        for row in rows
+    ]
+
+
+def build_board(
+    dirs: Sequence[str | Path] = (),
+    reference: bool = True,
+    significance: bool = True,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Board:
+    """Scan the folders, aggregate, and (optionally) compute significance groups from predictions."""
+    ref_rows = R.load_reference()
+    benchmark = R.task_order(ref_rows)
+    known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
+    scan = R.scan_results(dirs, known_langs=known)
+    extra: dict[str, list[str]] = defaultdict(list)
+    for run in scan.runs:
+        if run.task not in benchmark.get(run.lang, []) and run.task not in extra[run.lang]:
+            extra[run.lang].append(run.task)
+    entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
+    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), scan.analyses)
+    if significance:
+        from biobench.leaderboard.compare import compute_groups
+
+        compute_groups(board, n_boot=n_boot, seed=seed)
+    return board
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"

@@ -1,0 +1,164 @@
+"""Matplotlib figures for the app: per-task bars with CI whiskers, CKA per-layer curves, needle accuracy.
+
+Analysis files (docs/FORMATS.md) are read tolerantly: anything unexpected becomes a Problem, not a crash.
+Figures are built with `matplotlib.figure.Figure` (no pyplot global state; safe in server threads).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from biobench.leaderboard.board import Board
+from biobench.leaderboard.results import Problem
+from matplotlib.figure import Figure
+
+
+def _empty(message: str) -> Figure:
+    fig = Figure(figsize=(8, 2.5))
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#555")
+    return fig
+
+
+def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> Figure:
+    """Grouped bars: x = tasks, one bar per model (mean over seeds), whiskers = 95% CI over seeds."""
+    entries = [e for e in board.lang_entries(lang) if keys is None or e.key in keys]
+    tasks = list(tasks or board.columns(lang))
+    if not entries or not tasks:
+        return _empty(f"No {lang} results to plot")
+    fig = Figure(figsize=(max(8, 1.1 * len(tasks) + 2), 4.2), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(entries)
+    x = np.arange(len(tasks))
+    for i, e in enumerate(entries):
+        means = [e.cells[t].mean if t in e.cells else math.nan for t in tasks]
+        err = np.array([
+            [c.summary.mean - c.summary.ci_low, c.summary.ci_high - c.summary.mean]
+            if (c := e.cells.get(t)) is not None and c.summary is not None and c.summary.n >= 2 else [0.0, 0.0]
+            for t in tasks
+        ]).T
+        label = e.name + (" (reported)" if e.source == "reported" else "")
+        ax.bar(x + (i - (len(entries) - 1) / 2) * width, means, width, yerr=err, capsize=2, label=label,
+               hatch="//" if e.source == "reported" else None, alpha=0.9)
+    ax.set_xticks(x, tasks, rotation=30, ha="right")
+    ax.set_ylabel("macro-F1 (%)")
+    ax.set_title(f"{lang}: mean over seeds, 95% CI whiskers")
+    ax.legend(fontsize=7, ncols=2)
+    return fig
+
+
+def _load(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except (OSError, ValueError) as err:
+        problems.append(Problem(str(path), f"unreadable analysis file: {err}"))
+        return None
+
+
+def _label(path: Path, data: dict) -> str:
+    models = data.get("models")
+    if isinstance(models, dict) and models:
+        return " vs ".join(str(v) for v in models.values())
+    return path.parent.name
+
+
+def cka_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
+    """Per-layer divergence (1 - CKA) and, when present, the seed-noise ratio r_l, one curve per file."""
+    curves = []
+    for path in paths:
+        data = _load(path, problems)
+        layers = data.get("layers") if data else None
+        if not isinstance(layers, list):
+            if data is not None:
+                problems.append(Problem(str(path), "cka.json has no 'layers' list"))
+            continue
+        pts = [(r.get("layer"), r.get("divergence", 1 - r["cka"] if isinstance(r.get("cka"), int | float) else None),
+                r.get("ratio")) for r in layers if isinstance(r, dict)]
+        pts = [p for p in pts if isinstance(p[0], int | float) and isinstance(p[1], int | float)]
+        if pts:
+            curves.append((_label(path, data), pts))
+    if not curves:
+        return _empty("No CKA analysis found (cka.json in a results folder)")
+    has_ratio = any(isinstance(p[2], int | float) for _, pts in curves for p in pts)
+    fig = Figure(figsize=(9, 3.8), layout="constrained")
+    axes = fig.subplots(1, 2 if has_ratio else 1, squeeze=False)[0]
+    for label, pts in curves:
+        axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label)
+        if has_ratio:
+            rp = [p for p in pts if isinstance(p[2], int | float)]
+            axes[1].plot([p[0] for p in rp], [p[2] for p in rp], marker="o", ms=3, label=label)
+    axes[0].set(xlabel="layer", ylabel="divergence (1 - linear CKA)", title="CKA divergence per layer")
+    axes[0].legend(fontsize=7)
+    if has_ratio:
+        axes[1].axhline(1.0, color="#999", lw=0.8, ls="--")
+        axes[1].set(xlabel="layer", ylabel="ratio r_l", title="divergence / seed-noise divergence")
+    return fig
+
+
+def _series(obj: Any) -> list[tuple[str, float]]:
+    """{'512': 0.6} | {'512': {'accuracy': 0.6}} | [{'length': 512, 'accuracy': 0.6}] -> [('512', 0.6)]."""
+    out = []
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, list):
+        items = []
+        for r in obj:
+            if isinstance(r, dict):
+                key = next((r[k] for k in ("length", "position", "key", "name", "bucket") if k in r), None)
+                items.append((key, r))
+    else:
+        return out
+    for key, v in items:
+        acc = v.get("accuracy", v.get("acc")) if isinstance(v, dict) else v
+        if key is not None and isinstance(acc, int | float) and not isinstance(acc, bool):
+            out.append((str(key), float(acc)))
+    return out
+
+
+def _needle_runs(path: Path, data: dict) -> list[tuple[str, dict]]:
+    models = data.get("models")
+    if isinstance(models, dict) and all(isinstance(v, dict) for v in models.values()) and models:
+        return [(str(k), v) for k, v in models.items()]
+    return [(str(data.get("model") or path.parent.name), data)]
+
+
+def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
+    """Needle-in-a-haystack accuracy by haystack length and by needle position, one line per model."""
+    runs = []
+    for path in paths:
+        data = _load(path, problems)
+        if data is None:
+            continue
+        for name, run in _needle_runs(path, data):
+            by_len = _series(run.get("by_length", run.get("length")))
+            by_pos = _series(run.get("by_position", run.get("position")))
+            if by_len or by_pos:
+                runs.append((name, by_len, by_pos))
+            else:
+                problems.append(Problem(str(path), f"needle results for {name!r} have no by_length/by_position"))
+    if not runs:
+        return _empty("No needle analysis found (needle_results.json in a results folder)")
+    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    ax_len, ax_pos = fig.subplots(1, 2)
+    for name, by_len, by_pos in runs:
+        scale = 100 if all(v <= 1 for _, v in by_len + by_pos) else 1
+        if by_len:
+            by_len = sorted(by_len, key=lambda kv: float(kv[0]) if kv[0].replace(".", "").isdigit() else math.inf)
+            ax_len.plot([k for k, _ in by_len], [scale * v for _, v in by_len], marker="o", label=name)
+        if by_pos:
+            ax_pos.plot([k for k, _ in by_pos], [scale * v for _, v in by_pos], marker="o", label=name)
+    ax_len.set(xlabel="haystack length (tokens)", ylabel="accuracy (%)", title="Needle accuracy by length")
+    ax_len.axhline(50, color="#999", lw=0.8, ls="--")
+    ax_len.legend(fontsize=7)
+    ax_pos.set(ylabel="accuracy (%)", title="Needle accuracy by position")
+    ax_pos.axhline(50, color="#999", lw=0.8, ls="--")
+    return fig

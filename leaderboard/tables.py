@@ -1,0 +1,249 @@
+"""Board -> tables: numeric frames, the export file, the paper-style HTML table and a terminal table.
+
+Display conventions (as in the paper's Tables 1-2): macro-F1 in percent with one decimal, best per column
+in bold, second underlined (ranked on the displayed, rounded values, ties share the mark). A partial
+average is shown as e.g. "58.1*" with a footnote giving k/n tasks; it is never ranked against complete ones.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from biobench.errors import ConfigError
+from biobench.leaderboard.board import Board, Entry, fmt
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the app's controls select; None means no restriction."""
+
+    sources: Collection[str] = ("measured", "reported")
+    sizes: Collection[str] | None = None
+    contexts: Collection[str] | None = None
+    recipes: Collection[str] | None = None
+    sort_by: str = "Avg"
+    show_ci: bool = True
+
+
+def select(board: Board, lang: str, filters: Filters = Filters()) -> list[Entry]:
+    keep = []
+    for e in board.lang_entries(lang):
+        if e.source not in filters.sources:
+            continue
+        if filters.sizes is not None and e.size not in filters.sizes:
+            continue
+        if filters.contexts is not None and str(e.context) not in filters.contexts:
+            continue
+        if filters.recipes is not None and e.recipe not in filters.recipes:
+            continue
+        keep.append(e)
+    tasks = board.benchmark.get(lang, [])
+
+    def key(e: Entry) -> tuple:
+        if filters.sort_by == "Model":
+            return (0, e.name.lower())
+        if filters.sort_by in ("Avg", "avg"):
+            avg = e.average(tasks)
+            v = avg.value
+            return (avg.partial, -(v if v is not None else -math.inf), e.name.lower())
+        cell = e.cells.get(filters.sort_by)
+        return (cell is None, -(cell.mean if cell else 0.0), e.name.lower())
+
+    return sorted(keep, key=key)
+
+
+def seeds_text(e: Entry) -> str:
+    counts = e.seed_counts
+    if e.reported_seeds is not None:
+        return str(e.reported_seeds)
+    if not counts:
+        return "0"
+    return str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+
+
+def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.DataFrame:
+    """Numeric table for one language (percent), in display order; avg is the partial mean when partial."""
+    tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
+    rows = []
+    for e in select(board, lang, filters):
+        avg = e.average(bench)
+        row = {"model": e.name, "source": e.source}
+        row.update({t: (e.cells[t].mean if t in e.cells else math.nan) for t in tasks})
+        row.update(
+            avg=avg.value if avg.value is not None else math.nan, avg_tasks=f"{avg.k}/{avg.n}", partial=avg.partial,
+            n_seeds=seeds_text(e), context=e.context, size=e.size, recipe=e.recipe, lineage=e.lineage,
+        )
+        rows.append(row)
+    cols = ["model", "source", *tasks, "avg", "avg_tasks", "partial", "n_seeds", "context", "size", "recipe", "lineage"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def export_frame(board: Board) -> pd.DataFrame:
+    """One row per (language, model): lang, model, one column per task id, avg, n_seeds, source, then
+    avg_partial / avg_tasks (a partial average is never written to `avg`) and paper_avg for reported rows."""
+    tasks = [t for lang in board.langs for t in board.columns(lang)]
+    rows = []
+    for lang in board.langs:
+        bench = board.benchmark.get(lang, [])
+        for e in board.lang_entries(lang):
+            avg = e.average(bench)
+            row: dict = {"lang": lang, "model": e.name}
+            row.update({t: round(e.cells[t].mean, 4) if t in e.cells else None for t in tasks})
+            seeds = [int(s) for s in seeds_text(e).split("-") if s.isdigit()]
+            row.update(
+                avg=round(avg.value, 4) if avg.value is not None and not avg.partial else None,
+                n_seeds=min(seeds) if seeds else None,
+                source=e.source,
+                avg_partial=round(avg.value, 4) if avg.value is not None and avg.partial else None,
+                avg_tasks=f"{avg.k}/{avg.n}",
+                paper_avg=e.paper_avg,
+            )
+            rows.append(row)
+    cols = ["lang", "model", *tasks, "avg", "n_seeds", "source", "avg_partial", "avg_tasks", "paper_avg"]
+    return pd.DataFrame(rows, columns=cols).astype({"n_seeds": "Int64"})
+
+
+def write_export(board: Board, path: str | Path) -> Path:
+    path = Path(path)
+    frame = export_frame(board)
+    if path.suffix.lower() == ".csv":
+        frame.to_csv(path, index=False)
+    elif path.suffix.lower() == ".json":
+        path.write_text(frame.to_json(orient="records", indent=1), encoding="utf-8")
+    else:
+        raise ConfigError(f"--export {path}: unknown format; use a .csv or .json file name")
+    return path
+
+
+def _ranks(values: Sequence[float | None]) -> dict[int, int]:
+    """Row index -> 1 (best) or 2 (second) on the rounded values; ties share the mark."""
+    distinct = sorted({round(v, 1) for v in values if v is not None and not math.isnan(v)}, reverse=True)
+    marks = {}
+    for i, v in enumerate(values):
+        if v is not None and not math.isnan(v) and round(v, 1) in distinct[:2]:
+            marks[i] = distinct.index(round(v, 1)) + 1
+    return marks
+
+
+def _mark(text: str, rank: int | None) -> str:
+    return f"<b>{text}</b>" if rank == 1 else f"<u>{text}</u>" if rank == 2 else text
+
+
+CSS = """
+.lb-table {border-collapse: collapse; font-size: 13px; width: 100%;}
+.lb-table th, .lb-table td {border-bottom: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap;}
+.lb-table th {background: #f3f4f6; font-weight: 600;}
+.lb-table td.model, .lb-table th.model, .lb-table td.meta {text-align: left;}
+.lb-table td.meta {color: #555; font-size: 12px; white-space: normal; min-width: 260px;}
+.lb-table td.top {background: #e6f4ea;}
+.lb-table tr.reported td.model {font-style: italic;}
+.lb-table .ci {color: #777; font-size: 10px; margin-left: 2px;}
+.lb-table .extra {color: #777;}
+.lb-notes {font-size: 12px; color: #444;}
+"""
+
+
+def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
+    """The paper-style table for one language as an HTML fragment (table id `lb-table-<lang>`)."""
+    tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
+    entries = select(board, lang, filters)
+    if not entries:
+        return f'<div id="lb-table-{lang}" class="lb-notes">No {lang} rows match the filters.</div>'
+    averages = [e.average(bench) for e in entries]
+    col_ranks = {t: _ranks([e.cells[t].mean if t in e.cells else None for e in entries]) for t in tasks}
+    avg_ranks = _ranks([a.value if not a.partial else None for a in averages])
+    head = "".join(
+        f'<th title="{"benchmark task" if t in bench else "not in the paper benchmark: not averaged"}"'
+        f'{" class=extra" if t not in bench else ""}>{html.escape(t)}</th>'
+        for t in tasks
+    )
+    out = [
+        f'<table id="lb-table-{lang}" class="lb-table"><thead><tr><th class="model">Model</th>{head}'
+        "<th>Avg</th><th>Seeds</th><th>Context</th><th>Size</th><th>Source</th>"
+        '<th class="model">Recipe / lineage</th></tr></thead><tbody>'
+    ]
+    notes = []
+    for i, (e, avg) in enumerate(zip(entries, averages, strict=True)):
+        cells = []
+        for t in tasks:
+            c = e.cells.get(t)
+            if c is None:
+                cells.append('<td title="not run">—</td>')
+                continue
+            text = _mark(fmt(c.mean), col_ranks[t].get(i))
+            title = "reported in the paper (mean over seeds)"
+            if c.summary is not None:
+                s = c.summary
+                ci = "no CI with one seed" if s.n < 2 else f"95% CI [{fmt(s.ci_low)}, {fmt(s.ci_high)}]"
+                title = f"mean of {s.n} seeds, sd {fmt(s.std)}, {ci}"
+                if filters.show_ci and s.n >= 2:
+                    text += f'<span class="ci">±{fmt(s.half_width)}</span>'
+            group = board.groups.get((lang, t))
+            cls = ' class="top"' if group is not None and group.in_top(e.key) else ""
+            if group is not None and e.key in group.vs_best:
+                title += f"; vs best p={group.vs_best[e.key].p_value:.3f}"
+            cells.append(f'<td{cls} title="{html.escape(title)}">{text}</td>')
+        if avg.value is None:
+            avg_text = "—"
+        elif avg.partial:
+            notes.append(f"{e.name}: average over {avg.k}/{avg.n} tasks (missing {', '.join(avg.missing)})")
+            avg_text = f'{fmt(avg.value)}<sup title="partial: {avg.k}/{avg.n} tasks">*{len(notes)}</sup>'
+        else:
+            avg_text = _mark(fmt(avg.value), avg_ranks.get(i))
+            if e.paper_avg is not None and fmt(avg.value) != fmt(e.paper_avg):
+                notes.append(f"{e.name}: the mean of the rounded per-task numbers is {fmt(avg.value, 3)}; "
+                             f"the paper reports {fmt(e.paper_avg)} (computed before rounding)")
+                avg_text += f"<sup>*{len(notes)}</sup>"
+        name = html.escape(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
+        size = e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
+        out.append(
+            f'<tr class="{e.source}"><td class="model">{name}</td>{"".join(cells)}<td>{avg_text}</td>'
+            f"<td>{seeds_text(e)}</td><td>{e.context or '?'}</td><td>{html.escape(size)}</td><td>{e.source}</td>"
+            f'<td class="meta">{html.escape(e.lineage or e.recipe)}</td></tr>'
+        )
+    out.append("</tbody></table>")
+    legend = [
+        "Macro-F1 (%), mean over seeds; <b>bold</b> best, <u>underlined</u> second per column. "
+        "±: half-width of the 95% Student-t CI over seeds (hover a cell for details). "
+        "Reported rows are the paper's published numbers (arXiv 2605.12438), not measured here.",
+    ]
+    if any(lang == k[0] for k in board.groups):
+        legend.append("Shaded: top significance group — not significantly worse than the best measured model "
+                      "of the task (paired bootstrap over test examples and seeds, p ≥ 0.05).")
+    legend += [f"*{i} {html.escape(n)}" for i, n in enumerate(notes, 1)]
+    return "\n".join(out) + '<div class="lb-notes">' + "<br>".join(legend) + "</div>"
+
+
+def _align(rows: list[list[str]]) -> list[str]:
+    """Fixed-width lines: first column left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+
+
+def render_text(board: Board, langs: Sequence[str] | None = None, name_width: int = 44) -> str:
+    """The leaderboard as plain text for a terminal (the demo prints this). Partial averages get '*'."""
+    blocks = []
+    for lang in langs or board.langs:
+        tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
+        entries = select(board, lang)
+        if not entries:
+            continue
+        header = ["model", *tasks, "avg", "seeds", "source"]
+        rows, notes = [], []
+        for e in entries:
+            avg = e.average(bench)
+            avg_text = fmt(avg.value)
+            if avg.partial and avg.value is not None:
+                notes.append(f"* {e.name}: partial average over {avg.k}/{avg.n} tasks")
+                avg_text += "*"
+            name = e.name if len(e.name) <= name_width else e.name[: name_width - 1] + "…"
+            cells = [fmt(e.cells[t].mean) if t in e.cells else "—" for t in tasks]
+            rows.append([name, *cells, avg_text, seeds_text(e), e.source])
+        title = {"fr": "French", "en": "English"}.get(lang, lang)
+        blocks.append("\n".join([f"{title} (macro-F1 %, mean over seeds)", *_align([header, *rows]), *notes]))
+    return "\n\n".join(blocks)

@@ -1,0 +1,102 @@
+"""A real browser loads the running leaderboard: headless Chromium finds the French table with the paper's
+reference rows and a measured model, and saves a screenshot (printed path, in pytest's tmp dir)."""
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"leaderboard exited early:\n{proc.stdout.read()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError(f"{url} did not answer within {timeout} s")
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES),
+         "--host", "127.0.0.1", "--port", str(port), "--n-boot", "200"],
+        stdout=log, stderr=subprocess.STDOUT, text=True,
+    )
+    proc.stdout = log
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        _wait_http(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()) and not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("chromium / chromedriver not installed (bash scripts/install_browser.sh)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1700,1300", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER if Path(DRIVER).exists() else shutil.which("chromedriver")),
+                              options=options)
+    yield driver
+    driver.quit()
+
+
+def test_french_table_in_headless_chromium(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server)
+    time.sleep(8)  # let Gradio render and run its load events
+    table = WebDriverWait(browser, 60).until(EC.presence_of_element_located((By.ID, "lb-table-fr")))
+    WebDriverWait(browser, 60).until(lambda d: "tiny-detour" in d.find_element(By.ID, "lb-table-fr").text)
+    table = browser.find_element(By.ID, "lb-table-fr")
+    text = table.text
+    assert "CLM detour (Base, 10B) = ModernCamemBERT-bio-base (reported)" in text
+    assert "MLM baseline (Base, 10B) (reported)" in text
+    assert "tiny-detour" in text and "full-fr" in text
+    headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
+    assert headers[:3] == ["Model", "fracco-30", "fracco-100"] and "Avg" in headers
+    assert table.find_elements(By.CSS_SELECTOR, "td.top"), "significance shading is missing"
+    browser.execute_script("arguments[0].scrollIntoView();", table)
+    shot = tmp_path / "leaderboard-fr.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
