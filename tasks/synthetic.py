@@ -86,8 +86,8 @@ def _note_cls(rng: random.Random, label: str) -> str:
     spec = SPECIALTIES[label]
     other = SPECIALTIES[rng.choice([s for s in SPECIALTIES if s != label])]
 
-    def pick(key: str) -> str:  # 30% of terms come from another specialty
-        return rng.choice((other if rng.random() < 0.3 else spec)[key])
+    def pick(key: str) -> str:  # 20% of terms come from another specialty
+        return rng.choice((other if rng.random() < 0.2 else spec)[key])
 
     sentences = [
         f"{rng.choice(OPENERS).format(age=rng.randint(18, 90))} consultant pour {pick('sym')}.",

@@ -29,7 +29,7 @@ class BratDocument:
 
 
 def _norm(s: str) -> str:
-    return _WS.sub(" ", s).strip()
+    return _WS.sub(" ", s)
 
 
 def _raw_pairs(path: Path, member_prefix: str = "") -> Iterator[tuple[str, str, str | None, str]]:

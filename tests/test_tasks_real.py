@@ -1,0 +1,87 @@
+"""The 11 locally available paper tasks load from ../shared/data with their SOURCE.md counts.
+
+Parsed once per session (load_task caches per process); skipped when the shared data folder is absent."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from biobench.tasks.loading import load_task
+from biobench.tasks.registry import get_spec
+
+# (train, dev, test) in examples: sentences for sentence corpora, documents/titles/abstracts otherwise.
+COUNTS = {
+    "anatem": (5861, 2118, 3830),
+    "bc5cdr": (4560, 4581, 4797),
+    "jnlpba": (16807, 1739, 3856),
+    "ncbi-disease": (5424, 923, 940),
+    "chemprot": (4169, 2427, 3469),
+    "gad": (4261, 535, 534),
+    "hoc": (1295, 186, 371),
+    "quaero-emea": (11, 12, 15),
+    "quaero-medline": (833, 832, 833),
+    "fracco-30": (501 + 250, 249, 300),  # train+dev2 / dev1 minus cc_onco853 (no .ann) / test
+    "fracco-100": (501 + 250, 249, 300),
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(COUNTS))
+def test_split_sizes_match_source(shared_data, task_id):
+    task = load_task(get_spec(task_id), shared_data)
+    assert tuple(len(task.splits[s]) for s in ("train", "dev", "test")) == COUNTS[task_id]
+    assert task.checksum.startswith("sha256:") and len(task.checksum) == 71
+    assert task.labels == sorted(task.labels)
+
+
+def _mentions(task, split):
+    return Counter(e.label for ex in task.splits[split] for e in ex.entities)
+
+
+def test_entity_mention_counts(shared_data):
+    assert _mentions(load_task(get_spec("anatem"), shared_data), "test") == {"Anatomy": 4616}
+    assert _mentions(load_task(get_spec("ncbi-disease"), shared_data), "test") == {"Disease": 960}
+    assert _mentions(load_task(get_spec("bc5cdr"), shared_data), "test") == {"Chemical": 5385, "Disease": 4424}
+    assert sum(_mentions(load_task(get_spec("jnlpba"), shared_data), "test").values()) == 8662
+    emea = load_task(get_spec("quaero-emea"), shared_data)
+    assert sum(_mentions(emea, "train").values()) == 2695 and _mentions(emea, "train")["CHEM"] == 727
+    assert sum(_mentions(load_task(get_spec("quaero-medline"), shared_data), "test").values()) == 3103
+
+
+def test_quaero_has_nested_discontinuous_and_codes(shared_data):
+    task = load_task(get_spec("quaero-emea"), shared_data)
+    ents = [e for ex in task.splits["train"] for e in ex.entities]
+    assert any(e.is_discontinuous for e in ents)
+    assert all(e.code for e in ents[:50])
+    doc = task.splits["train"][0]
+    spans = [(e.start, e.end) for e in doc.entities]
+    assert any(a[0] <= b[0] and b[1] <= a[1] and a != b for a in spans for b in spans)  # nesting
+
+
+def test_label_distributions(shared_data):
+    gad = Counter(ex.label for ex in load_task(get_spec("gad"), shared_data).splits["test"])
+    assert gad == {"1": 281, "0": 253}
+    chem = Counter(ex.label for ex in load_task(get_spec("chemprot"), shared_data).splits["train"])
+    assert chem["INHIBITOR"] == 1642 and chem["AGONIST-INHIBITOR"] == 4 and len(chem) == 13
+
+
+def test_fracco_top_k_counted_on_train_only(shared_data):
+    t30 = load_task(get_spec("fracco-30"), shared_data)
+    t100 = load_task(get_spec("fracco-100"), shared_data)
+    assert len(t30.labels) == 30 and len(t100.labels) == 100
+    assert set(t30.labels) < set(t100.labels)
+    train_freq = Counter(lab for ex in t100.splits["train"] for lab in ex.labels)
+    assert min(train_freq[lab] for lab in t30.labels) >= max(
+        train_freq[lab] for lab in set(t100.labels) - set(t30.labels)
+    )
+    assert "cc_onco853" not in {ex.id for ex in t30.splits["dev"]}
+    assert {"8000/1", "C34.9"} <= set(t30.labels)
+
+
+def test_spanish_cantemist_is_separate(shared_data):
+    from biobench.errors import DataError
+
+    with pytest.raises(DataError, match="cantemist-es"):
+        load_task(get_spec("cantemist"), shared_data)
+    es = load_task(get_spec("cantemist-es"), shared_data)
+    assert es.task_id == "cantemist-es" and len(es.splits["test"]) == 300

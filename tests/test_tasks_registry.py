@@ -1,0 +1,101 @@
+"""Registry facts (19 tasks, Table-8 lengths, seeds), --task-file round trip, and `biobench tasks --json`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from biobench.cli import main
+from biobench.errors import ConfigError
+from biobench.tasks.loading import load_task, resolve_data_dir
+from biobench.tasks.registry import PAPER_TASKS, add_task_arguments, get_spec, list_specs, read_spec_file
+
+FIX = Path(__file__).parent / "fixtures" / "tasks"
+TABLE8 = {"diamed": 2048, "meddialog-fr": 4096, "fracco-30": 4096, "fracco-100": 4096, "cantemist": 4096,
+          "distemist": 4096, "quaero-emea": 1024, "quaero-medline": 1024, "chemprot": 512, "phenotyping": 8192,
+          "cos": 512, "social-history": 512, "deid": 8192, "anatem": 512, "bc5cdr": 512, "jnlpba": 512,
+          "ncbi-disease": 512, "gad": 512, "hoc": 512}
+
+
+def test_nineteen_paper_tasks_with_table8_lengths():
+    specs = list_specs()
+    assert [s.id for s in specs] == list(PAPER_TASKS) and len(PAPER_TASKS) == 19
+    assert {s.id: s.max_length for s in specs} == TABLE8
+    assert len(list_specs("fr")) == 8 and len(list_specs("en")) == 11
+    assert all(s.paper_task and s.metric == s.dev_metric == "macro_f1" for s in specs)
+    assert get_spec("quaero-emea").seeds == tuple(range(42, 51))
+    assert get_spec("gad").seeds == (42, 43, 44, 45, 46)
+    assert get_spec("deid").credentialed and get_spec("phenotyping").credentialed
+
+
+def test_extras_are_not_paper_tasks():
+    extra = {s.id for s in list_specs(include_extra=True)} - set(PAPER_TASKS)
+    assert {"cantemist-es", "demo-cls", "demo-multilabel", "demo-ner"} <= extra
+    assert all(not get_spec(t).paper_task for t in extra)
+    assert get_spec("demo-ner").sources[0].type == "generated"
+
+
+def test_add_task_arguments_and_data_dir(monkeypatch, tmp_path):
+    parser = argparse.ArgumentParser()
+    add_task_arguments(parser)
+    args = parser.parse_args(["--task-file", "a.json", "--task-file", "b.toml"])
+    assert args.task_file == ["a.json", "b.toml"] and args.data_dir is None
+    monkeypatch.setenv("BIOBENCH_DATA", str(tmp_path))
+    assert resolve_data_dir(None) == tmp_path
+    assert resolve_data_dir("/x") == Path("/x")
+    monkeypatch.delenv("BIOBENCH_DATA")
+    assert resolve_data_dir(None) is None
+
+
+def test_task_file_round_trip(tmp_path):
+    spec = get_spec("my-specialty", [FIX / "user" / "specialty.json"])
+    task = load_task(spec)
+    assert {s: len(v) for s, v in task.splits.items()} == {"train": 3, "dev": 2, "test": 2}
+    assert task.labels == ["cardiologie", "neurologie", "pneumologie"]
+    # the same spec copied elsewhere with its data loads the same content (paths are relative to the file)
+    shutil.copytree(FIX / "user", tmp_path / "u")
+    again = load_task(read_spec_file(tmp_path / "u" / "specialty.json"))
+    assert again.checksum == task.checksum
+    ner = load_task(get_spec("my-ner", [FIX / "user" / "ner.toml"]))
+    assert ner.labels == ["Chemical", "Disease"] and len(ner.splits["test"]) == 2
+
+
+def test_task_file_cannot_shadow_builtin(tmp_path):
+    raw = json.loads((FIX / "user" / "specialty.json").read_text())
+    raw["id"] = "gad"
+    (tmp_path / "gad.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="is a built-in task"):
+        get_spec("gad", [tmp_path / "gad.json"])
+
+
+def test_tasks_json_cli(capsys, tmp_path):
+    assert main(["tasks", "--json", "--all", "--data-dir", str(tmp_path),
+                 "--task-file", str(FIX / "user" / "specialty.json")]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(PAPER_TASKS) | {"demo-cls", "my-specialty"} <= set(rows)
+    for r in rows.values():
+        assert {"id", "lang", "kind", "max_length", "protocol", "available", "source", "splits"} <= set(r)
+    assert rows["my-specialty"]["available"] and rows["my-specialty"]["splits"] == {"train": 3, "dev": 2, "test": 2}
+    assert rows["demo-cls"]["splits"] == {"train": 400, "dev": 100, "test": 100}
+    assert not rows["anatem"]["available"] and "anatem/AnatEM-IOB/train.tsv.gz" in rows["anatem"]["reason"]
+    assert rows["quaero-emea"]["max_length"] == 1024
+
+
+def test_tasks_json_cli_shared_data(shared_data, capsys):
+    assert main(["tasks", "--json", "--data-dir", str(shared_data)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rows] == list(PAPER_TASKS)
+    available = {r["id"] for r in rows if r["available"]}
+    assert available == {"anatem", "bc5cdr", "jnlpba", "ncbi-disease", "chemprot", "gad", "hoc",
+                         "quaero-emea", "quaero-medline", "fracco-30", "fracco-100"}
+    tests = {r["id"]: r["splits"]["test"] for r in rows}
+    assert (tests["ncbi-disease"], tests["anatem"], tests["bc5cdr"], tests["gad"], tests["chemprot"]) == (940, 3830, 4797, 534, 3469)
+
+
+def test_tasks_table_cli(capsys, tmp_path):
+    assert main(["tasks", "--lang", "fr", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "quaero-emea" in out and "anatem" not in out and "0/8 tasks have data" in out
