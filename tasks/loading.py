@@ -47,6 +47,14 @@ def _entries(value: Any) -> list[tuple[str, str]]:
     return out
 
 
+def resolve_path(base: Path, rel: str) -> Path:
+    """`base/rel`, accepting the uncompressed file when the spec names `x.gz` (gzip is optional)."""
+    path = base / rel
+    if not path.exists() and rel.endswith(".gz") and (base / rel[:-3]).exists():
+        return base / rel[:-3]
+    return path
+
+
 def _source_paths(source: Source) -> list[str]:
     paths = [p for v in source.splits.values() for p, _ in _entries(v)]
     for key in ("path", "split_file"):
@@ -71,7 +79,7 @@ def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
         if base is None:
             reasons.append("no data dir (pass --data-dir DIR or set BIOBENCH_DATA)")
             continue
-        missing = [p for p in _source_paths(source) if not (base / p).exists()]
+        missing = [p for p in _source_paths(source) if not resolve_path(base, p).exists()]
         if not missing:
             return source, str(base / os.path.commonpath(_source_paths(source)))
         reasons.append(f"missing {', '.join(str(base / m) for m in missing[:3])}" + (" ..." if len(missing) > 3 else ""))
@@ -100,7 +108,7 @@ def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
     opts = source.options
     if "split_file" in opts:
         everything = _read_entries(spec, source, base, "all", [(opts["path"], opts.get("member_prefix", ""))])
-        return _partition(everything, base / opts["split_file"], opts.get("split_map", {}))
+        return _partition(everything, resolve_path(base, opts["split_file"]), opts.get("split_map", {}))
     splits = {s: _read_entries(spec, source, base, s, _entries(v)) for s, v in source.splits.items()}
     if "dev" not in splits and "dev_from_train" in opts:
         splits["train"], splits["dev"] = _carve(splits["train"], float(opts["dev_from_train"]))
@@ -111,7 +119,7 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
     fmt, opts = source.format, source.options
     out: list = []
     for rel, prefix in entries:
-        path = base / rel
+        path = resolve_path(base, rel)
         if fmt == "iob":
             out += iob.read_iob(
                 path,

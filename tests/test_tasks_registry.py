@@ -99,3 +99,18 @@ def test_tasks_table_cli(capsys, tmp_path):
     assert main(["tasks", "--lang", "fr", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "quaero-emea" in out and "anatem" not in out and "0/8 tasks have data" in out
+
+
+def test_own_data_dir_in_documented_layout_uncompressed(tmp_path, monkeypatch):
+    """A user's BIOBENCH_DATA folder mirroring <data>/<task>/... works, gzip optional."""
+    folder = tmp_path / "ncbi-disease" / "NCBI-disease-IOB"
+    folder.mkdir(parents=True)
+    for name in ("train", "devel", "test"):
+        shutil.copy(FIX / "sample.iob.tsv", folder / f"{name}.tsv")
+    monkeypatch.setenv("BIOBENCH_DATA", str(tmp_path))
+    with pytest.raises(Exception, match="'Chemical', which is not in the spec's label scheme"):
+        load_task(get_spec("ncbi-disease"))  # fixed label scheme ['Disease'] is enforced
+    for name in ("train", "devel", "test"):
+        (folder / f"{name}.tsv").write_text("No\tO\nhepatitis\tB-Disease\nB\tI-Disease\n")
+    task = load_task(get_spec("ncbi-disease"))
+    assert task.source == str(folder) and len(task.splits["test"]) == 1
