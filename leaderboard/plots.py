@@ -128,7 +128,10 @@ def _needle_runs(path: Path, data: dict) -> list[tuple[str, dict]]:
     models = data.get("models")
     if isinstance(models, dict) and all(isinstance(v, dict) for v in models.values()) and models:
         return [(str(k), v) for k, v in models.items()]
-    return [(str(data.get("model") or path.parent.name), data)]
+    model = data.get("model")
+    if isinstance(model, dict):  # `biobench analyze needle` writes {"id", "slug", "revision"}
+        model = model.get("alias") or model.get("slug") or model.get("id")
+    return [(str(model or path.parent.name), data)]
 
 
 def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:

@@ -67,3 +67,14 @@ def test_app_survives_only_broken_results(tmp_path):
     assert board.entries == [] and len(board.problems) == 1
     build_app(board)
     assert isinstance(task_seed_frame(board, "fr", "diamed"), pd.DataFrame)
+
+
+def test_needle_file_as_written_by_analyze(tmp_path):
+    path = tmp_path / "runs" / "m" / "needle_results.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema": "biobench.needle/1", "model": {"id": "x/y", "slug": "x__y"}, "accuracy": 0.6,
+                                "by_length": {"512": 0.7, "8192": 0.5}, "by_position": {"start": 0.6, "end": 0.55}}))
+    problems = []
+    fig = plots.needle_figure([path], problems)
+    assert problems == [] and fig.axes[0].get_legend().get_texts()[0].get_text() == "x__y"
+    assert list(fig.axes[0].lines[0].get_ydata()) == [70.0, 50.0]
