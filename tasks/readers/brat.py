@@ -12,6 +12,7 @@ import re
 import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from biobench.errors import DataError
@@ -111,14 +112,15 @@ def parse_ann(ann: str, text: str, where: str, note_type: str = "AnnotatorNotes"
     return tuple(sorted(entities, key=lambda e: (e.start, e.end, e.label, e.fragments)))
 
 
+@lru_cache(maxsize=8)  # fracco-30 and fracco-100 read the same archive
 def read_brat(
     path: str | Path,
     *,
     member_prefix: str = "",
     note_type: str = "AnnotatorNotes",
     missing_ann: str = "error",
-) -> list[BratDocument]:
-    """All documents under `path` (folder or .tar.gz; only members under `member_prefix`).
+) -> tuple[BratDocument, ...]:
+    """All documents under `path` (folder or .tar.gz; only members under `member_prefix`), cached per process.
 
     missing_ann: "error" (default), "skip" (drop the document) or "empty" (a document with no entities).
     """
@@ -137,7 +139,7 @@ def read_brat(
         docs.append(BratDocument(doc_id, text, parse_ann(ann, text, where, note_type), where))
     if not docs:
         raise DataError(f"{path}: no BRAT .txt files found" + (f" under {member_prefix!r}" if member_prefix else ""))
-    return docs
+    return tuple(docs)
 
 
 def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | None = None) -> list[NerExample]:
