@@ -36,8 +36,8 @@ class BandBiaffine(nn.Module):
             full = torch.einsum("nwld,nvld->nwvl", begin, end)
             logits = full[:, torch.arange(w, device=words.device)[:, None], band_index(w, band, words.device)]
         else:
-            diagonals = [nn.functional.pad(torch.einsum("nwld,nwld->nwl", begin[:, : w - k], end[:, k:]),
-                                           (0, 0, 0, k)) for k in range(band)]
+            diagonals = [nn.functional.pad((begin[:, : w - k] * end[:, k:]).sum(-1), (0, 0, 0, k))
+                         for k in range(band)]
             logits = torch.stack(diagonals, dim=2)
         return logits + self.width_bias[:band]
 

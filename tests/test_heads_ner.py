@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 from biobench.heads import get_head
-from biobench.heads.biaffine import band_valid, decode_spans
+from biobench.heads.biaffine import BandBiaffine, band_valid, decode_spans
 from biobench.heads.crf import (
     ALLOWED_END,
     ALLOWED_NEXT,
@@ -219,6 +219,22 @@ def test_tagger_span_logits_follow_a_confident_tagging():
     assert logits[1, 1] == -10.0 and logits[0, 1] == -10.0 and logits[2, 1] == -10.0
 
 
+def test_biaffine_band_is_the_same_for_short_and_long_sequences():
+    torch.manual_seed(0)
+    scorer = BandBiaffine(8, n_labels=3, size=4, max_width=12)
+    torch.nn.init.normal_(scorer.width_bias)
+    words = torch.randn(2, 10, 8)
+    full = scorer(words, band=10)   # W <= band: one W x W product
+    diag = scorer(words, band=5)    # W > band: one product per diagonal
+    begin = scorer.begin(words).view(2, 10, 3, 4) / 2
+    end = scorer.end(words).view(2, 10, 3, 4)
+    assert full.shape == (2, 10, 10, 3) and diag.shape == (2, 10, 5, 3)
+    valid = band_valid(torch.tensor([10, 10]), 10, 5)  # past the end the two paths hold different garbage
+    assert torch.allclose(full[:, :, :5][valid], diag[valid], atol=1e-5)
+    expected = (begin[1, 2] * end[1, 6]).sum(-1) + scorer.width_bias[4]
+    assert torch.allclose(diag[1, 2, 4], expected, atol=1e-5)  # span [2, 6] of sequence 1
+
+
 # ---- decoding -----------------------------------------------------------------------------------------
 
 def test_decode_keeps_nested_spans_of_different_labels_and_removes_same_label_overlaps():
@@ -256,6 +272,7 @@ def test_empty_and_padded_windows_keep_the_first_step_unmasked(tiny_tokenizer, t
     out = model(batch)
     assert torch.isfinite(out["loss"])
     out["loss"].backward()
+    assert tiny_encoder.embeddings.tok_embeddings.weight.grad.abs().sum() > 0  # the encoder is fine-tuned too
     preds = model.predict(batch)
     assert preds[0] == [] and preds[1] == []
     # a batch of only empty windows works too
@@ -337,3 +354,20 @@ def test_head_trains_on_a_bert_tokenizer_and_windows(minilm_dir):
     assert losses[-1] < losses[0]
     merged = SPAN_NER.merge(features, model.predict(batch), 3)
     assert len(merged) == 3 and all(isinstance(s, list) and len(s) == 3 for doc in merged for s in doc)
+
+
+def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, tiny_tokenizer):
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec
+
+    task = load_task(get_spec("quaero-emea"), shared_data)
+    docs = task.splits["train"]
+    features = SPAN_NER.featurize(docs, tiny_tokenizer, 256, task.labels)
+    assert len(features) > 5 * len(docs) and all(len(f["input_ids"]) <= 256 for f in features)
+    oracle = [[[f["word_chars"][b][0], f["word_chars"][e][1], task.labels[lab]] for b, e, lab in f["spans"]]
+              for f in features]
+    merged = SPAN_NER.merge(features, oracle, len(docs))
+    gold = {(i, *s) for i, ex in enumerate(docs) for s in SPAN_NER.gold(ex)}
+    pred = {(i, *s) for i, spans in enumerate(merged) for s in spans}
+    assert sum(map(len, merged)) == len(pred)  # no duplicates from overlapping windows
+    assert len(gold & pred) >= len(gold) - 2  # all but entities ending inside a word
