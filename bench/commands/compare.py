@@ -1,0 +1,126 @@
+"""`biobench compare A B`: paired bootstrap of test macro-F1 (A - B) over test examples x seeds, per task."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError, ResultsError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="paired bootstrap between two models' results (difference, 95%% CI, p-value)",
+        description="Compare two models task by task from their saved test predictions: the difference of "
+        "seed-mean macro-F1 (A - B), a 95%% bootstrap CI and a two-sided p-value (test examples resampled "
+        "jointly for both models, seeds resampled per model).",
+    )
+    parser.add_argument("model_a", metavar="A", help="alias, hub id, local folder, or results sub-folder name")
+    parser.add_argument("model_b", metavar="B")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--tasks", help="comma-separated task ids (default: every task both models have)")
+    which.add_argument("--lang", choices=["fr", "en"])
+    parser.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
+    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def model_folder(results: Path, name: str) -> Path:
+    """The results sub-folder of a model given as a slug, alias, hub id or local model folder."""
+    if (results / name).is_dir():
+        return results / name
+    from biobench.models import model_slug, resolve_model
+
+    try:
+        slug = resolve_model(name).slug
+    except Exception:  # noqa: BLE001 - any unresolvable name: fall back to its slug form
+        slug = model_slug(name)
+    if (results / slug).is_dir():
+        return results / slug
+    found = sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    raise ConfigError(f"no results for model '{name}' in {results} (looked for {slug}/); "
+                      f"models there: {', '.join(found) or 'none'}")
+
+
+def _load_task_runs(folder: Path) -> dict[str, dict[int, tuple[Path, dict]]]:
+    from biobench.results import iter_results
+
+    runs: dict[str, dict[int, tuple[Path, dict]]] = {}
+    for path, result in iter_results(folder.parent, folder.name):
+        runs.setdefault(result["task"]["id"], {})[result["seed"]] = (path, result)
+    return runs
+
+
+def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
+    from biobench.results import read_predictions
+    from biobench.stats import paired_bootstrap, prediction_macro_f1, seed_summary
+
+    gold: list | None = None
+    preds: dict[str, list[list]] = {"a": [], "b": []}
+    reference: Path | None = None
+    for side, runs in (("a", runs_a), ("b", runs_b)):
+        for _, (path, _result) in sorted(runs.items()):
+            rows = read_predictions(path)
+            this_gold = [(r.get("id"), r["gold"]) for r in rows]
+            if gold is None:
+                gold, reference = this_gold, path
+            elif this_gold != gold:
+                raise ResultsError(f"{path}: its test examples (ids/gold) differ from {reference}; the two "
+                                   "runs were scored on different data, so they cannot be compared pairwise")
+            preds[side].append([r["pred"] for r in rows])
+    gold_values = [g for _, g in gold]
+    metric = prediction_macro_f1(gold_values, *preds["a"], *preds["b"])
+    boot = paired_bootstrap(gold_values, preds["a"], preds["b"], metric, n_boot=n_boot)
+    first = next(iter(runs_a.values()))[1]
+    mean = {side: seed_summary([r["metrics"]["test"]["macro_f1"] for _, r in runs.values()]).mean
+            for side, runs in (("a", runs_a), ("b", runs_b))}
+    return {"task": task, "lang": first["task"]["lang"], "kind": first["task"]["kind"],
+            "n_test": len(gold_values), "seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b),
+            "mean_a": mean["a"], "mean_b": mean["b"], "diff": boot.diff, "ci_low": boot.ci_low,
+            "ci_high": boot.ci_high, "p_value": boot.p_value, "n_boot": boot.n_boot}
+
+
+def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None = None, lang: str | None = None,
+            n_boot: int = 1000) -> dict[str, Any]:
+    folder_a, folder_b = model_folder(results, model_a), model_folder(results, model_b)
+    runs_a, runs_b = _load_task_runs(folder_a), _load_task_runs(folder_b)
+    common = [t for t in runs_a if t in runs_b]
+    if tasks:
+        missing = [t for t in tasks if t not in common]
+        if missing:
+            raise ConfigError(f"task(s) {', '.join(missing)} lack results for both models in {results} "
+                              f"(tasks both have: {', '.join(common) or 'none'})")
+        common = tasks
+    if lang:
+        common = [t for t in common if next(iter(runs_a[t].values()))[1]["task"]["lang"] == lang]
+    if not common:
+        raise ConfigError(f"{folder_a.name} and {folder_b.name} have no task in common in {results}")
+    rows = [compare_task(t, runs_a[t], runs_b[t], n_boot) for t in common]
+    return {"a": folder_a.name, "b": folder_b.name, "results_dir": str(results), "tasks": rows}
+
+
+def run(args: argparse.Namespace) -> int:
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"A = {report['a']}   B = {report['b']}   (test macro-F1, %)", title_justify="left")
+    for column in ("task", "seeds A/B", "A", "B", "A - B", "95% CI", "p"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for row in report["tasks"]:
+        style = "bold" if row["p_value"] < 0.05 else None
+        table.add_row(row["task"], f"{len(row['seeds_a'])}/{len(row['seeds_b'])}", f"{100 * row['mean_a']:.2f}",
+                      f"{100 * row['mean_b']:.2f}", f"{100 * row['diff']:+.2f}",
+                      f"[{100 * row['ci_low']:+.2f}, {100 * row['ci_high']:+.2f}]", f"{row['p_value']:.3f}",
+                      style=style)
+    Console().print(table)
+    print("bold: p < 0.05 (paired bootstrap over test examples x seeds)", file=sys.stderr)
+    return 0

@@ -1,0 +1,125 @@
+"""`biobench eval`: fine-tune and score a model on tasks x seeds; results go to the results store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from biobench.protocols import add_protocol_arguments
+
+EPILOG = """examples:
+  biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
+  biobench eval --model all-MiniLM-L6-v2 --tasks gad --seeds 42 --epochs 1 --limit-train 2000 --max-length 128
+  biobench eval --model runs/detour/final --lang en --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT
+
+A finished (model revision, data, protocol, seed) run is skipped, so rerunning a killed grid resumes it."""
+
+
+def add_parser(subparsers) -> None:
+    from biobench.tasks.registry import add_task_arguments
+
+    parser = subparsers.add_parser(
+        "eval", help="fine-tune and score a model on tasks x seeds (macro-F1, mean/std/95%% CI)",
+        description="Fine-tune a model on each task with the paper's protocol, once per seed, and score it "
+        "on test with the checkpoint that is best on dev. One result JSON per (model, task, seed).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", required=True, help="alias (`biobench models`), hub id org/name, or a local "
+                        "Hugging Face model folder")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--tasks", help="comma-separated task ids (`biobench tasks`)")
+    which.add_argument("--lang", choices=["fr", "en"], help="every paper task of a language")
+    parser.add_argument("--seeds", help="e.g. 42-50 or 42,44 (default: the task's protocol seeds)")
+    parser.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
+    parser.add_argument("--overwrite", action="store_true", help="redo runs that already have a result")
+    parser.add_argument("--shard", metavar="I/N", help="run the I-th of N deterministic parts of the grid "
+                        "(0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
+    parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
+                        "on a machine shared by many jobs)")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_task_arguments(parser)
+    add_protocol_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
+    """The specs to run and whether unavailable ones may be skipped (only for a --lang / default selection)."""
+    from biobench.tasks.registry import get_spec, list_specs
+
+    if args.tasks:
+        ids = list(dict.fromkeys(t.strip() for t in args.tasks.split(",") if t.strip()))
+        return [get_spec(t, args.task_file) for t in ids], False
+    specs = list_specs(lang=args.lang, task_files=args.task_file)
+    return specs, True
+
+
+def run(args: argparse.Namespace) -> int:
+    from biobench.protocols import overrides_from_args
+    from biobench.runner import execute, parse_seeds, parse_shard, plan_grid, summarize
+    from biobench.tasks.loading import load_task, resolve_data_dir
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    specs, lenient = select_tasks(args)
+    data_dir = resolve_data_dir(args.data_dir)
+    plan = plan_grid(
+        args.model, specs, lambda spec: load_task(spec, data_dir), args.results,
+        seeds=parse_seeds(args.seeds) if args.seeds else None, overrides=overrides_from_args(args),
+        overwrite=args.overwrite, shard=parse_shard(args.shard), skip_unavailable=lenient,
+    )
+    skipped = sum(r.status == "skipped" for r in plan.runs)
+    if not args.json or skipped:
+        print(f"{plan.model.id}: {len(plan.runs)} run(s) in this shard, {skipped} already done "
+              f"(results: {plan.results_dir})", file=sys.stderr)
+    execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code)
+    summary = summarize(plan)
+    if args.json:
+        print(json.dumps(json_safe(summary), indent=2))
+    else:
+        print_summary(summary)
+    return 0
+
+
+def json_safe(value: Any) -> Any:
+    """NaN (e.g. the CI of a single seed) -> null, so the output is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.2f}"
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The final table: test macro-F1 per task (mean, std, 95% CI over seeds) and per-language averages."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{summary['model']['id']} — test macro-F1 (%)", title_justify="left")
+    for column, justify in (("task", "left"), ("lang", "left"), ("kind", "left"), ("seeds", "right"),
+                            ("mean", "right"), ("std", "right"), ("95% CI", "right")):
+        table.add_column(column, justify=justify)
+    for row in summary["tasks"]:
+        ci = f"[{_pct(row.get('ci_low'))}, {_pct(row.get('ci_high'))}]" if row["n"] > 1 else "–"
+        table.add_row(row["task"], row["lang"], row["kind"], f"{row['n']}/{row['seeds_expected']}",
+                      _pct(row.get("mean")), _pct(row.get("std")) if row["n"] > 1 else "–", ci)
+    for lang, avg in summary["languages"].items():
+        table.add_row(f"average {lang}", lang, "", f"{avg['n_tasks']}/{avg['tasks_expected']} tasks",
+                      _pct(avg["mean"]), "", "", style="bold")
+    console = Console()
+    console.print(table)
+    for task, reason in summary["unavailable"].items():
+        console.print(f"[yellow]not run[/] {task}: {reason}", highlight=False)

@@ -1,0 +1,216 @@
+"""The generic fine-tuning loop: one loop for every task kind, talking to a HeadSpec (biobench.heads.base).
+
+Why it looks like this: a benchmark grid runs the same task with many seeds, so features are built once per
+task (`prepare_task`) and each seed gets a fresh encoder copy; the best dev state is kept in memory (a
+state_dict copy, no checkpoint files), then restored for the test predictions. Batches are length-grouped with
+dynamic padding (long clinical documents next to short sentences otherwise waste most of the compute).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from biobench.errors import DataError
+from biobench.heads.base import HeadSpec, to_device
+from biobench.metrics import score
+from biobench.protocols import Protocol
+from biobench.tasks.schema import TaskData
+from torch import nn
+
+SPLITS = ("train", "dev", "test")
+NO_DECAY = ("bias", "norm")  # parameter-name fragments without weight decay (biases, LayerNorm weights)
+
+
+@dataclass
+class PreparedTask:
+    """A task's examples, gold values and tokenised features, built once and reused by every seed."""
+
+    task_id: str
+    kind: str
+    head: HeadSpec
+    labels: list[str]
+    examples: dict[str, list]
+    features: dict[str, list[dict[str, Any]]]
+    gold: dict[str, list]
+    unseen_test_labels: list[str] = field(default_factory=list)
+
+
+def train_subset(examples: Sequence[Any], limit: int | None) -> list:
+    """A fixed random subset of `limit` train examples (same for every seed, original order kept)."""
+    if not limit or limit >= len(examples):
+        return list(examples)
+    keep = sorted(random.Random(0).sample(range(len(examples)), limit))
+    return [examples[i] for i in keep]
+
+
+def _labels_of(kind: str, gold: Any) -> set[str]:
+    if kind == "ner":
+        return {span[2] for span in gold}
+    return set(gold) if kind == "multilabel" else {gold}
+
+
+def prepare_task(head: HeadSpec, data: TaskData, tokenizer: Any, protocol: Protocol) -> PreparedTask:
+    """Check the splits, apply --limit-train, tokenise every split once."""
+    for split in SPLITS:
+        if not data.splits.get(split):
+            fix = ("checkpoints are chosen by dev macro-F1, so a dev split is required: add one to the data "
+                   "(or carve it out of train in the task spec)" if split == "dev" else "check the data folder")
+            raise DataError(f"task '{data.task_id}': the {split} split is empty ({data.source or 'no source'}); {fix}")
+    examples = {split: list(data.splits[split]) for split in SPLITS}
+    examples["train"] = train_subset(examples["train"], protocol.limit_train)
+    gold = {split: [head.gold(ex) for ex in examples[split]] for split in SPLITS}
+    labels = list(data.labels)
+    seen = set().union(*(_labels_of(data.kind, g) for g in gold["train"]))
+    if not labels:
+        labels = sorted(seen)
+    unseen = sorted(set().union(*(_labels_of(data.kind, g) for g in gold["test"])) - seen)
+    features = {split: head.featurize(examples[split], tokenizer, protocol.max_length, labels) for split in SPLITS}
+    return PreparedTask(data.task_id, data.kind, head, labels, examples, features, gold, unseen)
+
+
+@dataclass
+class FinetuneOutcome:
+    test_predictions: list
+    dev_metrics: dict[str, Any]
+    test_metrics: dict[str, Any]
+    dev_score: float
+    best_epoch: int
+    best_step: int
+    history: list[dict[str, Any]]
+    timings: dict[str, float]
+
+
+def _optimizer(model: nn.Module, protocol: Protocol) -> torch.optim.Optimizer:
+    """AdamW; the head gets its own learning rate; biases and norms get no weight decay."""
+    head_ids = {id(p) for p in model.head_parameters()}
+    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            key = (id(param) in head_ids, any(tag in name.lower() for tag in NO_DECAY))
+            groups.setdefault(key, []).append(param)
+    return torch.optim.AdamW([
+        {"params": params, "lr": protocol.head_lr if is_head else protocol.lr,
+         "weight_decay": 0.0 if no_decay else protocol.weight_decay}
+        for (is_head, no_decay), params in groups.items()
+    ])
+
+
+def _length(feature: dict[str, Any]) -> int:
+    return len(feature.get("input_ids", ()))
+
+
+def predict(model: nn.Module, head: HeadSpec, features: Sequence[dict[str, Any]], n_examples: int,
+            batch_size: int, pad_token_id: int, device: str) -> list:
+    """Per-example predictions of a split (features batched by length, order restored, merged by the head)."""
+    model.eval()
+    order = sorted(range(len(features)), key=lambda i: _length(features[i]))
+    feature_predictions: list[Any] = [None] * len(features)
+    with torch.no_grad(), _autocast(device):
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            batch = to_device(head.collate([features[i] for i in chunk], pad_token_id), device)
+            for i, prediction in zip(chunk, model.predict(batch), strict=True):
+                feature_predictions[i] = prediction
+    return head.merge(features, feature_predictions, n_examples)
+
+
+def _autocast(device: str):
+    if str(device).startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _seed_everything(seed: int) -> None:
+    from transformers import set_seed
+
+    set_seed(seed)
+
+
+def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
+             device: str = "cpu", progress: bool = True) -> FinetuneOutcome:
+    """Train a head on `encoder` (consumed: pass a fresh copy), select by dev macro-F1, predict test."""
+    from torch.utils.data import DataLoader
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    started = time.perf_counter()
+    _seed_everything(seed)
+    model = task.head.build(encoder, task.labels, task.examples["train"]).to(device)
+    train = task.features["train"]
+    sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],
+                                   generator=torch.Generator().manual_seed(seed))
+    loader = DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,
+                        collate_fn=lambda feats: task.head.collate(feats, pad_token_id))
+    steps_per_epoch = len(loader)
+    total = protocol.max_steps or (protocol.epochs or 1) * steps_per_epoch
+    optimizer = _optimizer(model, protocol)
+    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(protocol.warmup_ratio * total), total)
+    eval_batch = max(protocol.batch_size, 16)
+
+    best: dict[str, Any] = {"score": -1.0}
+    history: list[dict[str, Any]] = []
+    eval_s = 0.0
+
+    def evaluate(epoch: int, step: int, loss: float) -> None:
+        nonlocal eval_s
+        t0 = time.perf_counter()
+        preds = predict(model, task.head, task.features["dev"], len(task.examples["dev"]), eval_batch,
+                        pad_token_id, device)
+        metrics = score(task.kind, task.gold["dev"], preds, task.labels)
+        history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"]})
+        if metrics["macro_f1"] > best["score"]:
+            state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            best.update(score=metrics["macro_f1"], metrics=metrics, epoch=epoch, step=step, state=state)
+        eval_s += time.perf_counter() - t0
+        model.train()
+
+    bar = tqdm(total=total, desc=f"{task.task_id} seed {seed}", leave=False, disable=not progress,
+               dynamic_ncols=True)
+    step, epoch, running = 0, 0, 0.0
+    model.train()
+    while step < total:
+        epoch += 1
+        evaluated_at = -1
+        for batch in loader:
+            with _autocast(device):
+                loss = model(to_device(batch, device))["loss"]
+            loss.backward()
+            if protocol.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), protocol.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            running = 0.9 * running + 0.1 * loss.item() if step > 1 else loss.item()
+            bar.update(1)
+            bar.set_postfix(loss=f"{running:.4f}", dev=f"{max(best['score'], 0):.3f}")
+            if protocol.eval_every and step % protocol.eval_every == 0:
+                evaluate(epoch, step, running)
+                evaluated_at = step
+            if step >= total:
+                break
+        if evaluated_at != step and (not protocol.eval_every or step >= total):
+            evaluate(epoch, step, running)
+    bar.close()
+    train_s = time.perf_counter() - started - eval_s
+
+    t0 = time.perf_counter()
+    model.load_state_dict(best["state"])
+    test_preds = predict(model, task.head, task.features["test"], len(task.examples["test"]), eval_batch,
+                         pad_token_id, device)
+    test_metrics = score(task.kind, task.gold["test"], test_preds, task.labels)
+    eval_s += time.perf_counter() - t0
+    return FinetuneOutcome(
+        test_predictions=test_preds, dev_metrics=best["metrics"], test_metrics=test_metrics,
+        dev_score=best["score"], best_epoch=best["epoch"], best_step=best["step"], history=history,
+        timings={"train_s": round(train_s, 3), "eval_s": round(eval_s, 3),
+                 "total_s": round(time.perf_counter() - started, 3)},
+    )

