@@ -133,11 +133,11 @@ def _offline_message(ref: ModelRef, err: Exception | None = None) -> str:
 def _hub_file(ref: ModelRef, filename: str, required: bool = True) -> Path | None:
     """A file of a hub model from the cache (or the hub when online)."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.errors import RemoteEntryNotFoundError
 
     try:
         return Path(hf_hub_download(ref.hub_id, filename))
-    except EntryNotFoundError:
+    except RemoteEntryNotFoundError:  # the repo exists but lacks the file (a missing local copy is not this)
         if required:
             raise ModelLoadError(f"hub model '{ref.hub_id}' has no {filename}") from None
         return None

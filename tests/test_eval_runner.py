@@ -1,0 +1,203 @@
+"""The evaluation grid: seeds/shards parsing, results written per FORMATS.md, skip without touching files,
+resume after an interrupted grid, --overwrite reproducibility, and every bad-input message."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import biobench.finetune
+import pytest
+import torch
+from biobench import cli, runner
+from biobench.errors import ConfigError, DataError, ResultsError
+from biobench.results import read_predictions, read_result
+from biobench.tasks.schema import ClassificationExample, TaskData
+
+torch.set_num_threads(1)
+
+OVERRIDES = {"epochs": 2, "lr": 3e-3, "batch_size": 4, "max_length": 32}
+WORDS = {"cardio": "cœur infarctus", "pneumo": "poumon toux", "neuro": "cerveau migraine"}
+
+
+def toy_data(task_id: str, n: int = 12, test_extra: list | None = None, dev: bool = True) -> TaskData:
+    labels = list(WORDS)
+    ex = [ClassificationExample(f"{task_id}{i}", f"Patient {i}: {WORDS[labels[i % 3]]}.", labels[i % 3])
+          for i in range(n)]
+    test = ex[:6] + list(test_extra or [])
+    return TaskData(task_id, "classification", {"train": ex, "dev": ex[:6] if dev else [], "test": test},
+                    sorted(WORDS), f"toy:{task_id}", f"sha256:{task_id}")
+
+
+def spec(task_id: str, lang: str = "en", seeds=(1, 2)):
+    return SimpleNamespace(id=task_id, lang=lang, kind="classification", max_length=64, protocol=lang, seeds=seeds)
+
+
+DATA = {"t1": toy_data("t1"), "t2": toy_data("t2")}
+SPECS = [spec("t1"), spec("t2", "fr", seeds=(1, 2, 3))]
+
+
+def plan(model_dir, results, **kw):
+    kw.setdefault("overrides", OVERRIDES)
+    return runner.plan_grid(str(model_dir), kw.pop("specs", SPECS), kw.pop("loader", lambda s: DATA[s.id]), results, **kw)
+
+
+def snapshot(root):
+    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_parse_seeds():
+    assert runner.parse_seeds("42-46") == [42, 43, 44, 45, 46]
+    assert runner.parse_seeds("44,42, 42") == [42, 44]
+    assert runner.parse_seeds("42-43,50") == [42, 43, 50]
+    for bad in ("50-42", "a", "", "4 2"):
+        with pytest.raises(ConfigError, match=rf"bad --seeds value {bad!r}"):
+            runner.parse_seeds(bad)
+
+
+def test_parse_shard():
+    assert runner.parse_shard(None) == (0, 1) and runner.parse_shard("2/4") == (2, 4)
+    for bad in ("4/4", "1", "-1/2", "0/0"):
+        with pytest.raises(ConfigError, match=r"bad --shard value .*use i/n with 0 <= i < n"):
+            runner.parse_shard(bad)
+
+
+def test_shards_partition_the_grid(tiny_mlm_dir, tmp_path):
+    whole = plan(tiny_mlm_dir, tmp_path)
+    assert [(r.task.id, r.seed) for r in whole.runs] == [("t1", 1), ("t1", 2), ("t2", 1), ("t2", 2), ("t2", 3)]
+    parts = [plan(tiny_mlm_dir, tmp_path, shard=(i, 2)).runs for i in range(2)]
+    got = [(r.task.id, r.seed) for part in parts for r in part]
+    assert sorted(got) == sorted((r.task.id, r.seed) for r in whole.runs) and len(got) == len(set(got))
+    assert plan(tiny_mlm_dir, tmp_path, seeds=[7]).runs[0].path.name == "seed-7.json"
+
+
+def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_path, monkeypatch):
+    first = plan(tiny_mlm_dir, tmp_path)
+    runner.execute(first, device="cpu", progress=False)
+    assert [r.status for r in first.runs] == ["done"] * 5
+    result = read_result(first.runs[0].path)
+    assert result["model"]["slug"] == first.model.slug and result["model"]["params"] > 0
+    assert result["task"] | {"source": None} == {
+        "id": "t1", "lang": "en", "kind": "classification", "data_checksum": "sha256:t1", "source": None,
+        "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": []}
+    assert result["protocol"]["epochs"] == 2 and result["key"]["protocol_hash"] == result["protocol"]["hash"]
+    assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["macro_f1"]
+    assert set(result["timings"]) == {"train_s", "eval_s", "total_s"} and result["versions"]["torch"]
+    rows = read_predictions(first.runs[0].path)
+    assert [r["id"] for r in rows] == [f"t1{i}" for i in range(6)] and all("pred" in r for r in rows)
+
+    before = snapshot(tmp_path)
+    monkeypatch.setattr("biobench.models.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
+    again = plan(tiny_mlm_dir, tmp_path)
+    runner.execute(again, progress=False)
+    assert [r.status for r in again.runs] == ["skipped"] * 5
+    assert [r.macro_f1 for r in again.runs] == [r.macro_f1 for r in first.runs]
+    assert snapshot(tmp_path) == before
+
+    summary = runner.summarize(again)
+    t2 = next(t for t in summary["tasks"] if t["task"] == "t2")
+    scores = [read_result(r.path)["metrics"]["test"]["macro_f1"] for r in first.runs[2:]]
+    assert t2["n"] == 3 and t2["mean"] == pytest.approx(sum(scores) / 3)
+    assert t2["ci_low"] <= t2["mean"] <= t2["ci_high"]
+    assert summary["languages"]["fr"]["mean"] == pytest.approx(t2["mean"])
+
+    with pytest.raises(ResultsError, match=r"holds a result of another run \(protocol \(epochs 2 -> 1\)\)"):
+        plan(tiny_mlm_dir, tmp_path, overrides=dict(OVERRIDES, epochs=1))
+    assert snapshot(tmp_path) == before
+
+
+def test_overwrite_same_seed_reproduces_the_score(tiny_mlm_dir, tmp_path):
+    one = [spec("t1", seeds=(5,))]
+    first = plan(tiny_mlm_dir, tmp_path, specs=one)
+    runner.execute(first, progress=False)
+    redo = plan(tiny_mlm_dir, tmp_path, specs=one, overwrite=True)
+    assert redo.runs[0].decision == "overwrite"
+    runner.execute(redo, progress=False)
+    assert redo.runs[0].macro_f1 == first.runs[0].macro_f1
+    assert read_predictions(redo.runs[0].path) == read_predictions(first.runs[0].path)
+
+
+def test_interrupted_grid_resumes_losing_only_the_run_in_flight(tiny_mlm_dir, tmp_path, monkeypatch):
+    real = biobench.finetune.finetune
+    calls = []
+
+    def dies_on_third(*args, **kwargs):
+        calls.append(args[4])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(biobench.finetune, "finetune", dies_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(plan(tiny_mlm_dir, tmp_path), progress=False)
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("seed-*.json"))
+    slug = written[0].split("/")[0]
+    assert written == [f"{slug}/t1/seed-1.json", f"{slug}/t1/seed-2.json"]
+    assert not list(tmp_path.rglob("*.tmp"))
+    monkeypatch.setattr(biobench.finetune, "finetune", real)
+    resumed = plan(tiny_mlm_dir, tmp_path)
+    runner.execute(resumed, progress=False)
+    assert [r.status for r in resumed.runs] == ["skipped", "skipped", "done", "done", "done"]
+
+
+def test_empty_dev_split_is_a_clear_error(tiny_mlm_dir, tmp_path):
+    data = {"nodev": toy_data("nodev", dev=False)}
+    p = plan(tiny_mlm_dir, tmp_path, specs=[spec("nodev", seeds=(1,))], loader=lambda s: data[s.id])
+    with pytest.raises(DataError) as err:
+        runner.execute(p, progress=False)
+    assert str(err.value) == ("task 'nodev': the dev split is empty (toy:nodev); checkpoints are chosen by dev "
+                              "macro-F1, so a dev split is required: add one to the data (or carve it out of train "
+                              "in the task spec)")
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_test_label_unseen_in_train_counts_as_a_miss(tiny_mlm_dir, tmp_path):
+    rare = ClassificationExample("r0", "Patient: rein dialyse.", "nephro")
+    data = toy_data("rare", test_extra=[rare])
+    data.labels = [*sorted(WORDS), "nephro"]
+    logs = []
+    p = plan(tiny_mlm_dir, tmp_path, specs=[spec("rare", seeds=(1,))], loader=lambda s: data)
+    runner.execute(p, progress=False, log=logs.append)
+    result = read_result(p.runs[0].path)
+    assert result["task"]["unseen_test_labels"] == ["nephro"]
+    assert result["metrics"]["test"]["per_label"]["nephro"]["f1"] == 0.0
+    assert logs == ["rare: test labels never seen in train ['nephro'] cannot be predicted; they count as misses "
+                    "in the metrics"]
+
+
+def test_unavailable_tasks_are_listed_for_a_language_selection(tiny_mlm_dir, tmp_path):
+    def loader(s):
+        if s.id == "t2":
+            raise DataError("task 't2' is credentialed: put the files in X")
+        return DATA[s.id]
+
+    p = plan(tiny_mlm_dir, tmp_path, loader=loader, skip_unavailable=True)
+    assert p.unavailable == {"t2": "task 't2' is credentialed: put the files in X"}
+    assert {r.task.id for r in p.runs} == {"t1"}
+    with pytest.raises(DataError, match="credentialed"):
+        plan(tiny_mlm_dir, tmp_path, loader=loader)
+
+
+def test_eval_cli_end_to_end_on_generated_task(tiny_mlm_dir, tmp_path, capsys):
+    args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1,2", "--epochs", "1",
+            "--limit-train", "40", "--max-length", "32", "--results", str(tmp_path), "--no-progress", "--json"]
+    assert cli.main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in summary["runs"]] == ["done", "done"]
+    task = summary["tasks"][0]
+    assert task["task"] == "demo-cls" and task["n"] == 2 and 0.0 <= task["mean"] <= 1.0
+    assert summary["languages"]["fr"]["n_tasks"] == 1
+    assert cli.main(args[:-1]) == 0  # the rich table, every run skipped
+    captured = capsys.readouterr()
+    assert "2 already done" in captured.err and "demo-cls" in captured.out and "average fr" in captured.out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "MiniLM", "--tasks", "gad"], "error: unknown model 'MiniLM': did you mean 'all-MiniLM-L6-v2'?"),
+    (["--model", "all-MiniLM-L6-v2", "--tasks", "gadd"], "error: unknown task 'gadd': did you mean 'gad'?"),
+    (["--model", "all-MiniLM-L6-v2", "--tasks", "gad", "--seeds", "9-1"], "error: bad --seeds value '9-1'"),
+])
+def test_eval_cli_bad_input_is_one_line(args, message, capsys, tmp_path, minilm_dir):
+    assert cli.main(["eval", *args, "--results", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1

@@ -1,0 +1,129 @@
+"""Metrics equal scikit-learn (classification, multilabel) and seqeval (flat BIO NER), count nested spans,
+and are JSON-safe."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from biobench.metrics import fast_macro_f1, prediction_metric, score
+from seqeval.metrics import classification_report
+from sklearn.metrics import f1_score, precision_recall_fscore_support
+from sklearn.preprocessing import MultiLabelBinarizer
+
+
+def random_cls(seed: int, n: int = 60, labels: str = "abcd"):
+    rng = random.Random(seed)
+    gold = [rng.choice(labels) for _ in range(n)]
+    pred = [g if rng.random() < 0.6 else rng.choice(labels + "e") for g in gold]  # 'e' only predicted
+    return gold, pred
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_classification_equals_sklearn(seed):
+    gold, pred = random_cls(seed)
+    got = score("classification", gold, pred, ["d", "c"])
+    assert got["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro", zero_division=0))
+    assert got["micro_f1"] == pytest.approx(f1_score(gold, pred, average="micro", zero_division=0))
+    labels = sorted(set(gold) | set(pred))
+    p, r, f, s = precision_recall_fscore_support(gold, pred, labels=labels, zero_division=0)
+    for i, lab in enumerate(labels):
+        assert got["per_label"][lab] == pytest.approx({"precision": p[i], "recall": r[i], "f1": f[i], "support": s[i]})
+    assert list(got["per_label"])[:2] == ["d", "c"]  # the inventory orders per_label
+    assert fast_macro_f1("relation", gold, pred) == pytest.approx(got["macro_f1"])
+    assert prediction_metric("classification")(gold, pred) == pytest.approx(got["macro_f1"])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_multilabel_equals_sklearn(seed):
+    rng = random.Random(seed)
+    labels = ["x", "y", "z", "w"]
+    gold = [sorted(rng.sample(labels, rng.randint(0, 3))) for _ in range(50)]
+    pred = [sorted(set(g[:1]) | set(rng.sample(labels, rng.randint(0, 2)))) for g in gold]
+    present = sorted({lab for row in gold + pred for lab in row})
+    mlb = MultiLabelBinarizer(classes=present)
+    y_true, y_pred = mlb.fit_transform(gold), mlb.transform(pred)
+    got = score("multilabel", gold, pred)
+    assert got["macro_f1"] == pytest.approx(f1_score(y_true, y_pred, average="macro", zero_division=0))
+    assert got["micro_f1"] == pytest.approx(f1_score(y_true, y_pred, average="micro", zero_division=0))
+    assert prediction_metric("multilabel")(gold, pred) == pytest.approx(got["macro_f1"])
+
+
+def bio_to_spans(tags: list[str]) -> list[list]:
+    """Token spans [start, end) of a flat BIO2 sequence (as seqeval's default mode reads it)."""
+    spans, start, label = [], None, None
+    for i, tag in enumerate([*tags, "O"]):
+        if start is not None and not tag.startswith("I-") or (tag.startswith("I-") and tag[2:] != label):
+            if start is not None:
+                spans.append([start, i, label])
+            start, label = None, None
+        if tag.startswith("B-") or (tag.startswith("I-") and start is None):
+            start, label = i, tag[2:]
+    return sorted(spans)
+
+
+def random_bio(rng: random.Random, n: int) -> list[str]:
+    tags = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.5:
+            tags.append("O")
+        elif r < 0.8:
+            tags.append(f"B-{rng.choice('PQR')}")
+        else:
+            prev = tags[-1] if tags and tags[-1] != "O" else f"B-{rng.choice('PQR')}"
+            tags.append(f"I-{prev[2:]}")
+    return tags
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ner_equals_seqeval_on_flat_bio(seed):
+    rng = random.Random(seed)
+    gold_tags = [random_bio(rng, rng.randint(3, 15)) for _ in range(40)]
+    pred_tags = [[t if rng.random() < 0.8 else rng.choice(["O", "B-P", "I-Q", "B-R"]) for t in s] for s in gold_tags]
+    report = classification_report(gold_tags, pred_tags, output_dict=True, zero_division=0)
+    got = score("ner", [bio_to_spans(s) for s in gold_tags], [bio_to_spans(s) for s in pred_tags])
+    assert got["macro_f1"] == pytest.approx(float(report["macro avg"]["f1-score"]))
+    assert got["micro_f1"] == pytest.approx(float(report["micro avg"]["f1-score"]))
+    for label, row in got["per_label"].items():
+        assert row["f1"] == pytest.approx(float(report[label]["f1-score"]))
+        assert row["support"] == int(report[label]["support"])
+
+
+def test_bio_helper_matches_seqeval_reading():
+    assert bio_to_spans(["B-P", "I-P", "O", "I-Q", "B-P", "B-P"]) == [[0, 2, "P"], [3, 4, "Q"], [4, 5, "P"], [5, 6, "P"]]
+
+
+def test_ner_counts_nested_and_overlapping_spans():
+    gold = [[[0, 16, "DISEASE"], [10, 16, "ANATOMY"]], [[0, 4, "DRUG"]]]
+    pred = [[[10, 16, "ANATOMY"], [0, 16, "DISEASE"], [0, 16, "DISEASE"]], [[0, 5, "DRUG"]]]
+    got = score("ner", gold, pred, ["DRUG", "DISEASE", "ANATOMY"])
+    assert got["per_label"]["DISEASE"]["f1"] == 1.0 and got["per_label"]["ANATOMY"]["f1"] == 1.0  # nested both count
+    assert got["per_label"]["DRUG"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}  # off by one char
+    assert got["macro_f1"] == pytest.approx(2 / 3)
+    assert got["micro_f1"] == pytest.approx(2 * (2 / 3) * (2 / 3) / (4 / 3))
+    assert list(got["per_label"]) == ["DRUG", "DISEASE", "ANATOMY"]
+
+
+def test_no_entities_at_all_scores_zero_without_raising():
+    assert score("ner", [[], []], [[], []]) == {"macro_f1": 0.0, "micro_f1": 0.0, "per_label": {}}
+    assert score("multilabel", [[]], [[]])["macro_f1"] == 0.0
+    assert prediction_metric("ner")([[]], [[]]) == 0.0
+
+
+def test_scores_are_plain_json_numbers():
+    gold, pred = random_cls(0)
+    for kind, g, p in (("classification", gold, pred), ("multilabel", [[x] for x in gold], [[x] for x in pred]),
+                       ("ner", [[[0, 1, x]] for x in gold], [[[0, 1, x]] for x in pred])):
+        got = score(kind, g, p)
+        json.dumps(got)
+        assert type(got["macro_f1"]) is float and type(got["micro_f1"]) is float
+        assert all(type(v["support"]) is int and type(v["f1"]) is float for v in got["per_label"].values())
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="2 gold rows but 1 predictions"):
+        score("classification", ["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="unknown task kind 'regression'"):
+        prediction_metric("regression")
