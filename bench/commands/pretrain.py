@@ -1,0 +1,129 @@
+"""`biobench pretrain`: the CLM-detour continued-pretraining recipe and its controls (paper §3.2).
+
+Single process: `biobench pretrain ...`; several GPUs: `torchrun --nproc_per_node 8 -m biobench.cli pretrain ...`
+or `accelerate launch -m biobench.cli pretrain ...` (DDP; --fsdp for large models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from biobench.errors import ConfigError
+
+SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+# CPU defaults for preset models: a run of a few million tokens finishes in minutes.
+CPU_PRESET_DEFAULTS = {"seq_len": 512, "batch_size": 16}
+PAPER_DEFAULTS = {"seq_len": 8192, "batch_size": 384}
+
+
+def parse_tokens(text: str) -> int:
+    """'2M' -> 2_000_000, '1.5B', '500K', '12345'."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMBGT]?)\s*", str(text).upper())
+    if not m:
+        raise ConfigError(f"token count {text!r}: expected a number with an optional K/M/B suffix, e.g. 2M")
+    return int(round(float(m.group(1)) * SUFFIXES[m.group(2)]))
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "pretrain", help="continued pretraining: CLM detour and its controls",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--list", action="store_true", help="show the recipes and their phases, then exit")
+    p.add_argument("--recipe", default="detour", help="detour | mlm | detour-freeze-low | detour-freeze-mid | "
+                   "detour-freeze-low-decay (default: detour)")
+    p.add_argument("--model", help="hub id, local folder, or preset:tiny / preset:small (tokenizer trained on the corpus)")
+    p.add_argument("--corpus", help="text file/folder, JSONL(.gz) with a text field, or a hub dataset id")
+    p.add_argument("--text-field", default="text", help="JSON field holding the text (default: text)")
+    p.add_argument("--tokens", help="phase-1 token budget, e.g. 2M, 10B; phase 2 runs --decay-ratio of it")
+    p.add_argument("--out", type=Path, help="output folder: phase1/, final/, step-*/, train_log.jsonl")
+    p.add_argument("--decay-ratio", type=float, default=0.10, help="phase-2 length / phase-1 length (default 0.10)")
+    p.add_argument("--freeze", action="append", default=[], metavar="A-B@clm|@decay",
+                   help="also freeze layers A..B in the CLM (phase 1) or decay (phase 2) phase; repeatable")
+    p.add_argument("--batch-size", type=int, help="global batch in sequences (default 384; 16 for presets on CPU)")
+    p.add_argument("--seq-len", type=int, help="packed sequence length (default 8192; 512 for presets on CPU)")
+    p.add_argument("--micro-batch-size", type=int, help="sequences per forward pass per process "
+                   "(gradient accumulation reaches --batch-size; default: 16 on CPU, 4 on GPU)")
+    p.add_argument("--lr", type=float, default=2e-4, help="peak learning rate (default 2e-4)")
+    p.add_argument("--weight-decay", type=float, default=1e-5, help="decoupled weight decay (default 1e-5)")
+    p.add_argument("--warmup-tokens", default="100M", help="phase-1 warmup, capped at 10%% of phase 1 (default 100M)")
+    p.add_argument("--grad-clip", type=float, default=1.0, help="gradient-norm clipping, 0 = off (default 1.0)")
+    p.add_argument("--save-every", help="also checkpoint every N tokens (e.g. 500M) to step-<tokens>/")
+    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="DIR",
+                   help="continue from DIR, or from the latest checkpoint under --out")
+    p.add_argument("--doc-mask", action="store_true",
+                   help="restart positions per document and block cross-document attention (sdpa/eager)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-documents", type=int, help="read at most this many documents of the corpus")
+    p.add_argument("--cache-dir", type=Path, help="tokenised-corpus cache (default ~/.cache/biobench/tokens)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
+    p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+                   help="auto = bf16 autocast on CUDA, fp32 on CPU")
+    p.add_argument("--attn", choices=["sdpa", "eager", "flash_attention_2"],
+                   help="attention backend (default: flash_attention_2 on CUDA when installed, else sdpa)")
+    p.add_argument("--threads", type=int, help="CPU threads (default: the cores not already busy, "
+                   "from the load average: a shared machine is faster with fewer threads)")
+    p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 instead of DDP (multi-GPU)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def resolve_defaults(args) -> dict:
+    """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512), explicit flags win."""
+    import torch
+
+    on_cpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
+    base = CPU_PRESET_DEFAULTS if on_cpu and args.model.startswith("preset:") else PAPER_DEFAULTS
+    seq_len = args.seq_len or base["seq_len"]
+    batch = args.batch_size or base["batch_size"]
+    micro = args.micro_batch_size or (16 if on_cpu else 4)
+    return {"seq_len": seq_len, "batch_size": batch, "micro_batch_size": micro, "on_cpu": on_cpu}
+
+
+def cpu_threads(requested: int | None) -> int:
+    """Explicit --threads, else the idle cores (>= 1): oversubscribed OpenMP threads spin and run 2-3x
+    slower on a loaded machine than one thread does (measured on the 2-core dev box)."""
+    if requested:
+        return requested
+    cores = os.cpu_count() or 1
+    return max(1, min(cores, cores - round(os.getloadavg()[0])))
+
+
+def run(args) -> int:
+    from biobench.training import recipes
+
+    if args.list:
+        print(recipes.describe())
+        return 0
+    missing = [flag for flag, value in (("--model", args.model), ("--corpus", args.corpus),
+                                        ("--tokens", args.tokens), ("--out", args.out)) if not value]
+    if missing:
+        raise ConfigError(f"biobench pretrain needs {', '.join(missing)} (or --list to see the recipes)")
+    from biobench.training.trainer import PretrainConfig, train
+
+    geometry = resolve_defaults(args)
+    import torch
+
+    if geometry.pop("on_cpu"):
+        torch.set_num_threads(cpu_threads(args.threads))
+    cfg = PretrainConfig(
+        recipe=args.recipe, model=args.model, corpus=args.corpus, out=args.out, tokens=parse_tokens(args.tokens),
+        decay_ratio=args.decay_ratio, lr=args.lr, weight_decay=args.weight_decay,
+        warmup_tokens=parse_tokens(args.warmup_tokens), grad_clip=args.grad_clip or None, freeze=args.freeze,
+        save_every=parse_tokens(args.save_every) if args.save_every else None, resume=args.resume,
+        doc_mask=args.doc_mask, seed=args.seed, text_field=args.text_field, max_documents=args.max_documents,
+        cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
+        progress=not args.no_progress, **geometry,
+    )
+    recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
+    print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "
+          f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
+          f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {torch.get_num_threads()} CPU threads, out {cfg.out}",
+          flush=True)
+    final = train(cfg)
+    if final is not None:
+        print(f"done: {final}")
+    return 0

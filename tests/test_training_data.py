@@ -1,0 +1,106 @@
+"""Corpus readers, the tokenised cache and packing: every document exactly once, framed by [CLS] ... [SEP]."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+from biobench.errors import DataError
+from biobench.training import corpus
+from biobench.training.packing import PackedCorpus, document_positions
+
+DOCS = ["Le patient présente une fièvre.", "Traitement par amoxicilline pendant sept jours.",
+        "Scanner thoracique normal."] * 7
+
+
+def _jsonl(path, docs, gz=False):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps({"id": i, "text": d, "source": "x"}) + "\n" for i, d in enumerate(docs))
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(lines)
+    else:
+        path.write_text(lines)
+    return path
+
+
+def test_readers_text_jsonl_and_folder(tmp_path):
+    (tmp_path / "a.txt").write_text("premier document\nsur deux lignes\n\n\nsecond document\n")
+    (tmp_path / "README.md").write_text("documentation, not corpus\n")
+    (tmp_path / "ignored.csv").write_text("x,y\n")
+    assert list(corpus.iter_documents(str(tmp_path))) == ["premier document\nsur deux lignes", "second document"]
+    _jsonl(tmp_path / "sub" / "b.jsonl.gz", ["troisième", "", "quatrième"], gz=True)
+    assert list(corpus.iter_documents(str(tmp_path))) == ["troisième", "quatrième"]  # JSONL wins in a folder
+    assert list(corpus.iter_documents(str(tmp_path / "README.md"))) == ["documentation, not corpus"]
+
+
+def test_e3c_records_are_read(shared_data):
+    docs = list(corpus.iter_documents(str(shared_data / "pretrain-fr")))
+    assert len(docs) == 1970  # SOURCE.md: 1,970 documents, 11.77 M characters
+    assert 11.5e6 < sum(map(len, docs)) < 11.8e6
+
+
+def test_bad_corpora_have_one_clear_message(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(DataError, match="holds no non-empty documents"):
+        corpus.load_or_build(str(tmp_path / "empty.jsonl"), _tok(), tmp_path / "cache")
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(DataError, match=r"cannot read corpus file .*broken.jsonl.gz"):
+        list(corpus.iter_documents(str(tmp_path / "broken.jsonl.gz")))
+    (tmp_path / "nofield.jsonl").write_text('{"body": "x"}\n')
+    with pytest.raises(DataError, match=r"nofield.jsonl:1: no 'text' field \(has: body\); use --text-field"):
+        list(corpus.iter_documents(str(tmp_path / "nofield.jsonl")))
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(DataError, match=r"holds no .jsonl\(.gz\) or .txt files"):
+        list(corpus.iter_documents(str(tmp_path / "folder")))
+    with pytest.raises(DataError, match="does not exist"):
+        corpus.load_or_build(str(tmp_path / "missing.jsonl"), _tok(), tmp_path / "cache")
+
+
+def test_hub_corpus_offline_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(DataError, match=r"cannot stream hub dataset 'someone/some-corpus'.*HF_HUB_OFFLINE"):
+        list(corpus.iter_documents("someone/some-corpus"))
+
+
+_TOK = {}
+
+
+def _tok():
+    if "t" not in _TOK:
+        from biobench.tiny import train_tokenizer
+
+        _TOK["t"] = train_tokenizer(DOCS, vocab_size=300)
+    return _TOK["t"]
+
+
+def test_cache_is_built_once_and_packing_loses_nothing(tmp_path):
+    tok = _tok()
+    path = _jsonl(tmp_path / "c.jsonl", DOCS)
+    built = corpus.load_or_build(str(path), tok, tmp_path / "cache")
+    again = corpus.load_or_build(str(path), tok, tmp_path / "cache")
+    assert again.path == built.path and isinstance(again.tokens, np.memmap)
+    expected = [[tok.cls_token_id] + tok(d, add_special_tokens=False)["input_ids"] + [tok.sep_token_id] for d in DOCS]
+    assert len(built.tokens) == sum(map(len, expected))  # token count: nothing lost, nothing duplicated
+
+    packed = PackedCorpus(built.tokens, built.offsets, seq_len=16, pad_id=tok.pad_token_id, seed=3)
+    rows = [packed.sequence(i) for i in range(packed.n_sequences)]
+    stream = np.concatenate([ids[mask == 1] for ids, mask, _ in rows])
+    assert stream.tolist() == [t for doc in expected for t in doc]
+    assert sum(int(m.sum()) for _, m, _ in rows) == len(built.tokens)
+    # documents are separated by [SEP]; document ids follow the offsets
+    docs = np.concatenate([d[m == 1] for _, m, d in rows])
+    assert np.bincount(docs).tolist() == [len(e) for e in expected]
+    # one epoch of positions reads every sequence exactly once, in a seeded order
+    order = [packed.at(p) for p in range(packed.n_sequences)]
+    assert sorted(order) == list(range(packed.n_sequences)) and order != sorted(order)
+    assert [packed.at(p) for p in range(3)] == order[:3]
+
+
+def test_document_positions_restart():
+    docs = torch.tensor([[0, 0, 0, 1, 1, 2, 2, 2], [5, 5, 6, 6, 6, 6, -1, -1]])
+    assert document_positions(docs).tolist() == [[0, 1, 2, 0, 1, 0, 1, 2], [0, 1, 0, 1, 2, 3, 0, 1]]

@@ -1,0 +1,119 @@
+"""End to end on a tiny corpus: phases, checkpoints, optimiser carry-over, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from biobench.errors import ConfigError
+from biobench.training import checkpoint
+from biobench.training.trainer import PretrainConfig, Trainer, train
+
+TEXTS = [
+    "Le patient présente une fièvre à 39 degrés et une toux sèche depuis trois jours.",
+    "Traitement par amoxicilline 1 g trois fois par jour pendant sept jours.",
+    "Antécédents : diabète de type 2, hypertension artérielle, allergie à la pénicilline.",
+    "Scanner thoracique : nodule pulmonaire de 12 mm du lobe supérieur droit.",
+    "Carcinome canalaire infiltrant du sein gauche, grade II, récepteurs hormonaux positifs.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": f"{t} Observation {i}."}) + "\n" for i in range(40) for t in TEXTS))
+    return path
+
+
+def _cfg(corpus: Path, out: Path, **kw) -> PretrainConfig:
+    base = dict(recipe="detour", model="preset:tiny", corpus=str(corpus), out=out, tokens=6 * 4 * 64,
+                batch_size=4, seq_len=64, micro_batch_size=2, decay_ratio=0.5, progress=False,
+                cache_dir=out.parent / "cache", lr=1e-3)
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def test_detour_writes_loadable_checkpoints_and_log(tiny_corpus, tmp_path):
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    final = train(_cfg(tiny_corpus, tmp_path / "run"))
+    assert final == tmp_path / "run" / "final"
+    meta = checkpoint.read_meta(final)
+    assert meta["schema"] == "biobench.pretrain/1" and meta["recipe"] == "detour" and meta["phase"] == "final"
+    assert meta["tokens"] == {"phase1": 1536, "phase2": 768, "clm": 1536, "mlm": 768, "seen": 2304}
+    assert checkpoint.read_meta(tmp_path / "run" / "phase1")["tokens"]["seen"] == 1536
+    assert AutoModelForMaskedLM.from_pretrained(final).config.model_type == "modernbert"
+    assert type(AutoModel.from_pretrained(final)).__name__ == "ModernBertModel"
+    log = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in log] == [1] * 6 + [2] * 3
+    assert {"tokens", "loss", "lr", "grad_norm", "tokens_per_s", "mfu"} <= set(log[0])
+    # phase 1: warmup (10% of 6 steps -> 1 step) then constant; phase 2 restarts at the peak and decays to 10%
+    assert [r["lr"] for r in log[:6]] == [1e-3] * 6
+    assert [round(r["lr"], 9) for r in log[6:]] == [1e-3, round(1e-3 * (0.1 + 0.9 * (1 - 0.5 ** 0.5)), 9), 1e-4]
+    assert all(r["loss"] > 0 for r in log)
+
+
+def test_optimizer_state_carries_across_phases(tiny_corpus, tmp_path):
+    trainer = Trainer(_cfg(tiny_corpus, tmp_path / "run", tokens=2 * 4 * 64, weight_decay=0.0))
+    assert trainer._run_phase(0, None)
+    params = list(trainer.model.parameters())
+    moments = [trainer.optimizer.state[p]["exp_avg"].clone() for p in params]
+    steps = [float(trainer.optimizer.state[p]["step"]) for p in params]
+    assert steps == [2.0] * len(params)
+    assert trainer.state["step"] == 0 and trainer.state["phase"] == 1  # only the schedule resets
+    # the first phase-2 step starts from the phase-1 moments: exp_avg = beta1 * m + (1 - beta1) * g
+    grads = {}
+    hook = trainer.optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: grads.update({i: p.grad.clone() for i, p in enumerate(params)}))
+    trainer.cfg.stop_after_steps = 3
+    trainer._run_phase(1, None)
+    hook.remove()
+    assert float(trainer.optimizer.state[params[0]]["step"]) == 3.0
+    i = max(grads, key=lambda k: params[k].numel())
+    expected = 0.9 * moments[i] + 0.1 * grads[i]
+    torch.testing.assert_close(trainer.optimizer.state[params[i]]["exp_avg"], expected, rtol=1e-4, atol=1e-7)
+
+
+def test_resume_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
+    full = train(_cfg(tiny_corpus, tmp_path / "full", recipe="mlm"))
+    stopped = train(_cfg(tiny_corpus, tmp_path / "cut", recipe="mlm", save_every=3 * 4 * 64, stop_after_steps=3))
+    assert stopped is None and (tmp_path / "cut" / "step-768" / checkpoint.STATE).exists()
+    resumed = train(_cfg(tiny_corpus, tmp_path / "cut", recipe="mlm", resume=True))
+    a, b = _weights(full), _weights(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ConfigError, match=r"was written by recipe 'mlm', not 'detour'"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "cut", recipe="detour", resume=str(tmp_path / "cut" / "step-768")))
+
+
+def test_bad_input_messages(tiny_corpus, tmp_path):
+    with pytest.raises(ConfigError, match=r"--tokens 100 is smaller than one batch \(4 sequences x 64 tokens = 256\)"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "a", tokens=100))
+    with pytest.raises(ConfigError, match=r"freeze range 0-7@clm is outside the model's 4 layers \(0-3\)"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "b", recipe="detour-freeze-low"))
+    with pytest.raises(ConfigError, match=r"--resume: no resumable checkpoint"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "c", resume=True))
+
+
+def test_detour_refuses_a_non_modernbert_model(tiny_corpus, tmp_path, minilm_dir):
+    with pytest.raises(ConfigError, match=r"recipe 'detour' trains with a causal mask.*ModernBERT.*is 'bert'"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "d", model=str(minilm_dir)))
+
+
+def test_cli_list_and_token_suffixes(capsys):
+    from biobench.cli import main
+    from biobench.commands.pretrain import parse_tokens
+
+    assert parse_tokens("2M") == 2_000_000 and parse_tokens("1.5B") == 1_500_000_000 and parse_tokens("500k") == 500_000
+    assert main(["pretrain", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "detour-freeze-low-decay" in out and "phase 2: MLM 15%, sqrt-decay" in out
+    assert main(["pretrain", "--recipe", "detour"]) == 2
+    assert "needs --model, --corpus, --tokens, --out" in capsys.readouterr().err

@@ -1,0 +1,204 @@
+"""Pretraining corpora: read documents, tokenise them once, cache the token stream memory-mapped.
+
+Sources: a text file (documents separated by blank lines), JSONL / JSONL.gz (one record per line, text in
+`text_field` — the E3C dumps in ../shared/data/pretrain-{fr,en}), a folder (recursively, sorted: its JSONL
+files, or its .txt files when it has no JSONL — README/SOURCE .md files are never read from a folder), or
+a Hugging Face dataset id (streamed). The cache holds the documents already framed as the packer needs them
+([CLS] doc [SEP] — the separator between documents) in one flat uint16/uint32 array plus document offsets,
+keyed by a fingerprint of the tokenizer and of the corpus, so a rerun or another rank just maps it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from biobench.errors import ConfigError, DataError
+
+TEXT_SUFFIXES = (".txt", ".md", ".text")
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
+
+
+def _is_jsonl(path: Path) -> bool:
+    return path.name.lower().endswith(JSONL_SUFFIXES)
+
+
+def corpus_files(source: str) -> list[Path]:
+    """The readable files of a local corpus (file or folder), sorted; raises DataError when there are none."""
+    path = Path(source)
+    if path.is_file():
+        return [path]
+    found = sorted(p for p in path.rglob("*") if p.is_file())
+    # JSONL data wins over prose: a data folder's README.md / SOURCE.md is documentation, not corpus.
+    files = [p for p in found if _is_jsonl(p)] or [p for p in found if p.suffix.lower() in (".txt", ".text")]
+    if not files:
+        raise DataError(f"corpus folder {path} holds no .jsonl(.gz) or .txt files; point --corpus at them")
+    return files
+
+
+def is_local(source: str) -> bool:
+    return Path(source).exists()
+
+
+def _looks_like_path(source: str) -> bool:
+    """A missing local path, not a hub id ("owner/name" or "name")."""
+    return (source.startswith(("/", ".", "~")) or source.count("/") > 1
+            or source.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES + (".json",)))
+
+
+def iter_documents(source: str, text_field: str = "text") -> Iterator[str]:
+    """Every non-empty document of the corpus, in a fixed order."""
+    if not is_local(source):
+        yield from _hub_documents(source, text_field)
+        return
+    for path in corpus_files(source):
+        if _is_jsonl(path):
+            yield from _jsonl_documents(path, text_field)
+        else:
+            yield from _text_documents(path)
+
+
+def _text_documents(path: Path) -> Iterator[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read corpus file {path}: {err}") from err
+    for block in text.split("\n\n"):
+        if block.strip():
+            yield block.strip()
+
+
+def _jsonl_documents(path: Path, text_field: str) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            for line_no, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DataError(f"{path}:{line_no}: not valid JSON ({err.msg})") from err
+                if not isinstance(record, dict) or text_field not in record:
+                    keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
+                    raise DataError(f"{path}:{line_no}: no '{text_field}' field (has: {keys}); use --text-field")
+                text = record[text_field]
+                if isinstance(text, str) and text.strip():
+                    yield text.strip()
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read corpus file {path}: {err}") from err
+
+
+def _hub_documents(dataset_id: str, text_field: str) -> Iterator[str]:
+    """Stream a hub dataset's train split; offline or unknown ids fail with one clear message."""
+    from datasets import load_dataset
+
+    try:
+        stream = load_dataset(dataset_id, split="train", streaming=True)
+        for record in stream:
+            text = record.get(text_field)
+            if isinstance(text, str) and text.strip():
+                yield text.strip()
+    except Exception as err:  # datasets raises many types (ConnectionError, FileNotFoundError, DatasetNotFoundError)
+        if isinstance(err, DataError):
+            raise
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
+        hint = " (HF_HUB_OFFLINE is set: the hub is unreachable; pass a local folder)" if offline else ""
+        raise DataError(f"cannot stream hub dataset {dataset_id!r} as a corpus: {type(err).__name__}: "
+                        f"{str(err).splitlines()[0] if str(err) else ''}{hint}") from err
+
+
+def corpus_fingerprint(source: str, text_field: str, max_documents: int | None) -> str:
+    """Paths, sizes and mtimes of local files (or the hub id): changes when the corpus changes."""
+    h = hashlib.sha256(f"{text_field}|{max_documents}".encode())
+    if is_local(source):
+        for path in corpus_files(source):
+            st = path.stat()
+            h.update(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    else:
+        h.update(f"hub:{source}".encode())
+    return h.hexdigest()[:16]
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    state = tokenizer.backend_tokenizer.to_str() if hasattr(tokenizer, "backend_tokenizer") else repr(tokenizer.get_vocab())
+    return hashlib.sha256(state.encode()).hexdigest()[:16]
+
+
+def frame_ids(tokenizer) -> tuple[int | None, int]:
+    """(bos, eos) put around each document: [CLS]/[SEP] for BERT-style tokenizers, else BOS/EOS."""
+    bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    eos = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if eos is None:
+        raise ConfigError("the tokenizer has neither a [SEP] nor an EOS token to separate packed documents")
+    return bos, eos
+
+
+@dataclass
+class TokenCorpus:
+    """The framed token stream of a corpus: tokens (memory-mapped) and document start offsets."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray  # n_docs + 1 positions into tokens
+    path: Path
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.offsets) - 1
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "tokens"
+
+
+def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_field: str = "text",
+                  max_documents: int | None = None, batch_docs: int = 256) -> TokenCorpus:
+    """Tokenise the corpus into the cache unless an identical cache exists; return it memory-mapped."""
+    if not is_local(source) and _looks_like_path(source):
+        raise DataError(f"corpus {source} does not exist (expected a text/JSONL file, a folder, or a hub dataset id)")
+    key = f"{tokenizer_fingerprint(tokenizer)}-{corpus_fingerprint(source, text_field, max_documents)}"
+    folder = (cache_dir or default_cache_dir()) / key
+    if (folder / "done").exists():
+        return _open(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    bos, eos = frame_ids(tokenizer)
+    dtype = np.uint16 if len(tokenizer) < 2**16 else np.uint32
+    chunks: list[np.ndarray] = []
+    lengths: list[int] = []
+    batch: list[str] = []
+
+    def flush():
+        for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+            framed = ([bos] if bos is not None else []) + ids + [eos]
+            chunks.append(np.asarray(framed, dtype=dtype))
+            lengths.append(len(framed))
+        batch.clear()
+
+    for n, doc in enumerate(iter_documents(source, text_field)):
+        if max_documents is not None and n >= max_documents:
+            break
+        batch.append(doc)
+        if len(batch) >= batch_docs:
+            flush()
+    if batch:
+        flush()
+    if not chunks:
+        raise DataError(f"corpus {source} holds no non-empty documents (text field '{text_field}')")
+    tmp = folder / "tokens.tmp.npy"
+    np.save(tmp, np.concatenate(chunks))
+    os.replace(tmp, folder / "tokens.npy")
+    np.save(folder / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+    (folder / "meta.json").write_text(json.dumps({"source": str(source), "text_field": text_field,
+                                                  "documents": len(lengths), "tokens": int(sum(lengths))}))
+    (folder / "done").touch()
+    return _open(folder)
+
+
+def _open(folder: Path) -> TokenCorpus:
+    return TokenCorpus(np.load(folder / "tokens.npy", mmap_mode="r"), np.load(folder / "offsets.npy"), folder)

@@ -1,0 +1,80 @@
+"""Training objectives on the unchanged MLM head: next-token prediction (CLM) and masked LM (MLM).
+
+Labels are position-aligned (label[t] is what the head must output at position t, -100 = no loss), so one
+loss module serves both objectives and computes the cross-entropy exactly once, itself: transformers picks a
+model's loss function from its class name and the causal-LM loss shifts labels again, so we never hand
+labels to the model. Only labelled positions go through the head (ModernBERT's sparse prediction), which
+saves 20-30% of the step with an 8k vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+IGNORE = -100
+
+
+def clm_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """label[:, t] = input_ids[:, t + 1]: logits[:, :-1] predict ids[:, 1:]; padding and the last position
+    get no loss."""
+    labels = torch.full_like(input_ids, IGNORE)
+    labels[:, :-1] = input_ids[:, 1:]
+    if attention_mask is not None:
+        labels[:, :-1][attention_mask[:, 1:] == 0] = IGNORE
+        labels[attention_mask == 0] = IGNORE
+    return labels
+
+
+def mlm_mask(input_ids: torch.Tensor, rate: float, special_ids: list[int], mask_id: int, vocab_size: int,
+             generator: torch.Generator | None = None,
+             attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT masking: each non-special token is selected with probability `rate`; selected tokens become
+    [MASK] 80%, a random non-special token 10%, stay unchanged 10%. Returns (corrupted ids, labels)."""
+    ids = input_ids.clone()
+    special = torch.isin(ids, torch.tensor(special_ids, dtype=ids.dtype))
+    if attention_mask is not None:
+        special |= attention_mask == 0
+    draw = torch.rand(ids.shape, generator=generator)
+    selected = (draw < rate) & ~special
+    labels = torch.where(selected, ids, torch.full_like(ids, IGNORE))
+    action = torch.rand(ids.shape, generator=generator)
+    ids[selected & (action < 0.8)] = mask_id
+    randomise = selected & (action >= 0.8) & (action < 0.9)
+    keep = torch.ones(vocab_size, dtype=torch.bool)
+    keep[[i for i in special_ids if i < vocab_size]] = False
+    allowed = keep.nonzero().squeeze(1).to(ids.dtype)
+    picks = torch.randint(len(allowed), ids.shape, generator=generator)
+    ids[randomise] = allowed[picks[randomise]]
+    return ids, labels
+
+
+class LMLoss(nn.Module):
+    """Wraps a *ForMaskedLM ModernBERT-style model: encoder -> labelled positions only -> head -> CE sum.
+
+    Returns (sum of token cross-entropies, number of labelled tokens) so gradient accumulation and data
+    parallelism can normalise by the global token count. DDP/FSDP wrap this module, not the model.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, labels, attention_mask=None, position_ids=None) -> tuple[torch.Tensor, torch.Tensor]:
+        encoder, head, decoder = _parts(self.model)
+        hidden = encoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)[0]
+        keep = labels != IGNORE
+        logits = decoder(head(hidden[keep]))
+        loss = nn.functional.cross_entropy(logits.float(), labels[keep], reduction="sum")
+        return loss, keep.sum()
+
+
+def _parts(model: Any) -> tuple[nn.Module, nn.Module, nn.Module]:
+    """(encoder, prediction head, decoder) of a masked-LM model: ModernBERT names, else BERT-style names."""
+    if hasattr(model, "head") and hasattr(model, "decoder"):  # ModernBertForMaskedLM
+        return model.model, model.head, model.decoder
+    base = getattr(model, model.base_model_prefix)
+    cls = model.cls  # BertForMaskedLM and relatives: cls.predictions.{transform, decoder}
+    return base, cls.predictions.transform, cls.predictions.decoder

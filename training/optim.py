@@ -1,0 +1,50 @@
+"""Decoupled AdamW with Composer's DecoupledAdamW semantics (the optimiser of ModernBERT and the paper).
+
+torch's AdamW multiplies the weight decay by the lr (p -= lr * wd * p); Composer decouples it from the lr
+*scale*: p *= 1 - wd * lr / initial_lr, so wd=1e-5 is the per-step decay at the peak lr and follows the
+schedule's shape, not its magnitude. Parameters without a gradient (frozen ones) get neither the decay nor
+any Adam update or state change (torch's Adam skips them), so freezing is bit-exact.
+"""
+
+from __future__ import annotations
+
+import torch
+
+PAPER = dict(lr=2e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=1e-5)
+
+
+class DecoupledAdamW(torch.optim.Adam):
+    def __init__(self, params, lr: float = PAPER["lr"], betas=PAPER["betas"], eps: float = PAPER["eps"],
+                 weight_decay: float = PAPER["weight_decay"]):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=0.0)
+        for group in self.param_groups:
+            group.setdefault("decoupled_decay", weight_decay)
+            group.setdefault("initial_lr", lr)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            wd = group["decoupled_decay"]
+            if wd == 0:
+                continue
+            factor = 1.0 - wd * group["lr"] / group["initial_lr"]
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.mul_(factor)
+        return super().step(closure)
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """All parameters (frozen ones too, so optimiser state carries across phases); biases and norm weights
+    without decay (ModernBERT's filter_bias_norm_wd)."""
+    decay, no_decay = [], []
+    norm_params = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()}
+    for name, p in model.named_parameters():
+        (no_decay if name.endswith("bias") or id(p) in norm_params else decay).append(p)
+    return [{"params": decay, "decoupled_decay": weight_decay},
+            {"params": no_decay, "decoupled_decay": 0.0}]
+
+
+def build_optimizer(model: torch.nn.Module, lr: float = PAPER["lr"], betas=PAPER["betas"], eps: float = PAPER["eps"],
+                    weight_decay: float = PAPER["weight_decay"]) -> DecoupledAdamW:
+    return DecoupledAdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

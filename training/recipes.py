@@ -1,0 +1,96 @@
+"""Recipes as data: two phases each, an objective, a masking rate, a schedule and optional frozen layers.
+
+Phase 1 ("clm" slot, even in the MLM control, so one freeze spelling fits every recipe) runs the token
+budget; phase 2 ("decay") runs `decay_ratio` of it with MLM at 15% and the 1 - sqrt decay schedule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from biobench.errors import ConfigError
+
+PHASE_TAGS = {"clm": 0, "phase1": 0, "decay": 1, "phase2": 1}
+
+
+@dataclass(frozen=True)
+class Freeze:
+    first: int
+    last: int  # inclusive
+    phase: str  # "clm" (phase 1) or "decay" (phase 2)
+
+    def to_json(self) -> dict:
+        return {"layers": [self.first, self.last], "phase": self.phase}
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str  # checkpoint folder: phase1 / final
+    objective: str  # "clm" | "mlm"
+    mask_rate: float  # MLM selection rate (unused for CLM)
+    schedule: str  # "warmup-constant" | "sqrt-decay"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    description: str
+    phases: tuple[Phase, Phase]
+    freezes: tuple[Freeze, ...] = field(default=())
+
+    def frozen_layers(self, phase_index: int) -> list[Freeze]:
+        tag = "clm" if phase_index == 0 else "decay"
+        return [f for f in self.freezes if f.phase == tag]
+
+    @property
+    def needs_causal(self) -> bool:
+        return any(p.objective == "clm" for p in self.phases)
+
+
+CLM = Phase("phase1", "clm", 0.0, "warmup-constant")
+MLM30 = Phase("phase1", "mlm", 0.30, "warmup-constant")
+DECAY = Phase("final", "mlm", 0.15, "sqrt-decay")
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in [
+    Recipe("detour", "CLM detour (causal mask, next-token prediction through the MLM head), then MLM 15% decay",
+           (CLM, DECAY)),
+    Recipe("mlm", "matched baseline: MLM 30%, then MLM 15% decay (same budgets and schedules)", (MLM30, DECAY)),
+    Recipe("detour-freeze-low", "detour with layers 0-7 frozen during CLM", (CLM, DECAY), (Freeze(0, 7, "clm"),)),
+    Recipe("detour-freeze-mid", "detour with layers 8-14 frozen during CLM", (CLM, DECAY), (Freeze(8, 14, "clm"),)),
+    Recipe("detour-freeze-low-decay", "detour with layers 0-7 frozen during the MLM decay", (CLM, DECAY),
+           (Freeze(0, 7, "decay"),)),
+]}
+
+
+def get_recipe(name: str, extra_freezes: list[str] | None = None) -> Recipe:
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)} (biobench pretrain --list)")
+    recipe = RECIPES[name]
+    extra = tuple(parse_freeze(spec) for spec in extra_freezes or [])
+    return replace(recipe, freezes=recipe.freezes + extra) if extra else recipe
+
+
+def parse_freeze(spec: str) -> Freeze:
+    """'0-7@clm' -> Freeze(0, 7, 'clm'); '@decay' (or @phase2) names phase 2, '@clm' (or @phase1) phase 1."""
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*@\s*(\w+)\s*", spec)
+    if not m or m.group(3) not in PHASE_TAGS:
+        raise ConfigError(f"--freeze {spec!r}: expected FIRST-LAST@clm or FIRST-LAST@decay, e.g. 0-7@clm")
+    first, last = int(m.group(1)), int(m.group(2))
+    if first > last:
+        raise ConfigError(f"--freeze {spec!r}: first layer {first} is after last layer {last}")
+    return Freeze(first, last, "clm" if PHASE_TAGS[m.group(3)] == 0 else "decay")
+
+
+def describe() -> str:
+    """The `biobench pretrain --list` table."""
+    lines = []
+    for r in RECIPES.values():
+        phases = []
+        for i, p in enumerate(r.phases):
+            what = "CLM" if p.objective == "clm" else f"MLM {p.mask_rate:.0%}"
+            frozen = "".join(f", layers {f.first}-{f.last} frozen" for f in r.frozen_layers(i))
+            length = "budget" if i == 0 else "decay-ratio x budget"
+            phases.append(f"phase {i + 1}: {what}, {p.schedule}, {length}{frozen}")
+        lines.append(f"{r.name}\n  {r.description}\n  " + "\n  ".join(phases))
+    return "\n".join(lines)

@@ -1,0 +1,346 @@
+"""The pretraining loop: two phases of a recipe over a packed corpus, one optimiser for both.
+
+Each global step reads `batch_size` packed sequences at consecutive data positions (split over ranks, then
+into micro-batches with gradient accumulation), normalises the summed token loss by the global number of
+labelled tokens (so 1 process and N processes compute the same gradient), clips, sets the lr from the phase
+schedule and steps the decoupled AdamW. Between phases only the schedule, the objective, the attention mask
+and the frozen layers change; the optimiser (moments, step counts) carries over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from biobench.errors import ConfigError
+from biobench.training import checkpoint, corpus, distributed, freezing, loading, optim, schedules
+from biobench.training.causal import attention_masks, causal_attention
+from biobench.training.objectives import LMLoss, clm_labels, mlm_mask
+from biobench.training.packing import PackedCorpus, document_positions
+from biobench.training.recipes import Recipe, get_recipe
+
+# Dense bf16 peak FLOP/s per device, for the MFU estimate (unknown devices log mfu = null).
+PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12, "L4": 121e12}
+
+
+@dataclass
+class PretrainConfig:
+    recipe: str
+    model: str
+    corpus: str
+    out: Path
+    tokens: int  # phase-1 budget; phase 2 runs decay_ratio of it
+    decay_ratio: float = 0.10
+    batch_size: int = 384  # global, in sequences
+    seq_len: int = 8192
+    micro_batch_size: int | None = None  # per process; None = the whole per-process batch
+    lr: float = optim.PAPER["lr"]
+    betas: tuple[float, float] = optim.PAPER["betas"]
+    eps: float = optim.PAPER["eps"]
+    weight_decay: float = optim.PAPER["weight_decay"]
+    warmup_tokens: int = schedules.PAPER_WARMUP_TOKENS
+    grad_clip: float | None = 1.0
+    freeze: list[str] = field(default_factory=list)
+    save_every: int | None = None  # tokens
+    resume: str | bool | None = None
+    doc_mask: bool = False
+    seed: int = 0
+    text_field: str = "text"
+    max_documents: int | None = None
+    cache_dir: Path | None = None
+    device: str | None = None
+    precision: str = "auto"  # auto (bf16 on CUDA) | bf16 | fp32
+    attn: str | None = None
+    fsdp: bool = False
+    progress: bool = True
+    stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
+
+
+@dataclass
+class Plan:
+    tokens_per_step: int
+    steps: tuple[int, int]
+    warmup: int
+    accumulation: int
+    micro: int
+
+
+def make_plan(cfg: PretrainConfig, world: int) -> Plan:
+    tokens_per_step = cfg.batch_size * cfg.seq_len
+    steps1 = cfg.tokens // tokens_per_step
+    if steps1 < 1:
+        raise ConfigError(f"--tokens {cfg.tokens:,} is smaller than one batch ({cfg.batch_size} sequences x "
+                          f"{cfg.seq_len} tokens = {tokens_per_step:,}); raise --tokens or lower --batch-size/--seq-len")
+    if not 0 < cfg.decay_ratio <= 1:
+        raise ConfigError(f"--decay-ratio {cfg.decay_ratio} must be in (0, 1]")
+    if cfg.batch_size % world:
+        raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by the {world} processes")
+    per_rank = cfg.batch_size // world
+    micro = min(cfg.micro_batch_size or per_rank, per_rank)
+    if per_rank % micro:
+        raise ConfigError(f"per-process batch {per_rank} is not a multiple of --micro-batch-size {micro}")
+    steps2 = max(1, round(cfg.decay_ratio * steps1))
+    warmup = schedules.warmup_steps(steps1, tokens_per_step, cfg.warmup_tokens)
+    return Plan(tokens_per_step, (steps1, steps2), warmup, per_rank // micro, micro)
+
+
+def _autocast(device: torch.device, precision: str):
+    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+    if peak is None:
+        return None
+    c = model.config
+    flops_per_token = 6 * sum(p.numel() for p in model.parameters()) + 12 * c.num_hidden_layers * c.hidden_size * seq_len
+    return flops_per_token * tokens_per_s / peak
+
+
+class Trainer:
+    def __init__(self, cfg: PretrainConfig):
+        self.cfg = cfg
+        self.recipe: Recipe = get_recipe(cfg.recipe, cfg.freeze)
+        self.dist = distributed.setup(cfg.device)
+        self.plan = make_plan(cfg, self.dist.world)
+        self.out = Path(cfg.out)
+        self.attn = cfg.attn or loading.default_attention(self.dist.device.type)
+        self.resume_from = None
+        if cfg.resume:
+            self.resume_from = checkpoint.resolve_resume(cfg.resume, self.out, self.recipe.name)
+        self._load_model()
+        freezing.validate_freezes(self.model, list(self.recipe.freezes))
+        if cfg.doc_mask and self.model.config.model_type != "modernbert":
+            raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
+        self._load_corpus()
+        self.model.train()
+        self.sharded = None
+        if cfg.fsdp and self.dist.world > 1:
+            if cfg.resume:
+                raise ConfigError("--resume with --fsdp is not supported yet (sharded optimiser state); use DDP")
+            # FSDP2 swaps the parameters for sharded ones: wrap once, before the optimiser sees them.
+            self.sharded = distributed.wrap(LMLoss(self.model), self.dist, fsdp=True)
+        self.optimizer = optim.build_optimizer(self.model, cfg.lr, cfg.betas, cfg.eps, cfg.weight_decay)
+        self.state: dict[str, Any] = {"phase": 0, "step": 0, "position": 0, "global_step": 0,
+                                      "tokens": {"phase1": 0, "phase2": 0, "clm": 0, "mlm": 0, "seen": 0}}
+        if self.resume_from is not None:
+            saved = checkpoint.load_state(self.resume_from)
+            self.optimizer.load_state_dict(saved["optimizer"])
+            self.state = saved["trainer"]
+            torch.set_rng_state(saved["rng"]["torch"])
+            if torch.cuda.is_available() and saved["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+        self.special_ids = sorted(set(self.tokenizer.all_special_ids))
+
+    # ---------------------------------------------------------------- setup
+    def _load_model(self) -> None:
+        cfg = self.cfg
+        if self.resume_from is not None:
+            self.model, self.tokenizer = loading.load_checkpoint(self.resume_from, self.attn)
+        else:
+            tok_dir = self.out / "tokenizer" if cfg.model.startswith("preset:") else None
+            if tok_dir is not None and self.dist.main:
+                tok_dir.parent.mkdir(parents=True, exist_ok=True)
+                self.model, self.tokenizer = self._load_source(tok_dir)
+            distributed.barrier(self.dist)
+            if not self.dist.main or tok_dir is None:
+                self.model, self.tokenizer = self._load_source(tok_dir)
+        self.model.to(self.dist.device)
+
+    def _load_source(self, tok_dir):
+        cfg = self.cfg
+        return loading.load(cfg.model, recipe_name=self.recipe.name, needs_causal=self.recipe.needs_causal,
+                            attn=self.attn, corpus_documents=lambda: corpus.iter_documents(cfg.corpus, cfg.text_field),
+                            seed=cfg.seed, tokenizer_dir=tok_dir)
+
+    def _load_corpus(self) -> None:
+        cfg = self.cfg
+        build = lambda: corpus.load_or_build(cfg.corpus, self.tokenizer, cfg.cache_dir, cfg.text_field,  # noqa: E731
+                                             cfg.max_documents)
+        if self.dist.main:
+            tokens = build()
+        distributed.barrier(self.dist)
+        if not self.dist.main:
+            tokens = build()
+        self.corpus_tokens = tokens
+        self.packed = PackedCorpus(tokens.tokens, tokens.offsets, cfg.seq_len, self.tokenizer.pad_token_id, cfg.seed)
+
+    # ---------------------------------------------------------------- batches
+    def _micro_batches(self, objective: str, mask_rate: float) -> list[dict[str, torch.Tensor]]:
+        """This rank's micro-batches for the current global step, labels included (deterministic per
+        data position, so the split over ranks and micro-batches does not change the data)."""
+        per_rank = self.cfg.batch_size // self.dist.world
+        first = self.state["position"] + self.dist.rank * per_rank
+        out = []
+        for start in range(first, first + per_rank, self.plan.micro):
+            positions = list(range(start, start + self.plan.micro))
+            b = self.packed.batch(positions)
+            if objective == "clm":
+                b["labels"] = clm_labels(b["input_ids"], b["attention_mask"])
+            else:
+                rows = []
+                for row, pos in enumerate(positions):
+                    g = torch.Generator().manual_seed((self.cfg.seed << 40) + pos)
+                    rows.append(mlm_mask(b["input_ids"][row:row + 1], mask_rate, self.special_ids,
+                                         self.tokenizer.mask_token_id, len(self.tokenizer), g,
+                                         b["attention_mask"][row:row + 1]))
+                b["input_ids"] = torch.cat([r[0] for r in rows])
+                b["labels"] = torch.cat([r[1] for r in rows])
+            out.append(b)
+        return out
+
+    def _forward_inputs(self, b: dict[str, torch.Tensor], causal: bool) -> dict[str, Any]:
+        dev = self.dist.device
+        inputs = {"input_ids": b["input_ids"].to(dev), "labels": b["labels"].to(dev)}
+        mask = b["attention_mask"].to(dev)
+        if self.cfg.doc_mask:
+            inputs["position_ids"] = document_positions(b["document_ids"]).to(dev)
+            if self.attn != "flash_attention_2":  # flash: positions restart, attention still crosses documents
+                mask = attention_masks(self.model, mask, *mask.shape, causal=causal,
+                                       document_ids=b["document_ids"], device=dev)
+        inputs["attention_mask"] = mask
+        return inputs
+
+    # ---------------------------------------------------------------- loop
+    def run(self) -> Path | None:
+        if self.resume_from is not None and (self.out / "final" / checkpoint.META).exists():
+            self._print(f"{self.out / 'final'} exists: the run is complete")
+            return self.out / "final"
+        bar = None
+        if self.cfg.progress and self.dist.main:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=sum(self.plan.steps), initial=self.state["global_step"], unit="step", dynamic_ncols=True)
+        try:
+            for phase_index in range(self.state["phase"], len(self.recipe.phases)):
+                if not self._run_phase(phase_index, bar):
+                    return None
+            return self.out / "final"
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _run_phase(self, phase_index: int, bar) -> bool:
+        phase = self.recipe.phases[phase_index]
+        total = self.plan.steps[phase_index]
+        frozen = freezing.apply_freezes(self.model, self.recipe.frozen_layers(phase_index))
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        wrapped = self.sharded or distributed.wrap(LMLoss(self.model), self.dist)
+        causal = phase.objective == "clm"
+        context = causal_attention(self.model) if causal else contextlib.nullcontext()
+        log_path = self.out / "train_log.jsonl"
+        if self.dist.main:
+            self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.objective.upper()}"
+                        f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} steps, schedule {phase.schedule}"
+                        + (f", frozen layers {frozen[0]}-{frozen[-1]}" if frozen else ""))
+        with context:
+            while self.state["step"] < total:
+                if self.cfg.stop_after_steps is not None and self.state["global_step"] >= self.cfg.stop_after_steps:
+                    return False
+                t0 = time.perf_counter()
+                loss, grad_norm, lr = self._step(wrapped, trainable, phase, total, causal)
+                elapsed = time.perf_counter() - t0
+                tokens = self.plan.tokens_per_step
+                self.state["step"] += 1
+                self.state["global_step"] += 1
+                self.state["position"] += self.cfg.batch_size
+                self.state["tokens"][f"phase{phase_index + 1}"] += tokens
+                self.state["tokens"][phase.objective] += tokens
+                self.state["tokens"]["seen"] += tokens
+                if self.dist.main:
+                    tps = tokens / elapsed
+                    record = {"step": self.state["global_step"], "phase": phase_index + 1, "objective": phase.objective,
+                              "tokens": self.state["tokens"]["seen"], "loss": round(loss, 6), "lr": lr,
+                              "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tps, 1),
+                              "mfu": _mfu(self.model, tps, self.cfg.seq_len, self.dist.device)}
+                    with log_path.open("a") as fh:
+                        fh.write(json.dumps(record) + "\n")
+                    if bar is not None:
+                        bar.set_postfix(phase=phase_index + 1, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tps:,.0f}")
+                        bar.update(1)
+                every = self.cfg.save_every
+                seen = self.state["tokens"]["seen"]
+                if every and seen // every > (seen - tokens) // every and self.state["step"] < total:
+                    self._save(self.out / f"step-{seen}", "step", with_state=True)
+        self.state["phase"] = phase_index + 1
+        self.state["step"] = 0
+        last = phase_index == len(self.recipe.phases) - 1
+        self._save(self.out / phase.name, phase.name, with_state=not last)
+        return True
+
+    def _step(self, wrapped, trainable, phase, total: int, causal: bool) -> tuple[float, float, float]:
+        micro = self._micro_batches(phase.objective, phase.mask_rate)
+        count = torch.tensor(float(sum(int((b["labels"] != -100).sum()) for b in micro)), device=self.dist.device)
+        count = distributed.all_reduce_sum(count, self.dist).clamp(min=1.0)
+        scale = self.dist.world / count
+        loss_sum = torch.zeros((), device=self.dist.device)
+        for i, b in enumerate(micro):
+            sync = i == len(micro) - 1 or not hasattr(wrapped, "no_sync")
+            with (contextlib.nullcontext() if sync else wrapped.no_sync()), _autocast(self.dist.device, self.cfg.precision):
+                part, _ = wrapped(**self._forward_inputs(b, causal))
+            (part * scale).backward()
+            loss_sum += part.detach().float()
+        loss = distributed.all_reduce_sum(loss_sum, self.dist) / count
+        clip = self.cfg.grad_clip if self.cfg.grad_clip else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(trainable, clip) if trainable else torch.zeros(())
+        lr = self.cfg.lr * schedules.multiplier(phase.schedule, self.state["step"], total, self.plan.warmup)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss), float(grad_norm), lr
+
+    # ---------------------------------------------------------------- checkpoints
+    def metadata(self, phase_name: str) -> dict[str, Any]:
+        cfg = self.cfg
+        return {"recipe": self.recipe.name, "phase": phase_name, "base_model": cfg.model,
+                "tokens": dict(self.state["tokens"]),
+                "frozen": [f.to_json() for f in self.recipe.freezes], "decay_ratio": cfg.decay_ratio,
+                "seq_len": cfg.seq_len, "batch_size": cfg.batch_size, "corpus": str(cfg.corpus),
+                "doc_mask": cfg.doc_mask, "seed": cfg.seed, "world_size": self.dist.world,
+                "optimizer": {"name": "DecoupledAdamW", "lr": cfg.lr, "betas": list(cfg.betas), "eps": cfg.eps,
+                              "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip},
+                "schedule": {"warmup_steps": self.plan.warmup, "steps": list(self.plan.steps),
+                             "tokens_per_step": self.plan.tokens_per_step},
+                "attn_implementation": self.attn}
+
+    def _save(self, folder: Path, phase_name: str, with_state: bool) -> None:
+        model_state = None
+        if self.cfg.fsdp and self.dist.world > 1:
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            model_state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if not self.dist.main:
+            distributed.barrier(self.dist)
+            return
+        state = None
+        if with_state:
+            state = {"optimizer": self.optimizer.state_dict(), "trainer": json.loads(json.dumps(self.state)),
+                     "rng": {"torch": torch.get_rng_state(),
+                             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+                     "config": {k: str(v) for k, v in asdict(self.cfg).items()}}
+        checkpoint.save(folder, self.model, self.tokenizer, self.metadata(phase_name), state, model_state)
+        distributed.barrier(self.dist)
+
+    def _print(self, message: str) -> None:
+        if self.dist.main:
+            print(message, flush=True)
+
+
+def train(cfg: PretrainConfig) -> Path | None:
+    """Run (or resume) a recipe; returns <out>/final, or None when stopped early by stop_after_steps."""
+    trainer = Trainer(cfg)
+    try:
+        return trainer.run()
+    finally:
+        distributed.cleanup(trainer.dist)
