@@ -1,0 +1,68 @@
+"""`biobench compare`: paired bootstrap between two models' saved predictions, and its error messages."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from biobench import cli
+from biobench.commands.compare import compare
+from biobench.errors import ConfigError, ResultsError
+from biobench.metrics import score
+from biobench.results import result_path, run_key, write_result
+
+
+def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=80, gold_shift=0, lang="en"):
+    gold = [("a", "b", "c")[(i + gold_shift) % 3] for i in range(n)]
+    for seed in seeds:
+        rng = random.Random(f"{slug}{seed}")
+        pred = [g if rng.random() < accuracy else rng.choice("abc") for g in gold]
+        metrics = score("classification", gold, pred)
+        rows = [{"id": str(i), "gold": g, "pred": p} for i, (g, p) in enumerate(zip(gold, pred, strict=True))]
+        write_result(result_path(root, slug, task, seed), {
+            "model": {"id": slug, "slug": slug}, "task": {"id": task, "lang": lang, "kind": "classification"},
+            "seed": seed, "protocol": {"hash": "p"}, "key": run_key("r", "d", "p", seed),
+            "metrics": {"test": metrics}}, rows)
+
+
+def test_better_model_wins_significantly(tmp_path):
+    write_model(tmp_path, "good", 0.95)
+    write_model(tmp_path, "bad", 0.4)
+    report = compare(tmp_path, "good", "bad", n_boot=300)
+    row = report["tasks"][0]
+    assert row["task"] == "t" and row["seeds_a"] == [1, 2, 3] and row["n_test"] == 80
+    assert row["diff"] == pytest.approx(row["mean_a"] - row["mean_b"]) and row["diff"] > 0.3
+    assert row["ci_low"] > 0 and row["p_value"] < 0.05
+    same = compare(tmp_path, "good", "good", n_boot=100)["tasks"][0]
+    assert same["diff"] == 0.0 and same["ci_low"] <= 0.0 <= same["ci_high"] and same["p_value"] > 0.5
+
+
+def test_compare_cli_table_and_json(tmp_path, capsys):
+    write_model(tmp_path, "good", 0.95)
+    write_model(tmp_path, "bad", 0.4, seeds=(1, 2))
+    assert cli.main(["compare", "good", "bad", "--results", str(tmp_path), "--n-boot", "200", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["tasks"][0]
+    assert row["seeds_b"] == [1, 2] and row["n_boot"] == 200
+    assert cli.main(["compare", "good", "bad", "--results", str(tmp_path), "--n-boot", "200", "--lang", "en"]) == 0
+    assert "A - B" in capsys.readouterr().out
+
+
+def test_compare_resolves_aliases_to_slugs(tmp_path):
+    write_model(tmp_path, "sentence-transformers__all-MiniLM-L6-v2", 0.9)
+    write_model(tmp_path, "other", 0.5)
+    assert compare(tmp_path, "all-minilm-l6-v2", "other", n_boot=50)["a"] == "sentence-transformers__all-MiniLM-L6-v2"
+
+
+def test_compare_errors(tmp_path):
+    write_model(tmp_path, "a", 0.9)
+    write_model(tmp_path, "b", 0.9, gold_shift=1)
+    write_model(tmp_path, "c", 0.9, task="other")
+    with pytest.raises(ConfigError, match=r"no results for model 'zzz' in .* \(looked for zzz/\); models there: a, b, c"):
+        compare(tmp_path, "a", "zzz")
+    with pytest.raises(ResultsError, match=r"its test examples \(ids/gold\) differ from .*seed-1.json"):
+        compare(tmp_path, "a", "b", n_boot=10)
+    with pytest.raises(ConfigError, match=r"a and c have no task in common"):
+        compare(tmp_path, "a", "c")
+    with pytest.raises(ConfigError, match=r"task\(s\) other lack results for both models"):
+        compare(tmp_path, "a", "c", tasks=["other"])
