@@ -61,16 +61,18 @@ def word_count(text: str) -> int:
 
 def read_texts(path: str | Path) -> list[str]:
     """Texts of a file or folder: .jsonl / .jsonl.gz records' "text" field (E3C, pretraining corpora),
-    .txt / .txt.gz non-empty lines. A folder is read recursively in sorted order."""
+    .txt / .txt.gz non-empty lines. A folder is read recursively in sorted order; when it holds JSONL files,
+    only those are read (a .txt beside them, like pretrain-fr's selected_ids.txt, is not corpus text)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"text path '{path}' does not exist")
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    files = [f for f in files if f.name.removesuffix(".gz").endswith((".jsonl", ".txt"))]
+    if path.is_dir() and any(".jsonl" in f.name for f in files):
+        files = [f for f in files if ".jsonl" in f.name]  # .txt beside JSONL records are id lists, notes...
     texts: list[str] = []
     for f in files:
         name = f.name.removesuffix(".gz")
-        if not name.endswith((".jsonl", ".txt")):
-            continue
         opener = gzip.open if f.name.endswith(".gz") else open
         with opener(f, "rt", encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -156,7 +158,7 @@ def _trim_last(sents: list[str], budget: int, count: Counter) -> list[str]:
 def _insertion_offset(sents: list[str], position: str) -> int:
     """Character offset in " ".join(sents) where the fact goes."""
     filler = " ".join(sents)
-    if position == "start":
+    if position == "start" or not filler:
         return 0
     if position == "end":
         return len(filler) + 1 if filler else 0
@@ -194,8 +196,8 @@ def _assign_splits(cells: dict[tuple[int, str], list[int]], rng: random.Random) 
     for pair_ids in cells.values():
         ids = list(pair_ids)
         rng.shuffle(ids)
-        n_train = round(SPLITS[0][1] * len(ids))
-        n_dev = round(SPLITS[1][1] * len(ids))
+        n_dev = n_test = round(SPLITS[2][1] * len(ids))  # dev and test first, so small cells still have both
+        n_train = len(ids) - n_dev - n_test
         for k, pid in enumerate(ids):
             split_of[pid] = "train" if k < n_train else "dev" if k < n_train + n_dev else "test"
     return split_of
@@ -233,6 +235,9 @@ def generate(
         query = template.render(query_slots)
         facts = {1: (query, query_slots), 0: (template.render(neg_slots), neg_slots)}
         budget = length - max(count(f) for f, _ in facts.values()) - 1
+        if budget < 8:
+            raise ConfigError(f"length {length} is too short for the fact '{query}' ({count(query)} {unit}); "
+                              "use longer --lengths")
         sents = pool.haystack(rng.randrange(len(pool.sentences)), budget)
         offset = _insertion_offset(sents, position)
         for label in (1, 0):

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from biobench.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ def evaluate(
     """Train one probe per seed; accuracies are means over seeds (each seed's table is kept)."""
     labels = np.array([int(r["label"]) for r in rows])
     splits = np.array([r["split"] for r in rows])
+    missing = [s for s in ("train", "dev", "test") if not (splits == s).any()]
+    if missing:
+        raise ConfigError(f"the needle data has no {'/'.join(missing)} examples; generate it with a larger --n")
     test = np.flatnonzero(splits == "test")
     test_rows = [rows[i] for i in test]
     per_seed = []

@@ -22,8 +22,7 @@ def plot_cka(report: dict[str, Any], path: Path) -> None:
     has_ratio = any(r["ratio"] is not None for r in report["layers"])
     fig, axes = plt.subplots(1, 2 if has_ratio else 1, figsize=(10 if has_ratio else 5.5, 3.8), squeeze=False)
     ax = axes[0][0]
-    names = report.get("models", {})
-    ax.plot(layers, [r["divergence"] for r in report["layers"]], "o-", label=f"A vs B ({names.get('a', 'A')})")
+    ax.plot(layers, [r["divergence"] for r in report["layers"]], "o-", label="A vs B")
     if has_ratio:
         ax.plot(layers, [r["noise_divergence"] for r in report["layers"]], "s--", label="noise vs B (seed noise)")
     ax.set(xlabel="layer (0 = embeddings)", ylabel="divergence = 1 - CKA", title="Linear CKA divergence")

@@ -91,7 +91,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--n", type=int, default=1500, help="examples (n/2 positive/negative pairs); default 1500")
     p.add_argument("--lengths", default="512,1024,2048,4096,8192")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tokenizer", metavar="M", help="count lengths in this model's tokens (recommended); "
+    p.add_argument("--tokenizer", metavar="M", help="count lengths in this model's (or tokenizer folder's) tokens "
+                   "(recommended); "
                    "default: whitespace words, which are fewer than subword tokens")
     p.set_defaults(func=run_needle_generate)
     p = nsub.add_parser("run", help="frozen encoder + MLP probe on CLS; accuracy by length and position")
@@ -187,6 +188,7 @@ def run_transplant(args) -> int:
 def run_probe(args) -> int:
     import platform
 
+    import numpy as np
     import sklearn
     import torch
     import transformers
@@ -219,9 +221,17 @@ def run_probe(args) -> int:
         return 0
     start = time.time()
     splits = {s: task.splits.get(s, []) for s in ("train", "dev", "test")}
-    feats = {s: features.pooled_features(encoder, tokenizer, [ex.text for ex in exs], pooling=args.pooling,
-                                         layer=args.layer, max_length=max_length, batch_size=args.batch_size)
-             for s, exs in splits.items()}
+    def encode(exs: list) -> np.ndarray:
+        return features.pooled_features(encoder, tokenizer, [ex.text for ex in exs], pooling=args.pooling,
+                                        layer=args.layer, max_length=max_length, batch_size=args.batch_size)
+
+    feats = {s: encode(exs) for s, exs in splits.items() if s != "train"}
+    # only the training rows some seed will sample are encoded (the others stay zero and are never used)
+    used = np.unique(np.concatenate([probe.train_subsample(len(splits["train"]), args.limit_train, seed)
+                                     for seed in todo]))
+    train = encode([splits["train"][i] for i in used])
+    feats["train"] = np.zeros((len(splits["train"]), train.shape[1]))
+    feats["train"][used] = train
     gold = {s: probe.targets(spec.kind, exs) for s, exs in splits.items()}
     encode_s = time.time() - start
     versions = {"biobench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
@@ -255,7 +265,8 @@ def run_needle_generate(args) -> int:
         from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
-        tokenizer_source = resolve_model(args.tokenizer).source
+        folder = Path(args.tokenizer)
+        tokenizer_source = str(folder.resolve()) if (folder / "tokenizer_config.json").is_file() else resolve_model(args.tokenizer).source
         tok = AutoTokenizer.from_pretrained(tokenizer_source)
         tok.model_max_length = 10**9  # counting only: silence the "longer than the model" warning
 

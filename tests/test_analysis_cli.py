@@ -1,0 +1,128 @@
+"""`biobench analyze` end to end on tiny models: files written, numbers sane, one-line errors."""
+
+import json
+import random
+
+import pytest
+from biobench import cli
+from test_needle import corpus
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, tiny_tokenizer, tiny_mlm_dir):
+    """Three 4-layer tiny ModernBERTs (seeds 0, 1, 2) and a 2-layer one."""
+    from biobench.tiny import build_modernbert_mlm
+
+    root = tmp_path_factory.mktemp("analysis-models")
+    out = {"m0": tiny_mlm_dir}
+    for name, seed, layers in (("m1", 1, 4), ("m2", 2, 4), ("shallow", 3, 2)):
+        build_modernbert_mlm(tiny_tokenizer, "tiny", seed=seed, num_hidden_layers=layers).save_pretrained(root / name)
+        tiny_tokenizer.save_pretrained(root / name)
+        out[name] = root / name
+    return out
+
+
+@pytest.fixture(scope="module")
+def texts_file(tmp_path_factory):
+    from conftest import TINY_TEXTS
+
+    path = tmp_path_factory.mktemp("texts") / "texts.txt"
+    rng = random.Random(0)
+    lines = [" ".join(rng.sample(t.split(), k=len(t.split()))) for t in TINY_TEXTS[:8] for _ in range(6)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_cka_with_noise_ratio(models, texts_file, tmp_path, capsys):
+    args = ["analyze", "cka", "--models", str(models["m0"]), str(models["m1"]), "--noise", str(models["m2"]),
+            "--texts", str(texts_file), "--n", "30", "--sample-seeds", "1,2", "--max-length", "32",
+            "--device", "cpu", "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    report = json.loads((tmp_path / "cka.json").read_text())
+    assert [row["layer"] for row in report["layers"]] == [0, 1, 2, 3, 4]
+    assert report["n"] == 30 and report["sample_seeds"] == [1, 2] and report["models"]["b"]["layers"] == 4
+    for row in report["layers"]:
+        assert row["cka"] == pytest.approx(1 - row["divergence"])
+        assert row["ratio"] == pytest.approx(row["divergence"] / row["noise_divergence"])
+    assert (tmp_path / "cka.png").stat().st_size > 1000
+    assert "layer  4: CKA" in capsys.readouterr().out
+
+
+def test_cka_of_a_model_with_itself_is_one(models, texts_file, tmp_path):
+    args = ["analyze", "cka", "--models", str(models["m0"]), str(models["m0"]), "--texts", str(texts_file),
+            "--n", "20", "--sample-seeds", "3", "--max-length", "32", "--device", "cpu", "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    report = json.loads((tmp_path / "cka.json").read_text())
+    assert all(row["cka"] == pytest.approx(1.0, abs=1e-9) and row["ratio"] is None for row in report["layers"])
+
+
+def test_cka_models_of_different_depth(models, texts_file, tmp_path, capsys):
+    base = ["analyze", "cka", "--texts", str(texts_file), "--n", "10", "--sample-seeds", "1", "--max-length", "16",
+            "--device", "cpu", "--out", str(tmp_path)]
+    assert cli.main(base + ["--models", str(models["m0"]), str(models["shallow"])]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: models have different depths (4 and 2 layers); CKA compares layer l with layer l — pass "
+        "--align-relative to pair layers by relative depth instead"
+    )
+    assert cli.main(base + ["--models", str(models["m0"]), str(models["shallow"]), "--align-relative"]) == 0
+    report = json.loads((tmp_path / "cka.json").read_text())
+    assert [(r["layer_a"], r["layer_b"]) for r in report["layers"]] == [(0, 0), (2, 1), (4, 2)]
+
+
+def test_transplant_cli_errors(models, tmp_path, capsys):
+    base = ["analyze", "transplant", "--from", str(models["m0"]), "--into", str(models["m1"]), "--out", str(tmp_path)]
+    assert cli.main(base + ["--layers", "2-5"]) == 2
+    assert "layers 2-5 are outside the source model" in capsys.readouterr().err
+    assert cli.main(base + ["--layers", "0-1", "--component", "ffn"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: unknown component 'ffn'; choose one of all, attention, mlp"
+    assert cli.main(base + ["--layers", "1-0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --layers '1-0': range 1-0 is reversed"
+
+
+def test_needle_generate_and_run(models, tmp_path, capsys):
+    haystacks = tmp_path / "hay"
+    haystacks.mkdir()
+    (haystacks / "corpus.txt").write_text("\n".join(corpus()) + "\n", encoding="utf-8")
+    data = tmp_path / "needle"
+    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(haystacks), "--out", str(data), "--n", "48",
+                     "--lengths", "128,192", "--tokenizer", str(models["m0"])]) == 0
+    rows = [json.loads(line) for line in (data / "needle.jsonl").read_text().splitlines()]
+    assert len(rows) == 48 and all(r["length_unit"] == "tokens" for r in rows)
+    assert cli.main(["analyze", "needle", "run", "--model", str(models["m0"]), "--data", str(data), "--out",
+                     str(tmp_path / "run"), "--seeds", "1,2", "--epochs", "2", "--device", "cpu"]) == 0
+    result = json.loads((tmp_path / "run" / "needle_results.json").read_text())
+    assert set(result["by_length"]) == {"128", "192"} and set(result["by_position"]) == {"start", "middle", "end"}
+    assert 0.0 <= result["accuracy"] <= 1.0 and len(result["per_seed"]) == 2
+    assert result["fact_visible"]["overall"] == 1.0  # an 8192-token model sees every fact
+    assert result["probe"] == {"epochs": 2, "lr": 2e-5, "batch_size": 4, "dropout": 0.1, "weight_decay": 0.01}
+    assert (tmp_path / "run" / "needle_results.png").is_file()
+    assert "test accuracy" in capsys.readouterr().out
+
+
+def test_needle_haystack_folder_too_small(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("Une phrase.\n", encoding="utf-8")
+    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o"),
+                     "--n", "10", "--lengths", "512"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: haystack folder '{tmp_path}' holds only 2 words of text, fewer than the longest length 512; "
+        "add more texts or lower --lengths"
+    )
+
+
+@pytest.mark.slow  # encodes ~300 texts: a minute on a loaded 2-core machine
+def test_probe_cli_writes_eval_style_results(models, tmp_path, capsys):
+    from biobench.results import iter_results
+
+    args = ["analyze", "probe", "--model", str(models["m0"]), "--task", "demo-cls", "--seeds", "1-2",
+            "--limit-train", "120", "--max-length", "48", "--results", str(tmp_path), "--device", "cpu"]
+    assert cli.main(args) == 0
+    found = list(iter_results(tmp_path))
+    assert [r["seed"] for _, r in found] == [1, 2]
+    for path, result in found:
+        assert result["protocol"]["name"] == "probe" and result["task"]["id"] == "demo-cls"
+        assert path.parent.parent.name.endswith("--probe-mean-last")
+        assert 0.0 <= result["metrics"]["test"]["macro_f1"] <= 1.0
+        assert path.with_name(f"seed-{result['seed']}.predictions.jsonl").is_file()
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.count("done already") == 2

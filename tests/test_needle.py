@@ -1,0 +1,153 @@
+"""The needle-in-a-haystack generator: balance, determinism, the fact where it is said to be, minimal negatives."""
+
+import gzip
+import json
+import random
+from collections import Counter
+
+import pytest
+from biobench.errors import ConfigError, DataError
+from biobench.tasks import needle
+
+WORDS = "le patient présente une douleur thoracique avec fièvre modérée et toux depuis trois jours".split()
+
+
+def corpus(n_docs: int = 40, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        " ".join(" ".join(rng.choices(WORDS, k=rng.randint(6, 18))).capitalize() + "." for _ in range(12))
+        for _ in range(n_docs)
+    ]
+
+
+LENGTHS = (64, 128)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return needle.generate(corpus(), n=120, lengths=LENGTHS, seed=3)
+
+
+@pytest.fixture(scope="module")
+def templates():
+    return {t.id: t for t in needle.load_templates()}
+
+
+def pairs(rows):
+    by_pair = {}
+    for row in rows:
+        by_pair.setdefault(row["pair"], {})[row["label"]] = row
+    return by_pair
+
+
+def test_templates_cover_the_paper_categories_with_2_to_4_slots(templates):
+    assert {t.category for t in templates.values()} == {
+        "medication", "vital signs", "lab result", "diagnosis", "procedure", "allergy", "treatment duration",
+        "symptoms",
+    }
+    for t in templates.values():
+        assert 2 <= len(t.slots) <= 4 and all(len(v) >= 4 for v in t.slots.values())
+        assert t.render({k: v[0] for k, v in t.slots.items()}).endswith(".")
+
+
+def test_balanced_over_labels_lengths_and_positions(rows):
+    assert len(rows) == 120
+    cells = Counter((r["length"], r["position"], r["label"]) for r in rows)
+    assert set(cells.values()) == {10} and len(cells) == 2 * 3 * 2
+    assert {k: v for k, v in Counter(r["label"] for r in rows).items()} == {1: 60, 0: 60}
+
+
+def test_deterministic_per_seed():
+    a = needle.generate(corpus(), n=24, lengths=LENGTHS, seed=7)
+    assert a == needle.generate(corpus(), n=24, lengths=LENGTHS, seed=7)
+    assert a != needle.generate(corpus(), n=24, lengths=LENGTHS, seed=8)
+
+
+def test_fact_is_at_the_stated_position_and_is_the_rendered_template(rows, templates):
+    for r in rows:
+        fact = r["text"][r["fact_start"] : r["fact_end"]]
+        assert fact == templates[r["template"]].render(r["slots"])
+        center = (r["fact_start"] + r["fact_end"]) / 2 / len(r["text"])
+        if r["position"] == "start":
+            assert r["fact_start"] == 0
+        elif r["position"] == "end":
+            assert r["fact_end"] == len(r["text"])
+        else:
+            assert 0.35 <= center <= 0.65, (center, r["id"])
+
+
+def test_positive_states_the_query_and_negative_differs_only_in_one_slot(rows, templates):
+    for pair in pairs(rows).values():
+        pos, neg = pair[1], pair[0]
+        assert pos["query"] == neg["query"] == templates[pos["template"]].render(pos["query_slots"])
+        assert pos["slots"] == pos["query_slots"]
+        assert neg["template"] == pos["template"]
+        changed = [k for k in neg["slots"] if neg["slots"][k] != pos["slots"][k]]
+        assert len(changed) == 1
+        # outside the fact, the two texts are identical (same haystack, same offset)
+        assert pos["text"][: pos["fact_start"]] == neg["text"][: neg["fact_start"]]
+        assert pos["text"][pos["fact_end"] :] == neg["text"][neg["fact_end"] :]
+        assert neg["query"] not in neg["text"]
+        assert pos["split"] == neg["split"] and pos["length"] == neg["length"] and pos["position"] == neg["position"]
+
+
+def test_lengths_are_filled_but_not_exceeded(rows):
+    for r in rows:
+        assert r["length_unit"] == "words"
+        assert 0.9 * r["length"] <= r["n_tokens"] <= r["length"] == len(r["text"].split()) + (r["length"] - r["n_tokens"])
+
+
+def test_split_70_15_15_by_pair_within_each_cell():
+    rows = needle.generate(corpus(), n=240, lengths=(64,), seed=1)
+    per_split = Counter(r["split"] for r in rows)
+    assert per_split == {"train": 168, "dev": 36, "test": 36}
+
+
+def test_lengths_counted_with_a_tokenizer(tiny_tokenizer):
+    def count(text):
+        return len(tiny_tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    rows = needle.generate(corpus(), n=12, lengths=(96,), seed=0, count=count)
+    assert all(r["length_unit"] == "tokens" and 86 <= count(r["text"]) == r["n_tokens"] <= 96 for r in rows)
+
+
+def test_haystack_folder_too_small_is_a_clear_error():
+    with pytest.raises(DataError) as err:
+        needle.generate(["Une phrase courte. Une autre phrase."], n=6, lengths=(64, 512), source="tiny/")
+    assert str(err.value) == (
+        "haystack folder 'tiny/' holds only 6 words of text, fewer than the longest length 512; "
+        "add more texts or lower --lengths"
+    )
+
+
+def test_n_must_be_even():
+    with pytest.raises(ConfigError, match="n must be even"):
+        needle.generate(corpus(), n=7, lengths=LENGTHS)
+
+
+def test_read_texts_jsonl_gz_and_txt(tmp_path):
+    records, lines = tmp_path / "records", tmp_path / "lines"
+    records.mkdir()
+    lines.mkdir()
+    with gzip.open(records / "a.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": 1, "text": "Premier texte."}) + "\n\n" + json.dumps({"text": "Second."}) + "\n")
+    (records / "ids.txt").write_text("id-1\nid-2\n", encoding="utf-8")  # not corpus text beside JSONL
+    (lines / "b.txt").write_text("ligne un\n\nligne deux\n", encoding="utf-8")
+    (lines / "notes.md").write_text("ignored", encoding="utf-8")
+    assert needle.read_texts(records) == ["Premier texte.", "Second."]
+    assert needle.read_texts(lines) == needle.read_texts(lines / "b.txt") == ["ligne un", "ligne deux"]
+    (records / "c.jsonl").write_text('{"text": "ok"}\nnot json\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"c\.jsonl:2: not a JSON object"):
+        needle.read_texts(records)
+
+
+def test_jsonl_round_trip(tmp_path, rows):
+    needle.write_jsonl(rows, tmp_path / "needle.jsonl")
+    assert needle.read_jsonl(tmp_path / "needle.jsonl") == rows
+
+
+def test_real_french_haystacks(shared_data):
+    texts = needle.read_texts(shared_data / "pretrain-fr")
+    assert len(texts) == 1970  # the records' text fields; selected_ids.txt beside them is not text
+    rows = needle.generate(texts, n=12, lengths=(256, 512), seed=0)
+    assert all(r["n_tokens"] <= r["length"] for r in rows)
