@@ -19,6 +19,15 @@ TEXTS = [
     "Carcinome canalaire infiltrant du sein gauche, grade II, récepteurs hormonaux positifs.",
 ]
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: on the shared 2-core box, OpenMP threads spin against other jobs (2-3x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
@@ -83,10 +92,11 @@ def test_optimizer_state_carries_across_phases(tiny_corpus, tmp_path):
 
 
 def test_resume_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
-    full = train(_cfg(tiny_corpus, tmp_path / "full", recipe="mlm"))
-    stopped = train(_cfg(tiny_corpus, tmp_path / "cut", recipe="mlm", save_every=3 * 4 * 64, stop_after_steps=3))
+    budget = dict(recipe="mlm", tokens=4 * 4 * 64)  # 4 + 2 steps
+    full = train(_cfg(tiny_corpus, tmp_path / "full", **budget))
+    stopped = train(_cfg(tiny_corpus, tmp_path / "cut", save_every=3 * 4 * 64, stop_after_steps=3, **budget))
     assert stopped is None and (tmp_path / "cut" / "step-768" / checkpoint.STATE).exists()
-    resumed = train(_cfg(tiny_corpus, tmp_path / "cut", recipe="mlm", resume=True))
+    resumed = train(_cfg(tiny_corpus, tmp_path / "cut", resume=True, **budget))
     a, b = _weights(full), _weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ConfigError, match=r"was written by recipe 'mlm', not 'detour'"):
@@ -117,3 +127,22 @@ def test_cli_list_and_token_suffixes(capsys):
     assert "detour-freeze-low-decay" in out and "phase 2: MLM 15%, sqrt-decay" in out
     assert main(["pretrain", "--recipe", "detour"]) == 2
     assert "needs --model, --corpus, --tokens, --out" in capsys.readouterr().err
+
+
+def test_bf16_autocast_and_doc_mask_paths(tiny_corpus, tmp_path):
+    """The GPU code paths that a CPU can exercise: bf16 autocast, per-document positions and masks."""
+    final = train(_cfg(tiny_corpus, tmp_path / "bf16", tokens=4 * 64, precision="bf16", doc_mask=True))
+    meta = checkpoint.read_meta(final)
+    assert meta["doc_mask"] is True and meta["tokens"]["seen"] == 2 * 4 * 64
+    log = [json.loads(line) for line in (tmp_path / "bf16" / "train_log.jsonl").read_text().splitlines()]
+    assert all(r["loss"] == r["loss"] and r["loss"] > 0 for r in log)  # finite
+    with pytest.raises(ConfigError, match="already holds checkpoints of a pretraining run: pass --resume"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "bf16", tokens=4 * 64))
+
+
+def test_unreachable_hub_model_is_a_clear_error(tiny_corpus, tmp_path, monkeypatch):
+    from biobench.errors import ModelLoadError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match=r"cannot load hub model 'someone/no-such-model'.*HF_HUB_OFFLINE=1"):
+        Trainer(_cfg(tiny_corpus, tmp_path / "hub", model="someone/no-such-model"))

@@ -35,11 +35,12 @@ def check_architecture(model_type: str, recipe_name: str, needs_causal: bool, so
 
 
 def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus_documents=None, seed: int = 0,
-         tokenizer_dir: Path | None = None):
+         tokenizer_dir: Path | None = None, train_tokenizer: bool = True):
     """(model, tokenizer) for `source`. For presets, the tokenizer is trained on `corpus_documents()` (an
-    iterable factory) unless `tokenizer_dir` already holds one (other ranks, resumes)."""
+    iterable factory) and saved to `tokenizer_dir`, or read from there when `train_tokenizer` is False (the
+    other ranks, which wait for rank 0)."""
     if source.startswith("preset:"):
-        return _preset(source.split(":", 1)[1], attn, corpus_documents, seed, tokenizer_dir)
+        return _preset(source.split(":", 1)[1], attn, corpus_documents, seed, tokenizer_dir, train_tokenizer)
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
     try:
@@ -62,13 +63,13 @@ def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus
     return model, tokenizer
 
 
-def _preset(name: str, attn: str, corpus_documents, seed: int, tokenizer_dir: Path | None):
+def _preset(name: str, attn: str, corpus_documents, seed: int, tokenizer_dir: Path | None, train_new: bool):
     from biobench.tiny import PRESETS, build_modernbert_mlm, train_tokenizer
     from transformers import AutoTokenizer
 
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join('preset:' + p for p in PRESETS)}")
-    if tokenizer_dir is not None and (Path(tokenizer_dir) / "tokenizer.json").exists():
+    if tokenizer_dir is not None and (Path(tokenizer_dir) / "tokenizer.json").exists() and not train_new:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     else:
         docs = islice(corpus_documents(), TOKENIZER_TRAINING_DOCS)

@@ -118,6 +118,9 @@ class Trainer:
         self.resume_from = None
         if cfg.resume:
             self.resume_from = checkpoint.resolve_resume(cfg.resume, self.out, self.recipe.name)
+        elif self.out.is_dir() and any(self.out.glob(f"*/{checkpoint.META}")):
+            raise ConfigError(f"{self.out} already holds checkpoints of a pretraining run: pass --resume to "
+                              f"continue it, or a fresh --out")
         self._load_model()
         freezing.validate_freezes(self.model, list(self.recipe.freezes))
         if cfg.doc_mask and self.model.config.model_type != "modernbert":
@@ -140,6 +143,8 @@ class Trainer:
             torch.set_rng_state(saved["rng"]["torch"])
             if torch.cuda.is_available() and saved["rng"].get("cuda") is not None:
                 torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+        if self.dist.main:
+            self._trim_log(self.state["global_step"])
         self.special_ids = sorted(set(self.tokenizer.all_special_ids))
 
     # ---------------------------------------------------------------- setup
@@ -151,17 +156,17 @@ class Trainer:
             tok_dir = self.out / "tokenizer" if cfg.model.startswith("preset:") else None
             if tok_dir is not None and self.dist.main:
                 tok_dir.parent.mkdir(parents=True, exist_ok=True)
-                self.model, self.tokenizer = self._load_source(tok_dir)
+                self.model, self.tokenizer = self._load_source(tok_dir, train_tokenizer=True)
             distributed.barrier(self.dist)
             if not self.dist.main or tok_dir is None:
-                self.model, self.tokenizer = self._load_source(tok_dir)
+                self.model, self.tokenizer = self._load_source(tok_dir, train_tokenizer=False)
         self.model.to(self.dist.device)
 
-    def _load_source(self, tok_dir):
+    def _load_source(self, tok_dir, train_tokenizer: bool):
         cfg = self.cfg
         return loading.load(cfg.model, recipe_name=self.recipe.name, needs_causal=self.recipe.needs_causal,
                             attn=self.attn, corpus_documents=lambda: corpus.iter_documents(cfg.corpus, cfg.text_field),
-                            seed=cfg.seed, tokenizer_dir=tok_dir)
+                            seed=cfg.seed, tokenizer_dir=tok_dir, train_tokenizer=train_tokenizer)
 
     def _load_corpus(self) -> None:
         cfg = self.cfg
@@ -331,6 +336,13 @@ class Trainer:
                      "config": {k: str(v) for k, v in asdict(self.cfg).items()}}
         checkpoint.save(folder, self.model, self.tokenizer, self.metadata(phase_name), state, model_state)
         distributed.barrier(self.dist)
+
+    def _trim_log(self, last_step: int) -> None:
+        """Drop log lines past the checkpoint a run resumes from (a fresh run starts an empty log)."""
+        log = self.out / "train_log.jsonl"
+        if log.exists():
+            keep = [line for line in log.read_text().splitlines() if json.loads(line)["step"] <= last_step]
+            log.write_text("".join(line + "\n" for line in keep))
 
     def _print(self, message: str) -> None:
         if self.dist.main:
