@@ -15,7 +15,6 @@ No torch here: the leaderboard and statistics import this module.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -136,7 +135,3 @@ def prediction_metric(kind: str) -> Callable[[Sequence[Any], Sequence[Any]], flo
     metric.__name__ = f"macro_f1_{kind}"
     return metric
 
-
-def label_counts(kind: str, rows: Sequence[Any]) -> Counter:
-    """How often each label occurs in gold/pred rows (used to report unseen labels)."""
-    return Counter(label for _, label in _items(kind, rows))
