@@ -63,10 +63,10 @@ def decode_spans(probs: torch.Tensor, valid: torch.Tensor, threshold: float = 0.
         per_group.setdefault((seq, label), []).append((p, w, w + k))
     out: list[list[tuple[int, int, int, float]]] = [[] for _ in range(probs.shape[0])]
     for (seq, label), cands in per_group.items():
-        kept: list[tuple[int, int]] = []
+        taken = bytearray(probs.shape[1])  # words already inside a kept span of this label
         for p, b, e in sorted(cands, key=lambda c: (-c[0], c[1], c[2])):
-            if all(e < kb or b > ke for kb, ke in kept):
-                kept.append((b, e))
+            if 1 not in taken[b:e + 1]:
+                taken[b:e + 1] = b"\x01" * (e + 1 - b)
                 out[seq].append((b, e, label, p))
     for spans in out:
         spans.sort()

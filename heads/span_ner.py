@@ -68,7 +68,7 @@ class SpanNerSpec:
         budget = max_length - len(prefix) - len(suffix)
         if budget < 1:
             raise ConfigError(f"max_length {max_length} leaves no room for text after the tokenizer's "
-                              f"{len(prefix) + len(suffix)} special tokens; use --max-length of at least 16")
+                              f"{len(prefix) + len(suffix)} special tokens; use a larger --max-length (e.g. 128)")
         label_index = {label: i for i, label in enumerate(labels)}
         features: list[dict[str, Any]] = []
         n_entities = inexact = unplaced = 0

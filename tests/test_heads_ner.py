@@ -135,6 +135,23 @@ def test_featurize_merge_round_trip_gives_exact_gold(tokenizer_name, max_length,
     assert SPAN_NER.merge(features, every_word, len(examples))[doc] == [[s, e, "CHEM"] for s, e in words]
 
 
+def test_featurize_rejects_unusable_tokenizers_and_lengths(tiny_tokenizer):
+    from biobench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"max_length 2 leaves no room for text after the tokenizer's 2 "
+                                          r"special tokens; use a larger --max-length \(e.g. 128\)"):
+        SPAN_NER.featurize(TRAIN, tiny_tokenizer, 2, LABELS)
+
+    class SlowTokenizer:
+        is_fast = False
+
+        def __call__(self, text, **kwargs):
+            return tiny_tokenizer(text, **kwargs)
+
+    with pytest.raises(ConfigError, match="span NER needs a fast tokenizer .character offsets.; SlowTokenizer"):
+        SPAN_NER.featurize(TRAIN, SlowTokenizer(), 64, LABELS)
+
+
 def test_gold_uses_the_hull_of_discontinuous_entities():
     ex = NerExample("d", "tumeur du sein et du foie",
                     (Entity(0, 25, "DISO", fragments=((0, 14), (18, 25))), Entity(10, 14, "ANAT"),
