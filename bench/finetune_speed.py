@@ -1,0 +1,339 @@
+"""Fine-tuning speed: biobench's loop (biobench.finetune + biobench.heads) vs a plain Hugging Face Trainer
+fine-tune of the same model, task, data, lengths, batch size and optimiser settings, side by side.
+
+The baseline is what the Hugging Face examples do by default, not a strawman:
+- NER (examples/pytorch/token-classification/run_ner.py defaults): AutoModelForTokenClassification, words
+  tokenised with is_split_into_words, the label on the first subword of each word (-100 elsewhere),
+  DataCollatorForTokenClassification with dynamic padding (pad_to_max_length=False), random sampler;
+- classification: AutoModelForSequenceClassification + DataCollatorWithPadding (dynamic padding: Trainer's
+  default collator; run_glue.py itself pads everything to max_seq_length by default, which would be slower);
+- both: best checkpoint by dev F1 as the paper protocol (eval + save every epoch, load_best_model_at_end).
+`--hf-group-by-length` gives the baseline length-grouped batches too (a stronger, less common baseline).
+
+biobench's NER head is the paper's span head (BiLSTM + CRF + biaffine), heavier than a linear token
+classifier, so the script also measures a classification task where both heads are a linear layer on [CLS].
+Training tokens/s counts real (non-pad) tokens; the training time excludes dev evaluation and checkpoint
+files on both sides (reported separately, with the end-to-end wall time). F1 of both arms uses the same
+scorer (biobench.metrics.score on character spans / labels).
+
+    .venv/bin/python -m biobench.finetune_speed --quick
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from biobench.perf_common import (
+    PeakMemory,
+    base_parser,
+    environment,
+    finish,
+    init_arm,
+    print_table,
+    resolve_device,
+    run_isolated,
+    safe_ratio,
+)
+
+DEFAULT_TASKS = ("ncbi-disease", "gad")
+QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}
+
+
+# ---------------------------------------------------------------- shared by both arms
+def load_data(setup: dict[str, Any]):
+    """The task's TaskData with every split cut to its limit (the same fixed subset for both arms)."""
+    from biobench.finetune import train_subset
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec
+
+    spec = get_spec(setup["task"])
+    data = copy.copy(load_task(spec, setup["data_dir"]))
+    data.splits = {split: train_subset(examples, setup["limits"].get(split))
+                   for split, examples in data.splits.items()}
+    return spec, data
+
+
+def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
+    from biobench.protocols import resolve_protocol
+
+    overrides = {"epochs": setup["epochs"]}
+    if setup.get("batch_size"):
+        overrides["batch_size"] = setup["batch_size"]
+    if setup.get("max_length"):
+        overrides["max_length"] = setup["max_length"]
+    return resolve_protocol(spec.protocol, spec.kind, spec.max_length, overrides, context)
+
+
+def model_folder(name: str) -> str:
+    from biobench.models import resolve_model
+
+    return resolve_model(name).source
+
+
+# ---------------------------------------------------------------- biobench arm
+def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
+    """prepare_task (tokenise once) + finetune (length-grouped dynamic batches, best state in memory)."""
+    import torch
+    from biobench.finetune import finetune, prepare_task
+    from biobench.heads import get_head
+    from biobench.models import load_encoder
+
+    init_arm(setup["threads"])
+    started = time.perf_counter()
+    spec, data = load_data(setup)
+    encoder, tokenizer, info = load_encoder(setup["model"], "cpu", dtype=torch.float32)
+    protocol = protocol_for(setup, spec, info.context)
+    t0 = time.perf_counter()
+    task = prepare_task(get_head(spec.kind), data, tokenizer, protocol)
+    prepare_s = time.perf_counter() - t0
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    with PeakMemory(setup["device"]) as memory:
+        outcome = finetune(task, encoder, pad_id, protocol, setup["seed"], setup["device"], progress=False)
+    tokens = protocol.epochs * sum(len(f["input_ids"]) for f in task.features["train"])
+    train_s = outcome.timings["train_s"]
+    return {"arm": "biobench", "tokens": tokens, "train_s": train_s, "tokens_per_s": tokens / train_s,
+            "eval_s": outcome.timings["eval_s"], "checkpoint_s": 0.0, "prepare_s": round(prepare_s, 3),
+            "wall_s": round(time.perf_counter() - started, 3),
+            "test_macro_f1": outcome.test_metrics["macro_f1"], "test_micro_f1": outcome.test_metrics["micro_f1"],
+            "dev_macro_f1": outcome.dev_score, "memory": memory.to_dict(), "protocol": protocol.to_dict(),
+            "encoder_params": info.params, "attn_implementation": encoder.config._attn_implementation}
+
+
+# ---------------------------------------------------------------- Hugging Face Trainer arm
+def word_tags(example: Any) -> tuple[list[str], list[str]]:
+    """Words and IOB2 tags of an IOB-sourced NerExample (the input format of run_ner.py)."""
+    words = [example.text[s:e] for s, e in example.tokens]
+    tags = ["O"] * len(words)
+    for ent in example.entities:
+        inside = [i for i, (s, e) in enumerate(example.tokens) if s >= ent.start and e <= ent.end]
+        for n, i in enumerate(inside):
+            tags[i] = ("B-" if n == 0 else "I-") + ent.label
+    return words, tags
+
+
+def tags_to_spans(example: Any, tags: list[str]) -> list[list]:
+    """Predicted word tags -> sorted [start, end, label] character spans (the biobench predictions format)."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    return sorted([example.tokens[s][0], example.tokens[e][1], label] for label, s, e in get_entities(tags))
+
+
+def _ner_datasets(data, tokenizer, max_length: int):
+    from datasets import Dataset
+
+    labels = ["O"] + [f"{p}-{lab}" for lab in data.labels for p in ("B", "I")]
+    index = {lab: i for i, lab in enumerate(labels)}
+
+    def encode(examples):
+        pairs = [word_tags(ex) for ex in examples]
+        enc = tokenizer([w for w, _ in pairs], is_split_into_words=True, truncation=True, max_length=max_length)
+        rows = []
+        for i, (_, tags) in enumerate(pairs):
+            previous, row = None, []
+            for word in enc.word_ids(i):
+                row.append(-100 if word is None or word == previous else index[tags[word]])
+                previous = word
+            rows.append(row)
+        return Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+                                  "labels": rows})
+
+    return labels, {split: encode(data.splits[split]) for split in ("train", "dev", "test")}
+
+
+def _ner_predictions(examples, logits, label_ids, labels) -> list[list]:
+    """Per example, spans from the first-subword predictions (words cut by truncation are predicted O)."""
+    out = []
+    for ex, row_logits, row_labels in zip(examples, logits, label_ids, strict=True):
+        chosen = [labels[int(p)] for p, gold in zip(row_logits.argmax(-1), row_labels, strict=True) if gold != -100]
+        chosen += ["O"] * (len(ex.tokens) - len(chosen))
+        out.append(tags_to_spans(ex, chosen))
+    return out
+
+
+def _cls_datasets(data, tokenizer, max_length: int):
+    from datasets import Dataset
+
+    labels = list(data.labels)
+    index = {lab: i for i, lab in enumerate(labels)}
+
+    def encode(examples):
+        enc = tokenizer([ex.text for ex in examples], truncation=True, max_length=max_length)
+        return Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+                                  "labels": [index[ex.label] for ex in examples]})
+
+    return labels, {split: encode(data.splits[split]) for split in ("train", "dev", "test")}
+
+
+def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
+    """The Trainer fine-tune a user would write (see the module docstring for its defaults)."""
+    import torch
+    from biobench.heads import get_head
+    from biobench.metrics import score
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+        DataCollatorForTokenClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    init_arm(setup["threads"])
+    started = time.perf_counter()
+    spec, data = load_data(setup)
+    folder = model_folder(setup["model"])
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    protocol = protocol_for(setup, spec, getattr(tokenizer, "model_max_length", None))
+    ner = spec.kind == "ner"
+    t0 = time.perf_counter()
+    labels, sets = (_ner_datasets if ner else _cls_datasets)(data, tokenizer, protocol.max_length)
+    prepare_s = time.perf_counter() - t0
+    head = get_head(spec.kind)
+    gold = {split: [head.gold(ex) for ex in data.splits[split]] for split in ("dev", "test")}
+
+    def predictions(split: str, logits, label_ids) -> list:
+        if ner:
+            return _ner_predictions(data.splits[split], logits, label_ids, labels)
+        return [labels[int(i)] for i in logits.argmax(-1)]
+
+    def compute_metrics(prediction) -> dict[str, float]:
+        preds = predictions("dev", prediction.predictions, prediction.label_ids)
+        return {"f1": score(spec.kind, gold["dev"], preds, data.labels)["macro_f1"]}
+
+    auto = AutoModelForTokenClassification if ner else AutoModelForSequenceClassification
+    torch.manual_seed(setup["seed"])
+    model = auto.from_pretrained(folder, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                                 label2id={lab: i for i, lab in enumerate(labels)})
+    collator = (DataCollatorForTokenClassification if ner else DataCollatorWithPadding)(tokenizer)
+    timers = {"eval_s": 0.0, "checkpoint_s": 0.0}
+
+    class TimedTrainer(Trainer):
+        """Trainer that accounts the time of dev evaluation and checkpoint files separately."""
+
+        def evaluate(self, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return super().evaluate(*args, **kwargs)
+            finally:
+                timers["eval_s"] += time.perf_counter() - t
+
+        def _save_checkpoint(self, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return super()._save_checkpoint(*args, **kwargs)
+            finally:
+                timers["checkpoint_s"] += time.perf_counter() - t
+
+    with tempfile.TemporaryDirectory(prefix="hf-finetune-") as out:
+        args = TrainingArguments(
+            output_dir=out, num_train_epochs=protocol.epochs, per_device_train_batch_size=protocol.batch_size,
+            per_device_eval_batch_size=max(protocol.batch_size, 16), learning_rate=protocol.lr,
+            weight_decay=protocol.weight_decay, warmup_steps=protocol.warmup_ratio,
+            max_grad_norm=protocol.grad_clip, eval_strategy="epoch", save_strategy="epoch",
+            load_best_model_at_end=True, metric_for_best_model="f1", save_total_limit=1, seed=setup["seed"],
+            report_to="none", disable_tqdm=True, use_cpu=setup["device"] == "cpu",
+            bf16=str(setup["device"]).startswith("cuda"),
+            train_sampling_strategy="group_by_length" if setup["hf_group_by_length"] else "random",
+        )
+        trainer = TimedTrainer(model=model, args=args, train_dataset=sets["train"], eval_dataset=sets["dev"],
+                               data_collator=collator, compute_metrics=compute_metrics)
+        with PeakMemory(setup["device"]) as memory:
+            t0 = time.perf_counter()
+            trainer.train()
+            loop_s = time.perf_counter() - t0
+        train_s = loop_s - timers["eval_s"] - timers["checkpoint_s"]
+        dev_f1 = trainer.state.best_metric
+        t0 = time.perf_counter()
+        output = trainer.predict(sets["test"])
+        timers["eval_s"] += time.perf_counter() - t0
+    test = score(spec.kind, gold["test"], predictions("test", output.predictions, output.label_ids), data.labels)
+    tokens = protocol.epochs * sum(len(ids) for ids in sets["train"]["input_ids"])
+    return {"arm": "hf-trainer", "tokens": tokens, "train_s": round(train_s, 3), "tokens_per_s": tokens / train_s,
+            "eval_s": round(timers["eval_s"], 3), "checkpoint_s": round(timers["checkpoint_s"], 3),
+            "prepare_s": round(prepare_s, 3), "wall_s": round(time.perf_counter() - started, 3),
+            "test_macro_f1": test["macro_f1"], "test_micro_f1": test["micro_f1"], "dev_macro_f1": dev_f1,
+            "memory": memory.to_dict(), "encoder_params": model.base_model.num_parameters(),
+            "attn_implementation": model.config._attn_implementation,
+            "baseline": {"collator": type(collator).__name__, "sampler": args.train_sampling_strategy,
+                         "labels": "first subword" if ner else "sequence"}}
+
+
+ARMS = {"biobench": biobench_arm, "hf-trainer": hf_arm}
+
+
+# ---------------------------------------------------------------- driver
+def parse_args(argv: list[str] | None = None):
+    parser = base_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
+                        help="comma-separated task ids; the ratio printed last is the first task's")
+    parser.add_argument("--model", default="all-MiniLM-L6-v2", help="model alias, hub id or local folder")
+    parser.add_argument("--data-dir", default=None, help="data root (default: ../shared/data)")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=None, help="default: the task protocol's (16 for en)")
+    parser.add_argument("--max-length", type=int, default=None, help="default: the task's (512 here)")
+    parser.add_argument("--limit-train", type=int, default=None, help="train examples (quick: 1000)")
+    parser.add_argument("--limit-eval", type=int, default=None, help="dev and test examples each (quick: 300)")
+    parser.add_argument("--arms", default="biobench,hf-trainer", help="which arms to run")
+    parser.add_argument("--hf-group-by-length", action="store_true",
+                        help="give the Trainer baseline length-grouped batches too")
+    parser.add_argument("--in-process", action="store_true", help="run arms in this process (debugging)")
+    args = parser.parse_args(argv)
+    unknown = set(args.arms.split(",")) - set(ARMS)
+    if unknown:
+        parser.error(f"unknown arm(s) {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    return args
+
+
+def setups(args) -> list[dict[str, Any]]:
+    from biobench.tasks.loading import resolve_data_dir
+
+    limit_eval = args.limit_eval or (QUICK_LIMITS["dev"] if args.quick else None)
+    limits = {"train": args.limit_train or (QUICK_LIMITS["train"] if args.quick else None),
+              "dev": limit_eval, "test": limit_eval}
+    data_dir = resolve_data_dir(args.data_dir) or Path(__file__).resolve().parents[2] / "shared" / "data"
+    return [{"task": task, "model": args.model, "data_dir": str(data_dir), "epochs": args.epochs,
+             "batch_size": args.batch_size, "max_length": args.max_length, "limits": limits,
+             "seed": args.seed, "device": resolve_device(args.device), "threads": args.threads,
+             "hf_group_by_length": args.hf_group_by_length}
+            for task in args.tasks.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report: dict[str, Any] = {"script": "finetune_speed", "tasks": {}}
+    rows = []
+    for setup in setups(args):
+        arms = {}
+        for name in args.arms.split(","):
+            print(f"[{setup['task']}] running {name} ...", flush=True)
+            arms[name] = run_isolated(ARMS[name], setup, isolate=not args.in_process)
+        ratio = safe_ratio(arms.get("biobench", {}).get("tokens_per_s"), arms.get("hf-trainer", {}).get("tokens_per_s"))
+        report["tasks"][setup["task"]] = {"setup": setup, "arms": arms, "ratio": ratio}
+        for arm in arms.values():
+            rows.append({"task": setup["task"], **arm, "peak_mb": arm["memory"]["peak_mb"]})
+    report["environment"] = environment(resolve_device(args.device))
+    print_table(rows, [("task", "task", ""), ("arm", "arm", ""), ("tokens", "train tokens", ",d"),
+                       ("train_s", "train s", ".1f"), ("tokens_per_s", "tokens/s", ",.0f"),
+                       ("eval_s", "eval s", ".1f"), ("checkpoint_s", "ckpt s", ".1f"),
+                       ("wall_s", "wall s", ".1f"), ("test_macro_f1", "test F1", ".4f"),
+                       ("dev_macro_f1", "dev F1", ".4f"), ("peak_mb", "peak MiB", ",.0f")])
+    ratios = {task: entry["ratio"] for task, entry in report["tasks"].items()}
+    for task, value in ratios.items():
+        print(f"ratio[{task}] (biobench / Trainer training tokens/s): {value:.2f}" if value else f"ratio[{task}]: -")
+    return finish(report, args.out, next(iter(ratios.values()), None))
+
+
+if __name__ == "__main__":
+    import sys
+
+    # Run as a file: use the package module, so spawned arms pickle functions by their importable name.
+    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        sys.path.pop(0)
+    from biobench.finetune_speed import main as _main
+
+    raise SystemExit(_main())

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# One prepared GPU check for a single H100/H200, under 10 minutes, from a bare machine:
+#   bench/gpu_check.sh OUTDIR          # GPU: setup, env, bf16 matmul peak, pretrain + fine-tune at ModernBERT-base shape
+#   bench/gpu_check.sh OUTDIR --cpu    # dry run of every step on CPU with tiny shapes (tests the plumbing)
+# Every step has its own time limit and writes its own JSON into OUTDIR as soon as it ends, so a failing or
+# slow step never loses the figures of the steps before it; OUTDIR/steps.jsonl records each step's exit code
+# and duration, OUTDIR/summary.json and the last lines of the log hold the headline figures.
+# Only PyPI is reachable from these machines: flash-attn is installed only if pip finds a binary wheel
+# (PyPI ships only its source; set GPU_CHECK_BUILD_FLASH=1 to try a source build within the time limit),
+# otherwise PyTorch's sdpa kernels are used and the JSON says so.
+set -euo pipefail
+
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [--cpu]}
+MODE=${2:-gpu}
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT/work"
+OUT=$(cd "$OUT" && pwd)
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+PY=.venv/bin/python
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+
+if [ "$MODE" = "--cpu" ]; then
+  DEVICE=cpu; SHAPE=tiny; SEQ=256; BATCH=4; MICRO=2; STEPS=4; WARM=1; LENGTHS=128,256; VOCAB=4000; FT_EPOCHS=1
+  THREADS=(--threads "${GPU_CHECK_THREADS:-1}"); PEAK_ARGS="'cpu', 'float32', 512, 1.0"; SETUP_LIMIT=60
+else
+  DEVICE=cuda; SHAPE=base; SEQ=8192; BATCH=16; MICRO=4; STEPS=12; WARM=3; LENGTHS=512,1024,2048,4096,8192
+  VOCAB=50368; FT_EPOCHS=3; THREADS=(); PEAK_ARGS="'cuda', 'bfloat16', 8192, 3.0"; SETUP_LIMIT=300
+fi
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND under a time limit, records its status, never aborts the script.
+step() {
+  local name=$1 limit=$2; shift 2
+  local start rc=0
+  start=$(date +%s)
+  echo "== [$name] (limit ${limit}s) $*"
+  timeout --kill-after=20 "$limit" "$@" || rc=$?
+  printf '{"step": "%s", "rc": %d, "seconds": %d, "timed_out": %s}\n' "$name" "$rc" "$(( $(date +%s) - start ))" \
+    "$([ "$rc" = 124 ] || [ "$rc" = 137 ] && echo true || echo false)" >> "$OUT/steps.jsonl"
+  [ "$rc" = 0 ] || echo "!! [$name] failed with exit code $rc (continuing)"
+  return 0
+}
+ok() { grep -q "\"step\": \"$1\", \"rc\": 0" "$OUT/steps.jsonl" 2>/dev/null; }
+
+# 1. environment: the repo's own setup (creates .venv; CUDA torch from PyPI when nvidia-smi works).
+if [ -x "$PY" ] && [ "$MODE" = "--cpu" ]; then
+  echo "== [setup] skipped (--cpu and .venv exists)"
+else
+  step setup "$SETUP_LIMIT" bash scripts/setup.sh
+fi
+if [ "$MODE" != "--cpu" ]; then
+  step flash-attn 90 "$PY" -m pip install -q --only-binary=:all: flash-attn
+  if ! ok flash-attn && [ "${GPU_CHECK_BUILD_FLASH:-0}" = 1 ]; then
+    step flash-attn-build 300 "$PY" -m pip install -q --no-build-isolation flash-attn
+  fi
+fi
+
+# 2. what the machine has: GPU, bf16, flash-attn, versions.
+step env 60 "$PY" - "$OUT/env.json" "$DEVICE" <<'EOF'
+import importlib.util, json, sys
+import torch
+from biobench.perf_common import environment
+out, device = sys.argv[1], sys.argv[2]
+env = environment(device)
+env["cuda_available"] = torch.cuda.is_available()
+env["bf16_supported"] = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+env["flash_attn"] = None
+if importlib.util.find_spec("flash_attn"):
+    try:
+        import flash_attn
+        env["flash_attn"] = flash_attn.__version__
+    except Exception as err:  # installed but broken (ABI mismatch): say so
+        env["flash_attn"] = f"import failed: {err}"
+if torch.cuda.is_available():
+    env["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+    x = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+    env["bf16_matmul_ok"] = bool(torch.isfinite(x @ x).all())
+json.dump(env, open(out, "w"), indent=2)
+print(json.dumps(env, indent=2))
+if device.startswith("cuda") and not torch.cuda.is_available():
+    sys.exit("CUDA is not available to torch")
+EOF
+
+# 3. the MFU denominator: a big matmul's measured FLOP/s.
+step peak 60 "$PY" -c "
+import json; from biobench.perf_common import matmul_peak_flops
+peak = matmul_peak_flops($PEAK_ARGS)
+json.dump({'peak_flops': peak}, open('$OUT/peak.json', 'w')); print(f'measured matmul peak: {peak / 1e12:.2f} TFLOP/s')"
+PEAK=$("$PY" -c "import json; print(json.load(open('$OUT/peak.json'))['peak_flops'])" 2>/dev/null || echo "")
+
+# 4. one model + tokenizer at the target shape (corpus: ../shared/data/pretrain-fr, else generated).
+step model 180 "$PY" -c "
+from pathlib import Path
+from biobench.pretrain_speed import SHARED_CORPUS, generated_corpus, prepare_model
+corpus = str(SHARED_CORPUS) if SHARED_CORPUS.is_dir() else str(generated_corpus(Path('$OUT/work/corpus.jsonl.gz')))
+open('$OUT/work/corpus.txt', 'w').write(corpus)
+print(prepare_model({'corpus': corpus, 'shape': '$SHAPE', 'vocab_size': $VOCAB, 'seed': 0}, Path('$OUT/work/model')))"
+CORPUS=$(cat "$OUT/work/corpus.txt" 2>/dev/null || echo "")
+
+# 5. short real pretraining at the target shape and length, biobench vs the padded Trainer baseline.
+if ok model; then
+  step pretrain 240 "$PY" -m biobench.pretrain_speed --device "$DEVICE" --shape "$SHAPE" --model-dir "$OUT/work/model" \
+    --corpus "$CORPUS" --seq-len "$SEQ" --batch-size "$BATCH" --micro-batch-size "$MICRO" --steps "$STEPS" \
+    --warmup-steps "$WARM" ${PEAK:+--peak-flops "$PEAK"} "${THREADS[@]}" --out "$OUT/pretrain.json"
+  # 6. fine-tuning at the same shape on the generated demo tasks (no data files needed).
+  step finetune 150 "$PY" -m biobench.finetune_speed --device "$DEVICE" --model "$OUT/work/model" \
+    --tasks demo-ner,demo-cls --epochs "$FT_EPOCHS" "${THREADS[@]}" --out "$OUT/finetune.json"
+fi
+
+# 7. the length curve at the target shape (eval / MLM / CLM steps).
+step scaling 120 "$PY" -m biobench.scaling --device "$DEVICE" --shape "$SHAPE" --lengths "$LENGTHS" --repeats 2 \
+  "${THREADS[@]}" --out "$OUT/scaling.json"
+
+# 8. headline figures.
+"$PY" - "$OUT" <<'EOF' || true
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+def read(name):
+    try:
+        return json.loads((out / name).read_text())
+    except (OSError, ValueError):
+        return None
+summary = {"env": read("env.json"), "peak": read("peak.json"),
+           "steps": [json.loads(l) for l in (out / "steps.jsonl").read_text().splitlines()]}
+pre = read("pretrain.json")
+if pre:
+    summary["pretrain"] = {name: {k: arm.get(k) for k in ("tokens_per_s", "mfu", "mfu_dense_attention", "memory")}
+                           for name, arm in pre["arms"].items()} | {"ratio": pre["ratio"], "seq_len": pre["setup"]["seq_len"],
+                                                                    "params": pre["setup"]["params"]}
+ft = read("finetune.json")
+if ft:
+    summary["finetune"] = {task: {"ratio": e["ratio"], **{n: {k: a.get(k) for k in ("tokens_per_s", "test_macro_f1", "memory",
+                                                                            "attn_implementation")}
+                                                        for n, a in e["arms"].items()}} for task, e in ft["tasks"].items()}
+sc = read("scaling.json")
+if sc:
+    summary["scaling"] = [{k: r.get(k) for k in ("mode", "seq_len", "step_s", "tokens_per_s", "peak_mb", "error")} for r in sc["rows"]]
+(out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+print(json.dumps({k: v for k, v in summary.items() if k not in ("env", "steps")}, indent=2, default=str))
+EOF
+echo "gpu_check done: $OUT"

@@ -1,0 +1,108 @@
+"""Smoke tests of the performance scripts: importable, argument parsing and the shared helpers. The real
+measurements are runs of the scripts (docs/performance.md), never timed tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_finetune_speed_arguments():
+    from biobench import finetune_speed
+
+    args = finetune_speed.parse_args(["--quick", "--tasks", "ncbi-disease,gad", "--threads", "1"])
+    setups = finetune_speed.setups(args)
+    assert [s["task"] for s in setups] == ["ncbi-disease", "gad"]
+    assert setups[0]["limits"] == {"train": 1000, "dev": 300, "test": 300}
+    assert setups[0]["epochs"] == 1 and setups[0]["threads"] == 1
+    full = finetune_speed.setups(finetune_speed.parse_args([]))[0]
+    assert full["limits"] == {"train": None, "dev": None, "test": None}
+    with pytest.raises(SystemExit):
+        finetune_speed.parse_args(["--arms", "biobench,keras"])
+
+
+def test_pretrain_and_scaling_arguments():
+    from biobench import pretrain_speed, scaling
+
+    quick = pretrain_speed.parse_args(["--quick"])
+    assert (quick.steps, quick.warmup_steps, quick.seq_len) == (5, 1, 1024)
+    with pytest.raises(SystemExit):
+        pretrain_speed.parse_args(["--steps", "2", "--warmup-steps", "2"])
+    assert scaling.parse_args(["--quick"]).lengths == [512, 1024, 2048]
+    assert scaling.parse_args([]).lengths == [512, 1024, 2048, 4096, 8192]
+    with pytest.raises(SystemExit):
+        scaling.parse_args(["--modes", "mlm,rlhf"])
+
+
+def test_word_tags_and_spans_round_trip():
+    from biobench.finetune_speed import tags_to_spans, word_tags
+    from biobench.tasks.schema import Entity, NerExample
+
+    text = "Familial breast cancer and ataxia"
+    tokens = ((0, 8), (9, 15), (16, 22), (23, 26), (27, 33))
+    ex = NerExample("s1", text, (Entity(0, 22, "Disease"), Entity(27, 33, "Disease")), tokens)
+    words, tags = word_tags(ex)
+    assert words == ["Familial", "breast", "cancer", "and", "ataxia"]
+    assert tags == ["B-Disease", "I-Disease", "I-Disease", "O", "B-Disease"]
+    assert tags_to_spans(ex, tags) == [[0, 22, "Disease"], [27, 33, "Disease"]]
+
+
+def test_mfu_counts_local_layers_by_their_window():
+    from types import SimpleNamespace
+
+    from biobench.perf_common import attention_flops_per_token, mfu
+
+    config = SimpleNamespace(num_hidden_layers=3, hidden_size=10, global_attn_every_n_layers=3, local_attention=4)
+    # layer 0 global (span 100), layers 1-2 local (span 4): 12 * d * span each
+    assert attention_flops_per_token(config, 100) == 12 * 10 * (100 + 4 + 4)
+    assert attention_flops_per_token(config, 100, causal=True) == 12 * 10 * 108 / 2
+    out = mfu(n_params=1000, config=config, seq_len=100, tokens_per_s=2.0, peak_flops=1e6)
+    assert out["mfu"] == pytest.approx((6000 + 12960) * 2 / 1e6)
+    assert out["mfu_dense_attention"] == pytest.approx((6000 + 12 * 3 * 10 * 100) * 2 / 1e6)
+
+
+def test_finish_prints_ratio_last_and_writes_json(tmp_path, capsys):
+    from biobench.perf_common import PeakMemory, finish, print_table
+
+    with PeakMemory("cpu") as memory:
+        blob = bytearray(50 * 2**20)
+        blob[::4096] = b"x" * len(blob[::4096])
+    assert memory.peak_mb >= memory.start_mb
+    print_table([{"arm": "a", "x": 1.5}], [("arm", "arm", ""), ("x", "x", ".2f")])
+    assert finish({"memory": memory.to_dict()}, tmp_path / "r.json", 1.234) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "ratio: 1.23"
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["ratio"] == 1.234 and saved["memory"]["kind"] == "process_rss"
+    assert finish({}, None, None) == 1
+
+
+def test_generated_corpus_and_vocab_spec(tmp_path):
+    from biobench.perf_common import VocabSpec
+    from biobench.pretrain_speed import documents, generated_corpus
+
+    docs = documents(str(generated_corpus(tmp_path / "c.jsonl.gz", n_docs=30)), None)
+    assert len(docs) == 30 and min(len(d.split()) for d in docs) >= 20
+    assert docs == documents(str(generated_corpus(tmp_path / "d.jsonl.gz", n_docs=30)), None)  # seeded
+    assert len(VocabSpec(50368)) == 50368
+
+
+@pytest.mark.parametrize("script", ["finetune_speed", "pretrain_speed", "scaling"])
+def test_scripts_run_as_files(script):
+    """`python bench/<script>.py --help` works (the file re-imports itself as biobench.<script>)."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / f"{script}.py"), "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "--quick" in done.stdout and "--out" in done.stdout
+
+
+def test_gpu_check_script_is_valid_bash():
+    script = REPO / "bench" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert "set -euo pipefail" in script.read_text()
