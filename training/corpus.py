@@ -174,7 +174,7 @@ def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_fi
     batch: list[str] = []
 
     def flush():
-        for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+        for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
             framed = ([bos] if bos is not None else []) + ids + [eos]
             chunks.append(np.asarray(framed, dtype=dtype))
             lengths.append(len(framed))

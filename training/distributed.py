@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -33,7 +34,9 @@ def setup(device: str | None = None) -> Dist:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", rank=rank, world_size=world)
+        # Rank 0 tokenises the corpus while the others wait at a barrier: allow hours, not the 10-30 min default.
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", rank=rank, world_size=world,
+                                timeout=timedelta(hours=3))
     return Dist(rank, world, local_rank, dev)
 
 
