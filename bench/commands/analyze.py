@@ -50,6 +50,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
     p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--data-dir", metavar="DIR", default=None, help="task data folder when --texts is a task id")
     p.add_argument("--align-relative", action="store_true",
                    help="for models of different depth: pair layers by relative depth instead of failing")
     _common(p)
@@ -103,7 +104,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--batch-size", type=int, default=4, help="probe batch size (default 4)")
-    p.add_argument("--encode-batch-size", type=int, default=4)
+    p.add_argument("--encode-batch-size", type=int, default=8)
     p.add_argument("--max-length", type=int, default=None, help="default: the model's context")
     p.add_argument("--lengths", default=None, help="only these haystack lengths (e.g. 512,1024)")
     _common(p)
@@ -143,7 +144,7 @@ def run_cka(args) -> int:
     from biobench.analysis import cka, features, plots
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
-    texts, source = _texts(args.texts)
+    texts, source = _texts(args.texts, args.data_dir)
     samples = cka.sample_indices(len(texts), args.n, seeds)
     union = np.unique(np.concatenate(list(samples.values())))
     position = {int(t): k for k, t in enumerate(union)}
@@ -302,8 +303,15 @@ def run_needle(args) -> int:
     encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
     max_length = min(args.max_length or 10**9, features.model_max_length(encoder, tokenizer))
     start = time.time()
-    feats = features.pooled_features(encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows],
-                                     pooling="cls", max_length=max_length, batch_size=args.encode_batch_size)
+    # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
+    cache = Path(args.data) / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"
+    if cache.is_file() and (Path(args.data) / "needle.jsonl").stat().st_mtime < cache.stat().st_mtime:
+        feats = np.load(cache)
+    else:
+        feats = features.pooled_features(encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows],
+                                         pooling="cls", max_length=max_length, batch_size=args.encode_batch_size)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, feats)
     encode_s = time.time() - start
     visible = needle_probe.fact_visible(tokenizer, rows, max_length)
     config = needle_probe.ProbeConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
