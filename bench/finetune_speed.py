@@ -104,12 +104,22 @@ def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- Hugging Face Trainer arm
+def word_ranges(example: Any) -> list[tuple[int, int]]:
+    """Character ranges of the words a run_ner.py user feeds the model: the source's tokens (IOB data), else
+    the regex words of biobench.heads.words (raw BRAT/generated documents)."""
+    from biobench.heads.words import segment_words
+
+    return segment_words(example.text, example.tokens)
+
+
 def word_tags(example: Any) -> tuple[list[str], list[str]]:
-    """Words and IOB2 tags of an IOB-sourced NerExample (the input format of run_ner.py)."""
-    words = [example.text[s:e] for s, e in example.tokens]
+    """Words and IOB2 tags of a NerExample (the input format of run_ner.py; a nested entity overwrites the
+    tags of the one it is nested in — flat BIO cannot hold both)."""
+    ranges = word_ranges(example)
+    words = [example.text[s:e] for s, e in ranges]
     tags = ["O"] * len(words)
     for ent in example.entities:
-        inside = [i for i, (s, e) in enumerate(example.tokens) if s >= ent.start and e <= ent.end]
+        inside = [i for i, (s, e) in enumerate(ranges) if s >= ent.start and e <= ent.end]
         for n, i in enumerate(inside):
             tags[i] = ("B-" if n == 0 else "I-") + ent.label
     return words, tags
@@ -119,7 +129,8 @@ def tags_to_spans(example: Any, tags: list[str]) -> list[list]:
     """Predicted word tags -> sorted [start, end, label] character spans (the biobench predictions format)."""
     from seqeval.metrics.sequence_labeling import get_entities
 
-    return sorted([example.tokens[s][0], example.tokens[e][1], label] for label, s, e in get_entities(tags))
+    ranges = word_ranges(example)
+    return sorted([ranges[s][0], ranges[e][1], label] for label, s, e in get_entities(tags))
 
 
 def _ner_datasets(data, tokenizer, max_length: int):
@@ -149,7 +160,8 @@ def _ner_predictions(examples, logits, label_ids, labels) -> list[list]:
     out = []
     for ex, row_logits, row_labels in zip(examples, logits, label_ids, strict=True):
         chosen = [labels[int(p)] for p, gold in zip(row_logits.argmax(-1), row_labels, strict=True) if gold != -100]
-        chosen += ["O"] * (len(ex.tokens) - len(chosen))
+        n_words = len(word_ranges(ex))
+        chosen = (chosen + ["O"] * n_words)[:n_words]
         out.append(tags_to_spans(ex, chosen))
     return out
 
@@ -263,7 +275,63 @@ def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
                          "labels": "first subword" if ner else "sequence"}}
 
 
-ARMS = {"biobench": biobench_arm, "hf-trainer": hf_arm}
+def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
+    """Where biobench's training step spends its time: torch.profiler over `steps` length-grouped batches of
+    the real head model, plus the same batches through the encoder alone (forward + backward of a dummy
+    loss), so head cost = full step - encoder step. Not timed against anything: `--arms profile`."""
+    import torch
+    from biobench.finetune import _optimizer, prepare_task
+    from biobench.heads import get_head
+    from biobench.models import load_encoder
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.data import DataLoader
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    init_arm(setup["threads"])
+    spec, data = load_data(setup)
+    encoder, tokenizer, info = load_encoder(setup["model"], "cpu", dtype=torch.float32)
+    protocol = protocol_for(setup, spec, info.context)
+    task = prepare_task(get_head(spec.kind), data, tokenizer, protocol)
+    pad_id = tokenizer.pad_token_id or 0
+    model = task.head.build(encoder, task.labels, task.examples["train"]).train()
+    train = task.features["train"]
+    sampler = LengthGroupedSampler(protocol.batch_size, lengths=[len(f["input_ids"]) for f in train],
+                                   generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,
+                        collate_fn=lambda feats: task.head.collate(feats, pad_id))
+    batches = [b for b, _ in zip(loader, range(steps + 1), strict=False)]
+    optimizer = _optimizer(model, protocol)
+
+    def full(batch):
+        model(batch)["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def encoder_only(batch):
+        out = model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        out.last_hidden_state.float().mean().backward()
+        model.zero_grad(set_to_none=True)
+
+    timings = {}
+    for name, fn in (("encoder_only_s", encoder_only), ("full_step_s", full)):
+        fn(batches[0])
+        t0 = time.perf_counter()
+        for b in batches[1:]:
+            fn(b)
+        timings[name] = round(time.perf_counter() - t0, 3)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for b in batches[1:]:
+            full(b)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+    print(table)
+    tokens = sum(int(b["attention_mask"].sum()) for b in batches[1:])
+    return {"arm": "profile", "steps": len(batches) - 1, "tokens": tokens, **timings,
+            "head_share": round(1 - timings["encoder_only_s"] / timings["full_step_s"], 3),
+            "tokens_per_s": tokens / timings["full_step_s"], "train_s": timings["full_step_s"],
+            "memory": {"peak_mb": None}, "top_ops": table}
+
+
+ARMS = {"biobench": biobench_arm, "hf-trainer": hf_arm, "profile": profile_arm}
 
 
 # ---------------------------------------------------------------- driver
