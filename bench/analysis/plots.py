@@ -25,13 +25,14 @@ def plot_cka(report: dict[str, Any], path: Path) -> None:
     ax.plot(layers, [r["divergence"] for r in report["layers"]], "o-", label="A vs B")
     if has_ratio:
         ax.plot(layers, [r["noise_divergence"] for r in report["layers"]], "s--", label="noise vs B (seed noise)")
-    ax.set(xlabel="layer (0 = embeddings)", ylabel="divergence = 1 - CKA", title="Linear CKA divergence")
+    ax.set(xlabel="layer (0 = embeddings)", ylabel="divergence = 1 - CKA", title="Linear CKA divergence",
+           xticks=layers)
     ax.legend(fontsize=8)
     if has_ratio:
         ax = axes[0][1]
         ax.plot(layers, [r["ratio"] if r["ratio"] is not None else float("nan") for r in report["layers"]], "o-")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set(xlabel="layer (0 = embeddings)", ylabel="r_l", title="div(A, B) / div(noise, B)")
+        ax.set(xlabel="layer (0 = embeddings)", ylabel="$r_l$", title="div(A, B) / div(noise, B)", xticks=layers)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
