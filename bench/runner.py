@@ -209,7 +209,7 @@ def summarize(plan: Plan) -> dict[str, Any]:
         row: dict[str, Any] = {"task": task_id, "lang": runs[0].task.lang, "kind": runs[0].task.kind,
                                "seeds_expected": len(runs), "n": len(scores), "scores": scores}
         if scores:
-            s = seed_summary(list(scores.values()))
+            s = seed_summary(list(scores.values()), bounds=(0.0, 1.0))
             row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
         tasks.append(row)
     languages: dict[str, dict[str, Any]] = {}

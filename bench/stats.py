@@ -49,8 +49,10 @@ class SeedSummary:
         return (self.ci_high - self.ci_low) / 2
 
 
-def seed_summary(values: Sequence[float], confidence: float = 0.95) -> SeedSummary:
-    """Summarise one model's scores on one task across seeds."""
+def seed_summary(values: Sequence[float], confidence: float = 0.95,
+                 bounds: tuple[float, float] | None = None) -> SeedSummary:
+    """Summarise one model's scores on one task across seeds. `bounds` clips the t-interval to the metric's
+    range (an F1 interval reaching 105% with 2 seeds says "wide", not "above 100")."""
     x = np.asarray(list(values), dtype=float)
     if x.size == 0:
         raise ValueError("seed_summary needs at least one value")
@@ -61,6 +63,8 @@ def seed_summary(values: Sequence[float], confidence: float = 0.95) -> SeedSumma
     if std == 0.0:
         return SeedSummary(mean, 0.0, mean, mean, int(x.size))
     low, high = sps.t.interval(confidence, df=x.size - 1, loc=mean, scale=std / math.sqrt(x.size))
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
     return SeedSummary(mean, std, float(low), float(high), int(x.size))
 
 

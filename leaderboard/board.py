@@ -152,7 +152,7 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 / sum(lab in r.per_label for r in task_runs)
                 for lab in labels
             }
-            summary = seed_summary(list(seeds.values()))
+            summary = seed_summary(list(seeds.values()), bounds=(0.0, 100.0))
             cells[task] = Cell(summary.mean, summary, seeds, per_label)
         meta = model_runs[0].model_meta
         lineage = meta.get("lineage")

@@ -119,3 +119,13 @@ def test_significance_groups():
     assert g.top == frozenset({"strong", "tie"})
     assert not g.in_top("weak") and g.vs_best["weak"].p_value < 0.05
     assert set(g.vs_best) == set(preds) - {g.best}
+
+
+def test_seed_summary_bounds_clip_the_interval_to_the_metric_range():
+    from biobench.stats import seed_summary
+
+    wide = seed_summary([0.78, 0.99])
+    assert wide.ci_high > 1.0
+    clipped = seed_summary([0.78, 0.99], bounds=(0.0, 1.0))
+    assert wide.ci_low < 0.0
+    assert (clipped.ci_low, clipped.ci_high, clipped.mean) == (0.0, 1.0, wide.mean)

@@ -119,7 +119,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     for lang, avg in summary["languages"].items():
         table.add_row(f"average {lang}", lang, "", f"{avg['n_tasks']}/{avg['tasks_expected']} tasks",
                       _pct(avg["mean"]), "", "", style="bold")
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)  # logs and pipes: don't wrap at 80
     console.print(table)
     for task, reason in summary["unavailable"].items():
         console.print(f"[yellow]not run[/] {task}: {reason}", highlight=False)
