@@ -31,7 +31,7 @@ def test_cell_is_mean_over_seeds_with_t_interval(board):
     low, high = sps.t.interval(0.95, df=2, loc=values.mean(), scale=sps.sem(values))
     assert sorted(cell.seeds) == [42, 43, 44]
     assert cell.mean == pytest.approx(values.mean())
-    assert (cell.summary.ci_low, cell.summary.ci_high) == pytest.approx((low, high))
+    assert (cell.summary.ci_low, cell.summary.ci_high) == pytest.approx((low, min(high, 100.0)))  # clipped to F1 range
     assert set(cell.per_label) == {"cardio", "neuro", "onco"}
 
 
