@@ -146,3 +146,12 @@ def test_unreachable_hub_model_is_a_clear_error(tiny_corpus, tmp_path, monkeypat
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelLoadError, match=r"cannot load hub model 'someone/no-such-model'.*HF_HUB_OFFLINE=1"):
         Trainer(_cfg(tiny_corpus, tmp_path / "hub", model="someone/no-such-model"))
+
+
+def test_continues_from_a_local_checkpoint_folder_into_a_new_out(tiny_corpus, tmp_path):
+    """A local --model (e.g. a previous run's phase1/) must work with an --out that does not exist yet."""
+    base = train(_cfg(tiny_corpus, tmp_path / "base", recipe="mlm", tokens=2 * 4 * 64))
+    final = train(_cfg(tiny_corpus, tmp_path / "new" / "detour", model=str(base), tokens=2 * 4 * 64))
+    assert final == tmp_path / "new" / "detour" / "final"
+    assert checkpoint.read_meta(final)["base_model"] == str(base)
+    assert (tmp_path / "new" / "detour" / "train_log.jsonl").exists()

@@ -221,6 +221,8 @@ class Trainer:
         if self.resume_from is not None and (self.out / "final" / checkpoint.META).exists():
             self._print(f"{self.out / 'final'} exists: the run is complete")
             return self.out / "final"
+        if self.dist.main:
+            self.out.mkdir(parents=True, exist_ok=True)  # a hub/local --model never created it before the log
         bar = None
         if self.cfg.progress and self.dist.main:
             from tqdm.auto import tqdm

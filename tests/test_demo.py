@@ -1,0 +1,31 @@
+"""The offline demo end to end (slow): pretrain detour + mlm, eval on the generated tasks, leaderboard table;
+a second run reuses every checkpoint and result."""
+
+from __future__ import annotations
+
+import pytest
+from biobench import cli
+
+
+def _files(root):
+    return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file() and "corpus" not in p.parts}
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("BIOBENCH_DATA", raising=False)
+    args = ["demo", "--out", str(tmp_path), "--tokens", "60K", "--seeds", "42", "--epochs", "1", "--no-minilm"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    for recipe in ("detour", "mlm"):
+        assert (tmp_path / recipe / "phase1" / "biobench_pretrain.json").exists()
+        assert (tmp_path / recipe / "final" / "config.json").exists()
+    results = sorted(p.relative_to(tmp_path / "results").as_posix() for p in (tmp_path / "results").rglob("seed-*.json"))
+    assert results == [f"{m}__final/{t}/seed-42.json" for m in ("detour", "mlm")
+                       for t in ("demo-cls", "demo-multilabel", "demo-ner")]
+    assert "demo-ner" in out and "biobench leaderboard --results" in out
+
+    before = _files(tmp_path)
+    assert cli.main(args) == 0
+    assert "exists: reused" in capsys.readouterr().out
+    assert _files(tmp_path) == before
