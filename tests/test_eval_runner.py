@@ -8,20 +8,10 @@ from types import SimpleNamespace
 
 import biobench.finetune
 import pytest
-import torch
 from biobench import cli, runner
 from biobench.errors import ConfigError, DataError, ResultsError
 from biobench.results import read_predictions, read_result
 from biobench.tasks.schema import ClassificationExample, TaskData
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The test machine is shared: one torch thread is fastest under contention (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 OVERRIDES = {"epochs": 2, "lr": 3e-3, "batch_size": 4, "max_length": 32}
 WORDS = {"cardio": "cœur infarctus", "pneumo": "poumon toux", "neuro": "cerveau migraine"}

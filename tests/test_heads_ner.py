@@ -32,16 +32,6 @@ from biobench.tasks.schema import Entity, NerExample
 LABELS = ["DISO", "ANAT", "CHEM"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: a second intra-op thread only adds contention on a shared 2-core machine (measured
-    here: 60 ms vs 0.3-6 s per training step)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def example(id_: str, text: str, *mentions: tuple[str, str], tokens=None) -> NerExample:
     """An example whose entities are given by (surface, label); offsets are found in `text`."""
     entities = []

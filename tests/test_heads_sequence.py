@@ -13,15 +13,6 @@ from biobench.models import load_encoder
 from biobench.protocols import resolve_protocol
 from biobench.tasks.schema import ClassificationExample, MultilabelExample, RelationExample, TaskData
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The test machine is shared: one torch thread is fastest under contention (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 WORDS = {"cardio": "cœur infarctus palpitations", "pneumo": "poumon toux dyspnée", "neuro": "cerveau migraine vertiges"}
 
 

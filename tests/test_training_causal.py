@@ -8,16 +8,6 @@ from biobench.errors import ConfigError
 from biobench.training import attention_masks, causal_attention
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on the shared 2-core box, OpenMP threads spin against other jobs (2-3x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-
 def _model(tokenizer, impl: str, **overrides):
     from biobench.tiny import build_modernbert_mlm
 

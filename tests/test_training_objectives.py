@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 from biobench.training import causal_attention
 from biobench.training.objectives import IGNORE, LMLoss, clm_labels, mlm_mask
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on the shared 2-core box, OpenMP threads spin against other jobs (2-3x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 
 def test_clm_labels_shift_once_and_skip_padding():

@@ -13,16 +13,6 @@ from biobench.training.optim import DecoupledAdamW, build_optimizer
 from biobench.training.recipes import Freeze, get_recipe, parse_freeze
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on the shared 2-core box, OpenMP threads spin against other jobs (2-3x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-
 def test_weight_decay_follows_lr_ratio_not_lr():
     p = torch.nn.Parameter(torch.full((3,), 2.0))
     opt = DecoupledAdamW([p], lr=2e-4, weight_decay=1e-5)

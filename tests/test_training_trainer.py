@@ -19,16 +19,6 @@ TEXTS = [
     "Carcinome canalaire infiltrant du sein gauche, grade II, récepteurs hormonaux positifs.",
 ]
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on the shared 2-core box, OpenMP threads spin against other jobs (2-3x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "docs.jsonl"
