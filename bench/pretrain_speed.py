@@ -121,7 +121,7 @@ def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
             seq_len=setup["seq_len"], micro_batch_size=setup["micro_batch_size"], lr=setup["lr"],
             cache_dir=Path(tmp) / "cache", device=setup["device"], progress=False, stop_after_steps=steps,
             max_documents=setup["max_documents"], seed=setup["seed"])
-        cfg.out.mkdir(parents=True)  # the Trainer only creates it itself for preset: models
+        cfg.out.mkdir(parents=True, exist_ok=True)  # older Trainers created it only for preset: models
         started = time.perf_counter()
         with PeakMemory(setup["device"]) as memory:
             train(cfg)
