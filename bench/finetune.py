@@ -95,11 +95,13 @@ def _optimizer(model: nn.Module, protocol: Protocol) -> torch.optim.Optimizer:
         if param.requires_grad:
             key = (id(param) in head_ids, any(tag in name.lower() for tag in NO_DECAY))
             groups.setdefault(key, []).append(param)
+    # fused: one kernel for all tensors instead of a python loop over them (the Trainer's default since
+    # torch 2.8; profiled at 12-15% of a MiniLM step on CPU unfused).
     return torch.optim.AdamW([
         {"params": params, "lr": protocol.head_lr if is_head else protocol.lr,
          "weight_decay": 0.0 if no_decay else protocol.weight_decay}
         for (is_head, no_decay), params in groups.items()
-    ])
+    ], fused=True)
 
 
 def _length(feature: dict[str, Any]) -> int:

@@ -255,10 +255,14 @@ def _quiet_transformers():
         hf_logging.set_verbosity(level)
 
 
-def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trust_remote_code: bool = False):
+def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trust_remote_code: bool = False,
+                 attn_device: str | None = None):
     """(encoder, tokenizer, ModelInfo) for an alias, hub id or local folder.
 
     dtype None means bf16 on CUDA and float32 on CPU (the fine-tuning loop passes float32 and uses autocast).
+    `attn_device` is where the model will run when it is loaded on another device first (the grid keeps a
+    pristine CPU copy and moves a clone per seed): the attention backend (flash-attention 2 / sdpa) is
+    chosen for it.
     """
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -268,7 +272,7 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
     on_cuda = str(device).startswith("cuda")
     dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype}
-    attn = attention_implementation(device)
+    attn = attention_implementation(attn_device or device)
     try:
         with _quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(ref.source, trust_remote_code=trust_remote_code)

@@ -163,7 +163,7 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     log = log or (lambda msg: print(msg, file=sys.stderr))
     device = device or default_device()
     pristine, tokenizer, info = load_encoder(plan.model_name, "cpu", dtype=torch.float32,
-                                             trust_remote_code=trust_remote_code)
+                                             trust_remote_code=trust_remote_code, attn_device=device)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     for name, reason in plan.unavailable.items():
         log(f"skipping task {name}: {reason}")
