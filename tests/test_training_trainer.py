@@ -145,3 +145,12 @@ def test_continues_from_a_local_checkpoint_folder_into_a_new_out(tiny_corpus, tm
     assert final == tmp_path / "new" / "detour" / "final"
     assert checkpoint.read_meta(final)["base_model"] == str(base)
     assert (tmp_path / "new" / "detour" / "train_log.jsonl").exists()
+
+
+def test_gradient_checkpointing_gives_the_same_weights(tiny_corpus, tmp_path):
+    """Recomputing activations in backward is a memory trade, not a different optimisation."""
+    plain = train(_cfg(tiny_corpus, tmp_path / "plain", tokens=2 * 4 * 64))
+    ckpt = train(_cfg(tiny_corpus, tmp_path / "ckpt", tokens=2 * 4 * 64, gradient_checkpointing=True))
+    a, b = _weights(plain), _weights(ckpt)
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)

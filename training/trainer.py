@@ -58,6 +58,7 @@ class PretrainConfig:
     precision: str = "auto"  # auto (bf16 on CUDA) | bf16 | fp32
     attn: str | None = None
     fsdp: bool = False
+    gradient_checkpointing: bool = False  # recompute activations in backward: long sequences on less memory
     progress: bool = True
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
 
@@ -160,6 +161,8 @@ class Trainer:
             distributed.barrier(self.dist)
             if not self.dist.main or tok_dir is None:
                 self.model, self.tokenizer = self._load_source(tok_dir, train_tokenizer=False)
+        if cfg.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
 
     def _load_source(self, tok_dir, train_tokenizer: bool):
