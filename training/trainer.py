@@ -162,7 +162,10 @@ class Trainer:
             if not self.dist.main or tok_dir is None:
                 self.model, self.tokenizer = self._load_source(tok_dir, train_tokenizer=False)
         if cfg.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if hasattr(self.model, "activation_checkpointing_enable"):  # the name in recent transformers 5.x
+                self.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
 
     def _load_source(self, tok_dir, train_tokenizer: bool):
