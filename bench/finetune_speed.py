@@ -30,6 +30,7 @@ from typing import Any
 from biobench.perf_common import (
     PeakMemory,
     base_parser,
+    check_arms,
     environment,
     finish,
     init_arm,
@@ -351,9 +352,7 @@ def parse_args(argv: list[str] | None = None):
                         help="give the Trainer baseline length-grouped batches too")
     parser.add_argument("--in-process", action="store_true", help="run arms in this process (debugging)")
     args = parser.parse_args(argv)
-    unknown = set(args.arms.split(",")) - set(ARMS)
-    if unknown:
-        parser.error(f"unknown arm(s) {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    check_arms(parser, args.arms, ARMS)
     return args
 
 

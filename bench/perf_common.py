@@ -92,6 +92,15 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def check_arms(parser: argparse.ArgumentParser, arms: str, known) -> list[str]:
+    """The comma-separated --arms value as a list; an unknown arm is a usage error naming the choices."""
+    chosen = [a for a in arms.split(",") if a]
+    unknown = set(chosen) - set(known)
+    if unknown:
+        parser.error(f"unknown arm(s) {sorted(unknown)}; choose from {', '.join(known)}")
+    return chosen
+
+
 def resolve_device(name: str) -> str:
     if name != "auto":
         return name

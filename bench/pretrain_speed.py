@@ -24,6 +24,7 @@ from typing import Any
 from biobench.perf_common import (
     PeakMemory,
     base_parser,
+    check_arms,
     environment,
     finish,
     init_arm,
@@ -228,9 +229,7 @@ def parse_args(argv: list[str] | None = None):
                         help="bf16 peak FLOP/s for MFU (measured with a big matmul when on CUDA and not given)")
     parser.add_argument("--in-process", action="store_true", help="run arms in this process (debugging)")
     args = parser.parse_args(argv)
-    unknown = set(args.arms.split(",")) - set(ARMS)
-    if unknown:
-        parser.error(f"unknown arm(s) {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    check_arms(parser, args.arms, ARMS)
     if args.quick:
         args.steps, args.warmup_steps = min(args.steps, 5), min(args.warmup_steps, 1)
     if args.warmup_steps >= args.steps:
