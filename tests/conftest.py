@@ -48,7 +48,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
-    from biobench.tiny import train_tokenizer
+    from biobench.training.presets import train_tokenizer
 
     return train_tokenizer(TINY_TEXTS, vocab_size=400)
 
@@ -56,7 +56,7 @@ def tiny_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_mlm_dir(tmp_path_factory, tiny_tokenizer) -> Path:
     """A saved tiny ModernBertForMaskedLM + tokenizer folder, loadable like a hub model."""
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     out = tmp_path_factory.mktemp("tiny-modernbert")
     model = build_modernbert_mlm(tiny_tokenizer, "tiny", seed=0)

@@ -11,7 +11,7 @@ from test_needle import corpus
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, tiny_tokenizer, tiny_mlm_dir):
     """Three 4-layer tiny ModernBERTs (seeds 0, 1, 2) and a 2-layer one."""
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     root = tmp_path_factory.mktemp("analysis-models")
     out = {"m0": tiny_mlm_dir}

@@ -19,7 +19,7 @@ def _save(model, tokenizer, path):
 
 @pytest.fixture(scope="module")
 def modernbert_pair(tmp_path_factory, tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     root = tmp_path_factory.mktemp("transplant-mb")
     return tuple(_save(build_modernbert_mlm(tiny_tokenizer, "tiny", seed=s), tiny_tokenizer, root / f"m{s}")
@@ -111,7 +111,7 @@ def test_unknown_component(modernbert_pair, tmp_path):
 
 
 def test_mismatched_shapes(modernbert_pair, tmp_path, tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     wide = _save(build_modernbert_mlm(tiny_tokenizer, "tiny", seed=0, intermediate_size=96), tiny_tokenizer,
                  tmp_path / "wide")

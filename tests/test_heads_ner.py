@@ -265,7 +265,7 @@ def test_decode_keeps_nested_spans_of_different_labels_and_removes_same_label_ov
 
 @pytest.fixture(scope="module")
 def tiny_encoder(tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     return build_modernbert_mlm(tiny_tokenizer, "tiny", seed=0).model
 

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_finetune_speed_arguments():
-    from biobench import finetune_speed
+    from biobench.perf import finetune_speed
 
     args = finetune_speed.parse_args(["--quick", "--tasks", "ncbi-disease,gad", "--threads", "1"])
     setups = finetune_speed.setups(args)
@@ -28,7 +28,7 @@ def test_finetune_speed_arguments():
 
 
 def test_pretrain_and_scaling_arguments():
-    from biobench import pretrain_speed, scaling
+    from biobench.perf import pretrain_speed, scaling
 
     quick = pretrain_speed.parse_args(["--quick"])
     assert (quick.steps, quick.warmup_steps, quick.seq_len) == (5, 1, 1024)
@@ -41,7 +41,7 @@ def test_pretrain_and_scaling_arguments():
 
 
 def test_word_tags_and_spans_round_trip():
-    from biobench.finetune_speed import tags_to_spans, word_tags
+    from biobench.perf.finetune_speed import tags_to_spans, word_tags
     from biobench.tasks.schema import Entity, NerExample
 
     text = "Familial breast cancer and ataxia"
@@ -56,7 +56,7 @@ def test_word_tags_and_spans_round_trip():
 def test_mfu_counts_local_layers_by_their_window():
     from types import SimpleNamespace
 
-    from biobench.perf_common import attention_flops_per_token, mfu
+    from biobench.perf.perf_common import attention_flops_per_token, mfu
 
     config = SimpleNamespace(num_hidden_layers=3, hidden_size=10, global_attn_every_n_layers=3, local_attention=4)
     # layer 0 global (span 100), layers 1-2 local (span 4): 12 * d * span each
@@ -68,7 +68,7 @@ def test_mfu_counts_local_layers_by_their_window():
 
 
 def test_finish_prints_ratio_last_and_writes_json(tmp_path, capsys):
-    from biobench.perf_common import PeakMemory, finish, print_table
+    from biobench.perf.perf_common import PeakMemory, finish, print_table
 
     with PeakMemory("cpu") as memory:
         blob = bytearray(50 * 2**20)
@@ -84,8 +84,8 @@ def test_finish_prints_ratio_last_and_writes_json(tmp_path, capsys):
 
 
 def test_generated_corpus_and_vocab_spec(tmp_path):
-    from biobench.perf_common import VocabSpec
-    from biobench.pretrain_speed import documents, generated_corpus
+    from biobench.perf.perf_common import VocabSpec
+    from biobench.perf.pretrain_speed import documents, generated_corpus
 
     docs = documents(str(generated_corpus(tmp_path / "c.jsonl.gz", n_docs=30)), None)
     assert len(docs) == 30 and min(len(d.split()) for d in docs) >= 20
@@ -96,13 +96,13 @@ def test_generated_corpus_and_vocab_spec(tmp_path):
 @pytest.mark.parametrize("script", ["finetune_speed", "pretrain_speed", "scaling"])
 def test_scripts_run_as_files(script):
     """`python bench/<script>.py --help` works (the file re-imports itself as biobench.<script>)."""
-    done = subprocess.run([sys.executable, str(REPO / "bench" / f"{script}.py"), "--help"],
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "perf" / f"{script}.py"), "--help"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "--quick" in done.stdout and "--out" in done.stdout
 
 
 def test_gpu_check_script_is_valid_bash():
-    script = REPO / "bench" / "gpu_check.sh"
+    script = REPO / "bench" / "perf" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     assert "set -euo pipefail" in script.read_text()

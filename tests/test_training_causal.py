@@ -9,7 +9,7 @@ from biobench.training import attention_masks, causal_attention
 
 
 def _model(tokenizer, impl: str, **overrides):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     model = build_modernbert_mlm(tokenizer, "tiny", seed=1, **overrides)
     model.set_attn_implementation(impl)

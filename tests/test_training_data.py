@@ -72,7 +72,7 @@ _TOK = {}
 
 def _tok():
     if "t" not in _TOK:
-        from biobench.tiny import train_tokenizer
+        from biobench.training.presets import train_tokenizer
 
         _TOK["t"] = train_tokenizer(DOCS, vocab_size=300)
     return _TOK["t"]

@@ -14,7 +14,7 @@ def test_clm_labels_shift_once_and_skip_padding():
 
 
 def test_clm_loss_equals_manual_cross_entropy(tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     model = build_modernbert_mlm(tiny_tokenizer, "tiny", seed=3).eval()
     ids = torch.randint(5, len(tiny_tokenizer), (2, 40), generator=torch.Generator().manual_seed(1))

@@ -38,7 +38,7 @@ def test_adam_part_matches_torch_adam():
 
 
 def test_no_decay_for_bias_and_norms(tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     opt = build_optimizer(build_modernbert_mlm(tiny_tokenizer, "tiny"))
     decayed, plain = opt.param_groups
@@ -57,7 +57,7 @@ def test_schedules():
 
 
 def test_freeze_specs_and_ranges(tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     assert parse_freeze("0-7@clm") == Freeze(0, 7, "clm") and parse_freeze("2-3@phase2").phase == "decay"
     with pytest.raises(ConfigError, match="expected FIRST-LAST@clm or FIRST-LAST@decay"):
@@ -71,7 +71,7 @@ def test_freeze_specs_and_ranges(tiny_tokenizer):
 
 
 def test_frozen_layers_bit_identical_through_steps(tiny_tokenizer):
-    from biobench.tiny import build_modernbert_mlm
+    from biobench.training.presets import build_modernbert_mlm
 
     model = build_modernbert_mlm(tiny_tokenizer, "tiny")
     opt = build_optimizer(model, weight_decay=0.1)

@@ -64,7 +64,7 @@ def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus
 
 
 def _preset(name: str, attn: str, corpus_documents, seed: int, tokenizer_dir: Path | None, train_new: bool):
-    from biobench.tiny import PRESETS, build_modernbert_mlm, train_tokenizer
+    from biobench.training.presets import PRESETS, build_modernbert_mlm, train_tokenizer
     from transformers import AutoTokenizer
 
     if name not in PRESETS:

@@ -6,9 +6,9 @@ length, batch size, masking rate and optimiser learning rate, side by side.
 Tokens/s counts real (non-pad) input tokens over steady-state steps (the first `--warmup-steps` of each arm
 are not timed: allocator and kernel warm-up). Each arm runs in its own fresh process; peak memory is that
 process's RSS on CPU and torch.cuda.max_memory_allocated on CUDA. On CUDA the MFU of each arm is reported
-against a measured bf16 matmul peak (biobench.perf_common.mfu).
+against a measured bf16 matmul peak (biobench.perf.perf_common.mfu).
 
-    .venv/bin/python -m biobench.pretrain_speed --quick
+    .venv/bin/python -m biobench.perf.pretrain_speed --quick
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from biobench.perf_common import (
+from biobench.perf.perf_common import (
     PeakMemory,
     base_parser,
     check_arms,
@@ -36,7 +36,7 @@ from biobench.perf_common import (
     safe_ratio,
 )
 
-SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "pretrain-fr"
+SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "pretrain-fr"
 TOKENIZER_DOCS = 2000
 
 
@@ -75,8 +75,8 @@ def documents(corpus: str, limit: int | None) -> list[str]:
 def prepare_model(setup: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Train the tokenizer on the corpus, build the shape's ModernBERT, save both: the one starting point of
     both arms (same weights, same vocabulary). A folder that already holds a model is reused as is."""
-    from biobench.perf_common import build_modernbert, shape_params
-    from biobench.tiny import train_tokenizer
+    from biobench.perf.perf_common import build_modernbert, shape_params
+    from biobench.training.presets import train_tokenizer
 
     if (folder / "config.json").is_file():
         from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -276,6 +276,6 @@ if __name__ == "__main__":
 
     if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
         sys.path.pop(0)
-    from biobench.pretrain_speed import main as _main
+    from biobench.perf.pretrain_speed import main as _main
 
     raise SystemExit(_main())

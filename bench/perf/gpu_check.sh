@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared GPU check for a single H100/H200, under 10 minutes, from a bare machine:
-#   bench/gpu_check.sh OUTDIR          # GPU: setup, env, bf16 matmul peak, pretrain + fine-tune at ModernBERT-base shape
-#   bench/gpu_check.sh OUTDIR --cpu    # dry run of every step on CPU with tiny shapes (tests the plumbing)
+#   bench/perf/gpu_check.sh OUTDIR          # GPU: setup, env, bf16 matmul peak, pretrain + fine-tune at ModernBERT-base shape
+#   bench/perf/gpu_check.sh OUTDIR --cpu    # dry run of every step on CPU with tiny shapes (tests the plumbing)
 # Every step has its own time limit and writes its own JSON into OUTDIR as soon as it ends, so a failing or
 # slow step never loses the figures of the steps before it; OUTDIR/steps.jsonl records each step's exit code
 # and duration, OUTDIR/summary.json and the last lines of the log hold the headline figures.
@@ -10,7 +10,7 @@
 # otherwise PyTorch's sdpa kernels are used and the JSON says so.
 set -euo pipefail
 
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR [--cpu]}
+OUT=${1:?usage: bench/perf/gpu_check.sh OUTDIR [--cpu]}
 MODE=${2:-gpu}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT/work"
@@ -58,7 +58,7 @@ fi
 step env 60 "$PY" - "$OUT/env.json" "$DEVICE" <<'EOF'
 import importlib.util, json, sys
 import torch
-from biobench.perf_common import environment
+from biobench.perf.perf_common import environment
 out, device = sys.argv[1], sys.argv[2]
 env = environment(device)
 env["cuda_available"] = torch.cuda.is_available()
@@ -82,7 +82,7 @@ EOF
 
 # 3. the MFU denominator: a big matmul's measured FLOP/s.
 step peak 60 "$PY" -c "
-import json; from biobench.perf_common import matmul_peak_flops
+import json; from biobench.perf.perf_common import matmul_peak_flops
 peak = matmul_peak_flops($PEAK_ARGS)
 json.dump({'peak_flops': peak}, open('$OUT/peak.json', 'w')); print(f'measured matmul peak: {peak / 1e12:.2f} TFLOP/s')"
 PEAK=$("$PY" -c "import json; print(json.load(open('$OUT/peak.json'))['peak_flops'])" 2>/dev/null || echo "")
@@ -90,7 +90,7 @@ PEAK=$("$PY" -c "import json; print(json.load(open('$OUT/peak.json'))['peak_flop
 # 4. one model + tokenizer at the target shape (corpus: ../shared/data/pretrain-fr, else generated).
 step model 180 "$PY" -c "
 from pathlib import Path
-from biobench.pretrain_speed import SHARED_CORPUS, generated_corpus, prepare_model
+from biobench.perf.pretrain_speed import SHARED_CORPUS, generated_corpus, prepare_model
 corpus = str(SHARED_CORPUS) if SHARED_CORPUS.is_dir() else str(generated_corpus(Path('$OUT/work/corpus.jsonl.gz')))
 open('$OUT/work/corpus.txt', 'w').write(corpus)
 print(prepare_model({'corpus': corpus, 'shape': '$SHAPE', 'vocab_size': $VOCAB, 'seed': 0}, Path('$OUT/work/model')))"
@@ -98,16 +98,16 @@ CORPUS=$(cat "$OUT/work/corpus.txt" 2>/dev/null || echo "")
 
 # 5. short real pretraining at the target shape and length, biobench vs the padded Trainer baseline.
 if ok model; then
-  step pretrain 240 "$PY" -m biobench.pretrain_speed --device "$DEVICE" --shape "$SHAPE" --model-dir "$OUT/work/model" \
+  step pretrain 240 "$PY" -m biobench.perf.pretrain_speed --device "$DEVICE" --shape "$SHAPE" --model-dir "$OUT/work/model" \
     --corpus "$CORPUS" --seq-len "$SEQ" --batch-size "$BATCH" --micro-batch-size "$MICRO" --steps "$STEPS" \
     --warmup-steps "$WARM" ${PEAK:+--peak-flops "$PEAK"} "${THREADS[@]}" --out "$OUT/pretrain.json"
   # 6. fine-tuning at the same shape on the generated demo tasks (no data files needed).
-  step finetune 150 "$PY" -m biobench.finetune_speed --device "$DEVICE" --model "$OUT/work/model" \
+  step finetune 150 "$PY" -m biobench.perf.finetune_speed --device "$DEVICE" --model "$OUT/work/model" \
     --tasks demo-ner,demo-cls --epochs "$FT_EPOCHS" "${THREADS[@]}" --out "$OUT/finetune.json"
 fi
 
 # 7. the length curve at the target shape (eval / MLM / CLM steps).
-step scaling 120 "$PY" -m biobench.scaling --device "$DEVICE" --shape "$SHAPE" --lengths "$LENGTHS" --repeats 2 \
+step scaling 120 "$PY" -m biobench.perf.scaling --device "$DEVICE" --shape "$SHAPE" --lengths "$LENGTHS" --repeats 2 \
   "${THREADS[@]}" --out "$OUT/scaling.json"
 
 # 8. headline figures.

@@ -9,7 +9,7 @@ Inputs are random token ids of a synthetic vocabulary (the cost does not depend 
 printed last is the MLM step's time per token at the longest length over that at the shortest (1.00 =
 linear in length; attention makes it grow).
 
-    .venv/bin/python -m biobench.scaling --quick
+    .venv/bin/python -m biobench.perf.scaling --quick
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from biobench.perf_common import (
+from biobench.perf.perf_common import (
     PeakMemory,
     VocabSpec,
     base_parser,
@@ -155,6 +155,6 @@ if __name__ == "__main__":
 
     if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
         sys.path.pop(0)
-    from biobench.scaling import main as _main
+    from biobench.perf.scaling import main as _main
 
     raise SystemExit(_main())

@@ -27,7 +27,7 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# ModernBERT shapes by name: the tiny/small presets of biobench.tiny, and ModernBERT-base's architecture
+# ModernBERT shapes by name: the tiny/small presets of biobench.training.presets, and ModernBERT-base's architecture
 # (answerdotai/ModernBERT-base config.json: 22 layers, hidden 768, 12 heads, GLU MLP 1152, global attention
 # every 3rd layer, 128-token local window, vocabulary 50368).
 BASE_SHAPE: dict[str, Any] = dict(
@@ -38,7 +38,7 @@ BASE_SHAPE: dict[str, Any] = dict(
 
 def shape_params(shape: str) -> dict[str, Any]:
     """ModernBertConfig keyword arguments of a named shape ('tiny', 'small', 'base')."""
-    from biobench.tiny import PRESETS
+    from biobench.training.presets import PRESETS
 
     shapes = {**PRESETS, "base": BASE_SHAPE}
     if shape not in shapes:
@@ -48,8 +48,8 @@ def shape_params(shape: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class VocabSpec:
-    """Stands in for a tokenizer where only ids matter (synthetic inputs): biobench.tiny.modernbert_config
-    reads len() and the special-token ids. Ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK] as in biobench.tiny."""
+    """Stands in for a tokenizer where only ids matter (synthetic inputs): biobench.training.presets.modernbert_config
+    reads len() and the special-token ids. Ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK] as in biobench.training.presets."""
 
     size: int
     pad_token_id: int = 0
@@ -69,7 +69,7 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
     """A freshly initialised ModernBertForMaskedLM of a named shape; `tokenizer` None = synthetic vocabulary
     of the shape's size."""
     import torch
-    from biobench.tiny import modernbert_config
+    from biobench.training.presets import modernbert_config
     from transformers import ModernBertForMaskedLM
 
     params = shape_params(shape)

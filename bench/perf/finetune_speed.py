@@ -16,7 +16,7 @@ Training tokens/s counts real (non-pad) tokens; the training time excludes dev e
 files on both sides (reported separately, with the end-to-end wall time). F1 of both arms uses the same
 scorer (biobench.metrics.score on character spans / labels).
 
-    .venv/bin/python -m biobench.finetune_speed --quick
+    .venv/bin/python -m biobench.perf.finetune_speed --quick
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from biobench.perf_common import (
+from biobench.perf.perf_common import (
     PeakMemory,
     base_parser,
     check_arms,
@@ -362,7 +362,7 @@ def setups(args) -> list[dict[str, Any]]:
     limit_eval = args.limit_eval or (QUICK_LIMITS["dev"] if args.quick else None)
     limits = {"train": args.limit_train or (QUICK_LIMITS["train"] if args.quick else None),
               "dev": limit_eval, "test": limit_eval}
-    data_dir = resolve_data_dir(args.data_dir) or Path(__file__).resolve().parents[2] / "shared" / "data"
+    data_dir = resolve_data_dir(args.data_dir) or Path(__file__).resolve().parents[3] / "shared" / "data"
     return [{"task": task, "model": args.model, "data_dir": str(data_dir), "epochs": args.epochs,
              "batch_size": args.batch_size, "max_length": args.max_length, "limits": limits,
              "seed": args.seed, "device": resolve_device(args.device), "threads": args.threads,
@@ -401,6 +401,6 @@ if __name__ == "__main__":
     # Run as a file: use the package module, so spawned arms pickle functions by their importable name.
     if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
         sys.path.pop(0)
-    from biobench.finetune_speed import main as _main
+    from biobench.perf.finetune_speed import main as _main
 
     raise SystemExit(_main())
