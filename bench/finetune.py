@@ -60,7 +60,7 @@ def prepare_task(head: HeadSpec, data: TaskData, tokenizer: Any, protocol: Proto
     """Check the splits, apply --limit-train, tokenise every split once."""
     for split in SPLITS:
         if not data.splits.get(split):
-            fix = ("checkpoints are chosen by dev macro-F1, so a dev split is required: add one to the data "
+            fix = ("checkpoints are chosen on dev, so a dev split is required: add one to the data "
                    "(or carve it out of train in the task spec)" if split == "dev" else "check the data folder")
             raise DataError(f"task '{data.task_id}': the {split} split is empty ({data.source or 'no source'}); {fix}")
     examples = {split: list(data.splits[split]) for split in SPLITS}
@@ -137,7 +137,8 @@ def _seed_everything(seed: int) -> None:
 
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
              device: str = "cpu", progress: bool = True) -> FinetuneOutcome:
-    """Train a head on `encoder` (consumed: pass a fresh copy), select by dev macro-F1, predict test."""
+    """Train a head on `encoder` (consumed: pass a fresh copy), keep the state best on dev by
+    `protocol.dev_metric` (the first of equal scores), predict test with it."""
     from torch.utils.data import DataLoader
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
@@ -167,10 +168,12 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         preds = predict(model, task.head, task.features["dev"], len(task.examples["dev"]), eval_batch,
                         pad_token_id, device)
         metrics = score(task.kind, task.gold["dev"], preds, task.labels)
-        history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"]})
-        if metrics["macro_f1"] > best["score"]:
+        selected = metrics[protocol.dev_metric]
+        history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"],
+                        f"dev_{protocol.dev_metric}": selected})
+        if selected > best["score"]:
             state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            best.update(score=metrics["macro_f1"], metrics=metrics, epoch=epoch, step=step, state=state)
+            best.update(score=selected, metrics=metrics, epoch=epoch, step=step, state=state)
         eval_s += time.perf_counter() - t0
         model.train()
 

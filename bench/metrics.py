@@ -1,25 +1,37 @@
-"""Task metrics from predictions-file values (docs/FORMATS.md): macro-F1 for every task, plus micro-F1 and
-per-label precision / recall / F1 / support.
+"""Task metrics from predictions-file values (docs/FORMATS.md): the one F1 implementation of biobench.
 
-- classification / relation: a label per example; scikit-learn.
-- multilabel: a list of labels per example; scikit-learn on the binarised matrix.
-- ner: entity-level exact match on (start, end, label) spans, per entity type; spans are sets, so nested and
-  overlapping entities count. On flat BIO data this equals seqeval (tests/test_metrics.py checks it).
+Everything is computed from per-example, per-label true-positive / false-positive / false-negative counts
+(`counts`), summed and turned into F1 by `f1_from_totals`. The same two functions serve a single score
+(`score`: macro, micro and weighted F1 plus per-label precision / recall / F1 / support) and the paired
+bootstrap (biobench.stats sums the counts of thousands of resamples with one matrix product). Tests check
+every average against scikit-learn (and seqeval for flat BIO NER).
 
-Macro averages run over the labels present in gold or predictions (scikit-learn's and seqeval's default), so a
-label absent from both a split's gold and its predictions neither helps nor hurts. A gold label the model cannot
-predict (e.g. unseen in train) stays in the average with F1 0.
+What counts as an item, per kind:
+- classification / relation: the example's label;
+- multilabel: each (example, label) of its label list;
+- ner: each exact (example, start, end, label) span; spans are sets, so nested and overlapping entities count.
+
+Which labels enter the averages (the paper's "macro-F1, as scikit-learn computes it"):
+- multilabel: the task's full label inventory, as scikit-learn does on multi-hot arrays: a label absent from
+  both gold and predictions has F1 0 (zero_division=0) and still counts in the macro average. (Dropping such
+  labels would inflate exactly the tasks with many rare codes: FrACCO, CANTEMIST, DisTEMIST.)
+- classification / relation / ner: the labels present in gold or predictions (scikit-learn's `labels=None`,
+  seqeval's entity types); a gold label the model cannot predict still counts, with F1 0.
 
 No torch here: the leaderboard and statistics import this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
+
+import numpy as np
 
 SINGLE_LABEL_KINDS = ("classification", "relation")
 KINDS = (*SINGLE_LABEL_KINDS, "multilabel", "ner")
+AVERAGES = ("macro", "micro", "weighted")
+METRICS = tuple(f"{a}_f1" for a in AVERAGES)  # the names a task spec's `metric` / `dev_metric` may use
 
 
 def _check(kind: str, gold: Sequence[Any], pred: Sequence[Any]) -> None:
@@ -29,109 +41,82 @@ def _check(kind: str, gold: Sequence[Any], pred: Sequence[Any]) -> None:
         raise ValueError(f"{len(gold)} gold rows but {len(pred)} predictions: they must align one to one")
 
 
-def _items(kind: str, rows: Sequence[Any]) -> Iterable[tuple[Hashable, str]]:
-    """(item, label) pairs of every row; an item is what must match exactly to count as a true positive."""
-    for i, row in enumerate(rows):
-        if kind in SINGLE_LABEL_KINDS:
-            yield (i,), row
-        elif kind == "multilabel":
-            for label in set(row):
-                yield (i, label), label
-        else:
-            for start, end, label in {tuple(span) for span in row}:
-                yield (i, start, end, label), label
+def items(value: Any) -> set[tuple]:
+    """One predictions-file value as a set of hashable items whose last element is the label:
+    'label' -> {('label',)}, ['a', 'b'] -> {('a',), ('b',)}, [[s, e, 'X'], ...] -> {(s, e, 'X'), ...}."""
+    if value is None:
+        return set()
+    if isinstance(value, str | int | float | bool):
+        return {(value,)}
+    return {tuple(v) if isinstance(v, list | tuple) else (v,) for v in value}
 
 
-def _counts(kind: str, gold: Sequence[Any], pred: Sequence[Any]) -> dict[str, list[int]]:
-    """label -> [true positives, false positives, false negatives]."""
-    gold_items, pred_items = set(_items(kind, gold)), set(_items(kind, pred))
-    counts: dict[str, list[int]] = {}
-    for item, label in gold_items | pred_items:
-        c = counts.setdefault(label, [0, 0, 0])
-        if (item, label) in gold_items and (item, label) in pred_items:
-            c[0] += 1
-        elif (item, label) in pred_items:
-            c[1] += 1
-        else:
-            c[2] += 1
-    return counts
+def labels_in(*value_lists: Sequence[Any]) -> list:
+    """Every label appearing in one or more lists of predictions-file values, sorted by string form."""
+    return sorted({it[-1] for values in value_lists for v in values for it in items(v)}, key=str)
 
 
-def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
+def counts(gold: Sequence[Any], pred: Sequence[Any], labels: Sequence[Hashable]) -> np.ndarray:
+    """(n_examples, n_labels, 3) array of tp, fp, fn per example and label (`labels` must cover every label
+    of gold and pred). Additive over examples: a resample's totals are a weighted sum of these rows."""
+    index = {label: i for i, label in enumerate(labels)}
+    out = np.zeros((len(gold), len(index), 3), dtype=np.float64)
+    for row, (g, p) in enumerate(zip(gold, pred, strict=True)):
+        gs, ps = items(g), items(p)
+        for column, found in ((0, gs & ps), (1, ps - gs), (2, gs - ps)):
+            for it in found:
+                out[row, index[it[-1]], column] += 1
+    return out
 
 
-def _score_spans(gold: Sequence[Any], pred: Sequence[Any]) -> dict[str, Any]:
-    counts = _counts("ner", gold, pred)
-    per_label = {}
-    for label in sorted(counts):
-        tp, fp, fn = counts[label]
-        p, r, f = _prf(tp, fp, fn)
-        per_label[label] = {"precision": p, "recall": r, "f1": f, "support": tp + fn}
-    totals = [sum(c[i] for c in counts.values()) for i in range(3)]
-    macro = sum(v["f1"] for v in per_label.values()) / len(per_label) if per_label else 0.0
-    return {"macro_f1": macro, "micro_f1": _prf(*totals)[2], "per_label": per_label}
+def f1_from_totals(totals: np.ndarray, average: str, keep_absent: bool = False) -> np.ndarray:
+    """F1 from summed counts of shape (..., n_labels, 3) -> (...). `keep_absent`: labels with no gold and no
+    prediction count as F1 0 in the macro average (multilabel); otherwise they are left out. No label at all
+    scores 0 (scikit-learn's zero_division=0)."""
+    if average not in AVERAGES:
+        raise ValueError(f"unknown average {average!r}; known: {', '.join(AVERAGES)}")
+    tp, fp, fn = totals[..., 0], totals[..., 1], totals[..., 2]
+    if average == "micro":
+        tp, fp, fn = tp.sum(-1), fp.sum(-1), fn.sum(-1)
+        denom = 2 * tp + fp + fn
+        return np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
+    denom = 2 * tp + fp + fn
+    f1 = np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
+    if average == "weighted":
+        support = tp + fn
+        total = support.sum(-1)
+        return np.where(total > 0, (f1 * support).sum(-1) / np.where(total > 0, total, 1), 0.0)
+    included = np.ones_like(denom, dtype=bool) if keep_absent else denom > 0
+    n = included.sum(-1)
+    return np.where(n > 0, np.where(included, f1, 0.0).sum(-1) / np.maximum(n, 1), 0.0)
 
 
-def _score_sklearn(kind: str, gold: Sequence[Any], pred: Sequence[Any]) -> dict[str, Any]:
-    from sklearn.metrics import precision_recall_fscore_support
-    from sklearn.preprocessing import MultiLabelBinarizer
-
-    if kind == "multilabel":
-        present = sorted({lab for row in (*gold, *pred) for lab in row})
-        binarizer = MultiLabelBinarizer(classes=present)
-        y_true, y_pred = binarizer.fit_transform(gold), binarizer.transform(pred)
-        sk_labels: list[Any] = list(range(len(present)))
-    else:
-        present = sorted(set(gold) | set(pred))
-        y_true, y_pred, sk_labels = list(gold), list(pred), present
-    if not present:
-        return {"macro_f1": 0.0, "micro_f1": 0.0, "per_label": {}}
-    p, r, f, s = precision_recall_fscore_support(y_true, y_pred, labels=sk_labels, average=None, zero_division=0)
-    per_label = {
-        str(name): {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]), "support": int(s[i])}
-        for i, name in enumerate(present)
-    }
-    micro = precision_recall_fscore_support(y_true, y_pred, labels=sk_labels, average="micro", zero_division=0)[2]
-    return {"macro_f1": float(f.mean()), "micro_f1": float(micro), "per_label": per_label}
+def metric_labels(kind: str, gold: Sequence[Any], pred: Sequence[Any], labels: Sequence[str] = ()) -> list:
+    """The label axis of `counts` for a task: its inventory first (in its order), then any other label
+    found in gold or predictions."""
+    listed = list(dict.fromkeys(labels))
+    return listed + [lab for lab in labels_in(gold, pred) if lab not in set(listed)]
 
 
 def score(kind: str, gold: Sequence[Any], pred: Sequence[Any], labels: Sequence[str] = ()) -> dict[str, Any]:
-    """{"macro_f1", "micro_f1", "per_label": {label: {precision, recall, f1, support}}}, plain python numbers.
-
-    `labels` (the task's inventory) orders per_label: listed labels come first, in that order; labels absent
-    from both gold and predictions are not reported (they are not part of the macro average).
-    """
+    """{"macro_f1", "micro_f1", "weighted_f1", "per_label": {label: {precision, recall, f1, support}}}, plain
+    python numbers. `labels` is the task's inventory: it orders per_label and, for multilabel, is the label
+    set of the macro average (absent labels count 0). per_label lists the labels that enter the macro
+    average."""
     _check(kind, gold, pred)
-    result = _score_spans(gold, pred) if kind == "ner" else _score_sklearn(kind, gold, pred)
-    order = {label: i for i, label in enumerate(labels)}
-    result["per_label"] = dict(
-        sorted(result["per_label"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
-    )
+    axis = metric_labels(kind, gold, pred, labels)
+    keep_absent = kind == "multilabel"
+    totals = counts(gold, pred, axis).sum(axis=0) if gold else np.zeros((len(axis), 3))
+    result: dict[str, Any] = {
+        f"{average}_f1": float(f1_from_totals(totals, average, keep_absent)) for average in AVERAGES
+    }
+    per_label = {}
+    for label, (tp, fp, fn) in zip(axis, totals.tolist(), strict=True):
+        if not keep_absent and tp + fp + fn == 0:
+            continue
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+        per_label[str(label)] = {"precision": precision, "recall": recall, "f1": f1, "support": int(tp + fn)}
+    result["per_label"] = per_label
     return result
-
-
-def fast_macro_f1(kind: str, gold: Sequence[Any], pred: Sequence[Any]) -> float:
-    """Macro-F1 from tp/fp/fn counts (no scikit-learn overhead): the bootstrap calls it thousands of times.
-    Equal to score(...)["macro_f1"] for every kind (tested)."""
-    _check(kind, gold, pred)
-    counts = _counts(kind, gold, pred)
-    if not counts:
-        return 0.0
-    return sum(_prf(*c)[2] for c in counts.values()) / len(counts)
-
-
-def prediction_metric(kind: str) -> Callable[[Sequence[Any], Sequence[Any]], float]:
-    """metric(gold_rows, pred_rows) -> macro-F1 for predictions-file values of a task kind (for statistics)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown task kind {kind!r}; known: {', '.join(KINDS)}")
-
-    def metric(gold: Sequence[Any], pred: Sequence[Any]) -> float:
-        return fast_macro_f1(kind, gold, pred)
-
-    metric.__name__ = f"macro_f1_{kind}"
-    return metric
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from biobench.errors import ConfigError
@@ -18,7 +18,9 @@ from biobench.errors import ConfigError
 @dataclass(frozen=True)
 class Protocol:
     """Every knob of one fine-tuning run. `max_steps` (when set) wins over `epochs`; evaluation on dev happens
-    after every epoch, or every `eval_every` steps when set, and always after the last step."""
+    after every epoch, or every `eval_every` steps when set, and always after the last step. `head` names an
+    entry of biobench.heads.HEAD_SPECS and `head_config` its sizes; the checkpoint kept is the one best on
+    dev by `dev_metric`, and `metric` is the headline test metric (both names of biobench.metrics.METRICS)."""
 
     name: str
     epochs: int | None
@@ -32,6 +34,10 @@ class Protocol:
     grad_clip: float = 1.0
     eval_every: int | None = None
     limit_train: int | None = None
+    head: str = ""
+    head_config: dict[str, Any] = field(default_factory=dict)
+    metric: str = "macro_f1"
+    dev_metric: str = "macro_f1"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -44,21 +50,48 @@ class Protocol:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-# (protocol, kind) -> knobs; max_length comes from the task spec, head_lr None = same as lr. fr: AdamW wd 0.01, best dev checkpoint.
-# en is the BioClinical-ModernBERT protocol: lr 5e-5, wd 0.01, batch 16, 10 epochs (20 for NER).
+# (protocol, kind) -> knobs; max_length comes from the task spec, head_lr None = same as lr (a head may bring
+# its own: biobench.heads.HEAD_SPECS[...].training). Evidence per value: docs/PROTOCOL.md.
+# fr (Rian-T/tabib configs/base/{cls_bert,multilabel_bert_4096,ner_span_bert}.yaml): AdamW wd 0.01, 10% warmup,
+# best dev checkpoint. en (BioClinical-ModernBERT, the Trainer's defaults): one lr 5e-5 for encoder and head,
+# no warmup, linear decay to 0, wd 0.01, batch 16, 10 epochs (20 for NER).
 _FR_SEQUENCE = dict(epochs=15, max_steps=None, lr=2e-5, head_lr=None, batch_size=4, warmup_ratio=0.1)
-_EN_SEQUENCE = dict(epochs=10, max_steps=None, lr=5e-5, head_lr=None, batch_size=16, warmup_ratio=0.1)
+_EN_SEQUENCE = dict(epochs=10, max_steps=None, lr=5e-5, head_lr=None, batch_size=16, warmup_ratio=0.0)
 PROTOCOLS: dict[tuple[str, str], dict[str, Any]] = {
     ("fr", "classification"): _FR_SEQUENCE,
     ("fr", "relation"): _FR_SEQUENCE,
     ("fr", "multilabel"): _FR_SEQUENCE,
-    ("fr", "ner"): dict(epochs=None, max_steps=4000, lr=5e-5, head_lr=1e-3, batch_size=16, warmup_ratio=0.1,
+    ("fr", "ner"): dict(epochs=None, max_steps=4000, lr=5e-5, head_lr=None, batch_size=16, warmup_ratio=0.1,
                         eval_every=500),
     ("en", "classification"): _EN_SEQUENCE,
     ("en", "relation"): _EN_SEQUENCE,
     ("en", "multilabel"): _EN_SEQUENCE,
-    ("en", "ner"): dict(_EN_SEQUENCE, epochs=20, head_lr=1e-3),
+    ("en", "ner"): dict(_EN_SEQUENCE, epochs=20),
 }
+
+# (protocol, kind) -> (default head, dev selection metric). fr: bert_text_cls / bert_multilabel_cls / span NER,
+# selected on weighted-F1 (the harness's eval_f1 for classification), micro-F1 (eval_f1_micro), exact-span
+# micro-F1; en: the model's own HF heads, selected on weighted-F1, seqeval micro-F1 (= exact word-span
+# micro-F1 on flat BIO, which our span metric computes).
+DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("fr", "classification"): ("linear", "weighted_f1"),
+    ("fr", "relation"): ("linear", "weighted_f1"),
+    ("fr", "multilabel"): ("linear", "micro_f1"),
+    ("fr", "ner"): ("span", "micro_f1"),
+    ("en", "classification"): ("hf-sequence", "weighted_f1"),
+    ("en", "relation"): ("hf-sequence", "weighted_f1"),
+    ("en", "multilabel"): ("hf-sequence", "weighted_f1"),
+    ("en", "ner"): ("hf-token", "micro_f1"),
+}
+
+
+def default_head(protocol: str, kind: str) -> str:
+    return DEFAULTS.get((protocol, kind), ("", ""))[0]
+
+
+def default_dev_metric(protocol: str, kind: str) -> str:
+    return DEFAULTS.get((protocol, kind), ("", "macro_f1"))[1]
+
 
 # CLI flag -> (Protocol field, type, help)
 OVERRIDES: dict[str, tuple[str, type, str]] = {
@@ -72,6 +105,8 @@ OVERRIDES: dict[str, tuple[str, type, str]] = {
     "--warmup-ratio": ("warmup_ratio", float, "fraction of steps with linear warmup"),
     "--weight-decay": ("weight_decay", float, "AdamW weight decay"),
     "--eval-every": ("eval_every", int, "evaluate on dev every N steps (default: every epoch)"),
+    "--head": ("head", str, "task head, an entry of biobench.heads.HEAD_SPECS: linear, hf-sequence (sequence "
+               "tasks), span, hf-token (NER); default: the task spec's, else its protocol's"),
 }
 
 
@@ -86,17 +121,34 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[str, Any] | None = None,
-                     model_context: int | None = None) -> Protocol:
-    """The protocol of a task (its spec's `protocol`, `kind`, `max_length`) with CLI overrides applied; the max
+                     model_context: int | None = None, head: str | None = None, metric: str = "macro_f1",
+                     dev_metric: str | None = None, origin: str = "") -> Protocol:
+    """The protocol of a task (its spec's `protocol`, `kind`, `max_length`, `head`, `metric`, `dev_metric`;
+    `origin` names the spec file in errors) with the head's own knobs, then CLI overrides, applied; the max
     length is capped at what the model can take."""
+    from biobench.heads import head_entry
+    from biobench.metrics import METRICS
+
     try:
         base = PROTOCOLS[(protocol, kind)]
     except KeyError:
         raise ConfigError(f"no fine-tuning protocol {protocol!r} for task kind {kind!r}; "
                           f"known: {sorted({p for p, _ in PROTOCOLS})}") from None
-    resolved = Protocol(name=protocol, max_length=max_length, **base)
+    where = f"{origin}: " if origin else ""
+    for field_name, value in (("metric", metric), ("dev_metric", dev_metric)):
+        if value is not None and value not in METRICS:
+            raise ConfigError(f"{where}{field_name} {value!r} is not computed; computed metrics: {', '.join(METRICS)}")
     overrides = dict(overrides or {})
-    known = {f.name for f in fields(Protocol)}
+    if overrides.get("head"):
+        head, origin = overrides.pop("head"), "--head"
+    overrides.pop("head", None)
+    head = head or default_head(protocol, kind)
+    entry = head_entry(head, kind, origin)
+    resolved = Protocol(name=protocol, max_length=max_length, **base)
+    resolved = replace(resolved, **{k: v for k, v in entry.training.items() if v is not None}, head=head,
+                       head_config=dict(entry.config), metric=metric,
+                       dev_metric=dev_metric or default_dev_metric(protocol, kind))
+    known = {f.name for f in fields(Protocol)} - {"head", "head_config", "metric", "dev_metric", "name"}
     unknown = set(overrides) - known
     if unknown:
         raise ConfigError(f"unknown protocol field(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -114,3 +166,17 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
     if model_context and resolved.max_length > model_context:
         resolved = replace(resolved, max_length=model_context)
     return resolved
+
+
+def resolve_task_protocol(spec: Any, overrides: dict[str, Any] | None = None,
+                          model_context: int | None = None) -> Protocol:
+    """resolve_protocol for a task spec (biobench.tasks.registry.TaskSpec): its head, metric and dev_metric,
+    errors naming its spec file."""
+    return resolve_protocol(spec.protocol, spec.kind, spec.max_length, overrides, model_context,
+                            head=getattr(spec, "head", None), metric=spec.metric, dev_metric=spec.dev_metric,
+                            origin=spec_origin(spec))
+
+
+def spec_origin(spec: Any) -> str:
+    """Where a task spec came from, for error messages: its file."""
+    return getattr(spec, "origin", "") or f"tasks/specs/{spec.id}.json"

@@ -21,7 +21,7 @@ from typing import Any
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
 from biobench.models import ModelInfo, inspect_model, resolve_model
-from biobench.protocols import Protocol, resolve_protocol
+from biobench.protocols import Protocol, resolve_task_protocol
 from biobench.results import decide, read_result, result_path, run_key, write_result
 from biobench.tasks.schema import TaskData
 
@@ -94,7 +94,7 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
                 raise
             unavailable[spec.id] = str(err)
             continue
-        protocol = resolve_protocol(spec.protocol, spec.kind, spec.max_length, overrides, info.context)
+        protocol = resolve_task_protocol(spec, overrides, info.context)
         for seed in (seeds or spec.seeds):
             key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
             path = result_path(results_dir, info.slug, spec.id, seed)
@@ -132,11 +132,14 @@ def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device:
         "task": {"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
                  "data_checksum": data.checksum, "source": data.source,
                  "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
-                 "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels},
+                 "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels,
+                 "labels": task.labels},
         "seed": run.seed,
         "protocol": run.protocol.to_dict(),
         "key": run.key,
+        "head": {"name": run.protocol.head, **run.protocol.head_config},
         "metrics": {"test": outcome.test_metrics, "dev": outcome.dev_metrics},
+        "dev_metric": run.protocol.dev_metric,
         "dev_score": outcome.dev_score,
         "best_epoch": outcome.best_epoch,
         "best_step": outcome.best_step,
@@ -174,8 +177,8 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
         cache_key = (run.task.id, run.protocol.hash)
         if cache_key not in prepared:
             prepared.clear()  # one task's features in memory at a time
-            prepared[cache_key] = prepare_task(get_head(run.task.kind), plan.data[run.task.id], tokenizer,
-                                               run.protocol)
+            head = get_head(run.protocol.head, run.task.kind, run.protocol.head_config)
+            prepared[cache_key] = prepare_task(head, plan.data[run.task.id], tokenizer, run.protocol)
             if prepared[cache_key].unseen_test_labels:
                 log(f"{run.task.id}: test labels never seen in train {prepared[cache_key].unseen_test_labels} "
                     "cannot be predicted; they count as misses in the metrics")

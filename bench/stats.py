@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy import stats as sps
@@ -86,62 +85,39 @@ class CountMetric:
         return float(self.score(self.counts(gold, pred).sum(axis=0)))
 
 
-def _items(value: Any) -> set[tuple]:
-    """A predictions-file value as a set of hashable items whose last element is the label:
-    'label' -> {('label',)}, ['a', 'b'] -> {('a',), ('b',)}, [[s, e, 'X'], ...] -> {(s, e, 'X'), ...}."""
-    if value is None:
-        return set()
-    if isinstance(value, str | int | float | bool):
-        return {(value,)}
-    out = set()
-    for v in value:
-        out.add(tuple(v) if isinstance(v, list | tuple) else (v,))
-    return out
-
-
-def _macro_f1_counts(gold: Sequence, pred: Sequence, labels: Sequence[Hashable]) -> np.ndarray:
-    index = {lab: i for i, lab in enumerate(labels)}
-    c = np.zeros((len(gold), len(labels), 3), dtype=np.float64)  # tp, fp, fn per label
-    for row, (g, p) in enumerate(zip(gold, pred, strict=True)):
-        gs, ps = _items(g), _items(p)
-        for it in gs & ps:
-            c[row, index[it[-1]], 0] += 1
-        for it in ps - gs:
-            c[row, index[it[-1]], 1] += 1
-        for it in gs - ps:
-            c[row, index[it[-1]], 2] += 1
-    return c.reshape(len(gold), -1)
-
-
-def _macro_f1_score(totals: np.ndarray) -> np.ndarray:
-    t = totals.reshape(*totals.shape[:-1], -1, 3)
-    tp, fp, fn = t[..., 0], t[..., 1], t[..., 2]
-    denom = 2 * tp + fp + fn
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), np.nan)
-    present = denom > 0
-    n = present.sum(axis=-1)
-    total = np.where(present, f1, 0.0).sum(axis=-1)
-    return np.where(n > 0, total / np.maximum(n, 1), 0.0)
-
-
-def macro_f1_metric(labels: Sequence[Hashable]) -> CountMetric:
+def macro_f1_metric(labels: Sequence[Hashable], keep_absent: bool = False) -> CountMetric:
     """Macro-F1 over `labels` from predictions-file values (a label, a list of labels, or [start, end, label]
-    spans, exact match). A label absent from both gold and predictions (possible inside a bootstrap
-    resample) is left out of the mean, as scikit-learn does with labels inferred from the data."""
+    spans, exact match), as biobench.metrics computes it (one implementation, tested equal to scikit-learn).
+    A label absent from both gold and predictions (possible inside a bootstrap resample) is left out of the
+    mean, as scikit-learn does with labels inferred from the data, unless `keep_absent` (multilabel over a
+    full label inventory, where such a label counts 0)."""
+    from biobench import metrics
+
     labels = list(labels)
-    return CountMetric(lambda g, p: _macro_f1_counts(g, p, labels), _macro_f1_score, "macro_f1")
+
+    def count(gold: Sequence, pred: Sequence) -> np.ndarray:
+        return metrics.counts(gold, pred, labels).reshape(len(gold), -1)
+
+    def score(totals: np.ndarray) -> np.ndarray:
+        return metrics.f1_from_totals(totals.reshape(*totals.shape[:-1], -1, 3), "macro", keep_absent)
+
+    return CountMetric(count, score, "macro_f1")
 
 
 def labels_of(*value_lists: Sequence) -> list:
     """All labels appearing in one or more lists of predictions-file values, sorted by their string form."""
-    found = {it[-1] for values in value_lists for v in values for it in _items(v)}
-    return sorted(found, key=str)
+    from biobench.metrics import labels_in
+
+    return labels_in(*value_lists)
 
 
-def prediction_macro_f1(gold: Sequence, *preds: Sequence) -> CountMetric:
-    """A macro-F1 CountMetric whose label inventory covers gold and every prediction list given."""
-    return macro_f1_metric(labels_of(gold, *preds))
+def prediction_macro_f1(gold: Sequence, *preds: Sequence, kind: str | None = None,
+                        labels: Sequence[Hashable] = ()) -> CountMetric:
+    """A macro-F1 CountMetric whose label axis covers `labels` (the task's inventory, when known), gold and
+    every prediction list given; multilabel keeps absent inventory labels at 0, as the headline score does."""
+    found = labels_of(gold, *preds)
+    axis = list(dict.fromkeys([*labels, *found]))
+    return macro_f1_metric(axis, keep_absent=kind == "multilabel")
 
 
 # --- paired bootstrap -----------------------------------------------------------------------------------

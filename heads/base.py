@@ -56,3 +56,31 @@ class HeadSpec(Protocol):
 def to_device(batch: dict[str, Any], device: torch.device | str) -> dict[str, Any]:
     """Move the tensors of a batch to `device`, leaving python values (offsets, ids) alone."""
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+
+
+def wrap_hf_head(auto_class: Any, encoder: nn.Module, labels: Sequence[str], **config_values: Any) -> nn.Module:
+    """The architecture's own task model (`auto_class`, e.g. AutoModelForTokenClassification) around an
+    already loaded `encoder`: built from the encoder's config with the task's labels, then the pretrained
+    encoder takes the place of the freshly initialised one (`base_model_prefix`), so the head is the model's
+    own and the weights are the checkpoint's."""
+    import copy
+
+    from biobench.errors import ConfigError
+
+    config = copy.deepcopy(encoder.config)
+    config.num_labels = len(labels)
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {label: i for i, label in enumerate(labels)}
+    for name, value in config_values.items():
+        setattr(config, name, value)
+    try:
+        model = auto_class.from_config(config)
+    except ValueError as err:
+        raise ConfigError(f"{type(encoder).__name__} has no {auto_class.__name__} head in transformers ({err}); "
+                          "use --head linear / --head span instead") from err
+    prefix = model.base_model_prefix
+    if not isinstance(getattr(model, prefix, None), nn.Module):
+        raise ConfigError(f"{type(model).__name__} keeps its encoder elsewhere than .{prefix}; "
+                          "use --head linear / --head span instead")
+    setattr(model, prefix, encoder)
+    return model

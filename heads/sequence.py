@@ -1,10 +1,17 @@
-"""Sequence-level heads: a linear layer on the first ([CLS]) token.
+"""Sequence-level heads: a classifier on the first ([CLS]) token, in two flavours (registry names in
+biobench.heads):
 
-One parameterised implementation serves three task kinds:
-- classification: softmax over the labels, cross-entropy;
-- relation: the same classifier over text whose two entities are already marked (ChemProt, GAD);
-- multilabel: one sigmoid per label, BCEWithLogitsLoss with per-label pos_weight = negatives / positives in
-  train (rare codes would otherwise never be predicted), threshold 0.5.
+- "linear" (fr, the authors' harness Rian-T/tabib): dropout + linear on the encoder's first token.
+  classification / relation: softmax, cross-entropy. multilabel: one sigmoid per label, BCEWithLogitsLoss with
+  per-label pos_weight = negatives / positives in train (rare codes would otherwise never be predicted), a
+  label is predicted when p > 0.5, and a document with no label above the threshold gets its single most
+  probable label (the harness's fallback, src/tabib/models/bert_multilabel_cls.py).
+- "hf-sequence" (en, BioClinical-ModernBERT): the model's own AutoModelForSequenceClassification head and loss
+  (problem_type single_label_classification: CE; multi_label_classification: plain BCE, positive when
+  logit > 0, no fallback). Its pooler / prediction head is whatever the architecture defines; layers that a
+  bare encoder checkpoint lacks start from the architecture's own initialisation.
+
+Relation tasks are classification over text whose two entities are already marked (ChemProt, GAD).
 
 A gold label absent from the label inventory (e.g. a test label never seen in train) cannot be predicted; its
 feature target is ignored by the loss and the metrics still count it (as a miss) through `gold`.
@@ -25,16 +32,27 @@ from torch.nn.utils.rnn import pad_sequence
 IGNORE_INDEX = -100
 
 
+def decide_multilabel(probs: torch.Tensor, threshold: float, fallback_top1: bool) -> torch.Tensor:
+    """Boolean (N, labels) decisions: p > threshold; with `fallback_top1`, a row with no label above the
+    threshold gets its single most probable label."""
+    chosen = probs > threshold
+    if fallback_top1 and probs.shape[-1]:
+        empty = ~chosen.any(-1)
+        chosen[empty, probs[empty].argmax(-1)] = True
+    return chosen
+
+
 class SequenceModel(HeadModel):
-    """Encoder + dropout + linear on the first token."""
+    """Encoder + dropout + linear on the first token ("linear")."""
 
     def __init__(self, encoder: nn.Module, labels: Sequence[str], multilabel: bool,
-                 pos_weight: torch.Tensor | None = None, threshold: float = 0.5):
+                 pos_weight: torch.Tensor | None = None, threshold: float = 0.5, fallback_top1: bool = False):
         super().__init__()
         self.encoder = encoder
         self.labels = list(labels)
         self.multilabel = multilabel
         self.threshold = threshold
+        self.fallback_top1 = fallback_top1
         config = encoder.config
         rates = (getattr(config, name, None) for name in ("classifier_dropout", "hidden_dropout_prob"))
         self.dropout = nn.Dropout(next((r for r in rates if r is not None), 0.1))
@@ -54,11 +72,44 @@ class SequenceModel(HeadModel):
 
     @torch.no_grad()
     def predict(self, batch: dict[str, Any]) -> list[Any]:
-        logits = self.logits(batch)
-        if self.multilabel:
-            chosen = torch.sigmoid(logits) >= self.threshold
-            return [sorted(self.labels[j] for j in row.nonzero().flatten().tolist()) for row in chosen]
-        return [self.labels[j] for j in logits.argmax(-1).tolist()]
+        return decode(self.logits(batch), self.labels, self.multilabel, self.threshold, self.fallback_top1)
+
+
+def decode(logits: torch.Tensor, labels: Sequence[str], multilabel: bool, threshold: float,
+           fallback_top1: bool) -> list[Any]:
+    """Predictions-file values from logits: argmax label, or the sorted labels decided by decide_multilabel."""
+    if multilabel:
+        chosen = decide_multilabel(torch.sigmoid(logits.float()), threshold, fallback_top1)
+        return [sorted(labels[j] for j in row.nonzero().flatten().tolist()) for row in chosen]
+    return [labels[j] for j in logits.argmax(-1).tolist()]
+
+
+class HfSequenceModel(HeadModel):
+    """The model's own AutoModelForSequenceClassification around `encoder` ("hf-sequence"): its head, its
+    loss (CE, or plain BCE for multi_label_classification), logit > 0 for multilabel."""
+
+    def __init__(self, encoder: nn.Module, labels: Sequence[str], multilabel: bool, threshold: float = 0.5,
+                 fallback_top1: bool = False):
+        super().__init__()
+        from biobench.heads.base import wrap_hf_head
+        from transformers import AutoModelForSequenceClassification
+
+        self.labels = list(labels)
+        self.multilabel = multilabel
+        self.threshold = threshold
+        self.fallback_top1 = fallback_top1
+        problem = "multi_label_classification" if multilabel else "single_label_classification"
+        self.model = wrap_hf_head(AutoModelForSequenceClassification, encoder, self.labels, problem_type=problem)
+        self.encoder = self.model.base_model
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+        return {"loss": out.loss, "logits": out.logits}
+
+    @torch.no_grad()
+    def predict(self, batch: dict[str, Any]) -> list[Any]:
+        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        return decode(logits, self.labels, self.multilabel, self.threshold, self.fallback_top1)
 
 
 @dataclass(frozen=True)
@@ -68,6 +119,8 @@ class SequenceHead:
     kind: str
     multilabel: bool = False
     threshold: float = 0.5
+    fallback_top1: bool = False  # multilabel: no label above threshold -> the most probable one
+    hf: bool = False  # the model's own AutoModelForSequenceClassification instead of dropout + linear
 
     def _gold_labels(self, example: Any) -> list[str]:
         return list(example.labels) if self.multilabel else [example.label]
@@ -105,8 +158,10 @@ class SequenceHead:
         if unknown:
             raise DataError(f"train labels {unknown[:5]} are missing from the task's label list; "
                             "fix the task spec's `labels` or the data")
+        if self.hf:
+            return HfSequenceModel(encoder, labels, self.multilabel, self.threshold, self.fallback_top1)
         pos_weight = self.pos_weight(labels, train_examples) if self.multilabel else None
-        return SequenceModel(encoder, labels, self.multilabel, pos_weight, self.threshold)
+        return SequenceModel(encoder, labels, self.multilabel, pos_weight, self.threshold, self.fallback_top1)
 
     def pos_weight(self, labels: Sequence[str], train_examples: Sequence[Any]) -> torch.Tensor:
         """neg/pos per label from train; a label with no positive gets 1 (nothing to up-weight)."""
@@ -126,6 +181,20 @@ class SequenceHead:
         return merged
 
 
-CLASSIFICATION = SequenceHead("classification")
-RELATION = SequenceHead("relation")
-MULTILABEL = SequenceHead("multilabel", multilabel=True)
+def linear_head(kind: str, multilabel_loss: str = "bce_pos_weight_neg_over_pos", threshold: float = 0.5,
+                fallback_top1: bool = True) -> SequenceHead:
+    """The "linear" head for a sequence kind (config from biobench.heads.HEAD_SPECS)."""
+    multilabel = kind == "multilabel"
+    return SequenceHead(kind, multilabel, threshold, fallback_top1=multilabel and fallback_top1)
+
+
+def hf_sequence_head(kind: str, model_class: str = "AutoModelForSequenceClassification", multilabel_loss: str = "bce",
+                     threshold: float = 0.5, fallback_top1: bool = False) -> SequenceHead:
+    """The "hf-sequence" head for a sequence kind."""
+    multilabel = kind == "multilabel"
+    return SequenceHead(kind, multilabel, threshold, fallback_top1=multilabel and fallback_top1, hf=True)
+
+
+CLASSIFICATION = linear_head("classification")
+RELATION = linear_head("relation")
+MULTILABEL = linear_head("multilabel")

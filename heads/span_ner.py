@@ -5,7 +5,7 @@ encoder subwords -> words (mean or first-subword pooling) -> BiLSTM (residual) -
       begin/end/inside score for every candidate span;
   (b) biaffine begin x end scorer (biobench.heads.biaffine);
 span logit = tagger logit (detached, as nlstruct) + biaffine logit; loss = CRF NLL + BCE over all
-candidate spans (up to `max_width` words); decoding keeps spans with probability > `threshold` and
+candidate spans, weighted 1:1 (`tagger_weight`, `biaffine_weight`) (up to `max_width` words); decoding keeps spans with probability > `threshold` and
 removes overlaps within a label, so nested entities of different labels survive.
 
 Spans are word-level (biobench.heads.words): gold entities whose boundaries fall inside a word are
@@ -52,9 +52,14 @@ class SpanNerSpec:
     max_width: int = 40          # longest candidate span, in words
     pooling: str = "mean"        # word vector from its subwords: "mean" or "first"
     overlap: float = 0.25        # share of a window's subwords repeated as context in the next window
-    lstm_layers: int = 1
-    biaffine_size: int = 128
-    dropout: float = 0.1
+    # the authors' harness (Rian-T/tabib configs/base/ner_span_bert.yaml): 3 BiLSTM layers of size 400
+    # (200 per direction, encoder output projected to 400 first), biaffine 64, dropout 0.4, losses 1:1
+    lstm_layers: int = 3
+    lstm_size: int = 400
+    biaffine_size: int = 64
+    dropout: float = 0.4
+    tagger_weight: float = 1.0
+    biaffine_weight: float = 1.0
     threshold: float = 0.5
 
     # ---- featurize: examples -> windows (pure python, once per task) ---------------------------------
@@ -204,11 +209,12 @@ class SpanNerModel(HeadModel):
         self.encoder = encoder
         self.labels = list(labels)
         self.spec = spec
-        hidden = encoder.config.hidden_size
+        hidden = spec.lstm_size
         n_labels = len(self.labels)
         self.dropout = nn.Dropout(spec.dropout)
+        self.lstm_in = nn.Linear(encoder.config.hidden_size, hidden)
         self.lstm = nn.LSTM(hidden, hidden // 2, num_layers=spec.lstm_layers, batch_first=True,
-                            bidirectional=True)
+                            bidirectional=True, dropout=spec.dropout if spec.lstm_layers > 1 else 0.0)
         self.lstm_out = nn.Linear(2 * (hidden // 2), hidden)
         self.tag_proj = nn.Linear(hidden, n_labels * len(crf_lib.TAGS))
         self.crf = crf_lib.bioul_crf()
@@ -225,7 +231,7 @@ class SpanNerModel(HeadModel):
         else:
             cum = torch.cat([torch.zeros_like(hidden[:, :1]), hidden.cumsum(1)], dim=1)
             words = (cum.gather(1, index(end)) - cum.gather(1, index(start))) / (end - start)[..., None]
-        words = self.dropout(words)
+        words = self.dropout(nn.functional.gelu(self.lstm_in(words)))
         lengths = batch["word_mask"].sum(1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(words, lengths, batch_first=True, enforce_sorted=False)
         context, _ = self.lstm(packed)
@@ -261,7 +267,8 @@ class SpanNerModel(HeadModel):
         gold = gold[gold[:, 2] < logits.shape[2]]
         target[gold[:, 0], gold[:, 1], gold[:, 2], gold[:, 3]] = 1.0
         bce = nn.functional.binary_cross_entropy_with_logits(logits[valid], target[valid], reduction="sum")
-        return {"loss": (nll + bce) / n, "crf_nll": nll.detach() / n, "span_bce": bce.detach() / n}
+        loss = self.spec.tagger_weight * nll + self.spec.biaffine_weight * bce
+        return {"loss": loss / n, "crf_nll": nll.detach() / n, "span_bce": bce.detach() / n}
 
     @torch.no_grad()
     def predict(self, batch: dict[str, Any]) -> list[list[Span]]:
@@ -270,6 +277,11 @@ class SpanNerModel(HeadModel):
         decoded = decode_spans(logits.sigmoid(), valid, self.spec.threshold)
         return [[[chars[b][0], chars[e][1], self.labels[lab]] for b, e, lab, _ in spans]
                 for spans, chars in zip(decoded, batch["word_chars"], strict=True)]
+
+
+def span_head(kind: str = "ner", **config: Any) -> SpanNerSpec:
+    """The "span" head (config from biobench.heads.HEAD_SPECS)."""
+    return SpanNerSpec(kind=kind, **config)
 
 
 SPAN_NER = SpanNerSpec()

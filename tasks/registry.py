@@ -73,8 +73,9 @@ class TaskSpec:
     protocol: str
     sources: tuple[Source, ...]
     seeds: tuple[int, ...] = ()
-    metric: str = "macro_f1"
-    dev_metric: str = "macro_f1"
+    metric: str = "macro_f1"  # headline test metric (biobench.metrics.METRICS)
+    dev_metric: str | None = None  # checkpoint selection on dev; None = the protocol's (docs/PROTOCOL.md)
+    head: str | None = None  # biobench.heads.HEAD_SPECS entry; None = the protocol's
     labels: tuple[str, ...] | None = None
     citation: str = ""
     license: str = ""
@@ -83,6 +84,7 @@ class TaskSpec:
     paper_task: bool = False
     description: str = ""
     base_dir: str | None = None  # set for --task-file specs: local paths are relative to it
+    origin: str = ""  # the spec file, for error messages
 
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(asdict(self))
@@ -130,6 +132,7 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
     fields["max_length"] = int(data["max_length"])
     if base_dir is not None:
         fields["base_dir"] = base_dir
+    fields["origin"] = origin
     return TaskSpec(**fields)
 
 

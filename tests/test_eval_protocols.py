@@ -1,12 +1,22 @@
-"""The fr / en protocols as data, CLI overrides, the max-length cap and the stable hash."""
+"""The fr / en protocols as data (heads and selection metrics included), CLI overrides, the max-length cap, the
+stable hash, and one clear error for a bad spec."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 from biobench.errors import ConfigError
-from biobench.protocols import add_protocol_arguments, overrides_from_args, resolve_protocol
+from biobench.heads import HEAD_SPECS
+from biobench.protocols import (
+    add_protocol_arguments,
+    overrides_from_args,
+    resolve_protocol,
+    resolve_task_protocol,
+    spec_origin,
+)
+from biobench.tasks.registry import get_spec, read_spec_file
 
 
 def test_fr_protocols_follow_the_paper():
@@ -17,13 +27,75 @@ def test_fr_protocols_follow_the_paper():
     assert resolve_protocol("fr", "multilabel", 4096).epochs == 15
     ner = resolve_protocol("fr", "ner", 1024)
     assert (ner.max_steps, ner.lr, ner.head_lr, ner.batch_size, ner.max_length) == (4000, 5e-5, 1e-3, 16, 1024)
+    assert (ner.eval_every, ner.grad_clip, ner.warmup_ratio) == (500, 10.0, 0.1)
 
 
 def test_en_protocols_follow_the_paper():
     cls = resolve_protocol("en", "relation", 512)
     assert (cls.epochs, cls.lr, cls.batch_size, cls.weight_decay) == (10, 5e-5, 16, 0.01)
+    assert (cls.head_lr, cls.warmup_ratio, cls.grad_clip) == (5e-5, 0.0, 1.0)  # one lr, no warmup (Trainer)
     ner = resolve_protocol("en", "ner", 512)
-    assert (ner.epochs, ner.head_lr) == (20, 1e-3)
+    assert (ner.epochs, ner.head_lr, ner.warmup_ratio) == (20, 5e-5, 0.0)
+
+
+@pytest.mark.parametrize(("lang", "kind", "head", "dev_metric"), [
+    ("fr", "classification", "linear", "weighted_f1"),
+    ("fr", "relation", "linear", "weighted_f1"),
+    ("fr", "multilabel", "linear", "micro_f1"),
+    ("fr", "ner", "span", "micro_f1"),
+    ("en", "classification", "hf-sequence", "weighted_f1"),
+    ("en", "relation", "hf-sequence", "weighted_f1"),
+    ("en", "multilabel", "hf-sequence", "weighted_f1"),
+    ("en", "ner", "hf-token", "micro_f1"),
+])
+def test_heads_and_selection_per_protocol(lang, kind, head, dev_metric):
+    protocol = resolve_protocol(lang, kind, 512)
+    assert (protocol.head, protocol.dev_metric, protocol.metric) == (head, dev_metric, "macro_f1")
+    assert protocol.to_dict()["head_config"] == HEAD_SPECS[head].config
+
+
+def test_span_head_has_the_harness_sizes_and_is_hashed():
+    ner = resolve_protocol("fr", "ner", 1024)
+    assert ner.head_config == {"lstm_layers": 3, "lstm_size": 400, "biaffine_size": 64, "dropout": 0.4,
+                               "max_width": 40, "tagger_weight": 1.0, "biaffine_weight": 1.0, "threshold": 0.5}
+    en_span = resolve_protocol("en", "ner", 512, {"head": "span"})
+    en_token = resolve_protocol("en", "ner", 512)
+    assert (en_span.head, en_span.head_lr, en_span.grad_clip, en_span.epochs) == ("span", 1e-3, 10.0, 20)
+    assert en_span.hash != en_token.hash
+    assert resolve_protocol("en", "ner", 512, head="span").hash == en_span.hash  # spec field == --head
+
+
+def test_head_override_from_the_command_line():
+    parser = argparse.ArgumentParser()
+    add_protocol_arguments(parser)
+    assert overrides_from_args(parser.parse_args(["--head", "span"])) == {"head": "span"}
+    with pytest.raises(ConfigError, match=r"--head: head 'span' does not fit a classification task .*"
+                                          r"heads for classification: linear, hf-sequence"):
+        resolve_protocol("en", "classification", 512, {"head": "span"})
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"head": "crf"}, r"my/spec.json: unknown head 'crf'; known heads: linear, hf-sequence, span, hf-token"),
+    ({"head": "linear"}, r"my/spec.json: head 'linear' does not fit a ner task"),
+    ({"dev_metric": "accuracy"}, r"my/spec.json: dev_metric 'accuracy' is not computed; computed metrics: "
+                                 r"macro_f1, micro_f1, weighted_f1"),
+    ({"metric": "f1"}, r"my/spec.json: metric 'f1' is not computed"),
+])
+def test_bad_spec_fields_name_the_spec_file(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve_protocol("fr", "ner", 512, origin="my/spec.json", **fields)
+
+
+def test_task_spec_errors_name_its_file(tmp_path):
+    spec_file = tmp_path / "mine.json"
+    spec_file.write_text(json.dumps({"id": "mine", "lang": "en", "kind": "ner", "max_length": 64, "protocol": "en",
+                                     "head": "hf-sequence", "sources": [{"type": "generated", "generator": "x"}]}))
+    spec = read_spec_file(spec_file)
+    with pytest.raises(ConfigError, match=rf"{spec_file}: head 'hf-sequence' does not fit a ner task"):
+        resolve_task_protocol(spec)
+    builtin = get_spec("ncbi-disease")
+    assert resolve_task_protocol(builtin).dev_metric == "micro_f1"
+    assert spec_origin(builtin) == "tasks/specs/ncbi-disease.json"
 
 
 def test_cli_overrides_apply_and_are_hashed():
@@ -34,7 +106,7 @@ def test_cli_overrides_apply_and_are_hashed():
     assert overrides == {"epochs": 1, "max_length": 128, "limit_train": 2000, "lr": 1e-4}
     ner = resolve_protocol("fr", "ner", 1024, overrides)
     assert (ner.epochs, ner.max_steps, ner.eval_every, ner.max_length, ner.limit_train) == (1, None, None, 128, 2000)
-    assert ner.head_lr == 1e-3  # the NER head keeps its own lr
+    assert ner.head_lr == 1e-3  # the span NER head keeps its own lr
     assert resolve_protocol("en", "classification", 512, overrides).head_lr == 1e-4  # sequence heads follow --lr
     both = resolve_protocol("en", "classification", 512, {"epochs": 3, "max_steps": 7})
     assert (both.epochs, both.max_steps) == (3, 7)

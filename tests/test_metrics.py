@@ -1,5 +1,6 @@
-"""Metrics equal scikit-learn (classification, multilabel) and seqeval (flat BIO NER), count nested spans,
-and are JSON-safe."""
+"""Metrics equal scikit-learn (classification, multilabel over the full label inventory, zero_division=0) and
+seqeval (flat BIO NER), count nested spans, are JSON-safe, and the bootstrap's count metric is the same
+implementation."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 import random
 
 import pytest
-from biobench.metrics import fast_macro_f1, prediction_metric, score
+import numpy as np
+from biobench import stats
+from biobench.metrics import score
 from seqeval.metrics import classification_report
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 from sklearn.preprocessing import MultiLabelBinarizer
@@ -26,28 +29,46 @@ def test_classification_equals_sklearn(seed):
     got = score("classification", gold, pred, ["d", "c"])
     assert got["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro", zero_division=0))
     assert got["micro_f1"] == pytest.approx(f1_score(gold, pred, average="micro", zero_division=0))
+    assert got["weighted_f1"] == pytest.approx(f1_score(gold, pred, average="weighted", zero_division=0))
     labels = sorted(set(gold) | set(pred))
     p, r, f, s = precision_recall_fscore_support(gold, pred, labels=labels, zero_division=0)
     for i, lab in enumerate(labels):
         assert got["per_label"][lab] == pytest.approx({"precision": p[i], "recall": r[i], "f1": f[i], "support": s[i]})
     assert list(got["per_label"])[:2] == ["d", "c"]  # the inventory orders per_label
-    assert fast_macro_f1("relation", gold, pred) == pytest.approx(got["macro_f1"])
-    assert prediction_metric("classification")(gold, pred) == pytest.approx(got["macro_f1"])
+    assert stats.prediction_macro_f1(gold, pred, kind="relation")(gold, pred) == pytest.approx(got["macro_f1"])
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_multilabel_equals_sklearn(seed):
+def test_multilabel_equals_sklearn_over_the_full_inventory(seed):
+    """'v' is in the inventory but absent from gold and predictions: scikit-learn on multi-hot arrays counts
+    it with F1 0 (zero_division=0), and so must the headline score and the bootstrap's count metric."""
     rng = random.Random(seed)
-    labels = ["x", "y", "z", "w"]
-    gold = [sorted(rng.sample(labels, rng.randint(0, 3))) for _ in range(50)]
-    pred = [sorted(set(g[:1]) | set(rng.sample(labels, rng.randint(0, 2)))) for g in gold]
-    present = sorted({lab for row in gold + pred for lab in row})
-    mlb = MultiLabelBinarizer(classes=present)
+    inventory = ["x", "y", "z", "w", "v"]
+    gold = [sorted(rng.sample(inventory[:4], rng.randint(0, 3))) for _ in range(50)]
+    pred = [sorted(set(g[:1]) | set(rng.sample(inventory[:4], rng.randint(0, 2)))) for g in gold]
+    mlb = MultiLabelBinarizer(classes=inventory)
     y_true, y_pred = mlb.fit_transform(gold), mlb.transform(pred)
-    got = score("multilabel", gold, pred)
-    assert got["macro_f1"] == pytest.approx(f1_score(y_true, y_pred, average="macro", zero_division=0))
-    assert got["micro_f1"] == pytest.approx(f1_score(y_true, y_pred, average="micro", zero_division=0))
-    assert prediction_metric("multilabel")(gold, pred) == pytest.approx(got["macro_f1"])
+    got = score("multilabel", gold, pred, inventory)
+    for average in ("macro", "micro", "weighted"):
+        expected = f1_score(y_true, y_pred, average=average, zero_division=0)
+        assert got[f"{average}_f1"] == pytest.approx(expected), average
+    assert got["macro_f1"] < f1_score(y_true[:, :4], y_pred[:, :4], average="macro", zero_division=0)
+    assert got["per_label"]["v"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+    metric = stats.prediction_macro_f1(gold, pred, kind="multilabel", labels=inventory)
+    assert metric(gold, pred) == pytest.approx(got["macro_f1"])
+
+
+def test_count_metric_on_resamples_equals_sklearn_on_each_resample():
+    """The bootstrap sums per-example counts; each resample's macro-F1 must equal scikit-learn's on it."""
+    rng = np.random.default_rng(0)
+    gold, pred = random_cls(3, n=80)
+    metric = stats.prediction_macro_f1(gold, pred, kind="classification")
+    counts = metric.counts(gold, pred)
+    for _ in range(20):
+        draw = rng.integers(0, len(gold), len(gold))
+        g, p = [gold[i] for i in draw], [pred[i] for i in draw]
+        expected = f1_score(g, p, average="macro", zero_division=0)
+        assert float(metric.score(counts[draw].sum(axis=0))) == pytest.approx(expected)
 
 
 def bio_to_spans(tags: list[str]) -> list[list]:
@@ -86,6 +107,7 @@ def test_ner_equals_seqeval_on_flat_bio(seed):
     got = score("ner", [bio_to_spans(s) for s in gold_tags], [bio_to_spans(s) for s in pred_tags])
     assert got["macro_f1"] == pytest.approx(float(report["macro avg"]["f1-score"]))
     assert got["micro_f1"] == pytest.approx(float(report["micro avg"]["f1-score"]))
+    assert got["weighted_f1"] == pytest.approx(float(report["weighted avg"]["f1-score"]))
     for label, row in got["per_label"].items():
         assert row["f1"] == pytest.approx(float(report[label]["f1-score"]))
         assert row["support"] == int(report[label]["support"])
@@ -107,9 +129,11 @@ def test_ner_counts_nested_and_overlapping_spans():
 
 
 def test_no_entities_at_all_scores_zero_without_raising():
-    assert score("ner", [[], []], [[], []]) == {"macro_f1": 0.0, "micro_f1": 0.0, "per_label": {}}
+    assert score("ner", [[], []], [[], []]) == {"macro_f1": 0.0, "micro_f1": 0.0, "weighted_f1": 0.0,
+                                                "per_label": {}}
     assert score("multilabel", [[]], [[]])["macro_f1"] == 0.0
-    assert prediction_metric("ner")([[]], [[]]) == 0.0
+    assert score("multilabel", [[]], [[]], ["a"])["per_label"]["a"]["f1"] == 0.0
+    assert stats.prediction_macro_f1([[]], [[]], kind="ner")([[]], [[]]) == 0.0
 
 
 def test_scores_are_plain_json_numbers():
@@ -118,7 +142,7 @@ def test_scores_are_plain_json_numbers():
                        ("ner", [[[0, 1, x]] for x in gold], [[[0, 1, x]] for x in pred])):
         got = score(kind, g, p)
         json.dumps(got)
-        assert type(got["macro_f1"]) is float and type(got["micro_f1"]) is float
+        assert all(type(got[f"{a}_f1"]) is float for a in ("macro", "micro", "weighted"))
         assert all(type(v["support"]) is int and type(v["f1"]) is float for v in got["per_label"].values())
 
 
@@ -126,4 +150,4 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="2 gold rows but 1 predictions"):
         score("classification", ["a", "b"], ["a"])
     with pytest.raises(ValueError, match="unknown task kind 'regression'"):
-        prediction_metric("regression")
+        score("regression", ["a"], ["a"])

@@ -59,14 +59,14 @@ def load_data(setup: dict[str, Any]):
 
 
 def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
-    from biobench.protocols import resolve_protocol
+    from biobench.protocols import resolve_task_protocol
 
     overrides = {"epochs": setup["epochs"]}
     if setup.get("batch_size"):
         overrides["batch_size"] = setup["batch_size"]
     if setup.get("max_length"):
         overrides["max_length"] = setup["max_length"]
-    return resolve_protocol(spec.protocol, spec.kind, spec.max_length, overrides, context)
+    return resolve_task_protocol(spec, overrides, context)
 
 
 def model_folder(name: str) -> str:
@@ -89,7 +89,7 @@ def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     encoder, tokenizer, info = load_encoder(setup["model"], "cpu", dtype=torch.float32)
     protocol = protocol_for(setup, spec, info.context)
     t0 = time.perf_counter()
-    task = prepare_task(get_head(spec.kind), data, tokenizer, protocol)
+    task = prepare_task(get_head(protocol.head, spec.kind), data, tokenizer, protocol)
     prepare_s = time.perf_counter() - t0
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     with PeakMemory(setup["device"]) as memory:
@@ -206,7 +206,7 @@ def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     labels, sets = (_ner_datasets if ner else _cls_datasets)(data, tokenizer, protocol.max_length)
     prepare_s = time.perf_counter() - t0
-    head = get_head(spec.kind)
+    head = get_head(protocol.head, spec.kind)
     gold = {split: [head.gold(ex) for ex in data.splits[split]] for split in ("dev", "test")}
 
     def predictions(split: str, logits, label_ids) -> list:
@@ -292,7 +292,7 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     spec, data = load_data(setup)
     encoder, tokenizer, info = load_encoder(setup["model"], "cpu", dtype=torch.float32)
     protocol = protocol_for(setup, spec, info.context)
-    task = prepare_task(get_head(spec.kind), data, tokenizer, protocol)
+    task = prepare_task(get_head(protocol.head, spec.kind), data, tokenizer, protocol)
     pad_id = tokenizer.pad_token_id or 0
     model = task.head.build(encoder, task.labels, task.examples["train"]).train()
     train = task.features["train"]

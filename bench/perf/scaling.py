@@ -51,7 +51,7 @@ def make_step(mode: str, model: Any, seq_len: int, batch_size: int, device: str,
     mask = torch.ones_like(ids)
     context: Any = contextlib.nullcontext  # a factory: generator context managers are single-use
     if mode == "eval":
-        net = get_head("classification").build(model.model, ["a", "b"], []).to(device)
+        net = get_head("linear", "classification").build(model.model, ["a", "b"], []).to(device)
         batch = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
                  "labels": torch.zeros(batch_size, dtype=torch.long, device=device)}
         loss_of = lambda: net(batch)["loss"]  # noqa: E731
