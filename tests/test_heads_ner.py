@@ -72,8 +72,25 @@ def f1(gold: list[list], pred: list[list]) -> float:
 
 # ---- words, alignment, windows ------------------------------------------------------------------------
 
-def test_get_head_returns_span_ner():
-    assert get_head("ner") is SPAN_NER
+def test_span_head_has_the_harness_sizes(tiny_encoder):
+    spec = get_head("span", "ner")
+    assert spec == SPAN_NER
+    assert (spec.lstm_layers, spec.lstm_size, spec.biaffine_size, spec.dropout, spec.max_width) == (3, 400, 64, 0.4, 40)
+    assert (spec.tagger_weight, spec.biaffine_weight) == (1.0, 1.0)
+    model = spec.build(tiny_encoder, LABELS, [])
+    assert (model.lstm.num_layers, model.lstm.hidden_size, model.lstm.bidirectional) == (3, 200, True)
+    assert model.lstm_in.out_features == 400 and model.biaffine.size == 64 and model.dropout.p == 0.4
+
+
+def test_losses_are_weighted_tagger_to_biaffine(tiny_tokenizer, tiny_encoder):
+    features = SPAN_NER.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
+    batch = SPAN_NER.collate(features, tiny_tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = dataclasses.replace(SPAN_NER, dropout=0.0).build(tiny_encoder, LABELS, []).eval()
+    out = model(batch)
+    assert out["loss"].item() == pytest.approx((out["crf_nll"] + out["span_bce"]).item(), rel=1e-5)
+    model.spec = dataclasses.replace(model.spec, tagger_weight=2.0)
+    assert model(batch)["loss"].item() == pytest.approx((2 * out["crf_nll"] + out["span_bce"]).item(), rel=1e-5)
 
 
 def test_segment_words_regex_and_source_tokens():
@@ -294,9 +311,9 @@ def test_first_and_mean_pooling(tiny_tokenizer, tiny_encoder):
         model = dataclasses.replace(SPAN_NER, pooling=pooling, dropout=0.0).build(tiny_encoder, LABELS, [])
         model.eval()
         captured: dict = {}
-        model.lstm.register_forward_hook(lambda m, args, out, seen=captured: seen.update(x=args[0]))
+        model.lstm_in.register_forward_hook(lambda m, args, out, seen=captured: seen.update(x=args[0]))
         model.predict(batch)
-        words, _ = torch.nn.utils.rnn.pad_packed_sequence(captured["x"], batch_first=True)
+        words = captured["x"]  # pooled word vectors, before the projection to the BiLSTM size
         s, e = features[0]["word_subwords"][0]
         assert e - s > 1
         expected = hidden[0, s:e].mean(0) if pooling == "mean" else hidden[0, s]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import random
 
-import pytest
 import numpy as np
+import pytest
 from biobench import stats
 from biobench.metrics import score
 from seqeval.metrics import classification_report
