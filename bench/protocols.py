@@ -173,7 +173,8 @@ def resolve_task_protocol(spec: Any, overrides: dict[str, Any] | None = None,
     """resolve_protocol for a task spec (biobench.tasks.registry.TaskSpec): its head, metric and dev_metric,
     errors naming its spec file."""
     return resolve_protocol(spec.protocol, spec.kind, spec.max_length, overrides, model_context,
-                            head=getattr(spec, "head", None), metric=spec.metric, dev_metric=spec.dev_metric,
+                            head=getattr(spec, "head", None), metric=getattr(spec, "metric", "macro_f1"),
+                            dev_metric=getattr(spec, "dev_metric", None),
                             origin=spec_origin(spec))
 
 

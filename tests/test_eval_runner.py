@@ -76,9 +76,13 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert result["model"]["slug"] == first.model.slug and result["model"]["params"] > 0
     assert result["task"] | {"source": None} == {
         "id": "t1", "lang": "en", "kind": "classification", "data_checksum": "sha256:t1", "source": None,
-        "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": []}
+        "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": [], "labels": ["cardio", "neuro", "pneumo"]}
     assert result["protocol"]["epochs"] == 2 and result["key"]["protocol_hash"] == result["protocol"]["hash"]
-    assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["macro_f1"]
+    # en classification: the model's own HF head, selected on dev weighted-F1 (BioClinical-ModernBERT)
+    assert result["head"] == {"name": "hf-sequence", **result["protocol"]["head_config"]}
+    assert result["protocol"]["head"] == "hf-sequence" and result["dev_metric"] == "weighted_f1"
+    assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["weighted_f1"]
+    assert {"macro_f1", "micro_f1", "weighted_f1", "per_label"} <= set(result["metrics"]["test"])
     assert set(result["timings"]) == {"train_s", "eval_s", "total_s"} and result["versions"]["torch"]
     rows = read_predictions(first.runs[0].path)
     assert [r["id"] for r in rows] == [f"t1{i}" for i in range(6)] and all("pred" in r for r in rows)
@@ -142,8 +146,8 @@ def test_empty_dev_split_is_a_clear_error(tiny_mlm_dir, tmp_path):
     p = plan(tiny_mlm_dir, tmp_path, specs=[spec("nodev", seeds=(1,))], loader=lambda s: data[s.id])
     with pytest.raises(DataError) as err:
         runner.execute(p, progress=False)
-    assert str(err.value) == ("task 'nodev': the dev split is empty (toy:nodev); checkpoints are chosen by dev "
-                              "macro-F1, so a dev split is required: add one to the data (or carve it out of train "
+    assert str(err.value) == ("task 'nodev': the dev split is empty (toy:nodev); checkpoints are chosen on dev, "
+                              "so a dev split is required: add one to the data (or carve it out of train "
                               "in the task spec)")
     assert not list(tmp_path.rglob("*.json"))
 
