@@ -85,6 +85,22 @@ def test_tasks_json_cli(capsys, tmp_path):
     assert rows["demo-cls"]["splits"] == {"train": 400, "dev": 100, "test": 100}
     assert not rows["anatem"]["available"] and "anatem/AnatEM-IOB/train.tsv.gz" in rows["anatem"]["reason"]
     assert rows["quaero-emea"]["max_length"] == 1024
+    heads = {t: (rows[t]["head"], rows[t]["metric"], rows[t]["dev_metric"]) for t in ("quaero-emea", "ncbi-disease",
+                                                                                    "fracco-100", "hoc", "demo-cls")}
+    assert heads == {"quaero-emea": ("span", "macro_f1", "micro_f1"), "ncbi-disease": ("hf-token", "macro_f1", "micro_f1"),
+                     "fracco-100": ("linear", "macro_f1", "micro_f1"), "hoc": ("hf-sequence", "macro_f1", "weighted_f1"),
+                     "demo-cls": ("linear", "macro_f1", "weighted_f1")}
+    assert rows["ncbi-disease"]["labels"] == ["Disease"]  # the spec's inventory, even without data
+    assert rows["my-specialty"]["labels"]  # found in the data
+
+
+def test_tasks_cli_names_a_bad_spec_file(capsys, tmp_path):
+    raw = json.loads((FIX / "user" / "specialty.json").read_text())
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(raw, dev_metric="auroc")))
+    assert main(["tasks", "--json", "--data-dir", str(tmp_path), "--task-file", str(bad)]) != 0
+    err = capsys.readouterr().err
+    assert f"{bad}: dev_metric 'auroc' is not computed" in err
 
 
 def test_tasks_json_cli_shared_data(shared_data, capsys):

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.protocols import resolve_task_protocol
 from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir
 from biobench.tasks.registry import add_task_arguments, list_specs
 
@@ -20,7 +21,8 @@ def add_parser(subparsers: Any) -> None:
         "tasks",
         help="list tasks and where their data is",
         description="List the benchmark's tasks (by default the paper's 19) with language, kind, max length, "
-        "protocol, where the data was found (or what is missing) and split sizes.",
+        "protocol, head, where the data was found (or what is missing) and split sizes; --json adds the "
+        "headline and dev-selection metrics and the label inventory.",
     )
     parser.add_argument("--lang", choices=["fr", "en"], help="only tasks in this language")
     parser.add_argument("--all", action="store_true", help="also list extra tasks (demo, cantemist-es, e3c-fr)")
@@ -30,10 +32,15 @@ def add_parser(subparsers: Any) -> None:
 
 
 def task_status(spec: Any, data_dir: Any) -> dict[str, Any]:
-    """One row of the listing: the spec's facts plus availability, source and split sizes."""
+    """One row of the listing: the spec's facts (with the head, metric and dev metric it resolves to, and
+    its label inventory: the spec's, else the one found in the data) plus availability, source and split
+    sizes. A bad head or metric in the spec is one ConfigError naming the spec file."""
+    protocol = resolve_task_protocol(spec)
     row: dict[str, Any] = {
         "id": spec.id, "lang": spec.lang, "kind": spec.kind, "max_length": spec.max_length,
-        "protocol": spec.protocol, "paper_task": spec.paper_task, "credentialed": spec.credentialed,
+        "protocol": spec.protocol, "head": protocol.head, "metric": protocol.metric,
+        "dev_metric": protocol.dev_metric, "labels": list(spec.labels) if spec.labels else None,
+        "paper_task": spec.paper_task, "credentialed": spec.credentialed,
         "available": False, "source": None, "splits": {"train": 0, "dev": 0, "test": 0}, "reason": None,
     }
     source, where = locate(spec, data_dir)
@@ -46,7 +53,7 @@ def task_status(spec: Any, data_dir: Any) -> dict[str, Any]:
         row["reason"] = str(err)
         return row
     row.update(available=True, source=task.source, checksum=task.checksum, n_labels=len(task.labels),
-               splits={k: len(v) for k, v in task.splits.items()})
+               labels=list(task.labels), splits={k: len(v) for k, v in task.splits.items()})
     return row
 
 
@@ -67,13 +74,14 @@ def _table(rows: list[dict[str, Any]], data_dir: Any) -> None:
     if not console.is_terminal:  # piped: don't squeeze the table into 80 columns
         console = Console(width=160)
     table = Table(title=f"biobench tasks (data dir: {data_dir or 'none; pass --data-dir or set BIOBENCH_DATA'})")
-    for col in ("id", "lang", "kind", "max len", "proto", "data", "train", "dev", "test"):
+    for col in ("id", "lang", "kind", "max len", "proto", "head", "data", "train", "dev", "test"):
         numeric = col in ("max len", "train", "dev", "test")
         table.add_column(col, justify="right" if numeric else "left", no_wrap=col != "data", overflow="fold",
                          min_width=16 if col == "data" else len(col))
     for r in rows:
         sizes = [str(r["splits"][s]) if r["available"] else "-" for s in ("train", "dev", "test")]
-        table.add_row(r["id"], r["lang"], r["kind"], str(r["max_length"]), r["protocol"], _short_source(r, data_dir), *sizes)
+        table.add_row(r["id"], r["lang"], r["kind"], str(r["max_length"]), r["protocol"], r["head"],
+                      _short_source(r, data_dir), *sizes)
     console.print(table)
     missing = [r for r in rows if not r["available"]]
     console.print(f"{len(rows) - len(missing)}/{len(rows)} tasks have data." + (" Missing:" if missing else ""))
