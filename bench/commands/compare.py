@@ -73,9 +73,10 @@ def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str
                                    "runs were scored on different data, so they cannot be compared pairwise")
             preds[side].append([r["pred"] for r in rows])
     gold_values = [g for _, g in gold]
-    metric = prediction_macro_f1(gold_values, *preds["a"], *preds["b"])
-    boot = paired_bootstrap(gold_values, preds["a"], preds["b"], metric, n_boot=n_boot)
     first = next(iter(runs_a.values()))[1]
+    metric = prediction_macro_f1(gold_values, *preds["a"], *preds["b"], kind=first["task"]["kind"],
+                                 labels=first["task"].get("labels") or ())
+    boot = paired_bootstrap(gold_values, preds["a"], preds["b"], metric, n_boot=n_boot)
     mean = {side: seed_summary([r["metrics"]["test"]["macro_f1"] for _, r in runs.values()]).mean
             for side, runs in (("a", runs_a), ("b", runs_b))}
     return {"task": task, "lang": first["task"]["lang"], "kind": first["task"]["kind"],
