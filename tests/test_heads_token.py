@@ -66,3 +66,24 @@ def test_token_head_is_the_models_own_and_fits_tiny_data(tiny_mlm_dir):
     assert isinstance(model, TokenNerModel)
     assert type(model.model).__name__ == "ModernBertForTokenClassification"
     assert model.model.config.num_labels == 1 + 2 * len(LABELS)
+
+
+def test_windows_decode_and_merge_back_to_gold(minilm_dir):
+    """Long texts are read in overlapping windows; decoding the gold tags of every window and merging gives
+    back every gold entity that BIO can encode (the nested 'sein gauche' is the one it cannot)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
+    head = get_head("hf-token", "ner")
+    features = head.featurize(TRAIN, tokenizer, 24, LABELS)
+    assert len(features) > len(TRAIN)
+    batch = head.collate(features, tokenizer.pad_token_id)
+    per_window = []
+    for row, firsts, chars in zip(batch["labels"].tolist(), batch["first_subword"], batch["word_chars"], strict=True):
+        spans = bio_to_spans([row[p] for p in firsts])
+        per_window.append(sorted([chars[b][0], chars[e][1], LABELS[lab]] for b, e, lab in spans))
+    merged = head.merge(features, per_window, len(TRAIN))
+    gold = [head.gold(ex) for ex in TRAIN]
+    missing = [(i, s) for i, spans in enumerate(gold) for s in spans if s not in merged[i]]
+    extra = [(i, s) for i, spans in enumerate(merged) for s in spans if s not in gold[i]]
+    assert extra == [] and [TRAIN[i].text[s[0]:s[1]] for i, s in missing] == ["sein gauche"]
