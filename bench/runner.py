@@ -20,6 +20,7 @@ from typing import Any
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
+from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model
 from biobench.protocols import Protocol, resolve_protocol
 from biobench.results import decide, read_result, result_path, run_key, write_result
@@ -87,6 +88,9 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
     unavailable: dict[str, str] = {}
     grid: list[PlannedRun] = []
     for spec in tasks:
+        unknown = [m for m in getattr(spec, "extra_metrics", ()) if m not in EXTRA_METRICS]
+        if unknown:
+            raise ConfigError(f"task '{spec.id}': unknown extra_metrics {unknown} in its spec; known: {', '.join(EXTRA_METRICS)}")
         try:
             data[spec.id] = loader(spec)
         except BiobenchError as err:
@@ -130,13 +134,15 @@ def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device:
     return {
         "model": info.to_dict(),
         "task": {"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
-                 "data_checksum": data.checksum, "source": data.source,
+                 "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
                  "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
                  "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels},
         "seed": run.seed,
         "protocol": run.protocol.to_dict(),
         "key": run.key,
-        "metrics": {"test": outcome.test_metrics, "dev": outcome.dev_metrics},
+        "metrics": {"test": {**outcome.test_metrics, **extra_metrics(getattr(run.task, "extra_metrics", ()),
+                                                                     task.gold["test"], outcome.test_predictions)},
+                    "dev": outcome.dev_metrics},
         "dev_score": outcome.dev_score,
         "best_epoch": outcome.best_epoch,
         "best_step": outcome.best_step,
