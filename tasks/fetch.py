@@ -20,7 +20,9 @@ it is distributed.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import functools
 import gzip
 import hashlib
 import http.client
@@ -130,25 +132,22 @@ class Member:
     read: Callable[[], bytes]
 
 
-def _members(path: Path) -> list[Member]:
-    """The files of a zip / tar(.gz) archive, or the file itself; what was given decides, not its suffix."""
+def _members(path: Path, stack: contextlib.ExitStack) -> list[Member]:
+    """The files of a zip / tar(.gz) archive, or the file itself; what was given decides, not its suffix.
+    A zip stays open in `stack` (members read on demand); a tar is read in one pass (it cannot seek)."""
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as zf:
-            names = [i.filename for i in zf.infolist() if not i.is_dir()]
-
-        def zip_reader(name: str) -> Callable[[], bytes]:
-            def read() -> bytes:
-                with zipfile.ZipFile(path) as zf:
-                    return zf.read(name)
-            return read
-
-        members = [Member(n, zip_reader(n)) for n in names]
+        zf = stack.enter_context(zipfile.ZipFile(path))
+        members = [Member(i.filename, functools.partial(zf.read, i.filename)) for i in zf.infolist() if not i.is_dir()]
     elif _is_tar(path):
         members = []
-        with tarfile.open(path, "r:*") as tar:
-            for info in tar:
-                if info.isfile():
-                    members.append(Member(info.name.removeprefix("./"), _tar_reader(path, info.name)))
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                for info in tar:
+                    if info.isfile():
+                        data = tar.extractfile(info).read()
+                        members.append(Member(info.name.removeprefix("./"), functools.partial(bytes, data)))
+        except (OSError, EOFError, tarfile.TarError) as err:
+            raise DataError(f"{path}: archive is damaged or truncated ({err}); download it again") from err
     else:
         members = [Member(path.name, path.read_bytes)]
     return [m for m in members if not any(s in m.name for s in SKIPPED_MEMBERS)]
@@ -159,16 +158,6 @@ def _is_tar(path: Path) -> bool:
         return tarfile.is_tarfile(path)
     except (OSError, EOFError, tarfile.TarError):
         return False
-
-
-def _tar_reader(path: Path, name: str) -> Callable[[], bytes]:
-    def read() -> bytes:
-        try:
-            with tarfile.open(path, "r:*") as tar:
-                return tar.extractfile(name).read()
-        except (OSError, EOFError, tarfile.TarError) as err:
-            raise DataError(f"{path}: archive is damaged or truncated ({err})") from err
-    return read
 
 
 def _check_readable(path: Path) -> None:
@@ -193,9 +182,12 @@ def _check_readable(path: Path) -> None:
 
 
 def _write(dest: Path, data: bytes, source_name: str) -> None:
-    """Write bytes to a layout path, gzipping when the layout wants `.gz` and the source is not already gzip."""
+    """Write bytes to a layout path, gzipping when the layout wants `.gz` and the bytes are not gzip already
+    (`source_name` only names the source in errors)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.suffix == ".gz" and not source_name.endswith(".gz"):
+    if dest.suffix != ".gz" and data[:2] == b"\x1f\x8b":
+        raise DataError(f"{source_name}: is gzip-compressed but the layout wants plain {dest.name}; gunzip it first")
+    if dest.suffix == ".gz" and data[:2] != b"\x1f\x8b":
         data = gzip.compress(data, mtime=0)
     dest.write_bytes(data)
 
@@ -210,8 +202,8 @@ def _convert_files(inputs: Sequence[tuple[Mapping[str, Any], Path]], info: Mappi
         _write(out / entry["to"], path.read_bytes(), path.name)
 
 
-def _all_members(inputs: Sequence[tuple[Mapping[str, Any], Path]]) -> list[Member]:
-    return [m for _, path in inputs for m in _members(path)]
+def _all_members(inputs: Sequence[tuple[Mapping[str, Any], Path]], stack: contextlib.ExitStack) -> list[Member]:
+    return [m for _, path in inputs for m in _members(path, stack)]
 
 
 def _missing(task_id: str, wanted: Sequence[str], members: Sequence[Member], inputs) -> DataError:
@@ -222,8 +214,8 @@ def _missing(task_id: str, wanted: Sequence[str], members: Sequence[Member], inp
                      "is it the file the task's instructions name? (`biobench data status` shows them)")
 
 
-def _convert_extract(task_id: str, inputs, info: Mapping[str, Any], out: Path) -> None:
-    members = _all_members(inputs)
+def _convert_extract(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
+    members = _all_members(inputs, stack)
     wanted = info.get("options", {}).get("members", {})
     missing = []
     for suffix, target in wanted.items():
@@ -236,9 +228,9 @@ def _convert_extract(task_id: str, inputs, info: Mapping[str, Any], out: Path) -
         raise _missing(task_id, missing, members, inputs)
 
 
-def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path) -> None:
+def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
     """Each set folder (found at any depth) -> one .tar.gz whose member names start with the folder's name."""
-    members = _all_members(inputs)
+    members = _all_members(inputs, stack)
     sets = info.get("options", {}).get("sets", {})
     missing = []
     for folder, target in sets.items():
@@ -262,9 +254,9 @@ def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path) ->
         raise _missing(task_id, missing, members, inputs)
 
 
-def _convert_join(task_id: str, inputs, info: Mapping[str, Any], out: Path) -> None:
+def _convert_join(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
     """Concatenate the members matching a pattern, in name order, into one layout file."""
-    members = _all_members(inputs)
+    members = _all_members(inputs, stack)
     missing = []
     for target, pattern in info.get("options", {}).get("join", {}).items():
         chosen = sorted((m for m in members if fnmatch.fnmatch(m.name, pattern) or fnmatch.fnmatch(m.name, "*/" + pattern)),
@@ -279,14 +271,12 @@ def _convert_join(task_id: str, inputs, info: Mapping[str, Any], out: Path) -> N
 
 def _convert(spec: TaskSpec, info: Mapping[str, Any], inputs, out: Path) -> None:
     convert = info.get("convert")
+    converters = {"extract": _convert_extract, "repack": _convert_repack, "join": _convert_join}
     if convert == "files":
         _convert_files(inputs, info, out)
-    elif convert == "extract":
-        _convert_extract(spec.id, inputs, info, out)
-    elif convert == "repack":
-        _convert_repack(spec.id, inputs, info, out)
-    elif convert == "join":
-        _convert_join(spec.id, inputs, info, out)
+    elif convert in converters:
+        with contextlib.ExitStack() as stack:
+            converters[convert](spec.id, inputs, info, out, stack)
     else:
         raise DataError(f"task '{spec.id}': no converter for its data: {info.get('note') or spec.access}")
 
@@ -332,10 +322,10 @@ def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Lo
         (staging / "download").mkdir()
         inputs = []
         for i, entry in enumerate(info["files"]):
-            name = Path(entry.get("to") or entry.get("name") or f"file{i}").name
+            name = Path(entry["url"].split("?")[0]).name or f"file{i}"
             if not entry.get("sha256"):
                 log(f"  note: {entry.get('sha256_note') or 'no sha256 pinned for this file'}")
-            dest = staging / "download" / f"{i}-{name.split('?')[0]}"
+            dest = staging / "download" / f"{i}-{name}"
             download(entry["url"], dest, entry.get("sha256"), timeout=timeout, log=log)
             if entry.get("to") is None:
                 _check_readable(dest)
