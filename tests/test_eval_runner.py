@@ -76,7 +76,7 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert result["model"]["slug"] == first.model.slug and result["model"]["params"] > 0
     assert result["task"] | {"source": None} == {
         "id": "t1", "lang": "en", "kind": "classification", "data_checksum": "sha256:t1", "source": None,
-        "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": []}
+        "data_version": "", "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": []}
     assert result["protocol"]["epochs"] == 2 and result["key"]["protocol_hash"] == result["protocol"]["hash"]
     assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["macro_f1"]
     assert set(result["timings"]) == {"train_s", "eval_s", "total_s"} and result["versions"]["torch"]
@@ -160,6 +160,24 @@ def test_test_label_unseen_in_train_counts_as_a_miss(tiny_mlm_dir, tmp_path):
     assert result["metrics"]["test"]["per_label"]["nephro"]["f1"] == 0.0
     assert logs == ["rare: test labels never seen in train ['nephro'] cannot be predicted; they count as misses "
                     "in the metrics"]
+
+
+def test_result_records_data_version_and_the_specs_extra_metrics(tiny_mlm_dir, tmp_path):
+    from biobench.metrics import micro_f1_excluding
+
+    data = toy_data("ver")
+    data.data_version = "blue-reconstructed"
+    task = SimpleNamespace(**vars(spec("ver", seeds=(1,))), extra_metrics=("blue_micro_f1",))
+    p = plan(tiny_mlm_dir, tmp_path, specs=[task], loader=lambda s: data)
+    runner.execute(p, progress=False)
+    result = read_result(p.runs[0].path)
+    rows = read_predictions(p.runs[0].path)
+    assert result["task"]["data_version"] == "blue-reconstructed"
+    assert result["metrics"]["test"]["blue_micro_f1"] == pytest.approx(
+        micro_f1_excluding([r["gold"] for r in rows], [r["pred"] for r in rows], ("false",)))
+    bad = SimpleNamespace(**vars(spec("ver", seeds=(1,))), extra_metrics=("bleu",))
+    with pytest.raises(ConfigError, match=r"task 'ver': unknown extra_metrics \['bleu'\]"):
+        plan(tiny_mlm_dir, tmp_path / "other", specs=[bad], loader=lambda s: data)
 
 
 def test_unavailable_tasks_are_listed_for_a_language_selection(tiny_mlm_dir, tmp_path):
