@@ -188,3 +188,14 @@ def test_spec_field_extra_metrics_round_trips():
     spec = spec_from_dict({"id": "x", "lang": "en", "kind": "relation", "max_length": 8, "protocol": "en",
                            "extra_metrics": ["blue_micro_f1"], "sources": [{"type": "generated", "generator": "cls"}]}, "x")
     assert spec.extra_metrics == ("blue_micro_f1",) and spec.to_dict()["extra_metrics"] == ["blue_micro_f1"]
+
+
+def test_leaderboard_reference_rows_use_the_paper_task_ids():
+    """The paper's numbers belong to the paper's versions: chemprot (BLUE), typed jnlpba/anatem; the extra
+    versions (chemprot-13, jnlpba-blurb, anatem-untyped) never receive a reference row."""
+    from biobench.leaderboard.results import load_reference
+
+    tasks = {task for row in load_reference() for task in row.scores}
+    assert tasks == set(PAPER_TASKS)
+    assert all(get_spec(t).paper_task for t in tasks)
+    assert not tasks & {"chemprot-13", "jnlpba-blurb", "anatem-untyped", "cantemist-es"}
