@@ -43,7 +43,7 @@ from biobench.errors import DataError
 from biobench.tasks.loading import locate, resolve_path
 from biobench.tasks.registry import TaskSpec
 
-CONVERTERS = ("files", "extract", "repack", "join")
+CONVERTERS = ("files", "extract", "extract_tree", "repack", "join")
 CHUNK = 1 << 20
 SKIPPED_MEMBERS = ("__MACOSX/", ".DS_Store")
 Log = Callable[[str], None]
@@ -228,6 +228,24 @@ def _convert_extract(task_id: str, inputs, info: Mapping[str, Any], out: Path, s
         raise _missing(task_id, missing, members, inputs)
 
 
+def _convert_extract_tree(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
+    """Every member whose file name matches one of `patterns` -> `to/<file name>` (a flat BRAT folder)."""
+    members = _all_members(inputs, stack)
+    opts = info.get("options", {})
+    chosen: dict[str, Member] = {}
+    for m in members:
+        name = m.name.rsplit("/", 1)[-1]
+        if any(fnmatch.fnmatch(name, p) for p in opts.get("patterns", ())):
+            if name in chosen:
+                raise DataError(f"task '{task_id}': two files named {name} ({chosen[name].name}, {m.name}); "
+                                "cannot flatten them into one folder")
+            chosen[name] = m
+    if not chosen:
+        raise _missing(task_id, list(opts.get("patterns", ())), members, inputs)
+    for name, m in chosen.items():
+        _write(out / opts["to"] / name, m.read(), m.name)
+
+
 def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
     """Each set folder (found at any depth) -> one .tar.gz whose member names start with the folder's name."""
     members = _all_members(inputs, stack)
@@ -271,7 +289,8 @@ def _convert_join(task_id: str, inputs, info: Mapping[str, Any], out: Path, stac
 
 def _convert(spec: TaskSpec, info: Mapping[str, Any], inputs, out: Path) -> None:
     convert = info.get("convert")
-    converters = {"extract": _convert_extract, "repack": _convert_repack, "join": _convert_join}
+    converters = {"extract": _convert_extract, "extract_tree": _convert_extract_tree, "repack": _convert_repack,
+                  "join": _convert_join}
     if convert == "files":
         _convert_files(inputs, info, out)
     elif convert in converters:

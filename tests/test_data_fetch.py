@@ -193,3 +193,55 @@ def test_pinned_shas_match_the_shared_originals(shared_data):
                 assert content_sha256(path) == sha, (spec.id, rel)
                 checked += 1
     assert checked >= 17
+
+
+def _served_zip(handler, path: str, files: dict[str, str]) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    handler.files[path] = buf.getvalue()
+
+
+def _with_url(task_id: str, url: str):
+    spec = get_spec(task_id)
+    fetch = dict(spec.fetch)
+    fetch["files"] = [dict(spec.fetch["files"][0], url=url)]
+    return spec_from_dict({**spec.to_dict(), "fetch": fetch, "base_dir": None}, task_id)
+
+
+def test_fetch_social_history_and_cos_then_split_as_the_protocol(server, tmp_path):
+    from datasets import Dataset
+
+    base, handler = server
+    notes = {}
+    for i in range(20):
+        text = f"Patient {i:02d} smokes 2 packs daily.\nLives with wife."
+        notes[f"SocialHistoryMTSamples/note{i:02d}.txt"] = text
+        notes[f"SocialHistoryMTSamples/note{i:02d}.ann"] = "T1\tTobacco 11 17\tsmokes\nT2\tAmount 18 25\t2 packs\n"
+    notes["SocialHistoryMTSamples/orphan.txt"] = "no annotation file"  # skipped, as the protocol does
+    _served_zip(handler, "/sh.zip", notes)
+    sh = _with_url("social-history", f"{base}/sh.zip")
+    fetch_task(sh, tmp_path, log=lambda _: None)
+    task = load_task(sh, tmp_path)
+    ids = sorted(f"note{i:02d}" for i in range(20))
+    first = Dataset.from_dict({"i": ids}).train_test_split(test_size=0.3, seed=42)
+    rest = first["test"].train_test_split(test_size=0.5, seed=42)
+    assert [ex.id for ex in task.splits["train"]] == first["train"]["i"]
+    assert [ex.id for ex in task.splits["dev"]] == rest["train"]["i"]
+    assert [ex.id for ex in task.splits["test"]] == rest["test"]["i"]
+    assert task.labels == ["Amount", "Tobacco"] and task.data_version == "uw-bionlp"
+
+    snippet = "Chest: RUL opacity, size 2 cm."
+    ann = "".join(f"T{3 * k + 1}\tSnippet {100 * k} {100 * k + len(snippet)}\t{snippet}\n"
+                  f"T{3 * k + 2}\tCos {100 * k + 11} {100 * k + 18}\topacity\n"
+                  f"T{3 * k + 3}\tVal {100 * k + 25} {100 * k + 29}\t2 cm\n" for k in range(12))
+    _served_zip(handler, "/cos.zip", {"events-COS-corpus/report1.ann": ann, "events-COS-corpus/report1.txt": "x"})
+    cos = _with_url("cos", f"{base}/cos.zip")
+    fetch_task(cos, tmp_path, log=lambda _: None)
+    assert sorted(p.name for p in (tmp_path / "cos/brat").iterdir()) == ["report1.ann"]
+    task = load_task(cos, tmp_path)
+    assert [len(task.splits[s]) for s in ("train", "dev", "test")] == [8, 2, 2]
+    ex = task.splits["train"][0]
+    assert ex.text == snippet and [(ex.text[e.start:e.end], e.label) for e in ex.entities] == [("opacity", "Cos"), ("2 cm", "Val")]
+    assert [ex.text[a:b] for a, b in ex.tokens][:4] == ["Chest", ":", "RUL", "opacity"]

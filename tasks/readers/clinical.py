@@ -136,3 +136,41 @@ def deid_rows(original: str | Path, masked: str | Path) -> list[Row]:
             pointer = end
         rows.append((f"{original}:record {rec_id}", {"id": rec_id, "tokens": tokens, "tags": tags}))
     return rows
+
+
+# ---------------------------------------------------------------------------------------------- COS
+COS_TYPES: tuple[str, ...] = ("Attr", "Cos", "Loc", "Ref", "Val")
+_COS_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def cos_snippet_examples(folder: str | Path) -> list:
+    """UW BioNLP's COS corpus (events-COS-corpus.zip, BRAT): one example per `Snippet` annotation, in .ann
+    file-name order; its text is the snippet's text as the .ann gives it, its mentions the Cos/Ref/Loc/Attr/Val
+    annotations inside the snippet's span, its tokens words and single punctuation marks — the units the
+    protocol's dataloader (lindvalllab/BioClinical-ModernBERT) builds. Only the .ann files are read, as there."""
+    from biobench.tasks.schema import Entity, NerExample
+
+    folder = Path(folder)
+    anns = sorted(folder.rglob("*.ann")) if folder.is_dir() else []
+    if not anns:
+        raise DataError(f"{folder}: no .ann files (expected the BRAT files of UW BioNLP's events-COS-corpus.zip)")
+    out = []
+    for ann in anns:
+        spans = []
+        for line in read_text(ann).split("\n"):
+            if not line.startswith("T") or "\t" not in line:
+                continue
+            _, rest = line.split("\t", 1)
+            fields = rest.split(None, 3)
+            if len(fields) < 4 or not (fields[1].isdigit() and fields[2].isdigit()):
+                continue  # discontinuous or malformed: the protocol skips these too
+            spans.append((fields[0], int(fields[1]), int(fields[2]), fields[3].strip()))
+        for n, (_, s_start, s_end, text) in enumerate(s for s in spans if s[0] == "Snippet"):
+            ents = tuple(
+                Entity(start - s_start, min(end - s_start, len(text)), lab)
+                for lab, start, end, _ in spans
+                if lab in COS_TYPES and s_start <= start and end <= s_end and start - s_start < len(text)
+            )
+            tokens = tuple((m.start(), m.end()) for m in _COS_TOKEN.finditer(text))
+            out.append(NerExample(f"{ann.stem}-{n}", text, tuple(sorted(ents, key=lambda e: (e.start, e.end, e.label))), tokens))
+    return out
