@@ -199,3 +199,24 @@ def test_leaderboard_reference_rows_use_the_paper_task_ids():
     assert tasks == set(PAPER_TASKS)
     assert all(get_spec(t).paper_task for t in tasks)
     assert not tasks & {"chemprot-13", "jnlpba-blurb", "anatem-untyped", "cantemist-es"}
+
+
+def test_phenotyping_data_add_takes_the_physionet_files_as_distributed(tmp_path):
+    import zipfile
+
+    from biobench.tasks.fetch import add_task, task_status
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _phenotype_files(raw)
+    archive = tmp_path / "phenotype-annotations-mimic-1.20.03.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(raw / "ACTdb102003.csv", "phenotype-annotations-mimic-1.20.03/ACTdb102003.csv")
+    data = tmp_path / "data"
+    assert task_status(get_spec("phenotyping"), data).fix.startswith(f"biobench data add phenotyping FILE... --data-dir {data}")
+    with pytest.raises(DataError, match=r"does not hold NOTEEVENTS\.csv\.gz"):
+        add_task(get_spec("phenotyping"), data, [archive])
+    add_task(get_spec("phenotyping"), data, [archive, raw / "NOTEEVENTS.csv.gz"], log=lambda _: None)
+    assert sorted(p.name for p in (data / "phenotyping").iterdir()) == ["ACTdb102003.csv", "NOTEEVENTS.csv.gz"]
+    assert task_status(get_spec("phenotyping"), data).state == "found"
+    assert sum(len(v) for v in load_task(get_spec("phenotyping"), data).splits.values()) == 29
