@@ -39,13 +39,22 @@ def test_cka_with_noise_ratio(models, texts_file, tmp_path, capsys):
             "--device", "cpu", "--out", str(tmp_path)]
     assert cli.main(args) == 0
     report = json.loads((tmp_path / "cka.json").read_text())
-    assert [row["layer"] for row in report["layers"]] == [0, 1, 2, 3, 4]
+    # transformer layers 0..L-1 (as --freeze and transplant), the embedding output apart
+    assert [row["layer"] for row in report["layers"]] == [0, 1, 2, 3]
+    assert report["embeddings"]["layer"] == "embeddings"
     assert report["n"] == 30 and report["sample_seeds"] == [1, 2] and report["models"]["b"]["layers"] == 4
     for row in report["layers"]:
         assert row["cka"] == pytest.approx(1 - row["divergence"])
         assert row["ratio"] == pytest.approx(row["divergence"] / row["noise_divergence"])
+    # Table 4: mean over transformer layers only, per seed, then over seeds
+    per_seed = {s: sum(v) / 4 for s, v in report["per_seed"].items()}
+    assert report["summary"]["per_seed_mean"] == pytest.approx(per_seed)
+    assert report["mean_divergence"] == pytest.approx(sum(per_seed.values()) / 2)
+    assert report["summary"]["layers_averaged"] == "transformer layers 0-3"
     assert (tmp_path / "cka.png").stat().st_size > 1000
-    assert "layer  4: CKA" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "layer  3: CKA" in out and "layer  4" not in out and "embeddings: CKA" in out
+    assert "Table 4: " in out and "2 sample seeds" in out
 
 
 def test_cka_of_a_model_with_itself_is_one(models, texts_file, tmp_path):
@@ -54,6 +63,7 @@ def test_cka_of_a_model_with_itself_is_one(models, texts_file, tmp_path):
     assert cli.main(args) == 0
     report = json.loads((tmp_path / "cka.json").read_text())
     assert all(row["cka"] == pytest.approx(1.0, abs=1e-9) and row["ratio"] is None for row in report["layers"])
+    assert report["summary"]["mean_divergence"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_cka_models_of_different_depth(models, texts_file, tmp_path, capsys):
@@ -66,7 +76,7 @@ def test_cka_models_of_different_depth(models, texts_file, tmp_path, capsys):
     )
     assert cli.main(base + ["--models", str(models["m0"]), str(models["shallow"]), "--align-relative"]) == 0
     report = json.loads((tmp_path / "cka.json").read_text())
-    assert [(r["layer_a"], r["layer_b"]) for r in report["layers"]] == [(0, 0), (2, 1), (4, 2)]
+    assert [(r["layer_a"], r["layer_b"]) for r in report["layers"]] == [(1, 0), (3, 1)]
 
 
 def test_transplant_cli_errors(models, tmp_path, capsys):

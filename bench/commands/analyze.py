@@ -12,9 +12,12 @@ from typing import Any
 from biobench.errors import ConfigError
 
 CKA_HELP = """\
-Linear CKA (float64) between the mean-pooled hidden states of two encoders, layer by layer (layer 0 = the
-embedding output, layer l = the output of transformer layer l-1). Divergence = 1 - CKA, averaged over
---sample-seeds (each seed samples --n texts). With --noise N, a second seed of the reference model B, each
+Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
+Gemma-3: mask-aware mean over tokens), layer by layer: the embedding output is reported apart, transformer
+layers are numbered 0..L-1 as in --freeze and `analyze transplant`. Divergence = 1 - CKA, averaged over
+--sample-seeds (each seed samples --n texts, in equal shares from the --texts sources). The Table-4 summary
+is the mean divergence over transformer layers (embeddings only with --include-embeddings) with its 95%
+Student-t CI over the sample seeds. With --noise N, a second seed of the reference model B, each
 layer also gets the seed-noise ratio  r_l = div(A, B) / div(N, B)  (numerator: A vs B; denominator: N vs B).
 Paper §5.1 / DESIGN: A = the CLM-detour model, B = MLM seed 1, N = MLM seed 2, i.e.
 r_l = div(CLM, MLM_s1) / div(MLM_s2, MLM_s1)."""
@@ -44,9 +47,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--models", nargs=2, metavar=("A", "B"), required=True,
                    help="A (e.g. the CLM-detour model) and the reference B (e.g. MLM seed 1)")
     p.add_argument("--noise", metavar="N", help="a second seed of B (e.g. MLM seed 2): adds r_l = div(A,B)/div(N,B)")
-    p.add_argument("--texts", required=True, metavar="PATH|TASK",
-                   help="a text file/folder (.jsonl[.gz] 'text' records, .txt lines) or a task id (all its splits)")
-    p.add_argument("--n", type=int, default=500, help="texts per sample seed (default 500)")
+    p.add_argument("--texts", required=True, nargs="+", metavar="PATH|TASK",
+                   help="one or more sources, mixed in equal shares: text files/folders (.jsonl[.gz] 'text' "
+                   "records, .txt lines) or task ids (all their splits). Paper: French DiaMED + FrACCO, English "
+                   "PubMed abstracts")
+    p.add_argument("--n", type=int, default=500, help="texts per sample seed, all sources together (default 500)")
+    p.add_argument("--include-embeddings", action="store_true",
+                   help="average over the embedding output too (default: transformer layers only)")
     p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
     p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
     p.add_argument("--batch-size", type=int, default=8)
@@ -56,6 +63,24 @@ def add_parser(subparsers) -> None:
     _common(p)
     p.add_argument("--out", required=True, metavar="DIR", help="writes DIR/cka.json and DIR/cka.png")
     p.set_defaults(func=run_cka)
+
+    p = sub.add_parser("cka-trajectory", help="CKA divergence vs the start model for every checkpoint of a run",
+                       description="Paper Figure 3a: for every step-*/ checkpoint of a `biobench pretrain` run "
+                       "(and phase1/, final/), the mean CKA divergence over transformer layers from the start "
+                       "model, with its 95%% CI over sample seeds. Writes DIR/cka_trajectory.json and .png "
+                       "(the leaderboard's Plots tab shows them).")
+    p.add_argument("--run", required=True, metavar="DIR", help="a `biobench pretrain --out` folder")
+    p.add_argument("--start", metavar="MODEL", help="the start model (default: base_model in the run's metadata)")
+    p.add_argument("--texts", required=True, nargs="+", metavar="PATH|TASK", help="as for `analyze cka`")
+    p.add_argument("--n", type=int, default=500, help="texts per sample seed (default 500)")
+    p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
+    p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--data-dir", metavar="DIR", default=None, help="task data folder when --texts has task ids")
+    p.add_argument("--include-embeddings", action="store_true", help="average over the embedding output too")
+    _common(p)
+    p.add_argument("--out", metavar="DIR", help="default: the run folder")
+    p.set_defaults(func=run_cka_trajectory)
 
     p = sub.add_parser("transplant", help="copy a layer range (or only attention / MLP) of model A into model B")
     p.add_argument("--from", dest="source", required=True, metavar="A", help="model the parameters come from")
@@ -139,40 +164,93 @@ def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
     return [ex.text for split in ("train", "dev", "test") for ex in task.splits.get(split, [])], task.source
 
 
-def run_cka(args) -> int:
+def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], list[int]]:
+    """(the sampled texts, per seed their rows in that list, the sources, the seeds): each source gives an
+    equal share of --n texts per sample seed; only texts some seed draws are kept (and encoded)."""
     import numpy as np
-    from biobench.analysis import cka, features, plots
+    from biobench.analysis import cka
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
-    texts, source = _texts(args.texts, args.data_dir)
-    samples = cka.sample_indices(len(texts), args.n, seeds)
+    texts: list[str] = []
+    sources = []
+    for value in args.texts:
+        got, source = _texts(value, args.data_dir)
+        sources.append({"source": source, "n_texts": len(got)})
+        texts.extend(got)
+    samples = cka.sample_mixed([s["n_texts"] for s in sources], args.n, seeds)
     union = np.unique(np.concatenate(list(samples.values())))
     position = {int(t): k for k, t in enumerate(union)}
     samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
+    bounds = np.cumsum([s["n_texts"] for s in sources])
+    for k, src in enumerate(sources):
+        src["drawn_per_seed"] = int(np.sum((union >= (bounds[k - 1] if k else 0)) & (union < bounds[k])))
+    return [texts[i] for i in union], samples, sources, seeds
+
+
+def _layer_features(name: str, texts: list[str], args, device: str):
+    from biobench.analysis import features
+
+    model, tokenizer, info = features.load_frozen_encoder(name, device)
+    feats = features.layer_features(model, tokenizer, texts, args.max_length, args.batch_size)
+    del model
+    return feats, {"id": info.id, "revision": info.revision, "architecture": info.architecture,
+                   "layers": len(feats) - 1}
+
+
+def run_cka(args) -> int:
+    from biobench.analysis import cka, plots
+
+    texts, samples, sources, seeds = _cka_texts(args)
     device = _device(args.device)
     names = {"a": args.models[0], "b": args.models[1], "noise": args.noise}
     feats, ids = {}, {}
     for role, name in names.items():
         if name is None:
             continue
-        encoder, tokenizer, info = features.load_frozen_encoder(name, device)
-        feats[role] = features.layer_features(encoder, tokenizer, [texts[i] for i in union], args.max_length,
-                                              args.batch_size)
-        ids[role] = {"id": info.id, "revision": info.revision, "layers": len(feats[role]) - 1}
-        del encoder
+        feats[role], ids[role] = _layer_features(name, texts, args, device)
         if role == "b" and "a" in feats:
             cka.layer_pairs(len(feats["a"]), len(feats["b"]), args.align_relative)  # fail before the noise model
-    report = cka.cka_report(feats, "a", "b", "noise" if args.noise else None, samples, args.align_relative)
-    report = {"schema": report.pop("schema"), "models": ids, "texts": source, "n_texts": len(texts),
+    report = cka.cka_report(feats, "a", "b", "noise" if args.noise else None, samples, args.align_relative,
+                            args.include_embeddings)
+    report = {"schema": report.pop("schema"), "models": ids, "texts": sources,
               "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
               **report}
     out = Path(args.out)
     _write_json(out / "cka.json", report)
     plots.plot_cka(report, out / "cka.png")
-    for row in report["layers"]:
+    for row in [report["embeddings"], *report["layers"]]:
         ratio = f"  ratio {row['ratio']:.2f}" if row["ratio"] is not None else ""
-        print(f"layer {row['layer']:>2}: CKA {row['cka']:.4f}  divergence {row['divergence']:.4f}{ratio}")
+        name = "embeddings" if row["layer"] == "embeddings" else f"layer {row['layer']:>2}"
+        print(f"{name:>10}: CKA {row['cka']:.4f}  divergence {row['divergence']:.4f}{ratio}")
+    print("Table 4: " + cka.table4_row(report))
     print(f"wrote {out / 'cka.json'} and {out / 'cka.png'}")
+    return 0
+
+
+def run_cka_trajectory(args) -> int:
+    from biobench.analysis import cka, plots
+
+    run = Path(args.run)
+    checkpoints = cka.run_checkpoints(run)
+    start = cka.start_model(run, checkpoints, args.start)
+    texts, samples, sources, seeds = _cka_texts(args)
+    device = _device(args.device)
+    start_feats, start_id = _layer_features(start, texts, args, device)
+    points = []
+    for ckpt in checkpoints:
+        feats, _ = _layer_features(ckpt["path"], texts, args, device)
+        point = {**ckpt, **cka.trajectory_point(start_feats, feats, samples, args.include_embeddings)}
+        points.append(point)
+        print(f"{ckpt['checkpoint']:>14} ({ckpt['tokens']} tokens): mean divergence {point['mean_divergence']:.4f} "
+              f"[{point['ci_low']:.4f}, {point['ci_high']:.4f}]")
+    report = {"schema": "biobench.cka-trajectory/1", "run": str(run), "start": start_id, "texts": sources,
+              "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
+              "layers_averaged": ("embeddings + " if args.include_embeddings else "") + "transformer layers",
+              "points": points}
+    out = Path(args.out) if args.out else run
+    _write_json(out / "cka_trajectory.json", report)
+    plots.plot_cka_trajectory(report, out / "cka_trajectory.png")
+    print(f"wrote {out / 'cka_trajectory.json'} and {out / 'cka_trajectory.png'}")
     return 0
 
 
