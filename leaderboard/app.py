@@ -77,6 +77,7 @@ def build_app(board: Board) -> gr.Blocks:
     # analysis figures do not depend on the filters: build them once (their problems join the list)
     cka_fig = plots.cka_figure(board.analyses["cka"], board.problems)
     needle_fig = plots.needle_figure(board.analyses["needle"], board.problems)
+    trajectory_fig = plots.cka_trajectory_figure(board.analyses.get("cka_trajectory", []), board.problems)
 
     with gr.Blocks(title="biobench leaderboard") as app:
         gr.Markdown(
@@ -120,6 +121,7 @@ def build_app(board: Board) -> gr.Blocks:
                 p_bars = gr.Plot(label="Per-task scores")
                 gr.Plot(cka_fig, label="CKA")
                 gr.Plot(needle_fig, label="Needle in a haystack")
+                gr.Plot(trajectory_fig, label="CKA trajectory (divergence from the start model)")
             with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems"):
                 gr.Dataframe(problems_frame(board), label="Files that could not be used")
 
