@@ -94,14 +94,16 @@ def test_needle_generate_and_run(models, tmp_path, capsys):
     haystacks.mkdir()
     (haystacks / "corpus.txt").write_text("\n".join(corpus()) + "\n", encoding="utf-8")
     data = tmp_path / "needle"
-    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(haystacks), "--out", str(data), "--n", "48",
-                     "--lengths", "128,192", "--tokenizer", str(models["m0"])]) == 0
+    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(haystacks), "--out", str(data), "--examples", "48",
+                     "--lengths", "256,384", "--tokenizer", str(models["m0"])]) == 0
     rows = [json.loads(line) for line in (data / "needle.jsonl").read_text().splitlines()]
-    assert len(rows) == 48 and all(r["length_unit"] == "tokens" for r in rows)
+    assert len(rows) == 48 and all(r["length_unit"] == "tokens" and r["n_input_tokens"] <= r["length"] for r in rows)
+    meta = json.loads((data / "needle_meta.json").read_text())
+    assert (meta["n_examples"], meta["n_pairs"]) == (48, 24)
     assert cli.main(["analyze", "needle", "run", "--model", str(models["m0"]), "--data", str(data), "--out",
                      str(tmp_path / "run"), "--seeds", "1,2", "--epochs", "2", "--device", "cpu"]) == 0
     result = json.loads((tmp_path / "run" / "needle_results.json").read_text())
-    assert set(result["by_length"]) == {"128", "192"} and set(result["by_position"]) == {"start", "middle", "end"}
+    assert set(result["by_length"]) == {"256", "384"} and set(result["by_position"]) == {"start", "middle", "end"}
     assert 0.0 <= result["accuracy"] <= 1.0 and len(result["per_seed"]) == 2
     assert result["fact_visible"]["overall"] == 1.0  # an 8192-token model sees every fact
     assert result["probe"] == {"epochs": 2, "lr": 2e-5, "batch_size": 4, "dropout": 0.1, "weight_decay": 0.01}
@@ -111,12 +113,27 @@ def test_needle_generate_and_run(models, tmp_path, capsys):
 
 def test_needle_haystack_folder_too_small(tmp_path, capsys):
     (tmp_path / "a.txt").write_text("Une phrase.\n", encoding="utf-8")
-    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o"),
-                     "--n", "10", "--lengths", "512"]) == 2
+    base = ["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o"),
+            "--lengths", "512"]
+    assert cli.main(base + ["--pairs", "5", "--length-unit", "words"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: haystack folder '{tmp_path}' holds only 2 words of text, fewer than the longest length 512; "
         "add more texts or lower --lengths"
     )
+
+
+def test_needle_generate_counts_are_named_and_tokens_need_the_model(tmp_path, capsys):
+    base = ["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert cli.main(base + ["--n", "10"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --n 10 is ambiguous: pass --examples 10 (probe inputs) or --pairs 10 (positive/negative pairs, "
+        "two examples each)")
+    assert cli.main(base + ["--examples", "7", "--length-unit", "words"]) == 2
+    assert "--examples 7: the set is made of positive/negative pairs" in capsys.readouterr().err
+    assert cli.main(base) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL (the model you "
+        "will run), or --length-unit words to count whitespace words")
 
 
 @pytest.mark.slow  # encodes ~300 texts: a minute on a loaded 2-core machine

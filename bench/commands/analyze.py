@@ -111,15 +111,27 @@ def add_parser(subparsers) -> None:
 
     needle = sub.add_parser("needle", help="needle-in-a-haystack data and probe (paper Appendix I)")
     nsub = needle.add_subparsers(dest="needle_command", metavar="STEP", required=True)
-    p = nsub.add_parser("generate", help="write DIR/needle.jsonl from a French biomedical text folder")
+    p = nsub.add_parser("generate", help="write DIR/needle.jsonl from a French biomedical text folder",
+                        description="Appendix I's needle set. Lengths count the evaluated model's tokens (pass it as "
+                        "--tokenizer) and include the query and special tokens, so an L-token example fits an "
+                        "L-token context untruncated; --length-unit words counts whitespace words instead. Size: "
+                        "--examples (probe inputs, default 1500 = the paper's '1500 balanced positive/negative "
+                        "pairs' read as 1500 (query, document) inputs) or --pairs (positive/negative pairs, each "
+                        "two examples).")
     p.add_argument("--haystacks", required=True, metavar="DIR", help=".jsonl[.gz] records with 'text', or .txt files")
     p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--n", type=int, default=1500, help="examples (n/2 positive/negative pairs); default 1500")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--examples", type=int, default=None,
+                      help="probe inputs, half positive, half negative (even; default 1500)")
+    size.add_argument("--pairs", type=int, default=None,
+                      help="positive/negative pairs (same haystack and query, one fact apart); examples = 2 x pairs")
+    p.add_argument("--n", type=int, default=None, help=argparse.SUPPRESS)  # ambiguous: refused with a hint
     p.add_argument("--lengths", default="512,1024,2048,4096,8192")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tokenizer", metavar="M", help="count lengths in this model's (or tokenizer folder's) tokens "
-                   "(recommended); "
-                   "default: whitespace words, which are fewer than subword tokens")
+    p.add_argument("--tokenizer", metavar="M", help="the evaluated model (or a tokenizer folder): lengths count its "
+                   "tokens, query and special tokens included (required unless --length-unit words)")
+    p.add_argument("--length-unit", choices=("tokens", "words"), default="tokens",
+                   help="tokens of --tokenizer (default) or whitespace words (fewer than subword tokens)")
     p.set_defaults(func=run_needle_generate)
     p = nsub.add_parser("run", help="frozen encoder + MLP probe on CLS; accuracy by length and position")
     p.add_argument("--model", required=True)
@@ -335,12 +347,29 @@ def run_probe(args) -> int:
     return 0
 
 
+def _needle_pairs(args) -> int:
+    if args.n is not None:
+        raise ConfigError(f"--n {args.n} is ambiguous: pass --examples {args.n} (probe inputs) or --pairs {args.n} "
+                          "(positive/negative pairs, two examples each)")
+    if args.pairs is not None:
+        return args.pairs
+    examples = 1500 if args.examples is None else args.examples
+    if examples < 2 or examples % 2:
+        raise ConfigError(f"--examples {examples}: the set is made of positive/negative pairs, so it must be even "
+                          "and >= 2")
+    return examples // 2
+
+
 def run_needle_generate(args) -> int:
     from biobench.tasks import needle
 
+    n_pairs = _needle_pairs(args)
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    count, tokenizer_source = None, None
-    if args.tokenizer:
+    count = reserve = tokenizer_source = None
+    if args.length_unit == "tokens":
+        if not args.tokenizer:
+            raise ConfigError("needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL "
+                              "(the model you will run), or --length-unit words to count whitespace words")
         from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
@@ -348,20 +377,29 @@ def run_needle_generate(args) -> int:
         tokenizer_source = str(folder.resolve()) if (folder / "tokenizer_config.json").is_file() else resolve_model(args.tokenizer).source
         tok = AutoTokenizer.from_pretrained(tokenizer_source)
         tok.model_max_length = 10**9  # counting only: silence the "longer than the model" warning
+        specials = tok.num_special_tokens_to_add(pair=True)
 
         def count(text: str) -> int:
             return len(tok(text, add_special_tokens=False)["input_ids"])
 
+        def reserve(query: str) -> int:
+            return count(query) + specials
+    elif args.tokenizer:
+        raise ConfigError("--tokenizer and --length-unit words contradict each other; drop one")
+
     texts = needle.read_texts(args.haystacks)
-    rows = needle.generate(texts, n=args.n, lengths=lengths, seed=args.seed, count=count, source=args.haystacks)
+    rows = needle.generate(texts, n_pairs=n_pairs, lengths=lengths, seed=args.seed, count=count, source=args.haystacks,
+                           reserve=reserve)
     out = Path(args.out)
     needle.write_jsonl(rows, out / "needle.jsonl")
-    meta = {"schema": "biobench.needle-data/1", "haystacks": str(args.haystacks), "n": len(rows),
-            "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
+    meta = {"schema": "biobench.needle-data/2", "haystacks": str(args.haystacks), "n_examples": len(rows),
+            "n_pairs": n_pairs, "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
+            "length_counts": "query + special tokens + document" if reserve else "document words",
             "tokenizer": tokenizer_source, "templates": str(needle.TEMPLATES_PATH.name),
+            "negatives": "every slot changed",
             "splits": {s: sum(r["split"] == s for r in rows) for s in ("train", "dev", "test")}}
     _write_json(out / "needle_meta.json", meta)
-    print(f"wrote {len(rows)} examples ({meta['splits']}) to {out / 'needle.jsonl'}")
+    print(f"wrote {len(rows)} examples ({n_pairs} positive/negative pairs; {meta['splits']}) to {out / 'needle.jsonl'}")
     return 0
 
 
