@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -418,6 +419,11 @@ def run_needle(args) -> int:
     device = _device(args.device)
     encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
     max_length = min(args.max_length or 10**9, features.model_max_length(encoder, tokenizer))
+    meta_path = Path(args.data) / "needle_meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    if meta.get("tokenizer") and str(Path(meta["tokenizer"]).resolve()) != str(Path(info.source).resolve()):
+        print(f"note: {args.data} counts lengths in the tokens of {meta['tokenizer']}, not of {info.source}; "
+              "regenerate it with --tokenizer set to this model for exact lengths", file=sys.stderr)
     start = time.time()
     # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
     cache = Path(args.data) / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"
