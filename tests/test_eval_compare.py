@@ -87,3 +87,18 @@ def test_average_over_tasks_both_models_have(tmp_path, capsys):
     assert cli.main(["compare", "a", "b", "--results", str(tmp_path), "--average", "--n-boot", "100"]) == 0
     out = capsys.readouterr().out
     assert "average en" in out and "3 tasks" in out
+
+
+def test_models_given_as_absolute_model_folders(tmp_path):
+    from biobench.models import resolve_model
+
+    models = tmp_path / "runs"
+    for name in ("detour", "mlm"):
+        (models / name / "final").mkdir(parents=True)
+        (models / name / "final" / "config.json").write_text("{}")
+    results = tmp_path / "results"
+    slugs = [resolve_model(str(models / n / "final")).slug for n in ("detour", "mlm")]
+    write_model(results, slugs[0], 0.9)
+    write_model(results, slugs[1], 0.5)
+    report = compare(results, str(models / "detour" / "final"), str(models / "mlm" / "final"), n_boot=100)
+    assert (report["a"], report["b"]) == tuple(slugs) and report["tasks"][0]["diff"] > 0

@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
 
 def model_folder(results: Path, name: str) -> Path:
     """The results sub-folder of a model given as a slug, alias, hub id or local model folder."""
-    if (results / name).is_dir():
+    if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
     from biobench.models import model_slug, resolve_model
 
