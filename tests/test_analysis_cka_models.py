@@ -65,6 +65,7 @@ def test_cka_on_decoders_with_two_sources(decoders, two_sources, tmp_path, capsy
     assert [r["layer"] for r in report["layers"]] == [0, 1, 2]
     assert report["models"]["a"]["architecture"] == "Gemma3TextModel"
     assert [s["n_texts"] for s in report["texts"]] == [6, len(TINY_TEXTS) - 6]
+    assert [s["drawn_per_seed"] for s in report["texts"]] == [4, 4] and report["n"] == 8
     s = report["summary"]
     assert s["n_seeds"] == 3 and s["ci_low"] <= s["mean_divergence"] <= s["ci_high"]
     assert 0 < s["mean_divergence"] < 1  # two random decoders differ

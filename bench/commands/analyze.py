@@ -191,12 +191,13 @@ def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], l
         sources.append({"source": source, "n_texts": len(got)})
         texts.extend(got)
     samples = cka.sample_mixed([s["n_texts"] for s in sources], args.n, seeds)
+    bounds = np.cumsum([0] + [s["n_texts"] for s in sources])
+    first = samples[seeds[0]]  # every seed draws the same number from each source
+    for k, src in enumerate(sources):
+        src["drawn_per_seed"] = int(np.sum((first >= bounds[k]) & (first < bounds[k + 1])))
     union = np.unique(np.concatenate(list(samples.values())))
     position = {int(t): k for k, t in enumerate(union)}
     samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
-    bounds = np.cumsum([s["n_texts"] for s in sources])
-    for k, src in enumerate(sources):
-        src["drawn_per_seed"] = int(np.sum((union >= (bounds[k - 1] if k else 0)) & (union < bounds[k])))
     return [texts[i] for i in union], samples, sources, seeds
 
 
