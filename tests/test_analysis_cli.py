@@ -64,6 +64,7 @@ def test_cka_of_a_model_with_itself_is_one(models, texts_file, tmp_path):
     report = json.loads((tmp_path / "cka.json").read_text())
     assert all(row["cka"] == pytest.approx(1.0, abs=1e-9) and row["ratio"] is None for row in report["layers"])
     assert report["summary"]["mean_divergence"] == pytest.approx(0.0, abs=1e-9)
+    assert report["summary"]["ci_low"] is None and report["summary"]["n_seeds"] == 1  # one seed: no interval
 
 
 def test_cka_models_of_different_depth(models, texts_file, tmp_path, capsys):

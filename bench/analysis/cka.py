@@ -18,6 +18,7 @@ those per-seed means with a Student-t 95% CI over the sample seeds (3 seeds: t w
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -163,11 +164,15 @@ def cka_report(
 
 def table4_summary(per_seed: dict[int, list[float]], confidence: float = 0.95) -> dict[str, Any]:
     """Paper Table 4: per sample seed, the mean divergence over the given layers; then their mean and
-    Student-t CI over the seeds (nan bounds with a single seed)."""
+    Student-t CI over the seeds (null bounds with a single seed)."""
     means = {str(s): float(np.mean(v)) for s, v in per_seed.items()}
     summ = seed_summary(list(means.values()), confidence)
-    return {"mean_divergence": summ.mean, "ci_low": summ.ci_low, "ci_high": summ.ci_high,
-            "ci_half_width": summ.half_width, "std_over_seeds": summ.std, "n_seeds": summ.n,
+
+    def finite(x: float) -> float | None:  # JSON has no NaN: an undefined interval is null
+        return None if math.isnan(x) else float(x)
+
+    return {"mean_divergence": summ.mean, "ci_low": finite(summ.ci_low), "ci_high": finite(summ.ci_high),
+            "ci_half_width": finite(summ.half_width), "std_over_seeds": summ.std, "n_seeds": summ.n,
             "per_seed_mean": means, "confidence": confidence}
 
 
@@ -175,10 +180,12 @@ def table4_row(report: dict[str, Any]) -> str:
     """One Table-4 style line: mean divergence over layers (%) with its 95% CI half-width over seeds."""
     s = report["summary"]
     half = s["ci_half_width"]
-    ci = f"± {100 * half:.1f}" if half == half else "(CI needs >= 2 sample seeds)"
     models = report.get("models", {})
     names = " vs ".join(str(m.get("id", "?")) for r, m in models.items() if r in ("a", "b")) or "A vs B"
-    return (f"{names}: mean divergence {100 * s['mean_divergence']:.1f} {ci} "
+    if half is None:
+        return (f"{names}: mean divergence {100 * s['mean_divergence']:.1f} (no CI: one sample seed; "
+                f"{s['layers_averaged']})")
+    return (f"{names}: mean divergence {100 * s['mean_divergence']:.1f} ± {100 * half:.1f} "
             f"(95% CI [{100 * s['ci_low']:.1f}, {100 * s['ci_high']:.1f}], {s['n_seeds']} sample seeds, "
             f"{s['layers_averaged']})")
 

@@ -54,7 +54,7 @@ def plot_cka_trajectory(report: dict[str, Any], path: Path) -> None:
     xs = [p["tokens"] for p in points]
     ax.plot(xs, [p["mean_divergence"] for p in points], "o-", color="black")
     lows = [p["ci_low"] for p in points]
-    if all(v == v for v in lows):  # nan with a single sample seed
+    if all(v is not None for v in lows):  # null with a single sample seed
         ax.fill_between(xs, lows, [p["ci_high"] for p in points], alpha=0.2, color="black", lw=0)
     for p in points:
         if not p["checkpoint"].startswith("step-"):
