@@ -196,6 +196,26 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     return plan.runs
 
 
+def detectable_difference(paths: Sequence[Path]):
+    """The minimum detectable difference at 80% power (stats.minimum_detectable_difference) from these
+    seeds' predictions files; None when a file is missing or the seeds were scored on different examples."""
+    from biobench.errors import ResultsError
+    from biobench.results import read_predictions
+    from biobench.stats import minimum_detectable_difference, prediction_macro_f1
+
+    try:
+        rows = [read_predictions(p) for p in paths]
+    except ResultsError:
+        return None
+    if not rows:
+        return None
+    gold = [r["gold"] for r in rows[0]]
+    if not gold or any([r["gold"] for r in seed_rows] != gold for seed_rows in rows[1:]):
+        return None
+    preds = [[r["pred"] for r in seed_rows] for seed_rows in rows]
+    return minimum_detectable_difference(gold, preds, prediction_macro_f1(gold, *preds))
+
+
 def summarize(plan: Plan) -> dict[str, Any]:
     """Mean, std and 95% CI of test macro-F1 over seeds per task (results of this grid's keys found on disk,
     whichever shard wrote them), and the per-language average of the task means."""
@@ -217,6 +237,9 @@ def summarize(plan: Plan) -> dict[str, Any]:
         if scores:
             s = seed_summary(list(scores.values()), bounds=(0.0, 1.0))
             row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
+            mdd = detectable_difference([run.path for run in runs if run.seed in scores])
+            if mdd is not None:
+                row.update(mdd=mdd.mdd, mdd_many_seeds=mdd.mdd_many_seeds, test_se=mdd.test_se)
         tasks.append(row)
     languages: dict[str, dict[str, Any]] = {}
     for lang in sorted({t["lang"] for t in tasks}):

@@ -97,6 +97,9 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert t2["n"] == 3 and t2["mean"] == pytest.approx(sum(scores) / 3)
     assert t2["ci_low"] <= t2["mean"] <= t2["ci_high"]
     assert summary["languages"]["fr"]["mean"] == pytest.approx(t2["mean"])
+    # minimum detectable difference from these seeds' predictions (2.80 = z_0.975 + z_0.80)
+    assert t2["mdd"] == pytest.approx(2.8016 * (2 * (t2["std"] ** 2 / 3 + t2["test_se"] ** 2)) ** 0.5, rel=1e-3)
+    assert t2["mdd"] >= t2["mdd_many_seeds"] > 0
 
     with pytest.raises(ResultsError, match=r"holds a result of another run \(protocol \(epochs 2 -> 1\)\)"):
         plan(tiny_mlm_dir, tmp_path, overrides=dict(OVERRIDES, epochs=1))
@@ -205,6 +208,7 @@ def test_eval_cli_end_to_end_on_generated_task(tiny_mlm_dir, tmp_path, capsys):
     assert cli.main(args[:-1]) == 0  # the rich table, every run skipped
     captured = capsys.readouterr()
     assert "2 already done" in captured.err and "demo-cls" in captured.out and "average fr" in captured.out
+    assert "MDD" in captured.out and task["mdd"] > 0
 
 
 @pytest.mark.parametrize(("args", "message"), [
