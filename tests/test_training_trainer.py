@@ -67,7 +67,7 @@ def test_optimizer_state_carries_across_phases(tiny_corpus, tmp_path):
     moments = [trainer.optimizer.state[p]["exp_avg"].clone() for p in params]
     steps = [float(trainer.optimizer.state[p]["step"]) for p in params]
     assert steps == [2.0] * len(params)
-    assert trainer.state["step"] == 0 and trainer.state["phase"] == 1  # only the schedule resets
+    assert trainer.state.step == 0 and trainer.state.phase == 1  # only the schedule resets
     # the first phase-2 step starts from the phase-1 moments: exp_avg = beta1 * m + (1 - beta1) * g
     grads = {}
     hook = trainer.optimizer.register_step_pre_hook(

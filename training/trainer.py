@@ -108,7 +108,45 @@ def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torc
     return flops_per_token * tokens_per_s / peak
 
 
+@dataclass
+class TrainState:
+    """Where a run stands: everything besides weights, optimiser and RNG that resuming must restore exactly.
+
+    `step` counts within the current phase (the schedule restarts each phase); `global_step` and `position`
+    (the next packed-sequence index) run across phases so the data never repeats."""
+
+    phase: int = 0
+    step: int = 0
+    position: int = 0
+    global_step: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: {"phase1": 0, "phase2": 0, "clm": 0, "mlm": 0, "seen": 0})
+
+    def advance(self, phase_index: int, objective: str, tokens: int, sequences: int) -> None:
+        """Account for one finished global step."""
+        self.step += 1
+        self.global_step += 1
+        self.position += sequences
+        self.tokens[f"phase{phase_index + 1}"] += tokens
+        self.tokens[objective] += tokens
+        self.tokens["seen"] += tokens
+
+    def finish_phase(self, phase_index: int) -> None:
+        self.phase = phase_index + 1
+        self.step = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "tokens": dict(self.tokens)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainState:
+        return cls(phase=int(data["phase"]), step=int(data["step"]), position=int(data["position"]),
+                   global_step=int(data["global_step"]), tokens={k: int(v) for k, v in data["tokens"].items()})
+
+
 class Trainer:
+    """Setup reads as four steps (model, data, optimiser, resume); `run` walks the phases and `_run_phase`
+    is the loop."""
+
     def __init__(self, cfg: PretrainConfig):
         self.cfg = cfg
         self.recipe: Recipe = get_recipe(cfg.recipe, cfg.freeze)
@@ -116,40 +154,24 @@ class Trainer:
         self.plan = make_plan(cfg, self.dist.world)
         self.out = Path(cfg.out)
         self.attn = cfg.attn or loading.default_attention(self.dist.device.type)
-        self.resume_from = None
-        if cfg.resume:
-            self.resume_from = checkpoint.resolve_resume(cfg.resume, self.out, self.recipe.name)
-        elif self.out.is_dir() and any(self.out.glob(f"*/{checkpoint.META}")):
-            raise ConfigError(f"{self.out} already holds checkpoints of a pretraining run: pass --resume to "
-                              f"continue it, or a fresh --out")
-        self._load_model()
-        freezing.validate_freezes(self.model, list(self.recipe.freezes))
-        if cfg.doc_mask and self.model.config.model_type != "modernbert":
-            raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
-        self._load_corpus()
-        self.model.train()
-        self.sharded = None
-        if cfg.fsdp and self.dist.world > 1:
-            if cfg.resume:
-                raise ConfigError("--resume with --fsdp is not supported yet (sharded optimiser state); use DDP")
-            # FSDP2 swaps the parameters for sharded ones: wrap once, before the optimiser sees them.
-            self.sharded = distributed.wrap(LMLoss(self.model), self.dist, fsdp=True)
-        self.optimizer = optim.build_optimizer(self.model, cfg.lr, cfg.betas, cfg.eps, cfg.weight_decay)
-        self.state: dict[str, Any] = {"phase": 0, "step": 0, "position": 0, "global_step": 0,
-                                      "tokens": {"phase1": 0, "phase2": 0, "clm": 0, "mlm": 0, "seen": 0}}
-        if self.resume_from is not None:
-            saved = checkpoint.load_state(self.resume_from)
-            self.optimizer.load_state_dict(saved["optimizer"])
-            self.state = saved["trainer"]
-            torch.set_rng_state(saved["rng"]["torch"])
-            if torch.cuda.is_available() and saved["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
-        if self.dist.main:
-            self._trim_log(self.state["global_step"])
-        self.special_ids = sorted(set(self.tokenizer.all_special_ids))
+        self.resume_from = self._resume_folder()
+        self._setup_model()
+        self._setup_data()
+        self._setup_optimizer()
+        self.state = self._restore()
 
     # ---------------------------------------------------------------- setup
-    def _load_model(self) -> None:
+    def _resume_folder(self) -> Path | None:
+        """The checkpoint to resume from; refuses to start a fresh run over an existing one."""
+        if self.cfg.resume:
+            return checkpoint.resolve_resume(self.cfg.resume, self.out, self.recipe.name)
+        if self.out.is_dir() and any(self.out.glob(f"*/{checkpoint.META}")):
+            raise ConfigError(f"{self.out} already holds checkpoints of a pretraining run: pass --resume to "
+                              f"continue it, or a fresh --out")
+        return None
+
+    def _setup_model(self) -> None:
+        """Load (or build) the model and tokenizer, check the recipe's freezes and masks fit it."""
         cfg = self.cfg
         if self.resume_from is not None:
             self.model, self.tokenizer = loading.load_checkpoint(self.resume_from, self.attn)
@@ -167,6 +189,9 @@ class Trainer:
             else:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
+        freezing.validate_freezes(self.model, list(self.recipe.freezes))
+        if cfg.doc_mask and self.model.config.model_type != "modernbert":
+            raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
 
     def _load_source(self, tok_dir, train_tokenizer: bool):
         cfg = self.cfg
@@ -174,7 +199,8 @@ class Trainer:
                             attn=self.attn, corpus_documents=lambda: corpus.iter_documents(cfg.corpus, cfg.text_field),
                             seed=cfg.seed, tokenizer_dir=tok_dir, train_tokenizer=train_tokenizer)
 
-    def _load_corpus(self) -> None:
+    def _setup_data(self) -> None:
+        """Tokenise (or read the cached) corpus and pack it into fixed-length sequences."""
         cfg = self.cfg
         build = lambda: corpus.load_or_build(cfg.corpus, self.tokenizer, cfg.cache_dir, cfg.text_field,  # noqa: E731
                                              cfg.max_documents)
@@ -185,13 +211,39 @@ class Trainer:
             tokens = build()
         self.corpus_tokens = tokens
         self.packed = PackedCorpus(tokens.tokens, tokens.offsets, cfg.seq_len, self.tokenizer.pad_token_id, cfg.seed)
+        self.special_ids = sorted(set(self.tokenizer.all_special_ids))
+
+    def _setup_optimizer(self) -> None:
+        """One optimiser for every phase (FSDP2 must wrap the model before the optimiser sees its parameters)."""
+        cfg = self.cfg
+        self.model.train()
+        self.sharded = None
+        if cfg.fsdp and self.dist.world > 1:
+            if cfg.resume:
+                raise ConfigError("--resume with --fsdp is not supported yet (sharded optimiser state); use DDP")
+            self.sharded = distributed.wrap(LMLoss(self.model), self.dist, fsdp=True)
+        self.optimizer = optim.build_optimizer(self.model, cfg.lr, cfg.betas, cfg.eps, cfg.weight_decay)
+
+    def _restore(self) -> TrainState:
+        """A fresh state, or the optimiser, RNG and position saved in the resume checkpoint."""
+        state = TrainState()
+        if self.resume_from is not None:
+            saved = checkpoint.load_state(self.resume_from)
+            self.optimizer.load_state_dict(saved["optimizer"])
+            state = TrainState.from_json(saved["trainer"])
+            torch.set_rng_state(saved["rng"]["torch"])
+            if torch.cuda.is_available() and saved["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+        if self.dist.main:
+            self._trim_log(state.global_step)
+        return state
 
     # ---------------------------------------------------------------- batches
     def _micro_batches(self, objective: str, mask_rate: float) -> list[dict[str, torch.Tensor]]:
         """This rank's micro-batches for the current global step, labels included (deterministic per
         data position, so the split over ranks and micro-batches does not change the data)."""
         per_rank = self.cfg.batch_size // self.dist.world
-        first = self.state["position"] + self.dist.rank * per_rank
+        first = self.state.position + self.dist.rank * per_rank
         out = []
         for start in range(first, first + per_rank, self.plan.micro):
             positions = list(range(start, start + self.plan.micro))
@@ -233,9 +285,9 @@ class Trainer:
         if self.cfg.progress and self.dist.main:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=sum(self.plan.steps), initial=self.state["global_step"], unit="step", dynamic_ncols=True)
+            bar = tqdm(total=sum(self.plan.steps), initial=self.state.global_step, unit="step", dynamic_ncols=True)
         try:
-            for phase_index in range(self.state["phase"], len(self.recipe.phases)):
+            for phase_index in range(self.state.phase, len(self.recipe.phases)):
                 if not self._run_phase(phase_index, bar):
                     return None
             return self.out / "final"
@@ -251,42 +303,25 @@ class Trainer:
         wrapped = self.sharded or distributed.wrap(LMLoss(self.model), self.dist)
         causal = phase.objective == "clm"
         context = causal_attention(self.model) if causal else contextlib.nullcontext()
-        log_path = self.out / "train_log.jsonl"
         if self.dist.main:
             self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.objective.upper()}"
                         f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} steps, schedule {phase.schedule}"
                         + (f", frozen layers {frozen[0]}-{frozen[-1]}" if frozen else ""))
         with context:
-            while self.state["step"] < total:
-                if self.cfg.stop_after_steps is not None and self.state["global_step"] >= self.cfg.stop_after_steps:
+            while self.state.step < total:
+                if self.cfg.stop_after_steps is not None and self.state.global_step >= self.cfg.stop_after_steps:
                     return False
                 t0 = time.perf_counter()
                 loss, grad_norm, lr = self._step(wrapped, trainable, phase, total, causal)
                 elapsed = time.perf_counter() - t0
                 tokens = self.plan.tokens_per_step
-                self.state["step"] += 1
-                self.state["global_step"] += 1
-                self.state["position"] += self.cfg.batch_size
-                self.state["tokens"][f"phase{phase_index + 1}"] += tokens
-                self.state["tokens"][phase.objective] += tokens
-                self.state["tokens"]["seen"] += tokens
+                self.state.advance(phase_index, phase.objective, tokens, self.cfg.batch_size)
                 if self.dist.main:
-                    tps = tokens / elapsed
-                    record = {"step": self.state["global_step"], "phase": phase_index + 1, "objective": phase.objective,
-                              "tokens": self.state["tokens"]["seen"], "loss": round(loss, 6), "lr": lr,
-                              "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tps, 1),
-                              "mfu": _mfu(self.model, tps, self.cfg.seq_len, self.dist.device)}
-                    with log_path.open("a") as fh:
-                        fh.write(json.dumps(record) + "\n")
-                    if bar is not None:
-                        bar.set_postfix(phase=phase_index + 1, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tps:,.0f}")
-                        bar.update(1)
-                every = self.cfg.save_every
-                seen = self.state["tokens"]["seen"]
-                if every and seen // every > (seen - tokens) // every and self.state["step"] < total:
+                    self._log_step(phase_index, phase.objective, loss, grad_norm, lr, tokens / elapsed, bar)
+                seen, every = self.state.tokens["seen"], self.cfg.save_every
+                if every and seen // every > (seen - tokens) // every and self.state.step < total:
                     self._save(self.out / f"step-{seen}", "step", with_state=True)
-        self.state["phase"] = phase_index + 1
-        self.state["step"] = 0
+        self.state.finish_phase(phase_index)
         last = phase_index == len(self.recipe.phases) - 1
         self._save(self.out / phase.name, phase.name, with_state=not last)
         return True
@@ -306,18 +341,30 @@ class Trainer:
         loss = distributed.all_reduce_sum(loss_sum, self.dist) / count
         clip = self.cfg.grad_clip if self.cfg.grad_clip else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, clip) if trainable else torch.zeros(())
-        lr = self.cfg.lr * schedules.multiplier(phase.schedule, self.state["step"], total, self.plan.warmup)
+        lr = self.cfg.lr * schedules.multiplier(phase.schedule, self.state.step, total, self.plan.warmup)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(loss), float(grad_norm), lr
 
+    def _log_step(self, phase_index: int, objective: str, loss: float, grad_norm: float, lr: float,
+                  tokens_per_s: float, bar) -> None:
+        record = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
+                  "tokens": self.state.tokens["seen"], "loss": round(loss, 6), "lr": lr,
+                  "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
+                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device)}
+        with (self.out / "train_log.jsonl").open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if bar is not None:
+            bar.set_postfix(phase=phase_index + 1, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+            bar.update(1)
+
     # ---------------------------------------------------------------- checkpoints
     def metadata(self, phase_name: str) -> dict[str, Any]:
         cfg = self.cfg
         return {"recipe": self.recipe.name, "phase": phase_name, "base_model": cfg.model,
-                "tokens": dict(self.state["tokens"]),
+                "tokens": dict(self.state.tokens),
                 "frozen": [f.to_json() for f in self.recipe.freezes], "decay_ratio": cfg.decay_ratio,
                 "seq_len": cfg.seq_len, "batch_size": cfg.batch_size, "corpus": str(cfg.corpus),
                 "doc_mask": cfg.doc_mask, "seed": cfg.seed, "world_size": self.dist.world,
@@ -338,7 +385,7 @@ class Trainer:
             return
         state = None
         if with_state:
-            state = {"optimizer": self.optimizer.state_dict(), "trainer": json.loads(json.dumps(self.state)),
+            state = {"optimizer": self.optimizer.state_dict(), "trainer": self.state.to_json(),
                      "rng": {"torch": torch.get_rng_state(),
                              "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
                      "config": {k: str(v) for k, v in asdict(self.cfg).items()}}
