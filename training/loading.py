@@ -32,6 +32,12 @@ def default_attention(device_type: str) -> str:
     return "sdpa"
 
 
+def decoder_attention(attn: str) -> str:
+    """The attention backend for a decoder recipe: sdpa instead of flash-attention 2, whose kernels take no 4D
+    mask and whose two-sided sliding window the bidirectional phase would need is not leak-tested here."""
+    return "sdpa" if attn == "flash_attention_2" else attn
+
+
 def check_architecture(model_type: str, recipe_name: str, needs_causal: bool, source: str,
                        decoder: bool = False) -> None:
     from biobench.training.causal import DECODER_FAMILIES, DECODER_SUPPORTED
@@ -57,6 +63,7 @@ def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus
     other ranks, which wait for rank 0). `decoder`: the recipe runs on a causal LM (see the module doc)."""
     if source.startswith("preset:"):
         name = source.split(":", 1)[1]
+        attn = decoder_attention(attn) if decoder else attn
         model, tokenizer = _preset(name, attn, corpus_documents, seed, tokenizer_dir, train_tokenizer)
         check_architecture(model.config.model_type, recipe_name, needs_causal, source, decoder)
         return (add_mask_token(model, tokenizer, seed) if decoder else model), tokenizer
@@ -74,7 +81,7 @@ def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus
         from transformers import AutoModelForCausalLM
 
         try:
-            model = AutoModelForCausalLM.from_pretrained(source, attn_implementation=attn)
+            model = AutoModelForCausalLM.from_pretrained(source, attn_implementation=decoder_attention(attn))
         except OSError as err:
             raise ModelLoadError(f"{source} has no causal-LM weights loadable with AutoModelForCausalLM: {err}") from err
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -154,5 +161,5 @@ def load_checkpoint(folder: Path, attn: str):
 
     decoder = AutoConfig.from_pretrained(folder).model_type in DECODER_FAMILIES
     auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
-    model = auto.from_pretrained(folder, attn_implementation=attn)
+    model = auto.from_pretrained(folder, attn_implementation=decoder_attention(attn) if decoder else attn)
     return model, AutoTokenizer.from_pretrained(folder)

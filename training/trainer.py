@@ -383,7 +383,7 @@ class Trainer:
                               "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip},
                 "schedule": {"warmup_steps": self.plan.warmup, "steps": list(self.plan.steps),
                              "tokens_per_step": self.plan.tokens_per_step},
-                "attn_implementation": self.attn}
+                "attn_implementation": self.model.config._attn_implementation or self.attn}
 
     def _save(self, folder: Path, phase_name: str, with_state: bool) -> None:
         model_state = None
