@@ -264,3 +264,12 @@ def test_data_seed_defaults_to_seed_and_digest_matches_the_batches(corpus, tmp_p
     for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True):
         h.update(row[mask.bool()].numpy().astype("int64").tobytes())
     assert step_digest(trainer.packed, 4, 4) == h.hexdigest()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_can_start_again(corpus, tmp_path):
+    """init/ alone (no resumable checkpoint yet) must not lock the folder."""
+    out = tmp_path / "run"
+    assert train(_cfg(corpus, out, recipe="mlm", model="preset:tiny", stop_after_steps=1)) is None
+    assert (out / "init").is_dir() and not (out / "phase1").exists()
+    assert train(_cfg(corpus, out, recipe="mlm", model="preset:tiny")) == out / "final"
+    assert [r["step"] for r in _log(out)] == list(range(1, 7))

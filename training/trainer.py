@@ -167,7 +167,7 @@ class Trainer:
         """The checkpoint to resume from; refuses to start a fresh run over an existing one."""
         if self.cfg.resume:
             return checkpoint.resolve_resume(self.cfg.resume, self.out, self.recipe.name)
-        if self.out.is_dir() and any(self.out.glob(f"*/{checkpoint.META}")):
+        if self.out.is_dir() and any(m.parent.name != "init" for m in self.out.glob(f"*/{checkpoint.META}")):
             raise ConfigError(f"{self.out} already holds checkpoints of a pretraining run: pass --resume to "
                               f"continue it, or a fresh --out")
         return None
