@@ -76,6 +76,13 @@ def test_decoder_leak_bidirectional_phase_sees_the_future_causal_phase_never(dec
             assert _future_effect(model, length, t, pad) > 1e-4, (length, t, pad)
         # the first layer is a sliding-window one: it alone already sees the next tokens
         assert _future_effect(model, 3 * WINDOW, WINDOW + 4, False, layer=0) > 1e-4
+        # ... but only within its window, on both sides: tokens >= WINDOW to the right stay out of layer 0
+        ids, _, mask = _pair(model.config.vocab_size, 3 * WINDOW, 0, True)
+        far = ids.clone()
+        far[:, 10 + WINDOW:] = (far[:, 10 + WINDOW:] + 1) % model.config.vocab_size
+        with torch.no_grad():
+            h = [model(x, attention_mask=mask, output_hidden_states=True).hidden_states[1] for x in (ids, far)]
+        assert torch.equal(h[0][:, : 11], h[1][:, : 11]) and not torch.equal(h[0][:, 11:], h[1][:, 11:])
     assert model.config.use_bidirectional_attention is True  # kept for the phase-1 checkpoint
     # phase 2: causal again, whatever the model was built or loaded with
     with phase_attention(model, causal=True):
