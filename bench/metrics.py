@@ -23,7 +23,7 @@ No torch here: the leaderboard and statistics import this module.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,3 +120,32 @@ def score(kind: str, gold: Sequence[Any], pred: Sequence[Any], labels: Sequence[
         per_label[str(label)] = {"precision": precision, "recall": recall, "f1": f1, "support": int(tp + fn)}
     result["per_label"] = per_label
     return result
+# ---------------------------------------------------------------------------------------------- extra metrics
+def micro_f1_excluding(gold: Sequence[Any], pred: Sequence[Any], exclude: Sequence[str]) -> float:
+    """Micro-F1 of single-label predictions over every label except `exclude` (scikit-learn's `labels=`):
+    an excluded label counts neither as a true positive nor as a prediction, but predicting it for a gold
+    positive still costs that positive's recall. Same counts as `score`."""
+    _check("classification", gold, pred)
+    keep = [lab for lab in labels_in(gold, pred) if lab not in set(exclude)]
+    if not keep:
+        return 0.0
+    axis = keep + [lab for lab in labels_in(gold, pred) if lab in set(exclude)]
+    totals = counts(gold, pred, axis).sum(axis=0)[: len(keep)]
+    return float(f1_from_totals(totals, "micro"))
+
+
+# name -> (what it is, metric(gold, pred) for the task's kind); a spec's `extra_metrics` names them.
+EXTRA_METRICS: dict[str, tuple[str, Callable[[Sequence[Any], Sequence[Any]], float]]] = {
+    "blue_micro_f1": (
+        "BLUE's ChemProt score: micro-F1 over the relation classes, 'false' excluded",
+        lambda gold, pred: micro_f1_excluding(gold, pred, ("false",)),
+    ),
+}
+
+
+def extra_metrics(names: Sequence[str], gold: Sequence[Any], pred: Sequence[Any]) -> dict[str, float]:
+    """The named extra metrics of a task (its spec's `extra_metrics`), stored beside the headline metrics."""
+    unknown = [n for n in names if n not in EXTRA_METRICS]
+    if unknown:
+        raise ValueError(f"unknown extra metric(s) {unknown}; known: {', '.join(EXTRA_METRICS)}")
+    return {name: EXTRA_METRICS[name][1](gold, pred) for name in names}
