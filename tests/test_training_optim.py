@@ -128,4 +128,4 @@ def test_foreach_decoupled_adamw_equals_per_parameter_loop_over_50_steps():
     for p, r in zip(ours, ref, strict=True):
         assert torch.allclose(p.detach(), r, rtol=0, atol=1e-6), (p - r).abs().max()
     assert torch.equal(frozen.detach(), ref[3])
-    assert all((p.detach() - s).abs().max() > 1e-3 for p, s in zip(ours[:3], start, strict=True))  # it trained
+    assert all((p.detach() - s).abs().max() > 1e-3 for p, s in zip(ours[:3], start[:3], strict=True))  # it trained
