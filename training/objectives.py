@@ -72,3 +72,9 @@ def _parts(model: Any) -> tuple[nn.Module, nn.Module, nn.Module]:
     base = getattr(model, model.base_model_prefix)
     cls = model.cls  # BertForMaskedLM and relatives: cls.predictions.{transform, decoder}
     return base, cls.predictions.transform, cls.predictions.decoder
+
+
+def encoder_of(model: Any) -> nn.Module:
+    """The encoder stack of a masked-LM model (what `--compile` compiles: the head runs on labelled rows only,
+    whose count changes every step)."""
+    return _parts(model)[0]

@@ -22,7 +22,7 @@ from biobench.errors import ConfigError
 from biobench.training import checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, causal_attention
-from biobench.training.objectives import LMLoss
+from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions
 from biobench.training.recipes import Recipe, get_recipe
 
@@ -61,6 +61,7 @@ class PretrainConfig:
     fsdp: bool = False
     gradient_checkpointing: bool = False  # recompute activations in backward: long sequences on less memory
     progress: bool = True
+    compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
 
@@ -191,6 +192,8 @@ class Trainer:
             else:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
+        if cfg.compile:  # in place: parameter names (checkpoints, freezing, optimiser groups) stay unchanged
+            encoder_of(self.model).compile(dynamic=False)
         freezing.validate_freezes(self.model, list(self.recipe.freezes))
         if cfg.doc_mask and self.model.config.model_type != "modernbert":
             raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
