@@ -135,3 +135,34 @@ def prediction_metric(kind: str) -> Callable[[Sequence[Any], Sequence[Any]], flo
     metric.__name__ = f"macro_f1_{kind}"
     return metric
 
+
+
+# ---------------------------------------------------------------------------------------------- extra metrics
+def micro_f1_excluding(gold: Sequence[Any], pred: Sequence[Any], exclude: Sequence[str]) -> float:
+    """Micro-F1 of single-label predictions over every label except `exclude` (scikit-learn's `labels=`):
+    an excluded label counts neither as a true positive nor as a prediction, but predicting it for a gold
+    positive still costs that positive's recall."""
+    from sklearn.metrics import precision_recall_fscore_support
+
+    _check("classification", gold, pred)
+    keep = sorted((set(gold) | set(pred)) - set(exclude))
+    if not keep:
+        return 0.0
+    return float(precision_recall_fscore_support(gold, pred, labels=keep, average="micro", zero_division=0)[2])
+
+
+# name -> (what it is, metric(gold, pred) for the task's kind); a spec's `extra_metrics` names them.
+EXTRA_METRICS: dict[str, tuple[str, Callable[[Sequence[Any], Sequence[Any]], float]]] = {
+    "blue_micro_f1": (
+        "BLUE's ChemProt score: micro-F1 over the relation classes, 'false' excluded",
+        lambda gold, pred: micro_f1_excluding(gold, pred, ("false",)),
+    ),
+}
+
+
+def extra_metrics(names: Sequence[str], gold: Sequence[Any], pred: Sequence[Any]) -> dict[str, float]:
+    """The named extra metrics of a task (its spec's `extra_metrics`), stored beside the headline metrics."""
+    unknown = [n for n in names if n not in EXTRA_METRICS]
+    if unknown:
+        raise ValueError(f"unknown extra metric(s) {unknown}; known: {', '.join(EXTRA_METRICS)}")
+    return {name: EXTRA_METRICS[name][1](gold, pred) for name in names}

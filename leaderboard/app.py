@@ -15,7 +15,7 @@ import gradio as gr
 import pandas as pd
 from biobench.leaderboard import plots
 from biobench.leaderboard.board import Board
-from biobench.leaderboard.compare import compare
+from biobench.leaderboard.compare import average_markdown, compare, compare_average, task_mdd
 from biobench.leaderboard.tables import CSS, Filters, export_frame, render_html, select
 
 LANG_NAMES = {"fr": "French", "en": "English"}
@@ -45,6 +45,7 @@ def _choices(board: Board, attr: str) -> list[str]:
 def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
     """Per-seed scores, mean, sd and 95% CI of every model on one task."""
     rows = []
+    mdd = task_mdd(board, lang, task)
     for e in board.lang_entries(lang):
         c = e.cells.get(task)
         if c is None:
@@ -57,6 +58,10 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
         group = board.groups.get((lang, task))
         if group is not None:
             row["top group"] = "yes" if group.in_top(e.key) else ("no" if e.key in group.vs_best else "")
+        if e.key in mdd:  # the smallest difference this model's seeds and the test set can resolve
+            m = mdd[e.key]
+            row["MDD 80% power"] = round(100 * m.mdd, 2) if m.mdd == m.mdd else None
+            row["MDD, many seeds"] = round(100 * m.mdd_many_seeds, 2)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -77,6 +82,7 @@ def build_app(board: Board) -> gr.Blocks:
     # analysis figures do not depend on the filters: build them once (their problems join the list)
     cka_fig = plots.cka_figure(board.analyses["cka"], board.problems)
     needle_fig = plots.needle_figure(board.analyses["needle"], board.problems)
+    trajectory_fig = plots.cka_trajectory_figure(board.analyses.get("cka_trajectory", []), board.problems)
 
     with gr.Blocks(title="biobench leaderboard") as app:
         gr.Markdown(
@@ -115,11 +121,13 @@ def build_app(board: Board) -> gr.Blocks:
                     c_a = gr.Dropdown([], label="Model A")
                     c_b = gr.Dropdown([], label="Model B")
                 c_table = gr.Dataframe(label="A - B per task (percentage points)")
+                c_avg = gr.Markdown()
             with gr.Tab("Plots", id="tab-plots"):
                 p_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
                 p_bars = gr.Plot(label="Per-task scores")
                 gr.Plot(cka_fig, label="CKA")
                 gr.Plot(needle_fig, label="Needle in a haystack")
+                gr.Plot(trajectory_fig, label="CKA trajectory (divergence from the start model)")
             with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems"):
                 gr.Dataframe(problems_frame(board), label="Files that could not be used")
 
@@ -154,18 +162,19 @@ def build_app(board: Board) -> gr.Blocks:
                 return pd.DataFrame(), pd.DataFrame(), plots._empty("Pick a task")
             return task_seed_frame(board, lang, task), task_label_frame(board, lang, task), plots.task_bars(board, lang, tasks=[task])
 
-        @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]})))
+        @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]}), ""))
         def on_compare_lang(lang):
             choices = model_choices(lang)
             a = choices[0][1] if choices else None
             b = choices[1][1] if len(choices) > 1 else a
-            return gr.update(choices=choices, value=a), gr.update(choices=choices, value=b), on_compare(lang, a, b)
+            return gr.update(choices=choices, value=a), gr.update(choices=choices, value=b), *on_compare(lang, a, b)
 
-        @_safe(lambda msg: pd.DataFrame({"error": [msg]}))
+        @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), ""))
         def on_compare(lang, a, b):
             if not (lang and a and b):
-                return pd.DataFrame()
-            return compare(board, lang, a, b).round({"A": 1, "B": 1, "diff": 2, "ci_low": 2, "ci_high": 2, "p_value": 4})
+                return pd.DataFrame(), ""
+            table = compare(board, lang, a, b).round({"A": 1, "B": 1, "diff": 2, "ci_low": 2, "ci_high": 2, "p_value": 4})
+            return table, average_markdown(compare_average(board, lang, a, b))
 
         @_safe(lambda msg: plots._empty(msg))
         def on_plots(lang):
@@ -173,13 +182,13 @@ def build_app(board: Board) -> gr.Blocks:
 
         t_lang.change(on_task_lang, t_lang, [t_task, t_seeds, t_labels, t_plot])
         t_task.change(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
-        c_lang.change(on_compare_lang, c_lang, [c_a, c_b, c_table])
-        c_a.change(on_compare, [c_lang, c_a, c_b], c_table)
-        c_b.change(on_compare, [c_lang, c_a, c_b], c_table)
+        c_lang.change(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
+        c_a.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
+        c_b.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
         p_lang.change(on_plots, p_lang, p_bars)
         app.load(refresh, filter_inputs, [*tables.values(), download])
         app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
-        app.load(on_compare_lang, c_lang, [c_a, c_b, c_table])
+        app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         app.load(on_plots, p_lang, p_bars)
     return app
 

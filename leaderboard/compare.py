@@ -129,3 +129,50 @@ def compare(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000,
             row.update(ci_low=float(ci.low), ci_high=float(ci.high), p_value=p, method="Welch t over seeds")
         rows.append(row)
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def compare_average(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000, seed: int = 0) -> dict | None:
+    """A - B on the average over the tasks where both have aligned predictions (percentage points):
+    `stats.average_bootstrap`, test examples resampled within each task, seeds per model. None when no task
+    qualifies. This average can differ from the table's Avg, which also counts tasks without predictions."""
+    a, b = board.entry(key_a, lang), board.entry(key_b, lang)
+    if a is None or b is None:
+        return None
+    per_task = []
+    for task in board.columns(lang):
+        if task not in a.runs or task not in b.runs:
+            continue
+        gold, preds = _aligned(board, lang, task, [a, b])
+        if len(preds) == 2:
+            metric = task_metric(a.runs[task][0].kind, gold, preds[a.key] + preds[b.key])
+            per_task.append(stats.TaskPredictions(task, gold, preds[a.key], preds[b.key], metric))
+    if not per_task:
+        return None
+    r = stats.average_bootstrap(per_task, n_boot, seed)
+    return {"tasks": list(r.tasks), "A": 100 * r.mean_a, "B": 100 * r.mean_b, "diff": 100 * r.diff,
+            "ci_low": 100 * r.ci_low, "ci_high": 100 * r.ci_high, "p_value": r.p_value, "n_boot": n_boot}
+
+
+def average_markdown(avg: dict | None) -> str:
+    if avg is None:
+        return "*Task average: no task with predictions for both models.*"
+    return (f"**Task average** over {len(avg['tasks'])} task(s) with predictions ({', '.join(avg['tasks'])}): "
+            f"A {avg['A']:.2f}, B {avg['B']:.2f}, A - B **{avg['diff']:+.2f}** points, 95% CI "
+            f"[{avg['ci_low']:+.2f}, {avg['ci_high']:+.2f}], p = {avg['p_value']:.3f} (paired bootstrap, "
+            f"{avg['n_boot']} replicates: test examples resampled within each task, seeds per model).")
+
+
+def task_mdd(board: Board, lang: str, task: str, n_boot: int = 1000, seed: int = 0) -> dict[str, stats.DetectableDifference]:
+    """Per measured model with predictions on `task`: the minimum detectable difference at 80% power
+    (`stats.minimum_detectable_difference`), in the metric's units (fractions)."""
+    out = {}
+    for e in board.lang_entries(lang):
+        if e.source != "measured" or task not in e.runs:
+            continue
+        got = entry_predictions(e, task, board.problems)
+        if got is None:
+            continue
+        _, gold, preds = got
+        metric = task_metric(e.runs[task][0].kind, gold, preds)
+        out[e.key] = stats.minimum_detectable_difference(gold, preds, metric, n_boot, seed)
+    return out

@@ -165,3 +165,33 @@ def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     ax_pos.set(ylabel="accuracy (%)", title="Needle accuracy by position")
     ax_pos.axhline(50, color="#999", lw=0.8, ls="--")
     return fig
+
+
+def cka_trajectory_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
+    """Paper Figure 3a: mean CKA divergence from the start model vs tokens seen, one curve per run
+    (cka_trajectory.json from `biobench analyze cka-trajectory`), shaded 95% CI over sample seeds."""
+    curves = []
+    for path in paths:
+        data = _load(path, problems)
+        points = data.get("points") if data else None
+        if not isinstance(points, list):
+            if data is not None:
+                problems.append(Problem(str(path), "cka_trajectory.json has no 'points' list"))
+            continue
+        pts = sorted((p["tokens"], p["mean_divergence"], p.get("ci_low"), p.get("ci_high")) for p in points
+                     if isinstance(p, dict) and isinstance(p.get("tokens"), int | float)
+                     and isinstance(p.get("mean_divergence"), int | float))
+        if pts:
+            curves.append((Path(str(data.get("run", path.parent))).name, pts))
+    if not curves:
+        return _empty("No CKA trajectory found (cka_trajectory.json from `biobench analyze cka-trajectory`)")
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for label, pts in curves:
+        xs = [p[0] for p in pts]
+        (line,) = ax.plot(xs, [p[1] for p in pts], marker="o", ms=3, label=label)
+        if all(isinstance(p[2], int | float) and isinstance(p[3], int | float) and p[2] == p[2] for p in pts):
+            ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=line.get_color(), alpha=0.15, lw=0)
+    ax.set(xlabel="tokens seen", ylabel="mean divergence vs start (1 - CKA)", title="CKA trajectory during pretraining")
+    ax.legend(fontsize=7)
+    return fig

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 SEED_FILE = re.compile(r"^seed-(\d+)\.json$")
-ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json"}
+ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
-from biobench.tasks.readers import brat, hf, iob, rows, tabular
+from biobench.tasks.readers import brat, clinical, hf, iob, rows, tabular
 from biobench.tasks.registry import SPLITS, Source, TaskSpec, spec_from_dict
-from biobench.tasks.schema import MultilabelExample, NerExample, TaskData
+from biobench.tasks.schema import Entity, MultilabelExample, NerExample, TaskData
 
 TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
-LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", *TABLE_FORMATS)
+LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", "phenotype_csv", "physionet_deid", "cos_snippets", *TABLE_FORMATS)
+# source options that name a further file the source needs (relative like the split paths)
+PATH_OPTIONS = ("path", "split_file", "notes", "masked", "exclude_docs_in")
 
 
 def resolve_data_dir(value: str | Path | None) -> Path | None:
@@ -36,14 +39,20 @@ def resolve_data_dir(value: str | Path | None) -> Path | None:
 
 # ---------------------------------------------------------------------------------------------- locating
 def _entries(value: Any) -> list[tuple[str, str]]:
-    """A split value (path | {"path", "member_prefix"} | list of those) -> [(path, member_prefix)]."""
+    """A split value (path | {"path", "member_prefix", "format"} | list of those) -> [(path, member_prefix)]."""
+    return [(path, prefix) for path, prefix, _ in _format_entries(value, "")]
+
+
+def _format_entries(value: Any, fmt: str) -> list[tuple[str, str, str]]:
+    """Like _entries, with each file's format: its own "format" (a split in another format than the rest of
+    the source, e.g. typed JNLPBA's standoff train beside IOB dev/test), else the source's."""
     items = value if isinstance(value, list) else [value]
     out = []
     for item in items:
         if isinstance(item, Mapping):
-            out.append((item["path"], item.get("member_prefix", "")))
+            out.append((item["path"], item.get("member_prefix", ""), item.get("format", fmt)))
         else:
-            out.append((str(item), ""))
+            out.append((str(item), "", fmt))
     return out
 
 
@@ -57,7 +66,7 @@ def resolve_path(base: Path, rel: str) -> Path:
 
 def _source_paths(source: Source) -> list[str]:
     paths = [p for v in source.splits.values() for p, _ in _entries(v)]
-    for key in ("path", "split_file"):
+    for key in PATH_OPTIONS:
         if key in source.options:
             paths.append(source.options[key])
     return paths
@@ -107,18 +116,20 @@ def missing_message(spec: TaskSpec, data_dir: Path | None, why: str) -> str:
 def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
     opts = source.options
     if "split_file" in opts:
-        everything = _read_entries(spec, source, base, "all", [(opts["path"], opts.get("member_prefix", ""))])
+        everything = _read_entries(spec, source, base, "all", [(opts["path"], opts.get("member_prefix", ""), source.format)])
         return _partition(everything, resolve_path(base, opts["split_file"]), opts.get("split_map", {}))
-    splits = {s: _read_entries(spec, source, base, s, _entries(v)) for s, v in source.splits.items()}
+    splits = {s: _read_entries(spec, source, base, s, _format_entries(v, source.format)) for s, v in source.splits.items()}
+    if "random_split" in opts:
+        return random_split(splits.pop("all", []), opts["random_split"], spec.id)
     if "dev" not in splits and "dev_from_train" in opts:
         splits["train"], splits["dev"] = _carve(splits["train"], float(opts["dev_from_train"]))
     return splits
 
 
-def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entries: list[tuple[str, str]]) -> list:
-    fmt, opts = source.format, source.options
+def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entries: list[tuple[str, str, str]]) -> list:
+    opts = source.options
     out: list = []
-    for rel, prefix in entries:
+    for rel, prefix, fmt in entries:
         path = resolve_path(base, rel)
         if fmt == "iob":
             out += iob.read_iob(
@@ -135,13 +146,25 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
                 note_type=opts.get("note_type", "AnnotatorNotes"),
                 missing_ann=opts.get("missing_ann", "error"),
             )
+            if "exclude_docs_in" in opts:
+                drop = docstart_ids(resolve_path(base, opts["exclude_docs_in"]))
+                docs = tuple(d for d in docs if d.id.rsplit("/", 1)[-1] not in drop)
             if fmt == "brat":
-                out += brat.ner_examples(docs, opts.get("entity_labels"))
+                found = brat.ner_examples(docs, opts.get("entity_labels"))
+                out += [s for ex in found for s in split_sentences(ex)] if opts.get("sentence_split") else found
             else:
                 out += [
                     MultilabelExample(d.id, d.text, brat.document_codes(d, opts.get("entity_labels"), opts.get("code_pattern")))
                     for d in docs
                 ]
+        elif fmt == "phenotype_csv":
+            found = clinical.phenotype_rows(path, resolve_path(base, opts["notes"]))
+            out += rows.rows_to_examples(found, spec.kind, split, opts)
+        elif fmt == "physionet_deid":
+            found = clinical.deid_rows(path, resolve_path(base, opts["masked"]))
+            out += rows.rows_to_examples(found, spec.kind, split, opts)
+        elif fmt == "cos_snippets":
+            out += clinical.cos_snippet_examples(path)
         elif fmt in TABLE_FORMATS:
             out += rows.rows_to_examples(tabular.read_table(path, fmt, opts), spec.kind, split, opts)
         elif fmt == "hf":
@@ -167,6 +190,72 @@ def _partition(examples: list, split_file: Path, split_map: Mapping[str, list[st
         if split:
             out[split].append(ex)
     return out
+
+
+def docstart_ids(path: Path) -> set[str]:
+    """Document ids named by `-DOCSTART- <id>` lines of an IOB file (BLURB's JNLPBA: MEDLINE UIDs)."""
+    return {line.split()[1] for _, line in tabular.numbered_lines(path) if line.startswith("-DOCSTART-") and len(line.split()) > 1}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])|\n+")
+
+
+def split_sentences(example: NerExample) -> list[NerExample]:
+    """A BRAT document cut into sentences (newlines; '.', '!' or '?' then space then a capital, digit or
+    bracket), never inside an entity, offsets re-based. Why: the typed JNLPBA train split exists only as whole
+    abstracts (standoff), while its dev/test and every other NER task here are sentence-level."""
+    cuts, start = [], 0
+    for m in _SENTENCE_END.finditer(example.text):
+        if any(e.start < m.end() and m.start() < e.end for e in example.entities):  # the gap is inside a mention
+            continue
+        cuts.append((start, m.start()))
+        start = m.end()
+    cuts.append((start, len(example.text)))
+    out = []
+    for i, (a, b) in enumerate(c for c in cuts if example.text[c[0]:c[1]].strip()):
+        ents = tuple(
+            Entity(e.start - a, e.end - a, e.label, tuple((s - a, t - a) for s, t in e.fragments), e.code)
+            for e in example.entities if a <= e.start and e.end <= b
+        )
+        out.append(NerExample(f"{example.id}-s{i}", example.text[a:b], ents))
+    return out
+
+
+def _index_split(n: int, fraction: float, seed: int, library: str) -> tuple[list[int], list[int]]:
+    """(kept, held-out) positions of a random split exactly as the protocol's library makes it."""
+    if library == "datasets":  # Dataset.train_test_split(test_size, seed): what the protocol calls for HF datasets
+        from datasets import Dataset
+
+        parts = Dataset.from_dict({"i": list(range(n))}).train_test_split(test_size=fraction, seed=seed)
+        return list(parts["train"]["i"]), list(parts["test"]["i"])
+    if library == "sklearn":
+        from sklearn.model_selection import train_test_split
+
+        kept, held = train_test_split(list(range(n)), test_size=fraction, random_state=seed)
+        return list(kept), list(held)
+    raise DataError(f"random_split library {library!r} is not 'datasets' or 'sklearn'")
+
+
+def random_split(examples: list, how: Mapping[str, Any], task_id: str) -> dict[str, list]:
+    """train/dev/test from one pool, as the English protocol's dataloader splits sources that ship none.
+
+    `how`: {"library": "datasets"|"sklearn", "seed": 42, "holdout": f1, "second": f2, "mode": m}. First
+    `holdout` of the pool is held out; mode "test_then_dev": held-out = test, then `second` of the rest = dev;
+    mode "halve_holdout": rest = train, and the held-out part is split again by `second` into dev (kept) and
+    test (held-out)."""
+    if not examples:
+        raise DataError(f"task '{task_id}': no examples to split (the spec's 'all' source is empty)")
+    library, seed = how.get("library", "datasets"), int(how.get("seed", 42))
+    kept, held = _index_split(len(examples), float(how["holdout"]), seed, library)
+    if how.get("mode") == "test_then_dev":
+        a, b = _index_split(len(kept), float(how["second"]), seed, library)
+        parts = {"train": [kept[i] for i in a], "dev": [kept[i] for i in b], "test": held}
+    elif how.get("mode") == "halve_holdout":
+        a, b = _index_split(len(held), float(how["second"]), seed, library)
+        parts = {"train": kept, "dev": [held[i] for i in a], "test": [held[i] for i in b]}
+    else:
+        raise DataError(f"task '{task_id}': random_split mode {how.get('mode')!r} is not 'test_then_dev' or 'halve_holdout'")
+    return {split: [examples[i] for i in idx] for split, idx in parts.items()}
 
 
 def _carve(train: list, fraction: float) -> tuple[list, list]:
@@ -241,7 +330,7 @@ def _finish(spec: TaskSpec, source: Source, splits: dict[str, list], where: str)
         labels = sorted(allowed)
     else:
         labels = sorted({lab for exs in splits.values() for ex in exs for lab in _example_labels(ex)})
-    task = TaskData(spec.id, spec.kind, {s: splits[s] for s in SPLITS}, labels, where)
+    task = TaskData(spec.id, spec.kind, {s: splits[s] for s in SPLITS}, labels, where, data_version=source.version)
     task.checksum = checksum(task)
     return task
 

@@ -1,17 +1,24 @@
 """Synthetic needle-in-a-haystack data (paper Appendix I), with no model code.
 
 A *fact* is one French medical sentence rendered from a template (tasks/templates/needle_fr.json: 8
-templates, 2-4 slots, small lexicons). Each *pair* shares one haystack (consecutive sentences of a French
-biomedical corpus, cut to a target length) and one query (the fact with the query's slot values):
+templates, 2-4 slots, small lexicons; the drug template has a route slot). Each *pair* shares one haystack
+(consecutive sentences of a French biomedical corpus, cut to a target length) and one query (the fact with
+the query's slot values):
 - the positive inserts exactly the query's fact,
-- the negative inserts the same template with exactly one slot changed (so the two texts differ only in
-  that slot's words), at the same character offset.
+- the negative inserts the same template with EVERY slot changed to another value, as Appendix I's example
+  does (200 mg morphine IV -> 500 mg tramadol oral), at the same character offset.
 Pairs are spread round-robin over lengths x positions (start / middle / end), so labels, lengths and
 positions are balanced, and split 70/15/15 by pair within each cell (both members of a pair share a split).
 
-Length rule: a length counts the tokens of the haystack *including the fact* (no special tokens), as
-given by `count` — a tokenizer's counter when the caller passes one (`--tokenizer`), else whitespace
-words. The query is not counted (a pair input adds it plus 3 special tokens).
+Counting: "1500 balanced positive/negative pairs" (Appendix I) is read as 1500 (query, document) inputs,
+half positive and half negative, i.e. 750 positive/negative *pairs* in the sense above (`n_pairs=750`): an
+input to the probe is itself a (query, document) pair, and 1500 inputs over 5 lengths x 3 positions give
+100 per cell (50 pairs), 1050/225/225 after the 70/15/15 split.
+
+Length rule: with a tokenizer (the default on the command line: the evaluated model's), a length L is the
+whole probe input: query + special tokens (`reserve(query)`) + document (haystack with the fact) <= L
+tokens, so a model with an L-token context never truncates, and a fact at "end" is always seen. With
+whitespace words (only when asked), L counts the document's words; the query is not counted.
 """
 
 from __future__ import annotations
@@ -49,10 +56,16 @@ class Template:
 
 def load_templates(path: Path = TEMPLATES_PATH) -> list[Template]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    return [
+    templates = [
         Template(t["id"], t["category"], t["text"], {k: tuple(v) for k, v in t["slots"].items()})
         for t in data["templates"]
     ]
+    for t in templates:
+        short = [k for k, v in t.slots.items() if len(set(v)) < 2]
+        if short:
+            raise DataError(f"{path}: template '{t.id}' slot '{short[0]}' needs at least 2 distinct values "
+                            "(a negative changes every slot)")
+    return templates
 
 
 def word_count(text: str) -> int:
@@ -183,12 +196,9 @@ def _insert(sents: list[str], offset: int, fact: str) -> str:
     return filler[:offset] + fact + " " + filler[offset:]
 
 
-def _other_value(rng: random.Random, template: Template, slots: dict[str, str]) -> dict[str, str]:
-    """The same slots with exactly one of them changed to another lexicon value."""
-    name = rng.choice(sorted(template.slots))
-    changed = dict(slots)
-    changed[name] = rng.choice([v for v in template.slots[name] if v != slots[name]])
-    return changed
+def _other_values(rng: random.Random, template: Template, slots: dict[str, str]) -> dict[str, str]:
+    """The same slots with every one changed to another lexicon value (the negative shares no slot value)."""
+    return {name: rng.choice([v for v in template.slots[name] if v != value]) for name, value in sorted(slots.items())}
 
 
 def _assign_splits(cells: dict[tuple[int, str], list[int]], rng: random.Random) -> dict[int, str]:
@@ -205,16 +215,19 @@ def _assign_splits(cells: dict[tuple[int, str], list[int]], rng: random.Random) 
 
 def generate(
     texts: Sequence[str],
-    n: int = 1500,
+    n_pairs: int = 750,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     seed: int = 0,
     count: Counter | None = None,
     templates: list[Template] | None = None,
     source: str = "texts",
+    reserve: Counter | None = None,
 ) -> list[dict[str, Any]]:
-    """n examples (n/2 positive/negative pairs), balanced over lengths x positions; deterministic per seed."""
-    if n < 2 or n % 2:
-        raise ConfigError(f"--n {n}: the needle set is made of positive/negative pairs, so n must be even and >= 2")
+    """2 x n_pairs examples (n_pairs positive/negative pairs), balanced over lengths x positions;
+    deterministic per seed. `reserve(query)`: the input tokens the query and the special tokens take (with a
+    tokenizer), subtracted from each length so the whole input fits it (module docstring)."""
+    if n_pairs < 1:
+        raise ConfigError(f"{n_pairs} pairs: the needle set needs at least one positive/negative pair")
     if not lengths or any(length < 32 for length in lengths):
         raise ConfigError(f"--lengths {list(lengths)}: every length must be >= 32 tokens")
     unit = "words" if count is None else "tokens"
@@ -226,30 +239,40 @@ def generate(
     cells = [(length, pos) for length in lengths for pos in POSITIONS]
     by_cell: dict[tuple[int, str], list[int]] = {c: [] for c in cells}
     rows: list[dict[str, Any]] = []
-    for pid in range(n // 2):
+    for pid in range(n_pairs):
         length, position = cells[pid % len(cells)]
         by_cell[(length, position)].append(pid)
         template = templates[rng.randrange(len(templates))]
         query_slots = {name: rng.choice(values) for name, values in template.slots.items()}
-        neg_slots = _other_value(rng, template, query_slots)
+        neg_slots = _other_values(rng, template, query_slots)
         query = template.render(query_slots)
         facts = {1: (query, query_slots), 0: (template.render(neg_slots), neg_slots)}
-        budget = length - max(count(f) for f, _ in facts.values()) - 1
-        if budget < 8:
-            raise ConfigError(f"length {length} is too short for the fact '{query}' ({count(query)} {unit}); "
-                              "use longer --lengths")
-        sents = pool.haystack(rng.randrange(len(pool.sentences)), budget)
-        offset = _insertion_offset(sents, position)
+        reserved = reserve(query) if reserve else 0
+        doc_budget = length - reserved  # the document's share of the input
+        budget = doc_budget - max(count(f) for f, _ in facts.values()) - 1
+        start = rng.randrange(len(pool.sentences))
+        while True:
+            if budget < 8:
+                raise ConfigError(f"length {length} is too short for the fact '{query}' ({count(query)} {unit}, "
+                                  f"{reserved} reserved for the query and special tokens); use longer --lengths")
+            sents = pool.haystack(start, budget)
+            offset = _insertion_offset(sents, position)
+            docs = {label: _insert(sents, offset, facts[label][0]) for label in (1, 0)}
+            over = max(count(d) for d in docs.values()) - doc_budget
+            if over <= 0:
+                break
+            budget -= over  # subword merges at the fact's seams cost a token or two: cut the haystack more
         for label in (1, 0):
             fact, slots = facts[label]
-            text = _insert(sents, offset, fact)
-            start = offset
+            text = docs[label]
+            n_tokens = count(text)
             rows.append({
                 "id": f"needle-{pid:05d}-{'pos' if label else 'neg'}", "pair": pid,
                 "text": text, "query": query, "label": label,
-                "length": length, "position": position, "n_tokens": count(text), "length_unit": unit,
+                "length": length, "position": position, "n_tokens": n_tokens, "length_unit": unit,
+                "n_input_tokens": n_tokens + reserved if reserve else None,
                 "template": template.id, "slots": slots, "query_slots": query_slots,
-                "fact_start": start, "fact_end": start + len(fact),
+                "fact_start": offset, "fact_end": offset + len(fact),
             })
     split_of = _assign_splits(by_cell, rng)
     for row in rows:

@@ -52,6 +52,7 @@ class Source:
     revision: str | None = None
     config: str | None = None
     generator: str | None = None
+    version: str = ""  # which release of the data this source holds (recorded in results), e.g. "blue-reconstructed"
 
     def describe(self) -> str:
         if self.type == "hub":
@@ -82,6 +83,8 @@ class TaskSpec:
     access: str = ""
     paper_task: bool = False
     description: str = ""
+    extra_metrics: tuple[str, ...] = ()  # named extra metrics (biobench.metrics.EXTRA_METRICS) stored in results
+    fetch: Mapping[str, Any] | None = None  # where `biobench data fetch/add` gets the data (tasks/fetch.py)
     base_dir: str | None = None  # set for --task-file specs: local paths are relative to it
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,6 +131,7 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
     fields["seeds"] = tuple(data.get("seeds") or PROTOCOL_SEEDS[data["protocol"]])
     fields["labels"] = tuple(data["labels"]) if data.get("labels") else None
     fields["max_length"] = int(data["max_length"])
+    fields["extra_metrics"] = tuple(data.get("extra_metrics") or ())
     if base_dir is not None:
         fields["base_dir"] = base_dir
     return TaskSpec(**fields)

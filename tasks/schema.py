@@ -82,3 +82,4 @@ class TaskData:
     labels: list[str] = field(default_factory=list)
     source: str = ""
     checksum: str = ""
+    data_version: str = ""  # the source's `version` (e.g. "blue-reconstructed"), recorded in every result

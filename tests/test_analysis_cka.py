@@ -79,7 +79,8 @@ def test_report_divergence_and_noise_ratio(x):
     noise = [x, b[1] + 0.5 * rng.normal(size=(60, 12))]
     samples = cka.sample_indices(60, 40, [1, 2])
     report = cka.cka_report({"a": a, "b": b, "n": noise}, "a", "b", "n", samples)
-    first, second = report["layers"]
+    first, (second,) = report["embeddings"], report["layers"]
+    assert first["layer"] == "embeddings" and second["layer"] == 0
     assert first["divergence"] == pytest.approx(0.0, abs=1e-12) and first["ratio"] is None  # 0/0: undefined
     expected = np.mean([1 - cka.linear_cka(a[1][r], b[1][r]) for r in samples.values()])
     noise_div = np.mean([1 - cka.linear_cka(noise[1][r], b[1][r]) for r in samples.values()])

@@ -39,13 +39,22 @@ def test_cka_with_noise_ratio(models, texts_file, tmp_path, capsys):
             "--device", "cpu", "--out", str(tmp_path)]
     assert cli.main(args) == 0
     report = json.loads((tmp_path / "cka.json").read_text())
-    assert [row["layer"] for row in report["layers"]] == [0, 1, 2, 3, 4]
+    # transformer layers 0..L-1 (as --freeze and transplant), the embedding output apart
+    assert [row["layer"] for row in report["layers"]] == [0, 1, 2, 3]
+    assert report["embeddings"]["layer"] == "embeddings"
     assert report["n"] == 30 and report["sample_seeds"] == [1, 2] and report["models"]["b"]["layers"] == 4
     for row in report["layers"]:
         assert row["cka"] == pytest.approx(1 - row["divergence"])
         assert row["ratio"] == pytest.approx(row["divergence"] / row["noise_divergence"])
+    # Table 4: mean over transformer layers only, per seed, then over seeds
+    per_seed = {s: sum(v) / 4 for s, v in report["per_seed"].items()}
+    assert report["summary"]["per_seed_mean"] == pytest.approx(per_seed)
+    assert report["mean_divergence"] == pytest.approx(sum(per_seed.values()) / 2)
+    assert report["summary"]["layers_averaged"] == "transformer layers 0-3"
     assert (tmp_path / "cka.png").stat().st_size > 1000
-    assert "layer  4: CKA" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "layer  3: CKA" in out and "layer  4" not in out and "embeddings: CKA" in out
+    assert "Table 4: " in out and "2 sample seeds" in out
 
 
 def test_cka_of_a_model_with_itself_is_one(models, texts_file, tmp_path):
@@ -54,6 +63,8 @@ def test_cka_of_a_model_with_itself_is_one(models, texts_file, tmp_path):
     assert cli.main(args) == 0
     report = json.loads((tmp_path / "cka.json").read_text())
     assert all(row["cka"] == pytest.approx(1.0, abs=1e-9) and row["ratio"] is None for row in report["layers"])
+    assert report["summary"]["mean_divergence"] == pytest.approx(0.0, abs=1e-9)
+    assert report["summary"]["ci_low"] is None and report["summary"]["n_seeds"] == 1  # one seed: no interval
 
 
 def test_cka_models_of_different_depth(models, texts_file, tmp_path, capsys):
@@ -66,7 +77,7 @@ def test_cka_models_of_different_depth(models, texts_file, tmp_path, capsys):
     )
     assert cli.main(base + ["--models", str(models["m0"]), str(models["shallow"]), "--align-relative"]) == 0
     report = json.loads((tmp_path / "cka.json").read_text())
-    assert [(r["layer_a"], r["layer_b"]) for r in report["layers"]] == [(0, 0), (2, 1), (4, 2)]
+    assert [(r["layer_a"], r["layer_b"]) for r in report["layers"]] == [(1, 0), (3, 1)]
 
 
 def test_transplant_cli_errors(models, tmp_path, capsys):
@@ -84,29 +95,47 @@ def test_needle_generate_and_run(models, tmp_path, capsys):
     haystacks.mkdir()
     (haystacks / "corpus.txt").write_text("\n".join(corpus()) + "\n", encoding="utf-8")
     data = tmp_path / "needle"
-    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(haystacks), "--out", str(data), "--n", "48",
-                     "--lengths", "128,192", "--tokenizer", str(models["m0"])]) == 0
+    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(haystacks), "--out", str(data), "--examples", "48",
+                     "--lengths", "256,384", "--tokenizer", str(models["m0"])]) == 0
     rows = [json.loads(line) for line in (data / "needle.jsonl").read_text().splitlines()]
-    assert len(rows) == 48 and all(r["length_unit"] == "tokens" for r in rows)
+    assert len(rows) == 48 and all(r["length_unit"] == "tokens" and r["n_input_tokens"] <= r["length"] for r in rows)
+    meta = json.loads((data / "needle_meta.json").read_text())
+    assert (meta["n_examples"], meta["n_pairs"]) == (48, 24)
     assert cli.main(["analyze", "needle", "run", "--model", str(models["m0"]), "--data", str(data), "--out",
                      str(tmp_path / "run"), "--seeds", "1,2", "--epochs", "2", "--device", "cpu"]) == 0
     result = json.loads((tmp_path / "run" / "needle_results.json").read_text())
-    assert set(result["by_length"]) == {"128", "192"} and set(result["by_position"]) == {"start", "middle", "end"}
+    assert set(result["by_length"]) == {"256", "384"} and set(result["by_position"]) == {"start", "middle", "end"}
     assert 0.0 <= result["accuracy"] <= 1.0 and len(result["per_seed"]) == 2
     assert result["fact_visible"]["overall"] == 1.0  # an 8192-token model sees every fact
     assert result["probe"] == {"epochs": 2, "lr": 2e-5, "batch_size": 4, "dropout": 0.1, "weight_decay": 0.01}
     assert (tmp_path / "run" / "needle_results.png").is_file()
-    assert "test accuracy" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "test accuracy" in captured.out and "note:" not in captured.err  # lengths counted with this model
 
 
 def test_needle_haystack_folder_too_small(tmp_path, capsys):
     (tmp_path / "a.txt").write_text("Une phrase.\n", encoding="utf-8")
-    assert cli.main(["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o"),
-                     "--n", "10", "--lengths", "512"]) == 2
+    base = ["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o"),
+            "--lengths", "512"]
+    assert cli.main(base + ["--pairs", "5", "--length-unit", "words"]) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: haystack folder '{tmp_path}' holds only 2 words of text, fewer than the longest length 512; "
         "add more texts or lower --lengths"
     )
+
+
+def test_needle_generate_counts_are_named_and_tokens_need_the_model(tmp_path, capsys):
+    base = ["analyze", "needle", "generate", "--haystacks", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert cli.main(base + ["--n", "10"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --n 10 is ambiguous: pass --examples 10 (probe inputs) or --pairs 10 (positive/negative pairs, "
+        "two examples each)")
+    assert cli.main(base + ["--examples", "7", "--length-unit", "words"]) == 2
+    assert "--examples 7: the set is made of positive/negative pairs" in capsys.readouterr().err
+    assert cli.main(base) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL (the model you "
+        "will run), or --length-unit words to count whitespace words")
 
 
 @pytest.mark.slow  # encodes ~300 texts: a minute on a loaded 2-core machine

@@ -66,3 +66,39 @@ def test_compare_errors(tmp_path):
         compare(tmp_path, "a", "c")
     with pytest.raises(ConfigError, match=r"task\(s\) other lack results for both models"):
         compare(tmp_path, "a", "c", tasks=["other"])
+
+
+def test_average_over_tasks_both_models_have(tmp_path, capsys):
+    for task, acc_a, acc_b in (("t1", 0.9, 0.5), ("t2", 0.6, 0.55), ("t3", 0.7, 0.7)):
+        write_model(tmp_path, "a", acc_a, task=task)
+        write_model(tmp_path, "b", acc_b, task=task)
+    write_model(tmp_path, "a", 0.9, task="only-a")  # not in the average: B lacks it
+    write_model(tmp_path, "a", 0.9, task="fr-task", lang="fr")
+    write_model(tmp_path, "b", 0.1, task="fr-task", lang="fr")
+    report = compare(tmp_path, "a", "b", n_boot=300, average=True)
+    en = report["averages"]["en"]
+    rows = {r["task"]: r for r in report["tasks"]}
+    assert en["tasks"] == ["t1", "t2", "t3"] and report["averages"]["fr"]["tasks"] == ["fr-task"]
+    assert en["diff"] == pytest.approx(sum(rows[t]["diff"] for t in ("t1", "t2", "t3")) / 3)
+    assert en["mean_a"] == pytest.approx(sum(rows[t]["mean_a"] for t in ("t1", "t2", "t3")) / 3)
+    assert en["ci_low"] < en["diff"] < en["ci_high"] and en["p_value"] < 0.05
+    assert cli.main(["compare", "a", "b", "--results", str(tmp_path), "--average", "--n-boot", "100", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["averages"]) == {"en", "fr"}
+    assert cli.main(["compare", "a", "b", "--results", str(tmp_path), "--average", "--n-boot", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "average en" in out and "3 tasks" in out
+
+
+def test_models_given_as_absolute_model_folders(tmp_path):
+    from biobench.models import resolve_model
+
+    models = tmp_path / "runs"
+    for name in ("detour", "mlm"):
+        (models / name / "final").mkdir(parents=True)
+        (models / name / "final" / "config.json").write_text("{}")
+    results = tmp_path / "results"
+    slugs = [resolve_model(str(models / n / "final")).slug for n in ("detour", "mlm")]
+    write_model(results, slugs[0], 0.9)
+    write_model(results, slugs[1], 0.5)
+    report = compare(results, str(models / "detour" / "final"), str(models / "mlm" / "final"), n_boot=100)
+    assert (report["a"], report["b"]) == tuple(slugs) and report["tasks"][0]["diff"] > 0

@@ -76,7 +76,7 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert result["model"]["slug"] == first.model.slug and result["model"]["params"] > 0
     assert result["task"] | {"source": None} == {
         "id": "t1", "lang": "en", "kind": "classification", "data_checksum": "sha256:t1", "source": None,
-        "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": []}
+        "data_version": "", "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": []}
     assert result["protocol"]["epochs"] == 2 and result["key"]["protocol_hash"] == result["protocol"]["hash"]
     assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["macro_f1"]
     assert set(result["timings"]) == {"train_s", "eval_s", "total_s"} and result["versions"]["torch"]
@@ -97,6 +97,9 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert t2["n"] == 3 and t2["mean"] == pytest.approx(sum(scores) / 3)
     assert t2["ci_low"] <= t2["mean"] <= t2["ci_high"]
     assert summary["languages"]["fr"]["mean"] == pytest.approx(t2["mean"])
+    # minimum detectable difference from these seeds' predictions (2.80 = z_0.975 + z_0.80)
+    assert t2["mdd"] == pytest.approx(2.8016 * (2 * (t2["std"] ** 2 / 3 + t2["test_se"] ** 2)) ** 0.5, rel=1e-3)
+    assert t2["mdd"] >= t2["mdd_many_seeds"] > 0
 
     with pytest.raises(ResultsError, match=r"holds a result of another run \(protocol \(epochs 2 -> 1\)\)"):
         plan(tiny_mlm_dir, tmp_path, overrides=dict(OVERRIDES, epochs=1))
@@ -162,6 +165,24 @@ def test_test_label_unseen_in_train_counts_as_a_miss(tiny_mlm_dir, tmp_path):
                     "in the metrics"]
 
 
+def test_result_records_data_version_and_the_specs_extra_metrics(tiny_mlm_dir, tmp_path):
+    from biobench.metrics import micro_f1_excluding
+
+    data = toy_data("ver")
+    data.data_version = "blue-reconstructed"
+    task = SimpleNamespace(**vars(spec("ver", seeds=(1,))), extra_metrics=("blue_micro_f1",))
+    p = plan(tiny_mlm_dir, tmp_path, specs=[task], loader=lambda s: data)
+    runner.execute(p, progress=False)
+    result = read_result(p.runs[0].path)
+    rows = read_predictions(p.runs[0].path)
+    assert result["task"]["data_version"] == "blue-reconstructed"
+    assert result["metrics"]["test"]["blue_micro_f1"] == pytest.approx(
+        micro_f1_excluding([r["gold"] for r in rows], [r["pred"] for r in rows], ("false",)))
+    bad = SimpleNamespace(**vars(spec("ver", seeds=(1,))), extra_metrics=("bleu",))
+    with pytest.raises(ConfigError, match=r"task 'ver': unknown extra_metrics \['bleu'\]"):
+        plan(tiny_mlm_dir, tmp_path / "other", specs=[bad], loader=lambda s: data)
+
+
 def test_unavailable_tasks_are_listed_for_a_language_selection(tiny_mlm_dir, tmp_path):
     def loader(s):
         if s.id == "t2":
@@ -187,6 +208,7 @@ def test_eval_cli_end_to_end_on_generated_task(tiny_mlm_dir, tmp_path, capsys):
     assert cli.main(args[:-1]) == 0  # the rich table, every run skipped
     captured = capsys.readouterr()
     assert "2 already done" in captured.err and "demo-cls" in captured.out and "average fr" in captured.out
+    assert "MDD" in captured.out and task["mdd"] > 0
 
 
 @pytest.mark.parametrize(("args", "message"), [

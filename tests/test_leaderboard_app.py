@@ -78,3 +78,23 @@ def test_needle_file_as_written_by_analyze(tmp_path):
     fig = plots.needle_figure([path], problems)
     assert problems == [] and fig.axes[0].get_legend().get_texts()[0].get_text() == "x__y"
     assert list(fig.axes[0].lines[0].get_ydata()) == [70.0, 50.0]
+
+
+def test_cka_trajectory_figure_from_the_json(tmp_path):
+    from biobench.leaderboard.results import scan_results
+
+    run = tmp_path / "runs" / "detour"
+    run.mkdir(parents=True)
+    points = [{"checkpoint": c, "tokens": t, "mean_divergence": d, "ci_low": d - 0.01, "ci_high": d + 0.01}
+              for c, t, d in (("step-100", 100, 0.1), ("phase1", 200, 0.2), ("final", 220, 0.25))]
+    (run / "cka_trajectory.json").write_text(json.dumps({"schema": "biobench.cka-trajectory/1", "run": str(run),
+                                                         "points": points}))
+    (tmp_path / "cka_trajectory.json").write_text('{"points": 3}')
+    scan = scan_results([tmp_path])
+    assert len(scan.analyses["cka_trajectory"]) == 2
+    problems = []
+    fig = plots.cka_trajectory_figure(scan.analyses["cka_trajectory"], problems)
+    (line,) = fig.axes[0].lines
+    assert list(line.get_xdata()) == [100, 200, 220] and list(line.get_ydata()) == [0.1, 0.2, 0.25]
+    assert [p.reason for p in problems] == ["cka_trajectory.json has no 'points' list"]
+    assert plots.cka_trajectory_figure([], []).axes[0].texts[0].get_text().startswith("No CKA trajectory")

@@ -143,3 +143,21 @@ def test_no_reference_hides_paper_rows():
     board = build_board([FIXTURES], reference=False, significance=False)
     assert {e.source for e in board.entries} == {"measured"}
     assert board.benchmark["fr"][0] == "fracco-30"  # the benchmark's tasks still come from the paper
+
+
+def test_compare_tab_task_average_and_task_view_mdd(board):
+    from biobench.leaderboard.app import task_seed_frame
+    from biobench.leaderboard.compare import average_markdown, compare_average, task_mdd
+
+    per_task = compare(board, "fr", "local__tiny-detour", "minilm", n_boot=200).set_index("task")
+    avg = compare_average(board, "fr", "local__tiny-detour", "minilm", n_boot=300)
+    assert avg["tasks"] == ["diamed", "quaero-emea"]
+    assert avg["diff"] == pytest.approx(per_task["diff"].mean())  # the average of the per-task differences
+    assert avg["ci_low"] > 0 and avg["p_value"] < 0.05
+    assert "Task average** over 2 task(s)" in average_markdown(avg)
+    assert compare_average(board, "fr", "local__tiny-detour", "full-fr") is None  # no predictions on one side
+    mdd = task_mdd(board, "fr", "diamed", n_boot=300)
+    m = mdd["local__tiny-detour"]
+    assert m.n_seeds == 3 and m.mdd > m.mdd_many_seeds > 0
+    frame = task_seed_frame(board, "fr", "diamed").set_index("model")
+    assert frame.loc["tiny-detour", "MDD 80% power"] == pytest.approx(100 * m.mdd, abs=0.5)

@@ -25,7 +25,7 @@ LENGTHS = (64, 128)
 
 @pytest.fixture(scope="module")
 def rows():
-    return needle.generate(corpus(), n=120, lengths=LENGTHS, seed=3)
+    return needle.generate(corpus(), n_pairs=60, lengths=LENGTHS, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,13 @@ def pairs(rows):
     for row in rows:
         by_pair.setdefault(row["pair"], {})[row["label"]] = row
     return by_pair
+
+
+def test_drug_template_has_a_route_slot_and_the_papers_example(templates):
+    drug = templates["drug"]
+    assert {"drug", "dose", "route"} <= set(drug.slots)
+    assert {"morphine", "tramadol"} <= set(drug.slots["drug"]) and {"200 mg", "500 mg"} <= set(drug.slots["dose"])
+    assert {"IV", "orale"} <= set(drug.slots["route"])
 
 
 def test_templates_cover_the_paper_categories_with_2_to_4_slots(templates):
@@ -58,9 +65,9 @@ def test_balanced_over_labels_lengths_and_positions(rows):
 
 
 def test_deterministic_per_seed():
-    a = needle.generate(corpus(), n=24, lengths=LENGTHS, seed=7)
-    assert a == needle.generate(corpus(), n=24, lengths=LENGTHS, seed=7)
-    assert a != needle.generate(corpus(), n=24, lengths=LENGTHS, seed=8)
+    a = needle.generate(corpus(), n_pairs=12, lengths=LENGTHS, seed=7)
+    assert a == needle.generate(corpus(), n_pairs=12, lengths=LENGTHS, seed=7)
+    assert a != needle.generate(corpus(), n_pairs=12, lengths=LENGTHS, seed=8)
 
 
 def test_fact_is_at_the_stated_position_and_is_the_rendered_template(rows, templates):
@@ -76,14 +83,14 @@ def test_fact_is_at_the_stated_position_and_is_the_rendered_template(rows, templ
             assert 0.35 <= center <= 0.65, (center, r["id"])
 
 
-def test_positive_states_the_query_and_negative_differs_only_in_one_slot(rows, templates):
+def test_positive_states_the_query_and_negative_changes_every_slot(rows, templates):
     for pair in pairs(rows).values():
         pos, neg = pair[1], pair[0]
         assert pos["query"] == neg["query"] == templates[pos["template"]].render(pos["query_slots"])
         assert pos["slots"] == pos["query_slots"]
         assert neg["template"] == pos["template"]
-        changed = [k for k in neg["slots"] if neg["slots"][k] != pos["slots"][k]]
-        assert len(changed) == 1
+        assert set(neg["slots"]) == set(pos["slots"])
+        assert all(neg["slots"][k] != pos["slots"][k] for k in pos["slots"])  # Appendix I: every slot differs
         # outside the fact, the two texts are identical (same haystack, same offset)
         assert pos["text"][: pos["fact_start"]] == neg["text"][: neg["fact_start"]]
         assert pos["text"][pos["fact_end"] :] == neg["text"][neg["fact_end"] :]
@@ -98,7 +105,7 @@ def test_lengths_are_filled_but_not_exceeded(rows):
 
 
 def test_split_70_15_15_by_pair_within_each_cell():
-    rows = needle.generate(corpus(), n=240, lengths=(64,), seed=1)
+    rows = needle.generate(corpus(), n_pairs=120, lengths=(64,), seed=1)
     per_split = Counter(r["split"] for r in rows)
     assert per_split == {"train": 168, "dev": 36, "test": 36}
 
@@ -107,22 +114,22 @@ def test_lengths_counted_with_a_tokenizer(tiny_tokenizer):
     def count(text):
         return len(tiny_tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    rows = needle.generate(corpus(), n=12, lengths=(96,), seed=0, count=count)
-    assert all(r["length_unit"] == "tokens" and 86 <= count(r["text"]) == r["n_tokens"] <= 96 for r in rows)
+    rows = needle.generate(corpus(), n_pairs=6, lengths=(192,), seed=0, count=count)
+    assert all(r["length_unit"] == "tokens" and 172 <= count(r["text"]) == r["n_tokens"] <= 192 for r in rows)
 
 
 def test_haystack_folder_too_small_is_a_clear_error():
     with pytest.raises(DataError) as err:
-        needle.generate(["Une phrase courte. Une autre phrase."], n=6, lengths=(64, 512), source="tiny/")
+        needle.generate(["Une phrase courte. Une autre phrase."], n_pairs=3, lengths=(64, 512), source="tiny/")
     assert str(err.value) == (
         "haystack folder 'tiny/' holds only 6 words of text, fewer than the longest length 512; "
         "add more texts or lower --lengths"
     )
 
 
-def test_n_must_be_even():
-    with pytest.raises(ConfigError, match="n must be even"):
-        needle.generate(corpus(), n=7, lengths=LENGTHS)
+def test_at_least_one_pair():
+    with pytest.raises(ConfigError, match="at least one positive/negative pair"):
+        needle.generate(corpus(), n_pairs=0, lengths=LENGTHS)
 
 
 def test_read_texts_jsonl_gz_and_txt(tmp_path):
@@ -149,5 +156,32 @@ def test_jsonl_round_trip(tmp_path, rows):
 def test_real_french_haystacks(shared_data):
     texts = needle.read_texts(shared_data / "pretrain-fr")
     assert len(texts) == 1970  # the records' text fields; selected_ids.txt beside them is not text
-    rows = needle.generate(texts, n=12, lengths=(256, 512), seed=0)
+    rows = needle.generate(texts, n_pairs=6, lengths=(256, 512), seed=0)
     assert all(r["n_tokens"] <= r["length"] for r in rows)
+
+
+def test_fact_at_the_end_of_an_8192_token_example_is_never_truncated(tiny_tokenizer):
+    """Lengths include the query and the special tokens: the whole (query, document) input fits the length,
+    so an 8192-token model keeps the fact at position "end" (checked with the probe's own visibility rule)."""
+    from biobench.analysis.needle_probe import fact_visible
+
+    tok = tiny_tokenizer
+    tok.model_max_length = 10**9
+
+    def count(text):
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    specials = tok.num_special_tokens_to_add(pair=True)
+    assert specials > 0
+    rows = needle.generate(corpus(400), n_pairs=3, lengths=(8192,), seed=0, count=count,
+                           reserve=lambda q: count(q) + specials)
+    end = [r for r in rows if r["position"] == "end"]
+    assert len(end) == 2 and all(r["fact_end"] == len(r["text"]) for r in end)
+    for r in rows:
+        n_input = len(tok(r["query"], r["text"])["input_ids"])
+        assert n_input == r["n_input_tokens"] <= 8192
+        assert n_input >= 8192 - 40  # filled, not just short
+    assert fact_visible(tok, end, max_length=8192) == [True, True]
+    # without the reservation the same end facts would be cut off
+    unreserved = needle.generate(corpus(400), n_pairs=3, lengths=(8192,), seed=0, count=count)
+    assert fact_visible(tok, [r for r in unreserved if r["position"] == "end"], max_length=8192) == [False, False]

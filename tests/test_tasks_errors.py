@@ -98,9 +98,9 @@ def test_missing_credentialed_file_says_what_and_where(tmp_path):
     with pytest.raises(DataError) as err:
         load_task(get_spec("deid"), tmp_path)
     msg = str(err.value)
-    assert msg.startswith(f"task 'deid': credentialed data not found (missing {tmp_path}/deid/train")
-    assert "n2c2" in msg and "portal.dbmi.hms.harvard.edu" in msg
-    assert f"Expected layout under {tmp_path}: deid/train, deid/dev, deid/test." in msg
+    assert msg.startswith(f"task 'deid': credentialed data not found (missing {tmp_path}/deid/id.text")
+    assert "deidentifiedmedicaltext" in msg and "biobench data add deid" in msg
+    assert f"Expected layout under {tmp_path}: deid/id.text, deid/id.res." in msg
     with pytest.raises(DataError, match=r"physionet\.org"):
         load_task(get_spec("phenotyping"), tmp_path)
 

@@ -1,4 +1,4 @@
-"""The 11 locally available paper tasks load from ../shared/data with their SOURCE.md counts.
+"""The 11 locally available paper tasks (and the extra versions kept beside them) load from ../shared/data with their SOURCE.md counts.
 
 Parsed once per session (load_task caches per process); skipped when the shared data folder is absent."""
 
@@ -13,10 +13,13 @@ from biobench.tasks.registry import get_spec
 # (train, dev, test) in examples: sentences for sentence corpora, documents/titles/abstracts otherwise.
 COUNTS = {
     "anatem": (5861, 2118, 3830),
+    "anatem-untyped": (5861, 2118, 3830),
     "bc5cdr": (4560, 4581, 4797),
-    "jnlpba": (16807, 1739, 3856),
+    "jnlpba": (17246, 1739, 3856),  # train: the 1,800 standoff abstracts cut into sentences
+    "jnlpba-blurb": (16807, 1739, 3856),
     "ncbi-disease": (5424, 923, 940),
-    "chemprot": (4169, 2427, 3469),
+    "chemprot": (19167, 11820, 16712),  # BLUE: reconstructed train/test, genuine dev (chemprot-blue/SOURCE.md)
+    "chemprot-13": (4169, 2427, 3469),
     "gad": (4261, 535, 534),
     "hoc": (1295, 186, 371),
     "quaero-emea": (11, 12, 15),
@@ -39,10 +42,14 @@ def _mentions(task, split):
 
 
 def test_entity_mention_counts(shared_data):
-    assert _mentions(load_task(get_spec("anatem"), shared_data), "test") == {"Anatomy": 4616}
+    assert _mentions(load_task(get_spec("anatem-untyped"), shared_data), "test") == {"Anatomy": 4616}
+    typed = _mentions(load_task(get_spec("anatem"), shared_data), "test")  # anatem-typed/SOURCE.md table
+    assert sum(typed.values()) == 4616 and len(typed) == 12 and typed["Cell"] == 1429 and typed["Anatomical_system"] == 39
     assert _mentions(load_task(get_spec("ncbi-disease"), shared_data), "test") == {"Disease": 960}
     assert _mentions(load_task(get_spec("bc5cdr"), shared_data), "test") == {"Chemical": 5385, "Disease": 4424}
-    assert sum(_mentions(load_task(get_spec("jnlpba"), shared_data), "test").values()) == 8662
+    assert _mentions(load_task(get_spec("jnlpba"), shared_data), "test") == {
+        "protein": 5067, "cell_type": 1921, "DNA": 1056, "cell_line": 500, "RNA": 118}  # jnlpba/SOURCE.md
+    assert sum(_mentions(load_task(get_spec("jnlpba-blurb"), shared_data), "test").values()) == 8662
     emea = load_task(get_spec("quaero-emea"), shared_data)
     assert sum(_mentions(emea, "train").values()) == 2695 and _mentions(emea, "train")["CHEM"] == 727
     assert sum(_mentions(load_task(get_spec("quaero-medline"), shared_data), "test").values()) == 3103
@@ -61,8 +68,12 @@ def test_quaero_has_nested_discontinuous_and_codes(shared_data):
 def test_label_distributions(shared_data):
     gad = Counter(ex.label for ex in load_task(get_spec("gad"), shared_data).splits["test"])
     assert gad == {"1": 281, "0": 253}
-    chem = Counter(ex.label for ex in load_task(get_spec("chemprot"), shared_data).splits["train"])
+    chem = Counter(ex.label for ex in load_task(get_spec("chemprot-13"), shared_data).splits["train"])
     assert chem["INHIBITOR"] == 1642 and chem["AGONIST-INHIBITOR"] == 4 and len(chem) == 13
+    blue = load_task(get_spec("chemprot"), shared_data)
+    assert blue.data_version == "blue-reconstructed"
+    assert Counter(ex.label for ex in blue.splits["dev"]) == {  # genuine BLUE dev (chemprot-blue/SOURCE.md)
+        "false": 9404, "CPR:4": 1094, "CPR:3": 550, "CPR:9": 457, "CPR:6": 199, "CPR:5": 116}
 
 
 def test_fracco_top_k_counted_on_train_only(shared_data):

@@ -80,7 +80,7 @@ def test_tasks_json_cli(capsys, tmp_path):
         assert {"id", "lang", "kind", "max_length", "protocol", "available", "source", "splits"} <= set(r)
     assert rows["my-specialty"]["available"] and rows["my-specialty"]["splits"] == {"train": 3, "dev": 2, "test": 2}
     assert rows["demo-cls"]["splits"] == {"train": 400, "dev": 100, "test": 100}
-    assert not rows["anatem"]["available"] and "anatem/AnatEM-IOB/train.tsv.gz" in rows["anatem"]["reason"]
+    assert not rows["anatem"]["available"] and "anatem-typed/train.conll.gz" in rows["anatem"]["reason"]
     assert rows["quaero-emea"]["max_length"] == 1024
 
 
@@ -92,7 +92,7 @@ def test_tasks_json_cli_shared_data(shared_data, capsys):
     assert available == {"anatem", "bc5cdr", "jnlpba", "ncbi-disease", "chemprot", "gad", "hoc",
                          "quaero-emea", "quaero-medline", "fracco-30", "fracco-100"}
     tests = {r["id"]: r["splits"]["test"] for r in rows}
-    assert (tests["ncbi-disease"], tests["anatem"], tests["bc5cdr"], tests["gad"], tests["chemprot"]) == (940, 3830, 4797, 534, 3469)
+    assert (tests["ncbi-disease"], tests["anatem"], tests["bc5cdr"], tests["gad"], tests["chemprot"]) == (940, 3830, 4797, 534, 16712)
 
 
 def test_tasks_table_cli(capsys, tmp_path):

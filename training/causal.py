@@ -127,3 +127,64 @@ def causal_attention(model: Any) -> Iterator[Any]:
         handle.remove()
         for m, flag in zip(modules, saved, strict=True):
             m.is_causal = flag
+
+
+# ---------------------------------------------------------------- decoders (the decoder control of Table 4)
+DECODER_FAMILIES = ("gemma3_text",)
+DECODER_SUPPORTED = "transformers Gemma-3 text models (model_type 'gemma3_text': Gemma3ForCausalLM, e.g. Gemma-3 270M)"
+
+
+def is_decoder(model: Any) -> bool:
+    return getattr(getattr(model, "config", None), "model_type", None) in DECODER_FAMILIES
+
+
+def _decoder_bases(model: Any) -> list:
+    bases = [m for m in model.modules() if type(m).__name__ == "Gemma3TextModel"]
+    if not bases:
+        model_type = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+        raise ConfigError(f"bidirectional attention for decoders supports {DECODER_SUPPORTED}; got '{model_type}'")
+    return bases
+
+
+def set_bidirectional(model: Any, bidirectional: bool) -> None:
+    """Switch a Gemma-3 text model between its causal mask and a bidirectional one, in place.
+
+    transformers' Gemma-3 builds its masks from `config.use_bidirectional_attention` (global layers: full
+    attention; sliding layers: |q - kv| < sliding_window, i.e. the window opens to both sides), but reads each
+    attention module's `is_causal`, fixed at construction, whenever the mask helpers skip an all-ones mask
+    (sdpa, no padding, sequence within the window): flipping only the config leaks the future on sdpa, as the
+    leak tests show. Both are set here. The setting is part of the saved config, so a checkpoint reloads
+    (AutoModelForCausalLM) with the attention it was trained with.
+    """
+    for base in _decoder_bases(model):
+        base.config.use_bidirectional_attention = bidirectional
+        for module in base.modules():
+            if hasattr(module, "is_causal") and hasattr(module, "sliding_window"):
+                module.is_causal = not bidirectional
+    if getattr(model, "config", None) is not None:
+        model.config.use_bidirectional_attention = bidirectional
+
+
+@contextlib.contextmanager
+def bidirectional_attention(model: Any, bidirectional: bool = True) -> Iterator[Any]:
+    """`set_bidirectional` for the duration of the block; leaving it restores the model's previous setting."""
+    before = bool(getattr(_decoder_bases(model)[0].config, "use_bidirectional_attention", False))
+    set_bidirectional(model, bidirectional)
+    try:
+        yield model
+    finally:
+        set_bidirectional(model, before)
+
+
+def phase_attention(model: Any, causal: bool) -> contextlib.AbstractContextManager:
+    """The attention a training phase runs with: causal for CLM, bidirectional for MLM.
+
+    Encoders (ModernBERT) are bidirectional by nature: CLM phases get `causal_attention` for the block. Decoders
+    (Gemma-3) are switched in place and keep the phase's mask after the block, so the phase's checkpoint saves
+    (and reloads with) the attention it was trained with: phase1/ of decoder-control is bidirectional, final/
+    causal again.
+    """
+    if is_decoder(model):
+        set_bidirectional(model, not causal)
+        return contextlib.nullcontext(model)
+    return causal_attention(model) if causal else contextlib.nullcontext(model)

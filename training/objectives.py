@@ -5,10 +5,16 @@ loss module serves both objectives and computes the cross-entropy exactly once, 
 model's loss function from its class name and the causal-LM loss shifts labels again, so we never hand
 labels to the model. Only labelled positions go through the head (ModernBERT's sparse prediction), which
 saves 20-30% of the step with an 8k vocabulary.
+
+Decoders (Gemma-3, the decoder control) go through the same module: encoder = the decoder stack, head =
+nothing, decoder = the tied LM head (plus Gemma's final logit soft-capping when configured). Because labels are
+position-aligned, MLM on a decoder predicts the masked token at its own position: no autoregressive shift
+(only `clm_labels` shifts).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -66,9 +72,12 @@ class LMLoss(nn.Module):
 
 
 def _parts(model: Any) -> tuple[nn.Module, nn.Module, nn.Module]:
-    """(encoder, prediction head, decoder) of a masked-LM model: ModernBERT names, else BERT-style names."""
+    """(encoder, prediction head, decoder) of a masked-LM model: ModernBERT names, BERT-style names, or a
+    causal LM's (decoder stack, identity, LM head)."""
     if hasattr(model, "head") and hasattr(model, "decoder"):  # ModernBertForMaskedLM
         return model.model, model.head, model.decoder
+    if hasattr(model, "lm_head"):  # Gemma3ForCausalLM and relatives; no KV cache while training
+        return partial(model.model, use_cache=False), nn.Identity(), partial(_lm_logits, model)
     base = getattr(model, model.base_model_prefix)
     cls = model.cls  # BertForMaskedLM and relatives: cls.predictions.{transform, decoder}
     return base, cls.predictions.transform, cls.predictions.decoder
@@ -77,4 +86,11 @@ def _parts(model: Any) -> tuple[nn.Module, nn.Module, nn.Module]:
 def encoder_of(model: Any) -> nn.Module:
     """The encoder stack of a masked-LM model (what `--compile` compiles: the head runs on labelled rows only,
     whose count changes every step)."""
-    return _parts(model)[0]
+    return model.model if hasattr(model, "lm_head") else _parts(model)[0]
+
+
+def _lm_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """A causal LM's logits as its own forward computes them (LM head, then optional soft-capping)."""
+    logits = model.lm_head(hidden)
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits

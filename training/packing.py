@@ -67,3 +67,15 @@ def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
     starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
     start_idx = torch.where(starts, idx, torch.zeros_like(idx))
     return idx - torch.cummax(start_idx, dim=1).values
+
+
+def step_digest(packed: PackedCorpus, first: int, count: int) -> str:
+    """A 16-hex-digit digest of the token ids one global step reads (positions first .. first + count - 1, in
+    order, before any masking): equal digests = the same data in the same order (the seed-noise control)."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    for position in range(first, first + count):
+        start = packed.at(position) * packed.seq_len
+        h.update(np.ascontiguousarray(packed.tokens[start:start + packed.seq_len], dtype=np.int64).tobytes())
+    return h.hexdigest()

@@ -1,9 +1,12 @@
-"""Tiny ModernBERT models and on-the-fly tokenizers, for offline tests, CPU smoke runs and the demo.
+"""Tiny ModernBERT and Gemma-3 models and on-the-fly tokenizers, for offline tests, CPU smoke runs and the demo.
 
 The hub is unreachable here, so `preset:tiny` / `preset:small` and the test suite build a ModernBERT from a
-config with a byte-level BPE tokenizer trained on the given texts. The pitfalls handled here:
-ModernBertConfig's default special-token ids (50281-50283) must be replaced for a small vocab, and a
-`tokenizers` tokenizer needs a TemplateProcessing post-processor or no [CLS]/[SEP] are added.
+config with a byte-level BPE tokenizer trained on the given texts; `preset:tiny-decoder` builds a Gemma-3 text
+model (transformers' Gemma3ForCausalLM: sliding-window and global layers, tied LM head) with a decoder-style
+tokenizer (<bos>/<eos>/<pad>/<unk>, no mask token: the decoder-control recipe adds `<mask>` itself, as it does
+for Gemma-3 270M). The pitfalls handled here: ModernBertConfig's default special-token ids (50281-50283) must
+be replaced for a small vocab, and a `tokenizers` tokenizer needs a TemplateProcessing post-processor or no
+[CLS]/[SEP] (or <bos>) are added.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+DECODER_SPECIAL_TOKENS = ["<pad>", "<eos>", "<bos>", "<unk>"]  # Gemma's first ids, in Gemma's order
 
 PRESETS: dict[str, dict[str, Any]] = {
     # 4 layers, hidden 64, alternating global/local attention: the whole recipe runs on a CPU in minutes.
@@ -25,22 +29,42 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
+# Gemma-3 text models (decoders) for the decoder control of Table 4. Layer types alternate sliding/global so
+# both mask kinds are exercised (Gemma-3 270M: 5 sliding layers per global one, window 512).
+DECODER_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny-decoder": dict(
+        hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+        intermediate_size=128, sliding_window=64, vocab_size=4000,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    ),
+}
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 4000, model_max_length: int = 8192):
-    """Train a byte-level BPE tokenizer (ModernBERT-style) and wrap it as a PreTrainedTokenizerFast."""
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 4000, model_max_length: int = 8192,
+                    decoder: bool = False):
+    """Train a byte-level BPE tokenizer and wrap it as a PreTrainedTokenizerFast: ModernBERT-style
+    ([CLS] text [SEP], with [MASK]) or, with `decoder=True`, Gemma-style (<bos> text, no mask token)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    specials = DECODER_SPECIAL_TOKENS if decoder else SPECIAL_TOKENS
+    tok = Tokenizer(models.BPE(unk_token=specials[3] if decoder else "[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    if decoder:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<bos> $A", pair="<bos> $A $B:1", special_tokens=[("<bos>", tok.token_to_id("<bos>"))])
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>", unk_token="<unk>",
+            model_max_length=model_max_length, add_prefix_space=True,
+        )
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -81,3 +105,24 @@ def build_modernbert_mlm(tokenizer, preset: str = "tiny", seed: int = 0, **overr
 
     torch.manual_seed(seed)
     return ModernBertForMaskedLM(modernbert_config(tokenizer, preset, **overrides))
+
+
+def gemma3_config(tokenizer, preset: str = "tiny-decoder", **overrides):
+    """A Gemma3TextConfig of the named decoder preset whose vocabulary and special-token ids match `tokenizer`."""
+    from transformers import Gemma3TextConfig
+
+    params = dict(DECODER_PRESETS[preset])
+    params.update(overrides)
+    params["vocab_size"] = len(tokenizer)
+    params.setdefault("max_position_embeddings", 8192)
+    return Gemma3TextConfig(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                            eos_token_id=tokenizer.eos_token_id, **params)
+
+
+def build_gemma3_causal_lm(tokenizer, preset: str = "tiny-decoder", seed: int = 0, **overrides):
+    """A freshly initialised Gemma3ForCausalLM of the named decoder preset (deterministic per seed)."""
+    import torch
+    from transformers import Gemma3ForCausalLM
+
+    torch.manual_seed(seed)
+    return Gemma3ForCausalLM(gemma3_config(tokenizer, preset, **overrides))

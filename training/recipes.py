@@ -2,6 +2,9 @@
 
 Phase 1 ("clm" slot, even in the MLM control, so one freeze spelling fits every recipe) runs the token
 budget; phase 2 ("decay") runs `decay_ratio` of it with MLM at 15% and the 1 - sqrt decay schedule.
+The attention follows the objective: causal for CLM, bidirectional for MLM (training/causal.py
+`phase_attention`). `decoder-control` (paper §3.1/§5.4, Table 4) is the mirror image on a causal LM (Gemma-3):
+MLM 30% with the causal mask removed and a `<mask>` token added, then a CLM decay with the causal mask back.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Recipe:
     description: str
     phases: tuple[Phase, Phase]
     freezes: tuple[Freeze, ...] = field(default=())
+    decoder: bool = False  # runs on a causal LM (Gemma-3), not an encoder
 
     def frozen_layers(self, phase_index: int) -> list[Freeze]:
         tag = "clm" if phase_index == 0 else "decay"
@@ -51,6 +55,7 @@ class Recipe:
 CLM = Phase("phase1", "clm", 0.0, "warmup-constant")
 MLM30 = Phase("phase1", "mlm", 0.30, "warmup-constant")
 DECAY = Phase("final", "mlm", 0.15, "sqrt-decay")
+CLM_DECAY = Phase("final", "clm", 0.0, "sqrt-decay")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("detour", "CLM detour (causal mask, next-token prediction through the MLM head), then MLM 15% decay",
@@ -60,6 +65,9 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("detour-freeze-mid", "detour with layers 8-14 frozen during CLM", (CLM, DECAY), (Freeze(8, 14, "clm"),)),
     Recipe("detour-freeze-low-decay", "detour with layers 0-7 frozen during the MLM decay", (CLM, DECAY),
            (Freeze(0, 7, "decay"),)),
+    Recipe("decoder-control", "decoder control (Table 4) on a Gemma-3 causal LM: causal mask removed, <mask> token "
+           "added, MLM 30% through the LM head with no shift; then the causal mask restored and a CLM decay",
+           (MLM30, CLM_DECAY), decoder=True),
 ]}
 
 
@@ -89,6 +97,8 @@ def describe() -> str:
         phases = []
         for i, p in enumerate(r.phases):
             what = "CLM" if p.objective == "clm" else f"MLM {p.mask_rate:.0%}"
+            if r.decoder:
+                what += ", causal mask" if p.objective == "clm" else ", bidirectional (causal mask removed)"
             frozen = "".join(f", layers {f.first}-{f.last} frozen" for f in r.frozen_layers(i))
             length = "budget" if i == 0 else "decay-ratio x budget"
             phases.append(f"phase {i + 1}: {what}, {p.schedule}, {length}{frozen}")

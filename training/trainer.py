@@ -21,9 +21,9 @@ import torch
 from biobench.errors import ConfigError
 from biobench.training import checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
-from biobench.training.causal import attention_masks, causal_attention
+from biobench.training.causal import attention_masks, is_decoder, phase_attention
 from biobench.training.objectives import LMLoss, encoder_of
-from biobench.training.packing import PackedCorpus, document_positions
+from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.recipes import Recipe, get_recipe
 
 # Dense bf16 peak FLOP/s per device, for the MFU estimate (unknown devices log mfu = null).
@@ -51,7 +51,8 @@ class PretrainConfig:
     save_every: int | None = None  # tokens
     resume: str | bool | None = None
     doc_mask: bool = False
-    seed: int = 0
+    seed: int = 0  # model init (presets) and MLM masking
+    data_seed: int | None = None  # packed-sequence order; None = seed (the seed-noise control fixes it)
     text_field: str = "text"
     max_documents: int | None = None
     cache_dir: Path | None = None
@@ -157,6 +158,7 @@ class Trainer:
         self.plan = make_plan(cfg, self.dist.world)
         self.out = Path(cfg.out)
         self.attn = cfg.attn or loading.default_attention(self.dist.device.type)
+        self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
         self.resume_from = self._resume_folder()
         self._setup_model()
         self._setup_data()
@@ -168,7 +170,7 @@ class Trainer:
         """The checkpoint to resume from; refuses to start a fresh run over an existing one."""
         if self.cfg.resume:
             return checkpoint.resolve_resume(self.cfg.resume, self.out, self.recipe.name)
-        if self.out.is_dir() and any(self.out.glob(f"*/{checkpoint.META}")):
+        if self.out.is_dir() and any(m.parent.name != "init" for m in self.out.glob(f"*/{checkpoint.META}")):
             raise ConfigError(f"{self.out} already holds checkpoints of a pretraining run: pass --resume to "
                               f"continue it, or a fresh --out")
         return None
@@ -202,7 +204,8 @@ class Trainer:
         cfg = self.cfg
         return loading.load(cfg.model, recipe_name=self.recipe.name, needs_causal=self.recipe.needs_causal,
                             attn=self.attn, corpus_documents=lambda: corpus.iter_documents(cfg.corpus, cfg.text_field),
-                            seed=cfg.seed, tokenizer_dir=tok_dir, train_tokenizer=train_tokenizer)
+                            seed=cfg.seed, tokenizer_dir=tok_dir, train_tokenizer=train_tokenizer,
+                            decoder=self.recipe.decoder)
 
     def _setup_data(self) -> None:
         """Tokenise (or read the cached) corpus and pack it into fixed-length sequences."""
@@ -215,7 +218,8 @@ class Trainer:
         if not self.dist.main:
             tokens = build()
         self.corpus_tokens = tokens
-        self.packed = PackedCorpus(tokens.tokens, tokens.offsets, cfg.seq_len, self.tokenizer.pad_token_id, cfg.seed)
+        self.packed = PackedCorpus(tokens.tokens, tokens.offsets, cfg.seq_len, self.tokenizer.pad_token_id,
+                                   self.data_seed)
         self.special_ids = sorted(set(self.tokenizer.all_special_ids))
         masker = Masker(self.special_ids, self.tokenizer.mask_token_id, len(self.tokenizer), cfg.seed)
         self.batches = BatchBuilder(self.packed, masker, cfg.batch_size, self.plan.micro, self.dist.rank, self.dist.world)
@@ -273,6 +277,9 @@ class Trainer:
             return self.out / "final"
         if self.dist.main:
             self.out.mkdir(parents=True, exist_ok=True)  # a hub/local --model never created it before the log
+        if self.resume_from is None and self.state.global_step == 0:
+            # The start model (preset init; a decoder with its <mask> token added) for start-vs-end analyses (CKA).
+            self._save(self.out / "init", "init", with_state=False)
         bar = None
         if self.cfg.progress and self.dist.main:
             from tqdm.auto import tqdm
@@ -294,7 +301,7 @@ class Trainer:
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         wrapped = self.sharded or distributed.wrap(LMLoss(self.model), self.dist)
         causal = phase.objective == "clm"
-        context = causal_attention(self.model) if causal else contextlib.nullcontext()
+        context = phase_attention(self.model, causal)  # decoders keep the phase's mask for its checkpoint
         if self.dist.main:
             self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.objective.upper()}"
                         f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} steps, schedule {phase.schedule}"
@@ -345,7 +352,8 @@ class Trainer:
         record = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
                   "tokens": self.state.tokens["seen"], "loss": round(loss, 6), "lr": lr,
                   "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
-                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device)}
+                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device),
+                  "data_digest": step_digest(self.packed, self.state.position - self.cfg.batch_size, self.cfg.batch_size)}
         with (self.out / "train_log.jsonl").open("a") as fh:
             fh.write(json.dumps(record) + "\n")
         if bar is not None:
@@ -359,12 +367,15 @@ class Trainer:
                 "tokens": dict(self.state.tokens),
                 "frozen": [f.to_json() for f in self.recipe.freezes], "decay_ratio": cfg.decay_ratio,
                 "seq_len": cfg.seq_len, "batch_size": cfg.batch_size, "corpus": str(cfg.corpus),
-                "doc_mask": cfg.doc_mask, "seed": cfg.seed, "world_size": self.dist.world,
+                "doc_mask": cfg.doc_mask, "seed": cfg.seed, "data_seed": self.data_seed, "world_size": self.dist.world,
+                "attention": {p.name: "causal" if p.objective == "clm" else "bidirectional" for p in self.recipe.phases},
+                "decoder": is_decoder(self.model),
+                "mask_token": getattr(self.model.config, "biobench_mask_token", None),
                 "optimizer": {"name": "DecoupledAdamW", "lr": cfg.lr, "betas": list(cfg.betas), "eps": cfg.eps,
                               "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip},
                 "schedule": {"warmup_steps": self.plan.warmup, "steps": list(self.plan.steps),
                              "tokens_per_step": self.plan.tokens_per_step},
-                "attn_implementation": self.attn}
+                "attn_implementation": self.model.config._attn_implementation or self.attn}
 
     def _save(self, folder: Path, phase_name: str, with_state: bool) -> None:
         model_state = None

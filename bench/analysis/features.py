@@ -24,6 +24,8 @@ def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[
     encoder.eval()
     for p in encoder.parameters():
         p.requires_grad_(False)
+    if tokenizer.pad_token is None:  # decoders (Gemma-3, Llama...) may have none; padding is masked out anyway
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     return encoder, tokenizer, info
 
 
@@ -48,7 +50,9 @@ def layer_features(
     encoder, tokenizer, texts: Sequence[str], max_length: int = 512, batch_size: int = 8
 ) -> list[np.ndarray]:
     """Mean-pooled hidden states of every layer (index 0 = embeddings, then each transformer layer), one
-    float64 array (n_texts, hidden) per layer. Padding is excluded from the mean via the attention mask."""
+    float64 array (n_texts, hidden) per layer. Padding is excluded from the mean via the attention mask, on
+    either padding side, so encoders and decoders (causal LMs loaded as their base model, e.g. Gemma-3's
+    Gemma3TextModel) pool the same way."""
     import torch
 
     device = next(encoder.parameters()).device

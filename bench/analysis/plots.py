@@ -16,23 +16,52 @@ def _pyplot():
 
 
 def plot_cka(report: dict[str, Any], path: Path) -> None:
-    """Per-layer divergence (and seed-noise divergence); the ratio on a second panel when present."""
+    """Per-layer divergence (and seed-noise divergence); the ratio on a second panel when present. Transformer
+    layers 0..L-1; the embedding output is the point at x = -1 ("emb")."""
     plt = _pyplot()
-    layers = [r["layer"] for r in report["layers"]]
-    has_ratio = any(r["ratio"] is not None for r in report["layers"])
+    rows = ([report["embeddings"]] if report.get("embeddings") else []) + list(report["layers"])
+    xs = [-1 if r["layer"] == "embeddings" else r["layer"] for r in rows]
+    ticks = (xs, ["emb" if x == -1 else str(x) for x in xs])
+    has_ratio = any(r["ratio"] is not None for r in rows)
     fig, axes = plt.subplots(1, 2 if has_ratio else 1, figsize=(10 if has_ratio else 5.5, 3.8), squeeze=False)
     ax = axes[0][0]
-    ax.plot(layers, [r["divergence"] for r in report["layers"]], "o-", label="A vs B")
+    ax.plot(xs, [r["divergence"] for r in rows], "o-", label="A vs B")
     if has_ratio:
-        ax.plot(layers, [r["noise_divergence"] for r in report["layers"]], "s--", label="noise vs B (seed noise)")
-    ax.set(xlabel="layer (0 = embeddings)", ylabel="divergence = 1 - CKA", title="Linear CKA divergence",
-           xticks=layers)
+        ax.plot(xs, [r["noise_divergence"] for r in rows], "s--", label="noise vs B (seed noise)")
+    summary = report.get("summary")
+    title = "Linear CKA divergence"
+    if summary:
+        title += f" (mean {summary['mean_divergence']:.3f})"
+    ax.set(xlabel="transformer layer (emb = embedding output)", ylabel="divergence = 1 - CKA", title=title)
+    ax.set_xticks(*ticks)
     ax.legend(fontsize=8)
     if has_ratio:
         ax = axes[0][1]
-        ax.plot(layers, [r["ratio"] if r["ratio"] is not None else float("nan") for r in report["layers"]], "o-")
+        ax.plot(xs, [r["ratio"] if r["ratio"] is not None else float("nan") for r in rows], "o-")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-        ax.set(xlabel="layer (0 = embeddings)", ylabel="$r_l$", title="div(A, B) / div(noise, B)", xticks=layers)
+        ax.set(xlabel="transformer layer", ylabel="$r_l$", title="div(A, B) / div(noise, B)")
+        ax.set_xticks(*ticks)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_cka_trajectory(report: dict[str, Any], path: Path) -> None:
+    """Figure 3a: mean divergence from the start model vs tokens seen, with the 95% CI over sample seeds."""
+    plt = _pyplot()
+    points = [p for p in report["points"] if p.get("tokens") is not None]
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    xs = [p["tokens"] for p in points]
+    ax.plot(xs, [p["mean_divergence"] for p in points], "o-", color="black")
+    lows = [p["ci_low"] for p in points]
+    if all(v is not None for v in lows):  # null with a single sample seed
+        ax.fill_between(xs, lows, [p["ci_high"] for p in points], alpha=0.2, color="black", lw=0)
+    for p in points:
+        if not p["checkpoint"].startswith("step-"):
+            ax.annotate(p["checkpoint"], (p["tokens"], p["mean_divergence"]), fontsize=8,
+                        textcoords="offset points", xytext=(3, 4))
+    ax.set(xlabel="tokens seen", ylabel="mean divergence vs start (1 - CKA)",
+           title=f"CKA trajectory: {Path(report['run']).name}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,12 @@ from typing import Any
 from biobench.errors import ConfigError
 
 CKA_HELP = """\
-Linear CKA (float64) between the mean-pooled hidden states of two encoders, layer by layer (layer 0 = the
-embedding output, layer l = the output of transformer layer l-1). Divergence = 1 - CKA, averaged over
---sample-seeds (each seed samples --n texts). With --noise N, a second seed of the reference model B, each
+Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
+Gemma-3: mask-aware mean over tokens), layer by layer: the embedding output is reported apart, transformer
+layers are numbered 0..L-1 as in --freeze and `analyze transplant`. Divergence = 1 - CKA, averaged over
+--sample-seeds (each seed samples --n texts, in equal shares from the --texts sources). The Table-4 summary
+is the mean divergence over transformer layers (embeddings only with --include-embeddings) with its 95%
+Student-t CI over the sample seeds. With --noise N, a second seed of the reference model B, each
 layer also gets the seed-noise ratio  r_l = div(A, B) / div(N, B)  (numerator: A vs B; denominator: N vs B).
 Paper §5.1 / DESIGN: A = the CLM-detour model, B = MLM seed 1, N = MLM seed 2, i.e.
 r_l = div(CLM, MLM_s1) / div(MLM_s2, MLM_s1)."""
@@ -44,9 +48,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--models", nargs=2, metavar=("A", "B"), required=True,
                    help="A (e.g. the CLM-detour model) and the reference B (e.g. MLM seed 1)")
     p.add_argument("--noise", metavar="N", help="a second seed of B (e.g. MLM seed 2): adds r_l = div(A,B)/div(N,B)")
-    p.add_argument("--texts", required=True, metavar="PATH|TASK",
-                   help="a text file/folder (.jsonl[.gz] 'text' records, .txt lines) or a task id (all its splits)")
-    p.add_argument("--n", type=int, default=500, help="texts per sample seed (default 500)")
+    p.add_argument("--texts", required=True, nargs="+", metavar="PATH|TASK",
+                   help="one or more sources, mixed in equal shares: text files/folders (.jsonl[.gz] 'text' "
+                   "records, .txt lines) or task ids (all their splits). Paper: French DiaMED + FrACCO, English "
+                   "PubMed abstracts")
+    p.add_argument("--n", type=int, default=500, help="texts per sample seed, all sources together (default 500)")
+    p.add_argument("--include-embeddings", action="store_true",
+                   help="average over the embedding output too (default: transformer layers only)")
     p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
     p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
     p.add_argument("--batch-size", type=int, default=8)
@@ -56,6 +64,24 @@ def add_parser(subparsers) -> None:
     _common(p)
     p.add_argument("--out", required=True, metavar="DIR", help="writes DIR/cka.json and DIR/cka.png")
     p.set_defaults(func=run_cka)
+
+    p = sub.add_parser("cka-trajectory", help="CKA divergence vs the start model for every checkpoint of a run",
+                       description="Paper Figure 3a: for every step-*/ checkpoint of a `biobench pretrain` run "
+                       "(and phase1/, final/), the mean CKA divergence over transformer layers from the start "
+                       "model, with its 95%% CI over sample seeds. Writes DIR/cka_trajectory.json and .png "
+                       "(the leaderboard's Plots tab shows them).")
+    p.add_argument("--run", required=True, metavar="DIR", help="a `biobench pretrain --out` folder")
+    p.add_argument("--start", metavar="MODEL", help="the start model (default: base_model in the run's metadata)")
+    p.add_argument("--texts", required=True, nargs="+", metavar="PATH|TASK", help="as for `analyze cka`")
+    p.add_argument("--n", type=int, default=500, help="texts per sample seed (default 500)")
+    p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
+    p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--data-dir", metavar="DIR", default=None, help="task data folder when --texts has task ids")
+    p.add_argument("--include-embeddings", action="store_true", help="average over the embedding output too")
+    _common(p)
+    p.add_argument("--out", metavar="DIR", help="default: the run folder")
+    p.set_defaults(func=run_cka_trajectory)
 
     p = sub.add_parser("transplant", help="copy a layer range (or only attention / MLP) of model A into model B")
     p.add_argument("--from", dest="source", required=True, metavar="A", help="model the parameters come from")
@@ -86,15 +112,27 @@ def add_parser(subparsers) -> None:
 
     needle = sub.add_parser("needle", help="needle-in-a-haystack data and probe (paper Appendix I)")
     nsub = needle.add_subparsers(dest="needle_command", metavar="STEP", required=True)
-    p = nsub.add_parser("generate", help="write DIR/needle.jsonl from a French biomedical text folder")
+    p = nsub.add_parser("generate", help="write DIR/needle.jsonl from a French biomedical text folder",
+                        description="Appendix I's needle set. Lengths count the evaluated model's tokens (pass it as "
+                        "--tokenizer) and include the query and special tokens, so an L-token example fits an "
+                        "L-token context untruncated; --length-unit words counts whitespace words instead. Size: "
+                        "--examples (probe inputs, default 1500 = the paper's '1500 balanced positive/negative "
+                        "pairs' read as 1500 (query, document) inputs) or --pairs (positive/negative pairs, each "
+                        "two examples).")
     p.add_argument("--haystacks", required=True, metavar="DIR", help=".jsonl[.gz] records with 'text', or .txt files")
     p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--n", type=int, default=1500, help="examples (n/2 positive/negative pairs); default 1500")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--examples", type=int, default=None,
+                      help="probe inputs, half positive, half negative (even; default 1500)")
+    size.add_argument("--pairs", type=int, default=None,
+                      help="positive/negative pairs (same haystack and query, one fact apart); examples = 2 x pairs")
+    p.add_argument("--n", type=int, default=None, help=argparse.SUPPRESS)  # ambiguous: refused with a hint
     p.add_argument("--lengths", default="512,1024,2048,4096,8192")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tokenizer", metavar="M", help="count lengths in this model's (or tokenizer folder's) tokens "
-                   "(recommended); "
-                   "default: whitespace words, which are fewer than subword tokens")
+    p.add_argument("--tokenizer", metavar="M", help="the evaluated model (or a tokenizer folder): lengths count its "
+                   "tokens, query and special tokens included (required unless --length-unit words)")
+    p.add_argument("--length-unit", choices=("tokens", "words"), default="tokens",
+                   help="tokens of --tokenizer (default) or whitespace words (fewer than subword tokens)")
     p.set_defaults(func=run_needle_generate)
     p = nsub.add_parser("run", help="frozen encoder + MLP probe on CLS; accuracy by length and position")
     p.add_argument("--model", required=True)
@@ -139,40 +177,94 @@ def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
     return [ex.text for split in ("train", "dev", "test") for ex in task.splits.get(split, [])], task.source
 
 
-def run_cka(args) -> int:
+def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], list[int]]:
+    """(the sampled texts, per seed their rows in that list, the sources, the seeds): each source gives an
+    equal share of --n texts per sample seed; only texts some seed draws are kept (and encoded)."""
     import numpy as np
-    from biobench.analysis import cka, features, plots
+    from biobench.analysis import cka
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
-    texts, source = _texts(args.texts, args.data_dir)
-    samples = cka.sample_indices(len(texts), args.n, seeds)
+    texts: list[str] = []
+    sources = []
+    for value in args.texts:
+        got, source = _texts(value, args.data_dir)
+        sources.append({"source": source, "n_texts": len(got)})
+        texts.extend(got)
+    samples = cka.sample_mixed([s["n_texts"] for s in sources], args.n, seeds)
+    bounds = np.cumsum([0] + [s["n_texts"] for s in sources])
+    first = samples[seeds[0]]  # every seed draws the same number from each source
+    for k, src in enumerate(sources):
+        src["drawn_per_seed"] = int(np.sum((first >= bounds[k]) & (first < bounds[k + 1])))
     union = np.unique(np.concatenate(list(samples.values())))
     position = {int(t): k for k, t in enumerate(union)}
     samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
+    return [texts[i] for i in union], samples, sources, seeds
+
+
+def _layer_features(name: str, texts: list[str], args, device: str):
+    from biobench.analysis import features
+
+    model, tokenizer, info = features.load_frozen_encoder(name, device)
+    feats = features.layer_features(model, tokenizer, texts, args.max_length, args.batch_size)
+    del model
+    return feats, {"id": info.id, "revision": info.revision, "architecture": info.architecture,
+                   "layers": len(feats) - 1}
+
+
+def run_cka(args) -> int:
+    from biobench.analysis import cka, plots
+
+    texts, samples, sources, seeds = _cka_texts(args)
     device = _device(args.device)
     names = {"a": args.models[0], "b": args.models[1], "noise": args.noise}
     feats, ids = {}, {}
     for role, name in names.items():
         if name is None:
             continue
-        encoder, tokenizer, info = features.load_frozen_encoder(name, device)
-        feats[role] = features.layer_features(encoder, tokenizer, [texts[i] for i in union], args.max_length,
-                                              args.batch_size)
-        ids[role] = {"id": info.id, "revision": info.revision, "layers": len(feats[role]) - 1}
-        del encoder
+        feats[role], ids[role] = _layer_features(name, texts, args, device)
         if role == "b" and "a" in feats:
             cka.layer_pairs(len(feats["a"]), len(feats["b"]), args.align_relative)  # fail before the noise model
-    report = cka.cka_report(feats, "a", "b", "noise" if args.noise else None, samples, args.align_relative)
-    report = {"schema": report.pop("schema"), "models": ids, "texts": source, "n_texts": len(texts),
+    report = cka.cka_report(feats, "a", "b", "noise" if args.noise else None, samples, args.align_relative,
+                            args.include_embeddings)
+    report = {"schema": report.pop("schema"), "models": ids, "texts": sources,
               "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
               **report}
     out = Path(args.out)
     _write_json(out / "cka.json", report)
     plots.plot_cka(report, out / "cka.png")
-    for row in report["layers"]:
+    for row in [report["embeddings"], *report["layers"]]:
         ratio = f"  ratio {row['ratio']:.2f}" if row["ratio"] is not None else ""
-        print(f"layer {row['layer']:>2}: CKA {row['cka']:.4f}  divergence {row['divergence']:.4f}{ratio}")
+        name = "embeddings" if row["layer"] == "embeddings" else f"layer {row['layer']:>2}"
+        print(f"{name:>10}: CKA {row['cka']:.4f}  divergence {row['divergence']:.4f}{ratio}")
+    print("Table 4: " + cka.table4_row(report))
     print(f"wrote {out / 'cka.json'} and {out / 'cka.png'}")
+    return 0
+
+
+def run_cka_trajectory(args) -> int:
+    from biobench.analysis import cka, plots
+
+    run = Path(args.run)
+    checkpoints = cka.run_checkpoints(run)
+    start = cka.start_model(run, checkpoints, args.start)
+    texts, samples, sources, seeds = _cka_texts(args)
+    device = _device(args.device)
+    start_feats, start_id = _layer_features(start, texts, args, device)
+    points = []
+    for ckpt in checkpoints:
+        feats, _ = _layer_features(ckpt["path"], texts, args, device)
+        point = {**ckpt, **cka.trajectory_point(start_feats, feats, samples, args.include_embeddings)}
+        points.append(point)
+        print(f"{ckpt['checkpoint']:>14} ({ckpt['tokens']} tokens): mean divergence {point['mean_divergence']:.4f} "
+              f"[{point['ci_low']:.4f}, {point['ci_high']:.4f}]")
+    report = {"schema": "biobench.cka-trajectory/1", "run": str(run), "start": start_id, "texts": sources,
+              "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
+              "layers_averaged": ("embeddings + " if args.include_embeddings else "") + "transformer layers",
+              "points": points}
+    out = Path(args.out) if args.out else run
+    _write_json(out / "cka_trajectory.json", report)
+    plots.plot_cka_trajectory(report, out / "cka_trajectory.png")
+    print(f"wrote {out / 'cka_trajectory.json'} and {out / 'cka_trajectory.png'}")
     return 0
 
 
@@ -257,12 +349,29 @@ def run_probe(args) -> int:
     return 0
 
 
+def _needle_pairs(args) -> int:
+    if args.n is not None:
+        raise ConfigError(f"--n {args.n} is ambiguous: pass --examples {args.n} (probe inputs) or --pairs {args.n} "
+                          "(positive/negative pairs, two examples each)")
+    if args.pairs is not None:
+        return args.pairs
+    examples = 1500 if args.examples is None else args.examples
+    if examples < 2 or examples % 2:
+        raise ConfigError(f"--examples {examples}: the set is made of positive/negative pairs, so it must be even "
+                          "and >= 2")
+    return examples // 2
+
+
 def run_needle_generate(args) -> int:
     from biobench.tasks import needle
 
+    n_pairs = _needle_pairs(args)
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    count, tokenizer_source = None, None
-    if args.tokenizer:
+    count = reserve = tokenizer_source = None
+    if args.length_unit == "tokens":
+        if not args.tokenizer:
+            raise ConfigError("needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL "
+                              "(the model you will run), or --length-unit words to count whitespace words")
         from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
@@ -270,20 +379,29 @@ def run_needle_generate(args) -> int:
         tokenizer_source = str(folder.resolve()) if (folder / "tokenizer_config.json").is_file() else resolve_model(args.tokenizer).source
         tok = AutoTokenizer.from_pretrained(tokenizer_source)
         tok.model_max_length = 10**9  # counting only: silence the "longer than the model" warning
+        specials = tok.num_special_tokens_to_add(pair=True)
 
         def count(text: str) -> int:
             return len(tok(text, add_special_tokens=False)["input_ids"])
 
+        def reserve(query: str) -> int:
+            return count(query) + specials
+    elif args.tokenizer:
+        raise ConfigError("--tokenizer and --length-unit words contradict each other; drop one")
+
     texts = needle.read_texts(args.haystacks)
-    rows = needle.generate(texts, n=args.n, lengths=lengths, seed=args.seed, count=count, source=args.haystacks)
+    rows = needle.generate(texts, n_pairs=n_pairs, lengths=lengths, seed=args.seed, count=count, source=args.haystacks,
+                           reserve=reserve)
     out = Path(args.out)
     needle.write_jsonl(rows, out / "needle.jsonl")
-    meta = {"schema": "biobench.needle-data/1", "haystacks": str(args.haystacks), "n": len(rows),
-            "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
+    meta = {"schema": "biobench.needle-data/2", "haystacks": str(args.haystacks), "n_examples": len(rows),
+            "n_pairs": n_pairs, "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
+            "length_counts": "query + special tokens + document" if reserve else "document words",
             "tokenizer": tokenizer_source, "templates": str(needle.TEMPLATES_PATH.name),
+            "negatives": "every slot changed",
             "splits": {s: sum(r["split"] == s for r in rows) for s in ("train", "dev", "test")}}
     _write_json(out / "needle_meta.json", meta)
-    print(f"wrote {len(rows)} examples ({meta['splits']}) to {out / 'needle.jsonl'}")
+    print(f"wrote {len(rows)} examples ({n_pairs} positive/negative pairs; {meta['splits']}) to {out / 'needle.jsonl'}")
     return 0
 
 
@@ -302,6 +420,11 @@ def run_needle(args) -> int:
     device = _device(args.device)
     encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
     max_length = min(args.max_length or 10**9, features.model_max_length(encoder, tokenizer))
+    meta_path = Path(args.data) / "needle_meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    if meta.get("tokenizer") and str(Path(meta["tokenizer"]).resolve()) != str(Path(info.source).resolve()):
+        print(f"note: {args.data} counts lengths in the tokens of {meta['tokenizer']}, not of {info.source}; "
+              "regenerate it with --tokenizer set to this model for exact lengths", file=sys.stderr)
     start = time.time()
     # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
     cache = Path(args.data) / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"

@@ -25,13 +25,16 @@ def add_parser(subparsers) -> None:
     which.add_argument("--lang", choices=["fr", "en"])
     parser.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
+    parser.add_argument("--average", action="store_true",
+                        help="also test the task average (per language): test examples resampled within each "
+                        "task, seeds per model, the average recomputed over the tasks both models have")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
 
 def model_folder(results: Path, name: str) -> Path:
     """The results sub-folder of a model given as a slug, alias, hub id or local model folder."""
-    if (results / name).is_dir():
+    if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
     from biobench.models import model_slug, resolve_model
 
@@ -55,9 +58,11 @@ def _load_task_runs(folder: Path) -> dict[str, dict[int, tuple[Path, dict]]]:
     return runs
 
 
-def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
+def task_predictions(runs_a: dict, runs_b: dict) -> tuple[list, dict[str, list[list]], Any]:
+    """(gold, {"a": [pred per seed], "b": [...]}, the task's macro-F1 CountMetric) from the runs'
+    predictions files, which must share their test examples."""
     from biobench.results import read_predictions
-    from biobench.stats import paired_bootstrap, prediction_macro_f1, seed_summary
+    from biobench.stats import prediction_macro_f1
 
     gold: list | None = None
     preds: dict[str, list[list]] = {"a": [], "b": []}
@@ -73,7 +78,13 @@ def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str
                                    "runs were scored on different data, so they cannot be compared pairwise")
             preds[side].append([r["pred"] for r in rows])
     gold_values = [g for _, g in gold]
-    metric = prediction_macro_f1(gold_values, *preds["a"], *preds["b"])
+    return gold_values, preds, prediction_macro_f1(gold_values, *preds["a"], *preds["b"])
+
+
+def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
+    from biobench.stats import paired_bootstrap, seed_summary
+
+    gold_values, preds, metric = task_predictions(runs_a, runs_b)
     boot = paired_bootstrap(gold_values, preds["a"], preds["b"], metric, n_boot=n_boot)
     first = next(iter(runs_a.values()))[1]
     mean = {side: seed_summary([r["metrics"]["test"]["macro_f1"] for _, r in runs.values()]).mean
@@ -84,8 +95,21 @@ def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str
             "ci_high": boot.ci_high, "p_value": boot.p_value, "n_boot": boot.n_boot}
 
 
+def compare_average(tasks: list[str], runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
+    """The paired bootstrap of the task-averaged macro-F1 (A - B) over `tasks` (see stats.average_bootstrap)."""
+    from biobench.stats import TaskPredictions, average_bootstrap
+
+    per_task = []
+    for t in tasks:
+        gold, preds, metric = task_predictions(runs_a[t], runs_b[t])
+        per_task.append(TaskPredictions(t, gold, preds["a"], preds["b"], metric))
+    r = average_bootstrap(per_task, n_boot=n_boot)
+    return {"tasks": list(r.tasks), "mean_a": r.mean_a, "mean_b": r.mean_b, "diff": r.diff, "ci_low": r.ci_low,
+            "ci_high": r.ci_high, "p_value": r.p_value, "n_boot": r.n_boot}
+
+
 def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None = None, lang: str | None = None,
-            n_boot: int = 1000) -> dict[str, Any]:
+            n_boot: int = 1000, average: bool = False) -> dict[str, Any]:
     folder_a, folder_b = model_folder(results, model_a), model_folder(results, model_b)
     runs_a, runs_b = _load_task_runs(folder_a), _load_task_runs(folder_b)
     common = [t for t in runs_a if t in runs_b]
@@ -100,12 +124,17 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
     if not common:
         raise ConfigError(f"{folder_a.name} and {folder_b.name} have no task in common in {results}")
     rows = [compare_task(t, runs_a[t], runs_b[t], n_boot) for t in common]
-    return {"a": folder_a.name, "b": folder_b.name, "results_dir": str(results), "tasks": rows}
+    report = {"a": folder_a.name, "b": folder_b.name, "results_dir": str(results), "tasks": rows}
+    if average:
+        langs = sorted({r["lang"] for r in rows})
+        report["averages"] = {lg: compare_average([r["task"] for r in rows if r["lang"] == lg], runs_a, runs_b, n_boot)
+                              for lg in langs}
+    return report
 
 
 def run(args: argparse.Namespace) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot)
+    report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot, args.average)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -121,6 +150,14 @@ def run(args: argparse.Namespace) -> int:
                       f"{100 * row['mean_b']:.2f}", f"{100 * row['diff']:+.2f}",
                       f"[{100 * row['ci_low']:+.2f}, {100 * row['ci_high']:+.2f}]", f"{row['p_value']:.3f}",
                       style=style)
+    for lang, avg in report.get("averages", {}).items():
+        table.add_row(f"average {lang}", f"{len(avg['tasks'])} tasks", f"{100 * avg['mean_a']:.2f}",
+                      f"{100 * avg['mean_b']:.2f}", f"{100 * avg['diff']:+.2f}",
+                      f"[{100 * avg['ci_low']:+.2f}, {100 * avg['ci_high']:+.2f}]", f"{avg['p_value']:.3f}",
+                      style="bold" if avg["p_value"] < 0.05 else None, end_section=False)
     Console().print(table)
     print("bold: p < 0.05 (paired bootstrap over test examples x seeds)", file=sys.stderr)
+    if report.get("averages"):
+        print("average rows: the mean over those tasks of the seed-mean macro-F1, bootstrapped by resampling test "
+              "examples within each task and seeds per model", file=sys.stderr)
     return 0

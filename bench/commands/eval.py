@@ -110,16 +110,21 @@ def print_summary(summary: dict[str, Any]) -> None:
 
     table = Table(title=f"{summary['model']['id']} — test macro-F1 (%)", title_justify="left")
     for column, justify in (("task", "left"), ("lang", "left"), ("kind", "left"), ("seeds", "right"),
-                            ("mean", "right"), ("std", "right"), ("95% CI", "right")):
+                            ("mean", "right"), ("std", "right"), ("95% CI", "right"), ("MDD", "right")):
         table.add_column(column, justify=justify)
     for row in summary["tasks"]:
         ci = f"[{_pct(row.get('ci_low'))}, {_pct(row.get('ci_high'))}]" if row["n"] > 1 else "–"
+        mdd = f"{_pct(row.get('mdd'))} (≥{_pct(row.get('mdd_many_seeds'))})" if "mdd" in row else "–"
         table.add_row(row["task"], row["lang"], row["kind"], f"{row['n']}/{row['seeds_expected']}",
-                      _pct(row.get("mean")), _pct(row.get("std")) if row["n"] > 1 else "–", ci)
+                      _pct(row.get("mean")), _pct(row.get("std")) if row["n"] > 1 else "–", ci, mdd)
     for lang, avg in summary["languages"].items():
         table.add_row(f"average {lang}", lang, "", f"{avg['n_tasks']}/{avg['tasks_expected']} tasks",
-                      _pct(avg["mean"]), "", "", style="bold")
+                      _pct(avg["mean"]), "", "", "", style="bold")
     console = Console(width=None if sys.stdout.isatty() else 120)  # logs and pipes: don't wrap at 80
     console.print(table)
+    if any("mdd" in row for row in summary["tasks"]):
+        console.print("MDD: the smallest A - B (points) a two-sided test at 5% detects with 80% power, from the seed "
+                      "variance and the bootstrap over test examples; (≥ x): the floor more seeds cannot lower",
+                      highlight=False)
     for task, reason in summary["unavailable"].items():
         console.print(f"[yellow]not run[/] {task}: {reason}", highlight=False)

@@ -18,12 +18,12 @@ def add_parser(subparsers) -> None:
 
 
 def rows() -> list[dict[str, str]]:
-    from biobench.models import ALIASES, offline_status, package_folder
+    from biobench.models import ALIASES, NO_HUB_ID, offline_status, package_folder
 
     out = []
     for alias in ALIASES:
         folder = package_folder(alias)
-        out.append({"alias": alias.name, "hub_id": alias.hub_id, "lang": alias.lang,
+        out.append({"alias": alias.name, "hub_id": alias.hub_id or f"- ({NO_HUB_ID})", "lang": alias.lang,
                     "offline": offline_status(alias), "local_path": str(folder) if folder else "",
                     "note": alias.note})
     return out

@@ -34,12 +34,13 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--list", action="store_true", help="show the recipes and their phases, then exit")
     p.add_argument("--recipe", default="detour", help="detour | mlm | detour-freeze-low | detour-freeze-mid | "
-                   "detour-freeze-low-decay (default: detour)")
-    p.add_argument("--model", help="hub id, local folder, or preset:tiny / preset:small (tokenizer trained on the corpus)")
+                   "detour-freeze-low-decay | decoder-control (Gemma-3 models) (default: detour)")
+    p.add_argument("--model", help="hub id, local folder, or preset:tiny / preset:small / preset:tiny-decoder "
+                   "(tokenizer trained on the corpus)")
     p.add_argument("--corpus", help="text file/folder, JSONL(.gz) with a text field, or a hub dataset id")
     p.add_argument("--text-field", default="text", help="JSON field holding the text (default: text)")
     p.add_argument("--tokens", help="phase-1 token budget, e.g. 2M, 10B; phase 2 runs --decay-ratio of it")
-    p.add_argument("--out", type=Path, help="output folder: phase1/, final/, step-*/, train_log.jsonl")
+    p.add_argument("--out", type=Path, help="output folder: init/, phase1/, final/, step-*/, train_log.jsonl")
     p.add_argument("--decay-ratio", type=float, default=0.10, help="phase-2 length / phase-1 length (default 0.10)")
     p.add_argument("--freeze", action="append", default=[], metavar="A-B@clm|@decay",
                    help="also freeze layers A..B in the CLM (phase 1) or decay (phase 2) phase; repeatable")
@@ -56,7 +57,9 @@ def add_parser(subparsers) -> None:
                    help="continue from DIR, or from the latest checkpoint under --out")
     p.add_argument("--doc-mask", action="store_true",
                    help="restart positions per document and block cross-document attention (sdpa/eager)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="model init (presets) and MLM masking (default 0)")
+    p.add_argument("--data-seed", type=int, help="order of the packed sequences (default: --seed); fix it and vary "
+                   "--seed for the seed-noise control (train_log.jsonl's data_digest shows the order is identical)")
     p.add_argument("--max-documents", type=int, help="read at most this many documents of the corpus")
     p.add_argument("--cache-dir", type=Path, help="tokenised-corpus cache (default ~/.cache/biobench/tokens)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
@@ -118,7 +121,7 @@ def run(args) -> int:
         decay_ratio=args.decay_ratio, lr=args.lr, weight_decay=args.weight_decay,
         warmup_tokens=parse_tokens(args.warmup_tokens), grad_clip=args.grad_clip or None, freeze=args.freeze,
         save_every=parse_tokens(args.save_every) if args.save_every else None, resume=args.resume,
-        doc_mask=args.doc_mask, seed=args.seed, text_field=args.text_field, max_documents=args.max_documents,
+        doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed, text_field=args.text_field, max_documents=args.max_documents,
         cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
         gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile,
         loader_workers=args.loader_workers, **geometry,

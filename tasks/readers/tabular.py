@@ -1,10 +1,13 @@
 """TSV/CSV (with or without header), JSONL and JSON-array files -> rows for `rows.rows_to_examples`.
 
-TSV is read without quote processing (biomedical sentences contain stray quotes); files may be gzipped.
+TSV is read without quote processing (biomedical sentences contain stray quotes) unless the spec says
+`"quoting": "csv"` (files written by Python's csv.writer, e.g. BLUE's ChemProt); files may be gzipped.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,23 +49,48 @@ def read_json(path: str | Path) -> list[Row]:
     return [(f"{path}[{i}]", row) for i, row in enumerate(data)]
 
 
+def _csv_records(path: str | Path, delimiter: str) -> list[tuple[int, list[str]]]:
+    """(first line number, cells) of each record, undoing csv.writer's quoting (a quoted cell may span lines)."""
+    from biobench.tasks.readers.textio import read_text
+
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter)
+    out, start = [], 1
+    for cells in reader:
+        if any(c.strip() for c in cells):
+            out.append((start, cells))
+        start = reader.line_num + 1
+    return out
+
+
 def read_delimited(
-    path: str | Path, *, delimiter: str = "\t", header: bool = True, fieldnames: Sequence[str] | None = None
+    path: str | Path,
+    *,
+    delimiter: str = "\t",
+    header: bool = True,
+    fieldnames: Sequence[str] | None = None,
+    quoting: str | None = None,
+    skip_header: Sequence[str] | None = None,
 ) -> list[Row]:
-    """Rows of a header-ed (or `fieldnames`-named) delimited file; a wrong field count names the line."""
-    lines = [(n, line) for n, line in numbered_lines(path) if line.strip()]
+    """Rows of a header-ed (or `fieldnames`-named) delimited file; a wrong field count names the line.
+    `skip_header`: with `fieldnames`, a first line equal to these names is a header and skipped (BLUE's train
+    and test files start with `index sentence label`, the dev copy here does not)."""
+    if quoting == "csv":
+        records = _csv_records(path, delimiter)
+    else:
+        records = [(n, line.split(delimiter)) for n, line in numbered_lines(path) if line.strip()]
+    if skip_header and records and records[0][1] == list(skip_header):
+        records = records[1:]
     if header:
-        if not lines:
+        if not records:
             raise DataError(f"{path}: empty file (expected a header line)")
-        names = lines[0][1].split(delimiter)
-        lines = lines[1:]
+        names = records[0][1]
+        records = records[1:]
     elif fieldnames:
         names = list(fieldnames)
     else:
         raise DataError(f"{path}: no header; give \"fieldnames\" in the task spec's options")
     rows = []
-    for lineno, line in lines:
-        cells = line.split(delimiter)
+    for lineno, cells in records:
         if len(cells) != len(names):
             raise DataError(
                 f"{path}:{lineno}: {len(cells)} fields but the header has {len(names)} ({', '.join(names)}); "
@@ -80,5 +108,6 @@ def read_table(path: str | Path, fmt: str, options: Mapping[str, Any]) -> list[R
         return read_json(path)
     delimiter = "," if fmt == "csv" else "\t"
     return read_delimited(
-        path, delimiter=delimiter, header=options.get("header", True), fieldnames=options.get("fieldnames")
+        path, delimiter=delimiter, header=options.get("header", True), fieldnames=options.get("fieldnames"),
+        quoting=options.get("quoting"), skip_header=options.get("skip_header"),
     )

@@ -1,0 +1,97 @@
+"""`biobench data fetch|add|status`: get a task's data into the documented layout in one command.
+
+Parsing and dispatch only; the work is in biobench.tasks.fetch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    from biobench.tasks.loading import resolve_data_dir
+
+    data_dir = resolve_data_dir(args.data_dir)
+    if data_dir is None:
+        raise ConfigError("no data folder: pass --data-dir DIR or set BIOBENCH_DATA")
+    return data_dir
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "data", help="fetch, add and check task data",
+        description="Put task data into the documented layout (tasks/DATA_LAYOUT.md): `fetch` downloads open "
+        "data from its original source and verifies it, `add` installs a file you downloaded yourself "
+        "(credentialed or gated data, never downloaded by biobench), `status` shows what is there.",
+    )
+    sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", metavar="DIR", default=None,
+                       help="the data folder (default: $BIOBENCH_DATA)")
+
+    fetch = sub.add_parser("fetch", help="download open data, verify, convert")
+    fetch.add_argument("tasks", nargs="+", metavar="TASK")
+    fetch.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default 60)")
+    common(fetch)
+    fetch.set_defaults(func=run_fetch)
+
+    add = sub.add_parser("add", help="install data you downloaded (archive(s) as distributed)")
+    add.add_argument("task", metavar="TASK")
+    add.add_argument("files", nargs="+", metavar="FILE", help="the archive(s) or file(s) as distributed")
+    common(add)
+    add.set_defaults(func=run_add)
+
+    status = sub.add_parser("status", help="per task: found / missing / checksum mismatch, and the fix")
+    status.add_argument("--all", action="store_true", help="also extra tasks")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    common(status)
+    status.set_defaults(func=run_status)
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    from biobench.tasks.fetch import fetch_task
+    from biobench.tasks.registry import get_spec
+
+    data_dir = _data_dir(args)
+    specs = [get_spec(t) for t in args.tasks]  # unknown ids fail before any download
+    for spec in specs:
+        print(f"{spec.id}: fetching into {data_dir}")
+        fetch_task(spec, data_dir, timeout=args.timeout)
+        print(f"{spec.id}: done (`biobench tasks --data-dir {data_dir}` shows it)")
+    return 0
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from biobench.tasks.fetch import add_task
+    from biobench.tasks.registry import get_spec
+
+    data_dir = _data_dir(args)
+    spec = get_spec(args.task)
+    print(f"{spec.id}: adding {', '.join(args.files)} into {data_dir}")
+    add_task(spec, data_dir, args.files)
+    print(f"{spec.id}: done")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from biobench.tasks.fetch import task_status
+    from biobench.tasks.registry import list_specs
+
+    data_dir = _data_dir(args)
+    rows = [task_status(spec, data_dir) for spec in list_specs(include_extra=args.all)]
+    if args.json:
+        print(json.dumps([r.__dict__ for r in rows], indent=2))
+        return 0
+    width = max(len(r.task_id) for r in rows)
+    print(f"data folder: {data_dir}")
+    for r in rows:
+        print(f"{r.task_id:<{width}}  {r.state:<17}  {r.detail}")
+        if r.fix:
+            print(f"{'':<{width}}  {'fix:':<17}  {r.fix}")
+    return 0

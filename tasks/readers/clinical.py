@@ -1,0 +1,176 @@
+"""The English protocol's credentialed clinical sources, read from the files PhysioNet distributes.
+
+Why here and not as a hand-made JSONL layout: a user who has the credentials has the PhysioNet files, and the
+BioClinical-ModernBERT protocol (lindvalllab/BioClinical-ModernBERT, src/dataloader/dataloader.py) builds its
+examples from exactly these files; reading them directly keeps our examples identical to the protocol's.
+
+- phenotyping: `ACTdb102003.csv` (phenotype-annotations-mimic 1.20.03: one row per annotated note, a 0/1
+  column per phenotype and `NONE`) joined on ROW_ID with MIMIC-III `NOTEEVENTS.csv(.gz)` (ROW_ID, TEXT).
+  Rows flagged NONE together with a phenotype are inconsistent and dropped; NONE rows get no label.
+- deid: PhysioNet `deidentifiedmedicaltext` 1.0 `id.text` (original notes) + `id.res` (the same notes with
+  PHI replaced by `[**...**]` masks), records delimited by `START_OF_RECORD=P||||N||||` ... `||||END_OF_RECORD`.
+  Tokens are whitespace tokens; the masked stretch of the original text becomes one entity whose type is
+  derived from the mask's wording (age, date, location, name, other, phone_nb), as the protocol does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from biobench.errors import DataError
+from biobench.tasks.readers.rows import Row
+from biobench.tasks.readers.textio import read_text
+
+PHENOTYPES: tuple[str, ...] = (
+    "ADVANCED.CANCER", "ADVANCED.HEART.DISEASE", "ADVANCED.LUNG.DISEASE", "ALCOHOL.ABUSE",
+    "CHRONIC.NEUROLOGICAL.DYSTROPHIES", "CHRONIC.PAIN.FIBROMYALGIA", "DEMENTIA", "DEPRESSION",
+    "DEVELOPMENTAL.DELAY.RETARDATION", "NON.ADHERENCE", "OBESITY", "OTHER.SUBSTANCE.ABUSE",
+    "SCHIZOPHRENIA.AND.OTHER.PSYCHIATRIC.DISORDERS", "UNSURE",
+)
+DEID_TYPES: tuple[str, ...] = ("age", "date", "location", "name", "other", "phone_nb")
+
+
+# ---------------------------------------------------------------------------------------------- phenotyping
+def phenotype_rows(annotations: str | Path, notes: str | Path, phenotypes: Sequence[str] = PHENOTYPES) -> list[Row]:
+    """Rows {id, text, labels} in annotation-file order (the order the protocol's random split sees)."""
+    import pandas as pd
+
+    for path in (annotations, notes):
+        if not Path(path).is_file():
+            raise DataError(f"{path}: file not found")
+    ann = pd.read_csv(annotations)
+    missing = [c for c in ("ROW_ID", "NONE", *phenotypes) if c not in ann.columns]
+    if missing:
+        raise DataError(
+            f"{annotations}: missing column(s) {missing}; expected ACTdb102003.csv of PhysioNet's "
+            "phenotype-annotations-mimic 1.20.03 (ROW_ID, one 0/1 column per phenotype, NONE)"
+        )
+    try:
+        text = pd.read_csv(notes, usecols=["ROW_ID", "TEXT"])
+    except ValueError as err:
+        raise DataError(f"{notes}: expected MIMIC-III NOTEEVENTS.csv(.gz) with ROW_ID and TEXT columns ({err})") from err
+    flags = ann[list(phenotypes)].fillna(0).astype(int)
+    consistent = ~((ann["NONE"] == 1) & (flags.sum(axis=1) > 0))
+    ann = ann[consistent].copy()
+    ann["_labels"] = [
+        () if none == 1 else tuple(p for p in phenotypes if row[p] == 1)
+        for none, (_, row) in zip(ann["NONE"], flags[consistent].iterrows(), strict=True)
+    ]
+    merged = ann[["ROW_ID", "_labels"]].merge(text, on="ROW_ID", how="inner")  # inner join keeps annotation order
+    if merged.empty:
+        raise DataError(f"{annotations} and {notes}: no annotated ROW_ID has a note; is {notes} MIMIC-III NOTEEVENTS?")
+    return [
+        (f"{annotations}:ROW_ID={rid}", {"id": f"{rid}-{i}", "text": str(txt), "labels": list(labels)})
+        for i, (rid, labels, txt) in enumerate(zip(merged["ROW_ID"], merged["_labels"], merged["TEXT"], strict=True))
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- deid
+_RECORD = re.compile(r"START_OF_RECORD=(\d+)\|\|\|\|(\d+)\|\|\|\|(.*?)\|\|\|\|END_OF_RECORD", re.DOTALL)
+_MASK = re.compile(r"(\[\*\*.*?\*\*\])")
+# (category, words any of which in the mask's text selects it), tried in this order; dates are checked after.
+_MASK_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("name", ("name",)),
+    ("other", ("e-mail address", "email address")),
+    ("phone_nb", ("telephone/fax", "pager number")),
+    ("age", ("age over",)),
+    ("location", ("location", "hospital", "street address", "unit number")),
+)
+_DATE = re.compile(r"\d+|\d{1,2}-\d{1,2}|\d{4}-\d{2}-\d{2}")
+
+
+def mask_category(mask: str) -> str | None:
+    """The PHI type of a `[**...**]` mask, or None when its wording fits no type."""
+    content = mask[3:-3].strip()
+    lower = content.lower()
+    for category, words in _MASK_WORDS:
+        if any(w in lower for w in words):
+            return category
+    if _DATE.fullmatch(content) or "date range" in lower or "month/year" in lower:
+        return "date"
+    if not content or "company" in lower:
+        return "other"
+    return None
+
+
+def _records(path: str | Path) -> dict[str, str]:
+    records = {f"{p}-{n}": body for p, n, body in _RECORD.findall(read_text(path))}
+    if not records:
+        raise DataError(f"{path}: no 'START_OF_RECORD=...||||END_OF_RECORD' records; expected PhysioNet deid id.text / id.res")
+    return records
+
+
+def deid_rows(original: str | Path, masked: str | Path) -> list[Row]:
+    """Rows {id, tokens, tags} (BIO), one per record, in file order."""
+    texts, masks = _records(original), _records(masked)
+    if set(texts) != set(masks):
+        only = sorted(set(texts) ^ set(masks))[:3]
+        raise DataError(f"{original} and {masked} hold different records (e.g. {only}); use id.text and id.res of one release")
+    rows = []
+    for rec_id, raw in texts.items():
+        text = raw.strip().replace("\n", " ")
+        segments = _MASK.split(masks[rec_id].strip().replace("\n", " "))
+        tokens: list[str] = []
+        tags: list[str] = []
+        pointer = 0
+        for i, segment in enumerate(segments):
+            if i % 2 == 0:  # plain text, identical in both files
+                words = segment.split()
+                tokens += words
+                tags += ["O"] * len(words)
+                pointer += len(segment)
+                continue
+            category = mask_category(segment)
+            if category is None:
+                raise DataError(
+                    f"{masked}: record {rec_id}: mask {segment!r} maps to no PHI type ({', '.join(DEID_TYPES)})"
+                )
+            after = segments[i + 1] if i + 1 < len(segments) else ""
+            end = text.find(after, pointer) if after else len(text)
+            end = len(text) if end == -1 else end
+            words = text[pointer:end].split()
+            tokens += words
+            tags += [f"{'B' if j == 0 else 'I'}-{category}" for j in range(len(words))]
+            pointer = end
+        rows.append((f"{original}:record {rec_id}", {"id": rec_id, "tokens": tokens, "tags": tags}))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- COS
+COS_TYPES: tuple[str, ...] = ("Attr", "Cos", "Loc", "Ref", "Val")
+_COS_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def cos_snippet_examples(folder: str | Path) -> list:
+    """UW BioNLP's COS corpus (events-COS-corpus.zip, BRAT): one example per `Snippet` annotation, in .ann
+    file-name order; its text is the snippet's text as the .ann gives it, its mentions the Cos/Ref/Loc/Attr/Val
+    annotations inside the snippet's span, its tokens words and single punctuation marks — the units the
+    protocol's dataloader (lindvalllab/BioClinical-ModernBERT) builds. Only the .ann files are read, as there."""
+    from biobench.tasks.schema import Entity, NerExample
+
+    folder = Path(folder)
+    anns = sorted(folder.rglob("*.ann")) if folder.is_dir() else []
+    if not anns:
+        raise DataError(f"{folder}: no .ann files (expected the BRAT files of UW BioNLP's events-COS-corpus.zip)")
+    out = []
+    for ann in anns:
+        spans = []
+        for line in read_text(ann).split("\n"):
+            if not line.startswith("T") or "\t" not in line:
+                continue
+            _, rest = line.split("\t", 1)
+            fields = rest.split(None, 3)
+            if len(fields) < 4 or not (fields[1].isdigit() and fields[2].isdigit()):
+                continue  # discontinuous or malformed: the protocol skips these too
+            spans.append((fields[0], int(fields[1]), int(fields[2]), fields[3].strip()))
+        for n, (_, s_start, s_end, text) in enumerate(s for s in spans if s[0] == "Snippet"):
+            ents = tuple(
+                Entity(start - s_start, min(end - s_start, len(text)), lab)
+                for lab, start, end, _ in spans
+                if lab in COS_TYPES and s_start <= start and end <= s_end and start - s_start < len(text)
+            )
+            tokens = tuple((m.start(), m.end()) for m in _COS_TOKEN.finditer(text))
+            out.append(NerExample(f"{ann.stem}-{n}", text, tuple(sorted(ents, key=lambda e: (e.start, e.end, e.label))), tokens))
+    return out
