@@ -277,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         if "hf-trainer" not in arms:
             ratio = compiled
     report = {"script": "pretrain_speed", "setup": setup, "arms": arms, "environment": environment(device)}
-    print(f"ratio (biobench / Trainer padded MLM tokens/s, seq {args.seq_len}): "
-          + (f"{ratio:.2f}" if ratio else "-"))
+    if "hf-trainer" in arms:
+        print(f"ratio (biobench / Trainer padded MLM tokens/s, seq {args.seq_len}): "
+              + (f"{ratio:.2f}" if ratio else "-"))
     return finish(report, args.out, ratio)
 
 
