@@ -17,7 +17,7 @@ set -euo pipefail
 
 OUT=${1:?usage: bench/perf/gpu_check.sh OUTDIR [--cpu]}
 MODE=${2:-gpu}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUT/work"
 OUT=$(cd "$OUT" && pwd)
 BUDGET=${GPU_CHECK_BUDGET:-480}
