@@ -106,3 +106,14 @@ def test_gpu_check_script_is_valid_bash():
     script = REPO / "bench" / "perf" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     assert "set -euo pipefail" in script.read_text()
+
+
+def test_pipeline_speed_runs_small(tmp_path):
+    from biobench.perf import pipeline_speed
+
+    out = tmp_path / "p.json"
+    result = pipeline_speed.main(["--seq-len", "256", "--batch", "16", "--micro", "4", "--vocab", "1000",
+                                  "--baseline-rows", "8", "--repeats", "1", "--out", str(out)])
+    assert set(result["median_tokens_per_s"]) == {"biobench", "row-by-row"}
+    assert all(v > 0 for v in result["median_tokens_per_s"].values())
+    assert json.loads(out.read_text())["ratio"] == pytest.approx(result["ratio"])

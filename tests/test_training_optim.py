@@ -91,3 +91,41 @@ def test_frozen_layers_bit_identical_through_steps(tiny_tokenizer):
             assert torch.equal(opt.state[p]["exp_avg"], state_before[n]), n
         elif n.startswith("model.layers.3."):
             assert not torch.equal(p, before[n]), n
+
+
+def _reference_step(params, state, lr, betas, eps, wd, step):
+    """The previous implementation, written out: per-parameter decoupled decay, then textbook Adam."""
+    for p in params:
+        if p.grad is None:
+            continue
+        p.mul_(1.0 - wd)  # lr == initial lr in this test
+        m, v = state.setdefault(id(p), (torch.zeros_like(p), torch.zeros_like(p)))
+        m.mul_(betas[0]).add_(p.grad, alpha=1 - betas[0])
+        v.mul_(betas[1]).addcmul_(p.grad, p.grad, value=1 - betas[1])
+        m_hat = m / (1 - betas[0] ** step)
+        v_hat = v / (1 - betas[1] ** step)
+        p.sub_(lr * m_hat / (v_hat.sqrt() + eps))
+
+
+def test_foreach_decoupled_adamw_equals_per_parameter_loop_over_50_steps():
+    torch.manual_seed(0)
+    shapes = [(7, 5), (5,), (3, 3, 2), (11,)]
+    ours = [torch.nn.Parameter(torch.randn(s, dtype=torch.float64)) for s in shapes]
+    ref = [p.detach().clone() for p in ours]
+    start = [p.detach().clone() for p in ours]
+    frozen = ours[3]  # never gets a gradient: untouched by both
+    opt = DecoupledAdamW(ours, lr=1e-2, weight_decay=1e-2)
+    assert opt.param_groups[0]["foreach"] is True  # CPU: multi-tensor kernels
+    state: dict = {}
+    for step in range(1, 51):
+        grads = [torch.randn(s, dtype=torch.float64) for s in shapes]
+        for p, r, g in zip(ours, ref, grads, strict=True):
+            p.grad = None if p is frozen else g.clone()
+            r.grad = None if p is frozen else g.clone()
+        opt.step()
+        with torch.no_grad():
+            _reference_step(ref, state, 1e-2, (0.9, 0.98), 1e-6, 1e-2, step)
+    for p, r in zip(ours, ref, strict=True):
+        assert torch.allclose(p.detach(), r, rtol=0, atol=1e-6), (p - r).abs().max()
+    assert torch.equal(frozen.detach(), ref[3])
+    assert all((p.detach() - s).abs().max() > 1e-3 for p, s in zip(ours[:3], start[:3], strict=True))  # it trained

@@ -154,3 +154,22 @@ def test_gradient_checkpointing_gives_the_same_weights(tiny_corpus, tmp_path):
     a, b = _weights(plain), _weights(ckpt)
     assert a.keys() == b.keys()
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+@pytest.mark.slow
+def test_compile_gives_the_same_loss_curve(tiny_corpus, tmp_path):
+    """--compile changes kernels, not the maths: same losses within float tolerance, same checkpoint names."""
+    plain = train(_cfg(tiny_corpus, tmp_path / "plain", recipe="mlm"))
+    compiled = train(_cfg(tiny_corpus, tmp_path / "compiled", recipe="mlm", compile=True))
+    losses = [[json.loads(line)["loss"] for line in (f.parent / "train_log.jsonl").read_text().splitlines()]
+              for f in (plain, compiled)]
+    assert len(losses[0]) == len(losses[1]) == 9
+    assert losses[0] == pytest.approx(losses[1], rel=1e-3, abs=1e-4)
+    assert set(_weights(plain)) == set(_weights(compiled))  # no _orig_mod. prefixes
+
+
+def test_loader_workers_give_the_same_run(tiny_corpus, tmp_path):
+    inline = train(_cfg(tiny_corpus, tmp_path / "inline", recipe="mlm", loader_workers=0))
+    workers = train(_cfg(tiny_corpus, tmp_path / "workers", recipe="mlm", loader_workers=2))
+    a, b = _weights(inline), _weights(workers)
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -37,24 +38,17 @@ def clm_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = No
 def mlm_mask(input_ids: torch.Tensor, rate: float, special_ids: list[int], mask_id: int, vocab_size: int,
              generator: torch.Generator | None = None,
              attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT masking: each non-special token is selected with probability `rate`; selected tokens become
-    [MASK] 80%, a random non-special token 10%, stay unchanged 10%. Returns (corrupted ids, labels)."""
-    ids = input_ids.clone()
-    special = torch.isin(ids, torch.tensor(special_ids, dtype=ids.dtype))
-    if attention_mask is not None:
-        special |= attention_mask == 0
-    draw = torch.rand(ids.shape, generator=generator)
-    selected = (draw < rate) & ~special
-    labels = torch.where(selected, ids, torch.full_like(ids, IGNORE))
-    action = torch.rand(ids.shape, generator=generator)
-    ids[selected & (action < 0.8)] = mask_id
-    randomise = selected & (action >= 0.8) & (action < 0.9)
-    keep = torch.ones(vocab_size, dtype=torch.bool)
-    keep[[i for i in special_ids if i < vocab_size]] = False
-    allowed = keep.nonzero().squeeze(1).to(ids.dtype)
-    picks = torch.randint(len(allowed), ids.shape, generator=generator)
-    ids[randomise] = allowed[picks[randomise]]
-    return ids, labels
+    """BERT masking of a small batch: each non-special token is selected with probability `rate`; selected
+    tokens become [MASK] 80%, a random non-special token 10%, stay unchanged 10%. Returns (corrupted ids,
+    labels). The pretraining loop uses `batches.Masker` directly (same code), keyed by data position; here
+    row i counts as position i and the generator's seed as the seed."""
+    from biobench.training.batches import Masker
+
+    seed = generator.initial_seed() if generator is not None else int(torch.initial_seed())
+    mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+    ids, labels = Masker(list(special_ids), mask_id, vocab_size, seed)(
+        input_ids.numpy(), mask.numpy(), np.arange(input_ids.shape[0]), rate)
+    return torch.from_numpy(ids).to(input_ids.dtype), torch.from_numpy(labels).to(input_ids.dtype)
 
 
 class LMLoss(nn.Module):
@@ -87,6 +81,12 @@ def _parts(model: Any) -> tuple[nn.Module, nn.Module, nn.Module]:
     base = getattr(model, model.base_model_prefix)
     cls = model.cls  # BertForMaskedLM and relatives: cls.predictions.{transform, decoder}
     return base, cls.predictions.transform, cls.predictions.decoder
+
+
+def encoder_of(model: Any) -> nn.Module:
+    """The encoder stack of a masked-LM model (what `--compile` compiles: the head runs on labelled rows only,
+    whose count changes every step)."""
+    return model.model if hasattr(model, "lm_head") else _parts(model)[0]
 
 
 def _lm_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:

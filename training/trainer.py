@@ -20,8 +20,9 @@ from typing import Any
 import torch
 from biobench.errors import ConfigError
 from biobench.training import checkpoint, corpus, distributed, freezing, loading, optim, schedules
+from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
-from biobench.training.objectives import LMLoss, clm_labels, mlm_mask
+from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.recipes import Recipe, get_recipe
 
@@ -61,6 +62,8 @@ class PretrainConfig:
     fsdp: bool = False
     gradient_checkpointing: bool = False  # recompute activations in backward: long sequences on less memory
     progress: bool = True
+    compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
+    loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
 
 
@@ -191,6 +194,8 @@ class Trainer:
             else:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
+        if cfg.compile:  # in place: parameter names (checkpoints, freezing, optimiser groups) stay unchanged
+            encoder_of(self.model).compile(dynamic=False)
         freezing.validate_freezes(self.model, list(self.recipe.freezes))
         if cfg.doc_mask and self.model.config.model_type != "modernbert":
             raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
@@ -216,6 +221,8 @@ class Trainer:
         self.packed = PackedCorpus(tokens.tokens, tokens.offsets, cfg.seq_len, self.tokenizer.pad_token_id,
                                    self.data_seed)
         self.special_ids = sorted(set(self.tokenizer.all_special_ids))
+        masker = Masker(self.special_ids, self.tokenizer.mask_token_id, len(self.tokenizer), cfg.seed)
+        self.batches = BatchBuilder(self.packed, masker, cfg.batch_size, self.plan.micro, self.dist.rank, self.dist.world)
 
     def _setup_optimizer(self) -> None:
         """One optimiser for every phase (FSDP2 must wrap the model before the optimiser sees its parameters)."""
@@ -243,33 +250,18 @@ class Trainer:
         return state
 
     # ---------------------------------------------------------------- batches
-    def _micro_batches(self, objective: str, mask_rate: float) -> list[dict[str, torch.Tensor]]:
-        """This rank's micro-batches for the current global step, labels included (deterministic per
-        data position, so the split over ranks and micro-batches does not change the data)."""
-        per_rank = self.cfg.batch_size // self.dist.world
-        first = self.state.position + self.dist.rank * per_rank
-        out = []
-        for start in range(first, first + per_rank, self.plan.micro):
-            positions = list(range(start, start + self.plan.micro))
-            b = self.packed.batch(positions)
-            if objective == "clm":
-                b["labels"] = clm_labels(b["input_ids"], b["attention_mask"])
-            else:
-                rows = []
-                for row, pos in enumerate(positions):
-                    g = torch.Generator().manual_seed((self.cfg.seed << 40) + pos)
-                    rows.append(mlm_mask(b["input_ids"][row:row + 1], mask_rate, self.special_ids,
-                                         self.tokenizer.mask_token_id, len(self.tokenizer), g,
-                                         b["attention_mask"][row:row + 1]))
-                b["input_ids"] = torch.cat([r[0] for r in rows])
-                b["labels"] = torch.cat([r[1] for r in rows])
-            out.append(b)
-        return out
+    def _step_stream(self, phase, total: int):
+        """This phase's remaining steps, built ahead by `loader_workers` processes (labels depend only on the
+        data position and seed, so the split over ranks, micro-batches and workers does not change the data)."""
+        cuda = self.dist.device.type == "cuda"
+        workers = self.cfg.loader_workers if self.cfg.loader_workers is not None else (2 if cuda else 0)
+        return step_stream(self.batches, self.state.position, total - self.state.step, phase.objective,
+                           phase.mask_rate, workers=workers, pin_memory=cuda)
 
     def _forward_inputs(self, b: dict[str, torch.Tensor], causal: bool) -> dict[str, Any]:
         dev = self.dist.device
-        inputs = {"input_ids": b["input_ids"].to(dev), "labels": b["labels"].to(dev)}
-        mask = b["attention_mask"].to(dev)
+        inputs = {"input_ids": b["input_ids"].to(dev, non_blocking=True), "labels": b["labels"].to(dev, non_blocking=True)}
+        mask = b["attention_mask"].to(dev, non_blocking=True)
         if self.cfg.doc_mask:
             inputs["position_ids"] = document_positions(b["document_ids"]).to(dev)
             if self.attn != "flash_attention_2":  # flash: positions restart, attention still crosses documents
@@ -314,12 +306,13 @@ class Trainer:
             self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.objective.upper()}"
                         f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} steps, schedule {phase.schedule}"
                         + (f", frozen layers {frozen[0]}-{frozen[-1]}" if frozen else ""))
+        stream = self._step_stream(phase, total)
         with context:
             while self.state.step < total:
                 if self.cfg.stop_after_steps is not None and self.state.global_step >= self.cfg.stop_after_steps:
                     return False
                 t0 = time.perf_counter()
-                loss, grad_norm, lr = self._step(wrapped, trainable, phase, total, causal)
+                loss, grad_norm, lr = self._step(next(stream), wrapped, trainable, phase, total, causal)
                 elapsed = time.perf_counter() - t0
                 tokens = self.plan.tokens_per_step
                 self.state.advance(phase_index, phase.objective, tokens, self.cfg.batch_size)
@@ -333,9 +326,8 @@ class Trainer:
         self._save(self.out / phase.name, phase.name, with_state=not last)
         return True
 
-    def _step(self, wrapped, trainable, phase, total: int, causal: bool) -> tuple[float, float, float]:
-        micro = self._micro_batches(phase.objective, phase.mask_rate)
-        count = torch.tensor(float(sum(int((b["labels"] != -100).sum()) for b in micro)), device=self.dist.device)
+    def _step(self, micro, wrapped, trainable, phase, total: int, causal: bool) -> tuple[float, float, float]:
+        count = torch.tensor(float(sum(int(b["n_labels"]) for b in micro)), device=self.dist.device)
         count = distributed.all_reduce_sum(count, self.dist).clamp(min=1.0)
         scale = self.dist.world / count
         loss_sum = torch.zeros((), device=self.dist.device)

@@ -73,6 +73,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute activations in the backward pass (less memory at 8192 tokens, ~30%% slower)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--compile", action="store_true", help="torch.compile the encoder (first steps slower while it compiles)")
+    p.add_argument("--loader-workers", type=int, help="batch-building processes (default: 2 on CUDA, 0 on CPU)")
     p.set_defaults(func=run)
 
 
@@ -121,7 +123,8 @@ def run(args) -> int:
         save_every=parse_tokens(args.save_every) if args.save_every else None, resume=args.resume,
         doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed, text_field=args.text_field, max_documents=args.max_documents,
         cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
-        gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, **geometry,
+        gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile,
+        loader_workers=args.loader_workers, **geometry,
     )
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
     print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "

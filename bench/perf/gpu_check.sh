@@ -5,16 +5,23 @@
 # Every step has its own time limit and writes its own JSON into OUTDIR as soon as it ends, so a failing or
 # slow step never loses the figures of the steps before it; OUTDIR/steps.jsonl records each step's exit code
 # and duration, OUTDIR/summary.json and the last lines of the log hold the headline figures.
-# Only PyPI is reachable from these machines: flash-attn is installed only if pip finds a binary wheel
-# (PyPI ships only its source; set GPU_CHECK_BUILD_FLASH=1 to try a source build within the time limit),
-# otherwise PyTorch's sdpa kernels are used and the JSON says so.
+# Budget: the whole script fits in GPU_CHECK_BUDGET seconds (default 480 = 8 minutes of a fresh machine,
+# set-up included): each step's limit is cut to what is left, and a step with under 20 s left is skipped.
+# Set-up on a GPU machine that already has CUDA PyTorch (the lent H100/H200 image: torch, no internet):
+# a venv with --system-site-packages reuses that torch, the wheels carried in .whl/ (made here by
+# `bash bench/perf/gpu_wheels.sh`: transformers, seqeval, pytorch-crf, datasets, and flash-attn when a
+# binary wheel exists) are installed offline, then biobench itself with --no-deps. Elsewhere scripts/setup.sh.
+# flash-attn is used when installed (carried wheel or GPU_CHECK_BUILD_FLASH=1 for a source build), otherwise
+# PyTorch's sdpa kernels are used and the JSON says so. Scaling runs only with GPU_CHECK_SCALING=1 on a GPU.
 set -euo pipefail
 
 OUT=${1:?usage: bench/perf/gpu_check.sh OUTDIR [--cpu]}
 MODE=${2:-gpu}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mkdir -p "$OUT/work"
 OUT=$(cd "$OUT" && pwd)
+BUDGET=${GPU_CHECK_BUDGET:-480}
+T0=$(date +%s)
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 PY=.venv/bin/python
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
@@ -24,14 +31,22 @@ if [ "$MODE" = "--cpu" ]; then
   THREADS=(--threads "${GPU_CHECK_THREADS:-1}"); PEAK_ARGS="'cpu', 'float32', 512, 1.0"; SETUP_LIMIT=60
 else
   DEVICE=cuda; SHAPE=base; SEQ=8192; BATCH=16; MICRO=4; STEPS=12; WARM=3; LENGTHS=512,1024,2048,4096,8192
-  VOCAB=50368; FT_EPOCHS=3; THREADS=(); PEAK_ARGS="'cuda', 'bfloat16', 8192, 3.0"; SETUP_LIMIT=300
+  VOCAB=50368; FT_EPOCHS=2; THREADS=(); PEAK_ARGS="'cuda', 'bfloat16', 8192, 3.0"; SETUP_LIMIT=120
 fi
 
-# step NAME LIMIT_S COMMAND...: runs COMMAND under a time limit, records its status, never aborts the script.
+# step NAME LIMIT_S COMMAND...: runs COMMAND under a time limit (cut to the budget left), records its
+# status, never aborts the script.
 step() {
   local name=$1 limit=$2; shift 2
-  local start rc=0
+  local start rc=0 left
   start=$(date +%s)
+  left=$(( BUDGET - (start - T0) - 15 ))
+  if [ "$left" -lt 20 ]; then
+    echo "!! [$name] skipped: ${left}s of the ${BUDGET}s budget left"
+    printf '{"step": "%s", "rc": -1, "seconds": 0, "timed_out": false, "skipped": true}\n' "$name" >> "$OUT/steps.jsonl"
+    return 0
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
   echo "== [$name] (limit ${limit}s) $*"
   timeout --kill-after=20 "$limit" "$@" || rc=$?
   printf '{"step": "%s", "rc": %d, "seconds": %d, "timed_out": %s}\n' "$name" "$rc" "$(( $(date +%s) - start ))" \
@@ -42,13 +57,22 @@ step() {
 ok() { grep -q "\"step\": \"$1\", \"rc\": 0" "$OUT/steps.jsonl" 2>/dev/null; }
 
 # 1. environment: the repo's own setup (creates .venv; CUDA torch from PyPI when nvidia-smi works).
+gpu_setup() {  # a CUDA torch is already on the machine: reuse it, install carried wheels offline
+  python3 -m venv --system-site-packages .venv
+  if compgen -G ".whl/*.whl" >/dev/null; then
+    .venv/bin/python -m pip install -q --no-index --no-deps --no-compile .whl/*.whl
+  fi
+  .venv/bin/python -m pip install -q --no-index --no-deps --no-build-isolation -e .
+}
 if [ -x "$PY" ] && [ "$MODE" = "--cpu" ]; then
   echo "== [setup] skipped (--cpu and .venv exists)"
+elif [ "$MODE" != "--cpu" ] && python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  step setup "$SETUP_LIMIT" gpu_setup
 else
   step setup "$SETUP_LIMIT" bash scripts/setup.sh
 fi
-if [ "$MODE" != "--cpu" ]; then
-  step flash-attn 90 "$PY" -m pip install -q --only-binary=:all: flash-attn
+if [ "$MODE" != "--cpu" ] && ! "$PY" -c "import flash_attn" 2>/dev/null; then
+  step flash-attn 60 "$PY" -m pip install -q --only-binary=:all: flash-attn
   if ! ok flash-attn && [ "${GPU_CHECK_BUILD_FLASH:-0}" = 1 ]; then
     step flash-attn-build 300 "$PY" -m pip install -q --no-build-isolation flash-attn
   fi
@@ -106,12 +130,12 @@ if ok model; then
     --tasks demo-ner,demo-cls --epochs "$FT_EPOCHS" "${THREADS[@]}" --out "$OUT/finetune.json"
 fi
 
-# 7. the length curve at the target shape (eval / MLM / CLM steps).
-step scaling 120 "$PY" -m biobench.perf.scaling --device "$DEVICE" --shape "$SHAPE" --lengths "$LENGTHS" --repeats 2 \
+# 7. the length curve at the target shape (eval / MLM / CLM steps): optional on a GPU (budget).
+[ "$MODE" = "--cpu" ] || [ "${GPU_CHECK_SCALING:-0}" = 1 ] && step scaling 120 "$PY" -m biobench.perf.scaling --device "$DEVICE" --shape "$SHAPE" --lengths "$LENGTHS" --repeats 2 \
   "${THREADS[@]}" --out "$OUT/scaling.json"
 
 # 8. headline figures.
-"$PY" - "$OUT" <<'EOF' || true
+"$PY" - "$OUT" "$BUDGET" "$(( $(date +%s) - T0 ))" <<'EOF' || true
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -135,7 +159,14 @@ if ft:
 sc = read("scaling.json")
 if sc:
     summary["scaling"] = [{k: r.get(k) for k in ("mode", "seq_len", "step_s", "tokens_per_s", "peak_mb", "error")} for r in sc["rows"]]
+summary["budget_s"], summary["elapsed_s"] = int(sys.argv[2]), int(sys.argv[3])
 (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+for name, arm in (summary.get("pretrain") or {}).items():
+    if isinstance(arm, dict) and arm.get("tokens_per_s"):
+        print(f"pretrain {name}: {arm['tokens_per_s']:,.0f} tokens/s, MFU {arm.get('mfu')} (causal-attention FLOPs) / "
+              f"{arm.get('mfu_dense_attention')} (dense-attention FLOPs)")
+for task, entry in (summary.get("finetune") or {}).items():
+    print(f"finetune {task}: ratio {entry['ratio']} (biobench / HF Trainer tokens/s)")
 print(json.dumps({k: v for k, v in summary.items() if k not in ("env", "steps")}, indent=2, default=str))
 EOF
 echo "gpu_check done: $OUT"
