@@ -245,3 +245,16 @@ def test_fetch_social_history_and_cos_then_split_as_the_protocol(server, tmp_pat
     ex = task.splits["train"][0]
     assert ex.text == snippet and [(ex.text[e.start:e.end], e.label) for e in ex.entities] == [("opacity", "Cos"), ("2 cm", "Val")]
     assert [ex.text[a:b] for a, b in ex.tokens][:4] == ["Chest", ":", "RUL", "opacity"]
+
+
+def test_diamed_is_gated_and_added_from_its_zip(tmp_path):
+    rows = '[{"id": "d1", "text": "Douleur thoracique.", "label": "IX"}]'
+    archive = tmp_path / "data.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for s in ("train", "validation", "test"):
+            zf.writestr(f"data/splits/{s}.json", rows)
+    with pytest.raises(DataError, match="never downloads"):
+        fetch_task(get_spec("diamed"), tmp_path / "d")
+    assert task_status(get_spec("diamed"), tmp_path / "d").fix.startswith("biobench data add diamed FILE...")
+    add_task(get_spec("diamed"), tmp_path / "d", [archive], log=lambda _: None)
+    assert sorted(p.name for p in (tmp_path / "d/diamed/splits").iterdir()) == ["test.json", "train.json", "validation.json"]
