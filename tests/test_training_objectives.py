@@ -52,3 +52,15 @@ def test_mlm_masking_rate_and_80_10_10():
     assert abs(frac_mask - 0.8) < 0.01 and abs(frac_random - 0.1) < 0.01 and abs(frac_same - 0.1) < 0.01
     assert not torch.isin(corrupted[selected & (corrupted != ids)], torch.tensor([0, 1, 2, 3])).any()
     assert torch.equal(corrupted[~selected], ids[~selected])
+
+
+def test_mask_generator_depends_on_seed_and_position():
+    """torch keeps only 32 bits of a generator seed: (seed << 40) + position ignored the seed entirely."""
+    from biobench.training.objectives import mask_generator
+
+    draws = {(s, p): torch.rand(4, generator=mask_generator(s, p)) for s in (17, 42) for p in (0, 1)}
+    assert not torch.equal(draws[17, 0], draws[42, 0])
+    assert not torch.equal(draws[17, 0], draws[17, 1])
+    assert torch.equal(draws[42, 1], torch.rand(4, generator=mask_generator(42, 1)))
+    assert torch.equal(torch.rand(2, generator=torch.Generator().manual_seed((17 << 40) + 3)),
+                       torch.rand(2, generator=torch.Generator().manual_seed((42 << 40) + 3)))  # the old bug

@@ -34,6 +34,18 @@ def clm_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = No
     return labels
 
 
+def mask_generator(seed: int, position: int) -> torch.Generator:
+    """The generator that masks the packed sequence at `position` of a run with `seed`.
+
+    torch's CPU generator keeps only the low 32 bits of its seed, so packing (seed, position) into one integer
+    (e.g. (seed << 40) + position) silently drops the seed: every --seed then masked identically. SeedSequence
+    mixes both into a 32-bit state."""
+    import numpy as np
+
+    state = int(np.random.SeedSequence([seed, position]).generate_state(1)[0])
+    return torch.Generator().manual_seed(state)
+
+
 def mlm_mask(input_ids: torch.Tensor, rate: float, special_ids: list[int], mask_id: int, vocab_size: int,
              generator: torch.Generator | None = None,
              attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,7 +21,7 @@ import torch
 from biobench.errors import ConfigError
 from biobench.training import checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
-from biobench.training.objectives import LMLoss, clm_labels, mlm_mask
+from biobench.training.objectives import LMLoss, clm_labels, mask_generator, mlm_mask
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.recipes import Recipe, get_recipe
 
@@ -257,7 +257,7 @@ class Trainer:
             else:
                 rows = []
                 for row, pos in enumerate(positions):
-                    g = torch.Generator().manual_seed((self.cfg.seed << 40) + pos)
+                    g = mask_generator(self.cfg.seed, pos)
                     rows.append(mlm_mask(b["input_ids"][row:row + 1], mask_rate, self.special_ids,
                                          self.tokenizer.mask_token_id, len(self.tokenizer), g,
                                          b["attention_mask"][row:row + 1]))
