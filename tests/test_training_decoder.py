@@ -242,8 +242,9 @@ def test_recipe_and_model_kind_must_match(corpus, tmp_path, tiny_mlm_dir):
 
 
 # ---------------------------------------------------------------- seed-noise control
-def test_same_data_seed_different_seed_same_digests_different_weights(corpus, tmp_path):
-    kw = dict(recipe="mlm", model="preset:tiny", tokens=3 * 4 * 64, data_seed=5)
+def test_same_data_seed_different_seed_same_digests_different_weights(corpus, tmp_path, tiny_mlm_dir):
+    """As in the paper, both seeds start from the same saved model: --seed alone (MLM masking) moves them apart."""
+    kw = dict(recipe="mlm", model=str(tiny_mlm_dir), tokens=3 * 4 * 64, data_seed=5)
     a = train(_cfg(corpus, tmp_path / "s17", seed=17, **kw))
     b = train(_cfg(corpus, tmp_path / "s42", seed=42, **kw))
     c = train(_cfg(corpus, tmp_path / "d6", seed=17, **{**kw, "data_seed": 6}))
@@ -257,6 +258,7 @@ def test_same_data_seed_different_seed_same_digests_different_weights(corpus, tm
     meta = checkpoint.read_meta(a)
     assert (meta["seed"], meta["data_seed"]) == (17, 5)
     assert checkpoint.read_meta(tmp_path / "s17" / "init")["data_seed"] == 5
+    assert all(torch.equal(w, _weights(tmp_path / "s42" / "init")[k]) for k, w in _weights(tmp_path / "s17" / "init").items())
 
 
 def test_data_seed_defaults_to_seed_and_digest_matches_the_batches(corpus, tmp_path):

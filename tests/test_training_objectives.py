@@ -52,3 +52,17 @@ def test_mlm_masking_rate_and_80_10_10():
     assert abs(frac_mask - 0.8) < 0.01 and abs(frac_random - 0.1) < 0.01 and abs(frac_same - 0.1) < 0.01
     assert not torch.isin(corrupted[selected & (corrupted != ids)], torch.tensor([0, 1, 2, 3])).any()
     assert torch.equal(corrupted[~selected], ids[~selected])
+
+
+def test_masks_depend_on_the_whole_seed():
+    """torch keeps only 32 bits of a generator seed, so (seed << 40) + position once ignored --seed entirely;
+    the pretraining masker hashes the full 64-bit seed with the data position."""
+    import numpy as np
+    from biobench.training.batches import Masker
+
+    ids = np.random.default_rng(0).integers(5, 100, size=(2, 256))
+    attn = np.ones_like(ids)
+    labels = {s: Masker([0, 1, 2, 3, 4], 4, 100, s)(ids, attn, np.array([3, 4]), 0.3)[1] for s in (17, 42, 17 + (1 << 40))}
+    assert not np.array_equal(labels[17], labels[42])
+    assert not np.array_equal(labels[17], labels[17 + (1 << 40)])  # high bits count too
+    assert not np.array_equal(labels[17][0], labels[17][1])  # and the position
