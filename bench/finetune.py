@@ -135,6 +135,12 @@ def _seed_everything(seed: int) -> None:
     set_seed(seed)
 
 
+# A `.item()` makes the host wait for the device: reading the running loss every step serialises a GPU loop
+# (the next batch cannot be queued while the current one runs). It is read every LOSS_READ_EVERY steps and
+# at each evaluation; the average itself is kept on the device, so the logged values are unchanged.
+LOSS_READ_EVERY = 50
+
+
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
              device: str = "cpu", progress: bool = True) -> FinetuneOutcome:
     """Train a head on `encoder` (consumed: pass a fresh copy), keep the state best on dev by
@@ -180,6 +186,7 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
     bar = tqdm(total=total, desc=f"{task.task_id} seed {seed}", leave=False, disable=not progress,
                dynamic_ncols=True)
     step, epoch, running = 0, 0, 0.0
+    running_on_device: torch.Tensor | None = None  # read on the host every LOSS_READ_EVERY steps only
     model.train()
     while step < total:
         epoch += 1
@@ -194,15 +201,20 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            running = 0.9 * running + 0.1 * loss.item() if step > 1 else loss.item()
+            current = loss.detach().float()
+            running_on_device = current.clone() if running_on_device is None else running_on_device.mul_(0.9).add_(current, alpha=0.1)
             bar.update(1)
-            bar.set_postfix(loss=f"{running:.4f}", dev=f"{max(best['score'], 0):.3f}")
-            if protocol.eval_every and step % protocol.eval_every == 0:
+            due = protocol.eval_every and step % protocol.eval_every == 0
+            if due or step % LOSS_READ_EVERY == 0 or step >= total:
+                running = running_on_device.item()
+                bar.set_postfix(loss=f"{running:.4f}", dev=f"{max(best['score'], 0):.3f}")
+            if due:
                 evaluate(epoch, step, running)
                 evaluated_at = step
             if step >= total:
                 break
         if evaluated_at != step and (not protocol.eval_every or step >= total):
+            running = running_on_device.item() if running_on_device is not None else running
             evaluate(epoch, step, running)
     bar.close()
     train_s = time.perf_counter() - started - eval_s

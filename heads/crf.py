@@ -67,23 +67,58 @@ def crf_log_marginals(crf: CRF, emissions: torch.Tensor, mask: torch.Tensor) -> 
 
     emissions (N, T, 5), mask (N, T) bool right-padded with mask[:, 0] True. Padded positions get
     log P(O) = 0, so they read as "outside" downstream."""
+    alpha, log_z = _forward(crf, emissions.float(), mask)
+    return _marginals(crf, emissions.float(), mask, alpha, log_z)
+
+
+def crf_nll_and_log_marginals(crf: CRF, emissions: torch.Tensor, tags: torch.Tensor,
+                              mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(summed negative log-likelihood of `tags`, detached log marginals) from ONE forward pass.
+
+    Training needs both every step: pytorch-crf's own NLL would run the forward algorithm again, so the
+    log-partition of the NLL and the marginals share the alphas here. Equal to `-crf(emissions, tags, mask,
+    reduction="sum")` and `crf_log_marginals` (tested)."""
     emissions = emissions.float()
+    alpha, log_z = _forward(crf, emissions, mask)
+    nll = (log_z - _path_score(crf, emissions, tags, mask)).sum()
+    with torch.no_grad():
+        marginals = _marginals(crf, emissions.detach(), mask, alpha.detach(), log_z.detach())
+    return nll, marginals
+
+
+def _forward(crf: CRF, emissions: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward algorithm: alphas (N, T, 5) and log Z (N,)."""
     trans, start, end = crf.transitions, crf.start_transitions, crf.end_transitions
-    n, t_len, _ = emissions.shape
     alphas = [start + emissions[:, 0]]
-    for t in range(1, t_len):
+    for t in range(1, emissions.shape[1]):
         step = torch.logsumexp(alphas[-1].unsqueeze(2) + trans, dim=1) + emissions[:, t]
         alphas.append(torch.where(mask[:, t, None], step, alphas[-1]))
+    return torch.stack(alphas, 1), torch.logsumexp(alphas[-1] + end, dim=-1)
+
+
+def _marginals(crf: CRF, emissions: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor,
+               log_z: torch.Tensor) -> torch.Tensor:
+    """Backward algorithm, then log marginals from the alphas; padded positions read as "outside"."""
+    trans, end = crf.transitions, crf.end_transitions
+    n, t_len, _ = emissions.shape
     betas = [end.expand(n, -1)]
     for t in range(t_len - 2, -1, -1):
         step = torch.logsumexp(trans + (emissions[:, t + 1] + betas[0]).unsqueeze(1), dim=2)
         betas.insert(0, torch.where(mask[:, t + 1, None], step, end.expand(n, -1)))
-    alpha, beta = torch.stack(alphas, 1), torch.stack(betas, 1)
-    log_z = torch.logsumexp(alphas[-1] + end, dim=-1)
-    marginals = alpha + beta - log_z[:, None, None]
+    marginals = alpha + torch.stack(betas, 1) - log_z[:, None, None]
     outside = torch.full_like(marginals, IMPOSSIBLE)
     outside[..., O] = 0.0
     return torch.where(mask[..., None], marginals, outside)
+
+
+def _path_score(crf: CRF, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Unnormalised log score (N,) of the tag path `tags` under a right-padded `mask`."""
+    emit = emissions.gather(2, tags.unsqueeze(2)).squeeze(2)
+    trans = crf.transitions[tags[:, :-1], tags[:, 1:]]
+    inner = mask[:, 1:].to(emit.dtype)
+    last = tags.gather(1, (mask.sum(1) - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    return (crf.start_transitions[tags[:, 0]] + emit[:, 0] + ((emit[:, 1:] + trans) * inner).sum(1)
+            + crf.end_transitions[last])
 
 
 def band_index(n_words: int, max_width: int, device: torch.device | None = None) -> torch.Tensor:

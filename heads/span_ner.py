@@ -238,9 +238,11 @@ class SpanNerModel(HeadModel):
         context, _ = nn.utils.rnn.pad_packed_sequence(context, batch_first=True, total_length=words.shape[1])
         return words + self.dropout(self.lstm_out(context))
 
-    def _scores(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(emissions (N*labels, W, 5), CRF mask (N*labels, W), span logits (N, W, K, labels), valid (N, W, K))
-        with K = min(max_width, W)."""
+    def _scores(self, batch: dict[str, Any], with_nll: bool = False
+                ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """(CRF NLL summed over windows and labels when `with_nll` else None, span logits (N, W, K, labels),
+        valid (N, W, K)) with K = min(max_width, W). The tagger logits are computed once, and in training
+        one forward algorithm serves both the NLL and the marginals."""
         words = self._words(batch)
         n, w, _ = words.shape
         n_labels = len(self.labels)
@@ -249,19 +251,24 @@ class SpanNerModel(HeadModel):
         crf_mask = batch["word_mask"].clone()
         crf_mask[:, 0] = True  # pytorch-crf needs the first step of every sequence, even an empty one
         crf_mask = crf_mask.repeat_interleave(n_labels, dim=0)
+        nll = None
+        if with_nll:
+            tags = batch["tags"].reshape(emissions.shape[:2])
+            nll, marginals = crf_lib.crf_nll_and_log_marginals(self.crf, emissions, tags, crf_mask)
+        else:
+            with torch.no_grad():
+                marginals = crf_lib.crf_log_marginals(self.crf, emissions, crf_mask)
         with torch.no_grad():  # the span scorer sees the tagger through detached logits (nlstruct's default)
-            marginals = crf_lib.crf_log_marginals(self.crf, emissions, crf_mask)
             tagger = crf_lib.tagger_span_logits(marginals, band)
         tagger = tagger.view(n, n_labels, w, band).permute(0, 2, 3, 1)
         logits = tagger + self.biaffine(words, band)
         valid = band_valid(batch["word_mask"].sum(1), w, band)
-        return emissions, crf_mask, logits, valid
+        return nll, logits, valid
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         """loss = (CRF NLL summed over labels + BCE summed over candidate spans) / number of windows."""
-        emissions, crf_mask, logits, valid = self._scores(batch)
+        nll, logits, valid = self._scores(batch, with_nll=True)
         n = logits.shape[0]
-        nll = -self.crf(emissions, batch["tags"].reshape(emissions.shape[:2]), mask=crf_mask, reduction="sum")
         target = torch.zeros_like(logits)
         gold = batch["gold_spans"]
         gold = gold[gold[:, 2] < logits.shape[2]]
@@ -273,7 +280,7 @@ class SpanNerModel(HeadModel):
     @torch.no_grad()
     def predict(self, batch: dict[str, Any]) -> list[list[Span]]:
         """Per window, sorted [start, end, label] character spans (document offsets)."""
-        _, _, logits, valid = self._scores(batch)
+        _, logits, valid = self._scores(batch)
         decoded = decode_spans(logits.sigmoid(), valid, self.spec.threshold)
         return [[[chars[b][0], chars[e][1], self.labels[lab]] for b, e, lab, _ in spans]
                 for spans, chars in zip(decoded, batch["word_chars"], strict=True)]

@@ -21,6 +21,7 @@ from biobench.heads.crf import (
     U,
     bioul_crf,
     crf_log_marginals,
+    crf_nll_and_log_marginals,
     resolve_overlaps,
     spans_to_tags,
     tagger_span_logits,
@@ -80,6 +81,27 @@ def test_span_head_has_the_harness_sizes(tiny_encoder):
     model = spec.build(tiny_encoder, LABELS, [])
     assert (model.lstm.num_layers, model.lstm.hidden_size, model.lstm.bidirectional) == (3, 200, True)
     assert model.lstm_in.out_features == 400 and model.biaffine.size == 64 and model.dropout.p == 0.4
+
+
+@pytest.mark.parametrize("constrained", [True, False])
+def test_one_forward_pass_gives_pytorch_crf_nll_and_the_marginals(constrained):
+    torch.manual_seed(1)
+    crf = bioul_crf()
+    if not constrained:
+        for name in ("transitions", "start_transitions", "end_transitions"):
+            getattr(crf, name).data.copy_(torch.randn_like(getattr(crf, name)))
+    lengths = [5, 1, 3]
+    emissions = (torch.randn(3, 5, 5) * 2).requires_grad_()
+    mask = torch.arange(5)[None, :] < torch.tensor(lengths)[:, None]
+    tags = torch.randint(0, 5, (3, 5))
+    nll, log_m = crf_nll_and_log_marginals(crf, emissions, tags, mask)
+    expected = -crf(emissions, tags, mask=mask, reduction="sum")
+    assert nll.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert torch.allclose(log_m.exp(), crf_log_marginals(crf, emissions, mask).exp(), atol=1e-6)
+    assert not log_m.requires_grad
+    ours = torch.autograd.grad(nll, emissions)[0]
+    theirs = torch.autograd.grad(expected, emissions)[0]
+    assert torch.allclose(ours, theirs, atol=1e-5)  # same gradient as pytorch-crf's NLL
 
 
 def test_losses_are_weighted_tagger_to_biaffine(tiny_tokenizer, tiny_encoder):
