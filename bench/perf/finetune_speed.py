@@ -66,6 +66,8 @@ def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
         overrides["batch_size"] = setup["batch_size"]
     if setup.get("max_length"):
         overrides["max_length"] = setup["max_length"]
+    if setup.get("head"):
+        overrides["head"] = setup["head"]
     return resolve_task_protocol(spec, overrides, context)
 
 
@@ -348,6 +350,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--limit-train", type=int, default=None, help="train examples (quick: 1000)")
     parser.add_argument("--limit-eval", type=int, default=None, help="dev and test examples each (quick: 300)")
     parser.add_argument("--arms", default="biobench,hf-trainer", help="which arms to run")
+    parser.add_argument("--head", default=None, help="biobench's head (default: the task protocol's, e.g. hf-token "
+                        "for English NER; span for the paper's French span head)")
     parser.add_argument("--hf-group-by-length", action="store_true",
                         help="give the Trainer baseline length-grouped batches too")
     parser.add_argument("--in-process", action="store_true", help="run arms in this process (debugging)")
@@ -366,7 +370,7 @@ def setups(args) -> list[dict[str, Any]]:
     return [{"task": task, "model": args.model, "data_dir": str(data_dir), "epochs": args.epochs,
              "batch_size": args.batch_size, "max_length": args.max_length, "limits": limits,
              "seed": args.seed, "device": resolve_device(args.device), "threads": args.threads,
-             "hf_group_by_length": args.hf_group_by_length}
+             "hf_group_by_length": args.hf_group_by_length, "head": args.head}
             for task in args.tasks.split(",")]
 
 
