@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from biobench.errors import ConfigError
-from biobench.training import checkpoint, corpus, distributed, freezing, loading, optim, schedules
+from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
 from biobench.training.objectives import LMLoss, encoder_of
@@ -62,6 +62,8 @@ class PretrainConfig:
     fsdp: bool = False
     gradient_checkpointing: bool = False  # recompute activations in backward: long sequences on less memory
     progress: bool = True
+    language: str | None = None  # model-card metadata (ISO 639-1), e.g. fr
+    license: str | None = None  # model-card licence id, e.g. apache-2.0
     compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
@@ -93,6 +95,15 @@ def make_plan(cfg: PretrainConfig, world: int) -> Plan:
     steps2 = max(1, round(cfg.decay_ratio * steps1))
     warmup = schedules.warmup_steps(steps1, tokens_per_step, cfg.warmup_tokens)
     return Plan(tokens_per_step, (steps1, steps2), warmup, per_rank // micro, micro)
+
+
+def _hardware(device: torch.device) -> str:
+    """What trained the model, for its card: GPU name(s) or the CPU."""
+    import platform
+
+    if device.type == "cuda":
+        return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(device)}"
+    return f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def _autocast(device: torch.device, precision: str):
@@ -392,7 +403,11 @@ class Trainer:
                      "rng": {"torch": torch.get_rng_state(),
                              "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
                      "config": {k: str(v) for k, v in asdict(self.cfg).items()}}
-        checkpoint.save(folder, self.model, self.tokenizer, self.metadata(phase_name), state, model_state)
+        meta = self.metadata(phase_name)
+        checkpoint.save(folder, self.model, self.tokenizer, meta, state, model_state)
+        if phase_name in {p.name for p in self.recipe.phases}:  # phase1/ and final/: publishable folders
+            card.write_card(folder, meta, self.out / "train_log.jsonl", _hardware(self.dist.device),
+                            self.cfg.language, self.cfg.license)
         distributed.barrier(self.dist)
 
     def _trim_log(self, last_step: int) -> None:

@@ -73,6 +73,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute activations in the backward pass (less memory at 8192 tokens, ~30%% slower)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--language", help="model-card language (ISO 639-1, e.g. fr)")
+    p.add_argument("--license", help="model-card licence id (e.g. apache-2.0; default: none stated)")
     p.add_argument("--compile", action="store_true", help="torch.compile the encoder (first steps slower while it compiles)")
     p.add_argument("--loader-workers", type=int, help="batch-building processes (default: 2 on CUDA, 0 on CPU)")
     p.set_defaults(func=run)
@@ -123,7 +125,7 @@ def run(args) -> int:
         save_every=parse_tokens(args.save_every) if args.save_every else None, resume=args.resume,
         doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed, text_field=args.text_field, max_documents=args.max_documents,
         cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
-        gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile,
+        gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile, language=args.language, license=args.license,
         loader_workers=args.loader_workers, **geometry,
     )
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything

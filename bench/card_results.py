@@ -1,0 +1,30 @@
+"""Evaluation results of one model, summarised per task for its model card's `model-index`."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import DataError
+from biobench.results import iter_results
+
+
+def task_summaries(results_dir: str | Path, model_slug: str) -> list[dict[str, Any]]:
+    """Per task: the headline test metric (the protocol's `metric`, macro-F1 by default) averaged over seeds."""
+    per_task: dict[str, dict[str, Any]] = {}
+    for _, result in iter_results(results_dir, model_slug):
+        task = result["task"]
+        metric = (result.get("protocol") or {}).get("metric", "macro_f1")
+        value = result["metrics"]["test"].get(metric)
+        if value is None:
+            continue
+        entry = per_task.setdefault(task["id"], {"task_id": task["id"], "kind": task.get("kind", ""),
+                                                 "lang": task.get("lang", ""), "metric": metric,
+                                                 "values": [], "seeds": []})
+        entry["values"].append(float(value))
+        entry["seeds"].append(int(result["seed"]))
+    if not per_task:
+        raise DataError(f"no results for model '{model_slug}' under {results_dir} (expected "
+                        f"{results_dir}/{model_slug}/<task>/seed-<n>.json: run `biobench eval --model ...` first)")
+    return [{**e, "value": statistics.fmean(e["values"])} for e in sorted(per_task.values(), key=lambda e: e["task_id"])]

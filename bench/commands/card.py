@@ -1,0 +1,38 @@
+"""`biobench card MODEL_DIR --results DIR`: add evaluation results to a checkpoint's model card."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "card", help="add evaluation results (model-index) to a checkpoint's model card",
+        description="Writes the mean test score per task (the protocol's headline metric, over seeds) of MODEL_DIR "
+        "into MODEL_DIR/README.md as Hugging Face `model-index` entries, keeping the card's text, so the folder can "
+        "be pushed to the hub as it is. `biobench pretrain` writes the card itself; a folder without one gets a "
+        "minimal card.")
+    parser.add_argument("model_dir", help="checkpoint folder (the one passed to `biobench eval --model`)")
+    parser.add_argument("--results", default="results", help="results folder of `biobench eval` (default: results)")
+    parser.add_argument("--name", help="model name in the card (default: the folder's display name)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from biobench.card_results import task_summaries
+    from biobench.errors import ConfigError
+    from biobench.models import resolve_model
+    from biobench.training.card import add_results
+
+    folder = Path(args.model_dir)
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"{folder} is not a model folder (no config.json): pass a checkpoint folder such as runs/x/final")
+    ref = resolve_model(str(folder))
+    rows = task_summaries(args.results, ref.slug)
+    path = add_results(folder, args.name or "__".join(folder.resolve().parts[-2:]), rows)
+    for r in rows:
+        print(f"{r['task_id']:<18} {r['metric']} {100 * r['value']:.2f} (seeds {', '.join(map(str, r['seeds']))})")
+    print(f"wrote {len(rows)} model-index entries to {path}")
+    return 0

@@ -1,0 +1,74 @@
+"""Model cards: pretraining writes a Hugging Face card that huggingface_hub parses; `biobench card` adds the
+evaluation results as model-index entries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from biobench.cli import main
+from biobench.training.trainer import PretrainConfig, train
+
+TEXTS = ["Le patient présente une douleur thoracique.", "Antécédents de diabète de type 2 et d'hypertension."]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("card")
+    corpus = root / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"{t} Observation {i}."}) + "\n" for i in range(40) for t in TEXTS))
+    cfg = PretrainConfig(recipe="detour", model="preset:tiny", corpus=str(corpus), out=root / "run", tokens=4 * 4 * 64,
+                         batch_size=4, seq_len=64, micro_batch_size=2, decay_ratio=0.5, progress=False,
+                         cache_dir=root / "cache", language="fr", license="apache-2.0")
+    train(cfg)
+    return root / "run"
+
+
+def test_pretraining_writes_a_card_huggingface_hub_parses(run_dir):
+    from huggingface_hub import ModelCard
+
+    for phase in ("phase1", "final"):
+        card = ModelCard.load(run_dir / phase / "README.md")
+        data = card.data.to_dict()
+        assert data["library_name"] == "transformers" and data["pipeline_tag"] == "fill-mask"
+        assert data["language"] == ["fr"] and data["license"] == "apache-2.0"
+        assert "recipe-detour" in data["tags"] and "base_model" not in data  # preset: no hub base model
+        assert f"end of **{phase}**" in card.text
+    final = ModelCard.load(run_dir / "final" / "README.md").text
+    meta = json.loads((run_dir / "final" / "biobench_pretrain.json").read_text())
+    assert f"{meta['tokens']['seen']:,}" in final and "median tokens/s" in final and "CPU" in final
+    assert not list(run_dir.glob("step-*/README.md"))
+
+
+def _result(slug: str, task: str, seed: int, value: float) -> dict:
+    return {"schema": "biobench.result/1", "model": {"id": "x", "slug": slug}, "seed": seed,
+            "task": {"id": task, "lang": "fr", "kind": "classification"},
+            "protocol": {"metric": "macro_f1"}, "metrics": {"test": {"macro_f1": value}, "dev": {}},
+            "key": {"model_revision": "sha256:0", "data_checksum": "sha256:1", "protocol_hash": "p", "seed": seed}}
+
+
+def test_card_command_adds_model_index(run_dir, tmp_path, capsys):
+    from biobench.models import resolve_model
+    from huggingface_hub import ModelCard
+
+    slug = resolve_model(str(run_dir / "final")).slug
+    for seed, value in ((42, 0.5), (43, 0.7)):
+        path = tmp_path / "results" / slug / "demo-cls" / f"seed-{seed}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(_result(slug, "demo-cls", seed, value)))
+    text_before = ModelCard.load(run_dir / "final" / "README.md").text
+    assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "results"), "--name", "tiny-detour"]) == 0
+    card = ModelCard.load(run_dir / "final" / "README.md")
+    (result,) = card.data.eval_results
+    assert result.metric_type == "macro_f1" and result.metric_value == pytest.approx(0.6)
+    assert result.dataset_type == "demo-cls" and "42, 43" in result.metric_name
+    assert card.data.model_name == "tiny-detour" and card.text == text_before
+    assert "demo-cls" in capsys.readouterr().out
+
+
+def test_card_command_errors(run_dir, tmp_path, capsys):
+    assert main(["card", str(tmp_path), "--results", str(tmp_path)]) == 2
+    assert "not a model folder" in capsys.readouterr().err
+    assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "none")]) == 2
+    assert "no results for model" in capsys.readouterr().err
