@@ -22,6 +22,7 @@ from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
 from biobench.protocols import Protocol
 from biobench.tasks.schema import TaskData
+from biobench.training.progress import log_line, progress_bar
 from torch import nn
 
 SPLITS = ("train", "dev", "test")
@@ -146,7 +147,6 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
     """Train a head on `encoder` (consumed: pass a fresh copy), keep the state best on dev by
     `protocol.dev_metric` (the first of equal scores), predict test with it."""
     from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
@@ -177,14 +177,15 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         selected = metrics[protocol.dev_metric]
         history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"],
                         f"dev_{protocol.dev_metric}": selected})
+        log_line(progress, f"{task.task_id} seed {seed} epoch {epoch} step {step}/{total}: train loss {loss:.4f}, "
+                           f"dev {protocol.dev_metric} {selected:.4f}")
         if selected > best["score"]:
             state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             best.update(score=selected, metrics=metrics, epoch=epoch, step=step, state=state)
         eval_s += time.perf_counter() - t0
         model.train()
 
-    bar = tqdm(total=total, desc=f"{task.task_id} seed {seed}", leave=False, disable=not progress,
-               dynamic_ncols=True)
+    bar = progress_bar(progress, total=total, desc=f"{task.task_id} seed {seed}", leave=False)
     step, epoch, running = 0, 0, 0.0
     running_on_device: torch.Tensor | None = None  # read on the host every LOSS_READ_EVERY steps only
     model.train()

@@ -167,7 +167,9 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     from biobench.finetune import finetune, prepare_task
     from biobench.heads import get_head
     from biobench.models import load_encoder
-    from tqdm.auto import tqdm
+    from biobench.training.progress import log_line, progress_bar, quiet_library_bars
+
+    quiet_library_bars()
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     device = device or default_device()
@@ -177,8 +179,8 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     for name, reason in plan.unavailable.items():
         log(f"skipping task {name}: {reason}")
     prepared: dict[tuple[str, str], Any] = {}
-    bar = tqdm(pending, desc=f"grid {info.slug}", disable=not progress, dynamic_ncols=True)
-    for run in bar:
+    bar = progress_bar(progress, iterable=pending, desc=f"grid {info.slug}")
+    for done_count, run in enumerate(bar, start=1):
         bar.set_postfix(task=run.task.id, seed=run.seed)
         cache_key = (run.task.id, run.protocol.hash)
         if cache_key not in prepared:
@@ -195,6 +197,8 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
                                           strict=True)]
         write_result(run.path, _result(plan, run, info, task, outcome, device), rows)
         run.status, run.macro_f1 = "done", outcome.test_metrics["macro_f1"]
+        log_line(progress, f"[{done_count}/{len(pending)}] {run.task.id} seed {run.seed}: test macro-F1 "
+                           f"{run.macro_f1:.4f} ({outcome.timings['train_s']:.0f} s training)")
     bar.close()
     return plan.runs
 

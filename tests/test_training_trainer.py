@@ -173,3 +173,12 @@ def test_loader_workers_give_the_same_run(tiny_corpus, tmp_path):
     workers = train(_cfg(tiny_corpus, tmp_path / "workers", recipe="mlm", loader_workers=2))
     a, b = _weights(inline), _weights(workers)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_progress_is_plain_lines_off_a_terminal(tiny_corpus, tmp_path, capsys):
+    """In a log file (stderr not a TTY): no bar frames, one plain line per 5% of the run."""
+    train(_cfg(tiny_corpus, tmp_path / "run", recipe="mlm", progress=True))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("step ")]
+    assert lines[-1].startswith("step 9/9 phase 2 mlm: loss ") and len(lines) == 9  # 9 steps: every step
+    assert "\r" not in err and "it/s" not in err

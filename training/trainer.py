@@ -24,6 +24,7 @@ from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
+from biobench.training.progress import log_line, progress_bar, quiet_library_bars
 from biobench.training.recipes import Recipe, get_recipe
 
 # Dense bf16 peak FLOP/s per device, for the MFU estimate (unknown devices log mfu = null).
@@ -283,6 +284,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- loop
     def run(self) -> Path | None:
+        quiet_library_bars()  # before the first checkpoint write (init/)
         if self.resume_from is not None and (self.out / "final" / checkpoint.META).exists():
             self._print(f"{self.out / 'final'} exists: the run is complete")
             return self.out / "final"
@@ -293,9 +295,7 @@ class Trainer:
             self._save(self.out / "init", "init", with_state=False)
         bar = None
         if self.cfg.progress and self.dist.main:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=sum(self.plan.steps), initial=self.state.global_step, unit="step", dynamic_ncols=True)
+            bar = progress_bar(True, total=sum(self.plan.steps), initial=self.state.global_step, unit="step")
         try:
             for phase_index in range(self.state.phase, len(self.recipe.phases)):
                 if not self._run_phase(phase_index, bar):
@@ -370,6 +370,10 @@ class Trainer:
         if bar is not None:
             bar.set_postfix(phase=phase_index + 1, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
             bar.update(1)
+            every = max(1, sum(self.plan.steps) // 20)  # a log file gets a line per 5% of the run
+            if self.state.global_step % every == 0 or self.state.global_step == sum(self.plan.steps):
+                log_line(True, f"step {self.state.global_step}/{sum(self.plan.steps)} phase {phase_index + 1} "
+                               f"{objective}: loss {loss:.4f}, lr {lr:.2e}, {tokens_per_s:,.0f} tokens/s")
 
     # ---------------------------------------------------------------- checkpoints
     def metadata(self, phase_name: str) -> dict[str, Any]:

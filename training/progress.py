@@ -1,0 +1,41 @@
+"""Progress for long runs: a bar on a terminal, plain lines in a log file.
+
+Why: a tqdm bar written to a SLURM log leaves hundreds of carriage-return frames per run, unreadable for a
+9-seed grid. On a terminal the bar updates in place; anywhere else (a file, a pipe) the loops print one plain
+line per evaluation / checkpoint of progress instead. bench/ and training/ both use this module.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def on_terminal() -> bool:
+    """True when progress goes to an interactive terminal (stderr is a TTY)."""
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def progress_bar(enabled: bool, **kwargs: Any):
+    """A tqdm bar when `enabled` and on a terminal, else a disabled one (its methods do nothing)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(disable=not (enabled and on_terminal()), dynamic_ncols=True, **kwargs)
+
+
+def log_line(enabled: bool, message: str) -> None:
+    """One plain progress line on stderr when `enabled` and NOT on a terminal (the bar shows it there)."""
+    if enabled and not on_terminal():
+        print(message, file=sys.stderr, flush=True)
+
+
+def quiet_library_bars() -> None:
+    """Off a terminal, silence the libraries' own bars too (transformers' "Writing model shards", the hub's
+    downloads), which would otherwise fill a log file with carriage-return frames."""
+    if on_terminal():
+        return
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    disable_progress_bars()
