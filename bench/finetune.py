@@ -8,7 +8,6 @@ dynamic padding (long clinical documents next to short sentences otherwise waste
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 import time
@@ -22,6 +21,7 @@ from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
 from biobench.protocols import Protocol
 from biobench.tasks.schema import TaskData
+from biobench.training.device import autocast
 from biobench.training.progress import log_line, progress_bar
 from torch import nn
 
@@ -115,19 +115,13 @@ def predict(model: nn.Module, head: HeadSpec, features: Sequence[dict[str, Any]]
     model.eval()
     order = sorted(range(len(features)), key=lambda i: _length(features[i]))
     feature_predictions: list[Any] = [None] * len(features)
-    with torch.no_grad(), _autocast(device):
+    with torch.no_grad(), autocast(device):
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             batch = to_device(head.collate([features[i] for i in chunk], pad_token_id), device)
             for i, prediction in zip(chunk, model.predict(batch), strict=True):
                 feature_predictions[i] = prediction
     return head.merge(features, feature_predictions, n_examples)
-
-
-def _autocast(device: str):
-    if str(device).startswith("cuda"):
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def _seed_everything(seed: int) -> None:
@@ -193,7 +187,7 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         epoch += 1
         evaluated_at = -1
         for batch in loader:
-            with _autocast(device):
+            with autocast(device):
                 loss = model(to_device(batch, device))["loss"]
             loss.backward()
             if protocol.grad_clip:

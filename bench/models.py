@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.training.device import attention_implementation, default_dtype
 
 
 @dataclass(frozen=True)
@@ -251,13 +252,6 @@ def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
     )
 
 
-def attention_implementation(device: str) -> str | None:
-    """flash_attention_2 on CUDA when flash_attn is installed, sdpa otherwise (None: transformers' default)."""
-    if str(device).startswith("cuda"):
-        return "flash_attention_2" if importlib.util.find_spec("flash_attn") else "sdpa"
-    return None
-
-
 @contextlib.contextmanager
 def _quiet_transformers():
     """Loading an encoder from an *ForMaskedLM checkpoint lists the unused head weights: expected, silenced."""
@@ -280,14 +274,11 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
     pristine CPU copy and moves a clone per seed): the attention backend (flash-attention 2 / sdpa) is
     chosen for it.
     """
-    import torch
     from transformers import AutoModel, AutoTokenizer
 
     ref = resolve_model(name_or_path)
     info = inspect_model(ref)
-    on_cuda = str(device).startswith("cuda")
-    dtype = dtype or (torch.bfloat16 if on_cuda else torch.float32)
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype}
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype or default_dtype(device)}
     attn = attention_implementation(attn_device or device)
     try:
         with _quiet_transformers():
@@ -295,8 +286,6 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
             try:
                 encoder = AutoModel.from_pretrained(ref.source, attn_implementation=attn, **kwargs)
             except (ValueError, ImportError):
-                if attn is None:
-                    raise
                 encoder = AutoModel.from_pretrained(ref.source, **kwargs)  # architecture without flash/sdpa
     except OSError as err:
         if ref.path:

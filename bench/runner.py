@@ -123,12 +123,6 @@ def _versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device: str) -> dict[str, Any]:
     data = plan.data[run.task.id]
     return {
@@ -167,6 +161,7 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     from biobench.finetune import finetune, prepare_task
     from biobench.heads import get_head
     from biobench.models import load_encoder
+    from biobench.training.device import default_device
     from biobench.training.progress import log_line, progress_bar, quiet_library_bars
 
     quiet_library_bars()

@@ -4,6 +4,7 @@ measurements are runs of the scripts (docs/performance.md), never timed tests.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM")
 
 
 def test_finetune_speed_arguments():
@@ -53,17 +55,17 @@ def test_word_tags_and_spans_round_trip():
     assert tags_to_spans(ex, tags) == [[0, 22, "Disease"], [27, 33, "Disease"]]
 
 
-def test_mfu_counts_local_layers_by_their_window():
+def test_mfu_report_uses_the_training_formula():
     from types import SimpleNamespace
 
-    from biobench.perf.perf_common import attention_flops_per_token, mfu
+    from biobench.perf.perf_common import mfu_report
+    from biobench.training import flops
 
     config = SimpleNamespace(num_hidden_layers=3, hidden_size=10, global_attn_every_n_layers=3, local_attention=4)
-    # layer 0 global (span 100), layers 1-2 local (span 4): 12 * d * span each
-    assert attention_flops_per_token(config, 100) == 12 * 10 * (100 + 4 + 4)
-    assert attention_flops_per_token(config, 100, causal=True) == 12 * 10 * 108 / 2
-    out = mfu(n_params=1000, config=config, seq_len=100, tokens_per_s=2.0, peak_flops=1e6)
+    out = mfu_report(n_params=1000, config=config, seq_len=100, tokens_per_s=2.0, peak_flops=1e6)
+    assert out["mfu"] == flops.mfu(1000, config, 100, 2.0, 1e6)
     assert out["mfu"] == pytest.approx((6000 + 12960) * 2 / 1e6)
+    assert out["flops_per_token"] == 6000 + 12960
     assert out["mfu_dense_attention"] == pytest.approx((6000 + 12 * 3 * 10 * 100) * 2 / 1e6)
 
 
@@ -93,13 +95,57 @@ def test_generated_corpus_and_vocab_spec(tmp_path):
     assert len(VocabSpec(50368)) == 50368
 
 
-@pytest.mark.parametrize("script", ["finetune_speed", "pretrain_speed", "scaling"])
-def test_scripts_run_as_files(script):
-    """`python bench/<script>.py --help` works (the file re-imports itself as biobench.<script>)."""
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "perf" / f"{script}.py"), "--help"],
+PERF_SCRIPTS = ["finetune_speed", "pretrain_speed", "scaling"]
+
+
+@pytest.mark.parametrize("script", PERF_SCRIPTS)
+def test_scripts_run_as_modules(script):
+    """`python -m biobench.perf.<script> --help` works: the documented way to run them."""
+    done = subprocess.run([sys.executable, "-m", f"biobench.perf.{script}", "--help"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "--quick" in done.stdout and "--out" in done.stdout
+
+
+def test_importing_the_scripts_leaves_the_environment_alone():
+    """Offline variables are set by main(), not on import: importing a script from a notebook or a test
+    must not switch the caller's session offline."""
+    code = ("import os; before = dict(os.environ); "
+            "import biobench.perf.perf_common, biobench.perf.finetune_speed, biobench.perf.pretrain_speed, "
+            "biobench.perf.scaling, biobench.perf.pipeline_speed; "
+            "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}; "
+            "print(sorted(changed))")
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_offline_environment_sets_only_what_the_user_left_unset(monkeypatch):
+    from biobench.perf.perf_common import offline_environment
+
+    for name in OFFLINE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    offline_environment()
+    assert os.environ["HF_HUB_OFFLINE"] == "0"  # the user's value wins
+    assert os.environ["TRANSFORMERS_OFFLINE"] == "1" and os.environ["TOKENIZERS_PARALLELISM"] == "false"
+
+
+def test_data_paths_come_from_flags_or_biobench_data(tmp_path, monkeypatch):
+    from biobench.perf import finetune_speed, pretrain_speed
+
+    monkeypatch.setenv("BIOBENCH_DATA", str(tmp_path / "root"))
+    assert finetune_speed.setups(finetune_speed.parse_args([]))[0]["data_dir"] == str(tmp_path / "root")
+    assert finetune_speed.setups(finetune_speed.parse_args(["--data-dir", "/x"]))[0]["data_dir"] == "/x"
+    (tmp_path / "root" / "pretrain-fr").mkdir(parents=True)
+    assert pretrain_speed.default_corpus(tmp_path / "gen.jsonl.gz") == str(tmp_path / "root" / "pretrain-fr")
+    monkeypatch.delenv("BIOBENCH_DATA")
+    assert finetune_speed.setups(finetune_speed.parse_args([]))[0]["data_dir"] is None
+    generated = pretrain_speed.default_corpus(tmp_path / "gen.jsonl.gz")
+    assert generated == str(tmp_path / "gen.jsonl.gz") and (tmp_path / "gen.jsonl.gz").is_file()
+    for name in PERF_SCRIPTS:
+        assert '"shared"' not in (REPO / "bench" / "perf" / f"{name}.py").read_text()
 
 
 def test_gpu_check_script_is_valid_bash():

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from biobench.training.device import default_device
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,7 @@ def setup(device: str | None = None) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device is None:
-        device = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+    dev = torch.device(device or default_device(local_rank))
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():

@@ -20,18 +20,6 @@ MASK_TOKEN = "<mask>"
 TOKENIZER_TRAINING_DOCS = 20_000
 
 
-def default_attention(device_type: str) -> str:
-    """flash-attention 2 on CUDA when installed (is_causal path), else PyTorch sdpa."""
-    if device_type == "cuda":
-        try:
-            import flash_attn  # noqa: F401
-
-            return "flash_attention_2"
-        except ImportError:
-            return "sdpa"
-    return "sdpa"
-
-
 def decoder_attention(attn: str) -> str:
     """The attention backend for a decoder recipe: sdpa instead of flash-attention 2, whose kernels take no 4D
     mask and whose two-sided sliding window the bidirectional phase would need is not leak-tested here."""

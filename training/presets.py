@@ -29,6 +29,18 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
+# ModernBERT shapes by name, for configs built from scratch (the performance scripts): the presets above, and
+# ModernBERT-base's architecture (answerdotai/ModernBERT-base config.json: 22 layers, hidden 768, 12 heads, GLU
+# MLP 1152, global attention every 3rd layer, 128-token local window, vocabulary 50368). "base" is a shape, not
+# a `preset:` model: pretraining it from scratch on a CPU is not what a preset is for.
+SHAPES: dict[str, dict[str, Any]] = {
+    **PRESETS,
+    "base": dict(
+        hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152,
+        global_attn_every_n_layers=3, local_attention=128, vocab_size=50368,
+    ),
+}
+
 # Gemma-3 text models (decoders) for the decoder control of Table 4. Layer types alternate sliding/global so
 # both mask kinds are exercised (Gemma-3 270M: 5 sliding layers per global one, window 512).
 DECODER_PRESETS: dict[str, dict[str, Any]] = {
@@ -81,10 +93,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4000, model_max_leng
 
 
 def modernbert_config(tokenizer, preset: str = "tiny", **overrides):
-    """A ModernBertConfig of the named preset whose vocabulary and special-token ids match `tokenizer`."""
+    """A ModernBertConfig of the named preset (or shape, `SHAPES`) whose vocabulary and special-token ids match
+    `tokenizer`."""
     from transformers import ModernBertConfig
 
-    params = dict(PRESETS[preset])
+    params = dict(SHAPES[preset])
     params.update(overrides)
     params["vocab_size"] = len(tokenizer)
     params.setdefault("max_position_embeddings", 8192)

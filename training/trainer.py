@@ -19,16 +19,24 @@ from typing import Any
 
 import torch
 from biobench.errors import ConfigError
-from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
+from biobench.training import (
+    card,
+    checkpoint,
+    corpus,
+    distributed,
+    flops,
+    freezing,
+    loading,
+    optim,
+    schedules,
+)
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
+from biobench.training.device import attention_implementation, autocast
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.progress import log_line, progress_bar, quiet_library_bars
 from biobench.training.recipes import Recipe, get_recipe
-
-# Dense bf16 peak FLOP/s per device, for the MFU estimate (unknown devices log mfu = null).
-PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12, "L4": 121e12}
 
 
 @dataclass
@@ -107,21 +115,14 @@ def _hardware(device: torch.device) -> str:
     return f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def _autocast(device: torch.device, precision: str):
-    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-
-
-def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torch.device,
+         causal: bool) -> float | None:
+    """MFU of a logged step against the GPU's datasheet peak (biobench.training.flops); None on CPU."""
+    peak = flops.table_peak_flops(device)
     if peak is None:
         return None
-    c = model.config
-    flops_per_token = 6 * sum(p.numel() for p in model.parameters()) + 12 * c.num_hidden_layers * c.hidden_size * seq_len
-    return flops_per_token * tokens_per_s / peak
+    n_params = sum(p.numel() for p in model.parameters())
+    return flops.mfu(n_params, model.config, seq_len, tokens_per_s, peak, causal=causal)
 
 
 @dataclass
@@ -169,7 +170,7 @@ class Trainer:
         self.dist = distributed.setup(cfg.device)
         self.plan = make_plan(cfg, self.dist.world)
         self.out = Path(cfg.out)
-        self.attn = cfg.attn or loading.default_attention(self.dist.device.type)
+        self.attn = cfg.attn or attention_implementation(self.dist.device)
         self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
         self.resume_from = self._resume_folder()
         self._setup_model()
@@ -344,7 +345,7 @@ class Trainer:
         loss_sum = torch.zeros((), device=self.dist.device)
         for i, b in enumerate(micro):
             sync = i == len(micro) - 1 or not hasattr(wrapped, "no_sync")
-            with (contextlib.nullcontext() if sync else wrapped.no_sync()), _autocast(self.dist.device, self.cfg.precision):
+            with (contextlib.nullcontext() if sync else wrapped.no_sync()), autocast(self.dist.device, self.cfg.precision):
                 part, _ = wrapped(**self._forward_inputs(b, causal))
             (part * scale).backward()
             loss_sum += part.detach().float()
@@ -363,7 +364,7 @@ class Trainer:
         record = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
                   "tokens": self.state.tokens["seen"], "loss": round(loss, 6), "lr": lr,
                   "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
-                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device),
+                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device, objective == "clm"),
                   "data_digest": step_digest(self.packed, self.state.position - self.cfg.batch_size, self.cfg.batch_size)}
         with (self.out / "train_log.jsonl").open("a") as fh:
             fh.write(json.dumps(record) + "\n")

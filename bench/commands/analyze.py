@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.training.device import resolve_device as _device
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -151,12 +152,6 @@ def add_parser(subparsers) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
-
-
-def _device(value: str | None) -> str:
-    import torch
-
-    return value or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _write_json(path: Path, data: Any) -> None:

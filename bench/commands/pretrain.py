@@ -82,9 +82,9 @@ def add_parser(subparsers) -> None:
 
 def resolve_defaults(args) -> dict:
     """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512), explicit flags win."""
-    import torch
+    from biobench.training.device import resolve_device
 
-    on_cpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cpu")
+    on_cpu = resolve_device(args.device).startswith("cpu")
     base = CPU_PRESET_DEFAULTS if on_cpu and args.model.startswith("preset:") else PAPER_DEFAULTS
     seq_len = args.seq_len or base["seq_len"]
     batch = args.batch_size or base["batch_size"]

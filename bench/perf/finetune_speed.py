@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from biobench.perf.perf_common import (
@@ -34,11 +33,12 @@ from biobench.perf.perf_common import (
     environment,
     finish,
     init_arm,
+    offline_environment,
     print_table,
-    resolve_device,
     run_isolated,
     safe_ratio,
 )
+from biobench.training.device import resolve_device
 
 DEFAULT_TASKS = ("ncbi-disease", "gad")
 QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}
@@ -343,7 +343,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
                         help="comma-separated task ids; the ratio printed last is the first task's")
     parser.add_argument("--model", default="all-MiniLM-L6-v2", help="model alias, hub id or local folder")
-    parser.add_argument("--data-dir", default=None, help="data root (default: ../shared/data)")
+    parser.add_argument("--data-dir", default=None, help="data root in the documented layout (default: $BIOBENCH_DATA)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=None, help="default: the task protocol's (16 for en)")
     parser.add_argument("--max-length", type=int, default=None, help="default: the task's (512 here)")
@@ -366,8 +366,8 @@ def setups(args) -> list[dict[str, Any]]:
     limit_eval = args.limit_eval or (QUICK_LIMITS["dev"] if args.quick else None)
     limits = {"train": args.limit_train or (QUICK_LIMITS["train"] if args.quick else None),
               "dev": limit_eval, "test": limit_eval}
-    data_dir = resolve_data_dir(args.data_dir) or Path(__file__).resolve().parents[3] / "shared" / "data"
-    return [{"task": task, "model": args.model, "data_dir": str(data_dir), "epochs": args.epochs,
+    data_dir = resolve_data_dir(args.data_dir)  # None: only tasks that need no files (demo-*) load
+    return [{"task": task, "model": args.model, "data_dir": str(data_dir) if data_dir else None, "epochs": args.epochs,
              "batch_size": args.batch_size, "max_length": args.max_length, "limits": limits,
              "seed": args.seed, "device": resolve_device(args.device), "threads": args.threads,
              "hf_group_by_length": args.hf_group_by_length, "head": args.head}
@@ -376,6 +376,7 @@ def setups(args) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    offline_environment()
     report: dict[str, Any] = {"script": "finetune_speed", "tasks": {}}
     rows = []
     for setup in setups(args):
@@ -400,11 +401,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
-    # Run as a file: use the package module, so spawned arms pickle functions by their importable name.
-    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-        sys.path.pop(0)
-    from biobench.perf.finetune_speed import main as _main
-
-    raise SystemExit(_main())
+    raise SystemExit(main())

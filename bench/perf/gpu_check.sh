@@ -25,6 +25,8 @@ T0=$(date +%s)
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 PY=.venv/bin/python
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+# The data root (pretraining corpus): $BIOBENCH_DATA, else the project's ../shared/data when it exists.
+[ -n "${BIOBENCH_DATA:-}" ] || [ ! -d ../shared/data ] || export BIOBENCH_DATA=$(cd ../shared/data && pwd)
 
 if [ "$MODE" = "--cpu" ]; then
   DEVICE=cpu; SHAPE=tiny; SEQ=256; BATCH=4; MICRO=2; STEPS=4; WARM=1; LENGTHS=128,256; VOCAB=4000; FT_EPOCHS=1
@@ -111,11 +113,11 @@ peak = matmul_peak_flops($PEAK_ARGS)
 json.dump({'peak_flops': peak}, open('$OUT/peak.json', 'w')); print(f'measured matmul peak: {peak / 1e12:.2f} TFLOP/s')"
 PEAK=$("$PY" -c "import json; print(json.load(open('$OUT/peak.json'))['peak_flops'])" 2>/dev/null || echo "")
 
-# 4. one model + tokenizer at the target shape (corpus: ../shared/data/pretrain-fr, else generated).
+# 4. one model + tokenizer at the target shape (corpus: $BIOBENCH_DATA/pretrain-fr, else generated).
 step model 180 "$PY" -c "
 from pathlib import Path
-from biobench.perf.pretrain_speed import SHARED_CORPUS, generated_corpus, prepare_model
-corpus = str(SHARED_CORPUS) if SHARED_CORPUS.is_dir() else str(generated_corpus(Path('$OUT/work/corpus.jsonl.gz')))
+from biobench.perf.pretrain_speed import default_corpus, prepare_model
+corpus = default_corpus(Path('$OUT/work/corpus.jsonl.gz'))
 open('$OUT/work/corpus.txt', 'w').write(corpus)
 print(prepare_model({'corpus': corpus, 'shape': '$SHAPE', 'vocab_size': $VOCAB, 'seed': 0}, Path('$OUT/work/model')))"
 CORPUS=$(cat "$OUT/work/corpus.txt" 2>/dev/null || echo "")

@@ -23,27 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ.setdefault(_name, "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                       "TOKENIZERS_PARALLELISM": "false"}
 
-# ModernBERT shapes by name: the tiny/small presets of biobench.training.presets, and ModernBERT-base's architecture
-# (answerdotai/ModernBERT-base config.json: 22 layers, hidden 768, 12 heads, GLU MLP 1152, global attention
-# every 3rd layer, 128-token local window, vocabulary 50368).
-BASE_SHAPE: dict[str, Any] = dict(
-    hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152,
-    global_attn_every_n_layers=3, local_attention=128, vocab_size=50368,
-)
+
+def offline_environment() -> None:
+    """Called by each script's main() (never on import, so importing a script changes nothing): no hub
+    look-ups, no tokenizer thread pools; values the user set win. Spawned arms inherit them."""
+    for name, value in OFFLINE_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
 
 
 def shape_params(shape: str) -> dict[str, Any]:
-    """ModernBertConfig keyword arguments of a named shape ('tiny', 'small', 'base')."""
-    from biobench.training.presets import PRESETS
+    """ModernBertConfig keyword arguments of a named shape (biobench.training.presets.SHAPES: tiny, small,
+    base)."""
+    from biobench.training.presets import SHAPES
 
-    shapes = {**PRESETS, "base": BASE_SHAPE}
-    if shape not in shapes:
-        raise SystemExit(f"unknown shape {shape!r}; choose one of {', '.join(shapes)}")
-    return dict(shapes[shape])
+    if shape not in SHAPES:
+        raise SystemExit(f"unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+    return dict(SHAPES[shape])
 
 
 @dataclass(frozen=True)
@@ -72,12 +70,9 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
     from biobench.training.presets import modernbert_config
     from transformers import ModernBertForMaskedLM
 
-    params = shape_params(shape)
-    vocab = tokenizer if tokenizer is not None else VocabSpec(params["vocab_size"])
-    params.update(overrides)
+    vocab = tokenizer if tokenizer is not None else VocabSpec(shape_params(shape)["vocab_size"])
     torch.manual_seed(seed)
-    # modernbert_config takes preset names only; pass every field explicitly through overrides.
-    return ModernBertForMaskedLM(modernbert_config(vocab, "tiny", **params))
+    return ModernBertForMaskedLM(modernbert_config(vocab, shape, **overrides))
 
 
 # ---------------------------------------------------------------- command line, environment, output
@@ -99,14 +94,6 @@ def check_arms(parser: argparse.ArgumentParser, arms: str, known) -> list[str]:
     if unknown:
         parser.error(f"unknown arm(s) {sorted(unknown)}; choose from {', '.join(known)}")
     return chosen
-
-
-def resolve_device(name: str) -> str:
-    if name != "auto":
-        return name
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def init_arm(threads: int | None) -> None:
@@ -291,26 +278,14 @@ def matmul_peak_flops(device: str, dtype: str = "bfloat16", n: int = 8192, secon
     return 2 * n**3 * iters / (time.perf_counter() - t0)
 
 
-def attention_flops_per_token(config: Any, seq_len: int, causal: bool = False) -> float:
-    """Training FLOPs per token of QK^T and AV (forward 4·span·d per layer, x3 with backward), where the
-    span is the sequence for global layers and the local window for sliding-window layers; halved when
-    causal. This is the work a flash-attention kernel actually has to do."""
-    every = getattr(config, "global_attn_every_n_layers", 1) or 1
-    window = getattr(config, "local_attention", seq_len) or seq_len
-    total = 0.0
-    for layer in range(config.num_hidden_layers):
-        span = seq_len if layer % every == 0 else min(window, seq_len)
-        total += 12 * span * config.hidden_size
-    return total / 2 if causal else total
+def mfu_report(n_params: int, config: Any, seq_len: int, tokens_per_s: float, peak_flops: float,
+               causal: bool = False) -> dict[str, float]:
+    """The MFU fields of an arm's JSON, in biobench's convention (biobench.training.flops, the formula the
+    pretraining log uses too), plus `mfu_dense_attention` (every layer over the full sequence, PaLM's
+    12·L·d·n) for comparison with published figures that count attention that way."""
+    from biobench.training import flops
 
-
-def mfu(n_params: int, config: Any, seq_len: int, tokens_per_s: float, peak_flops: float,
-        causal: bool = False) -> dict[str, float]:
-    """MFU as the issue defines it: (6·params + attention FLOPs per token) x tokens/s over the measured peak.
-    `mfu_dense_attention` counts every layer's attention over the full sequence (PaLM's 12·L·d·n_layers),
-    for comparison with published figures that do."""
-    attn = attention_flops_per_token(config, seq_len, causal)
-    dense = 12 * config.num_hidden_layers * config.hidden_size * seq_len
-    return {"flops_per_token": 6 * n_params + attn,
-            "mfu": (6 * n_params + attn) * tokens_per_s / peak_flops,
-            "mfu_dense_attention": (6 * n_params + dense) * tokens_per_s / peak_flops}
+    dense = 6 * n_params + flops.dense_attention_flops_per_token(config, seq_len)
+    return {"flops_per_token": flops.flops_per_token(n_params, config, seq_len, causal),
+            "mfu": flops.mfu(n_params, config, seq_len, tokens_per_s, peak_flops, causal),
+            "mfu_dense_attention": dense * tokens_per_s / peak_flops}

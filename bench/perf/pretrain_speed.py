@@ -6,7 +6,7 @@ length, batch size, masking rate and optimiser learning rate, side by side.
 Tokens/s counts real (non-pad) input tokens over steady-state steps (the first `--warmup-steps` of each arm
 are not timed: allocator and kernel warm-up). Each arm runs in its own fresh process; peak memory is that
 process's RSS on CPU and torch.cuda.max_memory_allocated on CUDA. On CUDA the MFU of each arm is reported
-against a measured bf16 matmul peak (biobench.perf.perf_common.mfu).
+against a measured bf16 matmul peak (biobench.training.flops, via perf_common.mfu_report).
 
     .venv/bin/python -m biobench.perf.pretrain_speed --quick
 """
@@ -29,14 +29,15 @@ from biobench.perf.perf_common import (
     finish,
     init_arm,
     matmul_peak_flops,
-    mfu,
+    mfu_report,
+    offline_environment,
     print_table,
-    resolve_device,
     run_isolated,
     safe_ratio,
 )
+from biobench.training.device import resolve_device
 
-SHARED_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "pretrain-fr"
+CORPUS_FOLDER = "pretrain-fr"  # under the data root ($BIOBENCH_DATA), as in ../shared/data
 TOKENIZER_DOCS = 2000
 
 
@@ -62,6 +63,16 @@ def generated_corpus(path: Path, n_docs: int = 2000, seed: int = 0) -> Path:
             n = max(20, min(20000, int(rng.lognormvariate(6.4, 1.0))))
             fh.write(json.dumps({"id": i, "text": " ".join(rng.choices(lexicon, weights, k=n))}) + "\n")
     return path
+
+
+def default_corpus(fallback: Path) -> str:
+    """The data root's pretrain-fr corpus when $BIOBENCH_DATA has one, else a generated corpus at `fallback`."""
+    from biobench.tasks.loading import resolve_data_dir
+
+    root = resolve_data_dir(None)
+    if root is not None and (root / CORPUS_FOLDER).is_dir():
+        return str(root / CORPUS_FOLDER)
+    return str(generated_corpus(fallback))
 
 
 def documents(corpus: str, limit: int | None) -> list[str]:
@@ -103,7 +114,7 @@ def _with_mfu(result: dict[str, Any], setup: dict[str, Any], folder: Path) -> di
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(folder)
-        result.update(mfu(setup["params"], config, setup["seq_len"], result["tokens_per_s"], setup["peak_flops"]))
+        result.update(mfu_report(setup["params"], config, setup["seq_len"], result["tokens_per_s"], setup["peak_flops"]))
     return result
 
 
@@ -217,7 +228,7 @@ ARMS = {"biobench": biobench_arm, "hf-trainer": hf_arm, "biobench-compile": biob
 # ---------------------------------------------------------------- driver
 def parse_args(argv: list[str] | None = None):
     parser = base_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", default=None, help="corpus file/folder (default: ../shared/data/pretrain-fr, "
+    parser.add_argument("--corpus", default=None, help="corpus file/folder (default: $BIOBENCH_DATA/pretrain-fr, "
                         "else a generated corpus)")
     parser.add_argument("--shape", default="small", help="ModernBERT shape: tiny, small or base")
     parser.add_argument("--model-dir", type=Path, default=None,
@@ -245,10 +256,10 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    offline_environment()
     device = resolve_device(args.device)
     with tempfile.TemporaryDirectory(prefix="pretrain-speed-") as tmp:
-        corpus = args.corpus or (str(SHARED_CORPUS) if SHARED_CORPUS.is_dir()
-                                 else str(generated_corpus(Path(tmp) / "corpus" / "generated.jsonl.gz")))
+        corpus = args.corpus or default_corpus(Path(tmp) / "corpus" / "generated.jsonl.gz")
         setup: dict[str, Any] = {
             "corpus": corpus, "shape": args.shape, "vocab_size": args.vocab_size, "seq_len": args.seq_len,
             "batch_size": args.batch_size, "micro_batch_size": args.micro_batch_size, "steps": args.steps,
@@ -284,10 +295,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
-    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-        sys.path.pop(0)
-    from biobench.perf.pretrain_speed import main as _main
-
-    raise SystemExit(_main())
+    raise SystemExit(main())

@@ -15,7 +15,6 @@ linear in length; attention makes it grow).
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any
 
 from biobench.perf.perf_common import (
@@ -27,11 +26,12 @@ from biobench.perf.perf_common import (
     finish,
     init_arm,
     median,
+    offline_environment,
     print_table,
-    resolve_device,
     shape_params,
     time_call,
 )
+from biobench.training.device import autocast, resolve_device
 
 MODES = ("eval", "mlm", "clm")
 LENGTHS = (512, 1024, 2048, 4096, 8192)
@@ -69,10 +69,10 @@ def make_step(mode: str, model: Any, seq_len: int, batch_size: int, device: str,
             return total / count
 
     optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=1e-5)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    precision = "bf16" if bf16 else "fp32"
 
     def step() -> None:
-        with context(), autocast():
+        with context(), autocast(device, precision):
             loss = loss_of()
         loss.backward()
         optimizer.step()
@@ -128,6 +128,7 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    offline_environment()
     device = resolve_device(args.device)
     init_arm(args.threads)
     rows = []
@@ -151,10 +152,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
-    if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-        sys.path.pop(0)
-    from biobench.perf.scaling import main as _main
-
-    raise SystemExit(_main())
+    raise SystemExit(main())

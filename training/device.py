@@ -1,0 +1,59 @@
+"""Where a model runs and in which number format and attention kernel: the device, dtype and attention-backend
+rules, in one place so that fine-tuning (`biobench eval`, bench/), pretraining (training/), the analyses and
+the performance scripts make the same choice on the same machine.
+
+It lives under training/ because training/ must not import bench/; bench/ imports it. torch is imported
+inside the functions, so importing this module keeps `biobench --help` fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from typing import Any
+
+
+def on_cuda(device: Any) -> bool:
+    """True for "cuda", "cuda:1" or a torch.device of type cuda."""
+    return str(device).startswith("cuda")
+
+
+def default_device(local_rank: int | None = None) -> str:
+    """"cuda" (or "cuda:<local_rank>" for a torchrun process) when CUDA is available, else "cpu"."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    return "cuda" if local_rank is None else f"cuda:{local_rank}"
+
+
+def resolve_device(name: str | None) -> str:
+    """A --device value: an explicit device is kept, None or "auto" means `default_device()`."""
+    return default_device() if name in (None, "", "auto") else str(name)
+
+
+def default_dtype(device: Any):
+    """Weights' dtype when nobody asked: bf16 on CUDA (what its tensor cores run fast), float32 on CPU."""
+    import torch
+
+    return torch.bfloat16 if on_cuda(device) else torch.float32
+
+
+def autocast(device: Any, precision: str = "auto"):
+    """The mixed-precision context of a training step: bf16 autocast when `precision` is "bf16", or "auto" on
+    CUDA (`default_dtype`); otherwise none (full float32)."""
+    import torch
+
+    dtype = torch.bfloat16 if precision == "bf16" else default_dtype(device) if precision == "auto" else None
+    if dtype is not torch.bfloat16:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(str(device)).type, dtype=torch.bfloat16)
+
+
+def attention_implementation(device: Any) -> str:
+    """flash-attention 2 on CUDA when the flash_attn package is installed (unpadded batches, is_causal path),
+    else PyTorch's sdpa. A model class without sdpa support makes transformers raise; callers that load
+    arbitrary hub models fall back to transformers' own default (eager) then (`biobench.models.load_encoder`)."""
+    if on_cuda(device) and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
