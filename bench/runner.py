@@ -29,20 +29,6 @@ from biobench.tasks.schema import TaskData
 Loader = Callable[[Any], TaskData]
 
 
-def parse_seeds(text: str) -> list[int]:
-    """'42-50' -> 42..50, '42,44' -> [42, 44], '42-44,50' -> [42, 43, 44, 50] (sorted, unique)."""
-    seeds: set[int] = set()
-    for part in filter(None, (p.strip() for p in str(text).split(","))):
-        match = re.fullmatch(r"(-?\d+)(?:\s*-\s*(-?\d+))?", part)
-        if not match or (match[2] is not None and int(match[2]) < int(match[1])):
-            raise ConfigError(f"bad --seeds value {text!r}: use a range like 42-50, a list like 42,44, or both")
-        low = int(match[1])
-        seeds.update(range(low, int(match[2] or low) + 1))
-    if not seeds:
-        raise ConfigError(f"bad --seeds value {text!r}: no seed given")
-    return sorted(seeds)
-
-
 def parse_shard(text: str | None) -> tuple[int, int]:
     """'i/n' (0 <= i < n) -> (i, n); SLURM arrays: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT."""
     if not text:

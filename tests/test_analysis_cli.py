@@ -87,7 +87,8 @@ def test_transplant_cli_errors(models, tmp_path, capsys):
     assert cli.main(base + ["--layers", "0-1", "--component", "ffn"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: unknown component 'ffn'; choose one of all, attention, mlp"
     assert cli.main(base + ["--layers", "1-0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --layers '1-0': range 1-0 is reversed"
+    assert capsys.readouterr().err.strip() == ("error: bad --layers value '1-0': range 1-0 is reversed (write 0-1); "
+                                                 "use a range like 1-4, a list like 1,3,8 or both (1-4,8)")
 
 
 def test_needle_generate_and_run(models, tmp_path, capsys):

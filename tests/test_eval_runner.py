@@ -43,15 +43,6 @@ def snapshot(root):
     return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_parse_seeds():
-    assert runner.parse_seeds("42-46") == [42, 43, 44, 45, 46]
-    assert runner.parse_seeds("44,42, 42") == [42, 44]
-    assert runner.parse_seeds("42-43,50") == [42, 43, 50]
-    for bad in ("50-42", "a", "", "4 2"):
-        with pytest.raises(ConfigError, match=rf"bad --seeds value {bad!r}"):
-            runner.parse_seeds(bad)
-
-
 def test_parse_shard():
     assert runner.parse_shard(None) == (0, 1) and runner.parse_shard("2/4") == (2, 4)
     for bad in ("4/4", "1", "-1/2", "0/0"):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.ranges import parse_ranges
 from biobench.training.device import resolve_device as _device
 
 CKA_HELP = """\
@@ -23,20 +23,6 @@ Student-t CI over the sample seeds. With --noise N, a second seed of the referen
 layer also gets the seed-noise ratio  r_l = div(A, B) / div(N, B)  (numerator: A vs B; denominator: N vs B).
 Paper §5.1 / DESIGN: A = the CLM-detour model, B = MLM seed 1, N = MLM seed 2, i.e.
 r_l = div(CLM, MLM_s1) / div(MLM_s2, MLM_s1)."""
-
-
-def parse_ranges(spec: str, option: str) -> list[int]:
-    """'0-7' -> [0..7]; '42,43,47' and '0-3,8' work too (sorted, unique)."""
-    values: set[int] = set()
-    for part in spec.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not match:
-            raise ConfigError(f"{option} '{spec}': expected a range like 0-7 or a list like 42,43,47")
-        lo, hi = int(match[1]), int(match[2] or match[1])
-        if hi < lo:
-            raise ConfigError(f"{option} '{spec}': range {lo}-{hi} is reversed")
-        values.update(range(lo, hi + 1))
-    return sorted(values)
 
 
 def add_parser(subparsers) -> None:

@@ -61,7 +61,8 @@ def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
 
 def run(args: argparse.Namespace) -> int:
     from biobench.protocols import overrides_from_args
-    from biobench.runner import execute, parse_seeds, parse_shard, plan_grid, summarize
+    from biobench.ranges import parse_ranges
+    from biobench.runner import execute, parse_shard, plan_grid, summarize
     from biobench.tasks.loading import load_task, resolve_data_dir
 
     if args.threads:
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     plan = plan_grid(
         args.model, specs, lambda spec: load_task(spec, data_dir), args.results,
-        seeds=parse_seeds(args.seeds) if args.seeds else None, overrides=overrides_from_args(args),
+        seeds=parse_ranges(args.seeds, "--seeds", minimum=None) if args.seeds else None, overrides=overrides_from_args(args),
         overwrite=args.overwrite, shard=parse_shard(args.shard), skip_unavailable=lenient,
     )
     skipped = sum(r.status == "skipped" for r in plan.runs)
