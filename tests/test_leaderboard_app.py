@@ -65,8 +65,20 @@ def test_app_survives_only_broken_results(tmp_path):
     (tmp_path / "m" / "diamed" / "seed-42.json").write_text("{not json")
     board = build_board([tmp_path], reference=False)
     assert board.entries == [] and len(board.problems) == 1
-    build_app(board)
-    assert isinstance(task_seed_frame(board, "fr", "diamed"), pd.DataFrame)
+    app = build_app(board)
+    shown = {(type(c).__name__, getattr(c, "label", None)): getattr(c, "value", None) for c in app.blocks.values()}
+    header = next(c.value for c in app.blocks.values() if type(c).__name__ == "Markdown" and c.value)
+    assert "0 measured model/language rows" in header and "**1 problem(s)** while reading results" in header
+    # each language tab says it is empty instead of showing a table
+    tables = [c.value for c in app.blocks.values() if type(c).__name__ == "HTML"]
+    assert tables == ['<div id="lb-table-fr" class="lb-notes">No fr rows match the filters.</div>',
+                      '<div id="lb-table-en" class="lb-notes">No en rows match the filters.</div>']
+    assert ("Tab", "Problems (1)") in shown  # the broken file is listed with its reason
+    problems = shown[("Dataframe", "Files that could not be used")]
+    assert [row[0] for row in problems["data"]] == [str(tmp_path / "m" / "diamed" / "seed-42.json")]
+    assert problems["data"][0][1].startswith("JSONDecodeError")
+    assert shown[("Dataframe", "Per-seed scores (macro-F1 %)")]["data"] == []  # no rows
+    assert task_seed_frame(board, "fr", "diamed").empty
 
 
 def test_needle_file_as_written_by_analyze(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from biobench.cli import main
-from biobench.errors import ConfigError
+from biobench.errors import ConfigError, DataError
 from biobench.tasks.loading import load_task, resolve_data_dir
 from biobench.tasks.registry import PAPER_TASKS, add_task_arguments, get_spec, list_specs, read_spec_file
 
@@ -32,6 +32,28 @@ def test_nineteen_paper_tasks_with_table8_lengths():
     assert get_spec("quaero-emea").seeds == tuple(range(42, 51))
     assert get_spec("gad").seeds == (42, 43, 44, 45, 46)
     assert get_spec("deid").credentialed and get_spec("phenotyping").credentialed
+
+
+def test_paper_task_list_agrees_in_its_three_places():
+    """The paper's 19 tasks are written three times: PAPER_TASKS (the order), `"paper_task": true` in the spec
+    files, and the task column of the paper's reference rows (leaderboard/reference/paper_results.csv).
+    Adding or removing a paper task means changing all three; this test names what disagrees."""
+    import csv
+    from importlib import resources
+
+    specs = {}
+    for path in resources.files("biobench.tasks.specs").iterdir():
+        if path.name.endswith(".json"):
+            raw = json.loads(path.read_text())
+            specs[raw["id"]] = raw
+    flagged = {tid for tid, raw in specs.items() if raw.get("paper_task")}
+    with resources.files("biobench.leaderboard.reference").joinpath("paper_results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    in_reference = {row["task"] for row in rows}
+    assert len(PAPER_TASKS) == len(set(PAPER_TASKS)) == 19
+    assert flagged == set(PAPER_TASKS), f"spec files vs PAPER_TASKS: {sorted(flagged ^ set(PAPER_TASKS))}"
+    assert in_reference == set(PAPER_TASKS), f"reference CSV vs PAPER_TASKS: {sorted(in_reference ^ set(PAPER_TASKS))}"
+    assert all(row["lang"] == specs[row["task"]]["lang"] for row in rows)  # same task, same language
 
 
 def test_extras_are_not_paper_tasks():
@@ -127,7 +149,8 @@ def test_own_data_dir_in_documented_layout_uncompressed(tmp_path, monkeypatch):
     for name in ("train", "devel", "test"):
         shutil.copy(FIX / "sample.iob.tsv", folder / f"{name}.tsv")
     monkeypatch.setenv("BIOBENCH_DATA", str(tmp_path))
-    with pytest.raises(Exception, match="'Chemical', which is not in the spec's label scheme"):
+    with pytest.raises(DataError, match=r"task 'ncbi-disease': example 'train-0' in split 'train' \(.*NCBI-disease-IOB\) "
+                       r"has label 'Chemical', which is not in the spec's label scheme \['Disease'\]; fix the data"):
         load_task(get_spec("ncbi-disease"))  # fixed label scheme ['Disease'] is enforced
     for name in ("train", "devel", "test"):
         (folder / f"{name}.tsv").write_text("No\tO\nhepatitis\tB-Disease\nB\tI-Disease\n")
