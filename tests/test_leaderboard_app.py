@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 from biobench.leaderboard import plots
 from biobench.leaderboard.app import build_app, task_label_frame, task_seed_frame
 from biobench.leaderboard.board import build_board
