@@ -8,15 +8,20 @@ its arguments and sets `func(args) -> int`. Heavy imports (torch, transformers) 
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
+from types import ModuleType
 
 from biobench import __version__
+from biobench.commands import analyze, card, compare, data, demo, leaderboard, models, pretrain, tasks
+from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
 
-# Order in which subcommands are listed in --help. A subcommand appears once its module exists.
-COMMANDS = ["demo", "tasks", "data", "models", "eval", "compare", "pretrain", "card", "analyze", "leaderboard"]
+# Subcommands in the order --help lists them. Imported explicitly: a missing or broken command module is an
+# ImportError at start-up, never a subcommand that silently disappears.
+COMMANDS: dict[str, ModuleType] = {
+    "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "compare": compare,
+    "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,11 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"biobench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        module_name = f"biobench.commands.{name.replace('-', '_')}"
-        if importlib.util.find_spec(module_name) is None:
-            continue
-        importlib.import_module(module_name).add_parser(sub)
+    for module in COMMANDS.values():
+        module.add_parser(sub)
     return parser
 
 
