@@ -42,12 +42,12 @@ def test_paper_task_list_agrees_in_its_three_places():
     from importlib import resources
 
     specs = {}
-    for path in resources.files("biobench.tasks.specs").iterdir():
+    for path in resources.files("biobench.tasks").joinpath("specs").iterdir():
         if path.name.endswith(".json"):
             raw = json.loads(path.read_text())
             specs[raw["id"]] = raw
     flagged = {tid for tid, raw in specs.items() if raw.get("paper_task")}
-    with resources.files("biobench.leaderboard.reference").joinpath("paper_results.csv").open() as fh:
+    with resources.files("biobench.leaderboard").joinpath("reference", "paper_results.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     in_reference = {row["task"] for row in rows}
     assert len(PAPER_TASKS) == len(set(PAPER_TASKS)) == 19
