@@ -19,20 +19,11 @@ from typing import Any
 
 import torch
 from biobench.errors import ConfigError
-from biobench.training import (
-    card,
-    checkpoint,
-    corpus,
-    distributed,
-    flops,
-    freezing,
-    loading,
-    optim,
-    schedules,
-)
+from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
 from biobench.training.device import attention_implementation, autocast
+from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.progress import log_line, progress_bar, quiet_library_bars
@@ -118,11 +109,11 @@ def _hardware(device: torch.device) -> str:
 def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torch.device,
          causal: bool) -> float | None:
     """MFU of a logged step against the GPU's datasheet peak (biobench.training.flops); None on CPU."""
-    peak = flops.table_peak_flops(device)
+    peak = table_peak_flops(device)
     if peak is None:
         return None
     n_params = sum(p.numel() for p in model.parameters())
-    return flops.mfu(n_params, model.config, seq_len, tokens_per_s, peak, causal=causal)
+    return mfu(n_params, model.config, seq_len, tokens_per_s, peak, causal=causal)
 
 
 @dataclass
