@@ -230,3 +230,28 @@ def test_eval_cli_bad_input_is_one_line(args, message, capsys, tmp_path, minilm_
     assert cli.main(["eval", *args, "--results", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_full_disk_ends_the_grid_with_one_line_and_the_finished_result_whole(tiny_mlm_dir, tmp_path, fill_disk,
+                                                                            capsys, monkeypatch):
+    from biobench.errors import DiskFullError
+
+    one = [spec("t1", seeds=(1, 2))]
+    p = plan(tiny_mlm_dir, tmp_path, specs=one)
+    real_write = runner.write_result
+    written = []
+
+    def write_then_fill(path, result, rows):
+        if written:  # the second run: the disk is full by now
+            fill_disk()
+        written.append(path)
+        return real_write(path, result, rows)
+
+    monkeypatch.setattr(runner, "write_result", write_then_fill)
+    with pytest.raises(DiskFullError) as err:
+        runner.execute(p, progress=False)
+    first = p.runs[0].path
+    assert str(err.value).startswith(f"disk full writing to {first.parent}: ")
+    assert f"1 finished result(s) under {tmp_path} are safe" in str(err.value) and "\n" not in str(err.value)
+    assert sorted(x.name for x in first.parent.iterdir()) == ["seed-1.json", "seed-1.predictions.jsonl"]
+    assert read_result(first).to_json() == first.read_text()  # whole

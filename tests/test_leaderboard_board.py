@@ -162,3 +162,24 @@ def test_compare_tab_task_average_and_task_view_mdd(board):
     assert m.n_seeds == 3 and m.mdd > m.mdd_many_seeds > 0
     frame = task_seed_frame(board, "fr", "diamed").set_index("model")
     assert frame.loc["tiny-detour", "MDD 80% power"] == pytest.approx(100 * m.mdd, abs=0.5)
+
+
+def test_board_does_not_import_compare():
+    import subprocess
+    import sys
+
+    code = ("import sys, biobench.leaderboard.board; "
+            "assert 'biobench.leaderboard.compare' not in sys.modules and 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_board_metric_is_the_headline_macro_f1_over_the_recorded_inventory(tmp_path):
+    """A multilabel label in the task's inventory but absent from gold and predictions counts 0, as in the
+    result's own macro-F1 (biobench.metrics.score)."""
+    from biobench.leaderboard.board import task_metric
+    from biobench.metrics import score
+
+    gold, pred = [["x"], ["x", "y"], []], [["x"], ["y"], ["y"]]
+    inventory = ("x", "y", "never")
+    run = R.Run(tmp_path, "m", "m", "fr", "t", "multilabel", 1, 0.5, {}, None, {}, labels=inventory)
+    assert task_metric([run], gold, [pred])(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from pathlib import Path
@@ -245,42 +244,13 @@ def test_written_files_get_the_umask_mode(tmp_path, umask, mode):
     assert os.umask(old) == old  # reading the umask left it as it was
 
 
-def _disk_full_on_write(monkeypatch, after: int = 0):
-    """Make the n-th data write (after `after` good ones) fail like a full disk, as os.write would."""
-    real = os.fdopen
-    calls = []
-
-    class Full:
-        def __init__(self, handle):
-            self.handle = handle
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.handle.close()
-
-        def fileno(self):
-            return self.handle.fileno()
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-    def fdopen(fd, *args, **kwargs):
-        calls.append(fd)
-        handle = real(fd, *args, **kwargs)
-        return handle if len(calls) <= after else Full(handle)
-
-    monkeypatch.setattr(os, "fdopen", fdopen)
-
-
-def test_full_disk_is_one_line_naming_folder_size_and_what_is_safe(tmp_path, monkeypatch):
+def test_full_disk_is_one_line_naming_folder_size_and_what_is_safe(tmp_path, fill_disk):
     done = store.result_path(tmp_path, "m", "t", 1)
     store.write_result(done, make_result(dict(KEY, seed=1)), [{"gold": "a", "pred": "a"}])
     finished = done.read_bytes()
     path = store.result_path(tmp_path, "m", "t", 42)
     rows = [{"gold": "a", "pred": "b"}]
-    _disk_full_on_write(monkeypatch, after=1)  # the predictions fit, the result does not
+    fill_disk(after=1)  # the predictions fit, the result does not
     with pytest.raises(DiskFullError) as err:
         store.write_result(path, make_result(), rows)
     expected = make_result()
@@ -293,14 +263,14 @@ def test_full_disk_is_one_line_naming_folder_size_and_what_is_safe(tmp_path, mon
     assert done.read_bytes() == finished  # the finished result stays whole
 
 
-def test_full_disk_in_the_cli_is_one_error_line(tmp_path, monkeypatch, capsys):
+def test_full_disk_in_the_cli_is_one_error_line(tmp_path, monkeypatch, fill_disk, capsys):
     from biobench import cli
     from biobench.commands import compare
 
     def write_fails(*_args, **_kwargs):
         files.atomic_write(tmp_path / "out" / "report.json", "{}")
 
-    _disk_full_on_write(monkeypatch)
+    fill_disk()
     monkeypatch.setattr(compare, "compare", write_fails)
     assert cli.main(["compare", "a", "b", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
