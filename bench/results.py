@@ -194,9 +194,15 @@ def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[
     reference of all is the first model's. `strict`: a mismatch raises ResultsError naming both files
     (`biobench compare`); otherwise the seed (or, when its reference differs, the whole model) is dropped and
     listed in `dropped` (the leaderboard). None when no seed is left."""
-    first_source: str | None = None
-    examples = None
     out = AlignedPredictions([], [], {})
+
+    def differs(group: str, source: str, reference: str, reason: str) -> None:
+        if strict:
+            raise ResultsError(f"{source}: its test examples (ids/gold) differ from {reference}; the two runs were "
+                               "scored on different data, so they cannot be compared pairwise")
+        out.dropped.append((group, source, reason))
+
+    examples = first_source = None
     for group, seeds in groups.items():
         own = own_source = None
         kept = []
@@ -205,10 +211,7 @@ def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[
             if own is None:
                 own, own_source = these, source
             elif these != own:
-                if strict:
-                    raise ResultsError(f"{source}: its test examples (ids/gold) differ from {own_source}; the two "
-                                       "runs were scored on different data, so they cannot be compared pairwise")
-                out.dropped.append((group, source, "predictions are not aligned with the model's other seeds"))
+                differs(group, source, own_source, "predictions are not aligned with the model's other seeds")
                 continue
             kept.append([r["pred"] for r in rows])
         if own is None:
@@ -216,11 +219,8 @@ def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[
         if examples is None:
             examples, first_source = own, own_source
         elif own != examples:
-            if strict:
-                raise ResultsError(f"{own_source}: its test examples (ids/gold) differ from {first_source}; the two "
-                                   "runs were scored on different data, so they cannot be compared pairwise")
-            out.dropped.append((group, own_source, "predictions use other test examples than "
-                                                   f"{first_source}; left out of paired tests"))
+            differs(group, own_source, first_source,
+                    f"predictions use other test examples than {first_source}; left out of paired tests")
             continue
         out.preds[group] = kept
     if examples is None:
