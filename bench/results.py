@@ -80,16 +80,17 @@ class Result:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             found = data.get("schema") if isinstance(data, dict) else type(data).__name__
             raise ResultsError(f"{source}: not a biobench result (schema {found!r}, expected {SCHEMA!r})")
+        task = data.get("task") if isinstance(data.get("task"), dict) else {"id": data.get("task")}
+        test = data["metrics"].get("test") if isinstance(data.get("metrics"), dict) else None
         missing = [f for f in REQUIRED_FIELDS if f not in data]
         if check_key:
             missing += [f"key.{f}" for f in KEY_FIELDS
                         if not isinstance(data.get("key"), dict) or f not in data["key"]]
+        missing += ["task.id"] if "task" in data and task.get("id") is None else []
+        missing += ["metrics.test.macro_f1"] if "metrics" in data and not (
+            isinstance(test, dict) and "macro_f1" in test) else []
         if missing:
             raise ResultsError(f"{source}: result file lacks field(s) {', '.join(missing)} (schema {SCHEMA})")
-        task = data["task"] if isinstance(data["task"], dict) else {"id": data["task"]}
-        test = data["metrics"].get("test") if isinstance(data["metrics"], dict) else None
-        if not isinstance(test, dict) or "macro_f1" not in test:
-            raise ResultsError(f"{source}: result file lacks field(s) metrics.test.macro_f1 (schema {SCHEMA})")
         value = test["macro_f1"]
         if isinstance(value, bool) or not isinstance(value, int | float) or not (
                 math.isfinite(value) and 0.0 <= value <= 1.0):

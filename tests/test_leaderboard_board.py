@@ -183,3 +183,16 @@ def test_board_metric_is_the_headline_macro_f1_over_the_recorded_inventory(tmp_p
     inventory = ("x", "y", "never")
     run = R.Run(tmp_path, "m", "m", "fr", "t", "multilabel", 1, 0.5, {}, None, {}, labels=inventory)
     assert task_metric([run], gold, [pred])(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])
+
+
+def test_scan_reads_every_seed_file_the_writer_writes(tmp_path):
+    """The leaderboard finds results by the store's own seed-file pattern (negative seeds included)."""
+    from biobench.results import Result, result_path, run_key, write_result
+
+    for seed in (-1, 7):
+        write_result(result_path(tmp_path, "m", "diamed", seed), Result(
+            model={"id": "m", "slug": "m"}, task={"id": "diamed", "lang": "fr", "kind": "classification"},
+            seed=seed, protocol={"hash": "p"}, key=run_key("r", "d", "p", seed), metrics={"test": {"macro_f1": 0.5}}),
+            [{"id": 1, "gold": "a", "pred": "a"}])
+    scan = R.scan_results([tmp_path])
+    assert sorted(r.seed for r in scan.runs) == [-1, 7] and scan.problems == []
