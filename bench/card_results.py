@@ -14,16 +14,16 @@ def task_summaries(results_dir: str | Path, model_slug: str) -> list[dict[str, A
     """Per task: the headline test metric (the protocol's `metric`, macro-F1 by default) averaged over seeds."""
     per_task: dict[str, dict[str, Any]] = {}
     for _, result in iter_results(results_dir, model_slug):
-        task = result["task"]
-        metric = (result.get("protocol") or {}).get("metric", "macro_f1")
-        value = result["metrics"]["test"].get(metric)
+        task = result.task
+        metric = (result.protocol or {}).get("metric", "macro_f1")
+        value = result.metrics["test"].get(metric)
         if value is None:
             continue
         entry = per_task.setdefault(task["id"], {"task_id": task["id"], "kind": task.get("kind", ""),
                                                  "lang": task.get("lang", ""), "metric": metric,
                                                  "values": [], "seeds": []})
         entry["values"].append(float(value))
-        entry["seeds"].append(int(result["seed"]))
+        entry["seeds"].append(result.seed)
     if not per_task:
         raise DataError(f"no results for model '{model_slug}' under {results_dir} (expected "
                         f"{results_dir}/{model_slug}/<task>/seed-<n>.json: run `biobench eval --model ...` first)")

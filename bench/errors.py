@@ -23,3 +23,7 @@ class ModelLoadError(BiobenchError):
 
 class ResultsError(BiobenchError):
     """A results file is corrupt or was produced under a different protocol."""
+
+
+class DiskFullError(BiobenchError):
+    """The disk (or quota) filled up while writing; names the folder, the bytes needed and what is safe."""

@@ -23,7 +23,7 @@ from biobench.errors import BiobenchError, ConfigError, DataError
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model
 from biobench.protocols import Protocol, resolve_task_protocol
-from biobench.results import decide, read_result, result_path, run_key, write_result
+from biobench.results import Result, decide, read_result, result_path, run_key, write_result
 from biobench.tasks.schema import TaskData
 
 Loader = Callable[[Any], TaskData]
@@ -97,44 +97,47 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
     for run in runs:
         run.decision = decide(run.path, run.key, overwrite, run.protocol.to_dict())
         if run.decision == "skip":
-            run.status, run.macro_f1 = "skipped", read_result(run.path)["metrics"]["test"]["macro_f1"]
+            run.status, run.macro_f1 = "skipped", read_result(run.path).macro_f1
     return Plan(info, model, Path(results_dir), grid, runs, data, unavailable, shard)
 
 
-def _versions() -> dict[str, str]:
+def versions(**extra: str) -> dict[str, str]:
+    """The library versions a result records (`extra`: more libraries, e.g. scikit-learn for probes)."""
     import torch
     import transformers
 
     return {"biobench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version()}
+            **extra, "python": platform.python_version()}
 
 
-def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device: str) -> dict[str, Any]:
+def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device: str) -> Result:
     data = plan.data[run.task.id]
-    return {
-        "model": info.to_dict(),
-        "task": {"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
-                 "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
-                 "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
-                 "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels,
-                 "labels": task.labels},
-        "seed": run.seed,
-        "protocol": run.protocol.to_dict(),
-        "key": run.key,
-        "head": {"name": run.protocol.head, **run.protocol.head_config},
-        "metrics": {"test": {**outcome.test_metrics, **extra_metrics(getattr(run.task, "extra_metrics", ()),
-                                                                     task.gold["test"], outcome.test_predictions)},
-                    "dev": outcome.dev_metrics},
-        "dev_metric": run.protocol.dev_metric,
-        "dev_score": outcome.dev_score,
-        "best_epoch": outcome.best_epoch,
-        "best_step": outcome.best_step,
-        "history": outcome.history,
-        "timings": outcome.timings,
-        "versions": _versions(),
-        "device": device,
-        "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    return Result(
+        model=info.to_dict(),
+        task={"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
+              "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
+              "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
+              "n_test": len(task.examples["test"]), "unseen_test_labels": task.unseen_test_labels,
+              "labels": task.labels},
+        seed=run.seed,
+        protocol=run.protocol.to_dict(),
+        key=run.key,
+        metrics={"test": {**outcome.test_metrics, **extra_metrics(getattr(run.task, "extra_metrics", ()),
+                                                                  task.gold["test"], outcome.test_predictions)},
+                 "dev": outcome.dev_metrics},
+        details={
+            "head": {"name": run.protocol.head, **run.protocol.head_config},
+            "dev_metric": run.protocol.dev_metric,
+            "dev_score": outcome.dev_score,
+            "best_epoch": outcome.best_epoch,
+            "best_step": outcome.best_step,
+            "history": outcome.history,
+            "timings": outcome.timings,
+            "versions": versions(),
+            "device": device,
+            "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    )
 
 
 def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
@@ -188,20 +191,17 @@ def detectable_difference(paths: Sequence[Path]):
     """The minimum detectable difference at 80% power (stats.minimum_detectable_difference) from these
     seeds' predictions files; None when a file is missing or the seeds were scored on different examples."""
     from biobench.errors import ResultsError
-    from biobench.results import read_predictions
+    from biobench.results import align_predictions, read_predictions
     from biobench.stats import minimum_detectable_difference, prediction_macro_f1
 
     try:
-        rows = [read_predictions(p) for p in paths]
+        aligned = align_predictions({"seeds": [(str(p), read_predictions(p)) for p in paths]})
     except ResultsError:
         return None
-    if not rows:
+    if aligned is None or not aligned.gold:
         return None
-    gold = [r["gold"] for r in rows[0]]
-    if not gold or any([r["gold"] for r in seed_rows] != gold for seed_rows in rows[1:]):
-        return None
-    preds = [[r["pred"] for r in seed_rows] for seed_rows in rows]
-    return minimum_detectable_difference(gold, preds, prediction_macro_f1(gold, *preds))
+    preds = aligned.preds["seeds"]
+    return minimum_detectable_difference(aligned.gold, preds, prediction_macro_f1(aligned.gold, *preds))
 
 
 def summarize(plan: Plan) -> dict[str, Any]:
@@ -218,8 +218,8 @@ def summarize(plan: Plan) -> dict[str, Any]:
         for run in runs:
             if run.path.exists():
                 result = read_result(run.path)
-                if result["key"] == run.key:
-                    scores[run.seed] = result["metrics"]["test"]["macro_f1"]
+                if result.key == run.key:
+                    scores[run.seed] = result.macro_f1
         row: dict[str, Any] = {"task": task_id, "lang": runs[0].task.lang, "kind": runs[0].task.kind,
                                "seeds_expected": len(runs), "n": len(scores), "scores": scores}
         if scores:

@@ -14,8 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from biobench.errors import ResultsError
 from biobench.leaderboard import results as R
-from biobench.stats import SeedSummary, SignificanceGroups, seed_summary
+from biobench.results import AlignedPredictions, align_predictions
+from biobench.stats import (
+    CountMetric,
+    SeedSummary,
+    SignificanceGroups,
+    prediction_macro_f1,
+    seed_summary,
+    significance_groups,
+)
 
 
 @dataclass(frozen=True)
@@ -214,10 +223,55 @@ def build_board(
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
     board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), scan.analyses)
     if significance:
-        from biobench.leaderboard.compare import compute_groups
-
         compute_groups(board, n_boot=n_boot, seed=seed)
     return board
+
+
+# --- predictions: significance groups here, A-vs-B comparisons in leaderboard.compare --------------------
+
+
+def _report(problems: list[R.Problem], problem: R.Problem) -> None:
+    if problem not in problems:
+        problems.append(problem)
+
+
+def aligned_predictions(board: Board, task: str, entries: Sequence[Entry]) -> AlignedPredictions | None:
+    """The predictions of `entries` on `task` paired by `biobench.results.align_predictions`: seeds without a
+    readable file, seeds misaligned with their model's others and models scored on other test examples than
+    the first are left out and reported as problems."""
+    groups: dict[str, list[tuple[str, list]]] = {}
+    for entry in entries:
+        for run in entry.runs.get(task, []):
+            if run.predictions is None:
+                continue
+            try:
+                groups.setdefault(entry.key, []).append((str(run.predictions), R.load_predictions(run.predictions)))
+            except ResultsError as err:
+                _report(board.problems, R.problem_of(err, run.predictions, "unreadable predictions"))
+    aligned = align_predictions(groups, strict=False)
+    for _, source, reason in aligned.dropped if aligned else ():
+        _report(board.problems, R.Problem(source, reason))
+    return aligned
+
+
+def task_metric(runs: Sequence[R.Run], gold: Sequence, preds: Sequence[Sequence]) -> CountMetric:
+    """The task's macro-F1 (`stats.prediction_macro_f1`, the headline score's counts) over the label inventory
+    the results record, gold and every prediction list."""
+    return prediction_macro_f1(gold, *preds, kind=runs[0].kind, labels=runs[0].labels)
+
+
+def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
+    """Fill board.groups[(lang, task)] for every task with predictions from at least two models."""
+    for lang in board.langs:
+        measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+        for task in board.columns(lang):
+            with_task = [e for e in measured if task in e.runs]
+            aligned = aligned_predictions(board, task, with_task)
+            if aligned is None or len(aligned.preds) < 2:
+                continue
+            metric = task_metric(with_task[0].runs[task], aligned.gold,
+                                 [p for seeds in aligned.preds.values() for p in seeds])
+            board.groups[(lang, task)] = significance_groups(aligned.gold, aligned.preds, metric, n_boot, seed, alpha)
 
 
 def fmt(x: float | None, digits: int = 1) -> str:

@@ -1,22 +1,25 @@
 """Read results folders (docs/FORMATS.md) and the paper's reference rows, tolerantly.
 
-Every file that cannot be used becomes a `Problem` (path + reason) instead of an exception: one corrupt or
-half-written result must never take the leaderboard down. No torch here (the leaderboard starts fast).
+Files are read by the results store's one reader (`biobench.results`); every file that cannot be used becomes
+a `Problem` (path + the reader's reason) instead of an exception: one corrupt or half-written result must never
+take the leaderboard down. No torch here (the leaderboard starts fast).
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-SEED_FILE = re.compile(r"^seed-(\d+)\.json$")
+from biobench import results as store
+from biobench.errors import ResultsError
+
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
 
 
@@ -41,6 +44,7 @@ class Run:
     per_label: dict[str, float]
     predictions: Path | None
     model_meta: dict[str, Any]
+    labels: tuple[str, ...] = ()  # the task's label inventory, when the result records it
 
 
 @dataclass(frozen=True)
@@ -65,13 +69,6 @@ class Scan:
     analyses: dict[str, list[Path]] = field(default_factory=lambda: {k: [] for k in ANALYSIS_FILES})
 
 
-def _fraction(value: Any) -> float:
-    x = float(value)
-    if not math.isfinite(x) or not 0.0 <= x <= 1.0:
-        raise ValueError(f"macro_f1 {value!r} is not a fraction in [0, 1]")
-    return x
-
-
 def _per_label_f1(per_label: Any) -> dict[str, float]:
     if not isinstance(per_label, dict):
         return {}
@@ -83,32 +80,36 @@ def _per_label_f1(per_label: Any) -> dict[str, float]:
     return out
 
 
+def _reason(err: Exception, path: Path) -> str:
+    """A store error's message without the file name (the Problem names the file): 'path:2: x' -> 'line 2: x'."""
+    message = str(err).removeprefix(f"{path}: ")
+    return re.sub(r"^(\d+): ", r"line \1: ", message.removeprefix(f"{path}:"))
+
+
 def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
-    """One result file -> Run; raises ValueError/KeyError/TypeError/json errors with a reason."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    model, task = data["model"], data["task"]
-    task_id = str(task["id"] if isinstance(task, dict) else task)
-    slug = str(model.get("slug") or model.get("id") or path.parent.parent.name)
-    lang = (task.get("lang") if isinstance(task, dict) else None) or (known_langs or {}).get(task_id)
+    """One result file -> Run through the results store's reader (`biobench.results.read_result`), which
+    raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
+    scores), and a task without `lang` takes the language of the known task of that id."""
+    result = store.read_result(path, check_key=False)
+    task = result.task
+    lang = task.get("lang") or (known_langs or {}).get(result.task_id)
     if not lang:
-        raise ValueError(f"no task.lang and task {task_id!r} is not a known task")
-    test = data["metrics"]["test"]
-    pred_name = data.get("predictions")
-    pred_path = path.parent / pred_name if pred_name else path.with_name(path.stem + ".predictions.jsonl")
+        raise ResultsError(f"{path}: no task.lang and task {result.task_id!r} is not a known task")
+    slug = str(result.slug or path.parent.parent.name)
+    pred_path = path.parent / result.predictions if result.predictions else store.predictions_path(path)
     return Run(
         path=path,
         model=slug,
-        name=str(model.get("alias") or model.get("id") or slug),
+        name=str(result.model.get("alias") or result.model.get("id") or slug),
         lang=str(lang),
-        task=task_id,
-        kind=str(task.get("kind", "classification")) if isinstance(task, dict) else "classification",
-        seed=int(data["seed"]),
-        score=_fraction(test["macro_f1"]),
-        per_label=_per_label_f1(test.get("per_label")),
+        task=result.task_id,
+        kind=str(task.get("kind", "classification")),
+        seed=result.seed,
+        score=float(result.macro_f1),
+        per_label=_per_label_f1(result.metrics["test"].get("per_label")),
         predictions=pred_path if pred_path.is_file() else None,
-        model_meta=dict(model),
+        model_meta=dict(result.model),
+        labels=tuple(task.get("labels") or ()),
     )
 
 
@@ -126,13 +127,12 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
             if kind:
                 scan.analyses[kind].append(path)
                 continue
-            if not SEED_FILE.match(path.name):
+            if not store.SEED_FILE.match(path.name):
                 continue
             try:
                 run = parse_result(path, known_langs)
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-                reason = f"{type(err).__name__}: {err}" if not isinstance(err, KeyError) else f"missing field {err}"
-                scan.problems.append(Problem(str(path), reason))
+            except ResultsError as err:
+                scan.problems.append(Problem(str(path), _reason(err, path)))
                 continue
             key = (run.model, run.task, run.seed)
             if key in seen:
@@ -143,30 +143,25 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
     return scan
 
 
-@dataclass(frozen=True)
-class Predictions:
-    ids: list
-    gold: list
-    pred: list
+@lru_cache(maxsize=512)
+def _predictions(path: str, mtime_ns: int) -> tuple[dict[str, Any], ...]:
+    rows = store.read_predictions(Path(path))
+    if not rows:
+        raise ResultsError(f"{path}: no predictions")
+    return tuple(rows)
 
 
-def read_predictions(path: Path) -> Predictions:
-    """A predictions JSONL (one {"id", "gold", "pred"} per test example); raises ValueError naming the line."""
-    ids, gold, pred = [], [], []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                ids.append(row.get("id", lineno))
-                gold.append(row["gold"])
-                pred.append(row["pred"])
-            except (json.JSONDecodeError, KeyError, AttributeError) as err:
-                raise ValueError(f"line {lineno}: {type(err).__name__}: {err}") from err
-    if not ids:
-        raise ValueError("no predictions")
-    return Predictions(ids, gold, pred)
+def load_predictions(path: Path) -> list[dict[str, Any]]:
+    """The rows of a predictions file (`biobench.results.read_predictions`), cached while the file is
+    unchanged: significance groups, comparisons and MDDs read the same files many times."""
+    try:
+        return list(_predictions(str(path), path.stat().st_mtime_ns))
+    except OSError as err:
+        raise ResultsError(f"{path}: unreadable predictions file ({err.strerror or err})") from None
+
+
+def problem_of(err: ResultsError, path: Path, what: str) -> Problem:
+    return Problem(str(path), f"{what}: {_reason(err, path)}")
 
 
 def reference_csv() -> Path:

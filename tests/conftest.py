@@ -85,3 +85,40 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def fill_disk(monkeypatch):
+    """fill_disk(after=n): the files opened by biobench's atomic writes after the first n fail on write with
+    ENOSPC, as a full disk makes os.write fail (the data, not the open, is what does not fit)."""
+    import errno
+
+    real = os.fdopen
+
+    class Full:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def fileno(self):
+            return self.handle.fileno()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def arm(after: int = 0) -> None:
+        opened = []
+
+        def fdopen(fd, *args, **kwargs):
+            opened.append(fd)
+            handle = real(fd, *args, **kwargs)
+            return handle if len(opened) <= after else Full(handle)
+
+        monkeypatch.setattr(os, "fdopen", fdopen)
+
+    return arm

@@ -147,12 +147,16 @@ def test_probe_cli_writes_eval_style_results(models, tmp_path, capsys):
             "--limit-train", "120", "--max-length", "48", "--results", str(tmp_path), "--device", "cpu"]
     assert cli.main(args) == 0
     found = list(iter_results(tmp_path))
-    assert [r["seed"] for _, r in found] == [1, 2]
+    assert [r.seed for _, r in found] == [1, 2]
     for path, result in found:
-        assert result["protocol"]["name"] == "probe" and result["task"]["id"] == "demo-cls"
+        assert result.protocol["name"] == "probe" and result.task_id == "demo-cls"
         assert path.parent.parent.name.endswith("--probe-mean-last")
-        assert 0.0 <= result["metrics"]["test"]["macro_f1"] <= 1.0
-        assert path.with_name(f"seed-{result['seed']}.predictions.jsonl").is_file()
+        assert 0.0 <= result.macro_f1 <= 1.0
+        assert path.with_name(f"seed-{result.seed}.predictions.jsonl").is_file()
+        assert list(result.to_dict()) == ["schema", "model", "task", "seed", "protocol", "key", "metrics", "dev_score",
+                                          "best_epoch", "timings", "versions", "device", "created", "predictions"]
+        assert list(result.details["versions"]) == ["biobench", "torch", "transformers", "scikit-learn", "python"]
+        assert path.read_text() == result.to_json()
     capsys.readouterr()
     assert cli.main(args) == 0
     assert capsys.readouterr().out.count("done already") == 2

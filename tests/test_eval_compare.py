@@ -10,7 +10,7 @@ from biobench import cli
 from biobench.commands.compare import compare
 from biobench.errors import ConfigError, ResultsError
 from biobench.metrics import score
-from biobench.results import result_path, run_key, write_result
+from biobench.results import Result, result_path, run_key, write_result
 
 
 def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=80, gold_shift=0, lang="en"):
@@ -20,10 +20,9 @@ def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=8
         pred = [g if rng.random() < accuracy else rng.choice("abc") for g in gold]
         metrics = score("classification", gold, pred)
         rows = [{"id": str(i), "gold": g, "pred": p} for i, (g, p) in enumerate(zip(gold, pred, strict=True))]
-        write_result(result_path(root, slug, task, seed), {
-            "model": {"id": slug, "slug": slug}, "task": {"id": task, "lang": lang, "kind": "classification"},
-            "seed": seed, "protocol": {"hash": "p"}, "key": run_key("r", "d", "p", seed),
-            "metrics": {"test": metrics}}, rows)
+        write_result(result_path(root, slug, task, seed), Result(
+            model={"id": slug, "slug": slug}, task={"id": task, "lang": lang, "kind": "classification"},
+            seed=seed, protocol={"hash": "p"}, key=run_key("r", "d", "p", seed), metrics={"test": metrics}), rows)
 
 
 def test_better_model_wins_significantly(tmp_path):

@@ -63,7 +63,12 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     first = plan(tiny_mlm_dir, tmp_path)
     runner.execute(first, device="cpu", progress=False)
     assert [r.status for r in first.runs] == ["done"] * 5
-    result = read_result(first.runs[0].path)
+    path = first.runs[0].path
+    assert read_result(path).to_json() == path.read_text()  # read and written again: byte-identical
+    result = read_result(path).to_dict()
+    assert list(result) == ["schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric",
+                            "dev_score", "best_epoch", "best_step", "history", "timings", "versions", "device",
+                            "created", "predictions"]
     assert result["model"]["slug"] == first.model.slug and result["model"]["params"] > 0
     assert result["task"] | {"source": None} == {
         "id": "t1", "lang": "en", "kind": "classification", "data_checksum": "sha256:t1", "source": None,
@@ -89,7 +94,7 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
 
     summary = runner.summarize(again)
     t2 = next(t for t in summary["tasks"] if t["task"] == "t2")
-    scores = [read_result(r.path)["metrics"]["test"]["macro_f1"] for r in first.runs[2:]]
+    scores = [read_result(r.path).macro_f1 for r in first.runs[2:]]
     assert t2["n"] == 3 and t2["mean"] == pytest.approx(sum(scores) / 3)
     assert t2["ci_low"] <= t2["mean"] <= t2["ci_high"]
     assert summary["languages"]["fr"]["mean"] == pytest.approx(t2["mean"])
@@ -155,8 +160,8 @@ def test_test_label_unseen_in_train_counts_as_a_miss(tiny_mlm_dir, tmp_path):
     p = plan(tiny_mlm_dir, tmp_path, specs=[spec("rare", seeds=(1,))], loader=lambda s: data)
     runner.execute(p, progress=False, log=logs.append)
     result = read_result(p.runs[0].path)
-    assert result["task"]["unseen_test_labels"] == ["nephro"]
-    assert result["metrics"]["test"]["per_label"]["nephro"]["f1"] == 0.0
+    assert result.task["unseen_test_labels"] == ["nephro"]
+    assert result.metrics["test"]["per_label"]["nephro"]["f1"] == 0.0
     assert logs == ["rare: test labels never seen in train ['nephro'] cannot be predicted; they count as misses "
                     "in the metrics"]
 
@@ -171,8 +176,8 @@ def test_result_records_data_version_and_the_specs_extra_metrics(tiny_mlm_dir, t
     runner.execute(p, progress=False)
     result = read_result(p.runs[0].path)
     rows = read_predictions(p.runs[0].path)
-    assert result["task"]["data_version"] == "blue-reconstructed"
-    assert result["metrics"]["test"]["blue_micro_f1"] == pytest.approx(
+    assert result.task["data_version"] == "blue-reconstructed"
+    assert result.metrics["test"]["blue_micro_f1"] == pytest.approx(
         micro_f1_excluding([r["gold"] for r in rows], [r["pred"] for r in rows], ("false",)))
     bad = SimpleNamespace(**vars(spec("ver", seeds=(1,))), extra_metrics=("bleu",))
     with pytest.raises(ConfigError, match=r"task 'ver': unknown extra_metrics \['bleu'\]"):
@@ -216,3 +221,28 @@ def test_eval_cli_bad_input_is_one_line(args, message, capsys, tmp_path, minilm_
     assert cli.main(["eval", *args, "--results", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_full_disk_ends_the_grid_with_one_line_and_the_finished_result_whole(tiny_mlm_dir, tmp_path, fill_disk,
+                                                                            capsys, monkeypatch):
+    from biobench.errors import DiskFullError
+
+    one = [spec("t1", seeds=(1, 2))]
+    p = plan(tiny_mlm_dir, tmp_path, specs=one)
+    real_write = runner.write_result
+    written = []
+
+    def write_then_fill(path, result, rows):
+        if written:  # the second run: the disk is full by now
+            fill_disk()
+        written.append(path)
+        return real_write(path, result, rows)
+
+    monkeypatch.setattr(runner, "write_result", write_then_fill)
+    with pytest.raises(DiskFullError) as err:
+        runner.execute(p, progress=False)
+    first = p.runs[0].path
+    assert str(err.value).startswith(f"disk full writing to {first.parent}: ")
+    assert f"1 finished result(s) under {tmp_path} are safe" in str(err.value) and "\n" not in str(err.value)
+    assert sorted(x.name for x in first.parent.iterdir()) == ["seed-1.json", "seed-1.predictions.jsonl"]
+    assert read_result(first).to_json() == first.read_text()  # whole

@@ -93,9 +93,10 @@ def test_significance_groups_from_predictions(board):
 
 def test_corrupt_files_become_problems(board):
     reasons = {Path(p.path).name: p.reason for p in board.problems}
-    assert reasons["seed-42.json"].startswith("JSONDecodeError")
-    assert reasons["seed-43.json"] == "missing field 'metrics'"
-    assert reasons["seed-44.json"] == "ValueError: macro_f1 81.0 is not a fraction in [0, 1]"
+    # the reasons of the results store's one reader (biobench.results.read_result), without the path
+    assert reasons["seed-42.json"].startswith("corrupt result file (not valid JSON: Expecting ',' delimiter")
+    assert reasons["seed-43.json"] == "result file lacks field(s) metrics (schema biobench.result/1)"
+    assert reasons["seed-44.json"] == "test macro_f1 81.0 is not a fraction in [0, 1]"
     assert reasons["seed-45.predictions.jsonl"].startswith("unreadable predictions: line 2")
     assert len(board.problems) == 4
     # the valid seed of the same model still counts
@@ -111,7 +112,7 @@ def test_scan_tolerates_missing_folder_partial_write_and_duplicates(tmp_path):
     assert len(scan.runs) == 16
     assert sum(r.startswith("duplicate of") for r in reasons) == 16
     assert "results folder does not exist" in reasons
-    assert any(p.path.endswith("seed-44.json") and "JSONDecodeError" in p.reason for p in scan.problems)
+    assert any(p.path.endswith("seed-44.json") and "not valid JSON" in p.reason for p in scan.problems)
 
 
 def test_filters_and_sorting(board):
@@ -161,3 +162,37 @@ def test_compare_tab_task_average_and_task_view_mdd(board):
     assert m.n_seeds == 3 and m.mdd > m.mdd_many_seeds > 0
     frame = task_seed_frame(board, "fr", "diamed").set_index("model")
     assert frame.loc["tiny-detour", "MDD 80% power"] == pytest.approx(100 * m.mdd, abs=0.5)
+
+
+def test_board_does_not_import_compare():
+    import subprocess
+    import sys
+
+    code = ("import sys, biobench.leaderboard.board; "
+            "assert 'biobench.leaderboard.compare' not in sys.modules and 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_board_metric_is_the_headline_macro_f1_over_the_recorded_inventory(tmp_path):
+    """A multilabel label in the task's inventory but absent from gold and predictions counts 0, as in the
+    result's own macro-F1 (biobench.metrics.score)."""
+    from biobench.leaderboard.board import task_metric
+    from biobench.metrics import score
+
+    gold, pred = [["x"], ["x", "y"], []], [["x"], ["y"], ["y"]]
+    inventory = ("x", "y", "never")
+    run = R.Run(tmp_path, "m", "m", "fr", "t", "multilabel", 1, 0.5, {}, None, {}, labels=inventory)
+    assert task_metric([run], gold, [pred])(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])
+
+
+def test_scan_reads_every_seed_file_the_writer_writes(tmp_path):
+    """The leaderboard finds results by the store's own seed-file pattern (negative seeds included)."""
+    from biobench.results import Result, result_path, run_key, write_result
+
+    for seed in (-1, 7):
+        write_result(result_path(tmp_path, "m", "diamed", seed), Result(
+            model={"id": "m", "slug": "m"}, task={"id": "diamed", "lang": "fr", "kind": "classification"},
+            seed=seed, protocol={"hash": "p"}, key=run_key("r", "d", "p", seed), metrics={"test": {"macro_f1": 0.5}}),
+            [{"id": 1, "gold": "a", "pred": "a"}])
+    scan = R.scan_results([tmp_path])
+    assert sorted(r.seed for r in scan.runs) == [-1, 7] and scan.problems == []

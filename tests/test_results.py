@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from biobench import results as store
-from biobench.errors import ResultsError
+from biobench.errors import DiskFullError, ResultsError
+from biobench.training import files
 
 KEY = store.run_key("sha256:w", "sha256:d", "p1", 42)
 PROTOCOL = {"name": "en", "epochs": 10, "lr": 5e-5, "hash": "p1"}
 
 
-def make_result(key=KEY, protocol=PROTOCOL, f1=0.5) -> dict:
-    return {"model": {"id": "m", "slug": "m"}, "task": {"id": "t", "lang": "en", "kind": "classification"},
-            "seed": key["seed"], "protocol": protocol, "key": key,
-            "metrics": {"test": {"macro_f1": f1, "micro_f1": f1, "per_label": {}}}}
+def make_result(key=KEY, protocol=PROTOCOL, f1=0.5) -> store.Result:
+    return store.Result(model={"id": "m", "slug": "m"}, task={"id": "t", "lang": "en", "kind": "classification"},
+                        seed=key["seed"], protocol=protocol, key=key,
+                        metrics={"test": {"macro_f1": f1, "micro_f1": f1, "per_label": {}}})
 
 
 def test_paths_follow_the_format(tmp_path):
@@ -29,7 +31,7 @@ def test_write_then_read_round_trip(tmp_path):
     path = store.result_path(tmp_path, "m", "t", 42)
     rows = [{"id": "1", "gold": "a", "pred": "b"}, {"id": "2", "gold": ["x"], "pred": []}]
     written = store.write_result(path, make_result(), rows)
-    assert written["schema"] == store.SCHEMA and written["predictions"] == "seed-42.predictions.jsonl"
+    assert written.schema == store.SCHEMA and written.predictions == "seed-42.predictions.jsonl"
     assert store.read_result(path) == written
     assert store.read_predictions(path) == rows
     assert sorted(p.name for p in path.parent.iterdir()) == ["seed-42.json", "seed-42.predictions.jsonl"]  # no tmp
@@ -38,14 +40,14 @@ def test_write_then_read_round_trip(tmp_path):
 
 def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "seed-1.json"
-    store.atomic_write_text(path, "old")
+    files.atomic_write(path, "old")
 
     def boom(*_args):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
-        store.atomic_write_text(path, "new")
+        files.atomic_write(path, "new")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["seed-1.json"]  # the tmp file is cleaned up
 
@@ -113,6 +115,164 @@ def test_iter_results_sorts_seeds_numerically_and_filters(tmp_path):
         key = dict(KEY, seed=seed)
         store.write_result(store.result_path(tmp_path, "m", "t", seed), make_result(key), [])
     store.write_result(store.result_path(tmp_path, "n", "t", 1), make_result(dict(KEY, seed=1)), [])
-    assert [r["seed"] for _, r in store.iter_results(tmp_path, "m")] == [9, 10, 42]
+    assert [r.seed for _, r in store.iter_results(tmp_path, "m")] == [9, 10, 42]
     assert len(list(store.iter_results(tmp_path))) == 4
     assert json.loads((tmp_path / "m" / "t" / "seed-9.json").read_text())["key"]["seed"] == 9
+
+
+# --- the Result record: files written before it existed read back and re-serialise byte for byte -----------
+
+# what `biobench eval` wrote before the Result record (json.dumps(dict, indent=2, ensure_ascii=False) + "\n")
+OLD_EVAL = {
+    "schema": "biobench.result/1",
+    "model": {"id": "almanach/ModernCamemBERT-bio-base", "alias": "ModernCamemBERT-bio",
+              "slug": "almanach__ModernCamemBERT-bio-base", "revision": "abc123", "params": 149000000,
+              "context": 8192, "architecture": "ModernBertModel", "lineage": None},
+    "task": {"id": "diamed", "lang": "fr", "kind": "classification", "data_checksum": "sha256:dd",
+             "source": "données/diamed", "data_version": "", "n_train": 3, "n_dev": 1, "n_test": 2,
+             "unseen_test_labels": [], "labels": ["a", "é"]},
+    "seed": -1,
+    "protocol": {"name": "fr", "epochs": 15, "lr": 2e-05, "hash": "sha256:pp"},
+    "key": {"model_revision": "abc123", "data_checksum": "sha256:dd", "protocol_hash": "sha256:pp", "seed": -1},
+    "head": {"name": "cls-linear", "dropout": 0.1},
+    "metrics": {"test": {"macro_f1": 0.5, "micro_f1": 0.5, "weighted_f1": 0.5,
+                         "per_label": {"é": {"precision": 1.0, "recall": 0.5, "f1": 0.6666666666666666, "support": 2}}},
+                "dev": {"macro_f1": 1.0}},
+    "dev_metric": "weighted_f1", "dev_score": 1.0, "best_epoch": 3, "best_step": 12,
+    "history": [{"epoch": 1, "dev": 0.5}],
+    "timings": {"train_s": 1.5, "eval_s": 0.1, "total_s": 1.7},
+    "versions": {"biobench": "0.1.0", "torch": "2.9.0", "transformers": "4.57.0", "python": "3.11.7"},
+    "device": "cpu", "created": "2026-12-02T13:00:00Z", "predictions": "seed--1.predictions.jsonl",
+}
+# what `biobench analyze probe` wrote: fewer fields, best_epoch null
+OLD_PROBE = {
+    "schema": "biobench.result/1",
+    "model": {"id": "m", "slug": "m--probe-mean-last", "revision": "r", "variant": "probe-mean-last"},
+    "task": {"id": "diamed", "lang": "fr", "kind": "classification", "data_checksum": "sha256:dd", "source": "s",
+             "n_train": 3, "n_dev": 1, "n_test": 2},
+    "seed": 42, "protocol": {"name": "probe", "hash": "sha256:q"},
+    "key": {"model_revision": "r", "data_checksum": "sha256:dd", "protocol_hash": "sha256:q", "seed": 42},
+    "metrics": {"test": {"macro_f1": 1, "per_label": {}}, "dev": {"macro_f1": 0.25}},
+    "dev_score": 0.25, "best_epoch": None, "timings": {"encode_s": 0.5, "train_s": 0.1, "total_s": 0.6},
+    "versions": {"biobench": "0.1.0", "torch": "2.9.0", "transformers": "4.57.0", "scikit-learn": "1.7.0",
+                 "python": "3.11.7"},
+    "device": "cpu", "created": "2026-12-02T13:00:00Z", "predictions": "seed-42.predictions.jsonl",
+}
+
+
+@pytest.mark.parametrize("old", [OLD_EVAL, OLD_PROBE], ids=["eval", "probe"])
+def test_a_result_written_before_reads_back_and_reserialises_byte_identical(tmp_path, old):
+    path = store.result_path(tmp_path, old["model"]["slug"], old["task"]["id"], old["seed"])
+    path.parent.mkdir(parents=True)
+    text = json.dumps(old, indent=2, ensure_ascii=False) + "\n"
+    path.write_text(text, encoding="utf-8")
+    rows = [{"id": "x", "gold": "é", "pred": "a"}]
+    store.predictions_path(path).write_text(json.dumps(rows[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    result = store.read_result(path)
+    assert result.to_json() == text and result.to_dict() == old
+    assert (result.task_id, result.seed, result.macro_f1) == ("diamed", old["seed"], old["metrics"]["test"]["macro_f1"])
+    assert [p.seed for _, p in store.iter_results(tmp_path)] == [old["seed"]]  # seed-(-?\d+): negative seeds too
+    # written again through the writer: the same bytes, for the result and its predictions
+    before = {p.name: p.read_bytes() for p in path.parent.iterdir()}
+    store.write_result(path, result, rows)
+    assert {p.name: p.read_bytes() for p in path.parent.iterdir()} == before
+
+
+def test_a_new_result_follows_the_documented_field_order():
+    result = make_result()
+    result.details = {"created": "now", "head": {"name": "h"}, "timings": {}}
+    assert list(result.to_dict()) == ["schema", "model", "task", "seed", "protocol", "key", "head", "metrics",
+                                      "timings", "created", "predictions"]
+
+
+def test_reader_rejects_a_score_that_is_not_a_fraction(tmp_path):
+    path = tmp_path / "seed-1.json"
+    path.write_text(json.dumps(dict(OLD_EVAL, metrics={"test": {"macro_f1": 81.0}})))
+    with pytest.raises(ResultsError, match=r"seed-1.json: test macro_f1 81.0 is not a fraction in \[0, 1\]"):
+        store.read_result(path)
+    path.write_text(json.dumps(dict(OLD_EVAL, key={"seed": 1})))
+    with pytest.raises(ResultsError, match=r"lacks field\(s\) key.model_revision"):
+        store.read_result(path)
+    assert store.read_result(path, check_key=False).key == {"seed": 1}  # the leaderboard only aggregates
+
+
+# --- one alignment of predictions for paired tests ---------------------------------------------------------
+
+def _rows(gold, pred, ids=None):
+    return [{"id": i, "gold": g, "pred": p} for i, g, p in zip(ids or range(len(gold)), gold, pred, strict=True)]
+
+
+def test_align_predictions_pairs_seeds_and_models():
+    gold = ["a", "b", "a"]
+    aligned = store.align_predictions({
+        "A": [("a1", _rows(gold, ["a", "b", "b"])), ("a2", _rows(gold, ["a", "a", "a"]))],
+        "B": [("b1", _rows(gold, ["b", "b", "a"]))],
+    })
+    assert aligned.ids == [0, 1, 2] and aligned.gold == gold and aligned.dropped == []
+    assert aligned.preds == {"A": [["a", "b", "b"], ["a", "a", "a"]], "B": [["b", "b", "a"]]}
+    assert store.align_predictions({"A": []}) is None
+
+
+def test_align_predictions_strict_raises_and_tolerant_drops():
+    gold = ["a", "b"]
+    groups = {
+        "A": [("a1", _rows(gold, gold)), ("a2", _rows(["b", "b"], gold))],  # a2: other gold
+        "B": [("b1", _rows(gold, gold, ids=["x", "y"]))],  # other test ids
+        "C": [("c1", _rows(gold, ["b", "a"]))],
+    }
+    with pytest.raises(ResultsError, match=r"^a2: its test examples \(ids/gold\) differ from a1"):
+        store.align_predictions(groups)
+    aligned = store.align_predictions(groups, strict=False)
+    assert aligned.preds == {"A": [gold], "C": [["b", "a"]]}
+    assert [(g, s) for g, s, _ in aligned.dropped] == [("A", "a2"), ("B", "b1")]
+    assert aligned.dropped[1][2] == "predictions use other test examples than a1; left out of paired tests"
+
+
+# --- a shared results folder: the umask's mode; a full disk is one line and leaves nothing behind ----------
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_written_files_get_the_umask_mode(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        path = store.result_path(tmp_path, "m", "t", 42)
+        store.write_result(path, make_result(), [{"gold": "a", "pred": "a"}])
+        files.atomic_write(tmp_path / "cache.npy", b"\x93NUMPY")
+    finally:
+        os.umask(old)
+    for p in (path, store.predictions_path(path), tmp_path / "cache.npy"):
+        assert p.stat().st_mode & 0o777 == mode, p
+    assert os.umask(old) == old  # reading the umask left it as it was
+
+
+def test_full_disk_is_one_line_naming_folder_size_and_what_is_safe(tmp_path, fill_disk):
+    done = store.result_path(tmp_path, "m", "t", 1)
+    store.write_result(done, make_result(dict(KEY, seed=1)), [{"gold": "a", "pred": "a"}])
+    finished = done.read_bytes()
+    path = store.result_path(tmp_path, "m", "t", 42)
+    rows = [{"gold": "a", "pred": "b"}]
+    fill_disk(after=1)  # the predictions fit, the result does not
+    with pytest.raises(DiskFullError) as err:
+        store.write_result(path, make_result(), rows)
+    expected = make_result()
+    expected.predictions = "seed-42.predictions.jsonl"
+    needed = len(expected.to_json().encode())
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"disk full writing to {path.parent}: {needed:,} bytes needed")
+    assert f"1 finished result(s) under {tmp_path} are safe" in message
+    assert not path.exists() and not list(tmp_path.rglob("*.tmp"))
+    assert done.read_bytes() == finished  # the finished result stays whole
+
+
+def test_full_disk_in_the_cli_is_one_error_line(tmp_path, monkeypatch, fill_disk, capsys):
+    from biobench import cli
+    from biobench.commands import compare
+
+    def write_fails(*_args, **_kwargs):
+        files.atomic_write(tmp_path / "out" / "report.json", "{}")
+
+    fill_disk()
+    monkeypatch.setattr(compare, "compare", write_fails)
+    assert cli.main(["compare", "a", "b", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: disk full writing to {tmp_path / 'out'}: 2 bytes needed")
+    assert [p.name for p in Path(tmp_path / "out").iterdir()] == []

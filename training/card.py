@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.training.corpus import is_local
+from biobench.training.files import atomic_write
 
 CARD = "README.md"
 
@@ -113,7 +114,7 @@ def write_card(folder: Path, meta: dict[str, Any], log_path: Path | None = None,
     text = card_text(meta, _throughput(log_path) if log_path else {}, hardware)
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text}")
     path = Path(folder) / CARD
-    card.save(path)
+    atomic_write(path, str(card))  # a full disk never truncates an existing card
     return path
 
 
@@ -131,5 +132,5 @@ def add_results(folder: Path, model_name: str, results: list[dict[str, Any]]) ->
                    metric_value=round(r["value"], 4), metric_name=f"{r['metric']} (mean of {len(r['seeds'])} seeds: "
                                                                  f"{', '.join(map(str, r['seeds']))})")
         for r in results]
-    card.save(path)
+    atomic_write(path, str(card))  # a full disk never truncates an existing card
     return path

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from biobench.errors import ConfigError
+from biobench.training.files import disk_full_guard
 
 META = "biobench_pretrain.json"
 STATE = "trainer_state.pt"
@@ -27,17 +28,35 @@ def save(folder: Path, model, tokenizer, meta: dict[str, Any], state: dict[str, 
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, state_dict=model_state)
-    tokenizer.save_pretrained(tmp)
-    full = {"schema": SCHEMA, **meta, "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    (tmp / META).write_text(json.dumps(full, indent=1))
-    if state is not None:
-        torch.save(state, tmp / STATE)
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    needed = _tensor_bytes(model_state if model_state is not None else model.state_dict()) + _tensor_bytes(state)
+    with disk_full_guard(folder.parent, needed, lambda: _finished(folder.parent),
+                         cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True)):
+        tmp.mkdir(parents=True)
+        model.save_pretrained(tmp, state_dict=model_state)
+        tokenizer.save_pretrained(tmp)
+        full = {"schema": SCHEMA, **meta, "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        (tmp / META).write_text(json.dumps(full, indent=1))
+        if state is not None:
+            torch.save(state, tmp / STATE)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
     return folder
+
+
+def _tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in a (nested) state: what a checkpoint is about to write."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _finished(out: Path) -> str:
+    return f"{len(list(Path(out).glob(f'*/{META}')))} finished checkpoint(s) in {out} are safe"
 
 
 def read_meta(folder: Path) -> dict[str, Any]:

@@ -14,12 +14,14 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from biobench.errors import ConfigError, DataError
+from biobench.training.files import disk_full_guard
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
@@ -190,12 +192,18 @@ def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_fi
         flush()
     if not chunks:
         raise DataError(f"corpus {source} holds no non-empty documents (text field '{text_field}')")
-    tmp = folder / "tokens.tmp.npy"
-    np.save(tmp, np.concatenate(chunks))
-    os.replace(tmp, folder / "tokens.npy")
-    np.save(folder / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
-    (folder / "meta.json").write_text(json.dumps({"source": str(source), "text_field": text_field,
-                                                  "documents": len(lengths), "tokens": int(sum(lengths))}))
+    tokens = np.concatenate(chunks)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    root = folder.parent
+    with disk_full_guard(folder, tokens.nbytes + offsets.nbytes,
+                         lambda: f"{len(list(root.glob('*/done')))} finished token cache(s) in {root} are safe",
+                         cleanup=lambda: shutil.rmtree(folder, ignore_errors=True)):
+        tmp = folder / "tokens.tmp.npy"
+        np.save(tmp, tokens)
+        os.replace(tmp, folder / "tokens.npy")
+        np.save(folder / "offsets.npy", offsets)
+        (folder / "meta.json").write_text(json.dumps({"source": str(source), "text_field": text_field,
+                                                      "documents": len(lengths), "tokens": int(sum(lengths))}))
     (folder / "done").touch()
     return _open(folder)
 

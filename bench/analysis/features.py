@@ -7,11 +7,13 @@ and the probes are cheap on top of cached features.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from biobench.training.files import atomic_write
 
 
 def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[Any, Any, Any]:
@@ -111,3 +113,16 @@ def pooled_features(
                 result = np.zeros((len(texts), vec.shape[-1]), dtype=np.float64)
             result[idx] = vec.cpu().numpy()
     return result if result is not None else np.zeros((0, 0))
+
+
+def cached(path: Path, source: Path, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """Features from the .npy cache at `path` when it is newer than `source` (the data they were computed
+    from); otherwise `compute()` them and store the cache atomically (a killed run never leaves half a cache)."""
+    if path.is_file() and source.stat().st_mtime < path.stat().st_mtime:
+        return np.load(path)
+    feats = compute()
+    buffer = io.BytesIO()
+    np.save(buffer, feats)
+    atomic_write(path, buffer.getvalue(),
+                 safe=lambda: f"{len(list(path.parent.glob('*.npy')))} cached feature file(s) in {path.parent} are safe")
+    return feats

@@ -4,14 +4,17 @@ Features are computed once per split (the encoder is frozen); each seed then fit
 scikit-learn LogisticRegression (one-vs-rest for multilabel tasks). The seed is the classifier's
 random_state and draws the training subsample when `limit_train` is set — without a subsample the lbfgs
 fit is deterministic, so seeds then agree (the spread across seeds comes from the subsample).
-Results are written like eval results (docs/FORMATS.md) with protocol name "probe".
+Results are written like eval results (docs/FORMATS.md, one `biobench.results.Result` per seed) with protocol
+name "probe"; `evaluate` is the whole analysis, `biobench analyze probe` only parses and dispatches.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,3 +84,74 @@ def run_seed(
     )
     metrics = {s: score(kind, gold[s], preds[s], labels) for s in preds}
     return metrics, preds.get("test", [])
+
+
+def encode_splits(encode: Callable[[list], np.ndarray], splits: dict[str, list], limit_train: int | None,
+                  seeds: Sequence[int]) -> dict[str, np.ndarray]:
+    """Features per split. The encoder is frozen, so each split is encoded once for all seeds, and of train
+    only the rows some seed samples (the others stay zero and are never used)."""
+    feats = {s: encode(exs) for s, exs in splits.items() if s != "train"}
+    used = np.unique(np.concatenate([train_subsample(len(splits["train"]), limit_train, seed) for seed in seeds]))
+    train = encode([splits["train"][i] for i in used])
+    feats["train"] = np.zeros((len(splits["train"]), train.shape[1]))
+    feats["train"][used] = train
+    return feats
+
+
+def evaluate(model: str, spec: Any, task: Any, seeds: Sequence[int], results_dir: str | Path, *,
+             pooling: str = "mean", layer: int = -1, max_length: int | None = None, limit_train: int | None = None,
+             batch_size: int = 8, overwrite: bool = False, device: str = "cpu",
+             log: Callable[[str], None] = print) -> dict[int, Path]:
+    """Probe `model` on a loaded task for every seed whose result is not there yet; writes eval-style results
+    under `<results>/<model-slug>--probe-<pooling>-<layer>/<task>/` and returns {seed: result path}."""
+    import sklearn
+    from biobench import results
+    from biobench.analysis import features
+    from biobench.runner import versions
+
+    if spec.kind not in PROBE_KINDS:  # before any encoding
+        raise ConfigError(f"task '{spec.id}' is a {spec.kind} task; linear probes need classification, "
+                          "relation or multilabel")
+    encoder, tokenizer, info = features.load_frozen_encoder(model, device)
+    max_length = min(max_length or spec.max_length, features.model_max_length(encoder, tokenizer))
+    proto = protocol(pooling, layer, max_length, limit_train)
+    variant = f"probe-{pooling}-{'last' if layer == -1 else f'l{layer}'}"
+    slug = f"{info.slug}--{variant}"
+    todo = {}
+    for seed in seeds:
+        path = results.result_path(results_dir, slug, spec.id, seed)
+        key = results.run_key(info.revision, task.checksum, proto["hash"], seed)
+        if results.decide(path, key, overwrite, proto) == "skip":
+            log(f"seed {seed}: done already ({path})")
+        else:
+            todo[seed] = (path, key)
+    if not todo:
+        return {}
+    start = time.time()
+    splits = {s: task.splits.get(s, []) for s in ("train", "dev", "test")}
+
+    def encode(exs: list) -> np.ndarray:
+        return features.pooled_features(encoder, tokenizer, [ex.text for ex in exs], pooling=pooling, layer=layer,
+                                        max_length=max_length, batch_size=batch_size)
+
+    feats = encode_splits(encode, splits, limit_train, list(todo))
+    gold = {s: targets(spec.kind, exs) for s, exs in splits.items()}
+    encode_s = time.time() - start
+    for seed, (path, key) in todo.items():
+        t0 = time.time()
+        metrics, preds = run_seed(spec.kind, feats, gold, task.labels, seed, limit_train)
+        result = results.Result(
+            model={**info.to_dict(), "slug": slug, "variant": variant},
+            task={"id": spec.id, "lang": spec.lang, "kind": spec.kind, "data_checksum": task.checksum,
+                  "source": task.source, **{f"n_{s}": len(exs) for s, exs in splits.items()}},
+            seed=seed, protocol=proto, key=key, metrics=metrics,
+            details={"dev_score": metrics.get("dev", {}).get("macro_f1"), "best_epoch": None,
+                     "timings": {"encode_s": round(encode_s, 2), "train_s": round(time.time() - t0, 2),
+                                 "total_s": round(encode_s + time.time() - t0, 2)},
+                     "versions": versions(**{"scikit-learn": sklearn.__version__}), "device": device,
+                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+        )
+        rows = [{"id": ex.id, "gold": g, "pred": p} for ex, g, p in zip(splits["test"], gold["test"], preds, strict=True)]
+        results.write_result(path, result, rows)
+        log(f"seed {seed}: test macro-F1 {metrics['test']['macro_f1']:.4f} -> {path}")
+    return {seed: path for seed, (path, _) in todo.items()}

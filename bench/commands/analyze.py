@@ -141,9 +141,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from biobench.results import atomic_write_text
+    from biobench.training.files import atomic_write
 
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
@@ -260,73 +260,15 @@ def run_transplant(args) -> int:
 
 
 def run_probe(args) -> int:
-    import platform
-
-    import numpy as np
-    import sklearn
-    import torch
-    import transformers
-    from biobench import __version__, results
-    from biobench.analysis import features, probe
+    from biobench.analysis import probe
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 
     spec = get_spec(args.task, args.task_file)
-    if spec.kind not in probe.PROBE_KINDS:
-        raise ConfigError(f"task '{spec.id}' is a {spec.kind} task; linear probes need classification, "
-                          "relation or multilabel")
-    task = load_task(spec, args.data_dir)
-    seeds = parse_ranges(args.seeds, "--seeds")
-    device = _device(args.device)
-    encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
-    max_length = min(args.max_length or spec.max_length, features.model_max_length(encoder, tokenizer))
-    proto = probe.protocol(args.pooling, args.layer, max_length, args.limit_train)
-    variant = f"probe-{args.pooling}-{'last' if args.layer == -1 else f'l{args.layer}'}"
-    slug = f"{info.slug}--{variant}"
-    todo = {}
-    for seed in seeds:
-        path = results.result_path(args.results, slug, spec.id, seed)
-        key = results.run_key(info.revision, task.checksum, proto["hash"], seed)
-        if results.decide(path, key, args.overwrite, proto) == "skip":
-            print(f"seed {seed}: done already ({path})")
-        else:
-            todo[seed] = (path, key)
-    if not todo:
-        return 0
-    start = time.time()
-    splits = {s: task.splits.get(s, []) for s in ("train", "dev", "test")}
-    def encode(exs: list) -> np.ndarray:
-        return features.pooled_features(encoder, tokenizer, [ex.text for ex in exs], pooling=args.pooling,
-                                        layer=args.layer, max_length=max_length, batch_size=args.batch_size)
-
-    feats = {s: encode(exs) for s, exs in splits.items() if s != "train"}
-    # only the training rows some seed will sample are encoded (the others stay zero and are never used)
-    used = np.unique(np.concatenate([probe.train_subsample(len(splits["train"]), args.limit_train, seed)
-                                     for seed in todo]))
-    train = encode([splits["train"][i] for i in used])
-    feats["train"] = np.zeros((len(splits["train"]), train.shape[1]))
-    feats["train"][used] = train
-    gold = {s: probe.targets(spec.kind, exs) for s, exs in splits.items()}
-    encode_s = time.time() - start
-    versions = {"biobench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-                "scikit-learn": sklearn.__version__, "python": platform.python_version()}
-    for seed, (path, key) in todo.items():
-        t0 = time.time()
-        metrics, preds = probe.run_seed(spec.kind, feats, gold, task.labels, seed, args.limit_train)
-        result = {
-            "model": {**info.to_dict(), "slug": slug, "variant": variant},
-            "task": {"id": spec.id, "lang": spec.lang, "kind": spec.kind, "data_checksum": task.checksum,
-                     "source": task.source, **{f"n_{s}": len(exs) for s, exs in splits.items()}},
-            "seed": seed, "protocol": proto, "key": key, "metrics": metrics,
-            "dev_score": metrics.get("dev", {}).get("macro_f1"), "best_epoch": None,
-            "timings": {"encode_s": round(encode_s, 2), "train_s": round(time.time() - t0, 2),
-                        "total_s": round(encode_s + time.time() - t0, 2)},
-            "versions": versions, "device": device,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        rows = [{"id": ex.id, "gold": g, "pred": p} for ex, g, p in zip(splits["test"], gold["test"], preds, strict=True)]
-        results.write_result(path, result, rows)
-        print(f"seed {seed}: test macro-F1 {metrics['test']['macro_f1']:.4f} -> {path}")
+    probe.evaluate(args.model, spec, load_task(spec, args.data_dir), parse_ranges(args.seeds, "--seeds"),
+                   args.results, pooling=args.pooling, layer=args.layer, max_length=args.max_length,
+                   limit_train=args.limit_train, batch_size=args.batch_size, overwrite=args.overwrite,
+                   device=_device(args.device))
     return 0
 
 
@@ -409,13 +351,9 @@ def run_needle(args) -> int:
     start = time.time()
     # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
     cache = Path(args.data) / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"
-    if cache.is_file() and (Path(args.data) / "needle.jsonl").stat().st_mtime < cache.stat().st_mtime:
-        feats = np.load(cache)
-    else:
-        feats = features.pooled_features(encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows],
-                                         pooling="cls", max_length=max_length, batch_size=args.encode_batch_size)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        np.save(cache, feats)
+    feats = features.cached(cache, Path(args.data) / "needle.jsonl", lambda: features.pooled_features(
+        encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows], pooling="cls",
+        max_length=max_length, batch_size=args.encode_batch_size))
     encode_s = time.time() - start
     visible = needle_probe.fact_visible(tokenizer, rows, max_length)
     config = needle_probe.ProbeConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import ConfigError, ResultsError
+from biobench.errors import ConfigError
+from biobench.results import Result
 
 
 def add_parser(subparsers) -> None:
@@ -49,39 +50,28 @@ def model_folder(results: Path, name: str) -> Path:
                       f"models there: {', '.join(found) or 'none'}")
 
 
-def _load_task_runs(folder: Path) -> dict[str, dict[int, tuple[Path, dict]]]:
+def _load_task_runs(folder: Path) -> dict[str, dict[int, tuple[Path, Result]]]:
     from biobench.results import iter_results
 
-    runs: dict[str, dict[int, tuple[Path, dict]]] = {}
+    runs: dict[str, dict[int, tuple[Path, Result]]] = {}
     for path, result in iter_results(folder.parent, folder.name):
-        runs.setdefault(result["task"]["id"], {})[result["seed"]] = (path, result)
+        runs.setdefault(result.task_id, {})[result.seed] = (path, result)
     return runs
 
 
 def task_predictions(runs_a: dict, runs_b: dict) -> tuple[list, dict[str, list[list]], Any]:
     """(gold, {"a": [pred per seed], "b": [...]}, the task's macro-F1 CountMetric) from the runs'
     predictions files, which must share their test examples."""
-    from biobench.results import read_predictions
+    from biobench.results import align_predictions, read_predictions
     from biobench.stats import prediction_macro_f1
 
-    gold: list | None = None
-    preds: dict[str, list[list]] = {"a": [], "b": []}
-    reference: Path | None = None
-    for side, runs in (("a", runs_a), ("b", runs_b)):
-        for _, (path, _result) in sorted(runs.items()):
-            rows = read_predictions(path)
-            this_gold = [(r.get("id"), r["gold"]) for r in rows]
-            if gold is None:
-                gold, reference = this_gold, path
-            elif this_gold != gold:
-                raise ResultsError(f"{path}: its test examples (ids/gold) differ from {reference}; the two "
-                                   "runs were scored on different data, so they cannot be compared pairwise")
-            preds[side].append([r["pred"] for r in rows])
-    gold_values = [g for _, g in gold]
+    aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
+                                        (runs[seed] for seed in sorted(runs))]
+                                 for side, runs in (("a", runs_a), ("b", runs_b))})
     first = next(iter(runs_a.values()))[1]
-    metric = prediction_macro_f1(gold_values, *preds["a"], *preds["b"], kind=first["task"]["kind"],
-                                 labels=first["task"].get("labels") or ())
-    return gold_values, preds, metric
+    metric = prediction_macro_f1(aligned.gold, *aligned.preds["a"], *aligned.preds["b"], kind=first.task["kind"],
+                                 labels=first.task.get("labels") or ())
+    return aligned.gold, aligned.preds, metric
 
 
 def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
@@ -90,9 +80,9 @@ def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str
     gold_values, preds, metric = task_predictions(runs_a, runs_b)
     first = next(iter(runs_a.values()))[1]
     boot = paired_bootstrap(gold_values, preds["a"], preds["b"], metric, n_boot=n_boot)
-    mean = {side: seed_summary([r["metrics"]["test"]["macro_f1"] for _, r in runs.values()]).mean
+    mean = {side: seed_summary([r.macro_f1 for _, r in runs.values()]).mean
             for side, runs in (("a", runs_a), ("b", runs_b))}
-    return {"task": task, "lang": first["task"]["lang"], "kind": first["task"]["kind"],
+    return {"task": task, "lang": first.task["lang"], "kind": first.task["kind"],
             "n_test": len(gold_values), "seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b),
             "mean_a": mean["a"], "mean_b": mean["b"], "diff": boot.diff, "ci_low": boot.ci_low,
             "ci_high": boot.ci_high, "p_value": boot.p_value, "n_boot": boot.n_boot}
@@ -123,7 +113,7 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
                               f"(tasks both have: {', '.join(common) or 'none'})")
         common = tasks
     if lang:
-        common = [t for t in common if next(iter(runs_a[t].values()))[1]["task"]["lang"] == lang]
+        common = [t for t in common if next(iter(runs_a[t].values()))[1].task["lang"] == lang]
     if not common:
         raise ConfigError(f"{folder_a.name} and {folder_b.name} have no task in common in {results}")
     rows = [compare_task(t, runs_a[t], runs_b[t], n_boot) for t in common]

@@ -1,0 +1,77 @@
+"""Atomic file writes for everything biobench leaves on disk: results, predictions, analysis JSON, caches,
+checkpoints.
+
+Why one helper: results folders are shared (a SLURM array filling one folder, a team's leaderboard), runs are
+killed, and disks fill up. A write goes to a temporary file in the target folder, is fsynced, then renamed
+over the target, so readers see the old file or the whole new one, never half of it. The temporary file gets
+the mode `open()` would give (0666 minus the umask: 0644 by default) instead of mkstemp's private 0600, so the
+rest of the team can read the results. A full disk (or quota) becomes one `DiskFullError` line naming the
+folder, the bytes that were about to be written and what is already safe on disk; no partial file is left.
+
+Torch-free and free of bench/ imports other than bench/errors: bench/, training/ and the leaderboard use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from biobench.errors import DiskFullError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def file_mode() -> int:
+    """The mode `open()` gives a new file under the current umask (0644 under the usual 022)."""
+    umask = os.umask(0o022)  # reading the umask means setting it; restore it at once
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC / EDQUOT, also when a library (safetensors, torch) wraps it in another exception type."""
+    if isinstance(err, OSError) and err.errno in _FULL:
+        return True
+    return "No space left on device" in str(err) or "Disk quota exceeded" in str(err)
+
+
+def disk_full_message(folder: Path, needed: int, safe: str) -> str:
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    free_text = f", {shutil.disk_usage(existing).free:,} free" if existing is not None else ""
+    return (f"disk full writing to {folder}: {needed:,} bytes needed{free_text}; {safe}; nothing half-written was "
+            "left behind: free some space (or choose another folder) and rerun")
+
+
+@contextlib.contextmanager
+def disk_full_guard(folder: str | Path, needed: int, safe: Callable[[], str] | None = None,
+                    cleanup: Callable[[], None] | None = None) -> Iterator[None]:
+    """Turn a full disk inside the block into one DiskFullError (after `cleanup`, which removes partial
+    output). `safe()` says what is already complete on disk, e.g. '3 finished results in results/ are safe'."""
+    try:
+        yield
+    except BaseException as err:
+        if cleanup is not None:
+            cleanup()
+        if not isinstance(err, Exception) or not is_disk_full(err):
+            raise
+        raise DiskFullError(disk_full_message(Path(folder), needed, safe() if safe else "earlier files are safe")) from None
+
+
+def atomic_write(path: str | Path, data: str | bytes, safe: Callable[[], str] | None = None) -> None:
+    """Write `data` (text as UTF-8) to `path` atomically, with the umask's mode; DiskFullError when full."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with disk_full_guard(path.parent, len(payload), safe, cleanup=lambda: Path(tmp).unlink(missing_ok=True)):
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), file_mode())
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
