@@ -23,6 +23,7 @@ from biobench.errors import ConfigError
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
+from biobench.training.compiling import compile_in_place
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.progress import log_line, progress_bar, quiet_library_bars
@@ -228,7 +229,7 @@ class Trainer:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
         if cfg.compile:  # in place: parameter names (checkpoints, freezing, optimiser groups) stay unchanged
-            encoder_of(self.model).compile(dynamic=False)
+            compile_in_place(encoder_of(self.model), self.dist.device.type, dynamic=False)
         freezing.validate_freezes(self.model, list(self.recipe.freezes))
         if cfg.doc_mask and self.model.config.model_type != "modernbert":
             raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
