@@ -37,7 +37,7 @@ def _optimizer_state() -> dict:
 def _folder(tmp_path: Path, recipe: str = "mlm") -> Path:
     """A checkpoint folder as far as --resume looks before loading weights: metadata naming the recipe."""
     folder = tmp_path / "run" / "step-768"
-    folder.mkdir(parents=True)
+    (folder / checkpoint.STATE).parent.mkdir(parents=True)
     (folder / checkpoint.META).write_text(json.dumps({"schema": checkpoint.SCHEMA, "recipe": recipe,
                                                       "tokens": {"seen": 768}}))
     return folder
@@ -56,6 +56,7 @@ def test_state_round_trips_exactly_without_pickle(tmp_path):
                      "python": random.getstate()},
              "config": {"lr": "0.001"}, "odd": {"__tensor__": "not a reference", 3: (1.5, None, float("inf"))}}
     checkpoint.save_state(tmp_path / checkpoint.STATE, state)
+    assert not list(tmp_path.glob("*.safetensors"))  # never mistaken for the model's weights (revision hash, hub)
     back = checkpoint.load_state(tmp_path)
     assert back["trainer"] == state["trainer"] and back["config"] == state["config"] and back["odd"] == state["odd"]
     assert back["rng"]["python"] == random.getstate()  # tuples come back as tuples: random.setstate accepts it

@@ -1,6 +1,6 @@
 """Checkpoints: Hugging Face model folders (safetensors + tokenizer) that `biobench eval --model DIR` and
 AutoModelForMaskedLM / AutoModel load, plus biobench_pretrain.json (docs/FORMATS.md) and, for resuming,
-trainer_state.safetensors (optimiser, phase, step, data position, RNG). Written to a temporary folder then
+resume/trainer_state.safetensors (optimiser, phase, step, data position, RNG). Written to a temporary folder then
 renamed, so a crash never leaves a half-written checkpoint that --resume would pick.
 
 The resume state holds no pickle: users resume from folders they downloaded, and unpickling runs whatever
@@ -22,7 +22,9 @@ import torch
 from biobench.errors import ConfigError
 
 META = "biobench_pretrain.json"
-STATE = "trainer_state.safetensors"
+# In a subfolder: a weights file of its own, never globbed as the model's (`*.safetensors` at the top level is
+# what a local model's revision hash and the hub read as weights).
+STATE = "resume/trainer_state.safetensors"
 LEGACY_STATE = "trainer_state.pt"  # pickled by biobench before the safetensors state; refused, never unpickled
 SCHEMA = "biobench.pretrain/1"
 STATE_SCHEMA = "biobench.trainer_state/1"
@@ -101,6 +103,7 @@ def save_state(path: Path, state: Mapping[str, Any]) -> None:
 
     tensors: dict[str, torch.Tensor] = {}
     tree = _encode(dict(state), tensors, "state")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata={"format": "pt", STATE_KEY: json.dumps({"schema": STATE_SCHEMA, "state": tree})})
 
 
