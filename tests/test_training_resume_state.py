@@ -125,3 +125,20 @@ def test_truncated_or_foreign_state_is_one_clear_error(tmp_path):
     save_file({"x": torch.zeros(2)}, str(folder / checkpoint.STATE), metadata={"format": "pt"})
     with pytest.raises(BiobenchError, match=r"not a biobench trainer state file \(bad biobench metadata"):
         checkpoint.load_state(folder)
+
+
+def test_state_that_does_not_fit_the_run_is_one_clear_error(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"Patient {i} présente une toux sèche et de la fièvre."}) + "\n"
+                              for i in range(60)))
+    cfg = dict(recipe="mlm", model="preset:tiny", corpus=str(corpus), out=tmp_path / "run", tokens=4 * 64, batch_size=4,
+               seq_len=64, progress=False, cache_dir=tmp_path / "cache", device="cpu")
+    from biobench.training.trainer import train
+
+    assert train(PretrainConfig(**cfg, stop_after_steps=1)) is None  # phase 1 done (1 step), stopped before phase 2
+    state = checkpoint.load_state(tmp_path / "run" / "phase1")
+    state["optimizer"]["param_groups"] = state["optimizer"]["param_groups"][:1]  # e.g. another model's state
+    checkpoint.save_state(tmp_path / "run" / "phase1" / checkpoint.STATE, state)
+    with pytest.raises(ConfigError, match=r"^--resume: .*phase1/resume/trainer_state.safetensors does not fit this "
+                                          r"run's model and optimiser \(ValueError: "):
+        Trainer(PretrainConfig(**cfg, resume=True))

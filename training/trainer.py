@@ -274,9 +274,14 @@ class Trainer:
         state = TrainState()
         saved, self.saved_state = self.saved_state, None  # the optimiser copies it; do not hold it twice
         if saved is not None:
-            self.optimizer.load_state_dict(saved["optimizer"])
-            state = TrainState.from_json(saved["trainer"])
-            _set_rng_state(saved["rng"])
+            try:
+                self.optimizer.load_state_dict(saved["optimizer"])
+                state = TrainState.from_json(saved["trainer"])
+                _set_rng_state(saved["rng"])
+            except (KeyError, TypeError, ValueError, RuntimeError) as err:
+                raise ConfigError(f"--resume: {self.resume_from / checkpoint.STATE} does not fit this run's model and "
+                                  f"optimiser ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                                  f"resume from the checkpoint folder it was written with") from err
         if self.dist.main:
             self._trim_log(state.global_step)
         return state
