@@ -21,6 +21,7 @@ from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
 from biobench.protocols import Protocol
 from biobench.tasks.schema import TaskData
+from biobench.training.compiling import compile_in_place
 from biobench.training.device import autocast
 from biobench.training.progress import log_line, progress_bar
 from torch import nn
@@ -86,6 +87,7 @@ class FinetuneOutcome:
     best_step: int
     history: list[dict[str, Any]]
     timings: dict[str, float]
+    compiled: bool = False  # the encoder ran under torch.compile (--compile, where the compiler could run)
 
 
 def _optimizer(model: nn.Module, protocol: Protocol) -> torch.optim.Optimizer:
@@ -137,9 +139,11 @@ LOSS_READ_EVERY = 50
 
 
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
-             device: str = "cpu", progress: bool = True) -> FinetuneOutcome:
+             device: str = "cpu", progress: bool = True, compile_encoder: bool = False) -> FinetuneOutcome:
     """Train a head on `encoder` (consumed: pass a fresh copy), keep the state best on dev by
-    `protocol.dev_metric` (the first of equal scores), predict test with it."""
+    `protocol.dev_metric` (the first of equal scores), predict test with it. `compile_encoder` (--compile)
+    runs the encoder under torch.compile with dynamic shapes (batches are padded to their own length); an
+    execution detail like the thread count, so not part of the protocol."""
     from torch.utils.data import DataLoader
     from transformers import get_linear_schedule_with_warmup
     from transformers.trainer_pt_utils import LengthGroupedSampler
@@ -147,6 +151,7 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
     started = time.perf_counter()
     _seed_everything(seed)
     model = task.head.build(encoder, task.labels, task.examples["train"]).to(device)
+    compiled = compile_encoder and compile_in_place(model.encoder, torch.device(device).type, dynamic=True)
     train = task.features["train"]
     sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],
                                    generator=torch.Generator().manual_seed(seed))
@@ -225,4 +230,5 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         dev_score=best["score"], best_epoch=best["epoch"], best_step=best["step"], history=history,
         timings={"train_s": round(train_s, 3), "eval_s": round(eval_s, 3),
                  "total_s": round(time.perf_counter() - started, 3)},
+        compiled=compiled,
     )

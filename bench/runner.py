@@ -135,14 +135,16 @@ def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device:
             "timings": outcome.timings,
             "versions": versions(),
             "device": device,
+            **({"compile": True} if outcome.compiled else {}),  # execution detail: absent (not false) when off
             "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     )
 
 
 def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
-            log: Callable[[str], None] | None = None) -> list[PlannedRun]:
-    """Train and write every pending run of the plan; features are built once per task."""
+            log: Callable[[str], None] | None = None, compile_encoder: bool = False) -> list[PlannedRun]:
+    """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
+    (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it."""
     pending = [r for r in plan.runs if r.status == "pending"]
     if not pending:
         return plan.runs
@@ -175,7 +177,8 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
                 log(f"{run.task.id}: test labels never seen in train {prepared[cache_key].unseen_test_labels} "
                     "cannot be predicted; they count as misses in the metrics")
         task = prepared[cache_key]
-        outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress)
+        outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress,
+                           compile_encoder=compile_encoder)
         rows = [{"id": ex.id, "gold": gold, "pred": pred}
                 for ex, gold, pred in zip(task.examples["test"], task.gold["test"], outcome.test_predictions,
                                           strict=True)]

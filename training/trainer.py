@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from biobench.errors import ConfigError
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
+from biobench.training.compiling import compile_in_place
 from biobench.training.device import attention_implementation, autocast
 from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
@@ -106,6 +108,22 @@ def _hardware(device: torch.device) -> str:
     return f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def _rng_state() -> dict[str, Any]:
+    """Every generator a step could draw from (the batches themselves depend only on position and seed):
+    torch CPU (a uint8 tensor), each CUDA device (a list of them) and Python's `random` (a tuple of ints)."""
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "python": random.getstate()}
+
+
+def _set_rng_state(saved: dict[str, Any]) -> None:
+    torch.set_rng_state(saved["torch"])
+    if torch.cuda.is_available() and saved.get("cuda") is not None:
+        torch.cuda.set_rng_state_all(saved["cuda"])
+    if saved.get("python") is not None:
+        random.setstate(saved["python"])
+
+
 def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torch.device,
          causal: bool) -> float | None:
     """MFU of a logged step against the GPU's datasheet peak (biobench.training.flops); None on CPU."""
@@ -171,9 +189,13 @@ class Trainer:
 
     # ---------------------------------------------------------------- setup
     def _resume_folder(self) -> Path | None:
-        """The checkpoint to resume from; refuses to start a fresh run over an existing one."""
+        """The checkpoint to resume from, its state read (and so checked) before anything is loaded; refuses to
+        start a fresh run over an existing one."""
+        self.saved_state: dict[str, Any] | None = None
         if self.cfg.resume:
-            return checkpoint.resolve_resume(self.cfg.resume, self.out, self.recipe.name)
+            folder = checkpoint.resolve_resume(self.cfg.resume, self.out, self.recipe.name)
+            self.saved_state = checkpoint.load_state(folder)
+            return folder
         if self.out.is_dir() and any(m.parent.name != "init" for m in self.out.glob(f"*/{checkpoint.META}")):
             raise ConfigError(f"{self.out} already holds checkpoints of a pretraining run: pass --resume to "
                               f"continue it, or a fresh --out")
@@ -199,7 +221,7 @@ class Trainer:
                 self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model.to(self.dist.device)
         if cfg.compile:  # in place: parameter names (checkpoints, freezing, optimiser groups) stay unchanged
-            encoder_of(self.model).compile(dynamic=False)
+            compile_in_place(encoder_of(self.model), self.dist.device.type, dynamic=False)
         freezing.validate_freezes(self.model, list(self.recipe.freezes))
         if cfg.doc_mask and self.model.config.model_type != "modernbert":
             raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
@@ -242,13 +264,16 @@ class Trainer:
     def _restore(self) -> TrainState:
         """A fresh state, or the optimiser, RNG and position saved in the resume checkpoint."""
         state = TrainState()
-        if self.resume_from is not None:
-            saved = checkpoint.load_state(self.resume_from)
-            self.optimizer.load_state_dict(saved["optimizer"])
-            state = TrainState.from_json(saved["trainer"])
-            torch.set_rng_state(saved["rng"]["torch"])
-            if torch.cuda.is_available() and saved["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+        saved, self.saved_state = self.saved_state, None  # the optimiser copies it; do not hold it twice
+        if saved is not None:
+            try:
+                self.optimizer.load_state_dict(saved["optimizer"])
+                state = TrainState.from_json(saved["trainer"])
+                _set_rng_state(saved["rng"])
+            except (KeyError, TypeError, ValueError, RuntimeError) as err:
+                raise ConfigError(f"--resume: {self.resume_from / checkpoint.STATE} does not fit this run's model and "
+                                  f"optimiser ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
+                                  f"resume from the checkpoint folder it was written with") from err
         if self.dist.main:
             self._trim_log(state.global_step)
         return state
@@ -395,9 +420,7 @@ class Trainer:
             return
         state = None
         if with_state:
-            state = {"optimizer": self.optimizer.state_dict(), "trainer": self.state.to_json(),
-                     "rng": {"torch": torch.get_rng_state(),
-                             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
+            state = {"optimizer": self.optimizer.state_dict(), "trainer": self.state.to_json(), "rng": _rng_state(),
                      "config": {k: str(v) for k, v in asdict(self.cfg).items()}}
         meta = self.metadata(phase_name)
         checkpoint.save(folder, self.model, self.tokenizer, meta, state, model_state)

@@ -40,6 +40,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
                         "on a machine shared by many jobs)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the encoder, dynamic shapes (first "
+                        "batches slower while it compiles; same protocol, so existing results still count)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.json or skipped:
         print(f"{plan.model.id}: {len(plan.runs)} run(s) in this shard, {skipped} already done "
               f"(results: {plan.results_dir})", file=sys.stderr)
-    execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code)
+    execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
+            compile_encoder=args.compile)
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))

@@ -1,0 +1,67 @@
+"""`biobench eval --compile`: torch.compile of the encoder changes kernels, not the protocol or the scores;
+where the compiler cannot run, one warning line and an eager run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from biobench import cli
+from biobench.training import compiling
+
+ARGS = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "2", "--limit-train", "40", "--max-length", "32",
+        "--no-progress", "--json"]
+
+
+def _eval(model: Path, results: Path, *extra: str) -> dict:
+    assert cli.main(["eval", "--model", str(model), "--results", str(results), *ARGS, *extra]) == 0
+    (path,) = sorted(results.rglob("seed-1.json"))
+    return json.loads(path.read_text())
+
+
+def test_compile_problem_names_a_missing_cpp_compiler():
+    from torch._inductor import config
+
+    compiling.compile_problem.cache_clear()
+    try:
+        with config.patch({"cpp.cxx": ("biobench-no-such-c++",)}):  # torch's own patch: restores the config
+            problem = compiling.compile_problem("cpu")
+    finally:
+        compiling.compile_problem.cache_clear()
+    assert problem.startswith("its C++ toolchain is missing (") and "biobench-no-such-c++" in problem
+
+
+def test_compile_falls_back_to_eager_with_one_warning(tiny_mlm_dir, tmp_path, monkeypatch, capsys):
+    eager = _eval(tiny_mlm_dir, tmp_path / "eager")
+    monkeypatch.setattr(compiling, "compile_problem", lambda device_type: "no C++ compiler (test)")
+    monkeypatch.setattr(compiling, "_warned", set())
+    capsys.readouterr()
+    fallback = _eval(tiny_mlm_dir, tmp_path / "fallback", "--compile", "--seeds", "1,2")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: --compile: torch.compile cannot run on cpu here: no C++ compiler (test); running eager"]
+    assert "compile" not in fallback and "compile" not in eager  # eager runs keep the schema as it was
+    assert fallback["key"] == eager["key"] and fallback["metrics"] == eager["metrics"]
+    assert [h["train_loss"] for h in fallback["history"]] == [h["train_loss"] for h in eager["history"]]
+
+
+@pytest.mark.slow
+def test_compile_gives_the_same_scores_and_keeps_the_protocol(minilm_dir, tmp_path, capsys):
+    """MiniLM trains with dropout 0.1: the compiled run must draw the same dropout masks as the eager one
+    (inductor's own RNG gave other masks and, on GAD, test macro-F1 0.349 instead of 0.415)."""
+    if compiling.compile_problem("cpu") is not None:
+        pytest.skip(f"torch.compile cannot run here: {compiling.compile_problem('cpu')}")
+    eager = _eval(minilm_dir, tmp_path / "eager")
+    compiled = _eval(minilm_dir, tmp_path / "compiled", "--compile")
+    assert compiled["compile"] is True and "compile" not in eager
+    # an execution detail: same protocol and hash, so the run key (and skipping) ignore it
+    assert compiled["protocol"] == eager["protocol"] and compiled["key"] == eager["key"]
+    losses = [[h["train_loss"] for h in r["history"]] for r in (eager, compiled)]
+    assert len(losses[0]) == 2 and losses[0] == pytest.approx(losses[1], rel=1e-3, abs=1e-4)
+    for split in ("dev", "test"):
+        assert compiled["metrics"][split]["macro_f1"] == pytest.approx(eager["metrics"][split]["macro_f1"], abs=1e-6)
+    assert compiled["dev_score"] == pytest.approx(eager["dev_score"], abs=1e-6)
+    # a compiled rerun over the eager results folder skips the finished run
+    capsys.readouterr()
+    _eval(minilm_dir, tmp_path / "eager", "--compile")
+    assert "1 already done" in capsys.readouterr().err
