@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.leaderboard import results as R
+from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.stats import SeedSummary, SignificanceGroups, seed_summary
 
 
@@ -55,6 +56,7 @@ class Entry:
     paper_avg: float | None = None
     reported_seeds: int | None = None
     runs: dict[str, list[R.Run]] = field(default_factory=dict)
+    model_id: str = ""  # where the weights came from (hub id or the folder it was evaluated from): details only
 
     def average(self, tasks: Sequence[str]) -> Average:
         have = [t for t in tasks if t in self.cells]
@@ -103,24 +105,16 @@ def size_bucket(params: int | None) -> str:
     return "small" if params < 100e6 else "base" if params < 250e6 else "large"
 
 
-def _human(n: Any) -> str:
-    if not isinstance(n, int | float) or isinstance(n, bool):
-        return str(n)
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return str(n)
-
-
 def lineage_text(lineage: Any) -> str:
     """One line from a `biobench pretrain` checkpoint's biobench_pretrain.json (tolerant of missing keys)."""
     if not isinstance(lineage, dict):
         return ""
     parts = [str(lineage.get("recipe", "?"))]
-    if lineage.get("base_model"):
-        parts.append(f"from {lineage['base_model']}")
+    base = str(lineage.get("base_model") or "")
+    if base:  # a local base folder by its name: absolute paths stay out of the table
+        parts.append(f"from {base if is_hub_id(base) or base.startswith('preset:') else folder_name(base)}")
     tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), dict) else {}
-    toks = [f"{k.upper()} {_human(tokens[k])}" for k in ("clm", "mlm") if tokens.get(k)]
+    toks = [f"{k.upper()} {human_tokens(tokens[k])}" for k in ("clm", "mlm") if tokens.get(k)]
     if toks:
         parts.append(" + ".join(toks) + " tokens")
     frozen = lineage.get("frozen") or []
@@ -171,9 +165,22 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 recipe=str(lineage.get("recipe", "?")) if isinstance(lineage, dict) else "baseline",
                 lineage=lineage_text(lineage),
                 runs=dict(by_task),
+                model_id=str(meta.get("id") or meta.get("source") or ""),
             )
         )
-    return sorted(entries, key=lambda e: e.name)
+    return sorted(_distinct_names(entries), key=lambda e: e.name)
+
+
+def _distinct_names(entries: list[Entry]) -> list[Entry]:
+    """Two models with the same display name in one language (e.g. the seed-noise control: same recipe, base
+    and budget) get their results folder name appended, so rows and legends stay tellable apart."""
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    for e in entries:
+        count[(e.lang, e.name)] += 1
+    for e in entries:
+        if count[(e.lang, e.name)] > 1:
+            e.name = f"{e.name} ({e.key})"
+    return entries
 
 
 def _reference_entries(rows: Iterable[R.ReferenceRow]) -> list[Entry]:

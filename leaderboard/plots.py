@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from biobench.leaderboard.board import Board
 from biobench.leaderboard.results import Problem
+from biobench.names import display_name
 from matplotlib.figure import Figure
 
 
@@ -65,9 +66,12 @@ def _load(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
 
 
 def _label(path: Path, data: dict) -> str:
+    """'A vs B' from a cka.json's models (display names: cka/2 stores {"id", ...} records, cka/1 strings);
+    the noise model is named in the ratio, not in the label."""
     models = data.get("models")
     if isinstance(models, dict) and models:
-        return " vs ".join(str(v) for v in models.values())
+        pair = [v for k, v in models.items() if k != "noise"] or list(models.values())
+        return " vs ".join(display_name(v) if isinstance(v, dict) else display_name(None, str(v)) for v in pair)
     return path.parent.name
 
 
@@ -130,8 +134,8 @@ def _needle_runs(path: Path, data: dict) -> list[tuple[str, dict]]:
         return [(str(k), v) for k, v in models.items()]
     model = data.get("model")
     if isinstance(model, dict):  # `biobench analyze needle` writes {"id", "slug", "revision"}
-        model = model.get("alias") or model.get("slug") or model.get("id")
-    return [(str(model or path.parent.name), data)]
+        return [(display_name(model), data)]
+    return [(display_name(None, str(model)) if model else path.parent.name, data)]
 
 
 def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:

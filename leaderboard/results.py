@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from biobench.names import display_name
+
 SEED_FILE = re.compile(r"^seed-(\d+)\.json$")
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
 
@@ -100,7 +102,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
     return Run(
         path=path,
         model=slug,
-        name=str(model.get("alias") or model.get("id") or slug),
+        name=display_name(model),  # the stored name; older files: built from alias / lineage / id
         lang=str(lang),
         task=task_id,
         kind=str(task.get("kind", "classification")) if isinstance(task, dict) else "classification",

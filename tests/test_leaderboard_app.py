@@ -76,7 +76,7 @@ def test_needle_file_as_written_by_analyze(tmp_path):
                                 "by_length": {"512": 0.7, "8192": 0.5}, "by_position": {"start": 0.6, "end": 0.55}}))
     problems = []
     fig = plots.needle_figure([path], problems)
-    assert problems == [] and fig.axes[0].get_legend().get_texts()[0].get_text() == "x__y"
+    assert problems == [] and fig.axes[0].get_legend().get_texts()[0].get_text() == "x/y"
     assert list(fig.axes[0].lines[0].get_ydata()) == [70.0, 50.0]
 
 
