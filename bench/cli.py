@@ -16,7 +16,7 @@ from biobench import __version__
 from biobench.errors import BiobenchError
 
 # Order in which subcommands are listed in --help. A subcommand appears once its module exists.
-COMMANDS = ["demo", "tasks", "data", "models", "eval", "compare", "pretrain", "card", "analyze", "leaderboard"]
+COMMANDS = ["demo", "tasks", "data", "models", "eval", "compare", "pretrain", "card", "analyze", "leaderboard", "results"]
 
 
 def build_parser() -> argparse.ArgumentParser:

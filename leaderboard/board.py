@@ -209,7 +209,11 @@ def build_board(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> Board:
-    """Scan the folders, aggregate, and (optionally) compute significance groups from predictions."""
+    """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
+    one), aggregate, and (optionally) compute significance groups from predictions."""
+    from biobench.leaderboard.dataset import resolve_sources
+
+    dirs = resolve_sources(dirs)
     ref_rows = R.load_reference()
     benchmark = R.task_order(ref_rows)
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}

@@ -109,14 +109,21 @@ def export_frame(board: Board) -> pd.DataFrame:
 
 
 def write_export(board: Board, path: str | Path) -> Path:
+    """.csv / .json: the aggregated table (one row per language and model); .parquet: one row per measured
+    (model, task, seed) with the run key and the whole result (leaderboard/dataset.py)."""
     path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        from biobench.leaderboard import dataset
+
+        return dataset.write_parquet(dataset.board_runs(board), path)
     frame = export_frame(board)
     if path.suffix.lower() == ".csv":
         frame.to_csv(path, index=False)
     elif path.suffix.lower() == ".json":
         path.write_text(frame.to_json(orient="records", indent=1), encoding="utf-8")
     else:
-        raise ConfigError(f"--export {path}: unknown format; use a .csv or .json file name")
+        raise ConfigError(f"--export {path}: unknown format; use a .csv or .json file name (the aggregated "
+                          "table) or .parquet (one row per seed)")
     return path
 
 

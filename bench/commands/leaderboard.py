@@ -12,11 +12,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Leaderboard over results folders plus the paper's published rows (marked 'reported').",
     )
     p.add_argument("--results", nargs="+", action="extend", default=[], metavar="DIR",
-                   help="results folder(s) written by `biobench eval` (repeatable)")
+                   help="results folder(s) written by `biobench eval` (repeatable), or a results dataset: "
+                   "hf://datasets/ORG/NAME (from `biobench results push`) or a local copy of one (a folder holding "
+                   "results.parquet)")
     p.add_argument("--no-reference", action="store_true", help="hide the paper's reported rows")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default: Gradio's, 7860 or the next free one)")
-    p.add_argument("--export", metavar="FILE", help="write the aggregated table to FILE.csv or FILE.json and exit")
+    p.add_argument("--export", metavar="FILE", help="write the aggregated table to FILE.csv or FILE.json, or one row "
+                   "per (model, task, seed) with run keys and results to FILE.parquet (loadable with "
+                   "datasets.load_dataset('parquet', ...)), and exit")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for significance (default 1000)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
     p.set_defaults(func=run)
@@ -34,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
         print(render_text(board))
     if args.export:
         path = write_export(board, args.export)
-        print(f"wrote {path} ({sum(1 for _ in board.entries)} rows)")
+        rows = (sum(len(r) for e in board.entries for r in e.runs.values()) if path.suffix.lower() == ".parquet"
+                else len(board.entries))
+        print(f"wrote {path} ({rows} rows)")
     if quick:
         return 0
     from biobench.leaderboard.app import launch
