@@ -98,6 +98,9 @@ class Board:
         return next((e for e in self.entries if e.key == key and e.lang == lang), None)
 
 
+TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
+
+
 def size_bucket(params: int | None) -> str:
     """Paper-style size classes: base ~ 110-200M, large ~ 300M+; anything under 100M is 'small'."""
     if not params:
@@ -223,7 +226,8 @@ def build_board(
         if run.task not in benchmark.get(run.lang, []) and run.task not in extra[run.lang]:
             extra[run.lang].append(run.task)
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
-    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), scan.analyses)
+    analyses = {**scan.analyses, "train_log": sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(TRAIN_LOG))}
+    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses)
     if significance:
         from biobench.leaderboard.compare import compute_groups
 

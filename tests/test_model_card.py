@@ -38,6 +38,11 @@ def test_pretraining_writes_a_card_huggingface_hub_parses(run_dir):
     final = ModelCard.load(run_dir / "final" / "README.md").text
     meta = json.loads((run_dir / "final" / "biobench_pretrain.json").read_text())
     assert f"{meta['tokens']['seen']:,}" in final and "median tokens/s" in final and "CPU" in final
+    log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    step_s = sum(meta["schedule"]["tokens_per_step"] / r["tokens_per_s"] for r in log)
+    assert meta["hardware"].startswith("CPU") and meta["compute"]["device_type"] == "cpu"
+    assert meta["compute"]["train_s"] == pytest.approx(step_s, abs=0.1) and meta["compute"]["devices"] == 1
+    assert meta["compute"]["device_hours"] == pytest.approx(step_s / 3600, abs=1e-4)
     assert not list(run_dir.glob("step-*/README.md"))
 
 
