@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,9 +211,12 @@ def build_board(
     significance: bool = True,
     n_boot: int = 1000,
     seed: int = 0,
+    cache_dir: str | Path | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Board:
     """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
-    one), aggregate, and (optionally) compute significance groups from predictions."""
+    one), aggregate, and (optionally) compute significance groups from predictions, per task through the
+    on-disk cache under `cache_dir` when given (leaderboard/cache.py; `log` gets its progress lines)."""
     from biobench.leaderboard.dataset import resolve_sources
 
     dirs = resolve_sources(dirs)
@@ -229,9 +232,9 @@ def build_board(
     analyses = {**scan.analyses, "train_log": sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(TRAIN_LOG))}
     board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses)
     if significance:
-        from biobench.leaderboard.compare import compute_groups
+        from biobench.leaderboard.cache import cached_groups
 
-        compute_groups(board, n_boot=n_boot, seed=seed)
+        cached_groups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log)
     return board
 
 

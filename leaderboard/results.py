@@ -43,7 +43,7 @@ class Run:
     per_label: dict[str, float]
     predictions: Path | None
     model_meta: dict[str, Any]
-    details: dict[str, Any] = field(default_factory=dict)  # protocol, timings, device, dev_score: detail view
+    details: dict[str, Any] = field(default_factory=dict)  # run key, protocol, timings, device, dev_score
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
         per_label=_per_label_f1(test.get("per_label")),
         predictions=pred_path if pred_path.is_file() else None,
         model_meta=dict(model),
-        details={k: data[k] for k in ("protocol", "timings", "device", "dev_score", "created") if k in data},
+        details={k: data[k] for k in ("key", "protocol", "timings", "device", "dev_score", "created") if k in data},
     )
 
 

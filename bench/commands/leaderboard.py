@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,16 +23,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "per (model, task, seed) with run keys and results to FILE.parquet (loadable with "
                    "datasets.load_dataset('parquet', ...)), and exit")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for significance (default 1000)")
+    p.add_argument("--no-cache", action="store_true", help="recompute the significance groups instead of reading "
+                   "them from the cache ($BIOBENCH_CACHE/leaderboard, default ~/.cache/biobench/leaderboard)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from biobench.leaderboard.board import build_board
+    from biobench.leaderboard.cache import default_dir
     from biobench.leaderboard.tables import render_text, write_export
 
     quick = bool(args.export or args.print_table)
-    board = build_board(args.results, reference=not args.no_reference, significance=not quick, n_boot=args.n_boot)
+    board = build_board(args.results, reference=not args.no_reference, significance=not quick, n_boot=args.n_boot,
+                        cache_dir=None if args.no_cache else default_dir(),
+                        log=lambda line: print(line, file=sys.stderr, flush=True))
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:
