@@ -1,6 +1,7 @@
 """A real browser loads the running leaderboard: headless Chromium finds the French table with the paper's
 reference rows and a measured model, and saves a screenshot (printed path, in pytest's tmp dir)."""
 
+import os
 import shutil
 import socket
 import subprocess
@@ -45,6 +46,7 @@ def server(tmp_path):
         [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES),
          "--host", "127.0.0.1", "--port", str(port), "--n-boot", "200"],
         stdout=log, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")},  # the significance cache stays in tmp
     )
     proc.stdout = log
     try:
