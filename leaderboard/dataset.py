@@ -229,10 +229,14 @@ def resolve_sources(dirs: Iterable[str | Path]) -> list[Path]:
     for item in dirs:
         text = str(item)
         if text.startswith(HF_PREFIX):
-            out.append(materialize(download(text) / PARQUET))
+            snapshot = download(text)
+            if not (snapshot / PARQUET).is_file():
+                raise ResultsError(f"{text} holds no {PARQUET}: not a results dataset of `biobench results push`")
+            out.append(materialize(snapshot / PARQUET))
         elif text.endswith(".parquet") and Path(text).is_file():
             out.append(materialize(text))
-        elif (Path(text) / PARQUET).is_file():
+        elif (Path(text) / PARQUET).is_file() and not any(Path(text).glob("*/*/seed-*.json")):
+            # a dataset's local copy; a results folder that also holds an exported parquet is read as a folder
             out.append(materialize(Path(text) / PARQUET))
         else:
             out.append(Path(text))

@@ -5,6 +5,7 @@ every hub path fails offline with one clear line."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,10 @@ def test_dry_run_folder_card_and_local_copy_give_the_same_table(tmp_path, capsys
     assert copy.groups.keys() == original.groups.keys() and copy.groups
     # unreadable result files were left out when the dataset was built; a corrupt predictions file travels as is
     assert [Path(p.path).name for p in copy.problems] == ["seed-45.predictions.jsonl"]
+    mixed = tmp_path / "mixed"  # a results folder with an export inside is still read as a results folder
+    shutil.copytree(FIXTURES, mixed)
+    shutil.copy(out / "results.parquet", mixed)
+    assert dataset.resolve_sources([mixed]) == [mixed]
     again = dataset.resolve_sources([out / "results.parquet"])[0]
     assert again == dataset.resolve_sources([out])[0] and (again / ".complete").is_file()  # written once, reused
 
