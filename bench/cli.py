@@ -12,7 +12,18 @@ import sys
 from types import ModuleType
 
 from biobench import __version__
-from biobench.commands import analyze, card, compare, data, demo, leaderboard, models, pretrain, tasks
+from biobench.commands import (
+    analyze,
+    card,
+    compare,
+    data,
+    demo,
+    leaderboard,
+    models,
+    pretrain,
+    results,
+    tasks,
+)
 from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
 
@@ -21,6 +32,7 @@ from biobench.errors import BiobenchError
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "compare": compare,
     "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
+    "results": results,
 }
 
 

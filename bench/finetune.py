@@ -218,6 +218,8 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
             evaluate(epoch, step, running)
     bar.close()
     train_s = time.perf_counter() - started - eval_s
+    # input tokens (no padding) trained on: the epoch's tokens x epochs run (pro rata when max_steps cuts an epoch)
+    train_tokens = round(sum(map(_length, train)) * step / max(steps_per_epoch, 1))
 
     t0 = time.perf_counter()
     model.load_state_dict(best["state"])
@@ -229,6 +231,7 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         test_predictions=test_preds, dev_metrics=best["metrics"], test_metrics=test_metrics,
         dev_score=best["score"], best_epoch=best["epoch"], best_step=best["step"], history=history,
         timings={"train_s": round(train_s, 3), "eval_s": round(eval_s, 3),
-                 "total_s": round(time.perf_counter() - started, 3)},
+                 "total_s": round(time.perf_counter() - started, 3),
+                 "train_tokens": train_tokens, "tokens_per_s": round(train_tokens / train_s, 1) if train_s > 0 else None},
         compiled=compiled,
     )

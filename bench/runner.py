@@ -22,6 +22,7 @@ from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model
+from biobench.names import display_name
 from biobench.protocols import Protocol, resolve_task_protocol
 from biobench.results import Result, decide, read_result, result_path, run_key, write_result
 from biobench.tasks.schema import TaskData
@@ -61,13 +62,20 @@ class Plan:
     data: dict[str, TaskData]
     unavailable: dict[str, str] = field(default_factory=dict)
     shard: tuple[int, int] = (0, 1)
+    name: str = ""  # display name (names.display_name): recorded in each result, not part of its key
+
+    def model_record(self, info: ModelInfo | None = None) -> dict[str, Any]:
+        """The result's `model` object: the model's identity plus its display name."""
+        return {**(info or self.model).to_dict(), "name": self.name or display_name((info or self.model).to_dict())}
 
 
 def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str | Path,
               seeds: Sequence[int] | None = None, overrides: dict[str, Any] | None = None,
-              overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False) -> Plan:
+              overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False,
+              name: str | None = None) -> Plan:
     """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
-    With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal."""
+    With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal.
+    `name` is the display name to record (default: names.display_name of the model)."""
     ref = resolve_model(model)
     info = inspect_model(ref)
     data: dict[str, TaskData] = {}
@@ -98,7 +106,8 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
         run.decision = decide(run.path, run.key, overwrite, run.protocol.to_dict())
         if run.decision == "skip":
             run.status, run.macro_f1 = "skipped", read_result(run.path).macro_f1
-    return Plan(info, model, Path(results_dir), grid, runs, data, unavailable, shard)
+    return Plan(info, model, Path(results_dir), grid, runs, data, unavailable, shard,
+                display_name(info.to_dict(), name))
 
 
 def versions(**extra: str) -> dict[str, str]:
@@ -113,7 +122,7 @@ def versions(**extra: str) -> dict[str, str]:
 def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device: str) -> Result:
     data = plan.data[run.task.id]
     return Result(
-        model=info.to_dict(),
+        model=plan.model_record(info),
         task={"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
               "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
               "n_train": len(task.examples["train"]), "n_dev": len(task.examples["dev"]),
@@ -239,7 +248,7 @@ def summarize(plan: Plan) -> dict[str, Any]:
         languages[lang] = {"mean": sum(means) / len(means) if means else None, "n_tasks": len(means),
                            "tasks_expected": n_tasks}
     return {
-        "model": plan.model.to_dict(),
+        "model": plan.model_record(),
         "results_dir": str(plan.results_dir),
         "shard": f"{plan.shard[0]}/{plan.shard[1]}",
         "runs": [{"task": r.task.id, "seed": r.seed, "status": r.status, "macro_f1": r.macro_f1,

@@ -16,7 +16,15 @@ import pandas as pd
 from biobench.leaderboard import plots
 from biobench.leaderboard.board import Board
 from biobench.leaderboard.compare import average_markdown, compare, compare_average, task_mdd
-from biobench.leaderboard.tables import CSS, Filters, export_frame, render_html, select
+from biobench.leaderboard.tables import (
+    CSS,
+    Filters,
+    efficiency_frame,
+    export_frame,
+    model_detail,
+    render_html,
+    select,
+)
 
 LANG_NAMES = {"fr": "French", "en": "English"}
 
@@ -83,6 +91,7 @@ def build_app(board: Board) -> gr.Blocks:
     cka_fig = plots.cka_figure(board.analyses["cka"], board.problems)
     needle_fig = plots.needle_figure(board.analyses["needle"], board.problems)
     trajectory_fig = plots.cka_trajectory_figure(board.analyses.get("cka_trajectory", []), board.problems)
+    loss_fig = plots.loss_figure(plots.train_logs(board), board.problems)
 
     with gr.Blocks(title="biobench leaderboard") as app:
         gr.Markdown(
@@ -124,7 +133,14 @@ def build_app(board: Board) -> gr.Blocks:
                 c_avg = gr.Markdown()
             with gr.Tab("Plots", id="tab-plots"):
                 p_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
-                p_bars = gr.Plot(label="Per-task scores")
+                p_bars = gr.Plot(label="Per-task scores", elem_id="lb-bars")
+                p_eff = gr.Dataframe(label="Models: fine-tuning and pretraining cost (select a row for its details)",
+                                     interactive=False, elem_id="lb-efficiency")
+                p_model = gr.Dropdown([], label="Model details", elem_id="lb-detail-model")
+                p_detail = gr.Markdown(elem_id="lb-detail")
+                p_detail_seeds = gr.Dataframe(label="Per-task, per-seed scores (macro-F1 %)", interactive=False,
+                                              elem_id="lb-detail-seeds")
+                gr.Plot(loss_fig, label="Pretraining loss", elem_id="lb-loss")
                 gr.Plot(cka_fig, label="CKA")
                 gr.Plot(needle_fig, label="Needle in a haystack")
                 gr.Plot(trajectory_fig, label="CKA trajectory (divergence from the start model)")
@@ -176,20 +192,34 @@ def build_app(board: Board) -> gr.Blocks:
             table = compare(board, lang, a, b).round({"A": 1, "B": 1, "diff": 2, "ci_low": 2, "ci_high": 2, "p_value": 4})
             return table, average_markdown(compare_average(board, lang, a, b))
 
-        @_safe(lambda msg: plots._empty(msg))
+        @_safe(lambda msg: (plots._empty(msg), pd.DataFrame({"error": [msg]}), gr.update()))
         def on_plots(lang):
-            return plots.task_bars(board, lang)
+            choices = model_choices(lang)
+            first = next((key for _, key in choices if not key.startswith("paper:")), choices[0][1] if choices else None)
+            return plots.task_bars(board, lang), efficiency_frame(board, lang), gr.update(choices=choices, value=first)
+
+        @_safe(lambda msg: (f"error: {msg}", pd.DataFrame()))
+        def on_detail(lang, key):
+            if not (lang and key):
+                return "Select a model (a row of the table above, or here).", pd.DataFrame()
+            return model_detail(board, lang, key)
+
+        def on_select_row(evt: gr.SelectData):
+            row = evt.row_value or []
+            return gr.update(value=row[-1]) if row else gr.update()
 
         t_lang.change(on_task_lang, t_lang, [t_task, t_seeds, t_labels, t_plot])
         t_task.change(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
         c_lang.change(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         c_a.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
         c_b.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
-        p_lang.change(on_plots, p_lang, p_bars)
+        p_lang.change(on_plots, p_lang, [p_bars, p_eff, p_model])
+        p_eff.select(on_select_row, None, p_model)
+        p_model.change(on_detail, [p_lang, p_model], [p_detail, p_detail_seeds])
         app.load(refresh, filter_inputs, [*tables.values(), download])
         app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
         app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
-        app.load(on_plots, p_lang, p_bars)
+        app.load(on_plots, p_lang, [p_bars, p_eff, p_model])
     return app
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import ResultsError
 from biobench.leaderboard import results as R
+from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.results import AlignedPredictions, align_predictions
 from biobench.stats import (
     CountMetric,
@@ -64,6 +65,7 @@ class Entry:
     paper_avg: float | None = None
     reported_seeds: int | None = None
     runs: dict[str, list[R.Run]] = field(default_factory=dict)
+    model_id: str = ""  # where the weights came from (hub id or the folder it was evaluated from): details only
 
     def average(self, tasks: Sequence[str]) -> Average:
         have = [t for t in tasks if t in self.cells]
@@ -105,6 +107,9 @@ class Board:
         return next((e for e in self.entries if e.key == key and e.lang == lang), None)
 
 
+TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
+
+
 def size_bucket(params: int | None) -> str:
     """Paper-style size classes: base ~ 110-200M, large ~ 300M+; anything under 100M is 'small'."""
     if not params:
@@ -112,24 +117,16 @@ def size_bucket(params: int | None) -> str:
     return "small" if params < 100e6 else "base" if params < 250e6 else "large"
 
 
-def _human(n: Any) -> str:
-    if not isinstance(n, int | float) or isinstance(n, bool):
-        return str(n)
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return str(n)
-
-
 def lineage_text(lineage: Any) -> str:
     """One line from a `biobench pretrain` checkpoint's biobench_pretrain.json (tolerant of missing keys)."""
     if not isinstance(lineage, dict):
         return ""
     parts = [str(lineage.get("recipe", "?"))]
-    if lineage.get("base_model"):
-        parts.append(f"from {lineage['base_model']}")
+    base = str(lineage.get("base_model") or "")
+    if base:  # a local base folder by its name: absolute paths stay out of the table
+        parts.append(f"from {base if is_hub_id(base) or base.startswith('preset:') else folder_name(base)}")
     tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), dict) else {}
-    toks = [f"{k.upper()} {_human(tokens[k])}" for k in ("clm", "mlm") if tokens.get(k)]
+    toks = [f"{k.upper()} {human_tokens(tokens[k])}" for k in ("clm", "mlm") if tokens.get(k)]
     if toks:
         parts.append(" + ".join(toks) + " tokens")
     frozen = lineage.get("frozen") or []
@@ -180,9 +177,22 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 recipe=str(lineage.get("recipe", "?")) if isinstance(lineage, dict) else "baseline",
                 lineage=lineage_text(lineage),
                 runs=dict(by_task),
+                model_id=str(meta.get("id") or meta.get("source") or ""),
             )
         )
-    return sorted(entries, key=lambda e: e.name)
+    return sorted(_distinct_names(entries), key=lambda e: e.name)
+
+
+def _distinct_names(entries: list[Entry]) -> list[Entry]:
+    """Two models with the same display name in one language (e.g. the seed-noise control: same recipe, base
+    and budget) get their results folder name appended, so rows and legends stay tellable apart."""
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    for e in entries:
+        count[(e.lang, e.name)] += 1
+    for e in entries:
+        if count[(e.lang, e.name)] > 1:
+            e.name = f"{e.name} ({e.key})"
+    return entries
 
 
 def _reference_entries(rows: Iterable[R.ReferenceRow]) -> list[Entry]:
@@ -210,8 +220,15 @@ def build_board(
     significance: bool = True,
     n_boot: int = 1000,
     seed: int = 0,
+    cache_dir: str | Path | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Board:
-    """Scan the folders, aggregate, and (optionally) compute significance groups from predictions."""
+    """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
+    one), aggregate, and (optionally) compute significance groups from predictions, per task through the
+    on-disk cache under `cache_dir` when given (leaderboard/cache.py; `log` gets its progress lines)."""
+    from biobench.leaderboard.dataset import resolve_sources
+
+    dirs = resolve_sources(dirs)
     ref_rows = R.load_reference()
     benchmark = R.task_order(ref_rows)
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
@@ -221,9 +238,12 @@ def build_board(
         if run.task not in benchmark.get(run.lang, []) and run.task not in extra[run.lang]:
             extra[run.lang].append(run.task)
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
-    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), scan.analyses)
+    analyses = {**scan.analyses, "train_log": sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(TRAIN_LOG))}
+    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses)
     if significance:
-        compute_groups(board, n_boot=n_boot, seed=seed)
+        from biobench.leaderboard.cache import cached_groups
+
+        cached_groups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log)
     return board
 
 

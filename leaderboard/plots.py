@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from biobench.leaderboard.board import Board
+from biobench.leaderboard.board import TRAIN_LOG, Board
 from biobench.leaderboard.results import Problem
+from biobench.names import display_name
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 
@@ -32,9 +34,10 @@ def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks:
     tasks = list(tasks or board.columns(lang))
     if not entries or not tasks:
         return _empty(f"No {lang} results to plot")
-    fig = Figure(figsize=(max(8, 1.1 * len(tasks) + 2), 4.2), layout="constrained")
+    fig = Figure(figsize=(max(8, 1.1 * len(tasks) + 2) + 3, 4.2), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(entries)
+    palette = colormaps["tab10" if len(entries) <= 10 else "tab20"]  # one colour per model up to 20
     x = np.arange(len(tasks))
     for i, e in enumerate(entries):
         means = [e.cells[t].mean if t in e.cells else math.nan for t in tasks]
@@ -45,11 +48,13 @@ def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks:
         ]).T
         label = e.name + (" (reported)" if e.source == "reported" else "")
         ax.bar(x + (i - (len(entries) - 1) / 2) * width, means, width, yerr=err, capsize=2, label=label,
-               hatch="//" if e.source == "reported" else None, alpha=0.9)
+               hatch="//" if e.source == "reported" else None, alpha=0.9, color=palette(i % palette.N))
     ax.set_xticks(x, tasks, rotation=30, ha="right")
     ax.set_ylabel("macro-F1 (%)")
     ax.set_title(f"{lang}: mean over seeds, 95% CI whiskers")
-    ax.legend(fontsize=7, ncols=2)
+    # outside the axes (right), so it never hides a bar; constrained layout makes room for it
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False,
+              ncols=1 if len(entries) <= 18 else 2)
     return fig
 
 
@@ -65,9 +70,12 @@ def _load(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
 
 
 def _label(path: Path, data: dict) -> str:
+    """'A vs B' from a cka.json's models (display names: cka/2 stores {"id", ...} records, cka/1 strings);
+    the noise model is named in the ratio, not in the label."""
     models = data.get("models")
     if isinstance(models, dict) and models:
-        return " vs ".join(str(v) for v in models.values())
+        pair = [v for k, v in models.items() if k != "noise"] or list(models.values())
+        return " vs ".join(display_name(v) if isinstance(v, dict) else display_name(None, str(v)) for v in pair)
     return path.parent.name
 
 
@@ -130,8 +138,8 @@ def _needle_runs(path: Path, data: dict) -> list[tuple[str, dict]]:
         return [(str(k), v) for k, v in models.items()]
     model = data.get("model")
     if isinstance(model, dict):  # `biobench analyze needle` writes {"id", "slug", "revision"}
-        model = model.get("alias") or model.get("slug") or model.get("id")
-    return [(str(model or path.parent.name), data)]
+        return [(display_name(model), data)]
+    return [(display_name(None, str(model)) if model else path.parent.name, data)]
 
 
 def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
@@ -194,4 +202,59 @@ def cka_trajectory_figure(paths: Sequence[Path], problems: list[Problem]) -> Fig
             ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=line.get_color(), alpha=0.15, lw=0)
     ax.set(xlabel="tokens seen", ylabel="mean divergence vs start (1 - CKA)", title="CKA trajectory during pretraining")
     ax.legend(fontsize=7)
+    return fig
+
+
+def train_logs(board: Board) -> list[tuple[str, Path]]:
+    """(label, path) of every pretraining log to draw: the run folder of each measured `biobench pretrain`
+    checkpoint (`<run>/final` -> `<run>/train_log.jsonl`, when that folder exists here) and every train_log.jsonl
+    under the results folders. A log is labelled with the display name of the model its run folder trained."""
+    named: dict[str, str] = {}
+    candidates = []
+    for e in board.entries:
+        if e.source == "measured" and e.model_id and e.lineage:  # lineage: a pretraining checkpoint
+            run_dir = Path(e.model_id).parent
+            named.setdefault(run_dir.name, e.name)
+            candidates.append(run_dir / TRAIN_LOG)
+    found: dict[Path, str] = {}
+    for path in [*candidates, *board.analyses.get("train_log", [])]:
+        if path.is_file():
+            found.setdefault(path.resolve(), named.get(path.parent.name, path.parent.name))
+    return [(label, path) for path, label in found.items()]
+
+
+def loss_figure(logs: Sequence[tuple[str, Path]], problems: list[Problem]) -> Figure:
+    """Training loss against tokens seen, one colour per pretraining run; phase 1 solid, phase 2 dashed (the
+    objectives differ: a CLM loss and an MLM loss are not on one scale, so the phase change shows as a jump)."""
+    curves = []
+    for label, path in logs:
+        points: dict[int, list[tuple[float, float, str]]] = {}
+        try:
+            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    points.setdefault(int(r.get("phase", 1)), []).append((float(r["tokens"]), float(r["loss"]),
+                                                                          str(r.get("objective", ""))))
+                except (ValueError, KeyError, TypeError, AttributeError) as err:
+                    problems.append(Problem(str(path), f"line {lineno}: not a train_log record ({type(err).__name__}); skipped"))
+        except OSError as err:
+            problems.append(Problem(str(path), f"unreadable train log: {err}"))
+            continue
+        if points:
+            curves.append((label, points))
+    if not curves:
+        return _empty("No pretraining log found (train_log.jsonl beside a checkpoint's run folder or in a results folder)")
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    ax = fig.subplots()
+    for i, (label, phases) in enumerate(curves):
+        colour = f"C{i % 10}"
+        for phase, pts in sorted(phases.items()):
+            pts.sort()
+            objective = pts[0][2].upper() or f"phase {phase}"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, lw=1.2, ls="-" if phase == 1 else "--",
+                    label=f"{label} · phase {phase} ({objective})")
+    ax.set(xlabel="tokens seen", ylabel="training loss", title="Pretraining loss (phase 1 solid, phase 2 dashed)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
     return fig

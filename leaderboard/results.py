@@ -19,6 +19,7 @@ from typing import Any
 
 from biobench import results as store
 from biobench.errors import ResultsError
+from biobench.names import display_name
 
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
 
@@ -45,6 +46,7 @@ class Run:
     predictions: Path | None
     model_meta: dict[str, Any]
     labels: tuple[str, ...] = ()  # the task's label inventory, when the result records it
+    details: dict[str, Any] = field(default_factory=dict)  # run key, protocol, timings, device, dev_score
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
     return Run(
         path=path,
         model=slug,
-        name=str(result.model.get("alias") or result.model.get("id") or slug),
+        name=display_name(result.model),  # the stored name; older files: built from alias / lineage / id
         lang=str(lang),
         task=result.task_id,
         kind=str(task.get("kind", "classification")),
@@ -110,6 +112,8 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
         predictions=pred_path if pred_path.is_file() else None,
         model_meta=dict(result.model),
         labels=tuple(task.get("labels") or ()),
+        details={"key": result.key, "protocol": result.protocol,
+                 **{k: result.details[k] for k in ("timings", "device", "dev_score", "created") if k in result.details}},
     )
 
 

@@ -12,10 +12,12 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from biobench.errors import ConfigError
 from biobench.leaderboard.board import Board, Entry, fmt
+from biobench.names import human_tokens
 
 
 @dataclass(frozen=True)
@@ -109,14 +111,21 @@ def export_frame(board: Board) -> pd.DataFrame:
 
 
 def write_export(board: Board, path: str | Path) -> Path:
+    """.csv / .json: the aggregated table (one row per language and model); .parquet: one row per measured
+    (model, task, seed) with the run key and the whole result (leaderboard/dataset.py)."""
     path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        from biobench.leaderboard import dataset
+
+        return dataset.write_parquet(dataset.board_runs(board), path)
     frame = export_frame(board)
     if path.suffix.lower() == ".csv":
         frame.to_csv(path, index=False)
     elif path.suffix.lower() == ".json":
         path.write_text(frame.to_json(orient="records", indent=1), encoding="utf-8")
     else:
-        raise ConfigError(f"--export {path}: unknown format; use a .csv or .json file name")
+        raise ConfigError(f"--export {path}: unknown format; use a .csv or .json file name (the aggregated "
+                          "table) or .parquet (one row per seed)")
     return path
 
 
@@ -247,3 +256,122 @@ def render_text(board: Board, langs: Sequence[str] | None = None, name_width: in
         title = {"fr": "French", "en": "English"}.get(lang, lang)
         blocks.append("\n".join([f"{title} (macro-F1 %, mean over seeds)", *_align([header, *rows]), *notes]))
     return "\n\n".join(blocks)
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def _runs(e: Entry) -> list:
+    return [r for task_runs in e.runs.values() for r in task_runs]
+
+
+def _timing(run, name: str) -> float | None:
+    value = (run.details.get("timings") or {}).get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def pretraining_cost(lineage: Any) -> dict[str, Any]:
+    """Tokens, device-hours and hardware of a `biobench pretrain` checkpoint, from its lineage (empty for other
+    models; checkpoints written before compute was recorded give tokens only)."""
+    if not isinstance(lineage, dict):
+        return {}
+    tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), dict) else {}
+    compute = lineage.get("compute") if isinstance(lineage.get("compute"), dict) else {}
+    hours = compute.get("device_hours")
+    kind = "GPU" if compute.get("device_type") == "cuda" else str(compute.get("device_type") or "device").upper()
+    return {"tokens": tokens.get("seen"), "hours": hours if isinstance(hours, int | float) else None,
+            "hours_unit": f"{kind}-h", "hardware": lineage.get("hardware")}
+
+
+EFFICIENCY_COLUMNS = ["model", "runs", "fine-tune s/run", "fine-tune h total", "tokens/s", "fine-tune device",
+                      "pretrain tokens", "pretrain device-h", "pretrain hardware", "key"]
+
+
+def efficiency_frame(board: Board, lang: str) -> pd.DataFrame:
+    """One row per measured model of a language: fine-tuning cost from the result timings (mean training
+    seconds per run, total hours, median tokens/s, device) and pretraining cost from the checkpoint lineage
+    (tokens seen, device-hours with their kind, hardware). `key` identifies the row for the detail view."""
+    rows = []
+    for e in select(board, lang, Filters(sources=("measured",), sort_by="Model")):
+        runs = _runs(e)
+        train = [t for r in runs if (t := _timing(r, "train_s")) is not None]
+        speed = [t for r in runs if (t := _timing(r, "tokens_per_s")) is not None]
+        devices = sorted({str(r.details.get("device")) for r in runs if r.details.get("device")})
+        cost = pretraining_cost(runs[0].model_meta.get("lineage") if runs else None)
+        rows.append({
+            "model": e.name, "runs": len(runs),
+            "fine-tune s/run": round(sum(train) / len(train), 1) if train else None,
+            "fine-tune h total": round(sum(train) / 3600, 3) if train else None,
+            "tokens/s": round(_median(speed)) if speed else None,
+            "fine-tune device": ", ".join(devices),
+            "pretrain tokens": human_tokens(cost["tokens"]) if cost.get("tokens") else "",
+            "pretrain device-h": f"{cost['hours']:.3g} {cost['hours_unit']}" if cost.get("hours") is not None else "",
+            "pretrain hardware": str(cost.get("hardware") or ""),
+            "key": e.key,
+        })
+    return pd.DataFrame(rows, columns=EFFICIENCY_COLUMNS)
+
+
+def _protocol_text(protocol: dict[str, Any]) -> str:
+    fields = [f"{k} {protocol[k]}" for k in ("epochs", "max_steps", "lr", "batch_size", "max_length", "head",
+                                             "dev_metric") if protocol.get(k) is not None]
+    return f"{protocol.get('name', '?')} ({', '.join(fields)}; hash {str(protocol.get('hash', '?'))[:19]})"
+
+
+def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
+    """The detail view of one row: a Markdown summary (where the model comes from, lineage, pretraining cost,
+    protocols, fine-tuning time) and its per-task, per-seed scores with each run's timings and protocol hash."""
+    e = board.entry(key, lang)
+    if e is None:
+        return f"No {lang} model {key!r}.", pd.DataFrame()
+    bench = board.benchmark.get(lang, [])
+    avg = e.average(bench)
+    lines = [f"### {e.name}", "", "| | |", "|---|---|",
+             f"| source | {e.source}{' (the paper’s published numbers)' if e.source == 'reported' else ''} |"]
+    if e.source == "reported":
+        lines.append(f"| recipe / citation | {e.lineage or e.recipe} |")
+        lines.append(f"| seeds | {e.reported_seeds} |")
+    else:
+        meta = _runs(e)[0].model_meta
+        lines += [f"| model | `{e.model_id}` |", f"| revision | `{meta.get('revision', '?')}` |",
+                  f"| parameters | {e.params:,} |" if e.params else "| parameters | ? |",
+                  f"| context | {e.context or '?'} |", f"| architecture | {meta.get('architecture') or '?'} |"]
+        if e.lineage:
+            lines.append(f"| lineage | {e.lineage} |")
+        cost = pretraining_cost(meta.get("lineage"))
+        if cost:
+            parts = [f"{human_tokens(cost.get('tokens'))} tokens"]
+            if cost.get("hours") is not None:
+                parts.append(f"{cost['hours']:.3g} {cost['hours_unit']}")
+            if cost.get("hardware"):
+                parts.append(f"on {cost['hardware']}")
+            lines.append(f"| pretraining | {', '.join(parts[:2])}{' ' + parts[2] if len(parts) > 2 else ''}"
+                         f"{'' if len(parts) > 1 else ' (time and hardware not recorded)'} |")
+        protocols = sorted({_protocol_text(r.details["protocol"]) for r in _runs(e) if isinstance(r.details.get("protocol"), dict)})
+        lines += [f"| protocol | {p} |" for p in protocols]
+        train = [t for r in _runs(e) if (t := _timing(r, "train_s")) is not None]
+        if train:
+            lines.append(f"| fine-tuning | {len(train)} runs, {sum(train) / 3600:.3g} h in all, "
+                         f"{sum(train) / len(train):.1f} s per run |")
+    lines.append(f"| average ({lang}) | {fmt(avg.value)}{f' (partial: {avg.k}/{avg.n} tasks)' if avg.partial else ''} |")
+    rows = []
+    for task in board.columns(lang):
+        cell = e.cells.get(task)
+        if cell is None:
+            continue
+        if e.source == "reported" or not e.runs.get(task):
+            rows.append({"task": task, "seed": "reported", "macro-F1": round(cell.mean, 2)})
+            continue
+        for r in e.runs[task]:
+            protocol = r.details.get("protocol") if isinstance(r.details.get("protocol"), dict) else {}
+            rows.append({"task": task, "seed": r.seed, "macro-F1": round(100 * r.score, 2),
+                         "dev": round(100 * r.details["dev_score"], 2) if isinstance(r.details.get("dev_score"), int | float) else None,
+                         "train s": _timing(r, "train_s"), "tokens/s": _timing(r, "tokens_per_s"),
+                         "device": r.details.get("device"), "protocol": str(protocol.get("hash", ""))[:19]})
+        rows.append({"task": task, "seed": "mean", "macro-F1": round(cell.mean, 2)})
+    return "\n".join(lines), pd.DataFrame(rows)

@@ -24,6 +24,8 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
     assert results == [f"{m}__final/{t}/seed-42.json" for m in ("detour", "mlm")
                        for t in ("demo-cls", "demo-multilabel", "demo-ner")]
     assert "demo-ner" in out and "biobench leaderboard --results" in out
+    table = out[out.index("3/3 leaderboard"):out.index("demo finished")]
+    assert "detour · tiny · " in table and "mlm · tiny · " in table and str(tmp_path) not in table
 
     before = _files(tmp_path)
     assert cli.main(args) == 0

@@ -80,7 +80,10 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert result["protocol"]["head"] == "hf-sequence" and result["dev_metric"] == "weighted_f1"
     assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["weighted_f1"]
     assert {"macro_f1", "micro_f1", "weighted_f1", "per_label"} <= set(result["metrics"]["test"])
-    assert set(result["timings"]) == {"train_s", "eval_s", "total_s"} and result["versions"]["torch"]
+    timings = result["timings"]
+    assert set(timings) == {"train_s", "eval_s", "total_s", "train_tokens", "tokens_per_s"} and result["versions"]["torch"]
+    assert timings["train_tokens"] > 12 * 3 and timings["train_tokens"] % 2 == 0  # 12 examples x 2 whole epochs
+    assert timings["tokens_per_s"] == pytest.approx(timings["train_tokens"] / timings["train_s"], rel=0.01)
     rows = read_predictions(first.runs[0].path)
     assert [r["id"] for r in rows] == [f"t1{i}" for i in range(6)] and all("pred" in r for r in rows)
 

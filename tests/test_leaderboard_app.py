@@ -87,7 +87,7 @@ def test_needle_file_as_written_by_analyze(tmp_path):
                                 "by_length": {"512": 0.7, "8192": 0.5}, "by_position": {"start": 0.6, "end": 0.55}}))
     problems = []
     fig = plots.needle_figure([path], problems)
-    assert problems == [] and fig.axes[0].get_legend().get_texts()[0].get_text() == "x__y"
+    assert problems == [] and fig.axes[0].get_legend().get_texts()[0].get_text() == "x/y"
     assert list(fig.axes[0].lines[0].get_ydata()) == [70.0, 50.0]
 
 
@@ -109,3 +109,46 @@ def test_cka_trajectory_figure_from_the_json(tmp_path):
     assert list(line.get_xdata()) == [100, 200, 220] and list(line.get_ydata()) == [0.1, 0.2, 0.25]
     assert [p.reason for p in problems] == ["cka_trajectory.json has no 'points' list"]
     assert plots.cka_trajectory_figure([], []).axes[0].texts[0].get_text().startswith("No CKA trajectory")
+
+
+def test_efficiency_columns_and_model_detail():
+    from biobench.leaderboard.tables import efficiency_frame, model_detail
+
+    board = build_board([FIXTURES], significance=False)
+    eff = efficiency_frame(board, "fr").set_index("key")
+    detour = eff.loc["local__tiny-detour"]
+    assert detour["model"] == "tiny-detour" and detour["runs"] == 5 and detour["fine-tune s/run"] == 0.8
+    assert detour["tokens/s"] == 15043 and detour["fine-tune device"] == "cpu"  # median over seeds 42, 42, 43, 43, 44
+    assert (detour["pretrain tokens"], detour["pretrain device-h"], detour["pretrain hardware"]) == \
+        ("2.2M", "1.5 GPU-h", "1 x NVIDIA H100 80GB HBM3")
+    assert eff.loc["local__tiny-mlm", "pretrain tokens"] == "2.4M" and eff.loc["local__tiny-mlm", "pretrain device-h"] == ""
+    assert "paper:DrBERT" not in eff.index  # reported rows have no timings
+    text, seeds = model_detail(board, "fr", "local__tiny-detour")
+    assert "| model | `runs/tiny-detour/final` |" in text and "| protocol | fr (epochs 1; hash sha256:222222222222) |" in text
+    assert "| pretraining | 2.2M tokens, 1.5 GPU-h on 1 x NVIDIA H100 80GB HBM3 |" in text
+    assert list(seeds[seeds.task == "diamed"].seed) == [42, 43, 44, "mean"]
+    assert seeds[(seeds.task == "diamed") & (seeds.seed == 43)]["tokens/s"].item() == 15043.0
+    text, seeds = model_detail(board, "fr", "paper:DrBERT")
+    assert "reported" in text and set(seeds.seed) == {"reported"} and len(seeds) == 8
+    assert model_detail(board, "fr", "nope")[0] == "No fr model 'nope'."
+
+
+def test_bar_legend_outside_and_loss_curves(tmp_path):
+    board = build_board([FIXTURES], significance=False)
+    fig = plots.task_bars(board, "fr")
+    fig.canvas.draw()
+    legend, axes = fig.axes[0].get_legend().get_window_extent(), fig.axes[0].get_window_extent()
+    assert legend.x0 >= axes.x1  # right of the bars, never over them
+    logs = plots.train_logs(board)
+    assert [(label, path.name) for label, path in logs] == [("tiny-detour", "train_log.jsonl")]
+    bad = tmp_path / "run" / "train_log.jsonl"
+    bad.parent.mkdir()
+    bad.write_text('{"step": 1, "phase": 1, "tokens": 10, "loss": 3.0}\n{"step": 2}\n')
+    problems = []
+    fig = plots.loss_figure([*logs, ("x", bad)], problems)
+    lines = fig.axes[0].lines
+    assert [line.get_label() for line in lines] == ["tiny-detour · phase 1 (CLM)", "tiny-detour · phase 2 (MLM)",
+                                                    "x · phase 1 (phase 1)"]
+    assert len(lines[0].get_xdata()) == 20 and lines[1].get_linestyle() == "--"
+    assert [p.reason for p in problems] == ["line 2: not a train_log record (KeyError); skipped"]
+    assert plots.loss_figure([], []).axes[0].texts[0].get_text().startswith("No pretraining log found")

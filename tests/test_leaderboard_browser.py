@@ -1,6 +1,7 @@
 """A real browser loads the running leaderboard: headless Chromium finds the French table with the paper's
 reference rows and a measured model, and saves a screenshot (printed path, in pytest's tmp dir)."""
 
+import os
 import shutil
 import socket
 import subprocess
@@ -45,6 +46,7 @@ def server(tmp_path):
         [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES),
          "--host", "127.0.0.1", "--port", str(port), "--n-boot", "200"],
         stdout=log, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")},  # the significance cache stays in tmp
     )
     proc.stdout = log
     try:
@@ -100,3 +102,38 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     shot = tmp_path / "leaderboard-fr.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+
+
+def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
+    """The Plots tab: selecting a model's row in the efficiency table opens its detail view (where it comes
+    from, lineage, pretraining cost, per-seed scores); the pretraining loss curve is drawn from train_log.jsonl."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server)
+    time.sleep(8)
+    tab = WebDriverWait(browser, 60).until(
+        lambda d: next((b for b in d.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "Plots"), None))
+    tab.click()
+    WebDriverWait(browser, 60).until(lambda d: "tiny-mlm" in d.find_element(By.ID, "lb-efficiency").text)
+    efficiency = browser.find_element(By.ID, "lb-efficiency")
+    assert "1.5 GPU-h" in efficiency.text and "1 x NVIDIA H100 80GB HBM3" in efficiency.text
+    cell = next(c for c in efficiency.find_elements(By.CSS_SELECTOR, "[role='gridcell']") if c.text.strip() == "tiny-detour")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+    cell.click()
+    WebDriverWait(browser, 60).until(lambda d: "runs/tiny-detour/final" in d.find_element(By.ID, "lb-detail").text)
+    detail = browser.find_element(By.ID, "lb-detail").text
+    assert "detour · from preset:tiny" in detail and "2.2M tokens, 1.5 GPU-h on 1 x NVIDIA H100 80GB HBM3" in detail
+    assert "fr (epochs 1; hash sha256:222222222222)" in detail
+    browser.execute_script("arguments[0].scrollIntoView();", browser.find_element(By.ID, "lb-efficiency"))
+    assert browser.save_screenshot(str(tmp_path / "leaderboard-detail.png"))
+    seeds = browser.find_element(By.ID, "lb-detail-seeds").text
+    assert "quaero-emea" in seeds and "diamed" in seeds and "mean" in seeds
+    loss = browser.find_element(By.ID, "lb-loss")
+    browser.execute_script("arguments[0].scrollIntoView();", loss)
+    plot = WebDriverWait(browser, 30).until(  # the figure, not the label's icon
+        lambda d: [i for i in loss.find_elements(By.CSS_SELECTOR, "img") if i.size["width"] > 300])[0]
+    assert plot.size["height"] > 100 and plot.get_attribute("src").startswith("data:image/")
+    shot = tmp_path / "leaderboard-plots.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    print(f"screenshots: {shot}, {tmp_path / 'leaderboard-detail.png'}")

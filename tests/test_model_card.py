@@ -38,11 +38,16 @@ def test_pretraining_writes_a_card_huggingface_hub_parses(run_dir):
     final = ModelCard.load(run_dir / "final" / "README.md").text
     meta = json.loads((run_dir / "final" / "biobench_pretrain.json").read_text())
     assert f"{meta['tokens']['seen']:,}" in final and "median tokens/s" in final and "CPU" in final
+    log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    step_s = sum(meta["schedule"]["tokens_per_step"] / r["tokens_per_s"] for r in log)
+    assert meta["hardware"].startswith("CPU") and meta["compute"]["device_type"] == "cpu"
+    assert meta["compute"]["train_s"] == pytest.approx(step_s, abs=0.1) and meta["compute"]["devices"] == 1
+    assert meta["compute"]["device_hours"] == pytest.approx(step_s / 3600, abs=1e-4)
     assert not list(run_dir.glob("step-*/README.md"))
 
 
-def _result(slug: str, task: str, seed: int, value: float) -> dict:
-    return {"schema": "biobench.result/1", "model": {"id": "x", "slug": slug}, "seed": seed,
+def _result(slug: str, task: str, seed: int, value: float, lineage: dict | None = None) -> dict:
+    return {"schema": "biobench.result/1", "model": {"id": "/abs/x", "slug": slug, "lineage": lineage}, "seed": seed,
             "task": {"id": task, "lang": "fr", "kind": "classification"},
             "protocol": {"metric": "macro_f1"}, "metrics": {"test": {"macro_f1": value}, "dev": {}},
             "key": {"model_revision": "sha256:0", "data_checksum": "sha256:1", "protocol_hash": "p", "seed": seed}}
@@ -56,7 +61,8 @@ def test_card_command_adds_model_index(run_dir, tmp_path, capsys):
     for seed, value in ((42, 0.5), (43, 0.7)):
         path = tmp_path / "results" / slug / "demo-cls" / f"seed-{seed}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(_result(slug, "demo-cls", seed, value)))
+        lineage = json.loads((run_dir / "final" / "biobench_pretrain.json").read_text())
+        path.write_text(json.dumps(_result(slug, "demo-cls", seed, value, lineage)))
     text_before = ModelCard.load(run_dir / "final" / "README.md").text
     assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "results"), "--name", "tiny-detour"]) == 0
     card = ModelCard.load(run_dir / "final" / "README.md")
@@ -65,6 +71,9 @@ def test_card_command_adds_model_index(run_dir, tmp_path, capsys):
     assert result.dataset_type == "demo-cls" and "42, 43" in result.metric_name
     assert card.data.model_name == "tiny-detour" and card.text == text_before
     assert "demo-cls" in capsys.readouterr().out
+    assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "results")]) == 0
+    # without --name: the leaderboard's display name of the results' model
+    assert ModelCard.load(run_dir / "final" / "README.md").data.model_name.startswith("detour · tiny · ")
 
 
 def test_card_command_errors(run_dir, tmp_path, capsys):

@@ -407,7 +407,22 @@ class Trainer:
                               "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip},
                 "schedule": {"warmup_steps": self.plan.warmup, "steps": list(self.plan.steps),
                              "tokens_per_step": self.plan.tokens_per_step},
-                "attn_implementation": self.model.config._attn_implementation or self.attn}
+                "attn_implementation": self.model.config._attn_implementation or self.attn,
+                "hardware": _hardware(self.dist.device), "compute": self._compute()}
+
+    def _compute(self) -> dict[str, Any]:
+        """Training time so far, summed from train_log.jsonl (each step's tokens / its tokens/s; a resumed run's
+        log is trimmed to its checkpoint, so this never double-counts), and device-hours over all processes: the
+        leaderboard's efficiency columns read them from the lineage."""
+        train_s = 0.0
+        log = self.out / "train_log.jsonl"
+        if log.is_file():
+            for line in log.read_text().splitlines():
+                tps = json.loads(line).get("tokens_per_s")
+                if isinstance(tps, int | float) and tps > 0:
+                    train_s += self.plan.tokens_per_step / tps
+        return {"train_s": round(train_s, 1), "devices": self.dist.world, "device_type": self.dist.device.type,
+                "device_hours": round(train_s * self.dist.world / 3600, 4)}
 
     def _save(self, folder: Path, phase_name: str, with_state: bool) -> None:
         model_state = None

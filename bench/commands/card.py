@@ -24,6 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from biobench.card_results import task_summaries
     from biobench.errors import ConfigError
     from biobench.models import resolve_model
+    from biobench.names import display_name
+    from biobench.results import iter_results
     from biobench.training.card import add_results
 
     folder = Path(args.model_dir)
@@ -31,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{folder} is not a model folder (no config.json): pass a checkpoint folder such as runs/x/final")
     ref = resolve_model(str(folder))
     rows = task_summaries(args.results, ref.slug)
-    path = add_results(folder, args.name or "__".join(folder.resolve().parts[-2:]), rows)
+    name = args.name or display_name(next(iter_results(args.results, ref.slug))[1]["model"])  # as on the leaderboard
+    path = add_results(folder, name, rows)
     for r in rows:
         print(f"{r['task_id']:<18} {r['metric']} {100 * r['value']:.2f} (seeds {', '.join(map(str, r['seeds']))})")
     print(f"wrote {len(rows)} model-index entries to {path}")

@@ -29,6 +29,8 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--model", required=True, help="alias (`biobench models`), hub id org/name, or a local "
                         "Hugging Face model folder")
+    parser.add_argument("--name", help="display name on the leaderboard (default: the alias, or for a `biobench "
+                        "pretrain` checkpoint 'recipe · base model · tokens', else the folder name or hub id)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--tasks", help="comma-separated task ids (`biobench tasks`)")
     which.add_argument("--lang", choices=["fr", "en"], help="every paper task of a language")
@@ -76,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_grid(
         args.model, specs, lambda spec: load_task(spec, data_dir), args.results,
         seeds=parse_ranges(args.seeds, "--seeds", minimum=None) if args.seeds else None, overrides=overrides_from_args(args),
-        overwrite=args.overwrite, shard=parse_shard(args.shard), skip_unavailable=lenient,
+        overwrite=args.overwrite, shard=parse_shard(args.shard), skip_unavailable=lenient, name=args.name,
     )
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
-        print(f"{plan.model.id}: {len(plan.runs)} run(s) in this shard, {skipped} already done "
+        print(f"{plan.name} ({plan.model.id}): {len(plan.runs)} run(s) in this shard, {skipped} already done "
               f"(results: {plan.results_dir})", file=sys.stderr)
     execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
             compile_encoder=args.compile)

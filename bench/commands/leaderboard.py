@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -12,29 +13,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Leaderboard over results folders plus the paper's published rows (marked 'reported').",
     )
     p.add_argument("--results", nargs="+", action="extend", default=[], metavar="DIR",
-                   help="results folder(s) written by `biobench eval` (repeatable)")
+                   help="results folder(s) written by `biobench eval` (repeatable), or a results dataset: "
+                   "hf://datasets/ORG/NAME (from `biobench results push`) or a local copy of one (a folder holding "
+                   "results.parquet)")
     p.add_argument("--no-reference", action="store_true", help="hide the paper's reported rows")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default: Gradio's, 7860 or the next free one)")
-    p.add_argument("--export", metavar="FILE", help="write the aggregated table to FILE.csv or FILE.json and exit")
+    p.add_argument("--export", metavar="FILE", help="write the aggregated table to FILE.csv or FILE.json, or one row "
+                   "per (model, task, seed) with run keys and results to FILE.parquet (loadable with "
+                   "datasets.load_dataset('parquet', ...)), and exit")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for significance (default 1000)")
+    p.add_argument("--no-cache", action="store_true", help="recompute the significance groups instead of reading "
+                   "them from the cache ($BIOBENCH_CACHE/leaderboard, default ~/.cache/biobench/leaderboard)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from biobench.leaderboard.board import build_board
+    from biobench.leaderboard.cache import default_dir
     from biobench.leaderboard.tables import render_text, write_export
 
     quick = bool(args.export or args.print_table)
-    board = build_board(args.results, reference=not args.no_reference, significance=not quick, n_boot=args.n_boot)
+    board = build_board(args.results, reference=not args.no_reference, significance=not quick, n_boot=args.n_boot,
+                        cache_dir=None if args.no_cache else default_dir(),
+                        log=lambda line: print(line, file=sys.stderr, flush=True))
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:
         print(render_text(board))
     if args.export:
         path = write_export(board, args.export)
-        print(f"wrote {path} ({sum(1 for _ in board.entries)} rows)")
+        rows = (sum(len(r) for e in board.entries for r in e.runs.values()) if path.suffix.lower() == ".parquet"
+                else len(board.entries))
+        print(f"wrote {path} ({rows} rows)")
     if quick:
         return 0
     from biobench.leaderboard.app import launch

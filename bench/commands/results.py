@@ -1,0 +1,49 @@
+"""`biobench results push`: share a results folder as a Hugging Face dataset (parquet + dataset card)."""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """examples:
+  biobench results push my-org/biobench-results --results results/
+  biobench results push my-org/biobench-results --results results/ --dry-run shared/   # write, do not upload
+  biobench leaderboard --results hf://datasets/my-org/biobench-results                  # browse it back"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "results", help="share results as a Hugging Face dataset (push)",
+        description="Results as a Hugging Face dataset: one parquet row per (model, task, seed) with the run key, "
+        "metrics, the whole result and its predictions, plus a dataset card.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    push = sub.add_parser("push", help="upload results.parquet + README.md to a hub dataset repo",
+                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    push.add_argument("repo_id", metavar="REPO_ID", help="dataset repo ORG/NAME (created when missing)")
+    push.add_argument("--results", nargs="+", action="extend", required=True, metavar="DIR",
+                      help="results folder(s) written by `biobench eval` (repeatable)")
+    push.add_argument("--dry-run", metavar="OUT", help="write the folder that would be pushed to OUT and stop")
+    push.add_argument("--private", action="store_true", help="create the repo private")
+    push.add_argument("--token", help="hub token (default: HF_TOKEN or `hf auth login`'s)")
+    push.add_argument("--message", default="biobench results", help="commit message")
+    push.set_defaults(func=run_push)
+
+
+def run_push(args: argparse.Namespace) -> int:
+    from biobench.leaderboard import dataset
+    from biobench.leaderboard.board import build_board
+
+    board = build_board(args.results, reference=False, significance=False)
+    for problem in board.problems:
+        print(f"warning: {problem.path}: {problem.reason} (left out)")
+    runs = dataset.board_runs(board)
+    if args.dry_run:
+        out = dataset.build_folder(runs, args.dry_run, args.repo_id)
+        print(f"wrote {out / dataset.PARQUET} ({len(runs)} rows) and {out / dataset.CARD}; upload it with "
+              f"`biobench results push {args.repo_id} --results ...` or `hf upload {args.repo_id} {out} "
+              "--repo-type dataset`")
+        return 0
+    url = dataset.push(runs, args.repo_id, private=args.private, token=args.token, message=args.message)
+    print(f"pushed {len(runs)} rows to hf://datasets/{args.repo_id} ({url})")
+    return 0

@@ -1,0 +1,96 @@
+"""Display names of models: what the leaderboard, plots and cards call a model.
+
+Why one home: a result records where its model came from (alias, hub id, local folder, pretraining lineage),
+and every view needs the same short, readable name for it, never an absolute path that only means something
+on the machine that ran it. The order is: an explicit name (`biobench eval --name`, stored in the result as
+`model.name`), the alias, for a `biobench pretrain` checkpoint "recipe · base model · tokens" from its lineage,
+for another local folder its folder name, else the hub id. Torch-free (the leaderboard imports it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+SEP = " · "
+# Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
+GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def human_tokens(n: Any) -> str:
+    """2_200_000 -> '2.2M', 10e9 -> '10B' (three significant digits)."""
+    if not isinstance(n, int | float) or isinstance(n, bool) or n <= 0:
+        return "0"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(int(n))
+
+
+def is_hub_id(text: str) -> bool:
+    return bool(_HUB_ID.match(text))
+
+
+def folder_name(path: str) -> str:
+    """A local folder's readable name: its last component, with the parent when that is generic
+    ('runs/detour/final' -> 'detour/final')."""
+    parts = [p for p in PurePath(str(path).rstrip("/\\")).parts if p not in ("/", "\\", ".", "..", "~")]
+    if not parts:
+        return str(path)
+    if GENERIC_FOLDERS.match(parts[-1]) and len(parts) > 1:
+        return f"{parts[-2]}/{parts[-1]}"
+    return parts[-1]
+
+
+def base_model_name(base: Any) -> str:
+    """The base model of a pretraining run: alias name when its hub id has one, 'preset:tiny' -> 'tiny',
+    a hub id's repository name, a local folder's name."""
+    text = str(base or "").strip()
+    if not text:
+        return "?"
+    if text.startswith("preset:"):
+        return text.removeprefix("preset:")
+    from biobench.models import ALIASES
+
+    for alias in ALIASES:
+        if text.lower() in (alias.name.lower(), (alias.hub_id or "").lower()):
+            return alias.name
+    if is_hub_id(text):
+        return text.split("/", 1)[1]
+    return folder_name(text)
+
+
+def lineage_name(lineage: Mapping[str, Any]) -> str:
+    """'detour · ModernCamemBERT · 10B' from a checkpoint's biobench_pretrain.json; a checkpoint other than the
+    end of the run says which one ('· phase1', '· step-57344'); freezes not implied by the recipe name are added."""
+    recipe = str(lineage.get("recipe") or "pretrained")
+    tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), Mapping) else {}
+    parts = [recipe, base_model_name(lineage.get("base_model")), human_tokens(tokens.get("seen"))]
+    frozen = lineage.get("frozen") if isinstance(lineage.get("frozen"), list) else []
+    if frozen and "freeze" not in recipe:
+        spans = [f"{f['layers'][0]}-{f['layers'][1]}@{f.get('phase', '?')}" for f in frozen
+                 if isinstance(f, Mapping) and isinstance(f.get("layers"), list) and len(f["layers"]) == 2]
+        if spans:
+            parts.append("frozen " + ",".join(spans))
+    phase = lineage.get("phase")
+    if phase and phase != "final":
+        parts.append(str(phase))
+    return SEP.join(parts)
+
+
+def display_name(model: Mapping[str, Any] | None, explicit: str | None = None) -> str:
+    """The name to show for a result's model record (docs/FORMATS.md `model`), never an absolute path."""
+    if explicit and explicit.strip():
+        return explicit.strip()
+    model = model or {}
+    for key in ("name", "alias"):
+        if isinstance(model.get(key), str) and model[key].strip():
+            return model[key].strip()
+    lineage = model.get("lineage")
+    if isinstance(lineage, Mapping) and lineage.get("recipe"):
+        return lineage_name(lineage)
+    ident = str(model.get("id") or model.get("source") or model.get("slug") or "?")
+    return ident if is_hub_id(ident) else folder_name(ident)

@@ -1,0 +1,154 @@
+"""Leaderboard start-up as results grow: cold (empty significance cache) and warm (cache filled by the cold
+start) on a synthetic results folder of MODELS x TASKS x SEEDS result files with real predictions files.
+
+Each model's predictions are the gold labels with a model-specific share flipped, perturbed per seed, so the
+paired bootstraps have real work to do. Tasks are the benchmark's own ids (French first, then English), scored
+as single-label classification. Every start runs in a fresh spawned process: build_board (scan, aggregate,
+significance groups through leaderboard/cache.py) and, unless --no-app, build_app (the Gradio blocks). The
+ratio printed last is cold / warm start-up. The goal (issue 13 §5): warm under 5 s at 80 x 19 x 9 on a
+2-core machine, cold linear in the number of files.
+
+    .venv/bin/python -m biobench.perf.leaderboard_scale --quick
+    .venv/bin/python -m biobench.perf.leaderboard_scale --models 80 --tasks 19 --seeds 9 --out scale.json
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from biobench.perf.perf_common import base_parser, finish, print_table, run_isolated
+
+LABELS = [f"label-{i}" for i in range(8)]
+
+
+def parse_args(argv: list[str] | None = None):
+    parser = base_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--models", type=int, default=80)
+    parser.add_argument("--tasks", type=int, default=19, help="first N benchmark tasks (8 French, then English)")
+    parser.add_argument("--seeds", type=int, default=9)
+    parser.add_argument("--examples", type=int, default=200, help="test examples per task")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--dir", type=Path, default=None, help="generate here and keep it (default: a temp dir)")
+    parser.add_argument("--no-app", action="store_true", help="time build_board only, not the Gradio app")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.tasks, args.seeds, args.examples, args.n_boot = 10, 4, 3, 100, 200
+    if min(args.models, args.tasks, args.seeds, args.examples) < 1:
+        parser.error("--models, --tasks, --seeds and --examples must be >= 1")
+    return args
+
+
+def benchmark_tasks(n: int) -> list[tuple[str, str]]:
+    """(lang, task) of the first n benchmark tasks in the paper's order, French then English."""
+    from biobench.leaderboard.results import load_reference, task_order
+
+    order = task_order(load_reference())
+    tasks = [(lang, t) for lang in ("fr", "en") for t in order.get(lang, [])]
+    if n > len(tasks):
+        raise SystemExit(f"--tasks {n}: the benchmark has {len(tasks)} tasks")
+    return tasks[:n]
+
+
+def _macro_f1(gold: list[str], pred: list[str]) -> float:
+    scores = []
+    for lab in LABELS:
+        tp = sum(g == p == lab for g, p in zip(gold, pred, strict=True))
+        fp = sum(p == lab != g for g, p in zip(gold, pred, strict=True))
+        fn = sum(g == lab != p for g, p in zip(gold, pred, strict=True))
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return sum(scores) / len(scores)
+
+
+def generate(root: Path, models: int, tasks: list[tuple[str, str]], seeds: int, examples: int, seed: int = 0) -> int:
+    """Write the synthetic results folder; returns the number of result files."""
+    n = 0
+    for ti, (lang, task) in enumerate(tasks):
+        rng = random.Random(seed * 1000 + ti)
+        gold = [rng.choice(LABELS) for _ in range(examples)]
+        for m in range(models):
+            slug = f"synthetic__model-{m:03d}"
+            error = 0.1 + 0.4 * m / max(models - 1, 1)  # models spread from 90% to 50% accuracy
+            folder = root / slug / task
+            folder.mkdir(parents=True, exist_ok=True)
+            for s in range(42, 42 + seeds):
+                r = random.Random(hash((seed, ti, m, s)) & 0xFFFFFFFF)
+                pred = [g if r.random() > error else r.choice(LABELS) for g in gold]
+                (folder / f"seed-{s}.predictions.jsonl").write_text(
+                    "".join(json.dumps({"id": f"{task}-{i}", "gold": g, "pred": p}) + "\n"
+                            for i, (g, p) in enumerate(zip(gold, pred, strict=True))))
+                result = {
+                    "schema": "biobench.result/1",
+                    "model": {"id": f"synthetic/model-{m:03d}", "slug": slug, "name": f"model-{m:03d}",
+                              "revision": f"sha256:{m:064x}", "params": 149_000_000, "context": 8192, "lineage": None},
+                    "task": {"id": task, "lang": lang, "kind": "classification", "data_checksum": f"sha256:{ti:064x}"},
+                    "seed": s, "protocol": {"name": lang, "hash": "sha256:" + "2" * 64},
+                    "key": {"model_revision": f"sha256:{m:064x}", "data_checksum": f"sha256:{ti:064x}",
+                            "protocol_hash": "sha256:" + "2" * 64, "seed": s},
+                    "metrics": {"test": {"macro_f1": _macro_f1(gold, pred)}, "dev": {}},
+                    "timings": {"train_s": 60.0, "total_s": 65.0}, "device": "cuda",
+                    "predictions": f"seed-{s}.predictions.jsonl",
+                }
+                (folder / f"seed-{s}.json").write_text(json.dumps(result))
+                n += 1
+    return n
+
+
+def start_up(results: str, cache_dir: str, n_boot: int, app: bool) -> dict[str, Any]:
+    """One leaderboard start in this (fresh) process: seconds to build the board and the app."""
+    t0 = time.perf_counter()
+    from biobench.leaderboard.board import build_board
+
+    board = build_board([results], n_boot=n_boot, cache_dir=cache_dir)
+    t1 = time.perf_counter()
+    if app:
+        from biobench.leaderboard.app import build_app
+
+        build_app(board)
+    t2 = time.perf_counter()
+    return {"board_s": round(t1 - t0, 3), "app_s": round(t2 - t1, 3), "total_s": round(t2 - t0, 3),
+            "groups": len(board.groups), "entries": sum(e.source == "measured" for e in board.entries),
+            "problems": len(board.problems)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    tasks = benchmark_tasks(args.tasks)
+    root = args.dir or Path(tempfile.mkdtemp(prefix="biobench-scale-"))
+    results, cache = root / "results", root / "cache"
+    shutil.rmtree(results, ignore_errors=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    t0 = time.perf_counter()
+    files = generate(results, args.models, tasks, args.seeds, args.examples, args.seed)
+    generated_s = time.perf_counter() - t0
+    print(f"generated {files} result files ({args.models} models x {len(tasks)} tasks x {args.seeds} seeds, "
+          f"{args.examples} test examples) in {generated_s:.1f} s under {results}", flush=True)
+    rows = []
+    for arm in ("cold", "warm"):
+        out = run_isolated(start_up, str(results), str(cache), args.n_boot, not args.no_app)
+        rows.append({"arm": arm, **out, "per_file_ms": round(1000 * out["total_s"] / files, 3)})
+        print(f"{arm}: {out['total_s']:.1f} s", flush=True)
+    print_table(rows, [("arm", "start", "s"), ("board_s", "board s", ".2f"), ("app_s", "app s", ".2f"),
+                       ("total_s", "total s", ".2f"), ("per_file_ms", "ms/file", ".2f"), ("groups", "tasks", "d")])
+    report = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "files": files,
+              "generated_s": round(generated_s, 1), "arms": rows,
+              "environment": {"created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                              "python": platform.python_version(), "cpu_count": os.cpu_count(),
+                              "loadavg": [round(x, 2) for x in os.getloadavg()], "argv": sys.argv}}
+    if args.dir is None:
+        shutil.rmtree(root, ignore_errors=True)
+    cold, warm = rows[0]["total_s"], rows[1]["total_s"]
+    return finish(report, args.out, cold / warm if warm else None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

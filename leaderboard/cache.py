@@ -1,0 +1,133 @@
+"""On-disk cache of the per-task significance groups, keyed by the runs they were computed from.
+
+Why: the significance groups (paired bootstrap of every measured model against the best, per task) are
+recomputed from every predictions file at each start, which grows with models x tasks x seeds (minutes for a
+public board). A task's groups depend only on that task's runs and the bootstrap settings, so each task gets a
+fingerprint (sha256 over, per run: model, seed, run key, and the predictions file's size and mtime; plus
+n_boot, seed, alpha and the cache version): a new or changed result invalidates only its task. The groups are
+computed by `board.compute_groups` itself, on a board holding just that task, so cached and fresh groups are
+identical. Problems found while computing (an unreadable predictions file) are cached with the groups, so a
+warm start lists them too. The cache files are JSON (never unpickled: a cache folder may be shared), written
+with the project's one atomic writer. No torch here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import DiskFullError
+from biobench.leaderboard.board import Board, Entry
+from biobench.leaderboard.results import Problem
+from biobench.stats import BootstrapResult, SignificanceGroups
+from biobench.training.files import atomic_write
+
+VERSION = 2  # 2: JSON files (1 was pickled)
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "leaderboard"
+
+
+def _stamp(path: Path | None) -> list[Any]:
+    if path is None:
+        return [None]
+    try:
+        st = path.stat()
+    except OSError:
+        return [str(path), None]
+    return [str(path), st.st_size, st.st_mtime_ns]
+
+
+def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float) -> str:
+    """The cache key of one task's groups."""
+    runs = [[e.key, r.seed, r.details.get("key"), *_stamp(r.predictions)] for e in entries for r in e.runs[task]]
+    payload = {"v": VERSION, "lang": lang, "task": task, "n_boot": n_boot, "seed": seed, "alpha": alpha, "runs": runs}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float):
+    """compute_groups on a board that holds only this task's runs: (groups or None, problems)."""
+    from biobench.leaderboard.board import compute_groups
+
+    sub = Board([replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries],
+                {lang: [task]}, {}, [], {})
+    compute_groups(sub, n_boot=n_boot, seed=seed, alpha=alpha)
+    return sub.groups.get((lang, task)), sub.problems
+
+
+def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+                  cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Fill board.groups like board.compute_groups, reading and writing each task's result under cache_dir
+    (None: compute without a cache). Returns {"tasks", "cached", "computed"}; `log` gets a line per computed
+    task and a summary."""
+    folder = Path(cache_dir) if cache_dir is not None else None
+    counts = {"tasks": 0, "cached": 0, "computed": 0}
+    started = time.perf_counter()
+    for lang in board.langs:
+        measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+        todo = [(task, [e for e in measured if task in e.runs]) for task in board.columns(lang)]
+        todo = [(task, entries) for task, entries in todo if entries]
+        for i, (task, entries) in enumerate(todo, 1):
+            counts["tasks"] += 1
+            path = folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha)[:32]}.json" if folder else None
+            hit = _read(path)
+            if hit is not None:
+                groups, problems = hit
+                counts["cached"] += 1
+            else:
+                t0 = time.perf_counter()
+                groups, problems = _compute(lang, task, entries, n_boot, seed, alpha)
+                counts["computed"] += 1
+                _write(path, (groups, problems))
+                if log and time.perf_counter() - t0 >= 0.5:  # a progress line where it is slow
+                    log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, "
+                        f"{time.perf_counter() - t0:.1f} s")
+            if groups is not None:
+                board.groups[(lang, task)] = groups
+            board.problems.extend(p for p in problems if p not in board.problems)
+    if log and counts["tasks"]:
+        log(f"significance groups: {counts['tasks']} tasks ({counts['cached']} from the cache, {counts['computed']} "
+            f"computed) in {time.perf_counter() - started:.1f} s")
+    return counts
+
+
+def _to_json(groups: SignificanceGroups | None, problems: list[Problem]) -> str:
+    g = None if groups is None else {
+        "best": groups.best, "top": sorted(groups.top), "alpha": groups.alpha,
+        "vs_best": {m: vars(b) for m, b in groups.vs_best.items()}}
+    return json.dumps({"v": VERSION, "groups": g, "problems": [vars(p) for p in problems]})
+
+
+def _from_json(text: str) -> tuple[SignificanceGroups | None, list[Problem]]:
+    data = json.loads(text)
+    if data.get("v") != VERSION:
+        raise ValueError("another cache version")
+    g = data["groups"]
+    groups = None if g is None else SignificanceGroups(
+        g["best"], frozenset(g["top"]), {m: BootstrapResult(**b) for m, b in g["vs_best"].items()}, g["alpha"])
+    return groups, [Problem(**p) for p in data["problems"]]
+
+
+def _read(path: Path | None):
+    if path is None or not path.is_file():
+        return None
+    try:
+        return _from_json(path.read_text())
+    except (OSError, ValueError, KeyError, TypeError):  # a truncated or stale cache file is recomputed
+        return None
+
+
+def _write(path: Path | None, value: tuple[SignificanceGroups | None, list[Problem]]) -> None:
+    if path is None:
+        return
+    try:
+        atomic_write(path, _to_json(*value))
+    except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
+        pass

@@ -1,0 +1,243 @@
+"""Results as a Hugging Face dataset: one parquet row per (model, task, seed), a dataset card, the push to the
+hub, and reading such a dataset back as a results folder.
+
+Why rows carry the whole result: a shared dataset must rebuild the same leaderboard (averages, CIs and the
+significance shading, which needs the test predictions), so every row keeps the result JSON and its predictions
+next to the flat columns people query with `datasets`/pandas (run key, protocol hash, name, task, seed, metrics,
+timings). Reading back writes them out as an ordinary results folder (docs/FORMATS.md) under the cache, so the
+leaderboard reads one format only. No torch here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from biobench.errors import ConfigError, ResultsError
+
+PARQUET = "results.parquet"
+CARD = "README.md"
+HF_PREFIX = "hf://datasets/"
+SCHEMA = "biobench.results-dataset/1"
+# Flat columns, in order; `result` (the whole result JSON) and `predictions` (its JSONL) follow.
+COLUMNS = ["model", "model_slug", "model_id", "model_revision", "lang", "task", "kind", "seed", "data_checksum",
+           "protocol_hash", "protocol_name", "macro_f1", "micro_f1", "weighted_f1", "dev_score", "train_s",
+           "total_s", "tokens_per_s", "device", "params", "context", "recipe", "created", "biobench_version"]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def result_row(run: Any) -> dict[str, Any]:
+    """One parquet row from a leaderboard `Run` (its result file is re-read whole)."""
+    data = json.loads(Path(run.path).read_text(encoding="utf-8"))
+    model, key = data.get("model") or {}, data.get("key") or {}
+    protocol = data.get("protocol") or {}
+    test = (data.get("metrics") or {}).get("test") or {}
+    timings = data.get("timings") or {}
+    lineage = model.get("lineage") if isinstance(model.get("lineage"), dict) else {}
+    return {
+        "model": run.name, "model_slug": run.model, "model_id": str(model.get("id") or ""),
+        "model_revision": str(key.get("model_revision") or model.get("revision") or ""),
+        "lang": run.lang, "task": run.task, "kind": run.kind, "seed": int(run.seed),
+        "data_checksum": str(key.get("data_checksum") or (data.get("task") or {}).get("data_checksum") or ""),
+        "protocol_hash": str(key.get("protocol_hash") or protocol.get("hash") or ""),
+        "protocol_name": str(protocol.get("name") or ""),
+        "macro_f1": float(run.score), "micro_f1": _number(test.get("micro_f1")),
+        "weighted_f1": _number(test.get("weighted_f1")), "dev_score": _number(data.get("dev_score")),
+        "train_s": _number(timings.get("train_s")), "total_s": _number(timings.get("total_s")),
+        "tokens_per_s": _number(timings.get("tokens_per_s")),
+        "device": str(data.get("device") or ""), "params": _number(model.get("params")),
+        "context": _number(model.get("context")), "recipe": str(lineage.get("recipe") or "baseline"),
+        "created": str(data.get("created") or ""), "biobench_version": str((data.get("versions") or {}).get("biobench") or ""),
+        "result": json.dumps(data, ensure_ascii=False, sort_keys=True),
+        "predictions": Path(run.predictions).read_text(encoding="utf-8") if run.predictions else None,
+    }
+
+
+def results_frame(runs: Iterable[Any]) -> pd.DataFrame:
+    """Per-seed rows (COLUMNS + result + predictions), sorted by language, task, model and seed."""
+    rows = [result_row(r) for r in runs]
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "result", "predictions"])
+    frame = frame.astype({"seed": "int64"}).sort_values(["lang", "task", "model_slug", "seed"], kind="stable")
+    return frame.reset_index(drop=True)
+
+
+def board_runs(board: Any) -> list[Any]:
+    """Every measured run of a Board (reported rows are the paper's numbers, not results)."""
+    return [run for e in board.entries if e.source == "measured" for task_runs in e.runs.values() for run in task_runs]
+
+
+def write_parquet(runs: Iterable[Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = results_frame(runs)
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
+    """A dataset card (README.md): YAML metadata the hub reads (parquet config, tags, size) and a body that says
+    what a row is and how to load or browse it."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    n = len(frame)
+    size = "n<1K" if n < 1_000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "100K<n<1M"
+    data = DatasetCardData(
+        pretty_name="biobench results", size_categories=size, tags=["biobench", "biomedical", "evaluation", "leaderboard"],
+        language=sorted(set(frame["lang"])) or None,
+        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": PARQUET}]}],
+        biobench_schema=SCHEMA,
+    )
+    models = frame.groupby("model", sort=True)
+    lines = [
+        "# biobench results", "",
+        "Fine-tuning results of biomedical encoders scored with [biobench](https://arxiv.org/abs/2605.12438): one row "
+        "per (model, task, seed), test macro-F1 as a fraction.", "",
+        f"{n} runs: {frame['model'].nunique()} models, {frame['task'].nunique()} tasks.", "",
+        "| model | tasks | seeds per task | mean macro-F1 (%) |", "|---|---|---|---|",
+    ]
+    for name, rows in models:
+        per_task = rows.groupby("task")["seed"].nunique()
+        seeds = f"{per_task.min()}" if per_task.min() == per_task.max() else f"{per_task.min()}-{per_task.max()}"
+        lines.append(f"| {name} | {rows['task'].nunique()} | {seeds} | {100 * rows['macro_f1'].mean():.1f} |")
+    where = f"hf://datasets/{repo_id}" if repo_id else "<this dataset>"
+    lines += [
+        "", "## Columns",
+        "`model_revision`, `data_checksum`, `protocol_hash` and `seed` are the run key (the exact weights, data, "
+        "protocol and seed); `model` is the display name, `model_id` where the weights came from. `result` holds "
+        "the whole result JSON (docs/FORMATS.md of biobench: per-label scores, protocol, timings, versions) and "
+        "`predictions` the test predictions (JSON lines), so the leaderboard's significance tests can be redone.", "",
+        "## Use", "```python",
+        "from datasets import load_dataset",
+        f"rows = load_dataset({repo_id!r}, split='train')" if repo_id else
+        f"rows = load_dataset('parquet', data_files='{PARQUET}', split='train')",
+        "```",
+        f"Browse it: `biobench leaderboard --results {where}`.", "",
+    ]
+    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))
+
+
+def build_folder(runs: Iterable[Any], out: str | Path, repo_id: str | None = None) -> Path:
+    """The folder a push uploads: results.parquet + README.md."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_parquet(runs, out / PARQUET)
+    (out / CARD).write_text(card_text(pd.read_parquet(path, columns=COLUMNS), repo_id), encoding="utf-8")
+    return out
+
+
+def _hub_error(action: str, err: Exception | None = None) -> str:
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+        why = "HF_HUB_OFFLINE=1 is set"
+    elif err is None:
+        why = "no Hugging Face token is configured (run `hf auth login` or set HF_TOKEN)"
+    else:
+        why = f"the hub did not answer ({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else 'no detail'})"
+    return f"cannot {action}: {why}"
+
+
+def push(runs: Sequence[Any], repo_id: str, private: bool = False, token: str | None = None,
+         message: str = "biobench results") -> str:
+    """Create (or reuse) the dataset repo and upload results.parquet + README.md; returns the commit URL."""
+    from huggingface_hub import HfApi, get_token
+
+    if not runs:
+        raise ResultsError("no results to push: the results folder(s) hold no readable seed-*.json")
+    action = f"push results to hf://datasets/{repo_id} (write the folder with --dry-run OUT and upload it later)"
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+        raise ResultsError(_hub_error(action))
+    token = token or get_token()
+    if not token:
+        raise ResultsError(_hub_error(action))
+    api = HfApi(token=token)
+    with tempfile.TemporaryDirectory(prefix="biobench-push-") as tmp:
+        folder = build_folder(runs, tmp, repo_id)
+        try:
+            api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+            info = api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=folder, commit_message=message)
+        except Exception as err:  # network, auth, permissions: one line
+            raise ResultsError(_hub_error(action, err)) from None
+    return str(getattr(info, "commit_url", info))
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "results"
+
+
+def download(spec: str) -> Path:
+    """hf://datasets/ORG/NAME[@REVISION] -> the local snapshot folder holding results.parquet."""
+    from huggingface_hub import snapshot_download
+
+    repo, _, revision = spec.removeprefix(HF_PREFIX).strip("/").partition("@")
+    if repo.count("/") != 1:
+        raise ConfigError(f"--results {spec}: expected hf://datasets/ORG/NAME (a dataset pushed with `biobench "
+                          "results push`)")
+    try:
+        return Path(snapshot_download(repo, repo_type="dataset", revision=revision or None,
+                                      allow_patterns=[PARQUET, CARD], etag_timeout=5))
+    except Exception as err:  # offline, unknown repo, network
+        raise ResultsError(f"cannot read results from {spec}: not in the local Hugging Face cache and "
+                           f"{_hub_error('download', err).split(': ', 1)[1]}; download it where the hub is reachable "
+                           f"(`hf download {repo} --repo-type dataset --local-dir DIR`) and pass --results DIR") from None
+
+
+def materialize(parquet: str | Path) -> Path:
+    """Write a results.parquet back out as a results folder (<slug>/<task>/seed-<n>.json + predictions) under
+    $BIOBENCH_CACHE/results/<sha256 of the parquet>, reused while the parquet is unchanged."""
+    parquet = Path(parquet)
+    digest = hashlib.sha256(parquet.read_bytes()).hexdigest()[:20]
+    out = cache_root() / digest
+    marker = out / ".complete"
+    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == digest:
+        return out
+    try:
+        frame = pd.read_parquet(parquet, columns=["model_slug", "task", "seed", "result", "predictions"])
+    except Exception as err:  # not parquet, or not a biobench results dataset
+        raise ResultsError(f"{parquet}: not a biobench results parquet ({type(err).__name__}: {str(err)[:160]}); "
+                           "write one with `biobench leaderboard --results DIR --export results.parquet`") from None
+    if out.exists():  # an interrupted earlier write (no marker): start over
+        shutil.rmtree(out)
+    for row in frame.itertuples(index=False):
+        folder = out / str(row.model_slug) / str(row.task)
+        folder.mkdir(parents=True, exist_ok=True)
+        result = json.loads(row.result)
+        if isinstance(row.predictions, str):
+            (folder / f"seed-{row.seed}.predictions.jsonl").write_text(row.predictions, encoding="utf-8")
+            result["predictions"] = f"seed-{row.seed}.predictions.jsonl"
+        else:
+            result["predictions"] = None
+        (folder / f"seed-{row.seed}.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+    (out / ".complete").write_text(digest, encoding="utf-8")
+    return out
+
+
+def resolve_sources(dirs: Iterable[str | Path]) -> list[Path]:
+    """--results values -> folders to scan: hf://datasets/ORG/NAME is downloaded, a .parquet file or a folder
+    whose top holds results.parquet (a dataset's local copy) is written out as a results folder."""
+    out = []
+    for item in dirs:
+        text = str(item)
+        if text.startswith(HF_PREFIX):
+            snapshot = download(text)
+            if not (snapshot / PARQUET).is_file():
+                raise ResultsError(f"{text} holds no {PARQUET}: not a results dataset of `biobench results push`")
+            out.append(materialize(snapshot / PARQUET))
+        elif text.endswith(".parquet") and Path(text).is_file():
+            out.append(materialize(text))
+        elif (Path(text) / PARQUET).is_file() and not any(Path(text).glob("*/*/seed-*.json")):
+            # a dataset's local copy; a results folder that also holds an exported parquet is read as a folder
+            out.append(materialize(Path(text) / PARQUET))
+        else:
+            out.append(Path(text))
+    return out

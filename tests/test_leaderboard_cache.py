@@ -1,0 +1,61 @@
+"""The significance cache: the same groups and problems as computing them, a warm start reads every task from
+disk, a changed predictions file invalidates only its task, a corrupt cache file is recomputed; the scale
+script's synthetic folder makes a working board."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from biobench.leaderboard.board import build_board
+from biobench.leaderboard.cache import cached_groups
+from biobench.leaderboard.board import compute_groups
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+
+
+def test_cache_gives_the_computed_groups_and_invalidates_one_task(tmp_path):
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    compute_groups(fresh, n_boot=200)
+    assert fresh.groups and any("predictions" in p.path for p in fresh.problems)
+
+    lines: list[str] = []
+    cold = build_board([results], n_boot=200, cache_dir=cache, log=lines.append)
+    assert cold.groups == fresh.groups and cold.problems == fresh.problems
+    assert lines[-1].startswith("significance groups: 9 tasks (0 from the cache, 9 computed)")
+    warm_board = build_board([results], significance=False)
+    warm = cached_groups(warm_board, n_boot=200, cache_dir=cache)
+    assert warm == {"tasks": 9, "cached": 9, "computed": 0}
+    assert warm_board.groups == fresh.groups and warm_board.problems == fresh.problems  # problems replayed
+
+    other = build_board([results], significance=False)
+    assert cached_groups(other, n_boot=100, cache_dir=cache)["computed"] == 9  # other bootstrap settings
+
+    pred = results / "local__tiny-mlm" / "diamed" / "seed-42.predictions.jsonl"
+    pred.write_text(pred.read_text())
+    os.utime(pred, ns=(pred.stat().st_atime_ns, pred.stat().st_mtime_ns + 10**9))
+    changed = build_board([results], significance=False)
+    assert cached_groups(changed, n_boot=200, cache_dir=cache) == {"tasks": 9, "cached": 8, "computed": 1}
+
+    for path in cache.iterdir():
+        path.write_bytes(b"\x80 truncated")
+    broken = build_board([results], significance=False)
+    assert cached_groups(broken, n_boot=200, cache_dir=cache)["computed"] == 9 and broken.groups == fresh.groups
+
+
+def test_scale_script_folder_builds_a_board(tmp_path):
+    from biobench.perf import leaderboard_scale as scale
+
+    args = scale.parse_args(["--quick"])
+    assert (args.models, args.tasks, args.seeds, args.examples) == (10, 4, 3, 100)
+    tasks = scale.benchmark_tasks(3)
+    assert [lang for lang, _ in tasks] == ["fr"] * 3
+    assert scale.generate(tmp_path / "r", 3, tasks, 2, 40) == 18
+    out = scale.start_up(str(tmp_path / "r"), str(tmp_path / "c"), 50, app=False)
+    assert (out["entries"], out["groups"], out["problems"]) == (3, 3, 0)
+    board = build_board([tmp_path / "r"], significance=False)
+    means = [board.entry(f"synthetic__model-{m:03d}", "fr").cells[tasks[0][1]].mean for m in range(3)]
+    assert means[0] > means[1] > means[2]  # error rates 10%, 30%, 50%
