@@ -86,8 +86,8 @@ def test_model_and_dataset_fail_fast_after_the_probe(fresh_probe, capsys):
     from biobench.models import inspect_model
     from biobench.tasks.readers.hf import load_hub
 
-    with pytest.raises(ModelLoadError, match="hub id 'org-that-is-not-cached/model'.*offline"):
+    with pytest.raises(ModelLoadError, match="hub id 'org-that-is-not-cached/model'.*HF_HUB_OFFLINE=1 is set"):
         inspect_model("org-that-is-not-cached/model")
-    with pytest.raises(DataError, match="could not load hub dataset 'org/none'.*offline"):
+    with pytest.raises(DataError, match="could not load hub dataset 'org/none'.*HF_HUB_OFFLINE"):
         load_hub("org/none", None)
     assert capsys.readouterr().err.count("hub: ") == 1
