@@ -8,7 +8,6 @@ import sys
 import threading
 
 import pytest
-
 from biobench.errors import DataError, ModelLoadError
 from biobench.tasks import hub
 
