@@ -24,6 +24,7 @@ from biobench.tasks.schema import TaskData
 from biobench.training.compiling import compile_in_place
 from biobench.training.device import autocast
 from biobench.training.progress import log_line, progress_bar
+from biobench.training.reporting import Reporter
 from torch import nn
 
 SPLITS = ("train", "dev", "test")
@@ -139,11 +140,13 @@ LOSS_READ_EVERY = 50
 
 
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
-             device: str = "cpu", progress: bool = True, compile_encoder: bool = False) -> FinetuneOutcome:
+             device: str = "cpu", progress: bool = True, compile_encoder: bool = False,
+             report: Reporter | None = None) -> FinetuneOutcome:
     """Train a head on `encoder` (consumed: pass a fresh copy), keep the state best on dev by
     `protocol.dev_metric` (the first of equal scores), predict test with it. `compile_encoder` (--compile)
     runs the encoder under torch.compile with dynamic shapes (batches are padded to their own length); an
-    execution detail like the thread count, so not part of the protocol."""
+    execution detail like the thread count, so not part of the protocol. `report` gets the train loss and
+    the dev scores at each evaluation (`--report-to tensorboard`)."""
     from torch.utils.data import DataLoader
     from transformers import get_linear_schedule_with_warmup
     from transformers.trainer_pt_utils import LengthGroupedSampler
@@ -176,6 +179,9 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         selected = metrics[protocol.dev_metric]
         history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"],
                         f"dev_{protocol.dev_metric}": selected})
+        if report is not None:
+            report.scalars({"train/loss": loss, f"dev/{protocol.dev_metric}": selected,
+                            "dev/macro_f1": metrics["macro_f1"]}, step)
         log_line(progress, f"{task.task_id} seed {seed} epoch {epoch} step {step}/{total}: train loss {loss:.4f}, "
                            f"dev {protocol.dev_metric} {selected:.4f}")
         if selected > best["score"]:

@@ -12,7 +12,6 @@ import difflib
 import hashlib
 import importlib.util
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, replace
 from functools import cache
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.tasks.hub import ensure_hub_mode, offline_requested
 from biobench.training.device import attention_implementation, default_dtype
 
 
@@ -137,7 +137,7 @@ def resolve_model(name: str) -> ModelRef:
 
 
 def _offline_message(ref: ModelRef, err: Exception | None = None) -> str:
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+    offline = offline_requested()
     named = f"alias '{ref.alias}' -> hub id '{ref.hub_id}'" if ref.alias else f"hub id '{ref.hub_id}'"
     why = "HF_HUB_OFFLINE=1 is set" if offline else "the hub is unreachable or the id is wrong"
     detail = f" ({type(err).__name__}: {str(err).splitlines()[0][:160]})" if err else ""
@@ -152,6 +152,7 @@ def _hub_file(ref: ModelRef, filename: str, required: bool = True) -> Path | Non
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import RemoteEntryNotFoundError
 
+    ensure_hub_mode()
     try:
         return Path(hf_hub_download(ref.hub_id, filename))
     except RemoteEntryNotFoundError:  # the repo exists but lacks the file (a missing local copy is not this)
@@ -277,6 +278,8 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
     from transformers import AutoModel, AutoTokenizer
 
     ref = resolve_model(name_or_path)
+    if not ref.path:
+        ensure_hub_mode()
     info = inspect_model(ref)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype or default_dtype(device)}
     attn = attention_implementation(attn_device or device)

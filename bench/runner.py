@@ -151,9 +151,11 @@ def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device:
 
 
 def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
-            log: Callable[[str], None] | None = None, compile_encoder: bool = False) -> list[PlannedRun]:
+            log: Callable[[str], None] | None = None, compile_encoder: bool = False,
+            report_to: str | None = None) -> list[PlannedRun]:
     """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
-    (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it."""
+    (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
+    `report_to` "tensorboard" also writes each run's scalars to <task folder>/tensorboard/seed-<n>/."""
     pending = [r for r in plan.runs if r.status == "pending"]
     if not pending:
         return plan.runs
@@ -163,6 +165,7 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     from biobench.models import load_encoder
     from biobench.training.device import default_device
     from biobench.training.progress import log_line, progress_bar, quiet_library_bars
+    from biobench.training.reporting import make_reporter
 
     quiet_library_bars()
 
@@ -186,8 +189,12 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
                 log(f"{run.task.id}: test labels never seen in train {prepared[cache_key].unseen_test_labels} "
                     "cannot be predicted; they count as misses in the metrics")
         task = prepared[cache_key]
-        outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress,
-                           compile_encoder=compile_encoder)
+        report = make_reporter(report_to, run.path.parent / "tensorboard" / f"seed-{run.seed}")
+        try:
+            outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress,
+                               compile_encoder=compile_encoder, report=report)
+        finally:
+            report.close()
         rows = [{"id": ex.id, "gold": gold, "pred": pred}
                 for ex, gold, pred in zip(task.examples["test"], task.gold["test"], outcome.test_predictions,
                                           strict=True)]

@@ -8,9 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
-from biobench.leaderboard.board import build_board
+from biobench.leaderboard.board import build_board, compute_groups
 from biobench.leaderboard.cache import cached_groups
-from biobench.leaderboard.board import compute_groups
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 

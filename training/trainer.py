@@ -30,6 +30,7 @@ from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.progress import log_line, progress_bar, quiet_library_bars
 from biobench.training.recipes import Recipe, get_recipe
+from biobench.training.reporting import make_reporter
 
 
 @dataclass
@@ -68,6 +69,7 @@ class PretrainConfig:
     license: str | None = None  # model-card licence id, e.g. apache-2.0
     compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
+    report_to: str | None = None  # "tensorboard": scalars also to <out>/tensorboard/ (training/reporting.py)
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
 
 
@@ -313,12 +315,14 @@ class Trainer:
         bar = None
         if self.cfg.progress and self.dist.main:
             bar = progress_bar(True, total=sum(self.plan.steps), initial=self.state.global_step, unit="step")
+        self.report = make_reporter(self.cfg.report_to if self.dist.main else None, self.out / "tensorboard")
         try:
             for phase_index in range(self.state.phase, len(self.recipe.phases)):
                 if not self._run_phase(phase_index, bar):
                     return None
             return self.out / "final"
         finally:
+            self.report.close()
             if bar is not None:
                 bar.close()
 
@@ -384,6 +388,8 @@ class Trainer:
                   "data_digest": step_digest(self.packed, self.state.position - self.cfg.batch_size, self.cfg.batch_size)}
         with (self.out / "train_log.jsonl").open("a") as fh:
             fh.write(json.dumps(record) + "\n")
+        self.report.scalars({f"train/{k}": record[k] for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")},
+                            record["step"])
         if bar is not None:
             bar.set_postfix(phase=phase_index + 1, loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
             bar.update(1)

@@ -47,6 +47,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--report-to", choices=["none", "tensorboard"], default="none",
+                        help="also write train loss and dev scores per evaluation to <results>/<model>/<task>/"
+                             "tensorboard/seed-<n>/ (needs the 'tensorboard' extra)")
     add_task_arguments(parser)
     add_protocol_arguments(parser)
     parser.set_defaults(func=run)
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{plan.name} ({plan.model.id}): {len(plan.runs)} run(s) in this shard, {skipped} already done "
               f"(results: {plan.results_dir})", file=sys.stderr)
     execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-            compile_encoder=args.compile)
+            compile_encoder=args.compile, report_to=args.report_to)
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))

@@ -76,6 +76,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--language", help="model-card language (ISO 639-1, e.g. fr)")
     p.add_argument("--license", help="model-card licence id (e.g. apache-2.0; default: none stated)")
     p.add_argument("--compile", action="store_true", help="torch.compile the encoder (first steps slower while it compiles)")
+    p.add_argument("--report-to", choices=["none", "tensorboard"], default="none",
+                   help="also write loss, lr, grad norm, tokens/s and MFU per step to <out>/tensorboard/ "
+                        "(needs the 'tensorboard' extra)")
     p.add_argument("--loader-workers", type=int, help="batch-building processes (default: 2 on CUDA, 0 on CPU)")
     p.set_defaults(func=run)
 
@@ -126,7 +129,7 @@ def run(args) -> int:
         doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed, text_field=args.text_field, max_documents=args.max_documents,
         cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
         gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile, language=args.language, license=args.license,
-        loader_workers=args.loader_workers, **geometry,
+        loader_workers=args.loader_workers, report_to=args.report_to, **geometry,
     )
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
     print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "

@@ -7,12 +7,12 @@ their names so rows look like any other source's.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.tasks.hub import ensure_hub_mode
 from biobench.tasks.readers.rows import Row
 
 
@@ -52,9 +52,7 @@ def load_hub(dataset_id: str, revision: str | None, config: str | None = None) -
     """A hub dataset as a DatasetDict; offline or unreachable -> DataError naming the id and HF_HUB_OFFLINE."""
     import datasets
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or os.environ.get(
-        "HF_DATASETS_OFFLINE", "0"
-    ) not in ("0", "", "false")
+    offline = not ensure_hub_mode()
     try:
         return datasets.load_dataset(dataset_id, config, revision=revision)
     except Exception as err:  # network, auth, missing revision: all become one clear message

@@ -1,0 +1,83 @@
+"""Is the Hugging Face hub reachable? Asked once per process, with a short timeout.
+
+Why: offline, huggingface_hub retries every file request five times with backoff (about 23 s) before it
+gives up, and does so again for every model file and every hub-backed dataset. One short probe at the first
+hub access tells us whether the hub answers; when it does not, biobench says so in one line and switches the
+libraries to offline mode (HF_HUB_OFFLINE), so the local folders, the Hugging Face cache and installed
+packages are used at once and a missing file fails immediately with its own clear message.
+
+Data and model loading both call `ensure_hub_mode()` before touching the hub; it lives under tasks/ because
+tasks/ and bench/ may both import it (tasks/ never imports bench/).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import urllib.error
+import urllib.request
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+TRUTHY = {"1", "true", "yes", "on"}
+
+
+def offline_requested() -> bool:
+    """True when the user (or an earlier probe) put the hub libraries in offline mode."""
+    return any(os.environ.get(name, "").strip().lower() in TRUTHY
+               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def probe_timeout_s() -> float:
+    """Seconds the probe waits ($BIOBENCH_HUB_TIMEOUT, default 3)."""
+    try:
+        return max(0.1, float(os.environ.get("BIOBENCH_HUB_TIMEOUT", "3")))
+    except ValueError:
+        return 3.0
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
+
+
+def probe(endpoint: str, timeout_s: float) -> str | None:
+    """None when `endpoint` answers (any HTTP status counts: the server is there), else why not."""
+    request = urllib.request.Request(endpoint + "/api/models?limit=1", method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as err:
+        return str(getattr(err, "reason", err))
+    except (OSError, ValueError) as err:  # timeouts, refused connections, malformed endpoint
+        return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
+def go_offline() -> None:
+    """Offline mode for this process: the environment, and the flags the libraries read at import."""
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ[name] = "1"
+    hub_constants = sys.modules.get("huggingface_hub.constants")
+    if hub_constants is not None:
+        hub_constants.HF_HUB_OFFLINE = True
+    datasets_config = sys.modules.get("datasets.config")
+    if datasets_config is not None:
+        datasets_config.HF_HUB_OFFLINE = True
+        datasets_config.HF_DATASETS_OFFLINE = True
+
+
+@functools.cache
+def ensure_hub_mode() -> bool:
+    """True when the hub may be used. Probes once per process; an unanswered probe prints one line and
+    turns offline mode on for the rest of the process."""
+    if offline_requested():
+        return False
+    endpoint, timeout_s = _endpoint(), probe_timeout_s()
+    why = probe(endpoint, timeout_s)
+    if why is None:
+        return True
+    go_offline()
+    print(f"hub: {endpoint} is unreachable ({why}; probe timeout {timeout_s:g} s); running offline "
+          "(local folders, the Hugging Face cache and installed packages only)", file=sys.stderr)
+    return False

@@ -1,0 +1,92 @@
+"""The hub is probed once per process; an unanswered probe switches the process to offline mode in one line."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import sys
+import threading
+
+import pytest
+from biobench.errors import DataError, ModelLoadError
+from biobench.tasks import hub
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    requests: list[str] = []
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        _Answer.requests.append(self.path)
+        self.send_response(401)  # any status means the server is there
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture()
+def fresh_probe(monkeypatch):
+    """No offline flag set, a clean probe cache, and the flags restored afterwards."""
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    hub.ensure_hub_mode.cache_clear()
+    constants = sys.modules.get("huggingface_hub.constants")
+    before = getattr(constants, "HF_HUB_OFFLINE", None)
+    yield monkeypatch
+    hub.ensure_hub_mode.cache_clear()
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(name, "1")  # the test session runs offline (conftest); monkeypatch undoes it
+    if constants is not None and before is not None:
+        constants.HF_HUB_OFFLINE = before
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_answering_hub_stays_online(fresh_probe):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fresh_probe.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        _Answer.requests.clear()
+        assert hub.ensure_hub_mode() is True
+        assert hub.ensure_hub_mode() is True
+        assert _Answer.requests == ["/api/models?limit=1"]  # probed once per process
+        assert not hub.offline_requested()
+    finally:
+        server.shutdown()
+
+
+def test_unreachable_hub_goes_offline_with_one_line(fresh_probe, capsys):
+    fresh_probe.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    assert hub.ensure_hub_mode() is False
+    assert hub.ensure_hub_mode() is False
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("hub: http://127.0.0.1:") and "running offline" in err[0]
+    assert hub.offline_requested()
+    import huggingface_hub.constants
+
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is True
+
+
+def test_offline_flag_skips_the_probe(fresh_probe, capsys):
+    fresh_probe.setenv("HF_HUB_OFFLINE", "1")
+    fresh_probe.setattr(hub, "probe", lambda *a: pytest.fail("probed although HF_HUB_OFFLINE=1"))
+    assert hub.ensure_hub_mode() is False
+    assert capsys.readouterr().err == ""
+
+
+def test_model_and_dataset_fail_fast_after_the_probe(fresh_probe, capsys):
+    """The first hub access probes; the model and the hub dataset then fail with their own messages."""
+    fresh_probe.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    from biobench.models import inspect_model
+    from biobench.tasks.readers.hf import load_hub
+
+    with pytest.raises(ModelLoadError, match="hub id 'org-that-is-not-cached/model'.*HF_HUB_OFFLINE=1 is set"):
+        inspect_model("org-that-is-not-cached/model")
+    with pytest.raises(DataError, match="could not load hub dataset 'org/none'.*HF_HUB_OFFLINE"):
+        load_hub("org/none", None)
+    assert capsys.readouterr().err.count("hub: ") == 1
