@@ -10,7 +10,7 @@ from biobench import runner
 from biobench.leaderboard.board import build_board
 from biobench.leaderboard.tables import render_html, render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
-from biobench.results import read_result
+from biobench.results import SCHEMA, read_result
 
 LINEAGE = {"schema": "biobench.pretrain/1", "recipe": "detour", "phase": "final",
            "base_model": "almanach/moderncamembert-base", "tokens": {"seen": 10_000_000_000, "clm": 9e9, "mlm": 1e9},
@@ -56,7 +56,7 @@ def test_eval_records_the_name_and_leaderboard_shows_no_path(tiny_mlm_dir, tmp_p
     plan = runner.plan_grid(str(ckpt), [spec("t1", "fr", seeds=(1,))], lambda s: DATA[s.id], results,
                             overrides=overrides)
     runner.execute(plan, device="cpu", progress=False)
-    model = read_result(plan.runs[0].path)["model"]
+    model = read_result(plan.runs[0].path).model
     assert model["name"] == "detour · tiny · 2.2M" and model["id"] == str(ckpt.resolve())
 
     named = runner.plan_grid(str(ckpt), [spec("t1", "fr", seeds=(1,))], lambda s: DATA[s.id], results,
@@ -76,6 +76,7 @@ def test_same_names_are_told_apart(tmp_path):
         folder = tmp_path / slug / "diamed"
         folder.mkdir(parents=True)
         (folder / "seed-42.json").write_text(json.dumps({
+            "schema": SCHEMA, "protocol": {}, "key": {"seed": 42},
             "model": {"id": f"/abs/{slug}", "slug": slug, "lineage": {**LINEAGE, "recipe": "mlm"}},
             "task": {"id": "diamed", "lang": "fr"}, "seed": 42, "metrics": {"test": {"macro_f1": 0.5}}}))
     board = build_board([tmp_path], reference=False, significance=False)

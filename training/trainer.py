@@ -30,7 +30,7 @@ from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.progress import log_line, progress_bar, quiet_library_bars
 from biobench.training.recipes import Recipe, get_recipe
-from biobench.training.reporting import make_reporter
+from biobench.training.reporting import NoReport, make_reporter
 
 
 @dataclass
@@ -188,6 +188,7 @@ class Trainer:
         self._setup_data()
         self._setup_optimizer()
         self.state = self._restore()
+        self.report = NoReport()  # run() opens the --report-to writer
 
     # ---------------------------------------------------------------- setup
     def _resume_folder(self) -> Path | None:

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{folder} is not a model folder (no config.json): pass a checkpoint folder such as runs/x/final")
     ref = resolve_model(str(folder))
     rows = task_summaries(args.results, ref.slug)
-    name = args.name or display_name(next(iter_results(args.results, ref.slug))[1]["model"])  # as on the leaderboard
+    name = args.name or display_name(next(iter_results(args.results, ref.slug))[1].model)  # as on the leaderboard
     path = add_results(folder, name, rows)
     for r in rows:
         print(f"{r['task_id']:<18} {r['metric']} {100 * r['value']:.2f} (seeds {', '.join(map(str, r['seeds']))})")
