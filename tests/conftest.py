@@ -122,3 +122,26 @@ def fill_disk(monkeypatch):
         monkeypatch.setattr(os, "fdopen", fdopen)
 
     return arm
+
+
+@pytest.fixture
+def toy_classification(tiny_mlm_dir):
+    """A factory: (encoder, tokenizer, prepared task, protocol) for an 8-note two-class task on the tiny
+    model, batch 4 (2 steps per epoch) — the smallest real fine-tuning run."""
+    from biobench import finetune as ft
+    from biobench.heads import get_head
+    from biobench.models import load_encoder
+    from biobench.protocols import resolve_protocol
+    from biobench.tasks.schema import ClassificationExample, TaskData
+
+    def make(epochs: int = 2, dev_metric: str | None = None):
+        encoder, tokenizer, _ = load_encoder(str(tiny_mlm_dir))
+        examples = [ClassificationExample(str(i), f"note {i} toux", "ab"[i % 2]) for i in range(8)]
+        data = TaskData("toy", "classification", {"train": examples, "dev": examples[:4], "test": examples[:4]},
+                        ["a", "b"], "hand-built", "sha256:toy")
+        extra = {"dev_metric": dev_metric} if dev_metric else {}
+        protocol = resolve_protocol("fr", "classification", 16, {"epochs": epochs, "batch_size": 4}, **extra)
+        prepared = ft.prepare_task(get_head(protocol.head, "classification"), data, tokenizer, protocol)
+        return encoder, tokenizer, prepared, protocol
+
+    return make

@@ -8,10 +8,6 @@ from pathlib import Path
 import pytest
 from biobench import finetune as ft
 from biobench.errors import ConfigError
-from biobench.heads import get_head
-from biobench.models import load_encoder
-from biobench.protocols import resolve_protocol
-from biobench.tasks.schema import ClassificationExample, TaskData
 from biobench.training import reporting
 from biobench.training.trainer import PretrainConfig, train
 
@@ -42,13 +38,8 @@ def test_pretrain_reports_each_logged_step(tmp_path):
     assert "train/mfu" not in scalars  # null on CPU: left out, not written as 0
 
 
-def test_finetune_reports_each_evaluation(tiny_mlm_dir, tmp_path):
-    encoder, tokenizer, _ = load_encoder(str(tiny_mlm_dir))
-    examples = [ClassificationExample(str(i), f"note {i} toux", "ab"[i % 2]) for i in range(8)]
-    data = TaskData("toy", "classification", {"train": examples, "dev": examples[:4], "test": examples[:4]},
-                    ["a", "b"], "hand-built", "sha256:toy")
-    protocol = resolve_protocol("fr", "classification", 16, {"epochs": 2, "batch_size": 4})
-    prepared = ft.prepare_task(get_head(protocol.head, "classification"), data, tokenizer, protocol)
+def test_finetune_reports_each_evaluation(toy_classification, tmp_path):
+    encoder, tokenizer, prepared, protocol = toy_classification(epochs=2)
     report = reporting.make_reporter("tensorboard", tmp_path / "tb")
     outcome = ft.finetune(prepared, encoder, tokenizer.pad_token_id, protocol, seed=0, progress=False, report=report)
     report.close()
