@@ -107,7 +107,7 @@ class Board:
         return next((e for e in self.entries if e.key == key and e.lang == lang), None)
 
 
-TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
+TRAIN_LOG = R.TRAIN_LOG
 
 
 def size_bucket(params: int | None) -> str:
@@ -232,13 +232,13 @@ def build_board(
     ref_rows = R.load_reference()
     benchmark = R.task_order(ref_rows)
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
-    scan = R.scan_results(dirs, known_langs=known)
+    scan = R.scan_results(dirs, known_langs=known, cache_dir=cache_dir)
     extra: dict[str, list[str]] = defaultdict(list)
     for run in scan.runs:
         if run.task not in benchmark.get(run.lang, []) and run.task not in extra[run.lang]:
             extra[run.lang].append(run.task)
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
-    analyses = {**scan.analyses, "train_log": sorted(p for d in map(Path, dirs) if d.is_dir() for p in d.rglob(TRAIN_LOG))}
+    analyses = {**scan.analyses, "train_log": sorted(scan.analyses.get("train_log", []))}
     board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses)
     if significance:
         from biobench.leaderboard.cache import cached_groups

@@ -8,7 +8,10 @@ take the leaderboard down. No torch here (the leaderboard starts fast).
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +71,7 @@ class ReferenceRow:
 class Scan:
     runs: list[Run] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
-    analyses: dict[str, list[Path]] = field(default_factory=lambda: {k: [] for k in ANALYSIS_FILES})
+    analyses: dict[str, list[Path]] = field(default_factory=lambda: {k: [] for k in (*ANALYSIS_FILES, "train_log")})
 
 
 def _per_label_f1(per_label: Any) -> dict[str, float]:
@@ -88,11 +91,13 @@ def _reason(err: Exception, path: Path) -> str:
     return re.sub(r"^(\d+): ", r"line \1: ", message.removeprefix(f"{path}:"))
 
 
-def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
+def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: dict[str, Any] | None = None) -> Run:
     """One result file -> Run through the results store's reader (`biobench.results.read_result`), which
     raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
-    scores), and a task without `lang` takes the language of the known task of that id."""
-    result = store.read_result(path, check_key=False)
+    scores), and a task without `lang` takes the language of the known task of that id. `data`: the file's
+    content as the scan index kept it (the board's fields only), instead of reading the file."""
+    result = (store.read_result(path, check_key=False) if data is None
+              else store.Result.from_dict(data, path, check_key=False))
     task = result.task
     lang = task.get("lang") or (known_langs or {}).get(result.task_id)
     if not lang:
@@ -113,28 +118,123 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None) -> Run:
         model_meta=dict(result.model),
         labels=tuple(task.get("labels") or ()),
         details={"key": result.key, "protocol": result.protocol,
-                 **{k: result.details[k] for k in ("timings", "device", "dev_score", "created") if k in result.details}},
+                 **{k: result.details[k] for k in BOARD_DETAILS if k in result.details}},
     )
 
 
-def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None) -> Scan:
-    """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs. Duplicates of a
-    (model, task, seed) across folders keep the first and report the others."""
+BOARD_DETAILS = ("timings", "device", "dev_score", "created")
+TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
+INDEX_VERSION = 1
+
+
+def _board_fields(path: Path) -> dict[str, Any] | None:
+    """What `parse_result` reads of a result file (history, dev metrics and versions left out), or None when
+    the file does not parse as JSON (the full reader then reports it)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    keep = {k: data[k] for k in ("schema", "model", "task", "seed", "protocol", "key", "predictions", *BOARD_DETAILS)
+            if k in data}
+    metrics = data.get("metrics")
+    test = metrics.get("test") if isinstance(metrics, dict) else None
+    if isinstance(test, dict):
+        keep["metrics"] = {"test": {k: test[k] for k in ("macro_f1", "per_label") if k in test}}
+    elif "metrics" in data:
+        keep["metrics"] = metrics
+    return keep
+
+
+class ScanIndex:
+    """The board's fields of every result file of one results folder, on disk under the leaderboard cache and
+    keyed per file by (size, mtime_ns): a warm start reads one JSON file instead of thousands, and a changed
+    or new result file is read again on its own. JSON, never pickle; written with the one atomic writer."""
+
+    def __init__(self, root: Path, cache_dir: str | Path | None):
+        self.path = None
+        self.files: dict[str, list[Any]] = {}
+        self.changed = False
+        if cache_dir is None:
+            return
+        digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+        self.path = Path(cache_dir) / f"scan-{digest}.json"
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("v") == INDEX_VERSION:
+                self.files = data["files"]
+        except (OSError, ValueError, KeyError, AttributeError):
+            self.files = {}
+
+    def fields(self, path: Path, rel: str) -> dict[str, Any] | None:
+        if self.path is None:
+            return None
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        entry = self.files.get(rel)
+        if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
+            return entry[2]
+        data = _board_fields(path)
+        if data is not None:
+            self.files[rel] = [st.st_size, st.st_mtime_ns, data]
+            self.changed = True
+        return data
+
+    def save(self, present: set[str]) -> None:
+        if self.path is None:
+            return
+        gone = set(self.files) - present
+        for rel in gone:
+            del self.files[rel]
+        if not (self.changed or gone):
+            return
+        from biobench.errors import DiskFullError
+        from biobench.training.files import atomic_write
+
+        try:
+            atomic_write(self.path, json.dumps({"v": INDEX_VERSION, "files": self.files}))
+        except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
+            pass
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    """Every .json and train_log.jsonl under root, in the order sorted(Path.rglob) gives (os.walk is several
+    times faster than rglob on folders of thousands of results)."""
+    found = []
+    for folder, _, names in os.walk(root):
+        found.extend(Path(folder, n) for n in names if n.endswith(".json") or n == TRAIN_LOG)
+    return sorted(found)
+
+
+def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None,
+                 cache_dir: str | Path | None = None) -> Scan:
+    """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs and pretraining logs.
+    Duplicates of a (model, task, seed) across folders keep the first and report the others. With
+    `cache_dir`, result files are read through the folder's ScanIndex."""
     scan = Scan()
     seen: dict[tuple[str, str, int], Path] = {}
     for root in map(Path, dirs):
         if not root.is_dir():
             scan.problems.append(Problem(str(root), "results folder does not exist"))
             continue
-        for path in sorted(root.rglob("*.json")):
+        index, present = ScanIndex(root, cache_dir), set()
+        for path in _walk(root):
+            if path.name == TRAIN_LOG:
+                scan.analyses["train_log"].append(path)
+                continue
             kind = next((k for k, name in ANALYSIS_FILES.items() if path.name == name), None)
             if kind:
                 scan.analyses[kind].append(path)
                 continue
             if not store.SEED_FILE.match(path.name):
                 continue
+            rel = str(path.relative_to(root))
+            present.add(rel)
             try:
-                run = parse_result(path, known_langs)
+                run = parse_result(path, known_langs, index.fields(path, rel))
             except ResultsError as err:
                 scan.problems.append(Problem(str(path), _reason(err, path)))
                 continue
@@ -144,6 +244,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
                 continue
             seen[key] = path
             scan.runs.append(run)
+        index.save(present)
     return scan
 
 

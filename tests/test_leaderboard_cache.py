@@ -58,3 +58,35 @@ def test_scale_script_folder_builds_a_board(tmp_path):
     board = build_board([tmp_path / "r"], significance=False)
     means = [board.entry(f"synthetic__model-{m:03d}", "fr").cells[tasks[0][1]].mean for m in range(3)]
     assert means[0] > means[1] > means[2]  # error rates 10%, 30%, 50%
+
+
+def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
+    from biobench.leaderboard import results as R
+    from biobench.leaderboard.tables import render_html
+
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    cold = build_board([results], significance=False, cache_dir=cache)
+    (index_file,) = cache.glob("scan-*.json")
+    assert index_file.read_text().startswith('{"v": 1')  # JSON, not a pickle
+    reads: list[Path] = []
+    real = R._board_fields
+    monkeypatch.setattr(R, "_board_fields", lambda path: reads.append(path) or real(path))
+    warm = build_board([results], significance=False, cache_dir=cache)
+    unparsable = [p for p in reads if real(p) is None]
+    assert reads == unparsable and len(unparsable) == 1  # all came from the index but the file that is not JSON
+    for lang in ("fr", "en"):
+        assert render_html(fresh, lang) == render_html(cold, lang) == render_html(warm, lang)
+    assert warm.problems == fresh.problems and warm.analyses == fresh.analyses
+
+    seed_file = next(p for p in sorted(results.rglob("seed-*.json")) if p.stat().st_size > 0 and '"macro_f1": 0.' in p.read_text())
+    text = seed_file.read_text()
+    old = text.split('"macro_f1": ', 1)[1].split(",", 1)[0].split("\n", 1)[0]
+    seed_file.write_text(text.replace(f'"macro_f1": {old}', '"macro_f1": 0.123456', 1))
+    os.utime(seed_file, ns=(seed_file.stat().st_atime_ns, seed_file.stat().st_mtime_ns + 10**9))
+    reads.clear()
+    changed = build_board([results], significance=False, cache_dir=cache)
+    assert sorted(reads) == sorted([seed_file, *unparsable])  # only the changed file is read again
+    run = next(r for e in changed.entries for runs in e.runs.values() for r in runs if r.path == seed_file)
+    assert run.score == 0.123456
