@@ -46,6 +46,7 @@ from biobench.tasks.registry import TaskSpec
 CONVERTERS = ("files", "extract", "extract_tree", "repack", "join")
 CHUNK = 1 << 20
 SKIPPED_MEMBERS = ("__MACOSX/", ".DS_Store")
+NESTED_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 Log = Callable[[str], None]
 
 
@@ -150,7 +151,34 @@ def _members(path: Path, stack: contextlib.ExitStack) -> list[Member]:
             raise DataError(f"{path}: archive is damaged or truncated ({err}); download it again") from err
     else:
         members = [Member(path.name, path.read_bytes)]
-    return [m for m in members if not any(s in m.name for s in SKIPPED_MEMBERS)]
+    members = [m for m in members if not any(s in m.name for s in SKIPPED_MEMBERS)]
+    return [inner for m in members for inner in _expand_nested(m, stack)]
+
+
+def _expand_nested(member: Member, stack: contextlib.ExitStack, depth: int = 2) -> list[Member]:
+    """A zip / tar(.gz) member opened in place, its files named `outer/inner`; any other member as it is.
+    Why: Zenodo's whole-record download (`/api/records/N/files-archive`) is a zip of the record's files,
+    which are often zips themselves (FRASIMED)."""
+    if depth == 0 or not member.name.lower().endswith(NESTED_SUFFIXES):
+        return [member]
+    data = member.read()
+    try:
+        if zipfile.is_zipfile(io.BytesIO(data)):
+            zf = stack.enter_context(zipfile.ZipFile(io.BytesIO(data)))
+            found = [Member(f"{member.name}/{i.filename}", functools.partial(zf.read, i.filename))
+                     for i in zf.infolist() if not i.is_dir()]
+        else:
+            found = []
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+                for info in tar:
+                    if info.isfile():
+                        found.append(Member(f"{member.name}/{info.name.removeprefix('./')}",
+                                            functools.partial(bytes, tar.extractfile(info).read())))
+    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as err:
+        raise DataError(f"{member.name}: archive inside the download is damaged or truncated ({err}); "
+                        "download it again") from err
+    found = [m for m in found if not any(s in m.name for s in SKIPPED_MEMBERS)]
+    return [inner for m in found for inner in _expand_nested(m, stack, depth - 1)]
 
 
 def _is_tar(path: Path) -> bool:
@@ -247,7 +275,8 @@ def _convert_extract_tree(task_id: str, inputs, info: Mapping[str, Any], out: Pa
 
 
 def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
-    """Each set folder (found at any depth) -> one .tar.gz whose member names start with the folder's name."""
+    """Each set folder (found at any depth, its name compared case-insensitively) -> one .tar.gz whose member
+    names start with the folder's name as the spec writes it."""
     members = _all_members(inputs, stack)
     sets = info.get("options", {}).get("sets", {})
     missing = []
@@ -255,8 +284,9 @@ def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path, st
         chosen = []
         for m in members:
             parts = m.name.split("/")
-            if folder in parts[:-1]:
-                chosen.append(("/".join(parts[parts.index(folder):]), m))
+            folded = [p.casefold() for p in parts[:-1]]
+            if folder.casefold() in folded:
+                chosen.append(("/".join([folder, *parts[folded.index(folder.casefold()) + 1:]]), m))
         if not chosen:
             missing.append(folder + "/")
             continue

@@ -120,7 +120,11 @@ def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
         return _partition(everything, resolve_path(base, opts["split_file"]), opts.get("split_map", {}))
     splits = {s: _read_entries(spec, source, base, s, _format_entries(v, source.format)) for s, v in source.splits.items()}
     if "random_split" in opts:
-        return random_split(splits.pop("all", []), opts["random_split"], spec.id)
+        pool = splits.pop("all", [])
+        if opts.get("top_k_scope") == "corpus":  # the label set (and the documents kept) decided before splitting
+            keep = _top_labels(pool, int(opts["top_k"]))
+            pool = [ex for ex in _only_labels(pool, keep) if ex.labels]
+        return random_split(pool, opts["random_split"], spec.id)
     if "dev" not in splits and "dev_from_train" in opts:
         splits["train"], splits["dev"] = _carve(splits["train"], float(opts["dev_from_train"]))
     return splits
@@ -145,6 +149,7 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
                 member_prefix=prefix,
                 note_type=opts.get("note_type", "AnnotatorNotes"),
                 missing_ann=opts.get("missing_ann", "error"),
+                verify_spans=opts.get("verify_spans", True),
             )
             if "exclude_docs_in" in opts:
                 drop = docstart_ids(resolve_path(base, opts["exclude_docs_in"]))
@@ -236,16 +241,31 @@ def _index_split(n: int, fraction: float, seed: int, library: str) -> tuple[list
     raise DataError(f"random_split library {library!r} is not 'datasets' or 'sklearn'")
 
 
+def _shuffle_fractions(examples: list, fractions: list[float], seed: int, task_id: str) -> dict[str, list]:
+    """The French harness's document split (tabib's FRASIMED adapters): ids sorted, shuffled by
+    `random.Random(seed)`, then the first floor(n * train) are train, the next floor(n * dev) dev, the rest test."""
+    if len(fractions) != 3 or abs(sum(fractions) - 1) > 0.01:
+        raise DataError(f"task '{task_id}': random_split fractions {fractions} must be three numbers summing to 1")
+    order = sorted(range(len(examples)), key=lambda i: examples[i].id)
+    random.Random(seed).shuffle(order)  # the permutation depends only on the length: same as shuffling the ids
+    n_train, n_dev = int(len(order) * fractions[0]), int(len(order) * fractions[1])
+    parts = {"train": order[:n_train], "dev": order[n_train:n_train + n_dev], "test": order[n_train + n_dev:]}
+    return {split: [examples[i] for i in idx] for split, idx in parts.items()}
+
+
 def random_split(examples: list, how: Mapping[str, Any], task_id: str) -> dict[str, list]:
     """train/dev/test from one pool, as the English protocol's dataloader splits sources that ship none.
 
     `how`: {"library": "datasets"|"sklearn", "seed": 42, "holdout": f1, "second": f2, "mode": m}. First
     `holdout` of the pool is held out; mode "test_then_dev": held-out = test, then `second` of the rest = dev;
     mode "halve_holdout": rest = train, and the held-out part is split again by `second` into dev (kept) and
-    test (held-out)."""
+    test (held-out). Mode "shuffle_fractions" with `fractions` [train, dev, test]: the French harness's
+    split (see _shuffle_fractions)."""
     if not examples:
         raise DataError(f"task '{task_id}': no examples to split (the spec's 'all' source is empty)")
     library, seed = how.get("library", "datasets"), int(how.get("seed", 42))
+    if how.get("mode") == "shuffle_fractions":
+        return _shuffle_fractions(examples, [float(f) for f in how["fractions"]], seed, task_id)
     kept, held = _index_split(len(examples), float(how["holdout"]), seed, library)
     if how.get("mode") == "test_then_dev":
         a, b = _index_split(len(kept), float(how["second"]), seed, library)
@@ -288,14 +308,20 @@ def _example_labels(ex: Any) -> list[str]:
     return [ex.label]
 
 
+def _top_labels(examples: list[MultilabelExample], k: int) -> set[str]:
+    """The k labels with the highest document frequency in `examples` (ties broken by name)."""
+    freq = Counter(lab for ex in examples for lab in set(ex.labels))
+    return {lab for lab, _ in sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:k]}
+
+
+def _only_labels(examples: list[MultilabelExample], keep: set[str]) -> list[MultilabelExample]:
+    return [MultilabelExample(ex.id, ex.text, tuple(lab for lab in ex.labels if lab in keep)) for ex in examples]
+
+
 def _top_k(splits: dict[str, list], k: int) -> dict[str, list]:
     """Keep the k most frequent labels (document frequency on train; ties by name) in every split."""
-    freq = Counter(lab for ex in splits["train"] for lab in set(ex.labels))
-    keep = {lab for lab, _ in sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:k]}
-    return {
-        s: [MultilabelExample(ex.id, ex.text, tuple(lab for lab in ex.labels if lab in keep)) for ex in exs]
-        for s, exs in splits.items()
-    }
+    keep = _top_labels(splits["train"], k)
+    return {s: _only_labels(exs, keep) for s, exs in splits.items()}
 
 
 def checksum(task: TaskData) -> str:
@@ -309,7 +335,7 @@ def checksum(task: TaskData) -> str:
 
 
 def _finish(spec: TaskSpec, source: Source, splits: dict[str, list], where: str) -> TaskData:
-    if "top_k" in source.options:
+    if "top_k" in source.options and source.options.get("top_k_scope", "train") == "train":
         splits = _top_k(splits, int(source.options["top_k"]))
     for split in SPLITS:
         if not splits.get(split):

@@ -258,3 +258,86 @@ def test_diamed_is_gated_and_added_from_its_zip(tmp_path):
     assert task_status(get_spec("diamed"), tmp_path / "d").fix.startswith("biobench data add diamed FILE...")
     add_task(get_spec("diamed"), tmp_path / "d", [archive], log=lambda _: None)
     assert sorted(p.name for p in (tmp_path / "d/diamed/splits").iterdir()) == ["test.json", "train.json", "validation.json"]
+
+
+def _frasimed_zip() -> bytes:
+    """A FRASIMED-like Zenodo whole-record download: a zip holding FRASIMED.zip, which holds the two flat BRAT
+    folders with `#n<TAB>ICD-O-3.1 Tk<TAB>code` / `#n<TAB>SNOMED Tk<TAB>code` notes, as the French harness reads it."""
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as zf:
+        for i in range(40):  # every document: one frequent code (freq 8) + three codes of its own (freq 1)
+            text = f"Patient {i:02d}. Carcinome canalaire du sein et metastases."
+            ann = (f"T1\tmorphology-onco 12 21\tcarcinome\n#1\tICD-O-3.1 T1\t8000/{i % 5}\n#2\tSNOMED T1\t1{i % 5}\n"
+                   # a projected mention whose text does not read at its offsets (verify_spans is off)
+                   f"T2\tmorphology-onco 22 30\tcanal\n" +
+                   "".join(f"#{3 + j}\tICD-O-3.1 T2\t81{i:02d}/{j}\n#{9 + j}\tSNOMED T2\t2{i:02d}{j}\n" for j in range(3)))
+            zf.writestr(f"FRASIMED/CANTEMIST-FRASIMED/cc_onco{i}.txt", text)
+            zf.writestr(f"FRASIMED/CANTEMIST-FRASIMED/cc_onco{i}.ann", ann)
+            zf.writestr(f"FRASIMED/DISTEMIST-FRASIMED/es-S{i:03d}.txt", text)
+            zf.writestr(f"FRASIMED/DISTEMIST-FRASIMED/es-S{i:03d}.ann", ann.replace("ICD-O-3.1", "OTHER"))
+        for i in range(40, 45):  # only a code outside the top 100: dropped before the split
+            zf.writestr(f"FRASIMED/CANTEMIST-FRASIMED/cc_onco{i}.txt", "Tumeur.")
+            zf.writestr(f"FRASIMED/CANTEMIST-FRASIMED/cc_onco{i}.ann", f"T1\tmorphology-onco 0 6\tTumeur\n#1\tICD-O-3.1 T1\t9999/{i}\n")
+        zf.writestr("FRASIMED/CANTEMIST-FRASIMED/cc_onco99.txt", "Sans annotation.")  # no .ann: skipped
+    outer = io.BytesIO()
+    with zipfile.ZipFile(outer, "w") as zf:
+        zf.writestr("FRASIMED.zip", inner.getvalue())
+        zf.writestr("README.md", "FRASIMED")
+    return outer.getvalue()
+
+
+def test_frasimed_fetch_and_add_build_the_harness_split(server, tmp_path):
+    import random
+
+    base, handler = server
+    handler.files["/api/records/8355629/files-archive"] = _frasimed_zip()
+    logs: list[str] = []
+    fetch_task(_with_url("cantemist", f"{base}/api/records/8355629/files-archive"), tmp_path, log=logs.append)
+    assert any("NOT verified" in line for line in logs)
+    assert _leftovers(tmp_path) == ["cantemist", "cantemist/fr", "cantemist/fr/frasimed-cantemist.tar.gz"]
+    spec = get_spec("cantemist")
+    assert task_status(spec, tmp_path).state == "found"
+    task = load_task(spec, tmp_path)
+    assert task.data_version == "frasimed-zenodo-8355629"
+    # top 100 by document frequency over the whole corpus: the 5 frequent codes + the first 95 singletons by name
+    singles = sorted(f"81{i:02d}/{j}" for i in range(40) for j in range(3))
+    assert task.labels == sorted([f"8000/{k}" for k in range(5)] + singles[:95])
+    # cc_onco40-44 lost their only code and cc_onco99 has no .ann; the rest split as tabib's adapter does
+    kept = sorted(f"cc_onco{i}" for i in range(40))
+    random.Random(42).shuffle(kept)
+    assert [[ex.id for ex in task.splits[s]] for s in ("train", "dev", "test")] == [kept[:32], kept[32:36], kept[36:]]
+    doc0 = next(ex for s in task.splits.values() for ex in s if ex.id == "cc_onco0")
+    assert doc0.labels == ("8000/0", "8100/0", "8100/1", "8100/2")
+
+    downloaded = tmp_path / "FRASIMED-record.zip"  # `data add` takes the same file the user downloaded
+    downloaded.write_bytes(handler.files["/api/records/8355629/files-archive"])
+    add_task(get_spec("distemist"), tmp_path, [downloaded], log=lambda _: None)
+    dis = load_task(get_spec("distemist"), tmp_path)
+    assert {ex.id for s in dis.splits.values() for ex in s} == {f"es-S{i:03d}" for i in range(40)}
+    assert "10" in dis.labels and "2000" in dis.labels and not any("/" in lab for lab in dis.labels)  # SNOMED only
+
+    broken = tmp_path / "wrong.zip"
+    with zipfile.ZipFile(broken, "w") as zf:
+        zf.writestr("other/readme.txt", "x")
+    with pytest.raises(DataError, match=r"does not hold CANTEMIST-FRASIMED/ \(found: other/readme.txt\)"):
+        add_task(spec, tmp_path / "elsewhere", [broken], log=lambda _: None)
+
+
+def test_frasimed_hub_copy_maps_the_harness_columns(monkeypatch):
+    """Without local files the task loads the authors' published copy (train/val/test, doc_name/text/codes)."""
+    from biobench.tasks.loading import _read_hub
+    from biobench.tasks.readers import hf
+    from datasets import Dataset, DatasetDict
+
+    rows = {"doc_name": ["cc_onco1"], "text": ["Carcinome."], "codes": [["8000/3", "8500/3"]]}
+    seen = {}
+
+    def fake_load_hub(dataset, revision, config):
+        seen["dataset"] = dataset
+        return DatasetDict({s: Dataset.from_dict(rows) for s in ("train", "val", "test")})
+
+    monkeypatch.setattr(hf, "load_hub", fake_load_hub)
+    spec = get_spec("cantemist")
+    splits = _read_hub(spec, spec.sources[1])
+    assert seen["dataset"] == "rntc/tabib-frasimed-cantemist-doc"
+    assert [(ex.id, ex.text, ex.labels) for ex in splits["dev"]] == [("cc_onco1", "Carcinome.", ("8000/3", "8500/3"))]
