@@ -30,6 +30,7 @@ SEED_FILE = re.compile(r"^seed-(-?\d+)\.json$")
 FIELD_ORDER = ("schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
                "best_epoch", "best_step", "history", "timings", "versions", "device", "created", "predictions")
 _CORE = ("model", "task", "seed", "protocol", "key", "metrics")
+_NOT_DETAILS = frozenset((*_CORE, "schema", "predictions"))
 
 Decision = Literal["new", "skip", "overwrite"]
 
@@ -99,7 +100,7 @@ class Result:
             seed = int(data["seed"])
         except (TypeError, ValueError):
             raise ResultsError(f"{source}: seed {data['seed']!r} is not an integer") from None
-        details = {k: v for k, v in data.items() if k not in (*_CORE, "schema", "predictions")}
+        details = {k: v for k, v in data.items() if k not in _NOT_DETAILS}
         return cls(data["model"] if isinstance(data["model"], dict) else {"id": data["model"]}, task, seed,
                    data["protocol"], data["key"], data["metrics"], details, data.get("predictions"))
 

@@ -85,6 +85,7 @@ class Board:
     problems: list[R.Problem]
     analyses: dict[str, list[Path]]
     groups: dict[tuple[str, str], SignificanceGroups] = field(default_factory=dict)
+    stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
 
     @property
     def langs(self) -> list[str]:
@@ -239,7 +240,9 @@ def build_board(
             extra[run.lang].append(run.task)
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
     analyses = {**scan.analyses, "train_log": sorted(scan.analyses.get("train_log", []))}
-    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses)
+    stamps = {path: stamp for listing in scan.listings for path, stamp in listing.stamps.items()}
+    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses,
+                  stamps=stamps)
     if significance:
         from biobench.leaderboard.cache import cached_groups
 

@@ -35,9 +35,13 @@ def default_dir() -> Path:
     return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "leaderboard"
 
 
-def _stamp(path: Path | None) -> list[Any]:
+def _stamp(path: Path | None, stamps: dict[str, tuple[int, int]]) -> list[Any]:
+    """[path, size, mtime_ns] of a predictions file: as the board's scan saw it, else from the disk."""
     if path is None:
         return [None]
+    known = stamps.get(str(path))
+    if known is not None:
+        return [str(path), *known]
     try:
         st = path.stat()
     except OSError:
@@ -45,9 +49,11 @@ def _stamp(path: Path | None) -> list[Any]:
     return [str(path), st.st_size, st.st_mtime_ns]
 
 
-def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float) -> str:
+def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float,
+                stamps: dict[str, tuple[int, int]] | None = None) -> str:
     """The cache key of one task's groups."""
-    runs = [[e.key, r.seed, r.details.get("key"), *_stamp(r.predictions)] for e in entries for r in e.runs[task]]
+    stamps = stamps or {}
+    runs = [[e.key, r.seed, r.details.get("key"), *_stamp(r.predictions, stamps)] for e in entries for r in e.runs[task]]
     payload = {"v": VERSION, "lang": lang, "task": task, "n_boot": n_boot, "seed": seed, "alpha": alpha, "runs": runs}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -76,7 +82,7 @@ def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float 
         todo = [(task, entries) for task, entries in todo if entries]
         for i, (task, entries) in enumerate(todo, 1):
             counts["tasks"] += 1
-            path = folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha)[:32]}.json" if folder else None
+            path = folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json" if folder else None
             hit = _read(path)
             if hit is not None:
                 groups, problems = hit

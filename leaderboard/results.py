@@ -72,6 +72,11 @@ class Scan:
     runs: list[Run] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     analyses: dict[str, list[Path]] = field(default_factory=lambda: {k: [] for k in (*ANALYSIS_FILES, "train_log")})
+    listings: list[Listing] = field(default_factory=list)
+
+    def stamp(self, path: Path) -> tuple[int, int] | None:
+        """(size, mtime_ns) of a result or predictions file as the scan's walk saw it."""
+        return next((s for s in (li.stamp(path) for li in self.listings) if s is not None), None)
 
 
 def _per_label_f1(per_label: Any) -> dict[str, float]:
@@ -91,11 +96,13 @@ def _reason(err: Exception, path: Path) -> str:
     return re.sub(r"^(\d+): ", r"line \1: ", message.removeprefix(f"{path}:"))
 
 
-def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: dict[str, Any] | None = None) -> Run:
+def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: dict[str, Any] | None = None,
+                 listing: Listing | None = None) -> Run:
     """One result file -> Run through the results store's reader (`biobench.results.read_result`), which
     raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
     scores), and a task without `lang` takes the language of the known task of that id. `data`: the file's
-    content as the scan index kept it (the board's fields only), instead of reading the file."""
+    content as the scan index kept it (the board's fields only), instead of reading the file; `listing`: the
+    scan's one directory walk, which says whether the predictions file exists without asking the disk again."""
     result = (store.read_result(path, check_key=False) if data is None
               else store.Result.from_dict(data, path, check_key=False))
     task = result.task
@@ -114,7 +121,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
         seed=result.seed,
         score=float(result.macro_f1),
         per_label=_per_label_f1(result.metrics["test"].get("per_label")),
-        predictions=pred_path if pred_path.is_file() else None,
+        predictions=pred_path if (pred_path.is_file() if listing is None else listing.has(pred_path)) else None,
         model_meta=dict(result.model),
         labels=tuple(task.get("labels") or ()),
         details={"key": result.key, "protocol": result.protocol,
@@ -167,19 +174,16 @@ class ScanIndex:
         except (OSError, ValueError, KeyError, AttributeError):
             self.files = {}
 
-    def fields(self, path: Path, rel: str) -> dict[str, Any] | None:
-        if self.path is None:
-            return None
-        try:
-            st = path.stat()
-        except OSError:
+    def fields(self, path: Path, rel: str, stamp: tuple[int, int] | None) -> dict[str, Any] | None:
+        """The board's fields of `path` from the index when its (size, mtime_ns) `stamp` still matches."""
+        if self.path is None or stamp is None:
             return None
         entry = self.files.get(rel)
-        if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns:
+        if entry is not None and entry[0] == stamp[0] and entry[1] == stamp[1]:
             return entry[2]
         data = _board_fields(path)
         if data is not None:
-            self.files[rel] = [st.st_size, st.st_mtime_ns, data]
+            self.files[rel] = [stamp[0], stamp[1], data]
             self.changed = True
         return data
 
@@ -200,13 +204,35 @@ class ScanIndex:
             pass
 
 
-def _walk(root: Path) -> Iterable[Path]:
-    """Every .json and train_log.jsonl under root, in the order sorted(Path.rglob) gives (os.walk is several
-    times faster than rglob on folders of thousands of results)."""
-    found = []
-    for folder, _, names in os.walk(root):
-        found.extend(Path(folder, n) for n in names if n.endswith(".json") or n == TRAIN_LOG)
-    return sorted(found)
+class Listing:
+    """One walk of a results folder: every file under it, and the (size, mtime_ns) of the result and
+    predictions files, taken once. Why: a warm start of a large board otherwise spent most of its time in three
+    pathlib `stat`s per result (the scan index check, the predictions file, the significance fingerprint)."""
+
+    def __init__(self, root: Path):
+        self.files: set[str] = set()
+        self.stamps: dict[str, tuple[int, int]] = {}
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(folder, name)
+                self.files.add(path)
+                if name.endswith(".json") or name.endswith(".jsonl"):
+                    try:
+                        st = os.stat(path)
+                    except OSError:  # removed while walking
+                        continue
+                    self.stamps[path] = (st.st_size, st.st_mtime_ns)
+
+    def has(self, path: Path) -> bool:
+        return str(path) in self.files
+
+    def stamp(self, path: Path) -> tuple[int, int] | None:
+        return self.stamps.get(str(path))
+
+    def wanted(self) -> list[str]:
+        """Every .json and train_log.jsonl, in the order sorted(Path.rglob) gives (by path parts)."""
+        return sorted((p for p in self.files if p.endswith(".json") or os.path.basename(p) == TRAIN_LOG),
+                      key=lambda p: p.split(os.sep))
 
 
 def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None,
@@ -220,21 +246,24 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         if not root.is_dir():
             scan.problems.append(Problem(str(root), "results folder does not exist"))
             continue
-        index, present = ScanIndex(root, cache_dir), set()
-        for path in _walk(root):
-            if path.name == TRAIN_LOG:
-                scan.analyses["train_log"].append(path)
+        index, present, listing = ScanIndex(root, cache_dir), set(), Listing(root)
+        scan.listings.append(listing)
+        prefix = len(str(root).rstrip(os.sep)) + 1
+        for name_str in listing.wanted():
+            name = os.path.basename(name_str)
+            if name == TRAIN_LOG:
+                scan.analyses["train_log"].append(Path(name_str))
                 continue
-            kind = next((k for k, name in ANALYSIS_FILES.items() if path.name == name), None)
+            kind = next((k for k, fname in ANALYSIS_FILES.items() if name == fname), None)
             if kind:
-                scan.analyses[kind].append(path)
+                scan.analyses[kind].append(Path(name_str))
                 continue
-            if not store.SEED_FILE.match(path.name):
+            if not store.SEED_FILE.match(name):
                 continue
-            rel = str(path.relative_to(root))
+            path, rel = Path(name_str), name_str[prefix:]
             present.add(rel)
             try:
-                run = parse_result(path, known_langs, index.fields(path, rel))
+                run = parse_result(path, known_langs, index.fields(path, rel, listing.stamp(path)), listing)
             except ResultsError as err:
                 scan.problems.append(Problem(str(path), _reason(err, path)))
                 continue

@@ -196,3 +196,21 @@ def test_scan_reads_every_seed_file_the_writer_writes(tmp_path):
             [{"id": 1, "gold": "a", "pred": "a"}])
     scan = R.scan_results([tmp_path])
     assert sorted(r.seed for r in scan.runs) == [-1, 7] and scan.problems == []
+
+
+def test_scan_walks_once_in_rglob_order_and_keeps_the_stamps(tmp_path):
+    """The one directory walk lists files in the order sorted(Path.rglob) gives ('m/…' before 'm-1/…', unlike
+    string order), and its (size, mtime) stamps are what the significance cache keys on."""
+    for folder in ("m", "m-1", "m.b", "m/sub"):
+        (tmp_path / folder / "t").mkdir(parents=True)
+        (tmp_path / folder / "t" / "seed-1.json").write_text("{}")
+        (tmp_path / folder / "t" / "seed-1.predictions.jsonl").write_text("x\n")
+    (tmp_path / "m" / "train_log.jsonl").write_text("")
+    listing = R.Listing(tmp_path)
+    expected = sorted(p for p in tmp_path.rglob("*") if p.suffix == ".json" or p.name == "train_log.jsonl")
+    assert [Path(p) for p in listing.wanted()] == expected
+    assert [p.relative_to(tmp_path).as_posix() for p in expected][:3] == ["m/sub/t/seed-1.json", "m/t/seed-1.json", "m/train_log.jsonl"]
+    pred = tmp_path / "m" / "t" / "seed-1.predictions.jsonl"
+    st = pred.stat()
+    assert listing.has(pred) and not listing.has(tmp_path / "m" / "t" / "seed-2.predictions.jsonl")
+    assert listing.stamp(pred) == (st.st_size, st.st_mtime_ns) == (2, st.st_mtime_ns)
