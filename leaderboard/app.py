@@ -100,6 +100,9 @@ def build_app(board: Board) -> gr.Blocks:
             f"{measured} measured model/language rows; reported rows are the paper's published numbers."
             + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else "")
         )
+        significance = board.significance  # groups computed in the background (build_board(significance="background"))
+        status = gr.Markdown(significance.status if significance else "", elem_id="lb-significance")
+        poll = gr.Timer(1.0, active=significance is not None)
         with gr.Row():
             sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
             sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
@@ -162,6 +165,15 @@ def build_app(board: Board) -> gr.Blocks:
 
         for control in filter_inputs:
             control.change(refresh, filter_inputs, [*tables.values(), download])
+
+        def on_poll(*values):
+            """While the groups are computed: the status line; once they are: the tables with their top-group
+            marks, and the polling stops (for this page)."""
+            if significance is None or not significance.finished.is_set():
+                return [significance.status if significance else "", *[gr.update()] * (len(tables) + 1), gr.update()]
+            return [significance.status, *refresh(*values), gr.Timer(active=False)]
+
+        poll.tick(on_poll, filter_inputs, [status, *tables.values(), download, poll])
 
         def model_choices(lang):
             return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key) for e in board.lang_entries(lang)]

@@ -86,6 +86,7 @@ class Board:
     analyses: dict[str, list[Path]]
     groups: dict[tuple[str, str], SignificanceGroups] = field(default_factory=dict)
     stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
+    significance: Any = None  # cache.BackgroundGroups while/after the groups are computed in the background
 
     @property
     def langs(self) -> list[str]:
@@ -218,7 +219,7 @@ def _reference_entries(rows: Iterable[R.ReferenceRow]) -> list[Entry]:
 def build_board(
     dirs: Sequence[str | Path] = (),
     reference: bool = True,
-    significance: bool = True,
+    significance: bool | str = True,
     n_boot: int = 1000,
     seed: int = 0,
     cache_dir: str | Path | None = None,
@@ -226,7 +227,9 @@ def build_board(
 ) -> Board:
     """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
     one), aggregate, and (optionally) compute significance groups from predictions, per task through the
-    on-disk cache under `cache_dir` when given (leaderboard/cache.py; `log` gets its progress lines)."""
+    on-disk cache under `cache_dir` when given (leaderboard/cache.py; `log` gets its progress lines).
+    significance="background": return at once and compute the groups in a thread (`board.significance`,
+    a cache.BackgroundGroups: status line, wait())."""
     from biobench.leaderboard.dataset import resolve_sources
 
     dirs = resolve_sources(dirs)
@@ -243,7 +246,11 @@ def build_board(
     stamps = {path: stamp for listing in scan.listings for path, stamp in listing.stamps.items()}
     board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses,
                   stamps=stamps)
-    if significance:
+    if significance == "background":
+        from biobench.leaderboard.cache import BackgroundGroups
+
+        board.significance = BackgroundGroups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log).start()
+    elif significance:
         from biobench.leaderboard.cache import cached_groups
 
         cached_groups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log)

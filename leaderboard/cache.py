@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -69,35 +71,43 @@ def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int,
 
 
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
-                  cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None) -> dict[str, int]:
+                  cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Fill board.groups like board.compute_groups, reading and writing each task's result under cache_dir
-    (None: compute without a cache). Returns {"tasks", "cached", "computed"}; `log` gets a line per computed
-    task and a summary."""
+    (None: compute without a cache). Returns {"tasks", "cached", "computed"}; `log` gets a line per slow
+    computed task and a summary; `progress(done, total)` is called after each task."""
     folder = Path(cache_dir) if cache_dir is not None else None
     counts = {"tasks": 0, "cached": 0, "computed": 0}
     started = time.perf_counter()
+    todo = []
     for lang in board.langs:
         measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
-        todo = [(task, [e for e in measured if task in e.runs]) for task in board.columns(lang)]
-        todo = [(task, entries) for task, entries in todo if entries]
-        for i, (task, entries) in enumerate(todo, 1):
-            counts["tasks"] += 1
-            path = folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json" if folder else None
-            hit = _read(path)
-            if hit is not None:
-                groups, problems = hit
-                counts["cached"] += 1
-            else:
-                t0 = time.perf_counter()
-                groups, problems = _compute(lang, task, entries, n_boot, seed, alpha)
-                counts["computed"] += 1
-                _write(path, (groups, problems))
-                if log and time.perf_counter() - t0 >= 0.5:  # a progress line where it is slow
-                    log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, "
-                        f"{time.perf_counter() - t0:.1f} s")
-            if groups is not None:
-                board.groups[(lang, task)] = groups
-            board.problems.extend(p for p in problems if p not in board.problems)
+        for task in board.columns(lang):
+            entries = [e for e in measured if task in e.runs]
+            if entries:
+                todo.append((lang, task, entries))
+    if progress:
+        progress(0, len(todo))
+    for i, (lang, task, entries) in enumerate(todo, 1):
+        counts["tasks"] += 1
+        path = folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json" if folder else None
+        hit = _read(path)
+        if hit is not None:
+            groups, problems = hit
+            counts["cached"] += 1
+        else:
+            t0 = time.perf_counter()
+            groups, problems = _compute(lang, task, entries, n_boot, seed, alpha)
+            counts["computed"] += 1
+            _write(path, (groups, problems))
+            if log and time.perf_counter() - t0 >= 0.5:  # a progress line where it is slow
+                log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, "
+                    f"{time.perf_counter() - t0:.1f} s")
+        if groups is not None:
+            board.groups[(lang, task)] = groups
+        board.problems.extend(p for p in problems if p not in board.problems)
+        if progress:
+            progress(i, len(todo))
     if log and counts["tasks"]:
         log(f"significance groups: {counts['tasks']} tasks ({counts['cached']} from the cache, {counts['computed']} "
             f"computed) in {time.perf_counter() - started:.1f} s")
@@ -137,3 +147,56 @@ def _write(path: Path | None, value: tuple[SignificanceGroups | None, list[Probl
         atomic_write(path, _to_json(*value))
     except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
         pass
+
+
+class BackgroundGroups:
+    """`cached_groups` in a daemon thread. Why: computing the groups of a large board from every predictions
+    file takes minutes on a cold cache; the app serves its tables at once and marks the top groups when they
+    arrive (the app polls `finished` and re-renders). Each task's groups are set on the board in one dict
+    assignment, so a reader sees a task with or without its groups, never half of them."""
+
+    def __init__(self, board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+                 cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None):
+        self.board, self.log = board, log
+        self.kwargs = {"n_boot": n_boot, "seed": seed, "alpha": alpha, "cache_dir": cache_dir, "log": log}
+        self.done, self.total = 0, None
+        self.counts: dict[str, int] | None = None
+        self.error: str | None = None
+        self.seconds: float | None = None
+        self.finished = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="biobench-significance", daemon=True)
+
+    def start(self) -> BackgroundGroups:
+        self._started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def _progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+
+    def _run(self) -> None:
+        try:
+            self.counts = cached_groups(self.board, progress=self._progress, **self.kwargs)
+        except Exception as err:  # noqa: BLE001 - shown in the app's status line; the tables stay up
+            self.error = f"{type(err).__name__}: {err}"
+            if self.log:
+                self.log("significance groups failed: " + "".join(traceback.format_exception(err)).rstrip())
+        finally:
+            self.seconds = time.perf_counter() - self._started
+            self.finished.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the groups are computed (True) or `timeout` seconds passed (False)."""
+        return self.finished.wait(timeout)
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return f"Significance groups failed ({self.error}); the scores are complete, the top-group marks are not."
+        if not self.finished.is_set():
+            total = "?" if self.total is None else self.total
+            return (f"Significance groups: computing in the background ({self.done}/{total} tasks); "
+                    "the top-group marks appear when they are done.")
+        c = self.counts or {}
+        return (f"Significance groups: {c.get('tasks', 0)} tasks ({c.get('cached', 0)} from the cache, "
+                f"{c.get('computed', 0)} computed) in {self.seconds:.1f} s.")

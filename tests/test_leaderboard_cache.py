@@ -90,3 +90,58 @@ def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_pat
     assert sorted(reads) == sorted([seed_file, *unparsable])  # only the changed file is read again
     run = next(r for e in changed.entries for runs in e.runs.values() for r in runs if r.path == seed_file)
     assert run.score == 0.123456
+
+
+def _app_function(app, name: str):
+    return next(f.fn for f in app.fns.values() if f.name == name)
+
+
+def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path, monkeypatch):
+    """significance="background": the board and the app are ready before any group is computed; the app's poll
+    shows the progress, then re-renders the tables with the top-group marks; the groups equal computed ones."""
+    import threading
+
+    from biobench.leaderboard import cache
+    from biobench.leaderboard.app import build_app
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    compute_groups(fresh, n_boot=200)
+
+    gate, real = threading.Event(), cache._compute
+    monkeypatch.setattr(cache, "_compute", lambda *a: (gate.wait(60), real(*a))[1])
+    board = build_board([results], n_boot=200, significance="background", cache_dir=tmp_path / "cache")
+    progress = board.significance
+    assert board.groups == {} and not progress.finished.is_set()
+    app = build_app(board)  # served while nothing is computed yet
+    poll = _app_function(app, "on_poll")
+    filters = (["measured", "reported"], sorted({e.size for e in board.entries}),
+               sorted({str(e.context) for e in board.entries}), sorted({e.recipe for e in board.entries}), "Avg", True)
+    assert 'class="top"' not in _app_function(app, "refresh")(*filters)[0]  # no marks before the groups
+    waiting = poll(*filters)
+    assert waiting[0] == ("Significance groups: computing in the background (0/9 tasks); the top-group marks "
+                          "appear when they are done.")
+    assert all(update == {"__type__": "update"} for update in waiting[1:])
+
+    gate.set()
+    assert progress.wait(120)
+    done = poll(*filters)
+    assert done[0].startswith("Significance groups: 9 tasks (0 from the cache, 9 computed) in ")
+    assert 'class="top"' in done[1]  # the French table now shades the top group
+    assert done[-1].active is False  # the polling stops
+    assert board.groups == fresh.groups and progress.done == progress.total == 9
+
+
+def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkeypatch):
+    from biobench.leaderboard import cache
+
+    def boom(*_):
+        raise RuntimeError("predictions unreadable")
+
+    monkeypatch.setattr(cache, "_compute", boom)
+    lines: list[str] = []
+    board = build_board([FIXTURES], n_boot=50, significance="background", log=lines.append)
+    assert board.significance.wait(60)
+    assert board.significance.status.startswith("Significance groups failed (RuntimeError: predictions unreadable)")
+    assert board.groups == {} and board.entries and "Traceback" in lines[-1]

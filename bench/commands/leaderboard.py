@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
     from biobench.leaderboard.tables import render_text, write_export
 
     quick = bool(args.export or args.print_table)
-    board = build_board(args.results, reference=not args.no_reference, significance=not quick, n_boot=args.n_boot,
+    # serving: the tables at once, the significance groups in the background (the app shows their progress)
+    board = build_board(args.results, reference=not args.no_reference, significance=False if quick else "background",
+                        n_boot=args.n_boot,
                         cache_dir=None if args.no_cache else default_dir(),
                         log=lambda line: print(line, file=sys.stderr, flush=True))
     for problem in board.problems:
