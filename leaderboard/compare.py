@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 from biobench import stats
 from biobench.leaderboard.board import Board, aligned_predictions, task_metric
-from scipy import stats as sps
 
 
 def _pair(board: Board, task: str, a, b) -> tuple[list, list[list], list[list], stats.CountMetric] | None:
@@ -46,6 +45,8 @@ def compare(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000,
             row.update(diff=100 * r.diff, ci_low=100 * r.ci_low, ci_high=100 * r.ci_high, p_value=r.p_value,
                        method=f"paired bootstrap ({n_boot} x examples, seeds)")
         elif len(ca.seeds) >= 2 and len(cb.seeds) >= 2:
+            from scipy import stats as sps  # here, not at import: scipy.stats adds ~1 s to every app start
+
             t = sps.ttest_ind(list(ca.seeds.values()), list(cb.seeds.values()), equal_var=False)
             ci = t.confidence_interval(0.95)
             p = float(t.pvalue) if np.isfinite(t.pvalue) else 1.0

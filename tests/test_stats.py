@@ -20,6 +20,23 @@ def test_seed_summary_matches_scipy_t_interval():
     assert s.half_width == pytest.approx((high - low) / 2)
 
 
+def test_quantiles_are_scipy_stats_to_the_last_bit():
+    """stats uses scipy.special (light to import) for what scipy.stats.t.ppf / norm.ppf compute."""
+    for df in (1, 2, 4, 8, 29, 200):
+        assert stats._t_quantiles(0.95, df) == (float(sps.t.ppf((1 - 0.95) / 2, df)), float(sps.t.ppf((1 + 0.95) / 2, df)))
+    assert float(stats.ndtri(0.975) + stats.ndtri(0.8)) == float(sps.norm.ppf(0.975) + sps.norm.ppf(0.8))  # MDD's factor
+
+
+def test_stats_and_the_leaderboard_do_not_import_scipy_stats():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom biobench.leaderboard import board, cache, compare, tables\n"
+            "print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_seed_summary_single_seed_has_no_interval():
     s = stats.seed_summary([0.7])
     assert (s.mean, s.std, s.n) == (0.7, 0.0, 1)
