@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
@@ -84,22 +86,38 @@ def task_label_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
     return frame.reset_index()
 
 
-def build_app(board: Board) -> gr.Blocks:
+def header_text(board: Board) -> str:
     measured = sum(e.source == "measured" for e in board.entries)
-    tmp = Path(tempfile.mkdtemp(prefix="biobench-leaderboard-"))
-    # analysis figures do not depend on the filters: build them once (their problems join the list)
-    cka_fig = plots.cka_figure(board.analyses["cka"], board.problems)
-    needle_fig = plots.needle_figure(board.analyses["needle"], board.problems)
-    trajectory_fig = plots.cka_trajectory_figure(board.analyses.get("cka_trajectory", []), board.problems)
-    loss_fig = plots.loss_figure(plots.train_logs(board), board.problems)
-
-    with gr.Blocks(title="biobench leaderboard") as app:
-        gr.Markdown(
-            "# biobench leaderboard\nBiomedical encoders on the French and English tasks of "
+    return ("# biobench leaderboard\nBiomedical encoders on the French and English tasks of "
             "*A Causal Language Modeling Detour Improves Encoder Continued Pretraining* (arXiv 2605.12438). "
             f"{measured} measured model/language rows; reported rows are the paper's published numbers."
-            + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else "")
-        )
+            + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else ""))
+
+
+def analysis_figures(board: Board) -> Callable[[], tuple]:
+    """The Plots tab's analysis figures (loss curves, CKA, needle, CKA trajectory), drawn once on the first page
+    load rather than at start-up (they do not depend on the filters; matplotlib alone costs ~1 s); the problems
+    found in analysis files join the board's."""
+    lock, drawn = threading.Lock(), []
+
+    def figures() -> tuple:
+        with lock:
+            if not drawn:
+                drawn.append((plots.loss_figure(plots.train_logs(board), board.problems),
+                              plots.cka_figure(board.analyses["cka"], board.problems),
+                              plots.needle_figure(board.analyses["needle"], board.problems),
+                              plots.cka_trajectory_figure(board.analyses.get("cka_trajectory", []), board.problems)))
+            return drawn[0]
+
+    return figures
+
+
+def build_app(board: Board) -> gr.Blocks:
+    tmp = Path(tempfile.mkdtemp(prefix="biobench-leaderboard-"))
+    figures = analysis_figures(board)
+
+    with gr.Blocks(title="biobench leaderboard") as app:
+        header = gr.Markdown(header_text(board))
         significance = board.significance  # groups computed in the background (build_board(significance="background"))
         status = gr.Markdown(significance.status if significance else "", elem_id="lb-significance")
         poll = gr.Timer(1.0, active=significance is not None)
@@ -143,12 +161,21 @@ def build_app(board: Board) -> gr.Blocks:
                 p_detail = gr.Markdown(elem_id="lb-detail")
                 p_detail_seeds = gr.Dataframe(label="Per-task, per-seed scores (macro-F1 %)", interactive=False,
                                               elem_id="lb-detail-seeds")
-                gr.Plot(loss_fig, label="Pretraining loss", elem_id="lb-loss")
-                gr.Plot(cka_fig, label="CKA")
-                gr.Plot(needle_fig, label="Needle in a haystack")
-                gr.Plot(trajectory_fig, label="CKA trajectory (divergence from the start model)")
-            with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems"):
-                gr.Dataframe(problems_frame(board), label="Files that could not be used")
+                analysis_plots = [gr.Plot(label="Pretraining loss", elem_id="lb-loss"), gr.Plot(label="CKA"),
+                                  gr.Plot(label="Needle in a haystack"),
+                                  gr.Plot(label="CKA trajectory (divergence from the start model)")]
+            with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as problems_tab:
+                problems_table = gr.Dataframe(problems_frame(board), label="Files that could not be used")
+        problem_outputs = [problems_table, problems_tab, header]
+
+        def problems_now() -> list:
+            """The problems list, its tab label and the header: files found unusable after start-up (analysis
+            files when their figures are drawn, predictions when the significance groups are computed)."""
+            return [problems_frame(board), gr.Tab(label=f"Problems ({len(board.problems)})"), header_text(board)]
+
+        @_safe(lambda msg: [plots._empty(msg)] * len(analysis_plots) + [gr.update()] * len(problem_outputs))
+        def on_analysis():
+            return [*figures(), *problems_now()]
 
         def filters_of(src, sz, ctx, rec, sort, ci) -> Filters:
             return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci))
@@ -170,10 +197,11 @@ def build_app(board: Board) -> gr.Blocks:
             """While the groups are computed: the status line; once they are: the tables with their top-group
             marks, and the polling stops (for this page)."""
             if significance is None or not significance.finished.is_set():
-                return [significance.status if significance else "", *[gr.update()] * (len(tables) + 1), gr.update()]
-            return [significance.status, *refresh(*values), gr.Timer(active=False)]
+                return [significance.status if significance else "", *[gr.update()] * (len(tables) + 1), gr.update(),
+                        *[gr.update()] * len(problem_outputs)]
+            return [significance.status, *refresh(*values), gr.Timer(active=False), *problems_now()]
 
-        poll.tick(on_poll, filter_inputs, [status, *tables.values(), download, poll])
+        poll.tick(on_poll, filter_inputs, [status, *tables.values(), download, poll, *problem_outputs])
 
         def model_choices(lang):
             return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key) for e in board.lang_entries(lang)]
@@ -232,6 +260,7 @@ def build_app(board: Board) -> gr.Blocks:
         app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
         app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         app.load(on_plots, p_lang, [p_bars, p_eff, p_model])
+        app.load(on_analysis, None, [*analysis_plots, *problem_outputs])
     return app
 
 

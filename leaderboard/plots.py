@@ -2,6 +2,8 @@
 
 Analysis files (docs/FORMATS.md) are read tolerantly: anything unexpected becomes a Problem, not a crash.
 Figures are built with `matplotlib.figure.Figure` (no pyplot global state; safe in server threads).
+matplotlib is imported when the first figure is drawn, not with this module: it costs ~1 s, and the app serves
+its tables before any figure is asked for.
 """
 
 from __future__ import annotations
@@ -10,18 +12,32 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from biobench.leaderboard.board import TRAIN_LOG, Board
 from biobench.leaderboard.results import Problem
 from biobench.names import display_name
-from matplotlib import colormaps
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _new_figure(**kwargs: Any) -> Figure:
+    """matplotlib.figure.Figure(**kwargs), matplotlib imported on first use."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
+def _palette(name: str) -> Any:
+    from matplotlib import colormaps
+
+    return colormaps[name]
 
 
 def _empty(message: str) -> Figure:
-    fig = Figure(figsize=(8, 2.5))
+    fig = _new_figure(figsize=(8, 2.5))
     ax = fig.subplots()
     ax.axis("off")
     ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=11, color="#555")
@@ -34,10 +50,10 @@ def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks:
     tasks = list(tasks or board.columns(lang))
     if not entries or not tasks:
         return _empty(f"No {lang} results to plot")
-    fig = Figure(figsize=(max(8, 1.1 * len(tasks) + 2) + 3, 4.2), layout="constrained")
+    fig = _new_figure(figsize=(max(8, 1.1 * len(tasks) + 2) + 3, 4.2), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(entries)
-    palette = colormaps["tab10" if len(entries) <= 10 else "tab20"]  # one colour per model up to 20
+    palette = _palette("tab10" if len(entries) <= 10 else "tab20")  # one colour per model up to 20
     x = np.arange(len(tasks))
     for i, e in enumerate(entries):
         means = [e.cells[t].mean if t in e.cells else math.nan for t in tasks]
@@ -97,7 +113,7 @@ def cka_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     if not curves:
         return _empty("No CKA analysis found (cka.json in a results folder)")
     has_ratio = any(isinstance(p[2], int | float) for _, pts in curves for p in pts)
-    fig = Figure(figsize=(9, 3.8), layout="constrained")
+    fig = _new_figure(figsize=(9, 3.8), layout="constrained")
     axes = fig.subplots(1, 2 if has_ratio else 1, squeeze=False)[0]
     for label, pts in curves:
         axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label)
@@ -158,7 +174,7 @@ def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
                 problems.append(Problem(str(path), f"needle results for {name!r} have no by_length/by_position"))
     if not runs:
         return _empty("No needle analysis found (needle_results.json in a results folder)")
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
+    fig = _new_figure(figsize=(9, 3.6), layout="constrained")
     ax_len, ax_pos = fig.subplots(1, 2)
     for name, by_len, by_pos in runs:
         scale = 100 if all(v <= 1 for _, v in by_len + by_pos) else 1
@@ -193,7 +209,7 @@ def cka_trajectory_figure(paths: Sequence[Path], problems: list[Problem]) -> Fig
             curves.append((Path(str(data.get("run", path.parent))).name, pts))
     if not curves:
         return _empty("No CKA trajectory found (cka_trajectory.json from `biobench analyze cka-trajectory`)")
-    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    fig = _new_figure(figsize=(8, 3.6), layout="constrained")
     ax = fig.subplots()
     for label, pts in curves:
         xs = [p[0] for p in pts]
@@ -246,7 +262,7 @@ def loss_figure(logs: Sequence[tuple[str, Path]], problems: list[Problem]) -> Fi
             curves.append((label, points))
     if not curves:
         return _empty("No pretraining log found (train_log.jsonl beside a checkpoint's run folder or in a results folder)")
-    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    fig = _new_figure(figsize=(11, 3.8), layout="constrained")
     ax = fig.subplots()
     for i, (label, phases) in enumerate(curves):
         colour = f"C{i % 10}"

@@ -1,6 +1,7 @@
 """The Gradio app builds from handmade results without importing torch; its views and plots render."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,10 @@ def test_leaderboard_never_imports_torch():
         "from biobench.leaderboard import app, board, compare, plots, results, tables\n"
         f"b = board.build_board([{str(FIXTURES)!r}], n_boot=50)\n"
         "app.build_app(b)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'matplotlib'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []  # matplotlib too: figures are drawn on page load
 
 
 def test_app_builds_and_views_render():
@@ -152,3 +153,19 @@ def test_bar_legend_outside_and_loss_curves(tmp_path):
     assert len(lines[0].get_xdata()) == 20 and lines[1].get_linestyle() == "--"
     assert [p.reason for p in problems] == ["line 2: not a train_log record (KeyError); skipped"]
     assert plots.loss_figure([], []).axes[0].texts[0].get_text().startswith("No pretraining log found")
+
+
+def test_analysis_figures_are_drawn_on_page_load_and_their_problems_listed(tmp_path):
+    shutil.copytree(FIXTURES, tmp_path / "r")
+    (tmp_path / "r" / "cka.json").write_text('{"layers": "nope"}')
+    board = build_board([tmp_path / "r"], significance=False)
+    app = build_app(board)
+    assert not any("cka.json" in p.path for p in board.problems)  # not read at start-up
+    on_analysis = next(f.fn for f in app.fns.values() if f.name == "on_analysis")
+    loss, cka, needle, trajectory, problems, tab, header = on_analysis()
+    assert [ax.get_title() for ax in cka.axes][0] == "CKA divergence per layer"  # the fixture's good cka.json
+    assert len(needle.axes[0].lines) == 2 + 1 and loss.axes and trajectory.axes
+    reasons = [r for path, r in problems[["path", "reason"]].itertuples(index=False) if path.endswith("cka.json")]
+    assert reasons and reasons[0].startswith("cka.json has no 'layers' list")
+    assert tab.label == f"Problems ({len(board.problems)})" and f"**{len(board.problems)} problem(s)**" in header
+    assert on_analysis()[0] is loss  # drawn once, then served from memory
