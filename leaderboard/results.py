@@ -72,11 +72,7 @@ class Scan:
     runs: list[Run] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     analyses: dict[str, list[Path]] = field(default_factory=lambda: {k: [] for k in (*ANALYSIS_FILES, "train_log")})
-    listings: list[Listing] = field(default_factory=list)
-
-    def stamp(self, path: Path) -> tuple[int, int] | None:
-        """(size, mtime_ns) of a result or predictions file as the scan's walk saw it."""
-        return next((s for s in (li.stamp(path) for li in self.listings) if s is not None), None)
+    listings: list[Listing] = field(default_factory=list)  # the walks; build_board keeps their stamps on the Board
 
 
 def _per_label_f1(per_label: Any) -> dict[str, float]:

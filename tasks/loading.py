@@ -119,6 +119,9 @@ def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
         everything = _read_entries(spec, source, base, "all", [(opts["path"], opts.get("member_prefix", ""), source.format)])
         return _partition(everything, resolve_path(base, opts["split_file"]), opts.get("split_map", {}))
     splits = {s: _read_entries(spec, source, base, s, _format_entries(v, source.format)) for s, v in source.splits.items()}
+    if opts.get("top_k_scope") == "corpus" and "random_split" not in opts:
+        raise DataError(f"task '{spec.id}': \"top_k_scope\": \"corpus\" counts codes before a random_split; the "
+                        "source has none (use \"train\", the default, for sources with their own splits)")
     if "random_split" in opts:
         pool = splits.pop("all", [])
         if opts.get("top_k_scope") == "corpus":  # the label set (and the documents kept) decided before splitting

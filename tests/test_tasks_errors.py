@@ -117,3 +117,15 @@ def test_cli_prints_one_line_error(tmp_path, capsys):
     assert main(["tasks", "--task-file", str(tmp_path / "nope.json")]) == 2
     err = capsys.readouterr().err
     assert err == f"error: task file {tmp_path / 'nope.json'} does not exist (pass --task-file PATH to a .json or .toml spec)\n"
+
+
+def test_corpus_top_k_without_a_random_split_is_refused(tmp_path):
+    for split in ("train", "dev", "test"):
+        _write(tmp_path / "c" / split / "d1.txt", "Tumeur.")
+        _write(tmp_path / "c" / split / "d1.ann", "T1\tX 0 6\tTumeur\n#1\tAnnotatorNotes T1\t8000/3\n")
+    spec = spec_from_dict({
+        "id": "toy-codes", "lang": "fr", "kind": "multilabel", "max_length": 64, "protocol": "fr",
+        "sources": [{"type": "local", "format": "brat_codes", "splits": {s: f"c/{s}" for s in ("train", "dev", "test")},
+                     "options": {"top_k": 10, "top_k_scope": "corpus"}}]}, "toy-codes.json")
+    with pytest.raises(DataError, match=r"task 'toy-codes': \"top_k_scope\": \"corpus\" counts codes before a random_split"):
+        load_task(spec, tmp_path)
