@@ -121,6 +121,7 @@ def test_cli_prints_one_line_error(tmp_path, capsys):
 
 def test_corpus_top_k_without_a_random_split_is_refused(tmp_path):
     for split in ("train", "dev", "test"):
+        (tmp_path / "c" / split).mkdir(parents=True)
         _write(tmp_path / "c" / split / "d1.txt", "Tumeur.")
         _write(tmp_path / "c" / split / "d1.ann", "T1\tX 0 6\tTumeur\n#1\tAnnotatorNotes T1\t8000/3\n")
     spec = spec_from_dict({
