@@ -20,11 +20,11 @@ from biobench.errors import DataError
 from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
 from biobench.protocols import Protocol
+from biobench.runtime.compiling import compile_in_place
+from biobench.runtime.device import autocast
+from biobench.runtime.progress import log_line, progress_bar
+from biobench.runtime.reporting import Reporter
 from biobench.tasks.schema import TaskData
-from biobench.training.compiling import compile_in_place
-from biobench.training.device import autocast
-from biobench.training.progress import log_line, progress_bar
-from biobench.training.reporting import Reporter
 from torch import nn
 
 SPLITS = ("train", "dev", "test")

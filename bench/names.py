@@ -53,7 +53,7 @@ def base_model_name(base: Any) -> str:
         return "?"
     if text.startswith("preset:"):
         return text.removeprefix("preset:")
-    from biobench.models import ALIASES
+    from biobench.aliases import ALIASES
 
     for alias in ALIASES:
         if text.lower() in (alias.name.lower(), (alias.hub_id or "").lower()):

@@ -1,7 +1,7 @@
 """The results store: one JSON per (model, task, seed) plus its test predictions (docs/FORMATS.md).
 
 Why it is built this way: a grid of hundreds of fine-tuning runs gets killed, resharded and rerun. Every file
-is written atomically (biobench.training.files: tmp file in the same folder + os.replace, the umask's mode)
+is written atomically (biobench.runtime.files: tmp file in the same folder + os.replace, the umask's mode)
 with the predictions first and the result last, so a result file exists only for a finished run. A run is
 identified by its key (model revision, data checksum, protocol hash, seed): an existing result with the same
 key is skipped; one with another key is never replaced silently. `Result` is the one record that the writers
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.errors import ResultsError
-from biobench.training.files import atomic_write
+from biobench.runtime.files import atomic_write
 
 SCHEMA = "biobench.result/1"
 KEY_FIELDS = ("model_revision", "data_checksum", "protocol_hash", "seed")

@@ -163,9 +163,9 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     from biobench.finetune import finetune, prepare_task
     from biobench.heads import get_head
     from biobench.models import load_encoder
-    from biobench.training.device import default_device
-    from biobench.training.progress import log_line, progress_bar, quiet_library_bars
-    from biobench.training.reporting import make_reporter
+    from biobench.runtime.device import default_device
+    from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
+    from biobench.runtime.reporting import make_reporter
 
     quiet_library_bars()
 

@@ -27,8 +27,8 @@ from typing import Any
 from biobench.errors import DiskFullError
 from biobench.leaderboard.board import Board, Entry
 from biobench.leaderboard.results import Problem
+from biobench.runtime.files import atomic_write
 from biobench.stats import BootstrapResult, SignificanceGroups
-from biobench.training.files import atomic_write
 
 VERSION = 2  # 2: JSON files (1 was pickled)
 

@@ -192,7 +192,7 @@ class ScanIndex:
         if not (self.changed or gone):
             return
         from biobench.errors import DiskFullError
-        from biobench.training.files import atomic_write
+        from biobench.runtime.files import atomic_write
 
         try:
             atomic_write(self.path, json.dumps({"v": INDEX_VERSION, "files": self.files}))

@@ -281,7 +281,7 @@ def generate(
 
 
 def write_jsonl(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    from biobench.training.files import atomic_write
+    from biobench.runtime.files import atomic_write
 
     atomic_write(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 

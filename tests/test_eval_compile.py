@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from biobench.training import compiling
+from biobench.runtime import compiling
 
 ARGS = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "2", "--limit-train", "40", "--max-length", "32",
         "--no-progress", "--json"]

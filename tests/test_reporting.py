@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from biobench import finetune as ft
 from biobench.errors import ConfigError
-from biobench.training import reporting
+from biobench.runtime import reporting
 from biobench.training.trainer import PretrainConfig, train
 
 pytest.importorskip("tensorboard", reason="the 'tensorboard' extra (part of 'dev') is not installed")

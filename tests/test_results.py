@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from biobench import results as store
 from biobench.errors import DiskFullError, ResultsError
-from biobench.training import files
+from biobench.runtime import files
 
 KEY = store.run_key("sha256:w", "sha256:d", "p1", 42)
 PROTOCOL = {"name": "en", "epochs": 10, "lr": 5e-5, "hash": "p1"}

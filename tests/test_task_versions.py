@@ -8,9 +8,10 @@ import tarfile
 from collections import Counter
 
 import pytest
+from biobench.aliases import ALIASES
 from biobench.errors import ConfigError, DataError
 from biobench.metrics import extra_metrics, micro_f1_excluding
-from biobench.models import ALIASES, resolve_model
+from biobench.models import resolve_model
 from biobench.tasks.loading import docstart_ids, load_task, random_split, split_sentences
 from biobench.tasks.readers.clinical import deid_rows, mask_category
 from biobench.tasks.registry import PAPER_TASKS, get_spec, spec_from_dict

@@ -1,4 +1,4 @@
-"""The one home of the device, dtype and attention-backend rules (biobench.training.device) and of the MFU
+"""The one home of the device, dtype and attention-backend rules (biobench.runtime.device) and of the MFU
 formula (biobench.training.flops), shared by fine-tuning, pretraining and the performance scripts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from biobench.training import device as dev
+from biobench.runtime import device as dev
 from biobench.training import flops
 
 

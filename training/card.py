@@ -13,8 +13,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from biobench.runtime.files import atomic_write
 from biobench.training.corpus import is_local
-from biobench.training.files import atomic_write
 
 CARD = "README.md"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from biobench.errors import ConfigError
-from biobench.training.files import disk_full_guard
+from biobench.runtime.files import disk_full_guard
 
 META = "biobench_pretrain.json"
 # In a subfolder: a weights file of its own, never globbed as the model's (`*.safetensors` at the top level is

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from biobench.errors import ConfigError, DataError
-from biobench.training.files import disk_full_guard
+from biobench.runtime.files import disk_full_guard
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from biobench.training.device import default_device
+from biobench.runtime.device import default_device
 
 
 @dataclass(frozen=True)

@@ -20,17 +20,17 @@ from typing import Any
 
 import torch
 from biobench.errors import ConfigError
+from biobench.runtime.compiling import compile_in_place
+from biobench.runtime.device import attention_implementation, autocast
+from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
+from biobench.runtime.reporting import NoReport, make_reporter
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
-from biobench.training.compiling import compile_in_place
-from biobench.training.device import attention_implementation, autocast
 from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
-from biobench.training.progress import log_line, progress_bar, quiet_library_bars
 from biobench.training.recipes import Recipe, get_recipe
-from biobench.training.reporting import NoReport, make_reporter
 
 
 @dataclass
@@ -69,7 +69,7 @@ class PretrainConfig:
     license: str | None = None  # model-card licence id, e.g. apache-2.0
     compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
-    report_to: str | None = None  # "tensorboard": scalars also to <out>/tensorboard/ (training/reporting.py)
+    report_to: str | None = None  # "tensorboard": scalars also to <out>/tensorboard/ (biobench/runtime/reporting.py)
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from biobench.training.files import atomic_write
+from biobench.runtime.files import atomic_write
 
 
 def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[Any, Any, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from biobench.errors import ConfigError
 from biobench.ranges import parse_ranges
-from biobench.training.device import resolve_device as _device
+from biobench.runtime.device import resolve_device as _device
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -141,7 +141,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from biobench.training.files import atomic_write
+    from biobench.runtime.files import atomic_write
 
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 

@@ -18,7 +18,8 @@ def add_parser(subparsers) -> None:
 
 
 def rows() -> list[dict[str, str]]:
-    from biobench.models import ALIASES, NO_HUB_ID, offline_status, package_folder
+    from biobench.aliases import ALIASES, NO_HUB_ID, package_folder
+    from biobench.models import offline_status
 
     out = []
     for alias in ALIASES:

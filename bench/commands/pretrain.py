@@ -85,7 +85,7 @@ def add_parser(subparsers) -> None:
 
 def resolve_defaults(args) -> dict:
     """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512), explicit flags win."""
-    from biobench.training.device import resolve_device
+    from biobench.runtime.device import resolve_device
 
     on_cpu = resolve_device(args.device).startswith("cpu")
     base = CPU_PRESET_DEFAULTS if on_cpu and args.model.startswith("preset:") else PAPER_DEFAULTS

@@ -38,7 +38,7 @@ from biobench.perf.perf_common import (
     run_isolated,
     safe_ratio,
 )
-from biobench.training.device import resolve_device
+from biobench.runtime.device import resolve_device
 
 DEFAULT_TASKS = ("ncbi-disease", "gad")
 QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}

@@ -35,7 +35,7 @@ from biobench.perf.perf_common import (
     run_isolated,
     safe_ratio,
 )
-from biobench.training.device import resolve_device
+from biobench.runtime.device import resolve_device
 
 CORPUS_FOLDER = "pretrain-fr"  # under the data root ($BIOBENCH_DATA), as in ../shared/data
 TOKENIZER_DOCS = 2000

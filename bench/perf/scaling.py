@@ -31,7 +31,7 @@ from biobench.perf.perf_common import (
     shape_params,
     time_call,
 )
-from biobench.training.device import autocast, resolve_device
+from biobench.runtime.device import autocast, resolve_device
 
 MODES = ("eval", "mlm", "clm")
 LENGTHS = (512, 1024, 2048, 4096, 8192)
