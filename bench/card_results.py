@@ -7,13 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
-from biobench.results import iter_results
+from biobench.models import folders_of_revision
+from biobench.results import Result, iter_results
 
 
-def task_summaries(results_dir: str | Path, model_slug: str) -> list[dict[str, Any]]:
+def model_results(results_dir: str | Path, revision: str) -> list[Result]:
+    """Every result of the weights with this revision, in whichever results sub-folder it lies (the folder
+    named after the model, one written under another name or location of the same weights, the old layout)."""
+    return [result for folder in folders_of_revision(results_dir, revision)
+            for _, result in iter_results(results_dir, folder.name) if result.model.get("revision") == revision]
+
+
+def task_summaries(results: list[Result], where: str) -> list[dict[str, Any]]:
     """Per task: the headline test metric (the protocol's `metric`, macro-F1 by default) averaged over seeds."""
     per_task: dict[str, dict[str, Any]] = {}
-    for _, result in iter_results(results_dir, model_slug):
+    for result in results:
         task = result.task
         metric = (result.protocol or {}).get("metric", "macro_f1")
         value = result.metrics["test"].get(metric)
@@ -25,6 +33,5 @@ def task_summaries(results_dir: str | Path, model_slug: str) -> list[dict[str, A
         entry["values"].append(float(value))
         entry["seeds"].append(result.seed)
     if not per_task:
-        raise DataError(f"no results for model '{model_slug}' under {results_dir} (expected "
-                        f"{results_dir}/{model_slug}/<task>/seed-<n>.json: run `biobench eval --model ...` first)")
+        raise DataError(f"no results for {where} (run `biobench eval --model ...` first)")
     return [{**e, "value": statistics.fmean(e["values"])} for e in sorted(per_task.values(), key=lambda e: e["task_id"])]

@@ -1,8 +1,10 @@
-"""Model aliases, identity (id, slug, revision) and encoder loading.
+"""Model aliases, identity (id, slug, revision), where a model's results live, and encoder loading.
 
 Why: results are keyed by the exact weights they were computed with, so a model is always resolved to a hub
 commit hash or, for a local folder, the sha256 of its weight files — before anything is trained, so a resumed
-grid can skip finished runs without loading the model. torch/transformers are imported lazily.
+grid can skip finished runs without loading the model. Its results folder is named by what the model is (its
+display name) plus the first digits of that revision, never by where it lies: two different `final/` folders
+never share results, and a copied or moved model finds its own. torch/transformers are imported lazily.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.names import display_name
 from biobench.runtime.device import attention_implementation, default_dtype
-from biobench.tasks.hub import ensure_hub_mode, offline_requested
+from biobench.tasks.hub import ensure_hub_mode, offline_reason
 
 _BY_NAME = {a.name.lower(): a for a in ALIASES}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -46,7 +49,9 @@ class ModelRef:
         return self.hub_id or str(self.path)
 
     @property
-    def slug(self) -> str:
+    def legacy_slug(self) -> str:
+        """The results folder name of biobench before 2026-12 (hub id, or the last two parts of a local path):
+        only read, to find results written then (see results_folder)."""
         return model_slug(self.hub_id) if self.hub_id else model_slug("__".join(self.path.parts[-2:]))
 
     @property
@@ -56,8 +61,57 @@ class ModelRef:
 
 
 def model_slug(model_id: str) -> str:
-    """Filesystem-safe name of a model: `org/name` -> `org__name` (results/<slug>/...)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__")).strip("._") or "model"
+    """Filesystem-safe name of a model: `org/name` -> `org__name`, 'detour · tiny · 2M' -> 'detour_tiny_2M'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__")).strip("._")[:80] or "model"
+
+
+_REVISION_SUFFIX = re.compile(r"--([0-9a-f]{8})$")
+
+
+def short_revision(revision: str | None) -> str | None:
+    """The first 8 hex digits of a revision ('sha256:<hex>' of local weights, or a hub commit); None when the
+    revision is unknown."""
+    digits = str(revision or "").split(":", 1)[-1].lower()
+    return digits[:8] if re.fullmatch(r"[0-9a-f]{8,}", digits) else None
+
+
+def results_slug(name: str, revision: str | None) -> str:
+    """The results folder name of a model: its display name made filesystem-safe, '--', 8 digits of its
+    revision ('detour · tiny · 400k', 'sha256:3fa2…' -> 'detour_tiny_400k--3fa2…')."""
+    short = short_revision(revision)
+    return f"{model_slug(name)}--{short}" if short else model_slug(name)
+
+
+def _folder_revision(folder: Path) -> str | None:
+    """The model revision recorded by one result file of a results sub-folder (None when it has none)."""
+    for path in folder.glob("*/seed-*.json"):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            return json.loads(path.read_text(encoding="utf-8"))["model"].get("revision")
+    return None
+
+
+def folders_of_revision(results_dir: str | Path, revision: str) -> list[Path]:
+    """Every results sub-folder holding results of these weights: the ones whose name ends in the revision's
+    8 digits, then folders of the old layout (no such ending) whose results record this revision."""
+    root, short = Path(results_dir), short_revision(revision)
+    if not root.is_dir():
+        return []
+    folders = sorted(p for p in root.iterdir() if p.is_dir())
+    named = [p for p in folders if short and (m := _REVISION_SUFFIX.search(p.name)) and m[1] == short]
+    legacy = [p for p in folders if not _REVISION_SUFFIX.search(p.name) and "--" not in p.name
+              and _folder_revision(p) == revision]
+    return named + legacy
+
+
+def results_folder(results_dir: str | Path, info: ModelInfo, name: str | None = None) -> Path:
+    """Where the results of a model go and are found: `<results>/<display name>--<8 digits of revision>`.
+    When that folder does not exist yet, an existing folder of the same weights is used instead (the model
+    was moved, copied or renamed, or its results predate this naming), so finished runs are found and skipped."""
+    preferred = Path(results_dir) / results_slug(display_name(info.to_dict(), name), info.revision)
+    if preferred.is_dir() or short_revision(info.revision) is None:
+        return preferred
+    existing = folders_of_revision(results_dir, info.revision)
+    return existing[0] if existing else preferred
 
 
 def resolve_model(name: str) -> ModelRef:
@@ -85,13 +139,12 @@ def resolve_model(name: str) -> ModelRef:
                       "(org/name) or a local folder also works")
 
 
-def _offline_message(ref: ModelRef, err: Exception | None = None) -> str:
-    offline = offline_requested()
+def _offline_message(ref: ModelRef) -> str:
+    """Why a hub model cannot be loaded, in biobench's words (the libraries' own messages are long and cut)."""
     named = f"alias '{ref.alias}' -> hub id '{ref.hub_id}'" if ref.alias else f"hub id '{ref.hub_id}'"
-    why = "HF_HUB_OFFLINE=1 is set" if offline else "the hub is unreachable or the id is wrong"
-    detail = f" ({type(err).__name__}: {str(err).splitlines()[0][:160]})" if err else ""
-    return (f"cannot load model {ref.name!r} ({named}): it is not in the local Hugging Face cache and {why}"
-            f"{detail}. Download it where the hub is reachable (`hf download {ref.hub_id}`) and copy the cache "
+    why = offline_reason() or "the hub did not serve it (no such model, a gated model, or a network error)"
+    return (f"cannot load model {ref.name!r} ({named}): it is not in the local Hugging Face cache, and {why}. "
+            f"Download it where the hub is reachable (`hf download {ref.hub_id}`) and copy the cache "
             "or the folder here, then pass the local folder: --model /path/to/folder "
             "(config.json + weights + tokenizer files)")
 
@@ -108,10 +161,10 @@ def _hub_file(ref: ModelRef, filename: str, required: bool = True) -> Path | Non
         if required:
             raise ModelLoadError(f"hub model '{ref.hub_id}' has no {filename}") from None
         return None
-    except Exception as err:  # offline, not cached, unknown repo, network: one clear message
+    except Exception:  # offline, not cached, unknown repo, network: one clear message
         if not required:
             return None
-        raise ModelLoadError(_offline_message(ref, err)) from None
+        raise ModelLoadError(_offline_message(ref)) from None
 
 
 def _model_file(ref: ModelRef, filename: str, required: bool = True) -> Path | None:
@@ -194,11 +247,13 @@ def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
     else:  # hub cache layout: .../snapshots/<commit>/config.json
         revision = config_path.parent.name if config_path.parent.parent.name == "snapshots" else "unknown"
     lineage_path = _model_file(ref, "biobench_pretrain.json", required=False) if ref.path else None
+    lineage = _read_json(lineage_path) if lineage_path else None
     architectures = config.get("architectures") or [None]
+    name = display_name({"alias": ref.alias, "lineage": lineage, "id": ref.id})
     return ModelInfo(
-        id=ref.id, alias=ref.alias, slug=ref.slug, revision=revision, params=None,
+        id=ref.id, alias=ref.alias, slug=results_slug(name, revision), revision=revision, params=None,
         context=usable_context(config, tokenizer_config), architecture=architectures[0],
-        lineage=_read_json(lineage_path) if lineage_path else None, source=ref.source,
+        lineage=lineage, source=ref.source,
     )
 
 
@@ -242,7 +297,7 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
     except OSError as err:
         if ref.path:
             raise ModelLoadError(f"cannot load model folder {ref.path}: {str(err).splitlines()[0]}") from None
-        raise ModelLoadError(_offline_message(ref, err)) from None
+        raise ModelLoadError(_offline_message(ref)) from None
     except ValueError as err:
         hint = "" if trust_remote_code else " (if it needs custom code, pass --trust-remote-code)"
         raise ModelLoadError(f"cannot load model {ref.name!r}: {str(err).splitlines()[0]}{hint}") from None

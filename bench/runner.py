@@ -21,7 +21,7 @@ from typing import Any
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
 from biobench.metrics import EXTRA_METRICS, extra_metrics
-from biobench.models import ModelInfo, inspect_model, resolve_model
+from biobench.models import ModelInfo, inspect_model, resolve_model, results_folder
 from biobench.names import display_name
 from biobench.protocols import Protocol, resolve_task_protocol
 from biobench.results import Result, decide, read_result, result_path, run_key, write_result
@@ -63,10 +63,12 @@ class Plan:
     unavailable: dict[str, str] = field(default_factory=dict)
     shard: tuple[int, int] = (0, 1)
     name: str = ""  # display name (names.display_name): recorded in each result, not part of its key
+    slug: str = ""  # the results sub-folder (models.results_folder): display name + 8 digits of the revision
 
     def model_record(self, info: ModelInfo | None = None) -> dict[str, Any]:
-        """The result's `model` object: the model's identity plus its display name."""
-        return {**(info or self.model).to_dict(), "name": self.name or display_name((info or self.model).to_dict())}
+        """The result's `model` object: the model's identity plus its display name and results folder."""
+        record = (info or self.model).to_dict()
+        return {**record, "slug": self.slug or record["slug"], "name": self.name or display_name(record)}
 
 
 def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str | Path,
@@ -78,6 +80,7 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
     `name` is the display name to record (default: names.display_name of the model)."""
     ref = resolve_model(model)
     info = inspect_model(ref)
+    slug = results_folder(results_dir, info, name).name
     data: dict[str, TaskData] = {}
     unavailable: dict[str, str] = {}
     grid: list[PlannedRun] = []
@@ -95,7 +98,7 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
         protocol = resolve_task_protocol(spec, overrides, info.context)
         for seed in (seeds or spec.seeds):
             key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
-            path = result_path(results_dir, info.slug, spec.id, seed)
+            path = result_path(results_dir, slug, spec.id, seed)
             grid.append(PlannedRun(spec, seed, path, key, protocol))
     if not grid:
         reasons = "; ".join(f"{t}: {why}" for t, why in unavailable.items())
@@ -107,7 +110,7 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
         if run.decision == "skip":
             run.status, run.macro_f1 = "skipped", read_result(run.path).macro_f1
     return Plan(info, model, Path(results_dir), grid, runs, data, unavailable, shard,
-                display_name(info.to_dict(), name))
+                display_name(info.to_dict(), name), slug)
 
 
 def versions(**extra: str) -> dict[str, str]:
@@ -177,7 +180,7 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     for name, reason in plan.unavailable.items():
         log(f"skipping task {name}: {reason}")
     prepared: dict[tuple[str, str], Any] = {}
-    bar = progress_bar(progress, iterable=pending, desc=f"grid {info.slug}")
+    bar = progress_bar(progress, iterable=pending, desc=f"grid {plan.name}")
     for done_count, run in enumerate(bar, start=1):
         bar.set_postfix(task=run.task.id, seed=run.seed)
         cache_key = (run.task.id, run.protocol.hash)

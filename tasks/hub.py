@@ -20,12 +20,24 @@ import urllib.request
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TRUTHY = {"1", "true", "yes", "on"}
+_PROBE_FAILED: list[str] = []  # why biobench itself turned offline mode on, when it did
 
 
 def offline_requested() -> bool:
     """True when the user (or an earlier probe) put the hub libraries in offline mode."""
     return any(os.environ.get(name, "").strip().lower() in TRUTHY
                for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def offline_reason() -> str | None:
+    """Why the hub is not used, in words for an error message: biobench's own probe got no answer, or the user
+    set offline mode; None when the hub may be used."""
+    if _PROBE_FAILED and ensure_hub_mode.cache_info().currsize:
+        return _PROBE_FAILED[-1]
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(name, "").strip().lower() in TRUTHY:
+            return f"{name}={os.environ[name]} is set in the environment, so the hub is not contacted"
+    return None
 
 
 def probe_timeout_s() -> float:
@@ -71,6 +83,7 @@ def go_offline() -> None:
 def ensure_hub_mode() -> bool:
     """True when the hub may be used. Probes once per process; an unanswered probe prints one line and
     turns offline mode on for the rest of the process."""
+    _PROBE_FAILED.clear()
     if offline_requested():
         return False
     endpoint, timeout_s = _endpoint(), probe_timeout_s()
@@ -78,6 +91,7 @@ def ensure_hub_mode() -> bool:
     if why is None:
         return True
     go_offline()
+    _PROBE_FAILED.append(f"the hub ({endpoint}) did not answer biobench's {timeout_s:g} s probe, so this run is offline")
     print(f"hub: {endpoint} is unreachable ({why}; probe timeout {timeout_s:g} s); running offline "
           "(local folders, the Hugging Face cache and installed packages only)", file=sys.stderr)
     return False

@@ -57,7 +57,7 @@ def test_compare_errors(tmp_path):
     write_model(tmp_path, "a", 0.9)
     write_model(tmp_path, "b", 0.9, gold_shift=1)
     write_model(tmp_path, "c", 0.9, task="other")
-    with pytest.raises(ConfigError, match=r"no results for model 'zzz' in .* \(looked for zzz/\); models there: a, b, c"):
+    with pytest.raises(ConfigError, match=r"no results for model 'zzz' in .*; models there: a, b, c"):
         compare(tmp_path, "a", "zzz")
     with pytest.raises(ResultsError, match=r"its test examples \(ids/gold\) differ from .*seed-1.json"):
         compare(tmp_path, "a", "b", n_boot=10)
@@ -96,7 +96,7 @@ def test_models_given_as_absolute_model_folders(tmp_path):
         (models / name / "final").mkdir(parents=True)
         (models / name / "final" / "config.json").write_text("{}")
     results = tmp_path / "results"
-    slugs = [resolve_model(str(models / n / "final")).slug for n in ("detour", "mlm")]
+    slugs = [resolve_model(str(models / n / "final")).legacy_slug for n in ("detour", "mlm")]  # the old layout
     write_model(results, slugs[0], 0.9)
     write_model(results, slugs[1], 0.5)
     report = compare(results, str(models / "detour" / "final"), str(models / "mlm" / "final"), n_boot=100)

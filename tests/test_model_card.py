@@ -46,23 +46,27 @@ def test_pretraining_writes_a_card_huggingface_hub_parses(run_dir):
     assert not list(run_dir.glob("step-*/README.md"))
 
 
-def _result(slug: str, task: str, seed: int, value: float, lineage: dict | None = None) -> dict:
-    return {"schema": "biobench.result/1", "model": {"id": "/abs/x", "slug": slug, "lineage": lineage}, "seed": seed,
+def _result(slug: str, task: str, seed: int, value: float, lineage: dict | None = None, revision: str = "") -> dict:
+    return {"schema": "biobench.result/1", "model": {"id": "/abs/x", "slug": slug, "lineage": lineage,
+                                                     "revision": revision}, "seed": seed,
             "task": {"id": task, "lang": "fr", "kind": "classification"},
             "protocol": {"metric": "macro_f1"}, "metrics": {"test": {"macro_f1": value}, "dev": {}},
             "key": {"model_revision": "sha256:0", "data_checksum": "sha256:1", "protocol_hash": "p", "seed": seed}}
 
 
 def test_card_command_adds_model_index(run_dir, tmp_path, capsys):
-    from biobench.models import resolve_model
+    from biobench.models import inspect_model
     from huggingface_hub import ModelCard
 
-    slug = resolve_model(str(run_dir / "final")).slug
+    info = inspect_model(str(run_dir / "final"))
     for seed, value in ((42, 0.5), (43, 0.7)):
-        path = tmp_path / "results" / slug / "demo-cls" / f"seed-{seed}.json"
+        path = tmp_path / "results" / info.slug / "demo-cls" / f"seed-{seed}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         lineage = json.loads((run_dir / "final" / "biobench_pretrain.json").read_text())
-        path.write_text(json.dumps(_result(slug, "demo-cls", seed, value, lineage)))
+        path.write_text(json.dumps(_result(info.slug, "demo-cls", seed, value, lineage, info.revision)))
+    other = tmp_path / "results" / "other--0123abcd" / "demo-cls" / "seed-42.json"  # other weights: not counted
+    other.parent.mkdir(parents=True)
+    other.write_text(json.dumps(_result("other--0123abcd", "demo-cls", 42, 0.1, None, "sha256:0123abcd")))
     text_before = ModelCard.load(run_dir / "final" / "README.md").text
     assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "results"), "--name", "tiny-detour"]) == 0
     card = ModelCard.load(run_dir / "final" / "README.md")
@@ -76,8 +80,25 @@ def test_card_command_adds_model_index(run_dir, tmp_path, capsys):
     assert ModelCard.load(run_dir / "final" / "README.md").data.model_name.startswith("detour · tiny · ")
 
 
+def test_card_of_a_copied_folder_finds_its_results_by_revision(run_dir, tmp_path, capsys):
+    """Results written under the old layout's name (`final__x`, another location) count for a copy of the
+    weights: `card` looks them up by revision, not by folder name."""
+    import shutil
+
+    from biobench.models import inspect_model
+
+    copy = tmp_path / "moved" / "elsewhere"
+    shutil.copytree(run_dir / "final", copy)
+    revision = inspect_model(str(copy)).revision
+    path = tmp_path / "results" / "run__final" / "demo-ner" / "seed-42.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_result("run__final", "demo-ner", 42, 0.25, None, revision)))
+    assert main(["card", str(copy), "--results", str(tmp_path / "results")]) == 0
+    assert "demo-ner" in capsys.readouterr().out
+
+
 def test_card_command_errors(run_dir, tmp_path, capsys):
     assert main(["card", str(tmp_path), "--results", str(tmp_path)]) == 2
     assert "not a model folder" in capsys.readouterr().err
     assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "none")]) == 2
-    assert "no results for model" in capsys.readouterr().err
+    assert "no results for the weights of" in capsys.readouterr().err

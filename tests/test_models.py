@@ -23,14 +23,14 @@ def test_aliases_are_case_insensitive_and_map_to_hub_ids():
     assert resolve_model("moderncamembert-BIO").hub_id == "almanach/ModernCamemBERT-bio-base"
     assert find_alias("drbert").hub_id == "Dr-BERT/DrBERT-7GB"
     assert find_alias("PubMedBERT").hub_id == "microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract-fulltext"
-    assert resolve_model("ModernBERT-bio").slug == "almanach__ModernBERT-bio-base"
+    assert resolve_model("ModernBERT-bio").legacy_slug == "almanach__ModernBERT-bio-base"  # the old results name
 
 
 def test_minilm_alias_uses_the_pypi_package(minilm_dir):
     ref = resolve_model("all-minilm-l6-v2")
     assert ref.path == minilm_dir and ref.id == "sentence-transformers/all-MiniLM-L6-v2"
     info = inspect_model(ref)
-    assert info.slug == "sentence-transformers__all-MiniLM-L6-v2"
+    assert info.slug == f"all-MiniLM-L6-v2--{info.revision[7:15]}"  # display name + 8 digits of the weights
     assert info.revision == weights_checksum(minilm_dir) and info.revision.startswith("sha256:")
     assert info.context == 512 and info.architecture == "BertModel" and info.lineage is None
 
@@ -67,7 +67,7 @@ def test_local_folder_identity_and_lineage(tiny_mlm_dir, tmp_path):
     (folder / "biobench_pretrain.json").write_text(json.dumps(lineage))
     info = inspect_model(str(folder))
     assert info.id == str(folder) and info.alias is None
-    assert info.slug == "run__final"
+    assert info.slug == f"detour_0--{info.revision[7:15]}"  # lineage name "detour · ? · 0"
     assert info.revision == weights_checksum(tiny_mlm_dir)  # same weights, same revision wherever they live
     assert info.lineage == lineage
     encoder, tokenizer, loaded = load_encoder(str(folder))

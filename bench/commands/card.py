@@ -21,19 +21,19 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from biobench.card_results import task_summaries
+    from biobench.card_results import model_results, task_summaries
     from biobench.errors import ConfigError
-    from biobench.models import resolve_model
+    from biobench.models import inspect_model
     from biobench.names import display_name
-    from biobench.results import iter_results
     from biobench.training.card import add_results
 
     folder = Path(args.model_dir)
     if not (folder / "config.json").is_file():
         raise ConfigError(f"{folder} is not a model folder (no config.json): pass a checkpoint folder such as runs/x/final")
-    ref = resolve_model(str(folder))
-    rows = task_summaries(args.results, ref.slug)
-    name = args.name or display_name(next(iter_results(args.results, ref.slug))[1].model)  # as on the leaderboard
+    info = inspect_model(str(folder))  # its results are found by the weights' revision, wherever they were evaluated
+    results = model_results(args.results, info.revision)
+    rows = task_summaries(results, f"the weights of {folder} (revision {info.revision[:19]}…) under {args.results}")
+    name = args.name or display_name(results[0].model)  # as on the leaderboard
     path = add_results(folder, name, rows)
     for r in rows:
         print(f"{r['task_id']:<18} {r['metric']} {100 * r['value']:.2f} (seeds {', '.join(map(str, r['seeds']))})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -34,20 +35,42 @@ def add_parser(subparsers) -> None:
 
 
 def model_folder(results: Path, name: str) -> Path:
-    """The results sub-folder of a model given as a slug, alias, hub id or local model folder."""
+    """The results sub-folder of a model given as a results folder name, a display name (`--name`, alias,
+    'recipe · base · tokens'), a hub id or a local model folder (found by its weights, wherever they lie now)."""
     if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
-    from biobench.models import model_slug, resolve_model
+    from biobench.models import folders_of_revision, inspect_model, model_slug, resolve_model
 
+    found = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    slug = model_slug(name)
+    named = [p for p in found if p.name.split("--")[0].lower() == slug.lower() and "--probe" not in p.name]
+    if len(named) == 1:
+        return named[0]
     try:
-        slug = resolve_model(name).slug
-    except Exception:  # noqa: BLE001 - any unresolvable name: fall back to its slug form
-        slug = model_slug(name)
-    if (results / slug).is_dir():
-        return results / slug
-    found = sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
-    raise ConfigError(f"no results for model '{name}' in {results} (looked for {slug}/); "
-                      f"models there: {', '.join(found) or 'none'}")
+        ref = resolve_model(name)
+    except Exception:  # noqa: BLE001 - not a model biobench can resolve here: the names are all there is
+        ref = None
+    if ref is not None and (ref.path is not None or not named):  # a hub model is inspected only when needed
+        with contextlib.suppress(Exception):  # no weights, hub offline: the old layout's name is left
+            by_weights = folders_of_revision(results, inspect_model(ref).revision)
+            if by_weights:
+                return by_weights[0]
+        if (results / ref.legacy_slug).is_dir():
+            return results / ref.legacy_slug
+    if len(named) > 1:
+        raise ConfigError(f"'{name}' names {len(named)} models in {results} ({', '.join(p.name for p in named)}): "
+                          "pass the results folder name, or the model folder itself")
+    raise ConfigError(f"no results for model '{name}' in {results}; models there: "
+                      f"{', '.join(p.name for p in found) or 'none'}")
+
+
+def display_of(folder: Path) -> str:
+    """The display name of the model whose results are in `folder` (as the leaderboard shows it)."""
+    from biobench.names import display_name
+    from biobench.results import iter_results
+
+    first = next(iter_results(folder.parent, folder.name), None)
+    return display_name(first[1].model) if first else folder.name
 
 
 def _load_task_runs(folder: Path) -> dict[str, dict[int, tuple[Path, Result]]]:
@@ -115,9 +138,10 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
     if lang:
         common = [t for t in common if next(iter(runs_a[t].values()))[1].task["lang"] == lang]
     if not common:
-        raise ConfigError(f"{folder_a.name} and {folder_b.name} have no task in common in {results}")
+        raise ConfigError(f"{display_of(folder_a)} and {display_of(folder_b)} have no task in common in {results}")
     rows = [compare_task(t, runs_a[t], runs_b[t], n_boot) for t in common]
-    report = {"a": folder_a.name, "b": folder_b.name, "results_dir": str(results), "tasks": rows}
+    report = {"a": display_of(folder_a), "b": display_of(folder_b), "folder_a": folder_a.name,
+              "folder_b": folder_b.name, "results_dir": str(results), "tasks": rows}
     if average:
         langs = sorted({r["lang"] for r in rows})
         report["averages"] = {lg: compare_average([r["task"] for r in rows if r["lang"] == lg], runs_a, runs_b, n_boot)

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
         print(f"{plan.name} ({plan.model.id}): {len(plan.runs)} run(s) in this shard, {skipped} already done "
-              f"(results: {plan.results_dir})", file=sys.stderr)
+              f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
     execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
             compile_encoder=args.compile, report_to=args.report_to)
     summary = summarize(plan)
@@ -117,7 +117,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{summary['model']['id']} — test macro-F1 (%)", title_justify="left")
+    table = Table(title=f"{summary['model']['name']} — test macro-F1 (%)", title_justify="left")
     for column, justify in (("task", "left"), ("lang", "left"), ("kind", "left"), ("seeds", "right"),
                             ("mean", "right"), ("std", "right"), ("95% CI", "right"), ("MDD", "right")):
         table.add_column(column, justify=justify)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
-from biobench.tasks.hub import ensure_hub_mode
+from biobench.tasks.hub import ensure_hub_mode, offline_reason
 from biobench.tasks.readers.rows import Row
 
 
@@ -52,14 +52,15 @@ def load_hub(dataset_id: str, revision: str | None, config: str | None = None) -
     """A hub dataset as a DatasetDict; offline or unreachable -> DataError naming the id and HF_HUB_OFFLINE."""
     import datasets
 
-    offline = not ensure_hub_mode()
+    ensure_hub_mode()
     try:
         return datasets.load_dataset(dataset_id, config, revision=revision)
     except Exception as err:  # network, auth, missing revision: all become one clear message
-        why = "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set" if offline else f"{type(err).__name__}: {err}"
+        why = offline_reason() or f"the hub did not serve it ({type(err).__name__})"
         raise DataError(
-            f"could not load hub dataset {dataset_id!r} (revision {revision or 'main'}) — {why}. "
-            "Unset HF_HUB_OFFLINE and check network access, or download the data and use --data-dir"
+            f"could not load hub dataset {dataset_id!r} (revision {revision or 'main'}): it is not in the local "
+            f"cache, and {why}. Check network access (and unset HF_HUB_OFFLINE if you set it), or download the "
+            "data and use --data-dir"
         ) from err
 
 
