@@ -27,6 +27,34 @@ from biobench.commands import (
 from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
 
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it or there is none to say
+    (None, off): `biobench eval --help` answers "what happens if I leave this out" for every option."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and default is not None and default is not False and default != []
+                and default is not argparse.SUPPRESS and "default" not in text.lower()):
+            text += " (default: %(default)s)"
+        return text
+
+
+class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """For subcommands whose description or examples are laid out by hand."""
+
+
+def _with_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)parser the default-showing formatter, keeping hand-laid-out descriptions as they are."""
+    raw = issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter)
+    parser.formatter_class = RawDescriptionHelpFormatter if raw else HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                _with_defaults(sub)
+
+
 # Subcommands in the order --help lists them. Imported explicitly: a missing or broken command module is an
 # ImportError at start-up, never a subcommand that silently disappears.
 COMMANDS: dict[str, ModuleType] = {
@@ -46,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         module.add_parser(sub)
+    _with_defaults(parser)
     return parser
 
 

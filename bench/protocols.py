@@ -113,7 +113,8 @@ OVERRIDES: dict[str, tuple[str, type, str]] = {
 def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("protocol overrides (recorded in every result)")
     for flag, (dest, kind, text) in OVERRIDES.items():
-        group.add_argument(flag, dest=dest, type=kind, default=None, metavar=dest.upper(), help=text)
+        shown = text if "default" in text else f"{text} (default: the task's protocol, docs/PROTOCOL.md)"
+        group.add_argument(flag, dest=dest, type=kind, default=None, metavar=dest.upper(), help=shown)
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -167,7 +167,7 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     from biobench.heads import get_head
     from biobench.models import load_encoder
     from biobench.runtime.device import default_device
-    from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
+    from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
     from biobench.runtime.reporting import make_reporter
 
     quiet_library_bars()
@@ -203,8 +203,8 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
                                           strict=True)]
         write_result(run.path, _result(plan, run, info, task, outcome, device), rows)
         run.status, run.macro_f1 = "done", outcome.test_metrics["macro_f1"]
-        log_line(progress, f"[{done_count}/{len(pending)}] {run.task.id} seed {run.seed}: test macro-F1 "
-                           f"{run.macro_f1:.4f} ({outcome.timings['train_s']:.0f} s training)")
+        finished_line(f"[{done_count}/{len(pending)}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 "
+                      f"{run.macro_f1:.4f} ({outcome.timings['train_s']:.0f} s training)")
     bar.close()
     return plan.runs
 

@@ -98,6 +98,24 @@ def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
     return None, "; ".join(reasons) or "no local source"
 
 
+def source_fingerprint(spec: TaskSpec, data_dir: Path | None) -> str | None:
+    """A cheap stand-in for the data checksum: sha256 of the spec and the (name, size, mtime) of every file
+    of its first usable local or generated source (folders walked), None when the data is not local. Equal
+    fingerprints mean the same files, so what was counted from them (split sizes) can be reused."""
+    source, _ = locate(spec, data_dir)
+    if source is None:
+        return None
+    digest = hashlib.sha256(json.dumps(spec.to_dict(), sort_keys=True, default=str).encode())
+    base = _base(spec, data_dir)
+    for rel in _source_paths(source) if source.type == "local" and base is not None else []:
+        path = resolve_path(base, rel)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            stat = file.stat()
+            digest.update(f"{file}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return "sha256:" + digest.hexdigest()
+
+
 def missing_message(spec: TaskSpec, data_dir: Path | None, why: str) -> str:
     """What is missing, and exactly how to get it and where to put it."""
     kind = "credentialed data" if spec.credentialed else "data"

@@ -182,9 +182,13 @@ def get_spec(task_id: str, task_files: Sequence[str | Path] = ()) -> TaskSpec:
     specs = {**_builtin(), **_user_specs(task_files)}
     if task_id in specs:
         return specs[task_id]
-    close = difflib.get_close_matches(task_id, list(specs), n=1, cutoff=0.4)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    raise ConfigError(f"unknown task '{task_id}': {hint}`biobench tasks --all` lists the task ids")
+    close = difflib.get_close_matches(task_id.lower(), list(specs), n=1, cutoff=0.75)  # a typo, not any id
+    if close:
+        raise ConfigError(f"unknown task '{task_id}': did you mean '{close[0]}'? `biobench tasks --all` lists "
+                          "the task ids")
+    ids = [t for t in PAPER_TASKS if t in specs] + [t for t in specs if t not in PAPER_TASKS]
+    raise ConfigError(f"unknown task '{task_id}'; the task ids are: {', '.join(ids)} (`biobench tasks --all` "
+                      "shows where their data is)")
 
 
 def list_specs(

@@ -54,3 +54,44 @@ def test_biobench_error_is_one_clean_line(capsys, monkeypatch):
     assert cli.main([]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "error: unknown thing 'x'; did you mean 'y'?"
+
+
+def _parsers(parser, path=("biobench",)):
+    """(command path, parser) for the parser and every subcommand below it."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_of_every_subcommand_has_help_and_shows_its_default():
+    import argparse
+
+    skip = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+    seen = 0
+    for path, parser in _parsers(cli.build_parser()):
+        command = " ".join(path)
+        assert len(path) == 1 or parser.description, f"`{command} --help` has no description"
+        text = parser.format_help()
+        assert "%%" not in text, f"`{command} --help` prints a doubled percent sign"
+        for action in parser._actions:
+            if isinstance(action, skip) or action.help == argparse.SUPPRESS:
+                continue
+            seen += 1
+            name = "/".join(action.option_strings) or action.dest
+            assert action.help, f"`{command}` {name} has no help string"
+            shown = parser._get_formatter()._expand_help(action)  # the help text as --help prints it
+            assert shown in " ".join(text.split()) or shown.split()[0] in text
+            if action.option_strings and action.default not in (None, False, []):
+                assert "default" in shown.lower(), f"`{command} --help` hides {name}'s default"
+    assert seen > 150
+
+
+def test_data_fetch_help_lists_the_fetchable_tasks(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["data", "fetch", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Fetchable tasks: " in out and "ncbi-disease" in out and "deid" not in out.split("Fetchable tasks:")[1].split(".")[0]

@@ -3,6 +3,8 @@ a second run reuses every checkpoint and result."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from biobench import cli
 
@@ -16,13 +18,18 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("BIOBENCH_DATA", raising=False)
     args = ["demo", "--out", str(tmp_path), "--tokens", "60K", "--seeds", "42", "--epochs", "1", "--no-minilm"]
     assert cli.main(args) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     for recipe in ("detour", "mlm"):
         assert (tmp_path / recipe / "phase1" / "biobench_pretrain.json").exists()
         assert (tmp_path / recipe / "final" / "config.json").exists()
     results = sorted(p.relative_to(tmp_path / "results").as_posix() for p in (tmp_path / "results").rglob("seed-*.json"))
-    assert results == [f"{m}__final/{t}/seed-42.json" for m in ("detour", "mlm")
-                       for t in ("demo-cls", "demo-multilabel", "demo-ner")]
+    folders = sorted({r.split("/")[0] for r in results})  # display name + 8 digits of the weights' revision
+    assert [f.split("_")[0] for f in folders] == ["detour", "mlm"]
+    assert all(re.fullmatch(r"[a-z]+_tiny_[\w.]+--[0-9a-f]{8}", f) for f in folders), folders
+    assert results == [f"{m}/{t}/seed-42.json" for m in folders for t in ("demo-cls", "demo-multilabel", "demo-ner")]
+    finished = [line for line in captured.err.splitlines() if ": test macro-F1 " in line]
+    assert len(finished) == 6 and "detour · tiny · " in finished[0]  # one line per run despite --no-progress
     assert "demo-ner" in out and "biobench leaderboard --results" in out
     table = out[out.index("3/3 leaderboard"):out.index("demo finished")]
     assert "detour · tiny · " in table and "mlm · tiny · " in table and str(tmp_path) not in table

@@ -96,5 +96,23 @@ def test_models_command_lists_aliases(capsys):
     rows = {r["alias"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["BioClinical-ModernBERT"]["hub_id"] == "thomas-sounack/BioClinical-ModernBERT-base"
     assert rows["all-MiniLM-L6-v2"]["offline"] == "package"
+    assert rows["ModernCamemBERT-bio-large"]["hub_id"] == ""  # the paper gives none
+    assert {r["offline"] for r in rows.values()} <= {"package", "cache", "no"}  # never "" where the table says no
     assert cli.main(["models"]) == 0
     assert "ModernCamemBERT-bio" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_models_table_never_cuts_a_hub_id(width):
+    import io
+
+    from biobench.commands.models import print_table, rows
+    from rich.console import Console
+
+    buf = io.StringIO()
+    print_table(rows(), Console(file=buf, width=width))
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines[:-3]) <= width
+    for row in rows():
+        assert any(row["alias"] in line for line in lines)
+        assert not row["hub_id"] or any(row["hub_id"] in line for line in lines)  # whole, on one line

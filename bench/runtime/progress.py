@@ -29,6 +29,16 @@ def log_line(enabled: bool, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+def finished_line(message: str) -> None:
+    """One plain line on stderr per finished unit of work (a run of an evaluation grid), whatever the progress
+    setting: `--no-progress` hides bars, never the record that a run finished, so a grid of several minutes is
+    not silent. On a terminal the line goes above the bar instead of breaking it."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(message, file=sys.stderr)
+    sys.stderr.flush()
+
+
 def quiet_library_bars() -> None:
     """Off a terminal, silence the libraries' own bars too (transformers' "Writing model shards", the hub's
     downloads), which would otherwise fill a log file with carriage-return frames."""
