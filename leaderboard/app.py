@@ -22,7 +22,9 @@ from biobench.leaderboard.tables import (
     CSS,
     Filters,
     efficiency_frame,
+    esc,
     export_frame,
+    md,
     model_detail,
     render_html,
     select,
@@ -180,7 +182,7 @@ def build_app(board: Board) -> gr.Blocks:
         def filters_of(src, sz, ctx, rec, sort, ci) -> Filters:
             return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci))
 
-        @_safe(lambda msg: [f"<p>error: {msg}</p>"] * len(tables) + [None])
+        @_safe(lambda msg: [f"<p>error: {esc(msg)}</p>"] * len(tables) + [None])
         def refresh(*values):
             f = filters_of(*values)
             frame = export_frame(board)
@@ -238,7 +240,7 @@ def build_app(board: Board) -> gr.Blocks:
             first = next((key for _, key in choices if not key.startswith("paper:")), choices[0][1] if choices else None)
             return plots.task_bars(board, lang), efficiency_frame(board, lang), gr.update(choices=choices, value=first)
 
-        @_safe(lambda msg: (f"error: {msg}", pd.DataFrame()))
+        @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame()))
         def on_detail(lang, key):
             if not (lang and key):
                 return "Select a model (a row of the table above, or here).", pd.DataFrame()

@@ -232,7 +232,8 @@ def build_board(
     a cache.BackgroundGroups: status line, wait())."""
     from biobench.leaderboard.dataset import resolve_sources
 
-    dirs = resolve_sources(dirs)
+    unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
+    dirs = resolve_sources(dirs, unsafe_rows)
     ref_rows = R.load_reference()
     benchmark = R.task_order(ref_rows)
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
@@ -244,7 +245,7 @@ def build_board(
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
     analyses = {**scan.analyses, "train_log": sorted(scan.analyses.get("train_log", []))}
     stamps = {path: stamp for listing in scan.listings for path, stamp in listing.stamps.items()}
-    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, list(scan.problems), analyses,
+    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, [*unsafe_rows, *scan.problems], analyses,
                   stamps=stamps)
     if significance == "background":
         from biobench.leaderboard.cache import BackgroundGroups

@@ -19,8 +19,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from biobench.errors import ConfigError, ResultsError
+from biobench.leaderboard.results import Problem
+from biobench.runtime.files import atomic_write, disk_full_guard
+from biobench.runtime.paths import UnsafePathError, inside, safe_join, safe_name
 
 PARQUET = "results.parquet"
 CARD = "README.md"
@@ -192,14 +196,62 @@ def download(spec: str) -> Path:
                            f"(`hf download {repo} --repo-type dataset --local-dir DIR`) and pass --results DIR") from None
 
 
-def materialize(parquet: str | Path) -> Path:
+MARKER = ".complete"  # JSON: the parquet's digest and the rows that were not written (Problems lines)
+
+
+def _row_folder(out: Path, row: Any) -> tuple[Path, int]:
+    """<out>/<model_slug>/<task> and the seed of one parquet row; UnsafePathError when a value would not be
+    a plain name (`../../x`, an absolute path) or the seed is not an integer."""
+    seed = row.seed
+    if isinstance(seed, float) and seed.is_integer():
+        seed = int(seed)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise UnsafePathError(f"seed {str(seed)[:40]!r} is not an integer")
+    folder = safe_join(out, row.model_slug, what="model_slug") / safe_name(row.task, "task")
+    inside(out, folder)
+    return folder, int(seed)
+
+
+def _write_row(out: Path, row: Any) -> None:
+    """One row's seed-<n>.json (+ predictions) under `out`; UnsafePathError / ValueError when it cannot be."""
+    folder, seed = _row_folder(out, row)
+    try:
+        result = json.loads(row.result)
+    except RecursionError:
+        raise ValueError("its result JSON is nested too deeply") from None
+    if not isinstance(result, dict):
+        raise ValueError(f"its result is a JSON {type(result).__name__}, not an object")
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(row.predictions, str):
+        (folder / f"seed-{seed}.predictions.jsonl").write_text(row.predictions, encoding="utf-8")
+        result["predictions"] = f"seed-{seed}.predictions.jsonl"
+    else:
+        result["predictions"] = None
+    (folder / f"seed-{seed}.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def _marker(out: Path, digest: str) -> list[Problem] | None:
+    """The rows a complete earlier write left out, or None when `out` is not a complete write of `digest`."""
+    try:
+        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        if data["digest"] == digest:
+            return [Problem(str(p["path"]), str(p["reason"])) for p in data["problems"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def materialize(parquet: str | Path, problems: list[Problem] | None = None) -> Path:
     """Write a results.parquet back out as a results folder (<slug>/<task>/seed-<n>.json + predictions) under
-    $BIOBENCH_CACHE/results/<sha256 of the parquet>, reused while the parquet is unchanged."""
+    $BIOBENCH_CACHE/results/<sha256 of the parquet>, reused while the parquet is unchanged. A row whose slug,
+    task or seed is not a plain name (`../../x`, `/tmp/x`), or whose result is not a JSON object, is not
+    written: it is appended to `problems` (and remembered with the write, so a warm start lists it too)."""
     parquet = Path(parquet)
     digest = hashlib.sha256(parquet.read_bytes()).hexdigest()[:20]
     out = cache_root() / digest
-    marker = out / ".complete"
-    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == digest:
+    left_out = _marker(out, digest)
+    if left_out is not None:
+        (problems if problems is not None else []).extend(left_out)
         return out
     try:
         frame = pd.read_parquet(parquet, columns=["model_slug", "task", "seed", "result", "predictions"])
@@ -208,23 +260,25 @@ def materialize(parquet: str | Path) -> Path:
                            "write one with `biobench leaderboard --results DIR --export results.parquet`") from None
     if out.exists():  # an interrupted earlier write (no marker): start over
         shutil.rmtree(out)
-    for row in frame.itertuples(index=False):
-        folder = out / str(row.model_slug) / str(row.task)
-        folder.mkdir(parents=True, exist_ok=True)
-        result = json.loads(row.result)
-        if isinstance(row.predictions, str):
-            (folder / f"seed-{row.seed}.predictions.jsonl").write_text(row.predictions, encoding="utf-8")
-            result["predictions"] = f"seed-{row.seed}.predictions.jsonl"
-        else:
-            result["predictions"] = None
-        (folder / f"seed-{row.seed}.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
-    (out / ".complete").write_text(digest, encoding="utf-8")
+    left_out = []
+    # the marker is written last: a killed or full-disk write leaves no marker and is started over next time
+    with disk_full_guard(out, parquet.stat().st_size, lambda: f"{parquet} is unchanged",
+                         cleanup=lambda: shutil.rmtree(out, ignore_errors=True)):
+        out.mkdir(parents=True)
+        for i, row in enumerate(frame.itertuples(index=False)):
+            try:
+                _write_row(out, row)
+            except (UnsafePathError, ValueError, TypeError) as err:
+                left_out.append(Problem(f"{parquet} (row {i})", f"row not used: {err}"))
+        atomic_write(out / MARKER, json.dumps({"digest": digest, "problems": [vars(p) for p in left_out]}))
+    (problems if problems is not None else []).extend(left_out)
     return out
 
 
-def resolve_sources(dirs: Iterable[str | Path]) -> list[Path]:
+def resolve_sources(dirs: Iterable[str | Path], problems: list[Problem] | None = None) -> list[Path]:
     """--results values -> folders to scan: hf://datasets/ORG/NAME is downloaded, a .parquet file or a folder
-    whose top holds results.parquet (a dataset's local copy) is written out as a results folder."""
+    whose top holds results.parquet (a dataset's local copy) is written out as a results folder (rows that
+    cannot be written safely go to `problems`)."""
     out = []
     for item in dirs:
         text = str(item)
@@ -232,12 +286,12 @@ def resolve_sources(dirs: Iterable[str | Path]) -> list[Path]:
             snapshot = download(text)
             if not (snapshot / PARQUET).is_file():
                 raise ResultsError(f"{text} holds no {PARQUET}: not a results dataset of `biobench results push`")
-            out.append(materialize(snapshot / PARQUET))
+            out.append(materialize(snapshot / PARQUET, problems))
         elif text.endswith(".parquet") and Path(text).is_file():
-            out.append(materialize(text))
+            out.append(materialize(text, problems))
         elif (Path(text) / PARQUET).is_file() and not any(Path(text).glob("*/*/seed-*.json")):
             # a dataset's local copy; a results folder that also holds an exported parquet is read as a folder
-            out.append(materialize(Path(text) / PARQUET))
+            out.append(materialize(Path(text) / PARQUET, problems))
         else:
             out.append(Path(text))
     return out

@@ -23,6 +23,7 @@ from typing import Any
 from biobench import results as store
 from biobench.errors import ResultsError
 from biobench.names import display_name
+from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
 
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
 
@@ -92,6 +93,19 @@ def _reason(err: Exception, path: Path) -> str:
     return re.sub(r"^(\d+): ", r"line \1: ", message.removeprefix(f"{path}:"))
 
 
+def _check_ids(path: Path, task_id: str, lang: Any, predictions: Any) -> None:
+    """A task id, language and predictions file name from a result become tabs, element ids and file names:
+    each must look like the ones biobench writes, or the file is a Problem (never a tab, never a path)."""
+    if not isinstance(lang, str) or not LANG_CODE.match(lang):
+        raise ResultsError(f"{path}: task.lang {str(lang)[:80]!r} is not a language code (like fr, en)")
+    try:
+        safe_name(task_id, "task.id")
+        if predictions:
+            safe_name(predictions, "predictions file")
+    except UnsafePathError as err:
+        raise ResultsError(f"{path}: {err}") from None
+
+
 def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: dict[str, Any] | None = None,
                  listing: Listing | None = None) -> Run:
     """One result file -> Run through the results store's reader (`biobench.results.read_result`), which
@@ -105,6 +119,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
     lang = task.get("lang") or (known_langs or {}).get(result.task_id)
     if not lang:
         raise ResultsError(f"{path}: no task.lang and task {result.task_id!r} is not a known task")
+    _check_ids(path, result.task_id, lang, result.predictions)
     slug = str(result.slug or path.parent.parent.name)
     pred_path = path.parent / result.predictions if result.predictions else store.predictions_path(path)
     return Run(

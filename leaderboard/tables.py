@@ -157,22 +157,29 @@ CSS = """
 """
 
 
+def esc(value: Any) -> str:
+    """The one escaping of a value put into HTML (text or a quoted attribute): every string here may come
+    from a stranger's result file (model names, ids, task ids, labels, lineage, error messages)."""
+    return html.escape(str(value), quote=True)
+
+
 def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
-    """The paper-style table for one language as an HTML fragment (table id `lb-table-<lang>`)."""
+    """The paper-style table for one language as an HTML fragment (table id `lb-table-<lang>`). Every value
+    from results goes through `esc`."""
     tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
     entries = select(board, lang, filters)
     if not entries:
-        return f'<div id="lb-table-{lang}" class="lb-notes">No {lang} rows match the filters.</div>'
+        return f'<div id="lb-table-{esc(lang)}" class="lb-notes">No {esc(lang)} rows match the filters.</div>'
     averages = [e.average(bench) for e in entries]
     col_ranks = {t: _ranks([e.cells[t].mean if t in e.cells else None for e in entries]) for t in tasks}
     avg_ranks = _ranks([a.value if not a.partial else None for a in averages])
     head = "".join(
         f'<th title="{"benchmark task" if t in bench else "not in the paper benchmark: not averaged"}"'
-        f'{" class=extra" if t not in bench else ""}>{html.escape(t)}</th>'
+        f'{" class=extra" if t not in bench else ""}>{esc(t)}</th>'
         for t in tasks
     )
     out = [
-        f'<table id="lb-table-{lang}" class="lb-table"><thead><tr><th class="model">Model</th>{head}'
+        f'<table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>{head}'
         "<th>Avg</th><th>Seeds</th><th>Context</th><th>Size</th><th>Source</th>"
         '<th class="model">Recipe / lineage</th></tr></thead><tbody>'
     ]
@@ -196,7 +203,7 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
             cls = ' class="top"' if group is not None and group.in_top(e.key) else ""
             if group is not None and e.key in group.vs_best:
                 title += f"; vs best p={group.vs_best[e.key].p_value:.3f}"
-            cells.append(f'<td{cls} title="{html.escape(title)}">{text}</td>')
+            cells.append(f'<td{cls} title="{esc(title)}">{text}</td>')
         if avg.value is None:
             avg_text = "—"
         elif avg.partial:
@@ -208,12 +215,12 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
                 notes.append(f"{e.name}: the mean of the rounded per-task numbers is {fmt(avg.value, 3)}; "
                              f"the paper reports {fmt(e.paper_avg)} (computed before rounding)")
                 avg_text += f"<sup>*{len(notes)}</sup>"
-        name = html.escape(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
+        name = esc(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
         size = e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
         out.append(
-            f'<tr class="{e.source}"><td class="model">{name}</td>{"".join(cells)}<td>{avg_text}</td>'
-            f"<td>{seeds_text(e)}</td><td>{e.context or '?'}</td><td>{html.escape(size)}</td><td>{e.source}</td>"
-            f'<td class="meta">{html.escape(e.lineage or e.recipe)}</td></tr>'
+            f'<tr class="{esc(e.source)}"><td class="model">{name}</td>{"".join(cells)}<td>{avg_text}</td>'
+            f"<td>{esc(seeds_text(e))}</td><td>{esc(e.context or '?')}</td><td>{esc(size)}</td><td>{esc(e.source)}</td>"
+            f'<td class="meta">{esc(e.lineage or e.recipe)}</td></tr>'
         )
     out.append("</tbody></table>")
     legend = [
@@ -224,7 +231,7 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
     if any(lang == k[0] for k in board.groups):
         legend.append("Shaded: top significance group — not significantly worse than the best measured model "
                       "of the task (paired bootstrap over test examples and seeds, p ≥ 0.05).")
-    legend += [f"*{i} {html.escape(n)}" for i, n in enumerate(notes, 1)]
+    legend += [f"*{i} {esc(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(out) + '<div class="lb-notes">' + "<br>".join(legend) + "</div>"
 
 
@@ -323,42 +330,57 @@ def _protocol_text(protocol: dict[str, Any]) -> str:
     return f"{protocol.get('name', '?')} ({', '.join(fields)}; hash {str(protocol.get('hash', '?'))[:19]})"
 
 
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#!~"})
+
+
+def md(value: Any) -> str:
+    """A value shown as plain text inside Markdown (the detail view): `<`, `>`, `&` escaped and Markdown's
+    markup characters backslash-escaped, so a name can neither open a tag nor a link nor a table cell."""
+    return html.escape(" ".join(str(value).split()).translate(_MD_SPECIAL), quote=False)
+
+
+def md_code(value: Any) -> str:
+    """A value shown as `code` in a Markdown table cell: backticks and line breaks removed, `|` escaped (a table
+    splits cells before it sees code spans); a code span shows the rest as is, tags included."""
+    return "`" + " ".join(str(value).replace("`", "'").replace("|", "\\|").split()) + "`"
+
+
 def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
     """The detail view of one row: a Markdown summary (where the model comes from, lineage, pretraining cost,
     protocols, fine-tuning time) and its per-task, per-seed scores with each run's timings and protocol hash."""
     e = board.entry(key, lang)
     if e is None:
-        return f"No {lang} model {key!r}.", pd.DataFrame()
+        return f"No {md(lang)} model {md(repr(key))}.", pd.DataFrame()
     bench = board.benchmark.get(lang, [])
     avg = e.average(bench)
-    lines = [f"### {e.name}", "", "| | |", "|---|---|",
+    lines = [f"### {md(e.name)}", "", "| | |", "|---|---|",
              f"| source | {e.source}{' (the paper’s published numbers)' if e.source == 'reported' else ''} |"]
     if e.source == "reported":
-        lines.append(f"| recipe / citation | {e.lineage or e.recipe} |")
+        lines.append(f"| recipe / citation | {md(e.lineage or e.recipe)} |")
         lines.append(f"| seeds | {e.reported_seeds} |")
     else:
         meta = _runs(e)[0].model_meta
-        lines += [f"| model | `{e.model_id}` |", f"| revision | `{meta.get('revision', '?')}` |",
+        lines += [f"| model | {md_code(e.model_id)} |", f"| revision | {md_code(meta.get('revision', '?'))} |",
                   f"| parameters | {e.params:,} |" if e.params else "| parameters | ? |",
-                  f"| context | {e.context or '?'} |", f"| architecture | {meta.get('architecture') or '?'} |"]
+                  f"| context | {md(e.context or '?')} |", f"| architecture | {md(meta.get('architecture') or '?')} |"]
         if e.lineage:
-            lines.append(f"| lineage | {e.lineage} |")
+            lines.append(f"| lineage | {md(e.lineage)} |")
         cost = pretraining_cost(meta.get("lineage"))
         if cost:
-            parts = [f"{human_tokens(cost.get('tokens'))} tokens"]
+            parts = [f"{md(human_tokens(cost.get('tokens')))} tokens"]
             if cost.get("hours") is not None:
-                parts.append(f"{cost['hours']:.3g} {cost['hours_unit']}")
+                parts.append(f"{cost['hours']:.3g} {md(cost['hours_unit'])}")
             if cost.get("hardware"):
-                parts.append(f"on {cost['hardware']}")
+                parts.append(f"on {md(cost['hardware'])}")
             lines.append(f"| pretraining | {', '.join(parts[:2])}{' ' + parts[2] if len(parts) > 2 else ''}"
                          f"{'' if len(parts) > 1 else ' (time and hardware not recorded)'} |")
         protocols = sorted({_protocol_text(r.details["protocol"]) for r in _runs(e) if isinstance(r.details.get("protocol"), dict)})
-        lines += [f"| protocol | {p} |" for p in protocols]
+        lines += [f"| protocol | {md(p)} |" for p in protocols]
         train = [t for r in _runs(e) if (t := _timing(r, "train_s")) is not None]
         if train:
             lines.append(f"| fine-tuning | {len(train)} runs, {sum(train) / 3600:.3g} h in all, "
                          f"{sum(train) / len(train):.1f} s per run |")
-    lines.append(f"| average ({lang}) | {fmt(avg.value)}{f' (partial: {avg.k}/{avg.n} tasks)' if avg.partial else ''} |")
+    lines.append(f"| average ({md(lang)}) | {fmt(avg.value)}{f' (partial: {avg.k}/{avg.n} tasks)' if avg.partial else ''} |")
     rows = []
     for task in board.columns(lang):
         cell = e.cells.get(task)

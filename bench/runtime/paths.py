@@ -1,0 +1,62 @@
+"""Paths built from data that biobench did not write itself: a results dataset's rows, a result file's
+fields, an archive's member names.
+
+Why one function: such a value becomes a file name (`<cache>/<model slug>/<task>/seed-<n>.json`, an archive
+member extracted into a staging folder). A value like `../../x`, `/etc/x` or `a/../../b` would write or read
+outside the folder it is meant for. Every component that comes from data must look like the names biobench
+itself writes (`models.model_slug`: letters, digits, `.`, `_`, `-`, not starting with a dot), and the joined
+path is checked again after resolving (a symlink already on disk cannot lead out either). Anything else is an
+`UnsafePathError`, which callers turn into a Problems line or a one-line error.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+from biobench.errors import BiobenchError
+
+# What biobench writes as a folder name (model slugs, task ids, results folders): no separators, no leading dot.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
+# A language code as task specs write it (fr, en, es).
+LANG_CODE = re.compile(r"^[a-z]{2,3}$")
+
+
+class UnsafePathError(BiobenchError):
+    """A name or path taken from data would lead outside the folder it belongs in."""
+
+
+def safe_name(value: object, what: str = "name") -> str:
+    """`value` as a single path component when it looks like a name biobench writes; UnsafePathError otherwise."""
+    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+    if text is None or not SAFE_NAME.match(text):
+        raise UnsafePathError(f"{what} {str(value)[:80]!r} is not a plain name (letters, digits, '.', '_', '-'; "
+                              "no '/', no leading '.')")
+    return text
+
+
+def inside(root: str | Path, path: str | Path) -> Path:
+    """`path` resolved, when it stays inside `root` (also resolved: symlinks followed); UnsafePathError otherwise."""
+    base, target = Path(root).resolve(), Path(path).resolve()
+    if target != base and base not in target.parents:
+        raise UnsafePathError(f"{path} leads outside {root}")
+    return target
+
+
+def safe_join(root: str | Path, *parts: object, what: str = "name") -> Path:
+    """root / part / ... where every part is a `safe_name`, re-checked after resolving (`inside`)."""
+    path = Path(root).joinpath(*(safe_name(p, what) for p in parts))
+    inside(root, path)
+    return path
+
+
+def safe_member(root: str | Path, member: str) -> Path:
+    """Where an archive member named `member` (a relative POSIX path) goes under `root`: refused when it is
+    absolute, holds a `..` component, a backslash or a NUL, or resolves outside `root`."""
+    name = PurePosixPath(member)
+    if (not member or member.startswith(("/", "\\")) or name.is_absolute() or ".." in name.parts
+            or "\\" in member or "\0" in member or re.match(r"^[A-Za-z]:", member)):
+        raise UnsafePathError(f"archive member {member[:120]!r} has an absolute path or a '..' component")
+    path = Path(root).joinpath(*[p for p in name.parts if p not in ("", ".")])
+    inside(root, path)
+    return path
