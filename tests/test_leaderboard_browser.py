@@ -1,5 +1,7 @@
 """A real browser loads the running leaderboard: headless Chromium finds the French table with the paper's
-reference rows and a measured model, and saves a screenshot (printed path, in pytest's tmp dir)."""
+reference rows and a measured model, and saves a screenshot (printed path, in pytest's tmp dir). The server
+also reads the hostile corpus's script results (tests/hostile_corpus.py: HTML/JS in every string field): every
+tab is opened with `alert` hooked and a flag the payloads set, and nothing may run."""
 
 import os
 import shutil
@@ -12,10 +14,25 @@ from pathlib import Path
 
 import pytest
 
+from tests import hostile_corpus as hc
+
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+# Runs before the page's own scripts: alert/confirm/prompt calls are recorded instead of shown, and the corpus's
+# payloads also set window.__xss (an onerror or onload handler that runs is caught even without alert).
+ALERT_HOOK = """
+window.__alerts = [];
+window.alert = window.confirm = window.prompt = function (m) { window.__alerts.push(String(m)); };
+"""
+
+
+def ran_scripts(driver) -> list:
+    """What the payloads did so far: alert calls and the __xss flag (empty when nothing ran)."""
+    return driver.execute_script("return (window.__alerts || []).concat(window.__xss ? ['__xss=' + window.__xss] : [])")
 
 
 def _free_port() -> int:
@@ -41,9 +58,11 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
 @pytest.fixture
 def server(tmp_path):
     port = _free_port()
+    hostile = tmp_path / "hostile"
+    hc.script_results(hostile)
     log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES),
+        [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES), str(hostile),
          "--host", "127.0.0.1", "--port", str(port), "--n-boot", "200"],
         stdout=log, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")},  # the significance cache stays in tmp
@@ -77,6 +96,7 @@ def browser(tmp_path):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(DRIVER if Path(DRIVER).exists() else shutil.which("chromedriver")),
                               options=options)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
     yield driver
     driver.quit()
 
@@ -102,6 +122,23 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     shot = tmp_path / "leaderboard-fr.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+
+    # the hostile corpus: its models are rows whose names show as text, its script language is no tab, and
+    # opening every tab runs nothing (the hook itself is checked first: a hook that records nothing proves nothing)
+    assert hc.PAYLOADS[0] in text and ran_scripts(browser) == []
+    browser.execute_script("alert('probe'); document.body.insertAdjacentHTML('beforeend', arguments[0])", hc.PAYLOADS[0])
+    WebDriverWait(browser, 10).until(lambda d: len(ran_scripts(d)) == 3)  # the hook, then the payload's alert + flag
+    assert ran_scripts(browser) == ["probe", "1", "__xss=1"]
+    browser.execute_script("window.__alerts = []; window.__xss = 0")
+    tabs = [b.text.strip() for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']")]
+    assert "French" in tabs and "English" in tabs and not [t for t in tabs if "<" in t or "fr\"" in t]
+    for label in tabs:
+        button = next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == label)
+        button.click()
+        time.sleep(2)
+        assert ran_scripts(browser) == [], f"a payload ran in the {label} tab"
+    problems = browser.find_element(By.TAG_NAME, "body").text
+    assert "xss-lang" in problems and "is not a language code" in problems
 
 
 def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
@@ -129,6 +166,13 @@ def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
     assert browser.save_screenshot(str(tmp_path / "leaderboard-detail.png"))
     seeds = browser.find_element(By.ID, "lb-detail-seeds").text
     assert "quaero-emea" in seeds and "diamed" in seeds and "mean" in seeds
+    for payload in hc.PAYLOADS:  # each script-named model's detail view (its Markdown) runs nothing
+        cell = next(c for c in browser.find_element(By.ID, "lb-efficiency").find_elements(By.CSS_SELECTOR, "[role='gridcell']")
+                    if c.text.strip() == payload)
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+        cell.click()
+        WebDriverWait(browser, 30).until(lambda d, p=payload: p.split("<")[-1][:12] in d.find_element(By.ID, "lb-detail").text)
+        assert ran_scripts(browser) == [], f"a payload ran in the detail view of {payload!r}"
     loss = browser.find_element(By.ID, "lb-loss")
     browser.execute_script("arguments[0].scrollIntoView();", loss)
     plot = WebDriverWait(browser, 30).until(  # the figure, not the label's icon
