@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -143,7 +144,7 @@ def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
     if "random_split" in opts:
         pool = splits.pop("all", [])
         if opts.get("top_k_scope") == "corpus":  # the label set (and the documents kept) decided before splitting
-            keep = _top_labels(pool, int(opts["top_k"]))
+            keep = _top_labels(pool, int(opts["top_k"]), ties="first_seen")
             pool = [ex for ex in _only_labels(pool, keep) if ex.labels]
         return random_split(pool, opts["random_split"], spec.id)
     if "dev" not in splits and "dev_from_train" in opts:
@@ -179,10 +180,20 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
                 found = brat.ner_examples(docs, opts.get("entity_labels"))
                 out += [s for ex in found for s in split_sentences(ex)] if opts.get("sentence_split") else found
             else:
-                out += [
-                    MultilabelExample(d.id, d.text, brat.document_codes(d, opts.get("entity_labels"), opts.get("code_pattern")))
+                found = [
+                    MultilabelExample(d.id, d.text, brat.document_codes(
+                        d, opts.get("entity_labels"), opts.get("code_pattern"), opts.get("code_unit", "token")))
                     for d in docs
                 ]
+                if not any(ex.labels for ex in found):
+                    on = f" on {'/'.join(opts['entity_labels'])} mentions" if opts.get("entity_labels") else ""
+                    raise DataError(
+                        f"{path}: none of its {len(found)} documents has a {opts.get('note_type', 'AnnotatorNotes')!r} "
+                        f"note{on} (`#n<TAB>{opts.get('note_type', 'AnnotatorNotes')} Tk<TAB>code`), so task "
+                        f"'{spec.id}' has no labels; point the spec at the annotated release (for FRACCO: brat_raw, "
+                        "not brat_processed, which drops the expression_CIM mentions and their codes)"
+                    )
+                out += found
         elif fmt == "phenotype_csv":
             found = clinical.phenotype_rows(path, resolve_path(base, opts["notes"]))
             out += rows.rows_to_examples(found, spec.kind, split, opts)
@@ -262,14 +273,35 @@ def _index_split(n: int, fraction: float, seed: int, library: str) -> tuple[list
     raise DataError(f"random_split library {library!r} is not 'datasets' or 'sklearn'")
 
 
-def _shuffle_fractions(examples: list, fractions: list[float], seed: int, task_id: str) -> dict[str, list]:
-    """The French harness's document split (tabib's FRASIMED adapters): ids sorted, shuffled by
-    `random.Random(seed)`, then the first floor(n * train) are train, the next floor(n * dev) dev, the rest test."""
+def largest_remainder_counts(total: int, fractions: list[float]) -> list[int]:
+    """Split `total` by `fractions` as tabib's FRACCO adapters do (`_split_counts`): floor each share, then
+    hand the remaining units one by one to the parts with the largest fractional share (ties: first part
+    first; zero fractions get none)."""
+    shares = [total * f for f in fractions]
+    counts = [int(x) for x in shares]
+    order = sorted((i for i, f in enumerate(fractions) if f > 0), key=lambda i: shares[i] - math.floor(shares[i]), reverse=True)
+    for n in range(total - sum(counts)):
+        counts[order[n % len(order)]] += 1
+    return counts
+
+
+def _shuffle_fractions(examples: list, fractions: list[float], seed: int, task_id: str, counts: str = "floor") -> dict[str, list]:
+    """The French harness's document split: ids sorted, shuffled by `random.Random(seed)`, then cut into
+    train/dev/test. counts "floor" (tabib's FRASIMED adapters): floor(n * train) train, floor(n * dev) dev,
+    the rest test. counts "largest_remainder" (tabib's FRACCO adapters, `_compute_doc_splits`): the test
+    fraction is what train and dev leave (1 - train - dev in floating point, as `SplitRatios.resolve` computes
+    it) and the sizes come from largest_remainder_counts."""
     if len(fractions) != 3 or abs(sum(fractions) - 1) > 0.01:
         raise DataError(f"task '{task_id}': random_split fractions {fractions} must be three numbers summing to 1")
     order = sorted(range(len(examples)), key=lambda i: examples[i].id)
     random.Random(seed).shuffle(order)  # the permutation depends only on the length: same as shuffling the ids
-    n_train, n_dev = int(len(order) * fractions[0]), int(len(order) * fractions[1])
+    if counts == "floor":
+        n_train, n_dev = int(len(order) * fractions[0]), int(len(order) * fractions[1])
+    elif counts == "largest_remainder":
+        rest = max(0.0, 1.0 - fractions[0] - fractions[1])
+        n_train, n_dev, _ = largest_remainder_counts(len(order), [fractions[0], fractions[1], rest])
+    else:
+        raise DataError(f"task '{task_id}': random_split counts {counts!r} is not 'floor' or 'largest_remainder'")
     parts = {"train": order[:n_train], "dev": order[n_train:n_train + n_dev], "test": order[n_train + n_dev:]}
     return {split: [examples[i] for i in idx] for split, idx in parts.items()}
 
@@ -280,13 +312,13 @@ def random_split(examples: list, how: Mapping[str, Any], task_id: str) -> dict[s
     `how`: {"library": "datasets"|"sklearn", "seed": 42, "holdout": f1, "second": f2, "mode": m}. First
     `holdout` of the pool is held out; mode "test_then_dev": held-out = test, then `second` of the rest = dev;
     mode "halve_holdout": rest = train, and the held-out part is split again by `second` into dev (kept) and
-    test (held-out). Mode "shuffle_fractions" with `fractions` [train, dev, test]: the French harness's
-    split (see _shuffle_fractions)."""
+    test (held-out). Mode "shuffle_fractions" with `fractions` [train, dev, test] and `counts` ("floor" or
+    "largest_remainder"): the French harness's split (see _shuffle_fractions)."""
     if not examples:
         raise DataError(f"task '{task_id}': no examples to split (the spec's 'all' source is empty)")
     library, seed = how.get("library", "datasets"), int(how.get("seed", 42))
     if how.get("mode") == "shuffle_fractions":
-        return _shuffle_fractions(examples, [float(f) for f in how["fractions"]], seed, task_id)
+        return _shuffle_fractions(examples, [float(f) for f in how["fractions"]], seed, task_id, how.get("counts", "floor"))
     kept, held = _index_split(len(examples), float(how["holdout"]), seed, library)
     if how.get("mode") == "test_then_dev":
         a, b = _index_split(len(kept), float(how["second"]), seed, library)
@@ -329,10 +361,24 @@ def _example_labels(ex: Any) -> list[str]:
     return [ex.label]
 
 
-def _top_labels(examples: list[MultilabelExample], k: int) -> set[str]:
-    """The k labels with the highest document frequency in `examples` (ties broken by name)."""
-    freq = Counter(lab for ex in examples for lab in set(ex.labels))
-    return {lab for lab, _ in sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))[:k]}
+def _top_labels(examples: list[MultilabelExample], k: int, ties: str = "name") -> set[str]:
+    """The k labels with the highest document frequency in `examples`.
+
+    ties "name": equal frequencies ordered by label. ties "first_seen": by the first document (ids sorted)
+    holding the label, then by label: the order tabib's document adapters (FRACCO and FRASIMED) get from a
+    stable sort of a frequency dict filled while walking the sorted documents (inside one document their
+    order is Python's set order, which depends on the hash seed; by label here)."""
+    freq: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for rank, ex in enumerate(sorted(examples, key=lambda e: e.id)):
+        for lab in sorted(set(ex.labels)):
+            freq[lab] += 1
+            first.setdefault(lab, rank)
+    if ties == "first_seen":
+        order = sorted(freq, key=lambda lab: (-freq[lab], first[lab], lab))
+    else:
+        order = sorted(freq, key=lambda lab: (-freq[lab], lab))
+    return set(order[:k])
 
 
 def _only_labels(examples: list[MultilabelExample], keep: set[str]) -> list[MultilabelExample]:

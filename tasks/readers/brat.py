@@ -19,6 +19,7 @@ from biobench.errors import DataError
 from biobench.tasks.schema import Entity, NerExample
 
 _WS = re.compile(r"\s+")
+CODE_UNITS = ("token", "note")
 
 
 @dataclass(frozen=True)
@@ -159,16 +160,26 @@ def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | No
 
 
 def document_codes(
-    doc: BratDocument, entity_labels: Iterable[str] | None = None, code_pattern: str | None = None
+    doc: BratDocument,
+    entity_labels: Iterable[str] | None = None,
+    code_pattern: str | None = None,
+    code_unit: str = "token",
 ) -> tuple[str, ...]:
-    """The sorted set of codes noted on a document's entities (each note split on whitespace)."""
+    """The sorted set of codes noted on a document's entities.
+
+    code_unit "token" (default): each note split on whitespace, every piece a code (FRASIMED's single codes,
+    FRACCO's separate morphology/topography codes). "note": the whole note is one code (FRACCO's
+    `expression_CIM` expressions such as `C77.9 8000/1`, and `;`-joined multi-site notes kept whole, as the
+    French harness's FRACCODocumentICDAdapter takes the annotation's `code` unsplit)."""
+    if code_unit not in CODE_UNITS:
+        raise DataError(f"{doc.source}: code_unit {code_unit!r} is not one of {', '.join(CODE_UNITS)}")
     keep = set(entity_labels) if entity_labels else None
     pattern = re.compile(code_pattern) if code_pattern else None
     codes = {
         c
         for e in doc.entities
         if e.code and (keep is None or e.label in keep)
-        for c in e.code.split()
+        for c in (e.code.split() if code_unit == "token" else [e.code])
         if pattern is None or pattern.fullmatch(c)
     }
     return tuple(sorted(codes))
