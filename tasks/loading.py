@@ -27,7 +27,8 @@ from biobench.tasks.registry import SPLITS, Source, TaskSpec, spec_from_dict
 from biobench.tasks.schema import Entity, MultilabelExample, NerExample, TaskData
 
 TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
-LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", "phenotype_csv", "physionet_deid", "cos_snippets", *TABLE_FORMATS)
+LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", "phenotype_csv", "physionet_deid", "cos_snippets", "social_history",
+                 *TABLE_FORMATS)
 # source options that name a further file the source needs (relative like the split paths)
 PATH_OPTIONS = ("path", "split_file", "notes", "masked", "exclude_docs_in")
 
@@ -202,6 +203,8 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
             out += rows.rows_to_examples(found, spec.kind, split, opts)
         elif fmt == "cos_snippets":
             out += clinical.cos_snippet_examples(path)
+        elif fmt == "social_history":
+            out += clinical.social_history_examples(path)
         elif fmt in TABLE_FORMATS:
             out += rows.rows_to_examples(tabular.read_table(path, fmt, opts), spec.kind, split, opts)
         elif fmt == "hf":

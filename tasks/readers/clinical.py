@@ -11,6 +11,8 @@ examples from exactly these files; reading them directly keeps our examples iden
   PHI replaced by `[**...**]` masks), records delimited by `START_OF_RECORD=P||||N||||` ... `||||END_OF_RECORD`.
   Tokens are whitespace tokens; the masked stretch of the original text becomes one entity whose type is
   derived from the mask's wording (age, date, location, name, other, phone_nb), as the protocol does.
+- cos / social-history (open UW BioNLP BRAT corpora): tokens and gold as that dataloader builds them (a flat
+  BIO sequence; see iob.flat_bio_entities).
 """
 
 from __future__ import annotations
@@ -138,17 +140,36 @@ def deid_rows(original: str | Path, masked: str | Path) -> list[Row]:
     return rows
 
 
-# ---------------------------------------------------------------------------------------------- COS
+# ---------------------------------------------------------------------------------------------- COS / social history
 COS_TYPES: tuple[str, ...] = ("Attr", "Cos", "Loc", "Ref", "Val")
 _COS_TOKEN = re.compile(r"\w+|[^\w\s]")
+_WHITESPACE_TOKEN = re.compile(r"\S+")
+
+
+def _protocol_spans(ann_text: str) -> list[tuple[str, int, int, str]]:
+    """(label, start, end, text) of the continuous text-bound annotations of a .ann, in file order. Discontinuous
+    (`0 5;8 12`) or malformed ones are skipped: the protocol's dataloader fails to parse their offsets as two
+    integers and skips them too."""
+    spans = []
+    for line in ann_text.split("\n"):
+        if not line.startswith("T") or "\t" not in line:
+            continue
+        _, rest = line.split("\t", 1)
+        fields = rest.split(None, 3)
+        if len(fields) < 3 or not (fields[1].isdigit() and fields[2].isdigit()):
+            continue
+        spans.append((fields[0], int(fields[1]), int(fields[2]), fields[3].strip() if len(fields) > 3 else ""))
+    return spans
 
 
 def cos_snippet_examples(folder: str | Path) -> list:
     """UW BioNLP's COS corpus (events-COS-corpus.zip, BRAT): one example per `Snippet` annotation, in .ann
-    file-name order; its text is the snippet's text as the .ann gives it, its mentions the Cos/Ref/Loc/Attr/Val
-    annotations inside the snippet's span, its tokens words and single punctuation marks — the units the
-    protocol's dataloader (lindvalllab/BioClinical-ModernBERT) builds. Only the .ann files are read, as there."""
-    from biobench.tasks.schema import Entity, NerExample
+    file-name order; its text is the snippet's text as the .ann gives it, its tokens words and single
+    punctuation marks (the protocol's regex), its gold the flat BIO of the Cos/Ref/Loc/Attr/Val annotations
+    inside the snippet (iob.flat_bio_entities), as lindvalllab/BioClinical-ModernBERT's COS.process_ann_only
+    builds it. Only the .ann files are read, as there."""
+    from biobench.tasks.readers.iob import flat_bio_entities
+    from biobench.tasks.schema import NerExample
 
     folder = Path(folder)
     anns = sorted(folder.rglob("*.ann")) if folder.is_dir() else []
@@ -156,21 +177,34 @@ def cos_snippet_examples(folder: str | Path) -> list:
         raise DataError(f"{folder}: no .ann files (expected the BRAT files of UW BioNLP's events-COS-corpus.zip)")
     out = []
     for ann in anns:
-        spans = []
-        for line in read_text(ann).split("\n"):
-            if not line.startswith("T") or "\t" not in line:
-                continue
-            _, rest = line.split("\t", 1)
-            fields = rest.split(None, 3)
-            if len(fields) < 4 or not (fields[1].isdigit() and fields[2].isdigit()):
-                continue  # discontinuous or malformed: the protocol skips these too
-            spans.append((fields[0], int(fields[1]), int(fields[2]), fields[3].strip()))
+        spans = _protocol_spans(read_text(ann))
         for n, (_, s_start, s_end, text) in enumerate(s for s in spans if s[0] == "Snippet"):
-            ents = tuple(
-                Entity(start - s_start, min(end - s_start, len(text)), lab)
-                for lab, start, end, _ in spans
-                if lab in COS_TYPES and s_start <= start and end <= s_end and start - s_start < len(text)
-            )
+            inside = [(start - s_start, end - s_start, lab) for lab, start, end, _ in spans
+                      if lab in COS_TYPES and s_start <= start and end <= s_end]
             tokens = tuple((m.start(), m.end()) for m in _COS_TOKEN.finditer(text))
-            out.append(NerExample(f"{ann.stem}-{n}", text, tuple(sorted(ents, key=lambda e: (e.start, e.end, e.label))), tokens))
+            out.append(NerExample(f"{ann.stem}-{n}", text, flat_bio_entities(tokens, inside), tokens))
+    return out
+
+
+def social_history_examples(folder: str | Path) -> list:
+    """UW BioNLP's SocialHistoryMTSamples (BRAT): one example per .txt with an .ann beside it (others skipped),
+    in file-name order; whitespace tokens; gold = the flat BIO of every continuous annotation, applied in order
+    of start offset (file order among equal starts), as lindvalllab/BioClinical-ModernBERT's
+    SocialHistory.process_pair builds it (iob.flat_bio_entities)."""
+    from biobench.tasks.readers.iob import flat_bio_entities
+    from biobench.tasks.schema import NerExample
+
+    folder = Path(folder)
+    texts = sorted(folder.rglob("*.txt")) if folder.is_dir() else []
+    pairs = [(txt, txt.with_suffix(".ann")) for txt in texts if txt.with_suffix(".ann").exists()]
+    if not pairs:
+        raise DataError(f"{folder}: no .txt files with an .ann beside them (expected the BRAT files of UW BioNLP's "
+                        "SocialHistoryMTSamples.zip)")
+    out = []
+    for txt, ann in pairs:
+        text = read_text(txt)
+        spans = sorted(_protocol_spans(read_text(ann)), key=lambda s: s[1])
+        tokens = tuple((m.start(), m.end()) for m in _WHITESPACE_TOKEN.finditer(text))
+        ents = flat_bio_entities(tokens, [(start, end, lab) for lab, start, end, _ in spans])
+        out.append(NerExample(txt.relative_to(folder).with_suffix("").as_posix(), text, ents, tokens))
     return out

@@ -45,13 +45,26 @@ def entities_from_tags(
     where: Sequence[str] | None = None,
 ) -> tuple[str, tuple[tuple[int, int], ...], tuple[Entity, ...]]:
     """Join tokens into text and decode tags into char-span entities. `where[i]` names token i in errors."""
-    if scheme not in ("iob1", "iob2"):
-        raise DataError(f"IOB scheme {scheme!r} is not supported; use 'iob2' or 'iob1' in the task spec")
     offsets, pos = [], 0
     for tok in tokens:
         offsets.append((pos, pos + len(tok)))
         pos += len(tok) + 1
-    text = " ".join(tokens)
+    entities = decode_tags(offsets, tags, scheme=scheme, strict=strict, default_type=default_type, where=where)
+    return " ".join(tokens), tuple(offsets), entities
+
+
+def decode_tags(
+    offsets: Sequence[tuple[int, int]],
+    tags: Sequence[str],
+    *,
+    scheme: str = "iob2",
+    strict: bool = True,
+    default_type: str | None = None,
+    where: Sequence[str] | None = None,
+) -> tuple[Entity, ...]:
+    """Entities (character spans from the tokens' `offsets`) that a tag sequence describes."""
+    if scheme not in ("iob1", "iob2"):
+        raise DataError(f"IOB scheme {scheme!r} is not supported; use 'iob2' or 'iob1' in the task spec")
     entities: list[Entity] = []
     current: list | None = None  # [start_token, end_token, type]
     prev_tag = "O"
@@ -74,7 +87,24 @@ def entities_from_tags(
         prev_tag = tag
     if current is not None:
         entities.append(Entity(offsets[current[0]][0], offsets[current[1]][1], current[2]))
-    return text, tuple(offsets), tuple(entities)
+    return tuple(entities)
+
+
+def flat_bio_entities(
+    offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int, str]]
+) -> tuple[Entity, ...]:
+    """Gold as the English protocol's dataloader builds it for BRAT corpora (lindvalllab/BioClinical-ModernBERT
+    src/dataloader/dataloader.py, COS.process_ann_only and SocialHistory.process_pair): one BIO tag per token,
+    a token tagged by a span only when it lies wholly inside it (B- on the first such token, I- on the rest),
+    spans applied in the given order so that a later span overwrites an earlier one; the entities are then what
+    seqeval reads from that flat sequence (an I- that continues nothing starts an entity). Nested or overlapping
+    mentions therefore leave only what survives the overwriting, and a mention covering no whole token is lost."""
+    tags = ["O"] * len(offsets)
+    for start, end, label in spans:
+        inside = [i for i, (a, b) in enumerate(offsets) if a >= start and b <= end]
+        for n, i in enumerate(inside):
+            tags[i] = f"{'B' if n == 0 else 'I'}-{label}"
+    return decode_tags(offsets, tags, strict=False)
 
 
 def read_iob(
