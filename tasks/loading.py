@@ -13,10 +13,9 @@ import json
 import math
 import os
 import random
-import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,13 @@ from typing import Any
 from biobench.errors import DataError
 from biobench.tasks.readers import brat, clinical, hf, iob, rows, tabular
 from biobench.tasks.registry import SPLITS, Source, TaskSpec, spec_from_dict
-from biobench.tasks.schema import Entity, MultilabelExample, NerExample, TaskData
+from biobench.tasks.schema import MultilabelExample, NerExample, TaskData
 
 TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
 LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", "phenotype_csv", "physionet_deid", "cos_snippets", "social_history",
                  *TABLE_FORMATS)
 # source options that name a further file the source needs (relative like the split paths)
-PATH_OPTIONS = ("path", "split_file", "notes", "masked", "exclude_docs_in")
+PATH_OPTIONS = ("path", "split_file", "notes", "masked")
 
 
 def resolve_data_dir(value: str | Path | None) -> Path | None:
@@ -42,19 +41,30 @@ def resolve_data_dir(value: str | Path | None) -> Path | None:
 # ---------------------------------------------------------------------------------------------- locating
 def _entries(value: Any) -> list[tuple[str, str]]:
     """A split value (path | {"path", "member_prefix", "format"} | list of those) -> [(path, member_prefix)]."""
-    return [(path, prefix) for path, prefix, _ in _format_entries(value, "")]
+    return [(entry.path, entry.member_prefix) for entry in _format_entries(value, "")]
 
 
-def _format_entries(value: Any, fmt: str) -> list[tuple[str, str, str]]:
+@dataclass(frozen=True)
+class _Entry:
+    """One file of a split: its path, the archive sub-folder, its format, and (IOB only) the standoff whose
+    mention types it takes (`types_from`: {"path", "member_prefix"}; see brat.type_from_standoff)."""
+
+    path: str
+    member_prefix: str = ""
+    format: str = ""
+    types_from: Mapping[str, str] | None = None
+
+
+def _format_entries(value: Any, fmt: str) -> list[_Entry]:
     """Like _entries, with each file's format: its own "format" (a split in another format than the rest of
-    the source, e.g. typed JNLPBA's standoff train beside IOB dev/test), else the source's."""
+    the source, e.g. typed JNLPBA's IOB train typed from a standoff beside IOB dev/test), else the source's."""
     items = value if isinstance(value, list) else [value]
     out = []
     for item in items:
         if isinstance(item, Mapping):
-            out.append((item["path"], item.get("member_prefix", ""), item.get("format", fmt)))
+            out.append(_Entry(item["path"], item.get("member_prefix", ""), item.get("format", fmt), item.get("types_from")))
         else:
-            out.append((str(item), "", fmt))
+            out.append(_Entry(str(item), "", fmt))
     return out
 
 
@@ -68,6 +78,7 @@ def resolve_path(base: Path, rel: str) -> Path:
 
 def _source_paths(source: Source) -> list[str]:
     paths = [p for v in source.splits.values() for p, _ in _entries(v)]
+    paths += [e.types_from["path"] for v in source.splits.values() for e in _format_entries(v, "") if e.types_from]
     for key in PATH_OPTIONS:
         if key in source.options:
             paths.append(source.options[key])
@@ -136,7 +147,7 @@ def missing_message(spec: TaskSpec, data_dir: Path | None, why: str) -> str:
 def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
     opts = source.options
     if "split_file" in opts:
-        everything = _read_entries(spec, source, base, "all", [(opts["path"], opts.get("member_prefix", ""), source.format)])
+        everything = _read_entries(spec, source, base, "all", [_Entry(opts["path"], opts.get("member_prefix", ""), source.format)])
         return _partition(everything, resolve_path(base, opts["split_file"]), opts.get("split_map", {}))
     splits = {s: _read_entries(spec, source, base, s, _format_entries(v, source.format)) for s, v in source.splits.items()}
     if opts.get("top_k_scope") == "corpus" and "random_split" not in opts:
@@ -153,12 +164,18 @@ def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
     return splits
 
 
-def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entries: list[tuple[str, str, str]]) -> list:
+def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entries: list[_Entry]) -> list:
     opts = source.options
     out: list = []
-    for rel, prefix, fmt in entries:
-        path = resolve_path(base, rel)
-        if fmt == "iob":
+    for entry in entries:
+        path, prefix, fmt = resolve_path(base, entry.path), entry.member_prefix, entry.format
+        if fmt == "iob" and entry.types_from:
+            groups = iob.read_iob_documents(path, scheme=opts.get("scheme", "iob2"), strict=opts.get("strict", True),
+                                            default_type="untyped", id_prefix=split)
+            standoff = brat.read_brat(resolve_path(base, entry.types_from["path"]),
+                                      member_prefix=entry.types_from.get("member_prefix", ""))
+            out += brat.type_from_standoff(groups, standoff, str(path))
+        elif fmt == "iob":
             out += iob.read_iob(
                 path,
                 scheme=opts.get("scheme", "iob2"),
@@ -174,12 +191,8 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
                 missing_ann=opts.get("missing_ann", "error"),
                 verify_spans=opts.get("verify_spans", True),
             )
-            if "exclude_docs_in" in opts:
-                drop = docstart_ids(resolve_path(base, opts["exclude_docs_in"]))
-                docs = tuple(d for d in docs if d.id.rsplit("/", 1)[-1] not in drop)
             if fmt == "brat":
-                found = brat.ner_examples(docs, opts.get("entity_labels"))
-                out += [s for ex in found for s in split_sentences(ex)] if opts.get("sentence_split") else found
+                out += brat.ner_examples(docs, opts.get("entity_labels"))
             else:
                 found = [
                     MultilabelExample(d.id, d.text, brat.document_codes(
@@ -229,35 +242,6 @@ def _partition(examples: list, split_file: Path, split_map: Mapping[str, list[st
         split = ours.get(assignment.get(ex.id, ""))
         if split:
             out[split].append(ex)
-    return out
-
-
-def docstart_ids(path: Path) -> set[str]:
-    """Document ids named by `-DOCSTART- <id>` lines of an IOB file (BLURB's JNLPBA: MEDLINE UIDs)."""
-    return {line.split()[1] for _, line in tabular.numbered_lines(path) if line.startswith("-DOCSTART-") and len(line.split()) > 1}
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])|\n+")
-
-
-def split_sentences(example: NerExample) -> list[NerExample]:
-    """A BRAT document cut into sentences (newlines; '.', '!' or '?' then space then a capital, digit or
-    bracket), never inside an entity, offsets re-based. Why: the typed JNLPBA train split exists only as whole
-    abstracts (standoff), while its dev/test and every other NER task here are sentence-level."""
-    cuts, start = [], 0
-    for m in _SENTENCE_END.finditer(example.text):
-        if any(e.start < m.end() and m.start() < e.end for e in example.entities):  # the gap is inside a mention
-            continue
-        cuts.append((start, m.start()))
-        start = m.end()
-    cuts.append((start, len(example.text)))
-    out = []
-    for i, (a, b) in enumerate(c for c in cuts if example.text[c[0]:c[1]].strip()):
-        ents = tuple(
-            Entity(e.start - a, e.end - a, e.label, tuple((s - a, t - a) for s, t in e.fragments), e.code)
-            for e in example.entities if a <= e.start and e.end <= b
-        )
-        out.append(NerExample(f"{example.id}-s{i}", example.text[a:b], ents))
     return out
 
 

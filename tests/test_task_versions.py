@@ -3,6 +3,7 @@ protocol's phenotyping and deid readers and splits, the extra metric, and the mo
 
 from __future__ import annotations
 
+import gzip
 import re
 import tarfile
 from collections import Counter
@@ -12,16 +13,22 @@ from biobench.aliases import ALIASES
 from biobench.errors import ConfigError, DataError
 from biobench.metrics import extra_metrics, micro_f1_excluding
 from biobench.models import resolve_model
-from biobench.tasks.loading import docstart_ids, load_task, random_split, split_sentences
+from biobench.tasks.loading import load_task, random_split
 from biobench.tasks.readers.clinical import deid_rows, mask_category
 from biobench.tasks.registry import PAPER_TASKS, get_spec, spec_from_dict
-from biobench.tasks.schema import Entity, NerExample
 
 
 # ---------------------------------------------------------------------------------------------- JNLPBA typed
-def test_typed_jnlpba_train_counts_match_the_standoff_source(shared_data):
-    """Mentions per type in train = those of the standoff .ann files of every abstract except the 200 dev ids."""
-    dev_ids = docstart_ids(shared_data / "jnlpba/blurb/dev.tsv.gz")
+def _dev_ids(path) -> set[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return {line.split()[1] for line in fh if line.startswith("-DOCSTART-")}
+
+
+def test_typed_jnlpba_uses_genia_tokens_in_every_split(shared_data):
+    """One tokenisation: train is BLURB's GENIA-tokenised train typed from the standoff; dev/test are MTL's
+    typed IOB. Mentions per type in train = those of the standoff .ann files of every abstract except the 200
+    dev ids; tokens per split as the files hold them."""
+    dev_ids = _dev_ids(shared_data / "jnlpba/blurb/dev.tsv.gz")
     assert len(dev_ids) == 200
     expected: Counter = Counter()
     docs = 0
@@ -38,18 +45,35 @@ def test_typed_jnlpba_train_counts_match_the_standoff_source(shared_data):
     assert docs == 1800 and got == expected
     assert got == {"protein": 27803, "DNA": 8481, "cell_type": 6192, "cell_line": 3430, "RNA": 844}
     assert task.labels == sorted(["protein", "DNA", "RNA", "cell_line", "cell_type"])
-    assert task.data_version == "standoff-train+mtl-typed-dev-test"
-    for ex in task.splits["train"][:500]:  # sentence cuts keep every mention's text
-        assert all(ex.text[e.start:e.end].strip() == ex.text[e.start:e.end] and e.end <= len(ex.text) for e in ex.entities)
+    assert task.data_version == "blurb-genia-train-typed-from-standoff+mtl-typed-dev-test"
+    sizes = {s: (len(task.splits[s]), sum(len(ex.tokens) for ex in task.splits[s])) for s in ("train", "dev", "test")}
+    assert sizes == {"train": (16807, 445090), "dev": (1739, 47461), "test": (3856, 101039)}  # jnlpba/SOURCE.md
+    blurb_train = load_task(get_spec("jnlpba-blurb"), shared_data).splits["train"]
+    assert [(ex.text, ex.tokens) for ex in blurb_train] == [(ex.text, ex.tokens) for ex in task.splits["train"]]
+    assert [[(e.start, e.end) for e in ex.entities] for ex in blurb_train] == [
+        [(e.start, e.end) for e in ex.entities] for ex in task.splits["train"]]
 
 
-def test_sentence_split_never_cuts_a_mention():
-    text = "IL-2 gene. Expression in T cells. NF-kappa B. binds here."
-    ents = (Entity(0, 9, "DNA"), Entity(25, 32, "cell_type"), Entity(34, 45, "protein"))
-    parts = split_sentences(NerExample("d", text, ents))
-    assert [p.text for p in parts] == ["IL-2 gene.", "Expression in T cells.", "NF-kappa B. binds here."]
-    assert [(p.text[e.start:e.end], e.label) for p in parts for e in p.entities] == [
-        ("IL-2 gene", "DNA"), ("T cells", "cell_type"), ("NF-kappa B.", "protein")]
+def test_standoff_types_must_describe_the_same_entities(tmp_path):
+    from biobench.tasks.readers.brat import read_brat, type_from_standoff
+    from biobench.tasks.readers.iob import read_iob_documents
+
+    iob = tmp_path / "train.tsv"
+    iob.write_text("-DOCSTART- 9001\n\nIL-2\tB\ngene\tI\nbinds\tO\nNF-kappa\tB\nB\tI\n\n"
+                   "-DOCSTART- 9001\n\nT\tB\ncells\tI\n\n", encoding="utf-8")
+    (tmp_path / "so").mkdir()
+    (tmp_path / "so/9001.txt").write_text("IL-2 gene binds NF-kappa B.", encoding="utf-8")
+    (tmp_path / "so/9001.ann").write_text("T1\tprotein 16 26\tNF-kappa B\nT2\tDNA 0 9\tIL-2 gene\n", encoding="utf-8")
+    (tmp_path / "so/9001-2.txt").write_text("T cells", encoding="utf-8")
+    (tmp_path / "so/9001-2.ann").write_text("T1\tcell_type 0 7\tT cells\n", encoding="utf-8")
+    groups = read_iob_documents(iob, default_type="untyped", id_prefix="train")
+    typed = type_from_standoff(groups, read_brat(tmp_path / "so"), str(iob))
+    assert [[(ex.text[e.start:e.end], e.label) for e in ex.entities] for ex in typed] == [
+        [("IL-2 gene", "DNA"), ("NF-kappa B", "protein")], [("T cells", "cell_type")]]
+    (tmp_path / "so/9001-2.ann").write_text("T1\tcell_type 2 7\tcells\n", encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(f"{iob}: document '9001-2': entity 'T cells' is matched with the "
+                                                  "standoff mention 'cells'")):
+        type_from_standoff(groups, read_brat.__wrapped__(tmp_path / "so"), str(iob))
 
 
 # ---------------------------------------------------------------------------------------------- ChemProt BLUE

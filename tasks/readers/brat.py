@@ -183,3 +183,46 @@ def document_codes(
         if pattern is None or pattern.fullmatch(c)
     }
     return tuple(sorted(codes))
+
+
+_NO_SPACE = re.compile(r"\s+")
+
+
+def _mention_text(s: str) -> str:
+    """A mention's text compared across tokenisations: no whitespace, LaTeX-style quotes as plain quotes."""
+    return _NO_SPACE.sub("", s).replace("``", '"').replace("''", '"')
+
+
+def type_from_standoff(
+    groups: Iterable[tuple[str, list[NerExample]]], docs: Iterable[BratDocument], where: str
+) -> list[NerExample]:
+    """Untyped token-level sentences typed from a standoff of the same documents.
+
+    Why: typed JNLPBA's train split exists here only as Pyysalo's standoff (spyysalo/jnlpba, made from the
+    original GENIA BIO files, abstract text re-fetched from PubMed) while its dev/test are GENIA-tokenised IOB;
+    BLURB's untyped train file keeps the GENIA tokens and sentences. The standoff's mentions were made from
+    those same BIO entities, so in every abstract they are the BIO entities in order: the k-th entity of an
+    abstract gets the type of its k-th mention (by start offset), after checking that both read the same text.
+    A document id met again is the standoff's `<id>-2`, `<id>-3`... (one MEDLINE id occurs twice in GENIA)."""
+    by_id = {d.id.rsplit("/", 1)[-1]: d for d in docs}
+    seen: dict[str, int] = {}
+    out: list[NerExample] = []
+    for doc_id, sentences in groups:
+        seen[doc_id] = seen.get(doc_id, 0) + 1
+        name = doc_id if seen[doc_id] == 1 else f"{doc_id}-{seen[doc_id]}"
+        if name not in by_id:
+            raise DataError(f"{where}: document {name!r} has no standoff .txt/.ann to take its entity types from")
+        mentions = sorted(by_id[name].entities, key=lambda e: (e.start, -e.end))
+        ents = [(ex, e) for ex in sentences for e in ex.entities]
+        if len(ents) != len(mentions):
+            raise DataError(f"{where}: document {name!r} has {len(ents)} entities but its standoff "
+                            f"({by_id[name].source}) has {len(mentions)} mentions; they are not the same annotation")
+        typed: dict[str, list[Entity]] = {ex.id: [] for ex in sentences}
+        doc_text = by_id[name].text
+        for (ex, e), m in zip(ents, mentions, strict=True):
+            if _mention_text(ex.text[e.start:e.end]) != _mention_text(doc_text[m.start:m.end]):
+                raise DataError(f"{where}: document {name!r}: entity {ex.text[e.start:e.end]!r} is matched with the "
+                                f"standoff mention {doc_text[m.start:m.end]!r}; they are not the same annotation")
+            typed[ex.id].append(Entity(e.start, e.end, m.label))
+        out += [NerExample(ex.id, ex.text, tuple(typed[ex.id]), ex.tokens) for ex in sentences]
+    return out

@@ -116,20 +116,37 @@ def read_iob(
     id_prefix: str | None = None,
 ) -> list[NerExample]:
     """Sentences of an IOB/CoNLL file (gzip aware) as NerExamples with token offsets."""
+    groups = read_iob_documents(path, scheme=scheme, strict=strict, default_type=default_type, id_prefix=id_prefix)
+    return [ex for _, sentences in groups for ex in sentences]
+
+
+def read_iob_documents(
+    path: str | Path,
+    *,
+    scheme: str = "iob2",
+    strict: bool = True,
+    default_type: str | None = None,
+    id_prefix: str | None = None,
+) -> list[tuple[str, list[NerExample]]]:
+    """The sentences of an IOB file grouped by document: (the `-DOCSTART- <id>` id, "" when the marker names
+    none or before the first marker, its sentences). Sentence ids run over the whole file, as read_iob's."""
     path = Path(path)
     prefix = id_prefix or path.name.split(".")[0]
-    examples: list[NerExample] = []
+    groups: list[tuple[str, list[NerExample]]] = [("", [])]
+    count = 0
     tokens: list[str] = []
     tags: list[str] = []
     where: list[str] = []
     ncols: int | None = None
 
     def flush() -> None:
+        nonlocal count
         if tokens:
             text, offsets, ents = entities_from_tags(
                 tokens, tags, scheme=scheme, strict=strict, default_type=default_type, where=where
             )
-            examples.append(NerExample(f"{prefix}-{len(examples)}", text, ents, offsets))
+            groups[-1][1].append(NerExample(f"{prefix}-{count}", text, ents, offsets))
+            count += 1
             tokens.clear(), tags.clear(), where.clear()
 
     for lineno, line in numbered_lines(path):
@@ -138,6 +155,8 @@ def read_iob(
             continue
         if line.startswith("-DOCSTART-"):
             flush()
+            marker = line.split()
+            groups.append((marker[1] if len(marker) > 1 and marker[1] != "O" else "", []))
             continue
         cols = line.split("\t") if "\t" in line else line.split()
         if ncols is None:
@@ -151,4 +170,4 @@ def read_iob(
         tags.append(cols[-1])
         where.append(f"{path}:{lineno}")
     flush()
-    return examples
+    return [(doc, sentences) for doc, sentences in groups if sentences]
