@@ -1,7 +1,10 @@
 """Synthetic needle-in-a-haystack data (paper Appendix I), with no model code.
 
 A *fact* is one French medical sentence rendered from a template (tasks/templates/needle_fr.json: 8
-templates, 2-4 slots, small lexicons; the drug template has a route slot). Each *pair* shares one haystack
+templates, 1-4 slots, small lexicons). Four templates are Appendix I's example facts verbatim, with slots where
+the paper varies values (drug: dose, drug, route, as its distractor changes them; vitals: the blood pressure;
+diagnosis: disease and stage; symptom: symptom and onset); the other four (lab, procedure, allergy, duration)
+are ours. Each template's `source` says which. Each *pair* shares one haystack
 (consecutive sentences of a French biomedical corpus, cut to a target length) and one query (the fact with
 the query's slot values):
 - the positive inserts exactly the query's fact,
@@ -45,10 +48,16 @@ Counter = Callable[[str], int]
 
 @dataclass(frozen=True)
 class Template:
+    """One fact template. `source`: "paper" (one of Appendix I's example facts, `paper_example` verbatim, which
+    `paper_slots` render back) or "biobench" (written here to reach the paper's eight templates)."""
+
     id: str
     category: str
     text: str
     slots: dict[str, tuple[str, ...]]
+    source: str = "biobench"
+    paper_example: str | None = None
+    paper_slots: dict[str, str] | None = None
 
     def render(self, values: dict[str, str]) -> str:
         return self.text.format(**values)
@@ -57,7 +66,8 @@ class Template:
 def load_templates(path: Path = TEMPLATES_PATH) -> list[Template]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     templates = [
-        Template(t["id"], t["category"], t["text"], {k: tuple(v) for k, v in t["slots"].items()})
+        Template(t["id"], t["category"], t["text"], {k: tuple(v) for k, v in t["slots"].items()},
+                 t.get("source", "biobench"), t.get("paper_example"), t.get("paper_slots"))
         for t in data["templates"]
     ]
     for t in templates:

@@ -4,6 +4,7 @@ import gzip
 import json
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from biobench.errors import ConfigError, DataError
@@ -40,20 +41,35 @@ def pairs(rows):
     return by_pair
 
 
-def test_drug_template_has_a_route_slot_and_the_papers_example(templates):
+PAPER_EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "needle_examples.txt"
+
+
+def test_four_templates_are_the_papers_example_facts(templates):
+    """Appendix I's four facts are templates rendered back verbatim by their slots; its distractor is the drug
+    template with every slot changed."""
+    paper = [t for t in templates.values() if t.source == "paper"]
+    assert sorted(t.id for t in paper) == ["diagnosis", "drug", "symptom", "vitals"]
+    assert sorted(t.id for t in templates.values() if t.source == "biobench") == ["allergy", "duration", "lab", "procedure"]
+    for t in paper:
+        assert t.render(t.paper_slots) == t.paper_example
+        assert all(t.paper_slots[k] in t.slots[k] for k in t.slots)
     drug = templates["drug"]
-    assert {"drug", "dose", "route"} <= set(drug.slots)
-    assert {"morphine", "tramadol"} <= set(drug.slots["drug"]) and {"200 mg", "500 mg"} <= set(drug.slots["dose"])
-    assert {"IV", "orale"} <= set(drug.slots["route"])
+    distractor = drug.render({"dose": "500 mg", "drug": "tramadol", "route": "orale"})
+    assert distractor == "Le patient a reçu 500 mg de tramadol par voie orale."
+    if PAPER_EXAMPLES.exists():  # the shared reference copy of Appendix I, verbatim
+        lines = [ln for ln in PAPER_EXAMPLES.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
+        facts = [ln for ln in lines if not ln.startswith("distractor:")]
+        assert sorted(facts) == sorted(t.paper_example for t in paper)
+        assert [ln.removeprefix("distractor: ") for ln in lines if ln.startswith("distractor:")] == [distractor]
 
 
-def test_templates_cover_the_paper_categories_with_2_to_4_slots(templates):
+def test_templates_cover_the_paper_categories_with_1_to_4_slots(templates):
     assert {t.category for t in templates.values()} == {
         "medication", "vital signs", "lab result", "diagnosis", "procedure", "allergy", "treatment duration",
         "symptoms",
     }
     for t in templates.values():
-        assert 2 <= len(t.slots) <= 4 and all(len(v) >= 4 for v in t.slots.values())
+        assert 1 <= len(t.slots) <= 4 and all(len(v) >= 4 for v in t.slots.values())
         assert t.render({k: v[0] for k, v in t.slots.items()}).endswith(".")
 
 
