@@ -41,9 +41,10 @@ from typing import Any
 
 from biobench.errors import DataError
 from biobench.tasks.loading import locate, resolve_path
+from biobench.tasks.options import CONVERTER_OPTIONS
 from biobench.tasks.registry import TaskSpec
 
-CONVERTERS = ("files", "extract", "extract_tree", "repack", "join")
+CONVERTERS = tuple(CONVERTER_OPTIONS)  # each converter's options: tasks/options.py
 CHUNK = 1 << 20
 SKIPPED_MEMBERS = ("__MACOSX/", ".DS_Store")
 NESTED_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.tasks.options import LOCAL_FORMATS
 from biobench.tasks.readers import brat, clinical, hf, iob, rows, tabular
 from biobench.tasks.registry import SPLITS, Source, TaskSpec, spec_from_dict
 from biobench.tasks.schema import MultilabelExample, NerExample, TaskData
 
 TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
-LOCAL_FORMATS = ("iob", "brat", "brat_codes", "hf", "phenotype_csv", "physionet_deid", "cos_snippets", "social_history",
-                 *TABLE_FORMATS)
 # source options that name a further file the source needs (relative like the split paths)
 PATH_OPTIONS = ("path", "split_file", "notes", "masked")
 

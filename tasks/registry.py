@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.tasks.options import check_fetch, check_source
 from biobench.tasks.schema import TASK_KINDS
 
 # The paper's 19 tasks in paper order. The same list is `"paper_task": true` in specs/*.json and the task
@@ -127,9 +128,12 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
                 f"{origin}: source #{i + 1} is invalid (type must be one of {SOURCE_TYPES}; "
                 f"unknown keys {sorted(extra)})"
             )
+        check_source(raw, i + 1, origin)
         sources.append(Source(**raw))
     if not sources:
         raise ConfigError(f"{origin}: 'sources' is empty; give at least one local, hub or generated source")
+    if data.get("fetch"):
+        check_fetch(data["fetch"], origin)
     fields = dict(data)
     fields["sources"] = tuple(sources)
     fields["seeds"] = tuple(data.get("seeds") or PROTOCOL_SEEDS[data["protocol"]])

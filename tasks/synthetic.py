@@ -183,6 +183,7 @@ def _make(name: str, rng: random.Random, ex_id: str):
 
 
 GENERATORS: tuple[str, ...] = ("demo-cls", "demo-multilabel", "demo-ner")
+OPTIONS: tuple[str, ...] = ("seed", "n_train", "n_dev", "n_test")  # a generated source's options: generate_task's
 
 
 def generate_task(

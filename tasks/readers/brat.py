@@ -20,6 +20,9 @@ from biobench.tasks.schema import Entity, NerExample
 
 _WS = re.compile(r"\s+")
 CODE_UNITS = ("token", "note")
+# the task-spec options the `brat` format reads (read_brat, ner_examples), and `brat_codes` (+ document_codes)
+OPTIONS: tuple[str, ...] = ("note_type", "missing_ann", "verify_spans", "entity_labels")
+CODE_OPTIONS: tuple[str, ...] = (*OPTIONS, "code_pattern", "code_unit")
 
 
 @dataclass(frozen=True)

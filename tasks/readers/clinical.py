@@ -32,6 +32,9 @@ PHENOTYPES: tuple[str, ...] = (
     "SCHIZOPHRENIA.AND.OTHER.PSYCHIATRIC.DISORDERS", "UNSURE",
 )
 DEID_TYPES: tuple[str, ...] = ("age", "date", "location", "name", "other", "phone_nb")
+# the task-spec options naming the second file of each format (read by tasks/loading.py, passed here)
+PHENOTYPE_OPTIONS: tuple[str, ...] = ("notes",)
+DEID_OPTIONS: tuple[str, ...] = ("masked",)
 
 
 # ---------------------------------------------------------------------------------------------- phenotyping

@@ -19,6 +19,8 @@ from biobench.errors import DataError
 from biobench.tasks.readers.textio import numbered_lines
 from biobench.tasks.schema import Entity, NerExample
 
+OPTIONS: tuple[str, ...] = ("scheme", "strict", "default_type")  # the task-spec options read_iob reads
+
 
 def _split_tag(tag: str, default_type: str | None, where: str) -> tuple[str, str | None]:
     if tag == "O":

@@ -18,6 +18,9 @@ from biobench.tasks.schema import ClassificationExample, MultilabelExample, NerE
 
 Row = tuple[str, Mapping[str, Any]]  # (where, row)
 DEFAULT_COLUMNS = {"id": "id", "text": "text", "label": "label", "labels": "labels", "tokens": "tokens", "tags": "tags"}
+# the task-spec options rows_to_examples reads (every row-based format and hub source)
+OPTIONS: tuple[str, ...] = ("columns", "label_names", "labels_format", "label_sep", "group_pattern", "scheme", "strict",
+                            "default_type")
 
 
 def _get(row: Mapping[str, Any], column: str, where: str) -> Any:

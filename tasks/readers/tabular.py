@@ -100,6 +100,9 @@ def read_delimited(
     return rows
 
 
+DELIMITED_OPTIONS: tuple[str, ...] = ("header", "fieldnames", "quoting", "skip_header")  # read by read_table for tsv/csv
+
+
 def read_table(path: str | Path, fmt: str, options: Mapping[str, Any]) -> list[Row]:
     """Dispatch on the spec's format name: jsonl | json | tsv | csv."""
     if fmt == "jsonl":
