@@ -139,6 +139,120 @@ def _seed_everything(seed: int) -> None:
 LOSS_READ_EVERY = 50
 
 
+@dataclass
+class DevSelection:
+    """The dev evaluations of one fine-tuning run: their history and the model state best on dev by the
+    protocol's `dev_metric` (the first of equal scores wins), kept in memory as a CPU state_dict copy."""
+
+    score: float = -1.0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    epoch: int = 0
+    step: int = 0
+    state: dict[str, torch.Tensor] | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0  # time spent evaluating dev (and later test): not training time
+
+
+@dataclass
+class _Run:
+    """What one seed's fine-tuning needs at every step; its methods are the steps `finetune` runs in order."""
+
+    task: PreparedTask
+    model: nn.Module
+    protocol: Protocol
+    seed: int
+    pad_token_id: int
+    device: str
+    progress: bool
+    report: Reporter | None
+    total: int
+    eval_batch: int
+    selection: DevSelection = field(default_factory=DevSelection)
+
+    def predict(self, split: str) -> list:
+        return predict(self.model, self.task.head, self.task.features[split], len(self.task.examples[split]),
+                       self.eval_batch, self.pad_token_id, self.device)
+
+    def evaluate(self, epoch: int, step: int, loss: float) -> None:
+        """Score dev, log and report it, keep the state when it is the best so far."""
+        task, protocol, best = self.task, self.protocol, self.selection
+        t0 = time.perf_counter()
+        metrics = score(task.kind, task.gold["dev"], self.predict("dev"), task.labels)
+        selected = metrics[protocol.dev_metric]
+        best.history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"],
+                             f"dev_{protocol.dev_metric}": selected})
+        if self.report is not None:
+            self.report.scalars({"train/loss": loss, f"dev/{protocol.dev_metric}": selected,
+                                 "dev/macro_f1": metrics["macro_f1"]}, step)
+        log_line(self.progress, f"{task.task_id} seed {self.seed} epoch {epoch} step {step}/{self.total}: train loss "
+                                f"{loss:.4f}, dev {protocol.dev_metric} {selected:.4f}")
+        if selected > best.score:
+            best.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            best.score, best.metrics, best.epoch, best.step = selected, metrics, epoch, step
+        best.seconds += time.perf_counter() - t0
+        self.model.train()
+
+    def train(self, loader, optimizer, scheduler) -> int:
+        """The training loop: `total` optimizer steps over epochs of `loader`, dev evaluated every
+        `eval_every` steps or at each epoch's end (and always at the last step). Returns the steps run."""
+        protocol, model, device = self.protocol, self.model, self.device
+        bar = progress_bar(self.progress, total=self.total, desc=f"{self.task.task_id} seed {self.seed}", leave=False)
+        step, epoch, running = 0, 0, 0.0
+        running_on_device: torch.Tensor | None = None  # read on the host every LOSS_READ_EVERY steps only
+        model.train()
+        while step < self.total:
+            epoch += 1
+            evaluated_at = -1
+            for batch in loader:
+                with autocast(device):
+                    loss = model(to_device(batch, device))["loss"]
+                loss.backward()
+                if protocol.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), protocol.grad_clip)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                current = loss.detach().float()
+                running_on_device = current.clone() if running_on_device is None else running_on_device.mul_(0.9).add_(current, alpha=0.1)
+                bar.update(1)
+                due = protocol.eval_every and step % protocol.eval_every == 0
+                if due or step % LOSS_READ_EVERY == 0 or step >= self.total:
+                    running = running_on_device.item()
+                    bar.set_postfix(loss=f"{running:.4f}", dev=f"{max(self.selection.score, 0):.3f}")
+                if due:
+                    self.evaluate(epoch, step, running)
+                    evaluated_at = step
+                if step >= self.total:
+                    break
+            if evaluated_at != step and (not protocol.eval_every or step >= self.total):
+                running = running_on_device.item() if running_on_device is not None else running
+                self.evaluate(epoch, step, running)
+        bar.close()
+        return step
+
+    def test(self) -> tuple[list, dict[str, Any]]:
+        """Test predictions and metrics of the state best on dev."""
+        t0 = time.perf_counter()
+        self.model.load_state_dict(self.selection.state)
+        preds = self.predict("test")
+        metrics = score(self.task.kind, self.task.gold["test"], preds, self.task.labels)
+        self.selection.seconds += time.perf_counter() - t0
+        return preds, metrics
+
+
+def _train_loader(task: PreparedTask, protocol: Protocol, seed: int, pad_token_id: int):
+    """Length-grouped batches of the train features, the order drawn from `seed`."""
+    from torch.utils.data import DataLoader
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    train = task.features["train"]
+    sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],
+                                   generator=torch.Generator().manual_seed(seed))
+    return DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,
+                      collate_fn=lambda feats: task.head.collate(feats, pad_token_id))
+
+
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
              device: str = "cpu", progress: bool = True, compile_encoder: bool = False,
              report: Reporter | None = None) -> FinetuneOutcome:
@@ -147,96 +261,30 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
     runs the encoder under torch.compile with dynamic shapes (batches are padded to their own length); an
     execution detail like the thread count, so not part of the protocol. `report` gets the train loss and
     the dev scores at each evaluation (`--report-to tensorboard`)."""
-    from torch.utils.data import DataLoader
     from transformers import get_linear_schedule_with_warmup
-    from transformers.trainer_pt_utils import LengthGroupedSampler
 
     started = time.perf_counter()
     _seed_everything(seed)
     model = task.head.build(encoder, task.labels, task.examples["train"]).to(device)
     compiled = compile_encoder and compile_in_place(model.encoder, torch.device(device).type, dynamic=True)
-    train = task.features["train"]
-    sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],
-                                   generator=torch.Generator().manual_seed(seed))
-    loader = DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,
-                        collate_fn=lambda feats: task.head.collate(feats, pad_token_id))
+    loader = _train_loader(task, protocol, seed, pad_token_id)
     steps_per_epoch = len(loader)
     total = protocol.max_steps or (protocol.epochs or 1) * steps_per_epoch
     optimizer = _optimizer(model, protocol)
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(protocol.warmup_ratio * total), total)
-    eval_batch = max(protocol.batch_size, 16)
+    run = _Run(task, model, protocol, seed, pad_token_id, device, progress, report, total,
+               eval_batch=max(protocol.batch_size, 16))
 
-    best: dict[str, Any] = {"score": -1.0}
-    history: list[dict[str, Any]] = []
-    eval_s = 0.0
-
-    def evaluate(epoch: int, step: int, loss: float) -> None:
-        nonlocal eval_s
-        t0 = time.perf_counter()
-        preds = predict(model, task.head, task.features["dev"], len(task.examples["dev"]), eval_batch,
-                        pad_token_id, device)
-        metrics = score(task.kind, task.gold["dev"], preds, task.labels)
-        selected = metrics[protocol.dev_metric]
-        history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"],
-                        f"dev_{protocol.dev_metric}": selected})
-        if report is not None:
-            report.scalars({"train/loss": loss, f"dev/{protocol.dev_metric}": selected,
-                            "dev/macro_f1": metrics["macro_f1"]}, step)
-        log_line(progress, f"{task.task_id} seed {seed} epoch {epoch} step {step}/{total}: train loss {loss:.4f}, "
-                           f"dev {protocol.dev_metric} {selected:.4f}")
-        if selected > best["score"]:
-            state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            best.update(score=selected, metrics=metrics, epoch=epoch, step=step, state=state)
-        eval_s += time.perf_counter() - t0
-        model.train()
-
-    bar = progress_bar(progress, total=total, desc=f"{task.task_id} seed {seed}", leave=False)
-    step, epoch, running = 0, 0, 0.0
-    running_on_device: torch.Tensor | None = None  # read on the host every LOSS_READ_EVERY steps only
-    model.train()
-    while step < total:
-        epoch += 1
-        evaluated_at = -1
-        for batch in loader:
-            with autocast(device):
-                loss = model(to_device(batch, device))["loss"]
-            loss.backward()
-            if protocol.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), protocol.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            current = loss.detach().float()
-            running_on_device = current.clone() if running_on_device is None else running_on_device.mul_(0.9).add_(current, alpha=0.1)
-            bar.update(1)
-            due = protocol.eval_every and step % protocol.eval_every == 0
-            if due or step % LOSS_READ_EVERY == 0 or step >= total:
-                running = running_on_device.item()
-                bar.set_postfix(loss=f"{running:.4f}", dev=f"{max(best['score'], 0):.3f}")
-            if due:
-                evaluate(epoch, step, running)
-                evaluated_at = step
-            if step >= total:
-                break
-        if evaluated_at != step and (not protocol.eval_every or step >= total):
-            running = running_on_device.item() if running_on_device is not None else running
-            evaluate(epoch, step, running)
-    bar.close()
-    train_s = time.perf_counter() - started - eval_s
+    step = run.train(loader, optimizer, scheduler)
+    train_s = time.perf_counter() - started - run.selection.seconds
     # input tokens (no padding) trained on: the epoch's tokens x epochs run (pro rata when max_steps cuts an epoch)
-    train_tokens = round(sum(map(_length, train)) * step / max(steps_per_epoch, 1))
-
-    t0 = time.perf_counter()
-    model.load_state_dict(best["state"])
-    test_preds = predict(model, task.head, task.features["test"], len(task.examples["test"]), eval_batch,
-                         pad_token_id, device)
-    test_metrics = score(task.kind, task.gold["test"], test_preds, task.labels)
-    eval_s += time.perf_counter() - t0
+    train_tokens = round(sum(map(_length, task.features["train"])) * step / max(steps_per_epoch, 1))
+    test_preds, test_metrics = run.test()
+    best = run.selection
     return FinetuneOutcome(
-        test_predictions=test_preds, dev_metrics=best["metrics"], test_metrics=test_metrics,
-        dev_score=best["score"], best_epoch=best["epoch"], best_step=best["step"], history=history,
-        timings={"train_s": round(train_s, 3), "eval_s": round(eval_s, 3),
+        test_predictions=test_preds, dev_metrics=best.metrics, test_metrics=test_metrics,
+        dev_score=best.score, best_epoch=best.epoch, best_step=best.step, history=best.history,
+        timings={"train_s": round(train_s, 3), "eval_s": round(best.seconds, 3),
                  "total_s": round(time.perf_counter() - started, 3),
                  "train_tokens": train_tokens, "tokens_per_s": round(train_tokens / train_s, 1) if train_s > 0 else None},
         compiled=compiled,
