@@ -15,9 +15,10 @@ import pytest
 import torch
 from biobench.errors import ConfigError
 from biobench.training import checkpoint
+from biobench.training.batches import mlm_mask
 from biobench.training.causal import bidirectional_attention, phase_attention, set_bidirectional
 from biobench.training.loading import add_mask_token
-from biobench.training.objectives import LMLoss, mlm_mask
+from biobench.training.objectives import LMLoss
 from biobench.training.presets import build_gemma3_causal_lm, train_tokenizer
 from biobench.training.trainer import PretrainConfig, Trainer, train
 from conftest import TINY_TEXTS

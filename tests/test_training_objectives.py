@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 from biobench.training import causal_attention
-from biobench.training.objectives import IGNORE, LMLoss, clm_labels, mlm_mask
+from biobench.training.batches import mlm_mask
+from biobench.training.objectives import IGNORE, LMLoss, clm_labels
 
 
 def test_clm_labels_shift_once_and_skip_padding():

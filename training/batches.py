@@ -82,6 +82,21 @@ class Masker:
         return ids, labels
 
 
+def mlm_mask(input_ids: torch.Tensor, rate: float, special_ids: list[int], mask_id: int, vocab_size: int,
+             generator: torch.Generator | None = None,
+             attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT masking of a small batch: each non-special token is selected with probability `rate`; selected
+    tokens become [MASK] 80%, a random non-special token 10%, stay unchanged 10%. Returns (corrupted ids,
+    labels). The pretraining loop uses `Masker` directly (same code), keyed by data position; here row i counts
+    as position i and the generator's seed as the seed. Beside `Masker`, not in objectives: batches imports the
+    objectives' labels, so the objectives module must not import batches (no import circle)."""
+    seed = generator.initial_seed() if generator is not None else int(torch.initial_seed())
+    mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+    ids, labels = Masker(list(special_ids), mask_id, vocab_size, seed)(
+        input_ids.numpy(), mask.numpy(), np.arange(input_ids.shape[0]), rate)
+    return torch.from_numpy(ids).to(input_ids.dtype), torch.from_numpy(labels).to(input_ids.dtype)
+
+
 @dataclass
 class BatchBuilder:
     """This rank's labelled micro-batches for one optimiser step, from the packed corpus."""

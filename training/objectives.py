@@ -17,7 +17,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -33,22 +32,6 @@ def clm_labels(input_ids: torch.Tensor, attention_mask: torch.Tensor | None = No
         labels[:, :-1][attention_mask[:, 1:] == 0] = IGNORE
         labels[attention_mask == 0] = IGNORE
     return labels
-
-
-def mlm_mask(input_ids: torch.Tensor, rate: float, special_ids: list[int], mask_id: int, vocab_size: int,
-             generator: torch.Generator | None = None,
-             attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT masking of a small batch: each non-special token is selected with probability `rate`; selected
-    tokens become [MASK] 80%, a random non-special token 10%, stay unchanged 10%. Returns (corrupted ids,
-    labels). The pretraining loop uses `batches.Masker` directly (same code), keyed by data position; here
-    row i counts as position i and the generator's seed as the seed."""
-    from biobench.training.batches import Masker
-
-    seed = generator.initial_seed() if generator is not None else int(torch.initial_seed())
-    mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
-    ids, labels = Masker(list(special_ids), mask_id, vocab_size, seed)(
-        input_ids.numpy(), mask.numpy(), np.arange(input_ids.shape[0]), rate)
-    return torch.from_numpy(ids).to(input_ids.dtype), torch.from_numpy(labels).to(input_ids.dtype)
 
 
 class LMLoss(nn.Module):

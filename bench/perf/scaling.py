@@ -41,8 +41,9 @@ def make_step(mode: str, model: Any, seq_len: int, batch_size: int, device: str,
     """A zero-argument callable running one optimiser step of `mode` on fixed random inputs."""
     import torch
     from biobench.heads import get_head
+    from biobench.training.batches import mlm_mask
     from biobench.training.causal import causal_attention
-    from biobench.training.objectives import LMLoss, clm_labels, mlm_mask
+    from biobench.training.objectives import LMLoss, clm_labels
 
     vocab = VocabSpec(model.config.vocab_size)
     g = torch.Generator().manual_seed(seed)
