@@ -17,13 +17,16 @@ import re
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
-from biobench.errors import ConfigError, ModelLoadError
+from biobench.errors import ConfigError, ModelLoadError, ResultsError
 from biobench.names import display_name
 from biobench.runtime.device import attention_implementation, default_dtype
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
+
+if TYPE_CHECKING:
+    from biobench.store import Result
 
 _BY_NAME = {a.name.lower(): a for a in ALIASES}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -83,10 +86,13 @@ def results_slug(name: str, revision: str | None) -> str:
 
 
 def _folder_revision(folder: Path) -> str | None:
-    """The model revision recorded by one result file of a results sub-folder (None when it has none)."""
+    """The model revision recorded by one result file of a results sub-folder (None when it has none); read with
+    the results store's validating reader (a FIFO or a huge file there is skipped, never read)."""
+    from biobench.store import read_result
+
     for path in folder.glob("*/seed-*.json"):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            return json.loads(path.read_text(encoding="utf-8"))["model"].get("revision")
+        with contextlib.suppress(ResultsError):
+            return read_result(path, check_key=False).model.get("revision")
     return None
 
 
@@ -101,6 +107,15 @@ def folders_of_revision(results_dir: str | Path, revision: str) -> list[Path]:
     legacy = [p for p in folders if not _REVISION_SUFFIX.search(p.name) and "--" not in p.name
               and _folder_revision(p) == revision]
     return named + legacy
+
+
+def results_of_revision(results_dir: str | Path, revision: str) -> list[Result]:
+    """Every result of the weights with this revision, in whichever results sub-folder it lies (the folder
+    named after the model, one written under another name or location of the same weights, the old layout)."""
+    from biobench.store import iter_results
+
+    return [result for folder in folders_of_revision(results_dir, revision)
+            for _, result in iter_results(results_dir, folder.name) if result.model.get("revision") == revision]
 
 
 def results_folder(results_dir: str | Path, info: ModelInfo, name: str | None = None) -> Path:

@@ -1,7 +1,7 @@
 """The paper's fine-tuning protocols (Appendix H; DESIGN.md) as data, CLI overrides, and a stable hash.
 
 Why a hash: a result is only comparable to another one computed with the same protocol, so every result
-records the resolved protocol and its hash is part of the run key (biobench.results).
+records the resolved protocol and its hash is part of the run key (biobench.store).
 """
 
 from __future__ import annotations

@@ -9,14 +9,13 @@ same deterministic grid across processes (SLURM array, one process per GPU) that
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import platform
 import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
@@ -24,10 +23,15 @@ from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model, results_folder
 from biobench.names import display_name
 from biobench.protocols import Protocol, resolve_task_protocol
-from biobench.results import Result, decide, read_result, result_path, run_key, write_result
+from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
+from biobench.store.summary import TaskScores, summary_row
+from biobench.tasks.registry import TaskSpec
 from biobench.tasks.schema import TaskData
 
-Loader = Callable[[Any], TaskData]
+if TYPE_CHECKING:  # torch: imported when a grid runs, not when it is planned
+    from biobench.finetune import FinetuneOutcome, PreparedTask
+
+Loader = Callable[[TaskSpec], TaskData]
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -42,7 +46,7 @@ def parse_shard(text: str | None) -> tuple[int, int]:
 
 @dataclass
 class PlannedRun:
-    task: Any  # TaskSpec
+    task: TaskSpec
     seed: int
     path: Path
     key: dict[str, Any]
@@ -53,7 +57,7 @@ class PlannedRun:
 
 
 @dataclass
-class Plan:
+class GridPlan:
     model: ModelInfo
     model_name: str
     results_dir: Path
@@ -71,10 +75,10 @@ class Plan:
         return {**record, "slug": self.slug or record["slug"], "name": self.name or display_name(record)}
 
 
-def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str | Path,
+def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir: str | Path,
               seeds: Sequence[int] | None = None, overrides: dict[str, Any] | None = None,
               overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False,
-              name: str | None = None) -> Plan:
+              name: str | None = None) -> GridPlan:
     """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
     With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal.
     `name` is the display name to record (default: names.display_name of the model)."""
@@ -109,8 +113,8 @@ def plan_grid(model: str, tasks: Sequence[Any], loader: Loader, results_dir: str
         run.decision = decide(run.path, run.key, overwrite, run.protocol.to_dict())
         if run.decision == "skip":
             run.status, run.macro_f1 = "skipped", read_result(run.path).macro_f1
-    return Plan(info, model, Path(results_dir), grid, runs, data, unavailable, shard,
-                display_name(info.to_dict(), name), slug)
+    return GridPlan(info, model, Path(results_dir), grid, runs, data, unavailable, shard,
+                    display_name(info.to_dict(), name), slug)
 
 
 def versions(**extra: str) -> dict[str, str]:
@@ -122,9 +126,10 @@ def versions(**extra: str) -> dict[str, str]:
             **extra, "python": platform.python_version()}
 
 
-def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device: str) -> Result:
+def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask, outcome: FinetuneOutcome,
+            device: str) -> Result:
     data = plan.data[run.task.id]
-    return Result(
+    return new_result(
         model=plan.model_record(info),
         task={"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
               "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
@@ -148,12 +153,11 @@ def _result(plan: Plan, run: PlannedRun, info: ModelInfo, task, outcome, device:
             "versions": versions(),
             "device": device,
             **({"compile": True} if outcome.compiled else {}),  # execution detail: absent (not false) when off
-            "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     )
 
 
-def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
+def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
             log: Callable[[str], None] | None = None, compile_encoder: bool = False,
             report_to: str | None = None) -> list[PlannedRun]:
     """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
@@ -179,7 +183,7 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     for name, reason in plan.unavailable.items():
         log(f"skipping task {name}: {reason}")
-    prepared: dict[tuple[str, str], Any] = {}
+    prepared: dict[tuple[str, str], PreparedTask] = {}
     bar = progress_bar(progress, iterable=pending, desc=f"grid {plan.name}")
     for done_count, run in enumerate(bar, start=1):
         bar.set_postfix(task=run.task.id, seed=run.seed)
@@ -209,48 +213,22 @@ def execute(plan: Plan, device: str | None = None, progress: bool = True, trust_
     return plan.runs
 
 
-def detectable_difference(paths: Sequence[Path]):
-    """The minimum detectable difference at 80% power (stats.minimum_detectable_difference) from these
-    seeds' predictions files; None when a file is missing or the seeds were scored on different examples."""
-    from biobench.errors import ResultsError
-    from biobench.results import align_predictions, read_predictions
-    from biobench.stats import minimum_detectable_difference, prediction_macro_f1
-
-    try:
-        aligned = align_predictions({"seeds": [(str(p), read_predictions(p)) for p in paths]})
-    except ResultsError:
-        return None
-    if aligned is None or not aligned.gold:
-        return None
-    preds = aligned.preds["seeds"]
-    return minimum_detectable_difference(aligned.gold, preds, prediction_macro_f1(aligned.gold, *preds))
-
-
-def summarize(plan: Plan) -> dict[str, Any]:
+def summarize(plan: GridPlan) -> dict[str, Any]:
     """Mean, std and 95% CI of test macro-F1 over seeds per task (results of this grid's keys found on disk,
     whichever shard wrote them), and the per-language average of the task means."""
-    from biobench.stats import seed_summary
-
     tasks: list[dict[str, Any]] = []
     by_task: dict[str, list[PlannedRun]] = {}
     for run in plan.grid:
         by_task.setdefault(run.task.id, []).append(run)
     for task_id, runs in by_task.items():
-        scores: dict[int, float] = {}
+        scores, labels = TaskScores(task_id, runs[0].task.lang, runs[0].task.kind), ()
         for run in runs:
             if run.path.exists():
                 result = read_result(run.path)
                 if result.key == run.key:
-                    scores[run.seed] = result.macro_f1
-        row: dict[str, Any] = {"task": task_id, "lang": runs[0].task.lang, "kind": runs[0].task.kind,
-                               "seeds_expected": len(runs), "n": len(scores), "scores": scores}
-        if scores:
-            s = seed_summary(list(scores.values()), bounds=(0.0, 1.0))
-            row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
-            mdd = detectable_difference([run.path for run in runs if run.seed in scores])
-            if mdd is not None:
-                row.update(mdd=mdd.mdd, mdd_many_seeds=mdd.mdd_many_seeds, test_se=mdd.test_se)
-        tasks.append(row)
+                    scores.add(run.seed, result.macro_f1, run.path)
+                    labels = result.task.get("labels") or ()
+        tasks.append(summary_row(scores, expected=len(runs), labels=labels))
     languages: dict[str, dict[str, Any]] = {}
     for lang in sorted({t["lang"] for t in tasks}):
         means = [t["mean"] for t in tasks if t["lang"] == lang and "mean" in t]

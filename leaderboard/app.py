@@ -16,8 +16,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 from biobench.leaderboard import plots
-from biobench.leaderboard.board import Board
 from biobench.leaderboard.compare import average_markdown, compare, compare_average, task_mdd
+from biobench.leaderboard.entries import Board
 from biobench.leaderboard.tables import (
     CSS,
     Filters,

@@ -1,4 +1,4 @@
-"""Aggregate measured runs and reference rows into one entry per (language, model).
+"""Aggregate measured runs and reference rows into one entry per (language, model) (leaderboard.entries).
 
 Scores here are percentages (results files hold fractions). An entry's average is over the language's
 benchmark tasks (the paper's 8 French / 11 English); an entry missing some of them gets a *partial*
@@ -7,109 +7,16 @@ average that callers must mark as such (`Average.partial`), never a silent mean 
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import ResultsError
-from biobench.leaderboard import results as R
+from biobench.leaderboard import scan as R
+from biobench.leaderboard.cache import BackgroundGroups, cached_groups
+from biobench.leaderboard.entries import Board, Cell, Entry
 from biobench.names import folder_name, human_tokens, is_hub_id
-from biobench.results import AlignedPredictions, align_predictions
-from biobench.stats import (
-    CountMetric,
-    SeedSummary,
-    SignificanceGroups,
-    prediction_macro_f1,
-    seed_summary,
-    significance_groups,
-)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One model on one task: mean over seeds (percent), the seed summary when measured."""
-
-    mean: float
-    summary: SeedSummary | None = None
-    seeds: dict[int, float] = field(default_factory=dict)
-    per_label: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Average:
-    value: float | None  # None when no benchmark task is covered
-    k: int
-    n: int
-    missing: tuple[str, ...] = ()
-
-    @property
-    def partial(self) -> bool:
-        return self.k < self.n
-
-
-@dataclass
-class Entry:
-    key: str
-    name: str
-    lang: str
-    source: str  # "measured" | "reported"
-    cells: dict[str, Cell]
-    context: int | None = None
-    params: int | None = None
-    size: str = "?"
-    recipe: str = "baseline"
-    lineage: str = ""
-    paper_avg: float | None = None
-    reported_seeds: int | None = None
-    runs: dict[str, list[R.Run]] = field(default_factory=dict)
-    model_id: str = ""  # where the weights came from (hub id or the folder it was evaluated from): details only
-
-    def average(self, tasks: Sequence[str]) -> Average:
-        have = [t for t in tasks if t in self.cells]
-        value = sum(self.cells[t].mean for t in have) / len(have) if have else None
-        return Average(value, len(have), len(tasks), tuple(t for t in tasks if t not in self.cells))
-
-    @property
-    def seed_counts(self) -> list[int]:
-        return sorted(c.summary.n if c.summary else len(c.seeds) for c in self.cells.values())
-
-
-@dataclass
-class Board:
-    entries: list[Entry]
-    benchmark: dict[str, list[str]]  # lang -> the paper's tasks (the Avg's denominator)
-    extra: dict[str, list[str]]  # lang -> other tasks found in results (shown, not averaged)
-    problems: list[R.Problem]
-    analyses: dict[str, list[Path]]
-    groups: dict[tuple[str, str], SignificanceGroups] = field(default_factory=dict)
-    stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
-    significance: Any = None  # cache.BackgroundGroups while/after the groups are computed in the background
-
-    @property
-    def langs(self) -> list[str]:
-        return [lang for lang in ("fr", "en") if lang in self.columns_by_lang] + sorted(
-            lang for lang in self.columns_by_lang if lang not in ("fr", "en")
-        )
-
-    @property
-    def columns_by_lang(self) -> dict[str, list[str]]:
-        langs = set(self.benchmark) | set(self.extra) | {e.lang for e in self.entries}
-        return {lang: self.benchmark.get(lang, []) + self.extra.get(lang, []) for lang in langs}
-
-    def columns(self, lang: str) -> list[str]:
-        return self.columns_by_lang.get(lang, [])
-
-    def lang_entries(self, lang: str) -> list[Entry]:
-        return [e for e in self.entries if e.lang == lang]
-
-    def entry(self, key: str, lang: str) -> Entry | None:
-        return next((e for e in self.entries if e.key == key and e.lang == lang), None)
-
-
-TRAIN_LOG = R.TRAIN_LOG
+from biobench.store.summary import TaskScores
 
 
 def size_bucket(params: int | None) -> str:
@@ -153,15 +60,17 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
             by_task[run.task].append(run)
         cells = {}
         for task, task_runs in by_task.items():
-            seeds = {r.seed: 100 * r.score for r in task_runs}
+            scores = TaskScores(task)
+            for r in task_runs:
+                scores.add(r.seed, r.score)
             labels = sorted({lab for r in task_runs for lab in r.per_label})
             per_label = {
                 lab: 100 * sum(r.per_label[lab] for r in task_runs if lab in r.per_label)
                 / sum(lab in r.per_label for r in task_runs)
                 for lab in labels
             }
-            summary = seed_summary(list(seeds.values()), bounds=(0.0, 100.0))
-            cells[task] = Cell(summary.mean, summary, seeds, per_label)
+            summary = scores.summary(scale=100.0)  # the store's seed summary, in percent
+            cells[task] = Cell(summary.mean, summary, {s: 100 * v for s, v in scores.scores.items()}, per_label)
         meta = model_runs[0].model_meta
         lineage = meta.get("lineage")
         params = meta.get("params") if isinstance(meta.get("params"), int) else None
@@ -248,62 +157,7 @@ def build_board(
     board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, [*unsafe_rows, *scan.problems], analyses,
                   stamps=stamps)
     if significance == "background":
-        from biobench.leaderboard.cache import BackgroundGroups
-
         board.significance = BackgroundGroups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log).start()
     elif significance:
-        from biobench.leaderboard.cache import cached_groups
-
         cached_groups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log)
     return board
-
-
-# --- predictions: significance groups here, A-vs-B comparisons in leaderboard.compare --------------------
-
-
-def _report(problems: list[R.Problem], problem: R.Problem) -> None:
-    if problem not in problems:
-        problems.append(problem)
-
-
-def aligned_predictions(board: Board, task: str, entries: Sequence[Entry]) -> AlignedPredictions | None:
-    """The predictions of `entries` on `task` paired by `biobench.results.align_predictions`: seeds without a
-    readable file, seeds misaligned with their model's others and models scored on other test examples than
-    the first are left out and reported as problems."""
-    groups: dict[str, list[tuple[str, list]]] = {}
-    for entry in entries:
-        for run in entry.runs.get(task, []):
-            if run.predictions is None:
-                continue
-            try:
-                groups.setdefault(entry.key, []).append((str(run.predictions), R.load_predictions(run.predictions)))
-            except ResultsError as err:
-                _report(board.problems, R.problem_of(err, run.predictions, "unreadable predictions"))
-    aligned = align_predictions(groups, strict=False)
-    for _, source, reason in aligned.dropped if aligned else ():
-        _report(board.problems, R.Problem(source, reason))
-    return aligned
-
-
-def task_metric(runs: Sequence[R.Run], gold: Sequence, preds: Sequence[Sequence]) -> CountMetric:
-    """The task's macro-F1 (`stats.prediction_macro_f1`, the headline score's counts) over the label inventory
-    the results record, gold and every prediction list."""
-    return prediction_macro_f1(gold, *preds, kind=runs[0].kind, labels=runs[0].labels)
-
-
-def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
-    """Fill board.groups[(lang, task)] for every task with predictions from at least two models."""
-    for lang in board.langs:
-        measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
-        for task in board.columns(lang):
-            with_task = [e for e in measured if task in e.runs]
-            aligned = aligned_predictions(board, task, with_task)
-            if aligned is None or len(aligned.preds) < 2:
-                continue
-            metric = task_metric(with_task[0].runs[task], aligned.gold,
-                                 [p for seeds in aligned.preds.values() for p in seeds])
-            board.groups[(lang, task)] = significance_groups(aligned.gold, aligned.preds, metric, n_boot, seed, alpha)
-
-
-def fmt(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"

@@ -5,7 +5,7 @@ recomputed from every predictions file at each start, which grows with models x 
 public board). A task's groups depend only on that task's runs and the bootstrap settings, so each task gets a
 fingerprint (sha256 over, per run: model, seed, run key, and the predictions file's size and mtime; plus
 n_boot, seed, alpha and the cache version): a new or changed result invalidates only its task. The groups are
-computed by `board.compute_groups` itself, on a board holding just that task, so cached and fresh groups are
+computed by `significance.compute_groups` itself, on a board holding just that task, so cached and fresh groups are
 identical. Problems found while computing (an unreadable predictions file) are cached with the groups, so a
 warm start lists them too. The cache files are JSON (never unpickled: a cache folder may be shared), written
 with the project's one atomic writer. No torch here.
@@ -24,10 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import DiskFullError
-from biobench.leaderboard.board import Board, Entry
-from biobench.leaderboard.results import Problem
+from biobench.errors import BiobenchError, DiskFullError
+from biobench.leaderboard.entries import Board, Entry
+from biobench.leaderboard.scan import Problem
+from biobench.leaderboard.significance import compute_groups
 from biobench.runtime.files import atomic_write
+from biobench.runtime.jsonfile import read_json
 from biobench.stats import BootstrapResult, SignificanceGroups
 
 VERSION = 2  # 2: JSON files (1 was pickled)
@@ -62,8 +64,6 @@ def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: i
 
 def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float):
     """compute_groups on a board that holds only this task's runs: (groups or None, problems)."""
-    from biobench.leaderboard.board import compute_groups
-
     sub = Board([replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries],
                 {lang: [task]}, {}, [], {})
     compute_groups(sub, n_boot=n_boot, seed=seed, alpha=alpha)
@@ -73,7 +73,7 @@ def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int,
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
                   cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-    """Fill board.groups like board.compute_groups, reading and writing each task's result under cache_dir
+    """Fill board.groups like significance.compute_groups, reading and writing each task's result under cache_dir
     (None: compute without a cache). Returns {"tasks", "cached", "computed"}; `log` gets a line per slow
     computed task and a summary; `progress(done, total)` is called after each task."""
     folder = Path(cache_dir) if cache_dir is not None else None
@@ -121,22 +121,36 @@ def _to_json(groups: SignificanceGroups | None, problems: list[Problem]) -> str:
     return json.dumps({"v": VERSION, "groups": g, "problems": [vars(p) for p in problems]})
 
 
-def _from_json(text: str) -> tuple[SignificanceGroups | None, list[Problem]]:
-    data = json.loads(text)
-    if data.get("v") != VERSION:
-        raise ValueError("another cache version")
-    g = data["groups"]
-    groups = None if g is None else SignificanceGroups(
-        g["best"], frozenset(g["top"]), {m: BootstrapResult(**b) for m, b in g["vs_best"].items()}, g["alpha"])
-    return groups, [Problem(**p) for p in data["problems"]]
+def _from_json(data: Any) -> tuple[SignificanceGroups | None, list[Problem]]:
+    """The cached value of a parsed cache file; ValueError when it is not of the shape `_to_json` writes."""
+    if not isinstance(data, dict) or data.get("v") != VERSION:
+        raise ValueError("another cache version or shape")
+    g, problems = data.get("groups"), data.get("problems")
+    if not isinstance(problems, list) or not all(
+            isinstance(p, dict) and set(p) == {"path", "reason"} and all(isinstance(v, str) for v in p.values())
+            for p in problems):
+        raise ValueError("problems of another shape")
+    if g is None:
+        return None, [Problem(**p) for p in problems]
+    if not (isinstance(g, dict) and isinstance(g.get("best"), str) and isinstance(g.get("top"), list)
+            and all(isinstance(m, str) for m in g["top"]) and isinstance(g.get("alpha"), int | float)
+            and isinstance(g.get("vs_best"), dict) and all(isinstance(b, dict) for b in g["vs_best"].values())):
+        raise ValueError("groups of another shape")
+    vs_best = {str(m): BootstrapResult(**b) for m, b in g["vs_best"].items()}  # TypeError on other fields
+    return SignificanceGroups(g["best"], frozenset(g["top"]), vs_best, g["alpha"]), [Problem(**p) for p in problems]
+
+
+MAX_CACHE_BYTES = 64 * 2**20
 
 
 def _read(path: Path | None):
-    if path is None or not path.is_file():
+    """The cached (groups, problems) at `path`, or None (a miss: the caller computes and rewrites the file) when
+    it is absent, not a regular file, too large or deep, truncated, stale or of another shape."""
+    if path is None:
         return None
     try:
-        return _from_json(path.read_text())
-    except (OSError, ValueError, KeyError, TypeError):  # a truncated or stale cache file is recomputed
+        return _from_json(read_json(path, MAX_CACHE_BYTES))
+    except (OSError, ValueError, TypeError, BiobenchError):
         return None
 
 

@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from biobench.errors import ConfigError, ResultsError
-from biobench.leaderboard.results import Problem
+from biobench.leaderboard.scan import Problem
 from biobench.runtime.files import atomic_write, disk_full_guard
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import UnsafePathError, inside, safe_join, safe_name
+from biobench.store import read_json_file
 
 PARQUET = "results.parquet"
 CARD = "README.md"
@@ -42,7 +44,7 @@ def _number(value: Any) -> float | None:
 
 def result_row(run: Any) -> dict[str, Any]:
     """One parquet row from a leaderboard `Run` (its result file is re-read whole)."""
-    data = json.loads(Path(run.path).read_text(encoding="utf-8"))
+    data = read_json_file(run.path)  # the store's bounded reader (the board validated this file already)
     model, key = data.get("model") or {}, data.get("key") or {}
     protocol = data.get("protocol") or {}
     test = (data.get("metrics") or {}).get("test") or {}
@@ -215,10 +217,10 @@ def _row_folder(out: Path, row: Any) -> tuple[Path, int]:
 def _write_row(out: Path, row: Any) -> None:
     """One row's seed-<n>.json (+ predictions) under `out`; UnsafePathError / ValueError when it cannot be."""
     folder, seed = _row_folder(out, row)
-    try:
-        result = json.loads(row.result)
-    except RecursionError:
-        raise ValueError("its result JSON is nested too deeply") from None
+    try:  # depth-checked before parsing (biobench.runtime.jsonfile): never a RecursionError
+        result = parse_json(row.result, "result")
+    except UnsafeJSONError as err:
+        raise ValueError(f"its result is {err.reason}") from None
     if not isinstance(result, dict):
         raise ValueError(f"its result is a JSON {type(result).__name__}, not an object")
     folder.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from biobench.leaderboard.board import TRAIN_LOG, Board
-from biobench.leaderboard.results import Problem
+from biobench.errors import ResultsError
+from biobench.leaderboard.entries import Board
+from biobench.leaderboard.scan import TRAIN_LOG, Problem
 from biobench.names import display_name
+from biobench.store import read_json_file
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -76,12 +78,12 @@ def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks:
 
 def _load(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)  # the store's bounded reader: regular files, size and depth limits
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return data
-    except (OSError, ValueError) as err:
-        problems.append(Problem(str(path), f"unreadable analysis file: {err}"))
+    except (ResultsError, ValueError) as err:
+        problems.append(Problem(str(path), f"unreadable analysis file: {str(err).removeprefix(f'{path}: ')}"))
         return None
 
 

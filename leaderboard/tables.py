@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 from biobench.errors import ConfigError
-from biobench.leaderboard.board import Board, Entry, fmt
+from biobench.leaderboard.entries import Board, Entry, fmt
 from biobench.names import human_tokens
 
 

@@ -141,7 +141,7 @@ def test_needle_generate_counts_are_named_and_tokens_need_the_model(tmp_path, ca
 
 @pytest.mark.slow  # encodes ~300 texts: a minute on a loaded 2-core machine
 def test_probe_cli_writes_eval_style_results(models, tmp_path, capsys):
-    from biobench.results import iter_results
+    from biobench.store import iter_results
 
     args = ["analyze", "probe", "--model", str(models["m0"]), "--task", "demo-cls", "--seeds", "1-2",
             "--limit-train", "120", "--max-length", "48", "--results", str(tmp_path), "--device", "cpu"]

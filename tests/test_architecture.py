@@ -59,7 +59,7 @@ def files_under(folder: str) -> list[Path]:
 def test_module_names_follow_the_package_dirs():
     assert module_name(ROOT / "bench/runtime/files.py") == "biobench.runtime.files"
     assert module_name(ROOT / "tasks/readers/__init__.py") == "biobench.tasks.readers"
-    assert "biobench.runtime.files.atomic_write" in imports_of(ROOT / "bench/results.py")
+    assert "biobench.runtime.files.atomic_write" in imports_of(ROOT / "bench/store/storage.py")
 
 
 @pytest.mark.parametrize("folder", ["leaderboard", "tasks"])

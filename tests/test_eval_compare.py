@@ -10,7 +10,7 @@ from biobench import cli
 from biobench.commands.compare import compare
 from biobench.errors import ConfigError, ResultsError
 from biobench.metrics import score
-from biobench.results import Result, result_path, run_key, write_result
+from biobench.store import Result, result_path, run_key, write_result
 
 
 def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=80, gold_shift=0, lang="en"):

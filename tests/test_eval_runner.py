@@ -10,7 +10,7 @@ import biobench.finetune
 import pytest
 from biobench import cli, runner
 from biobench.errors import ConfigError, DataError, ResultsError
-from biobench.results import read_predictions, read_result
+from biobench.store import read_predictions, read_result
 from biobench.tasks.schema import ClassificationExample, TaskData
 
 OVERRIDES = {"epochs": 2, "lr": 3e-3, "batch_size": 4, "max_length": 32}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from biobench.leaderboard import results as R
+from biobench.leaderboard import scan as R
 from biobench.leaderboard.board import build_board, lineage_text, size_bucket
 from biobench.leaderboard.compare import compare
 from biobench.leaderboard.tables import Filters, language_frame, render_html, render_text, select
@@ -93,7 +93,7 @@ def test_significance_groups_from_predictions(board):
 
 def test_corrupt_files_become_problems(board):
     reasons = {Path(p.path).name: p.reason for p in board.problems}
-    # the reasons of the results store's one reader (biobench.results.read_result), without the path
+    # the reasons of the results store's one reader (biobench.store.read_result), without the path
     assert reasons["seed-42.json"].startswith("corrupt result file (not valid JSON: Expecting ',' delimiter")
     assert reasons["seed-43.json"] == "result file lacks field(s) metrics (schema biobench.result/1)"
     assert reasons["seed-44.json"] == "test macro_f1 81.0 is not a fraction in [0, 1]"
@@ -176,18 +176,17 @@ def test_board_does_not_import_compare():
 def test_board_metric_is_the_headline_macro_f1_over_the_recorded_inventory(tmp_path):
     """A multilabel label in the task's inventory but absent from gold and predictions counts 0, as in the
     result's own macro-F1 (biobench.metrics.score)."""
-    from biobench.leaderboard.board import task_metric
     from biobench.metrics import score
+    from biobench.store.summary import task_metric
 
     gold, pred = [["x"], ["x", "y"], []], [["x"], ["y"], ["y"]]
     inventory = ("x", "y", "never")
-    run = R.Run(tmp_path, "m", "m", "fr", "t", "multilabel", 1, 0.5, {}, None, {}, labels=inventory)
-    assert task_metric([run], gold, [pred])(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])
+    assert task_metric("multilabel", inventory, gold, [pred])(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])
 
 
 def test_scan_reads_every_seed_file_the_writer_writes(tmp_path):
     """The leaderboard finds results by the store's own seed-file pattern (negative seeds included)."""
-    from biobench.results import Result, result_path, run_key, write_result
+    from biobench.store import Result, result_path, run_key, write_result
 
     for seed in (-1, 7):
         write_result(result_path(tmp_path, "m", "diamed", seed), Result(

@@ -8,8 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
-from biobench.leaderboard.board import build_board, compute_groups
+from biobench.leaderboard.board import build_board
 from biobench.leaderboard.cache import cached_groups
+from biobench.leaderboard.significance import compute_groups
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -61,7 +62,7 @@ def test_scale_script_folder_builds_a_board(tmp_path):
 
 
 def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
-    from biobench.leaderboard import results as R
+    from biobench.leaderboard import scan as R
     from biobench.leaderboard.tables import render_html
 
     results, cache = tmp_path / "results", tmp_path / "cache"

@@ -10,7 +10,7 @@ from biobench import runner
 from biobench.leaderboard.board import build_board
 from biobench.leaderboard.tables import render_html, render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
-from biobench.results import SCHEMA, read_result
+from biobench.store import SCHEMA, read_result
 
 LINEAGE = {"schema": "biobench.pretrain/1", "recipe": "detour", "phase": "final",
            "base_model": "almanach/moderncamembert-base", "tokens": {"seen": 10_000_000_000, "clm": 9e9, "mlm": 1e9},

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from biobench import results as store
+from biobench import store
 from biobench.errors import DiskFullError, ResultsError
 from biobench.runtime import files
 
@@ -276,3 +276,39 @@ def test_full_disk_in_the_cli_is_one_error_line(tmp_path, monkeypatch, fill_disk
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: disk full writing to {tmp_path / 'out'}: 2 bytes needed")
     assert [p.name for p in Path(tmp_path / "out").iterdir()] == []
+
+
+def test_one_comparison_in_fractions_with_its_fallbacks():
+    """store.compare is the one A-vs-B: paired bootstrap with aligned predictions, Welch's t with >= 2 seeds
+    each, else the difference of the means; the CLI and the Compare tab format it (percent at the edge)."""
+    from biobench.stats import TaskPredictions, prediction_macro_f1
+    from biobench.store.compare import MEANS_ONLY, PAIRED, WELCH, compare_task
+
+    gold = ["a", "b"] * 20
+    preds_a, preds_b = [gold, gold], [["a"] * 40, ["b"] * 40]
+    paired = TaskPredictions("t", gold, preds_a, preds_b, prediction_macro_f1(gold, *preds_a, *preds_b))
+    c = compare_task([1.0, 1.0], [1 / 3, 1 / 3], paired, n_boot=200)
+    assert (c.method, c.n_boot) == (PAIRED, 200) and c.diff == pytest.approx(2 / 3) and c.p_value < 0.05
+    assert c.scaled(100)["diff"] == pytest.approx(100 * c.diff) and c.scaled(100)["p_value"] == c.p_value
+    welch = compare_task([0.6, 0.62, 0.61], [0.5, 0.52])
+    assert welch.method == WELCH and welch.ci_low < welch.diff < welch.ci_high and welch.diff == pytest.approx(0.1)
+    means = compare_task([0.6], [0.5, 0.52])
+    assert means.method == MEANS_ONLY and means.diff == pytest.approx(0.09) and means.p_value != means.p_value
+
+
+def test_task_scores_summarise_in_fractions_and_scale_at_the_edge(tmp_path):
+    from biobench.store.summary import TaskScores, task_scores
+
+    for seed, f1 in ((43, 0.52), (42, 0.5)):
+        result = make_result(store.run_key("w", "d", "p1", seed), f1=f1)
+        store.write_result(store.result_path(tmp_path, "m", "t", seed), result, [])
+    (scores,) = task_scores(store.iter_results(tmp_path)).values()
+    assert (scores.task, scores.lang, scores.metric, scores.scores) == ("t", "en", "macro_f1", {42: 0.5, 43: 0.52})
+    frac, pct = scores.summary(), scores.summary(scale=100)
+    assert pct.mean == pytest.approx(100 * frac.mean) and pct.ci_high == pytest.approx(100 * frac.ci_high)
+    assert TaskScores("t", scores={1: 1.0, 2: 0.9}).summary().ci_high == 1.0  # clipped to the metric's range
+
+
+def test_new_result_stamps_the_creation_time_last():
+    result = store.new_result({"id": "m"}, {"id": "t"}, 1, {}, KEY, {"test": {"macro_f1": 0.5}}, {"device": "cpu"})
+    assert list(result.details) == ["device", "created"] and result.details["created"].endswith("Z")

@@ -4,7 +4,7 @@ Features are computed once per split (the encoder is frozen); each seed then fit
 scikit-learn LogisticRegression (one-vs-rest for multilabel tasks). The seed is the classifier's
 random_state and draws the training subsample when `limit_train` is set — without a subsample the lbfgs
 fit is deterministic, so seeds then agree (the spread across seeds comes from the subsample).
-Results are written like eval results (docs/FORMATS.md, one `biobench.results.Result` per seed) with protocol
+Results are written like eval results (docs/FORMATS.md, one `biobench.store.Result` per seed) with protocol
 name "probe"; `evaluate` is the whole analysis, `biobench analyze probe` only parses and dispatches.
 """
 
@@ -15,10 +15,14 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from biobench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from biobench.tasks.registry import TaskSpec
+    from biobench.tasks.schema import TaskData
 
 PROBE_KINDS = ("classification", "relation", "multilabel")
 
@@ -98,14 +102,14 @@ def encode_splits(encode: Callable[[list], np.ndarray], splits: dict[str, list],
     return feats
 
 
-def evaluate(model: str, spec: Any, task: Any, seeds: Sequence[int], results_dir: str | Path, *,
+def evaluate(model: str, spec: TaskSpec, task: TaskData, seeds: Sequence[int], results_dir: str | Path, *,
              pooling: str = "mean", layer: int = -1, max_length: int | None = None, limit_train: int | None = None,
              batch_size: int = 8, overwrite: bool = False, device: str = "cpu",
              log: Callable[[str], None] = print) -> dict[int, Path]:
     """Probe `model` on a loaded task for every seed whose result is not there yet; writes eval-style results
     under `<results>/<model-slug>--probe-<pooling>-<layer>/<task>/` and returns {seed: result path}."""
     import sklearn
-    from biobench import results
+    from biobench import store
     from biobench.analysis import features
     from biobench.runner import versions
 
@@ -119,9 +123,9 @@ def evaluate(model: str, spec: Any, task: Any, seeds: Sequence[int], results_dir
     slug = f"{info.slug}--{variant}"
     todo = {}
     for seed in seeds:
-        path = results.result_path(results_dir, slug, spec.id, seed)
-        key = results.run_key(info.revision, task.checksum, proto["hash"], seed)
-        if results.decide(path, key, overwrite, proto) == "skip":
+        path = store.result_path(results_dir, slug, spec.id, seed)
+        key = store.run_key(info.revision, task.checksum, proto["hash"], seed)
+        if store.decide(path, key, overwrite, proto) == "skip":
             log(f"seed {seed}: done already ({path})")
         else:
             todo[seed] = (path, key)
@@ -140,7 +144,7 @@ def evaluate(model: str, spec: Any, task: Any, seeds: Sequence[int], results_dir
     for seed, (path, key) in todo.items():
         t0 = time.time()
         metrics, preds = run_seed(spec.kind, feats, gold, task.labels, seed, limit_train)
-        result = results.Result(
+        result = store.new_result(
             model={**info.to_dict(), "slug": slug, "variant": variant},
             task={"id": spec.id, "lang": spec.lang, "kind": spec.kind, "data_checksum": task.checksum,
                   "source": task.source, **{f"n_{s}": len(exs) for s, exs in splits.items()}},
@@ -148,10 +152,9 @@ def evaluate(model: str, spec: Any, task: Any, seeds: Sequence[int], results_dir
             details={"dev_score": metrics.get("dev", {}).get("macro_f1"), "best_epoch": None,
                      "timings": {"encode_s": round(encode_s, 2), "train_s": round(time.time() - t0, 2),
                                  "total_s": round(encode_s + time.time() - t0, 2)},
-                     "versions": versions(**{"scikit-learn": sklearn.__version__}), "device": device,
-                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                     "versions": versions(**{"scikit-learn": sklearn.__version__}), "device": device},
         )
         rows = [{"id": ex.id, "gold": g, "pred": p} for ex, g, p in zip(splits["test"], gold["test"], preds, strict=True)]
-        results.write_result(path, result, rows)
+        store.write_result(path, result, rows)
         log(f"seed {seed}: test macro-F1 {metrics['test']['macro_f1']:.4f} -> {path}")
     return {seed: path for seed, (path, _) in todo.items()}

@@ -21,18 +21,18 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from biobench.card_results import model_results, task_summaries
     from biobench.errors import ConfigError
-    from biobench.models import inspect_model
+    from biobench.models import inspect_model, results_of_revision
     from biobench.names import display_name
+    from biobench.store.summary import model_summaries
     from biobench.training.card import add_results
 
     folder = Path(args.model_dir)
     if not (folder / "config.json").is_file():
         raise ConfigError(f"{folder} is not a model folder (no config.json): pass a checkpoint folder such as runs/x/final")
     info = inspect_model(str(folder))  # its results are found by the weights' revision, wherever they were evaluated
-    results = model_results(args.results, info.revision)
-    rows = task_summaries(results, f"the weights of {folder} (revision {info.revision[:19]}…) under {args.results}")
+    results = results_of_revision(args.results, info.revision)
+    rows = model_summaries(results, f"the weights of {folder} (revision {info.revision[:19]}…) under {args.results}")
     name = args.name or display_name(results[0].model)  # as on the leaderboard
     path = add_results(folder, name, rows)
     for r in rows:

@@ -7,10 +7,15 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ConfigError
-from biobench.results import Result
+from biobench.store import Result
+
+if TYPE_CHECKING:
+    from biobench.stats import TaskPredictions
+
+TaskRuns = dict[int, tuple[Path, Result]]  # seed -> (result file, result) of one model on one task
 
 
 def add_parser(subparsers) -> None:
@@ -74,55 +79,55 @@ def display_of(folder: Path) -> str:
     return display_name(first[1].model) if first else folder.name
 
 
-def _load_task_runs(folder: Path) -> dict[str, dict[int, tuple[Path, Result]]]:
-    from biobench.results import iter_results
+def _load_task_runs(folder: Path) -> dict[str, TaskRuns]:
+    from biobench.store import iter_results
 
-    runs: dict[str, dict[int, tuple[Path, Result]]] = {}
+    runs: dict[str, TaskRuns] = {}
     for path, result in iter_results(folder.parent, folder.name):
         runs.setdefault(result.task_id, {})[result.seed] = (path, result)
     return runs
 
 
-def task_predictions(runs_a: dict, runs_b: dict) -> tuple[list, dict[str, list[list]], Any]:
-    """(gold, {"a": [pred per seed], "b": [...]}, the task's macro-F1 CountMetric) from the runs'
-    predictions files, which must share their test examples."""
-    from biobench.results import align_predictions, read_predictions
-    from biobench.stats import prediction_macro_f1
+def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredictions:
+    """The two models' aligned test predictions on `task` with the task's macro-F1, from the runs' predictions
+    files, which must share their test examples (else ResultsError naming both files)."""
+    from biobench.stats import TaskPredictions
+    from biobench.store import align_predictions, read_predictions
+    from biobench.store.summary import task_metric
 
     aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
                                         (runs[seed] for seed in sorted(runs))]
                                  for side, runs in (("a", runs_a), ("b", runs_b))})
     first = next(iter(runs_a.values()))[1]
-    metric = prediction_macro_f1(aligned.gold, *aligned.preds["a"], *aligned.preds["b"], kind=first.task["kind"],
-                                 labels=first.task.get("labels") or ())
-    return aligned.gold, aligned.preds, metric
+    preds_a, preds_b = aligned.preds["a"], aligned.preds["b"]
+    metric = task_metric(first.task["kind"], first.task.get("labels") or (), aligned.gold, preds_a + preds_b)
+    return TaskPredictions(task, aligned.gold, preds_a, preds_b, metric)
 
 
-def compare_task(task: str, runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
-    from biobench.stats import paired_bootstrap, seed_summary
+def _scores(runs: TaskRuns) -> list[float]:
+    return [runs[seed][1].macro_f1 for seed in sorted(runs)]
 
-    gold_values, preds, metric = task_predictions(runs_a, runs_b)
+
+def compare_task(task: str, runs_a: TaskRuns, runs_b: TaskRuns, n_boot: int) -> dict[str, Any]:
+    from biobench.store.compare import compare_task as compare_scores
+
+    paired = task_predictions(task, runs_a, runs_b)
+    c = compare_scores(_scores(runs_a), _scores(runs_b), paired, n_boot)
     first = next(iter(runs_a.values()))[1]
-    boot = paired_bootstrap(gold_values, preds["a"], preds["b"], metric, n_boot=n_boot)
-    mean = {side: seed_summary([r.macro_f1 for _, r in runs.values()]).mean
-            for side, runs in (("a", runs_a), ("b", runs_b))}
     return {"task": task, "lang": first.task["lang"], "kind": first.task["kind"],
-            "n_test": len(gold_values), "seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b),
-            "mean_a": mean["a"], "mean_b": mean["b"], "diff": boot.diff, "ci_low": boot.ci_low,
-            "ci_high": boot.ci_high, "p_value": boot.p_value, "n_boot": boot.n_boot}
+            "n_test": len(paired.gold), "seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b),
+            "mean_a": c.mean_a, "mean_b": c.mean_b, "diff": c.diff, "ci_low": c.ci_low,
+            "ci_high": c.ci_high, "p_value": c.p_value, "n_boot": c.n_boot}
 
 
-def compare_average(tasks: list[str], runs_a: dict, runs_b: dict, n_boot: int) -> dict[str, Any]:
-    """The paired bootstrap of the task-averaged macro-F1 (A - B) over `tasks` (see stats.average_bootstrap)."""
-    from biobench.stats import TaskPredictions, average_bootstrap
+def compare_average(tasks: list[str], runs_a: dict[str, TaskRuns], runs_b: dict[str, TaskRuns],
+                    n_boot: int) -> dict[str, Any]:
+    """A - B on the task-averaged macro-F1 over `tasks` (biobench.store.compare.compare_average)."""
+    from biobench.store.compare import compare_average as compare_tasks
 
-    per_task = []
-    for t in tasks:
-        gold, preds, metric = task_predictions(runs_a[t], runs_b[t])
-        per_task.append(TaskPredictions(t, gold, preds["a"], preds["b"], metric))
-    r = average_bootstrap(per_task, n_boot=n_boot)
-    return {"tasks": list(r.tasks), "mean_a": r.mean_a, "mean_b": r.mean_b, "diff": r.diff, "ci_low": r.ci_low,
-            "ci_high": r.ci_high, "p_value": r.p_value, "n_boot": r.n_boot}
+    c = compare_tasks([task_predictions(t, runs_a[t], runs_b[t]) for t in tasks], n_boot)
+    return {"tasks": list(c.tasks), "mean_a": c.mean_a, "mean_b": c.mean_b, "diff": c.diff, "ci_low": c.ci_low,
+            "ci_high": c.ci_high, "p_value": c.p_value, "n_boot": c.n_boot}
 
 
 def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None = None, lang: str | None = None,

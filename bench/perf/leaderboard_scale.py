@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None):
 
 def benchmark_tasks(n: int) -> list[tuple[str, str]]:
     """(lang, task) of the first n benchmark tasks in the paper's order, French then English."""
-    from biobench.leaderboard.results import load_reference, task_order
+    from biobench.leaderboard.scan import load_reference, task_order
 
     order = task_order(load_reference())
     tasks = [(lang, t) for lang in ("fr", "en") for t in order.get(lang, [])]

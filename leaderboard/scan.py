@@ -1,6 +1,6 @@
 """Read results folders (docs/FORMATS.md) and the paper's reference rows, tolerantly.
 
-Files are read by the results store's one reader (`biobench.results`); every file that cannot be used becomes
+Files are read by the results store's one reader (`biobench.store`); every file that cannot be used becomes
 a `Problem` (path + the reader's reason) instead of an exception: one corrupt or half-written result must never
 take the leaderboard down. No torch here (the leaderboard starts fast).
 """
@@ -20,9 +20,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from biobench import results as store
-from biobench.errors import ResultsError
+from biobench import store
+from biobench.errors import BiobenchError, ResultsError
 from biobench.names import display_name
+from biobench.runtime.jsonfile import read_json
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
 
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
@@ -108,7 +109,7 @@ def _check_ids(path: Path, task_id: str, lang: Any, predictions: Any) -> None:
 
 def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: dict[str, Any] | None = None,
                  listing: Listing | None = None) -> Run:
-    """One result file -> Run through the results store's reader (`biobench.results.read_result`), which
+    """One result file -> Run through the results store's reader (`biobench.store.read_result`), which
     raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
     scores), and a task without `lang` takes the language of the known task of that id. `data`: the file's
     content as the scan index kept it (the board's fields only), instead of reading the file; `listing`: the
@@ -147,10 +148,10 @@ INDEX_VERSION = 1
 
 def _board_fields(path: Path) -> dict[str, Any] | None:
     """What `parse_result` reads of a result file (history, dev metrics and versions left out), or None when
-    the file does not parse as JSON (the full reader then reports it)."""
+    the bounded reader refuses the file or it is not a JSON object (the full reader then reports why)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = store.read_json_file(path)
+    except ResultsError:
         return None
     if not isinstance(data, dict):
         return None
@@ -163,6 +164,15 @@ def _board_fields(path: Path) -> dict[str, Any] | None:
     elif "metrics" in data:
         keep["metrics"] = metrics
     return keep
+
+
+MAX_INDEX_BYTES = 2**30  # ~2 KB per result: half a million results
+
+
+def _index_entry(entry: Any) -> bool:
+    """Whether a scan index entry has the shape this version writes: [size, mtime_ns, {board fields}]."""
+    return (isinstance(entry, list) and len(entry) == 3 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                 for v in entry[:2]) and isinstance(entry[2], dict))
 
 
 class ScanIndex:
@@ -178,19 +188,19 @@ class ScanIndex:
             return
         digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
         self.path = Path(cache_dir) / f"scan-{digest}.json"
-        try:
-            data = json.loads(self.path.read_text())
-            if data.get("v") == INDEX_VERSION:
-                self.files = data["files"]
-        except (OSError, ValueError, KeyError, AttributeError):
-            self.files = {}
+        try:  # another version, a damaged or foreign file of another shape: a miss, rewritten at save()
+            data = read_json(self.path, MAX_INDEX_BYTES)
+        except (OSError, BiobenchError):
+            return
+        if isinstance(data, dict) and data.get("v") == INDEX_VERSION and isinstance(data.get("files"), dict):
+            self.files = data["files"]
 
     def fields(self, path: Path, rel: str, stamp: tuple[int, int] | None) -> dict[str, Any] | None:
         """The board's fields of `path` from the index when its (size, mtime_ns) `stamp` still matches."""
         if self.path is None or stamp is None:
             return None
         entry = self.files.get(rel)
-        if entry is not None and entry[0] == stamp[0] and entry[1] == stamp[1]:
+        if _index_entry(entry) and entry[0] == stamp[0] and entry[1] == stamp[1]:
             return entry[2]
         data = _board_fields(path)
         if data is not None:
@@ -297,7 +307,7 @@ def _predictions(path: str, mtime_ns: int) -> tuple[dict[str, Any], ...]:
 
 
 def load_predictions(path: Path) -> list[dict[str, Any]]:
-    """The rows of a predictions file (`biobench.results.read_predictions`), cached while the file is
+    """The rows of a predictions file (`biobench.store.read_predictions`), cached while the file is
     unchanged: significance groups, comparisons and MDDs read the same files many times."""
     try:
         return list(_predictions(str(path), path.stat().st_mtime_ns))

@@ -1,0 +1,121 @@
+"""Bounded JSON and JSONL reading for files biobench did not necessarily write (results folders, datasets, caches).
+
+Why: a leaderboard reads results that other people produced. `json.loads(path.read_text())` hangs on a FIFO
+named `seed-42.json`, reads a symlink to /dev/zero without end, copies a 300 MB file whole, and raises
+RecursionError on JSON nested 200,000 deep. Here a file is opened without blocking, must be a regular file
+(after following links), is read up to a byte limit, and its nesting depth is counted without recursion before
+the parser sees it. What the JSON *means* is checked by its owner (the results store validates a result).
+
+Generic on purpose (no schema here): biobench.runtime imports no project package but `biobench.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import BiobenchError
+
+MAX_DEPTH = 64  # a result file nests 5 deep, the scan cache 8
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class UnsafeJSONError(BiobenchError):
+    """A JSON file that was refused (not a regular file, too large, too deep, not JSON); `reason` says why
+    without the path, for the callers that name the file themselves (the leaderboard's Problems tab)."""
+
+    def __init__(self, source: str | Path, reason: str):
+        super().__init__(f"{source}: {reason}")
+        self.source, self.reason = str(source), reason
+
+
+def _human(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def read_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file (links followed) of at most `max_bytes`. A FIFO, device or folder is refused
+    without blocking (opened O_NONBLOCK, checked with fstat on the open descriptor, so a swap between check and
+    read cannot fool it); FileNotFoundError propagates for the caller's own message."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeJSONError(path, "not a regular file (a FIFO, device or folder); refused")
+        if info.st_size > max_bytes:
+            raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # grew while read
+        raise UnsafeJSONError(path, f"file is over the {_human(max_bytes)} limit")
+    return data
+
+
+def too_deep(text: str, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether JSON `text` nests arrays/objects deeper than `max_depth`: strings removed, brackets counted in a
+    loop (no recursion, so 200,000 levels cost a pass over the text, not a RecursionError)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if len(brackets) <= max_depth:
+        return False
+    depth = 0
+    for char in brackets:
+        depth += 1 if char in "[{" else -1
+        if depth > max_depth:
+            return True
+    return False
+
+
+def parse_json(text: str | bytes, source: str | Path = "<json>", max_depth: int = MAX_DEPTH) -> Any:
+    """json.loads behind the depth check; UnsafeJSONError naming `source` for bad UTF-8, too deep or not JSON.
+    Non-finite numbers (NaN, Infinity) parse as Python floats: the owner of the schema decides where they may be."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UnsafeJSONError(source, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if too_deep(text, max_depth):
+        raise UnsafeJSONError(source, f"JSON nested deeper than {max_depth} levels; refused")
+    try:
+        return json.loads(text)
+    except ValueError as err:  # JSONDecodeError, and int strings past Python's digit limit
+        raise UnsafeJSONError(source, f"not valid JSON: {err}") from None
+
+
+def read_json(path: str | Path, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+    """The parsed content of a JSON file, read with `read_bytes` and `parse_json`'s checks."""
+    return parse_json(read_bytes(path, max_bytes), path, max_depth)
+
+
+def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = MAX_DEPTH,
+               encoding: str = "utf-8") -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for each non-blank line of a JSONL file, streamed. Errors name `path:line`
+    (UnsafeJSONError). `max_bytes`: refuse a longer file (checked before reading, on a regular file only)."""
+    path = Path(path)
+    if max_bytes is not None:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeJSONError(path, "not a regular file (a FIFO, device or folder); refused")
+        if info.st_size > max_bytes:
+            raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
+    with open(path, encoding=encoding) as fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    yield lineno, parse_json(line, f"{path}:{lineno}", max_depth)
+        except UnicodeDecodeError as err:
+            raise UnsafeJSONError(f"{path}:{lineno + 1}", f"not UTF-8 text ({err.reason})") from None

@@ -1,0 +1,43 @@
+"""The results store: the one home of everything biobench knows about results (docs/FORMATS.md).
+
+- record:   `Result`, one (model, task, seed) run as stored; its validation; where it lives; `new_result`, the
+            one builder the writers (eval grid, linear probe) use.
+- storage:  the writer (predictions first, result last, atomic), the one validating reader of untrusted result
+            files (regular files, bounded size and depth, finite numbers in range, integer seeds), the folder
+            walk and the skip / overwrite decision.
+- pairing:  alignment of several models' test predictions for paired statistics.
+- summary:  per-task seed summaries and the minimum detectable difference (fractions).
+- compare:  A versus B per task and on the task average (fractions; callers format percent).
+- analysis: typed records of the analysis outputs (CKA, CKA trajectory, needle, transplant) and of a
+            pretraining checkpoint's lineage and training config.
+
+No torch here: the leaderboard reads results through this package. `eval`, `compare`, `card`, `results push`,
+the probes and the leaderboard call it; nothing else parses a result file.
+"""
+
+from biobench.store.pairing import AlignedPredictions, align_predictions
+from biobench.store.record import (
+    KEY_FIELDS,
+    SCHEMA,
+    SEED_FILE,
+    Result,
+    new_result,
+    predictions_path,
+    result_path,
+    run_key,
+)
+from biobench.store.storage import (
+    decide,
+    iter_results,
+    parse_result,
+    read_json_file,
+    read_predictions,
+    read_result,
+    write_result,
+)
+
+__all__ = [
+    "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "Result", "align_predictions", "decide",
+    "iter_results", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
+    "result_path", "run_key", "write_result",
+]

@@ -1,0 +1,66 @@
+"""Pairing the test predictions of several models (and seeds) on the same examples, for paired statistics.
+
+Why one alignment: `biobench compare` (strict: a mismatch is an error naming both files), the leaderboard's
+significance groups and comparisons, and the detectable difference (lenient: a mismatching seed or model is
+left out and reported) must agree on which runs were scored on the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from biobench.errors import ResultsError
+
+
+@dataclass
+class AlignedPredictions:
+    """Predictions of several models (groups) on the same test examples, ready for paired tests."""
+
+    ids: list
+    gold: list
+    preds: dict[str, list[list]]  # group -> one prediction list per seed, in the order given
+    dropped: list[tuple[str, str, str]] = field(default_factory=list)  # (group, source, reason)
+
+
+def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[str, Any]]]]],
+                      strict: bool = True) -> AlignedPredictions | None:
+    """Pair up predictions files: `groups` maps a model to its seeds' (source, rows). Seeds pair when their rows
+    hold the same test examples (ids and gold, in order). The reference of a model is its first seed; the
+    reference of all is the first model's. `strict`: a mismatch raises ResultsError naming both files
+    (`biobench compare`); otherwise the seed (or, when its reference differs, the whole model) is dropped and
+    listed in `dropped` (the leaderboard). None when no seed is left."""
+    out = AlignedPredictions([], [], {})
+
+    def differs(group: str, source: str, reference: str, reason: str) -> None:
+        if strict:
+            raise ResultsError(f"{source}: its test examples (ids/gold) differ from {reference}; the two runs were "
+                               "scored on different data, so they cannot be compared pairwise")
+        out.dropped.append((group, source, reason))
+
+    examples = first_source = None
+    for group, seeds in groups.items():
+        own = own_source = None
+        kept = []
+        for source, rows in seeds:
+            these = [(r.get("id"), r["gold"]) for r in rows]
+            if own is None:
+                own, own_source = these, source
+            elif these != own:
+                differs(group, source, own_source, "predictions are not aligned with the model's other seeds")
+                continue
+            kept.append([r["pred"] for r in rows])
+        if own is None:
+            continue
+        if examples is None:
+            examples, first_source = own, own_source
+        elif own != examples:
+            differs(group, own_source, first_source,
+                    f"predictions use other test examples than {first_source}; left out of paired tests")
+            continue
+        out.preds[group] = kept
+    if examples is None:
+        return None
+    out.ids, out.gold = [i for i, _ in examples], [g for _, g in examples]
+    return out

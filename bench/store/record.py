@@ -1,0 +1,170 @@
+"""The result record: one (model, task, seed) run as stored, its validation and where it lives (docs/FORMATS.md).
+
+Why validation lives with the record: results folders and results datasets come from other people. A record is
+accepted only when every field a reader relies on is there and sane: an integer seed, a test macro-F1 in [0, 1],
+every number finite and within 64-bit range (a `seed: Infinity`, `lineage.tokens.seen: NaN`, `model.params:
+10**400` or `timings.tokens_per_s: inf` crashed the leaderboard), so no reader has to guard against them again.
+No torch here (the leaderboard reads results).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ResultsError
+
+SCHEMA = "biobench.result/1"
+KEY_FIELDS = ("model_revision", "data_checksum", "protocol_hash", "seed")
+REQUIRED_FIELDS = ("model", "task", "seed", "protocol", "key", "metrics")
+SEED_FILE = re.compile(r"^seed-(-?\d+)\.json$")
+# the order of a result file's fields (docs/FORMATS.md); fields a writer leaves out are skipped
+FIELD_ORDER = ("schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
+               "best_epoch", "best_step", "history", "timings", "versions", "device", "created", "predictions")
+_CORE = ("model", "task", "seed", "protocol", "key", "metrics")
+_NOT_DETAILS = frozenset((*_CORE, "schema", "predictions"))
+# fields whose numbers are not checked: a diverged run's losses are recorded as they were (NaN), and no reader
+# of results folders uses them
+_UNCHECKED = frozenset(("history",))
+INT_LIMIT = 2**63  # larger integers are no count biobench writes; float() of 10**400 raises OverflowError
+
+
+@dataclass
+class Result:
+    """One (model, task, seed) result as stored. The fields every reader relies on are typed; the rest
+    (head, dev score, history, timings, versions, ...) stay in `details` exactly as written, so a file read
+    and written again is byte-identical."""
+
+    model: dict[str, Any]
+    task: dict[str, Any]
+    seed: int
+    protocol: dict[str, Any]
+    key: dict[str, Any]
+    metrics: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
+    predictions: str | None = None  # file name of the predictions JSONL beside the result
+    schema: str = SCHEMA
+
+    @property
+    def task_id(self) -> str:
+        return str(self.task["id"])
+
+    @property
+    def slug(self) -> str | None:
+        return self.model.get("slug") or self.model.get("id")
+
+    @property
+    def macro_f1(self) -> float:
+        """Test macro-F1 (a fraction), the headline score."""
+        return self.metrics["test"]["macro_f1"]
+
+    @property
+    def metric(self) -> str:
+        """The protocol's headline metric name (macro_f1 unless the protocol says otherwise)."""
+        return str((self.protocol or {}).get("metric", "macro_f1"))
+
+    def to_dict(self) -> dict[str, Any]:
+        values = {"schema": self.schema, **{f: getattr(self, f) for f in _CORE}, **self.details,
+                  "predictions": self.predictions}
+        ordered = {f: values[f] for f in FIELD_ORDER if f in values}
+        return {**ordered, **{k: v for k, v in values.items() if k not in ordered}}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | Path = "<result>", check_key: bool = True) -> Result:
+        """Validate a parsed result file; ResultsError naming `source` when it is not a biobench result, lacks a
+        field, holds a number that is not finite or out of range, a seed that is not an integer, or a test
+        macro-F1 that is not a fraction. `check_key=False` (readers that only aggregate scores, like the
+        leaderboard) accepts an incomplete run key."""
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise ResultsError(f"{source}: not a biobench result (schema {found!r}, expected {SCHEMA!r})")
+        task = data.get("task") if isinstance(data.get("task"), dict) else {"id": data.get("task")}
+        test = data["metrics"].get("test") if isinstance(data.get("metrics"), dict) else None
+        missing = [f for f in REQUIRED_FIELDS if f not in data]
+        if check_key:
+            missing += [f"key.{f}" for f in KEY_FIELDS
+                        if not isinstance(data.get("key"), dict) or f not in data["key"]]
+        missing += ["task.id"] if "task" in data and task.get("id") is None else []
+        missing += ["metrics.test.macro_f1"] if "metrics" in data and not (
+            isinstance(test, dict) and "macro_f1" in test) else []
+        if missing:
+            raise ResultsError(f"{source}: result file lacks field(s) {', '.join(missing)} (schema {SCHEMA})")
+        value = test["macro_f1"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                math.isfinite(value) and 0.0 <= value <= 1.0):
+            raise ResultsError(f"{source}: test macro_f1 {value!r} is not a fraction in [0, 1]")
+        seed = _seed(data["seed"])
+        if seed is None:
+            raise ResultsError(f"{source}: seed {data['seed']!r} is not an integer")
+        bad = first_bad_number(data)
+        if bad is not None:
+            raise ResultsError(f"{source}: {bad[0]} is {bad[1]}, not a finite number in range; refused")
+        details = {k: v for k, v in data.items() if k not in _NOT_DETAILS}
+        return cls(data["model"] if isinstance(data["model"], dict) else {"id": data["model"]}, task, seed,
+                   data["protocol"], data["key"], data["metrics"], details, data.get("predictions"))
+
+
+def _seed(value: Any) -> int | None:
+    """An integer seed from an int, an integral float or a decimal string (older files); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,18}\s*", value):
+        return int(value)
+    return None
+
+
+def first_bad_number(data: Any) -> tuple[str, Any] | None:
+    """(dotted path, value) of the first number that is not finite or not within +-2**63, walking the parsed
+    JSON without recursion (its depth is bounded by the reader anyway); `history` is not checked."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return where, value
+        elif isinstance(value, int):
+            if not -INT_LIMIT < value < INT_LIMIT:
+                return where, f"{str(value)[:12]}... ({len(str(abs(value)))} digits)"
+        elif isinstance(value, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in value.items()
+                         if where or k not in _UNCHECKED)
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
+def new_result(model: dict[str, Any], task: dict[str, Any], seed: int, protocol: dict[str, Any],
+               key: dict[str, Any], metrics: dict[str, Any], details: dict[str, Any]) -> Result:
+    """The record a writer (the eval grid, the linear probe) stores: its fields plus the creation time, UTC
+    to the second, last among the details."""
+    created = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Result(model, task, seed, protocol, key, metrics, {**details, "created": created})
+
+
+def result_path(results_dir: str | Path, model_slug: str, task_id: str, seed: int) -> Path:
+    return Path(results_dir) / model_slug / task_id / f"seed-{seed}.json"
+
+
+def predictions_path(path: str | Path) -> Path:
+    """`seed-<n>.predictions.jsonl` beside `seed-<n>.json`."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".json") + ".predictions.jsonl")
+
+
+def run_key(model_revision: str, data_checksum: str, protocol_hash: str, seed: int) -> dict[str, Any]:
+    return {"model_revision": model_revision, "data_checksum": data_checksum,
+            "protocol_hash": protocol_hash, "seed": seed}

@@ -1,0 +1,167 @@
+"""Result files on disk: the one writer, the one validating reader, the folder walk and the skip decision.
+
+Why it is built this way: a grid of hundreds of fine-tuning runs gets killed, resharded and rerun. Every file
+is written atomically (biobench.runtime.files: tmp file in the same folder + os.replace, the umask's mode)
+with the predictions first and the result last, so a result file exists only for a finished run. A run is
+identified by its key (model revision, data checksum, protocol hash, seed): an existing result with the same
+key is skipped; one with another key is never replaced silently.
+
+Every reader of results (eval's check of an existing result, compare, card, the leaderboard's scan and its
+cache, `results push`, the results dataset) goes through `read_result` / `parse_result`: regular files only,
+bounded size and nesting depth (biobench.runtime.jsonfile), then the record's validation
+(record.Result.from_dict). A refused file is one ResultsError naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from biobench.errors import ResultsError
+from biobench.runtime.files import atomic_write
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, parse_json, read_json
+from biobench.store.record import KEY_FIELDS, SEED_FILE, Result, predictions_path
+
+MAX_RESULT_BYTES = 8 * 2**20  # a result with a long history is ~100 KB; a 300 MB "result" is refused
+MAX_PREDICTIONS_BYTES = 2**30
+
+Decision = Literal["new", "skip", "overwrite"]
+
+
+def _finished(path: Path) -> str:
+    """What a full disk cannot harm: the finished results of the results folder `path` belongs to."""
+    root = path.parent.parent.parent
+    n = sum(1 for p in root.glob("*/*/seed-*.json") if SEED_FILE.match(p.name))
+    return f"{n} finished result(s) under {root} are safe"
+
+
+def write_result(path: str | Path, result: Result, predictions: Sequence[Mapping[str, Any]]) -> Result:
+    """Write the predictions JSONL, then the result JSON (which names it); returns the result as written.
+    A full disk raises DiskFullError (one line) and leaves the folder as it was."""
+    path = Path(path)
+    pred_path = predictions_path(path)
+    safe = lambda: _finished(path)  # noqa: E731 - counted only when the disk is full
+    atomic_write(pred_path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in predictions), safe)
+    result.predictions = pred_path.name
+    atomic_write(path, result.to_json(), safe)
+    return result
+
+
+def _refused(source: str | Path, err: UnsafeJSONError) -> ResultsError:
+    if err.reason.startswith(("not valid JSON", "not UTF-8")):
+        return ResultsError(f"{source}: corrupt result file ({err.reason})")
+    return ResultsError(f"{source}: {err.reason}")
+
+
+def parse_result(text: str | bytes, source: str | Path = "<result>", check_key: bool = True) -> Result:
+    """The Result of a result file's text (e.g. the `result` column of a results dataset), with the checks of
+    `read_result`."""
+    if len(text) > MAX_RESULT_BYTES:
+        raise ResultsError(f"{source}: result of {len(text)} bytes is over the {MAX_RESULT_BYTES} limit")
+    try:
+        data = parse_json(text, source)
+    except UnsafeJSONError as err:
+        raise _refused(source, err) from None
+    return Result.from_dict(data, source, check_key)
+
+
+def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
+    """A JSON file from a results folder (a result, an analysis output, a cache), parsed with the bounded reader;
+    ResultsError naming the file when it is missing, refused or not JSON."""
+    try:
+        return read_json(path, max_bytes)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    except UnsafeJSONError as err:
+        raise _refused(path, err) from None
+    except OSError as err:
+        raise ResultsError(f"{path}: unreadable file ({err.strerror or err})") from None
+
+
+def read_result(path: str | Path, check_key: bool = True) -> Result:
+    """The Result of a file; ResultsError naming the file when it is missing, not a regular file, too large or
+    too deeply nested, not valid JSON or not a valid biobench result (see Result.from_dict for `check_key`)."""
+    path = Path(path)
+    try:
+        data = read_json(path, MAX_RESULT_BYTES)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such result file") from None
+    except UnsafeJSONError as err:
+        raise _refused(path, err) from None
+    except OSError as err:
+        raise ResultsError(f"{path}: unreadable result file ({err.strerror or err})") from None
+    return Result.from_dict(data, path, check_key)
+
+
+def read_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """The predictions rows of a result (pass the result's path or the .jsonl itself); blank lines are skipped."""
+    path = Path(path)
+    if not path.name.endswith(".jsonl"):
+        path = predictions_path(path)
+    rows = []
+    try:
+        for lineno, row in iter_jsonl(path, MAX_PREDICTIONS_BYTES):
+            if not isinstance(row, dict) or "gold" not in row or "pred" not in row:
+                raise ResultsError(f"{path}:{lineno}: a predictions row needs 'gold' and 'pred'")
+            rows.append(row)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: predictions file is missing (rerun the seed with --overwrite)") from None
+    except UnsafeJSONError as err:
+        if err.reason.startswith("not valid JSON"):
+            raise ResultsError(f"{err.source}: corrupt predictions line ({err.reason})") from None
+        raise ResultsError(f"{err.source}: unreadable predictions file ({err.reason})") from None
+    except OSError as err:
+        raise ResultsError(f"{path}: unreadable predictions file ({err})") from None
+    return rows
+
+
+def _key_difference(old: Result, key: Mapping[str, Any], protocol: Mapping[str, Any] | None) -> str:
+    parts = []
+    for name in KEY_FIELDS:
+        was, now = old.key.get(name), key.get(name)
+        if was == now:
+            continue
+        if name == "protocol_hash" and protocol is not None and isinstance(old.protocol, dict):
+            changed = sorted(
+                f for f in set(protocol) | set(old.protocol)
+                if f != "hash" and protocol.get(f) != old.protocol.get(f)
+            )
+            detail = ", ".join(f"{f} {old.protocol.get(f)!r} -> {protocol.get(f)!r}" for f in changed)
+            parts.append(f"protocol ({detail or 'hash differs'})")
+        else:
+            parts.append(f"{name} {str(was)[:19]} -> {str(now)[:19]}")
+    return "; ".join(parts)
+
+
+def decide(path: str | Path, key: Mapping[str, Any], overwrite: bool = False,
+           protocol: Mapping[str, Any] | None = None) -> Decision:
+    """What to do for a planned run whose result goes to `path`:
+    "new" (nothing there), "skip" (same key, finished), "overwrite" (--overwrite and something is there).
+    A corrupt file or a result of another run raises ResultsError unless `overwrite`."""
+    path = Path(path)
+    if not path.exists():
+        return "new"
+    if overwrite:
+        return "overwrite"
+    try:
+        old = read_result(path)
+    except ResultsError as err:
+        raise ResultsError(f"{err}; fix or delete it, or pass --overwrite to redo this run") from None
+    if all(old.key.get(f) == key.get(f) for f in KEY_FIELDS):
+        return "skip"
+    raise ResultsError(
+        f"{path} holds a result of another run ({_key_difference(old, key, protocol)}); not overwriting it: "
+        "pass --overwrite to replace it, or --results DIR to keep both"
+    )
+
+
+def iter_results(results_dir: str | Path, model_slug: str | None = None,
+                 task_id: str | None = None) -> Iterator[tuple[Path, Result]]:
+    """(path, result) for every `<results>/<slug>/<task>/seed-<n>.json`, sorted; corrupt files raise."""
+    root = Path(results_dir)
+    pattern = f"{model_slug or '*'}/{task_id or '*'}/seed-*.json"
+    paths = [p for p in root.glob(pattern) if SEED_FILE.match(p.name)]
+    for path in sorted(paths, key=lambda p: (p.parent.parent.name, p.parent.name, int(SEED_FILE.match(p.name)[1]))):
+        yield path, read_result(path)

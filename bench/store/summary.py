@@ -1,0 +1,117 @@
+"""Per-task seed summaries and the minimum detectable difference, in the results' unit (fractions).
+
+Why one home: `eval`'s summary, the model card's `model-index` and the leaderboard's cells all group a model's
+results by task and summarise the seeds (mean, std, t-interval clipped to the metric's range); the eval summary
+and the leaderboard both report the minimum detectable difference. Written once here, in fractions; a reader
+that shows percent scales at the edge (`TaskScores.summary(scale=100)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ResultsError
+from biobench.stats import (
+    CountMetric,
+    DetectableDifference,
+    SeedSummary,
+    minimum_detectable_difference,
+    prediction_macro_f1,
+    seed_summary,
+)
+from biobench.store.pairing import align_predictions
+from biobench.store.record import Result
+from biobench.store.storage import read_predictions
+
+
+@dataclass
+class TaskScores:
+    """One model's headline scores on one task, per seed (fractions), with what a summary row shows of the
+    task."""
+
+    task: str
+    lang: str = ""
+    kind: str = ""
+    metric: str = "macro_f1"
+    scores: dict[int, float] = field(default_factory=dict)  # seed -> score
+    paths: dict[int, Path] = field(default_factory=dict)  # seed -> its result file, when read from one
+
+    def add(self, seed: int, value: float, path: Path | None = None) -> None:
+        self.scores[seed] = float(value)
+        if path is not None:
+            self.paths[seed] = path
+
+    def summary(self, scale: float = 1.0) -> SeedSummary:
+        """Mean, std and 95% t-interval over seeds, clipped to [0, scale] (scale 100: percent)."""
+        return seed_summary([scale * v for v in self.scores.values()], bounds=(0.0, scale))
+
+
+def task_scores(results: Iterable[tuple[Path | None, Result]], metric: str | None = None) -> dict[str, TaskScores]:
+    """Results grouped by task id, in order of first appearance: each seed's test `metric` (default: the
+    protocol's headline metric, macro-F1). A result without that metric is left out."""
+    out: dict[str, TaskScores] = {}
+    for path, result in results:
+        name = metric or result.metric
+        value = result.metrics["test"].get(name)
+        if value is None:
+            continue
+        task = out.setdefault(result.task_id, TaskScores(result.task_id, str(result.task.get("lang", "")),
+                                                         str(result.task.get("kind", "")), name))
+        task.add(result.seed, value, path)
+    return out
+
+
+def task_metric(kind: str, labels: Sequence, gold: Sequence, preds: Sequence[Sequence]) -> CountMetric:
+    """The task's macro-F1 on predictions-file values (`stats.prediction_macro_f1`: the headline score's counts)
+    over the label inventory the results record, gold and every prediction list."""
+    return prediction_macro_f1(gold, *preds, kind=kind, labels=labels)
+
+
+def detectable_difference(gold: Sequence, preds: Sequence[Sequence], kind: str, labels: Sequence = (),
+                          n_boot: int = 1000, seed: int = 0) -> DetectableDifference:
+    """The minimum detectable difference at 80% power (`stats.minimum_detectable_difference`) of one model on
+    one task from its seeds' aligned predictions, in fractions."""
+    return minimum_detectable_difference(gold, preds, task_metric(kind, labels, gold, preds), n_boot, seed)
+
+
+def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequence = ()) -> DetectableDifference | None:
+    """`detectable_difference` from these seeds' predictions files; None when a file is missing or unreadable,
+    or the seeds were scored on different examples."""
+    try:
+        aligned = align_predictions({"seeds": [(str(p), read_predictions(p)) for p in paths]})
+    except ResultsError:
+        return None
+    if aligned is None or not aligned.gold:
+        return None
+    return detectable_difference(aligned.gold, aligned.preds["seeds"], kind, labels)
+
+
+def summary_row(scores: TaskScores, expected: int | None = None, mdd: bool = True,
+                labels: Sequence = ()) -> dict[str, Any]:
+    """The JSON row of one task in `eval`'s summary: n, per-seed scores, mean/std/CI and the MDD (fractions)."""
+    row: dict[str, Any] = {"task": scores.task, "lang": scores.lang, "kind": scores.kind,
+                           "seeds_expected": len(scores.scores) if expected is None else expected,
+                           "n": len(scores.scores), "scores": dict(scores.scores)}
+    if scores.scores:
+        s = scores.summary()
+        row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
+        found = files_detectable_difference(list(scores.paths.values()), scores.kind, labels) if mdd else None
+        if found is not None:
+            row.update(mdd=found.mdd, mdd_many_seeds=found.mdd_many_seeds, test_se=found.test_se)
+    return row
+
+
+def model_summaries(results: Iterable[Result], where: str) -> list[dict[str, Any]]:
+    """Per task of one model's `results`, sorted by task id: the headline test metric (the protocol's `metric`,
+    macro-F1 by default) per seed and its mean over seeds, as the model card's `model-index` rows (task_id, kind,
+    lang, metric, values, seeds, value). DataError naming `where` when there is no result."""
+    from biobench.errors import DataError
+
+    per_task = task_scores((None, r) for r in results)
+    if not per_task:
+        raise DataError(f"no results for {where} (run `biobench eval --model ...` first)")
+    return [{"task_id": t.task, "kind": t.kind, "lang": t.lang, "metric": t.metric, "values": list(t.scores.values()),
+             "seeds": list(t.scores), "value": t.summary().mean} for _, t in sorted(per_task.items())]

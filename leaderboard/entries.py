@@ -1,0 +1,103 @@
+"""The leaderboard's data model: one Entry per (language, model) with a Cell per task, on a Board.
+
+Scores here are percentages (results files hold fractions). An entry's average is over the language's
+benchmark tasks (the paper's 8 French / 11 English); an entry missing some of them gets a *partial*
+average that callers must mark as such (`Average.partial`), never a silent mean over fewer tasks.
+Built by `board.build_board`; read by the tables, plots, comparisons and the significance cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biobench.leaderboard import scan as R
+from biobench.stats import SeedSummary, SignificanceGroups
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model on one task: mean over seeds (percent), the seed summary when measured."""
+
+    mean: float
+    summary: SeedSummary | None = None
+    seeds: dict[int, float] = field(default_factory=dict)
+    per_label: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Average:
+    value: float | None  # None when no benchmark task is covered
+    k: int
+    n: int
+    missing: tuple[str, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        return self.k < self.n
+
+
+@dataclass
+class Entry:
+    key: str
+    name: str
+    lang: str
+    source: str  # "measured" | "reported"
+    cells: dict[str, Cell]
+    context: int | None = None
+    params: int | None = None
+    size: str = "?"
+    recipe: str = "baseline"
+    lineage: str = ""
+    paper_avg: float | None = None
+    reported_seeds: int | None = None
+    runs: dict[str, list[R.Run]] = field(default_factory=dict)
+    model_id: str = ""  # where the weights came from (hub id or the folder it was evaluated from): details only
+
+    def average(self, tasks: Sequence[str]) -> Average:
+        have = [t for t in tasks if t in self.cells]
+        value = sum(self.cells[t].mean for t in have) / len(have) if have else None
+        return Average(value, len(have), len(tasks), tuple(t for t in tasks if t not in self.cells))
+
+    @property
+    def seed_counts(self) -> list[int]:
+        return sorted(c.summary.n if c.summary else len(c.seeds) for c in self.cells.values())
+
+
+@dataclass
+class Board:
+    entries: list[Entry]
+    benchmark: dict[str, list[str]]  # lang -> the paper's tasks (the Avg's denominator)
+    extra: dict[str, list[str]]  # lang -> other tasks found in results (shown, not averaged)
+    problems: list[R.Problem]
+    analyses: dict[str, list[Path]]
+    groups: dict[tuple[str, str], SignificanceGroups] = field(default_factory=dict)
+    stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
+    significance: Any = None  # cache.BackgroundGroups while/after the groups are computed in the background
+
+    @property
+    def langs(self) -> list[str]:
+        return [lang for lang in ("fr", "en") if lang in self.columns_by_lang] + sorted(
+            lang for lang in self.columns_by_lang if lang not in ("fr", "en")
+        )
+
+    @property
+    def columns_by_lang(self) -> dict[str, list[str]]:
+        langs = set(self.benchmark) | set(self.extra) | {e.lang for e in self.entries}
+        return {lang: self.benchmark.get(lang, []) + self.extra.get(lang, []) for lang in langs}
+
+    def columns(self, lang: str) -> list[str]:
+        return self.columns_by_lang.get(lang, [])
+
+    def lang_entries(self, lang: str) -> list[Entry]:
+        return [e for e in self.entries if e.lang == lang]
+
+    def entry(self, key: str, lang: str) -> Entry | None:
+        return next((e for e in self.entries if e.key == key and e.lang == lang), None)
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"

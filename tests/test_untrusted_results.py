@@ -1,0 +1,217 @@
+"""The one validating reader of result files (biobench.store over biobench.runtime.jsonfile), on files a
+fixture generates: a FIFO and a /dev/zero link named seed-N.json, an oversized file, JSON nested 200,000 deep,
+non-finite or out-of-range numbers, non-integer seeds, caches of the wrong shape. Each is refused in one line
+naming the file, within a bounded time and memory, by every reader: the board (one Problems line per file, with
+and without the scan cache), eval's check of an existing result, compare, card and `results push`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from biobench import cli, store
+from biobench.errors import ResultsError
+from biobench.leaderboard import cache as groups_cache
+from biobench.leaderboard.board import build_board
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, parse_json, read_bytes, too_deep
+from biobench.store.summary import model_summaries
+
+DEEP = "[" * 200_000 + "]" * 200_000
+
+
+def result_dict(seed: int = 42, f1: float = 0.5, model: str = "m", **extra) -> dict:
+    return {"schema": store.SCHEMA, "model": {"id": model, "slug": model, "params": 1000, "lineage": None},
+            "task": {"id": "demo-cls", "lang": "fr", "kind": "classification", "labels": ["a", "b"]},
+            "seed": seed, "protocol": {"name": "fr", "hash": "p"},
+            "key": store.run_key("sha256:w", "sha256:d", "p", seed),
+            "metrics": {"test": {"macro_f1": f1}}, "timings": {"tokens_per_s": 10.0}, **extra}
+
+
+def write_good(root: Path, model: str, seed: int, f1: float) -> Path:
+    path = store.result_path(root, model, "demo-cls", seed)
+    rows = [{"id": str(i), "gold": "ab"[i % 2], "pred": "ab"[(i + seed) % 3 % 2]} for i in range(20)]
+    store.write_result(path, store.Result.from_dict(result_dict(seed, f1, model)), rows)
+    return path
+
+
+def _text(data) -> str:
+    return json.dumps(data)  # allow_nan: writes NaN / Infinity as Python's json does
+
+
+def _deep_lineage(value):
+    data = result_dict()
+    data["model"]["lineage"] = {"recipe": "detour", "tokens": {"seen": value}}
+    return data
+
+
+# name -> (writer into a path, the reason the reader gives)
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def _huge(path: Path) -> None:
+    with open(path, "wb") as fh:  # sparse: 9 MiB on paper, nothing on disk
+        fh.truncate(store.storage.MAX_RESULT_BYTES + 2**20)
+
+
+HOSTILE = {
+    "fifo": (_fifo, "not a regular file"),
+    "dev-zero": (_dev_zero, "not a regular file"),
+    "huge": (_huge, "over the 8 MiB limit"),
+    "deep": (lambda p: p.write_text(DEEP), "nested deeper than 64 levels"),
+    "seed-infinity": (lambda p: p.write_text(_text(result_dict(seed=float("inf")))), "seed inf is not an integer"),
+    "seed-fraction": (lambda p: p.write_text(_text(result_dict(seed=42.5))), "seed 42.5 is not an integer"),
+    "tokens-nan": (lambda p: p.write_text(_text(_deep_lineage(float("nan")))),
+                   "model.lineage.tokens.seen is nan, not a finite number"),
+    "params-huge": (lambda p: p.write_text(json.dumps(result_dict()).replace('"params": 1000', '"params": 1' + "0" * 400)),
+                    "model.params is 100000000000... (401 digits), not a finite number in range"),
+    "tokens-per-s-inf": (lambda p: p.write_text(_text({**result_dict(), "timings": {"tokens_per_s": float("inf")}})),
+                         "timings.tokens_per_s is inf, not a finite number"),
+}
+
+
+@pytest.fixture
+def alarm():
+    """Fail instead of hanging: a FIFO read that blocks would otherwise stop the suite."""
+    def timeout(*_):
+        raise TimeoutError("the reader blocked")
+
+    previous = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def hostile(tmp_path) -> dict[str, Path]:
+    """A results folder with two good models and one hostile seed file per case (model `bad-<case>`)."""
+    root = tmp_path / "results"
+    for model, f1 in (("good-a", 0.6), ("good-b", 0.4)):
+        for seed in (42, 43):
+            write_good(root, model, seed, f1 + seed / 1000)
+    paths = {}
+    for name, (make, _) in HOSTILE.items():
+        path = store.result_path(root, f"bad-{name}", "demo-cls", 42)
+        path.parent.mkdir(parents=True)
+        make(path)
+        paths[name] = path
+    return paths
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_the_reader_refuses_each_hostile_file_in_one_line(hostile, alarm, case):
+    with pytest.raises(ResultsError) as err:
+        store.read_result(hostile[case])
+    message = str(err.value)
+    assert message.startswith(f"{hostile[case]}: ") and "\n" not in message
+    assert HOSTILE[case][1] in message
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_evals_check_of_an_existing_result_names_the_file_and_the_fix(hostile, alarm, case):
+    with pytest.raises(ResultsError, match=r"fix or delete it, or pass --overwrite"):
+        store.decide(hostile[case], store.run_key("sha256:w", "sha256:d", "p", 42))
+    assert store.decide(hostile[case], {}, overwrite=True) == "overwrite"
+
+
+def test_the_board_lists_each_rejected_file_once_in_problems(hostile, alarm, tmp_path):
+    root = hostile["fifo"].parents[2]
+    for cache_dir in (None, tmp_path / "cache", tmp_path / "cache"):  # no cache, cold scan index, warm
+        board = build_board([root], reference=False, significance=False, cache_dir=cache_dir)
+        problems = {p.path: p.reason for p in board.problems}
+        assert problems.keys() == {str(p) for p in hostile.values()}
+        for case, path in hostile.items():
+            assert HOSTILE[case][1] in problems[str(path)]
+        assert sorted(e.key for e in board.entries) == ["good-a", "good-b"]
+
+
+def test_results_push_leaves_rejected_files_out_with_one_warning_each(hostile, alarm, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    root = hostile["fifo"].parents[2]
+    assert cli.main(["results", "push", "acme/x", "--results", str(root), "--dry-run", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert sum(line.startswith("warning: ") for line in out.splitlines()) == len(HOSTILE)
+    assert "(4 rows)" in out
+
+
+def test_compare_and_card_stop_on_a_rejected_file_with_one_line(hostile, alarm, tmp_path, capsys):
+    root = hostile["fifo"].parents[2]
+    (root / "bad-deep" / "demo-cls" / "seed-43.json").write_text("{}")
+    assert cli.main(["compare", "good-a", "bad-deep", "--results", str(root), "--n-boot", "50"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "nested deeper than 64 levels" in err and "\n" not in err
+    with pytest.raises(ResultsError, match="nested deeper"):
+        model_summaries((r for _, r in store.iter_results(root, "bad-deep")), "bad-deep")
+
+
+def test_compare_of_two_good_models_still_works(hostile, capsys):
+    root = hostile["fifo"].parents[2]
+    assert cli.main(["compare", "good-a", "good-b", "--results", str(root), "--n-boot", "50", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tasks"][0]["mean_a"] == pytest.approx(0.6425)
+
+
+def test_a_significance_cache_file_of_the_wrong_shape_is_a_miss_and_rewritten(tmp_path):
+    root = tmp_path / "results"
+    for model, f1 in (("good-a", 0.6), ("good-b", 0.4)):
+        for seed in (42, 43):
+            write_good(root, model, seed, f1)
+    board = build_board([root], reference=False, significance=False)
+    cache_dir = tmp_path / "cache"
+    assert groups_cache.cached_groups(board, n_boot=50, cache_dir=cache_dir)["computed"] == 1
+    (path,) = cache_dir.glob("groups-*.json")
+    good = path.read_text()
+    for wrong in ("[]", '{"v": 2, "groups": [], "problems": []}', '{"v": 2, "groups": null, "problems": [1]}',
+                  '{"v": 2, "groups": {"best": 1}, "problems": []}', DEEP):
+        path.write_text(wrong)
+        board = build_board([root], reference=False, significance=False)
+        assert groups_cache.cached_groups(board, n_boot=50, cache_dir=cache_dir) == {"tasks": 1, "cached": 0,
+                                                                                     "computed": 1}
+        assert path.read_text() == good  # rewritten
+
+
+def test_a_scan_index_of_the_wrong_shape_is_a_miss_and_rewritten(tmp_path):
+    root = tmp_path / "results"
+    write_good(root, "good-a", 42, 0.6)
+    cache_dir = tmp_path / "cache"
+    build_board([root], reference=False, significance=False, cache_dir=cache_dir)
+    (index,) = cache_dir.glob("scan-*.json")
+    good = json.loads(index.read_text())
+    rel = next(iter(good["files"]))
+    for wrong in ("[]", '{"v": 1, "files": []}', json.dumps({"v": 1, "files": {rel: [1, 2]}}),
+                  json.dumps({"v": 1, "files": {rel: "x"}}), DEEP):
+        index.write_text(wrong)
+        board = build_board([root], reference=False, significance=False, cache_dir=cache_dir)
+        assert [e.key for e in board.entries] == ["good-a"] and board.problems == []
+        assert json.loads(index.read_text()) == good
+
+
+def test_depth_is_counted_without_recursion_and_strings_do_not_count():
+    assert too_deep(DEEP, 64)
+    assert not too_deep('{"a": "[[[[[[[[[[", "b": [[1]], "c": "\\"]]]]"}', 3)
+    assert too_deep('{"a": [[[1]]]}', 3)
+    with pytest.raises(UnsafeJSONError, match="nested deeper than 64"):
+        parse_json(DEEP, "x.json")
+
+
+def test_runtime_reader_limits_and_jsonl(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('{"x": 1}')
+    assert read_bytes(path, 8) == b'{"x": 1}'
+    with pytest.raises(UnsafeJSONError, match="8 bytes is over the 7 bytes limit"):
+        read_bytes(path, 7)
+    lines = tmp_path / "a.jsonl"
+    lines.write_text('{"a": 1}\n\n[2]\n{bad\n')
+    seen = []
+    with pytest.raises(UnsafeJSONError, match=r"a.jsonl:4: not valid JSON"):
+        for lineno, value in iter_jsonl(lines):
+            seen.append((lineno, value))
+    assert seen == [(1, {"a": 1}), (3, [2])]
