@@ -98,3 +98,80 @@ def test_the_checker_sees_lazy_and_relative_imports():
     finally:
         fake.unlink()
     assert {"biobench.training", "biobench.training.trainer", "biobench.training.recipes"} <= found
+
+
+# The one import circle allowed: `biobench demo` runs the real command line (biobench.cli.main) for each of its
+# steps, and the command line registers the demo command. Deliberate, and said so in bench/commands/demo.py.
+ALLOWED_CIRCLES = [["biobench.cli", "biobench.commands.demo"]]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """biobench module -> the biobench modules it imports (lazy imports included; `from pkg import name`
+    counts as importing pkg, or pkg.name when that is a module)."""
+    modules = {module_name(p): p for p in source_files()}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {m: {r for i in project_imports(p) if (r := resolve(i)) and r != m} for m, p in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_no_import_circle_except_the_named_one():
+    assert circles(import_graph()) == ALLOWED_CIRCLES
+
+
+def test_the_circle_finder_finds_circles():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_results_store_sits_on_the_runtime_layer_without_torch():
+    """The leaderboard reads results through biobench.store, so the store imports no torch and nothing above it."""
+    allowed = ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats")
+    for path in files_under("bench/store"):
+        assert {m for m in project_imports(path) if not m.startswith(allowed)} == set(), path
+        assert not {m for m in imports_of(path) if m.split(".")[0] in ("torch", "transformers")}, path

@@ -2,7 +2,7 @@
 
 Why one implementation: `biobench compare` and the leaderboard's Compare tab answered the same question with
 two codes (one in fractions, one in percent, with different fallbacks). Here: a paired bootstrap over test
-examples x seeds when both models have aligned predictions (`stats.paired_bootstrap`); otherwise Welch's t over
+examples x seeds when both models have aligned predictions (`biobench.stats.paired_bootstrap`); otherwise Welch's t over
 the seed scores when both have at least two seeds; otherwise the difference of the seed means only. Callers
 format (percent, tables) at the edge.
 """
@@ -10,11 +10,10 @@ format (percent, tables) at the edge.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from biobench import stats
-from biobench.stats import TaskPredictions
+from biobench.stats import TaskPredictions, average_bootstrap, paired_bootstrap, seed_summary
 
 PAIRED = "paired bootstrap"
 WELCH = "Welch t over seeds"
@@ -44,7 +43,7 @@ class Comparison:
 
 
 def _mean(scores: Sequence[float]) -> float:
-    return stats.seed_summary(list(scores)).mean
+    return seed_summary(list(scores)).mean
 
 
 def compare_task(scores_a: Sequence[float], scores_b: Sequence[float], paired: TaskPredictions | None = None,
@@ -52,7 +51,7 @@ def compare_task(scores_a: Sequence[float], scores_b: Sequence[float], paired: T
     """A - B on one task from the seed scores (fractions) and, when both have aligned predictions, `paired`."""
     mean_a, mean_b = _mean(scores_a), _mean(scores_b)
     if paired is not None:
-        r = stats.paired_bootstrap(paired.gold, paired.preds_a, paired.preds_b, paired.metric, n_boot, seed)
+        r = paired_bootstrap(paired.gold, paired.preds_a, paired.preds_b, paired.metric, n_boot, seed)
         return Comparison(mean_a, mean_b, r.diff, r.ci_low, r.ci_high, r.p_value, PAIRED, r.n_boot, (paired.task,))
     if len(scores_a) >= 2 and len(scores_b) >= 2:
         from scipy import stats as sps  # here, not at import: scipy.stats adds ~1 s to every app start
@@ -65,14 +64,10 @@ def compare_task(scores_a: Sequence[float], scores_b: Sequence[float], paired: T
 
 
 def compare_average(paired: Sequence[TaskPredictions], n_boot: int = 1000, seed: int = 0) -> Comparison | None:
-    """A - B on the average over the tasks of `paired` (`stats.average_bootstrap`: test examples resampled within
+    """A - B on the average over the tasks of `paired` (`biobench.stats.average_bootstrap`: test examples resampled within
     each task, seeds per model); None when no task has aligned predictions for both."""
     if not paired:
         return None
-    r = stats.average_bootstrap(list(paired), n_boot, seed)
+    r = average_bootstrap(list(paired), n_boot, seed)
     return Comparison(r.mean_a, r.mean_b, r.diff, r.ci_low, r.ci_high, r.p_value, PAIRED, r.n_boot, r.tasks)
 
-
-def seed_scores(scores: Mapping[int, float]) -> list[float]:
-    """The scores of a seed -> score map in seed order."""
-    return [scores[s] for s in sorted(scores)]
