@@ -220,7 +220,7 @@ def _write_row(out: Path, row: Any) -> None:
     try:  # depth-checked before parsing (biobench.runtime.jsonfile): never a RecursionError
         result = parse_json(row.result, "result")
     except UnsafeJSONError as err:
-        raise ValueError(f"its result is {err.reason}") from None
+        raise ValueError(f"its result is not usable: {err.reason}") from None
     if not isinstance(result, dict):
         raise ValueError(f"its result is a JSON {type(result).__name__}, not an object")
     folder.mkdir(parents=True, exist_ok=True)

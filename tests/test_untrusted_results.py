@@ -65,7 +65,7 @@ HOSTILE = {
     "fifo": (_fifo, "not a regular file"),
     "dev-zero": (_dev_zero, "not a regular file"),
     "huge": (_huge, "over the 8 MiB limit"),
-    "deep": (lambda p: p.write_text(DEEP), "nested deeper than 64 levels"),
+    "deep": (lambda p: p.write_text(DEEP), "nested too deeply (over 64 levels)"),
     "seed-infinity": (lambda p: p.write_text(_text(result_dict(seed=float("inf")))), "seed inf is not an integer"),
     "seed-fraction": (lambda p: p.write_text(_text(result_dict(seed=42.5))), "seed 42.5 is not an integer"),
     "tokens-nan": (lambda p: p.write_text(_text(_deep_lineage(float("nan")))),
@@ -147,8 +147,8 @@ def test_compare_and_card_stop_on_a_rejected_file_with_one_line(hostile, alarm, 
     (root / "bad-deep" / "demo-cls" / "seed-43.json").write_text("{}")
     assert cli.main(["compare", "good-a", "bad-deep", "--results", str(root), "--n-boot", "50"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "nested deeper than 64 levels" in err and "\n" not in err
-    with pytest.raises(ResultsError, match="nested deeper"):
+    assert err.startswith("error: ") and "nested too deeply (over 64 levels)" in err and "\n" not in err
+    with pytest.raises(ResultsError, match="nested too deeply"):
         model_summaries((r for _, r in store.iter_results(root, "bad-deep")), "bad-deep")
 
 
@@ -198,7 +198,7 @@ def test_depth_is_counted_without_recursion_and_strings_do_not_count():
     assert too_deep(DEEP, 64)
     assert not too_deep('{"a": "[[[[[[[[[[", "b": [[1]], "c": "\\"]]]]"}', 3)
     assert too_deep('{"a": [[[1]]]}', 3)
-    with pytest.raises(UnsafeJSONError, match="nested deeper than 64"):
+    with pytest.raises(UnsafeJSONError, match=r"nested too deeply \(over 64"):
         parse_json(DEEP, "x.json")
 
 

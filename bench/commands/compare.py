@@ -73,7 +73,7 @@ def model_folder(results: Path, name: str) -> Path:
 def display_of(folder: Path) -> str:
     """The display name of the model whose results are in `folder` (as the leaderboard shows it)."""
     from biobench.names import display_name
-    from biobench.results import iter_results
+    from biobench.store import iter_results
 
     first = next(iter_results(folder.parent, folder.name), None)
     return display_name(first[1].model) if first else folder.name

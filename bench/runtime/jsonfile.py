@@ -88,7 +88,7 @@ def parse_json(text: str | bytes, source: str | Path = "<json>", max_depth: int 
         except UnicodeDecodeError as err:
             raise UnsafeJSONError(source, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
     if too_deep(text, max_depth):
-        raise UnsafeJSONError(source, f"JSON nested deeper than {max_depth} levels; refused")
+        raise UnsafeJSONError(source, f"JSON nested too deeply (over {max_depth} levels); refused")
     try:
         return json.loads(text)
     except ValueError as err:  # JSONDecodeError, and int strings past Python's digit limit
