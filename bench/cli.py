@@ -22,7 +22,9 @@ from biobench.commands import (
     models,
     pretrain,
     results,
+    submit,
     tasks,
+    worker,
 )
 from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
@@ -60,7 +62,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "compare": compare,
     "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
-    "results": results,
+    "results": results, "submit": submit, "worker": worker,
 }
 
 

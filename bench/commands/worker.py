@@ -1,0 +1,53 @@
+"""`biobench worker`: run the evaluation requests of a queue and publish their results."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EPILOG = """examples:
+  biobench worker --queue queue/ --results results/ --once
+  biobench worker --queue hf://datasets/my-org/requests --results hf://datasets/my-org/results --max-hours 23"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "worker", help="run queued evaluation requests (`biobench submit`) and publish their results",
+        description="Claim the oldest pending request atomically (a lease renewed while it runs), run `biobench "
+        "eval` for it, publish the results, and mark it finished or failed with the last lines of its log. A "
+        "request whose worker died is resumed by the next worker once the lease expires; finished runs are "
+        "skipped by their run keys.",
+        epilog=EPILOG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--queue", required=True, metavar="Q", help="queue: a folder or hf://datasets/ORG/NAME")
+    p.add_argument("--results", required=True, metavar="R", help="results: a folder or hf://datasets/ORG/NAME")
+    p.add_argument("--once", action="store_true", help="run one request (or none) and exit")
+    p.add_argument("--max-hours", type=float, metavar="H", help="stop claiming after H hours (default: run until "
+                   "stopped, polling an empty queue)")
+    p.add_argument("--data-dir", metavar="DIR", help="task data folder (default: $BIOBENCH_DATA)")
+    p.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
+    p.add_argument("--lease-seconds", type=float, default=600.0, help="a claim expires this long after its last "
+                   "renewal")
+    p.add_argument("--renew-seconds", type=float, default=60.0, help="renew the claim this often")
+    p.add_argument("--poll-seconds", type=float, default=30.0, help="look for new requests this often")
+    p.add_argument("--dry-run", metavar="DIR", help="hub queue/results: work in DIR and record the hub operations "
+                   "in DIR/operations.jsonl instead of committing")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from biobench.errors import ConfigError
+    from biobench.service.storage import HF_DATASETS, open_storage
+    from biobench.service.worker import WorkerConfig, run_worker
+
+    if args.renew_seconds >= args.lease_seconds:
+        raise ConfigError(f"--renew-seconds ({args.renew_seconds:g}) must be below --lease-seconds "
+                          f"({args.lease_seconds:g}), or a running request looks abandoned")
+    dry = Path(args.dry_run) if args.dry_run else None
+    storage = open_storage(args.queue, dry_run=dry / "queue" if dry and args.queue.startswith(HF_DATASETS) else None)
+    config = WorkerConfig(
+        results=args.results, data_dir=args.data_dir, lease_s=args.lease_seconds, renew_s=args.renew_seconds,
+        poll_s=args.poll_seconds, once=args.once, max_hours=args.max_hours, device=args.device,
+        results_dry_run=dry / "results" if dry and args.results.startswith(HF_DATASETS) else None)
+    run_worker(storage, config)
+    return 0

@@ -1,0 +1,49 @@
+"""What `biobench submit` resolves before it writes a request: the model's id and revision, the tasks and each
+task's protocol hash — so that two requests for the same computation are recognised as one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import BiobenchError
+from biobench.service import queue
+from biobench.service.storage import open_storage
+
+
+def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | None]:
+    """(model as the worker will load it, revision, a note when it could not be resolved). A local folder is
+    passed on as an absolute path and identified by the sha256 of its weights (as results are)."""
+    from biobench.models import inspect_model, resolve_model
+
+    ref = resolve_model(model)
+    target = str(Path(ref.path).resolve()) if ref.path else model
+    if revision:
+        return target, revision, None
+    try:
+        info = inspect_model(ref)
+    except BiobenchError as err:
+        return target, "unresolved", f"revision not resolved here ({str(err).splitlines()[0][:120]}); the " \
+                                     "worker records the revision it evaluates in every result"
+    return target, info.revision, None
+
+
+def submit_request(model: str, queue_location: str, *, revision: str | None = None, tasks: str | None = None,
+                   lang: str | None = None, seeds: str | None = None, overrides: dict[str, Any] | None = None,
+                   name: str | None = None, submitter: str | None = None,
+                   dry_run: str | None = None) -> tuple[queue.Request, str | None]:
+    from biobench.protocols import resolve_task_protocol
+    from biobench.ranges import parse_ranges
+    from biobench.tasks.registry import get_spec, list_specs
+
+    specs = ([get_spec(t.strip()) for t in tasks.split(",") if t.strip()] if tasks
+             else list_specs(lang=lang))
+    overrides = dict(overrides or {})
+    task_protocols = {spec.id: resolve_task_protocol(spec, overrides).hash for spec in specs}
+    target, resolved, note = resolve_revision(model, revision)
+    storage = open_storage(queue_location, dry_run=dry_run)
+    request = queue.submit(
+        storage, model=target, revision=resolved, lang=lang, tasks=[s.id for s in specs],
+        seeds=parse_ranges(seeds, "--seeds", minimum=None) if seeds else None, overrides=overrides,
+        task_protocols=task_protocols, name=name, submitter=submitter)
+    return request, note

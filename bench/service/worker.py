@@ -1,0 +1,177 @@
+"""The evaluation worker: claim the oldest request, run `biobench eval` for it, publish, record the outcome.
+
+Why eval runs in a child process: the worker must keep renewing its lease while a run takes hours, capture the
+log whose last lines go into a failed request, and stop the run at once when the lease is lost. The child dies
+with the worker (PR_SET_PDEATHSIG on Linux), so a `kill -9` of the worker leaves no orphan training on; the next
+worker resumes the request and the eval skips what is finished by its run keys.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from biobench.protocols import OVERRIDES
+from biobench.service import queue
+from biobench.service.storage import HF_DATASETS, Storage
+
+
+@dataclass
+class WorkerConfig:
+    results: str  # a folder, or hf://datasets/ORG/NAME
+    data_dir: str | None = None
+    lease_s: float = 600.0
+    renew_s: float = 60.0
+    poll_s: float = 30.0
+    once: bool = False
+    max_hours: float | None = None
+    results_dry_run: Path | None = None  # hub results: write the dataset folder here instead of pushing
+    device: str | None = None
+    python: str = sys.executable
+    worker_id: str = ""
+    log_dir: Path = field(default_factory=lambda: Path(os.environ.get(
+        "BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "worker" / "logs")
+
+
+def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConfig) -> list[str]:
+    """The `biobench eval` command line of a request (protocol overrides as their CLI flags)."""
+    args = ["eval", "--model", request.model, "--results", str(results_dir), "--no-progress",
+            "--tasks", ",".join(request.tasks)]
+    if request.seeds:
+        args += ["--seeds", ",".join(str(s) for s in request.seeds)]
+    if request.name:
+        args += ["--name", request.name]
+    if config.data_dir:
+        args += ["--data-dir", config.data_dir]
+    if config.device:
+        args += ["--device", config.device]
+    flags = {dest: flag for flag, (dest, _, _) in OVERRIDES.items()}
+    for dest, value in sorted(request.overrides.items()):
+        args += [flags[dest], str(value)]
+    return args
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL it when the worker dies (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def hub_results(config: WorkerConfig) -> bool:
+    return config.results.startswith(HF_DATASETS)
+
+
+def working_results(config: WorkerConfig) -> Path:
+    """Where eval writes. A folder: the results folder itself. A hub dataset: a local folder seeded with the
+    dataset's current results (so the push that follows carries everything, and finished runs are skipped)."""
+    if not hub_results(config):
+        return Path(config.results)
+    from biobench.leaderboard import dataset
+
+    repo = config.results.removeprefix(HF_DATASETS).strip("/")
+    local = dataset.cache_root().parent / "worker" / repo.replace("/", "--")
+    local.mkdir(parents=True, exist_ok=True)
+    source = (config.results_dry_run / dataset.PARQUET) if config.results_dry_run else None
+    if source is None or source.is_file():
+        published = dataset.resolve_sources([source or config.results])[0]
+        for path in published.rglob("*"):
+            target = local / path.relative_to(published)
+            if path.is_file() and not target.exists() and not path.name.startswith("."):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+    return local
+
+
+def publish(config: WorkerConfig, local: Path) -> str:
+    """Make the request's results public: nothing to do for a folder; for a hub dataset, push the whole
+    working folder as results.parquet + card (or write it to the dry-run folder)."""
+    if not hub_results(config):
+        return str(local)
+    from biobench.leaderboard import dataset
+    from biobench.leaderboard.board import build_board
+
+    repo = config.results.removeprefix(HF_DATASETS).strip("/")
+    runs = dataset.board_runs(build_board([local], reference=False, significance=False))
+    if config.results_dry_run:
+        dataset.build_folder(runs, config.results_dry_run, repo)
+        return f"{config.results} (dry run: {config.results_dry_run})"
+    dataset.push(runs, repo, message="biobench worker results")
+    return config.results
+
+
+Command = Callable[[queue.Request, Path], Sequence[str]]
+
+
+def run_request(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callable[[str], None],
+                command: Command | None = None) -> str:
+    """Run one claimed request to its end; returns its final status ('finished', 'failed' or 'lost')."""
+    request = lease.request
+    local = working_results(config)
+    log_path = config.log_dir / f"{request.id}.{lease.generation}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = (list(command(request, local)) if command
+            else [config.python, "-m", "biobench.cli", *eval_arguments(request, local, config)])
+    log(f"{request.id}: running {request.model} on {len(request.tasks)} task(s) (claim {lease.generation}, "
+        f"log {log_path})")
+    with log_path.open("w", encoding="utf-8") as out:
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        next_renewal = time.time() + config.renew_s
+        while child.poll() is None:
+            time.sleep(min(1.0, config.renew_s))
+            if time.time() >= next_renewal:
+                if not queue.renew(storage, lease, config.lease_s):
+                    child.kill()
+                    child.wait()
+                    log(f"{request.id}: lease taken over by another worker; stopped")
+                    return "lost"
+                next_renewal = time.time() + config.renew_s
+    tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+    if child.returncode != 0:
+        queue.finish(storage, lease, "failed", tail)
+        log(f"{request.id}: failed (exit {child.returncode}); last line: {tail[-1] if tail else '(no output)'}")
+        return "failed"
+    try:
+        where = publish(config, local)
+    except Exception as err:  # the results are safe in the working folder; the next claim publishes them
+        queue.finish(storage, lease, "failed", [*tail, f"publishing failed: {type(err).__name__}: {err}"])
+        log(f"{request.id}: results computed but not published: {err}")
+        return "failed"
+    queue.finish(storage, lease, "finished", tail, results=where)
+    log(f"{request.id}: finished; results in {where}")
+    return "finished"
+
+
+def run_worker(storage: Storage, config: WorkerConfig, log: Callable[[str], None] = print,
+               command: Command | None = None) -> int:
+    """Process requests, polling an empty queue every `poll_s`, until --max-hours has passed (--once: one
+    request, or none, then return). Returns the number of requests run."""
+    worker = config.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    deadline = time.time() + config.max_hours * 3600 if config.max_hours else None
+    done = 0
+    while deadline is None or time.time() < deadline:
+        lease = queue.claim_next(storage, worker, config.lease_s)
+        if lease is None:
+            if config.once:
+                log(f"worker {worker}: no pending request in {storage.label}")
+                return done
+            time.sleep(config.poll_s)
+            continue
+        run_request(storage, lease, config, log, command)
+        done += 1
+        if config.once:
+            return done
+    return done

@@ -1,0 +1,271 @@
+"""Evaluation requests and workers: one request per computation, exclusive claims under a race, leases that
+expire and are taken over, the hub backend's recorded operations and its retry on a concurrent commit, and a
+real `biobench submit` -> `biobench worker --once` round trip on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from biobench.cli import main
+from biobench.errors import ConfigError, ResultsError
+from biobench.service import queue
+from biobench.service.storage import FolderStorage, HubStorage, open_storage
+from biobench.service.worker import WorkerConfig, publish, run_worker
+
+TASKS = {"demo-cls": "p1", "demo-ml": "p2"}
+
+
+def submit(storage, model="org/enc", revision="abc", seeds=(1, 2), clock=1000.0, **kw):
+    return queue.submit(storage, model=model, revision=revision, lang=None, tasks=list(TASKS), seeds=list(seeds),
+                        overrides={"epochs": 1}, task_protocols=TASKS, submitter="ada", clock=clock, **kw)
+
+
+def test_submit_writes_a_pending_request_and_refuses_the_same_computation(tmp_path):
+    storage = FolderStorage(tmp_path)
+    first = submit(storage)
+    stored = json.loads((tmp_path / "requests" / f"{first.id}.json").read_text())
+    assert stored["status"] == "pending" and stored["submitter"] == "ada" and stored["seeds"] == [1, 2]
+    assert stored["protocol_hash"] == queue.protocol_hash(TASKS, [1, 2]) and stored["submitted_at"] == "1970-01-01T00:16:40Z"
+    with pytest.raises(ConfigError, match=rf"^org/enc @ abc with this protocol is already pending as request "
+                                          rf"{first.id} in {tmp_path}; nothing submitted$"):
+        submit(storage, clock=2000.0)
+    other = submit(storage, seeds=(3,), clock=2000.0)  # another protocol (seeds): a new request
+    newer = submit(storage, revision="def", clock=3000.0)  # another revision: a new request
+    assert len({first.key, other.key, newer.key}) == 3
+    first.status = "failed"
+    (tmp_path / "requests" / f"{first.id}.json").write_bytes(first.to_json())
+    assert submit(storage, clock=4000.0).key == first.key  # a failed request may be asked for again
+
+
+def test_claims_take_the_oldest_and_are_exclusive_under_a_race(tmp_path):
+    storage = FolderStorage(tmp_path)
+    ids = [submit(storage, revision=f"r{i}", clock=1000.0 + i).id for i in range(12)]
+    assert queue.claim_next(FolderStorage(tmp_path / "other"), "w", 60) is None
+    claimed: list[tuple[str, str]] = []
+    start = threading.Barrier(4)
+
+    def worker(name):
+        start.wait()
+        while (lease := queue.claim_next(storage, name, 60)) is not None:
+            claimed.append((lease.request.id, name))
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(i for i, _ in claimed) == sorted(ids)  # each request claimed exactly once
+    assert all(r.status == "running" and r.attempts == 1 for r in queue.list_requests(storage))
+
+
+def test_an_expired_lease_is_taken_over_and_the_first_worker_stops(tmp_path):
+    storage = FolderStorage(tmp_path)
+    request = submit(storage)
+    a = queue.claim_next(storage, "A", 10, clock=0.0)
+    assert a.generation == 1 and a.request.id == request.id
+    assert queue.claim_next(storage, "B", 10, clock=5.0) is None  # still held
+    assert queue.renew(storage, a, 10, clock=8.0)  # renewed until 18
+    assert queue.claim_next(storage, "B", 10, clock=15.0) is None
+    b = queue.claim_next(storage, "B", 10, clock=19.0)  # A died: its lease expired at 18
+    assert b.generation == 2 and b.request.attempts == 2 and b.request.started_at == a.request.started_at
+    assert not queue.renew(storage, a, 10, clock=20.0)  # A finds it lost the request
+    queue.finish(storage, a, "failed", ["late"])  # ... and cannot overwrite B's outcome
+    assert queue.list_requests(storage)[0].status == "running"
+    queue.finish(storage, b, "finished", ["ok"], results="res/")
+    final = queue.list_requests(storage)[0]
+    assert (final.status, final.worker, final.log_tail, final.results) == ("finished", "B", ["ok"], "res/")
+    assert queue.claim_next(storage, "C", 10, clock=100.0) is None  # finished: never claimed again
+
+
+def test_an_unreadable_request_is_one_error_naming_it(tmp_path):
+    (tmp_path / "requests").mkdir()
+    (tmp_path / "requests" / "x.json").write_text("{not json")
+    with pytest.raises(ResultsError, match=rf"^{tmp_path}/requests/x.json: not a biobench request .*remove it or resubmit$"):
+        queue.list_requests(FolderStorage(tmp_path))
+    (tmp_path / "requests" / "x.json").write_text(json.dumps({**json.loads(submit(FolderStorage(tmp_path / "ok")).to_json()),
+                                                             "status": "paused"}))
+    with pytest.raises(ResultsError, match="unknown status 'paused'"):
+        queue.list_requests(FolderStorage(tmp_path))
+
+
+def test_paths_from_data_cannot_leave_the_queue(tmp_path):
+    storage = FolderStorage(tmp_path / "q")
+    for bad in ("../x.json", "/etc/passwd", "requests/../../x", ""):
+        with pytest.raises(ConfigError, match="bad queue path"):
+            storage.write(bad, b"x")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_the_hub_backend_dry_run_records_the_commits_it_would_make(tmp_path):
+    storage = open_storage("hf://datasets/org/requests", dry_run=tmp_path)
+    request = submit(storage)
+    assert queue.claim_next(storage, "w", 60, clock=0.0).generation == 1
+    ops = [json.loads(line) for line in (tmp_path / "operations.jsonl").read_text().splitlines()]
+    assert [(o["operation"], o["path_in_repo"]) for o in ops] == [
+        ("add", f"requests/{request.id}.json"), ("add", f"leases/{request.id}/000001.json"),
+        ("add", f"requests/{request.id}.json")]
+    assert {(o["call"], o["repo_id"], o["repo_type"]) for o in ops} == {("HfApi.create_commit", "org/requests", "dataset")}
+    assert ops[0]["parent_commit"] == "HEAD" and ops[1]["parent_commit"] == "HEAD"  # creations are conditional
+    with pytest.raises(ConfigError, match="--dry-run is for a hub queue"):
+        open_storage(str(tmp_path), dry_run=tmp_path)
+
+
+class FakeHub:
+    """An in-memory dataset repo with HfApi's method names; `race` commits a stranger's change just before
+    our next commit, so the hub refuses it (412), as it does when parent_commit is no longer the head."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.sha = 0
+        self.race = 0
+        self.commits: list[tuple[str | None, list[str]]] = []
+
+    def repo_info(self, repo_id, repo_type):
+        return type("Info", (), {"sha": str(self.sha)})()
+
+    def list_repo_files(self, repo_id, repo_type, revision=None):
+        return sorted(self.files)
+
+    def hf_hub_download(self, repo_id, filename, repo_type):
+        from huggingface_hub.errors import EntryNotFoundError
+
+        if filename not in self.files:
+            raise EntryNotFoundError(filename)
+        path = Path(os.environ["FAKE_HUB_DIR"]) / filename.replace("/", "__")
+        path.write_bytes(self.files[filename])
+        return str(path)
+
+    def create_commit(self, repo_id, repo_type, commit_message, parent_commit, operations):
+        import httpx
+        from huggingface_hub.errors import HfHubHTTPError
+
+        if self.race:
+            self.race -= 1
+            self.sha += 1  # someone else committed
+        if parent_commit is not None and parent_commit != str(self.sha):
+            raise HfHubHTTPError("precondition failed", response=httpx.Response(
+                412, request=httpx.Request("POST", "https://huggingface.co/api/datasets/x/commit/main")))
+        for op in operations:
+            self.files[op.path_in_repo] = op.path_or_fileobj
+        self.sha += 1
+        self.commits.append((parent_commit, [op.path_in_repo for op in operations]))
+
+
+def test_the_hub_backend_claims_with_a_conditional_commit_and_retries_after_a_race(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_HUB_DIR", str(tmp_path))
+    hub = FakeHub()
+    storage = HubStorage("org/requests", api=hub)
+    request = submit(storage)
+    hub.race = 1
+    lease = queue.claim_next(storage, "w", 60, clock=0.0)
+    assert lease.generation == 1
+    parents = [p for p, paths in hub.commits if paths == [f"leases/{request.id}/000001.json"]]
+    assert len(parents) == 1 and parents[0] is not None  # committed on the head it checked, after one refusal
+    assert not storage.create(f"leases/{request.id}/000001.json", b"{}")  # exists: refused without a commit
+    assert queue.list_requests(storage)[0].status == "running"
+    hub.race = 99
+    with pytest.raises(ResultsError, match="could not create x after 5 tries"):
+        storage.create("x", b"1")
+
+
+def stub_command(record: Path):
+    """A stand-in for eval that records which request it ran (the race test is about claiming, not training)."""
+    def command(request, results):
+        return [sys.executable, "-c", f"open({str(record)!r}, 'a').write({request.id!r} + '\\n')"]
+    return command
+
+
+def test_two_workers_on_one_folder_run_each_request_once(tmp_path):
+    storage = FolderStorage(tmp_path / "q")
+    ids = [submit(storage, revision=f"r{i}", clock=1000.0 + i).id for i in range(6)]
+    record = tmp_path / "ran.txt"
+    config = WorkerConfig(results=str(tmp_path / "results"), poll_s=0.1, renew_s=0.5, lease_s=30,
+                          log_dir=tmp_path / "logs")
+    counts = []
+
+    def work(name):
+        once = WorkerConfig(**{**config.__dict__, "worker_id": name, "max_hours": 2 / 3600})
+        counts.append(run_worker(storage, once, log=lambda _: None, command=stub_command(record)))
+
+    threads = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(record.read_text().split()) == sorted(ids) and sum(counts) == 6
+    assert {r.status for r in queue.list_requests(storage)} == {"finished"}
+
+
+def test_a_failing_eval_marks_the_request_failed_with_its_last_lines(tmp_path):
+    storage = FolderStorage(tmp_path / "q")
+    submit(storage)
+    config = WorkerConfig(results=str(tmp_path / "r"), once=True, log_dir=tmp_path / "logs")
+    failing = lambda request, results: [sys.executable, "-c", "print('loading'); raise SystemExit('error: no data for demo-ml')"]  # noqa: E731
+    assert run_worker(storage, config, log=lambda _: None, command=failing) == 1
+    request = queue.list_requests(storage)[0]
+    assert request.status == "failed" and request.log_tail == ["loading", "error: no data for demo-ml"]
+
+
+def test_worker_options_are_checked():
+    assert main(["worker", "--queue", "q", "--results", "r", "--lease-seconds", "10", "--renew-seconds", "10"]) == 2
+
+
+def test_submit_then_worker_once_evaluates_and_publishes(tiny_mlm_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    q, results = tmp_path / "queue", tmp_path / "results"
+    args = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "1", "--max-length", "32", "--limit-train", "40"]
+    assert main(["submit", str(tiny_mlm_dir), *args, "--queue", str(q), "--submitter", "ada"]) == 0
+    assert main(["submit", str(tiny_mlm_dir), *args, "--queue", str(q)]) == 2
+    assert "already pending as request" in capsys.readouterr().err
+    assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
+    request = queue.list_requests(FolderStorage(q))[0]
+    assert request.status == "finished" and request.results == str(results)
+    result = json.loads(next(results.glob("*/demo-cls/seed-1.json")).read_text())
+    assert result["model"]["revision"] == request.revision and result["protocol"]["epochs"] == 1
+    assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
+    assert "no pending request" in capsys.readouterr().out
+    # the same results published to a hub dataset (dry run): the parquet the leaderboard reads back
+    dry = tmp_path / "dry"
+    where = publish(WorkerConfig(results="hf://datasets/org/results", results_dry_run=dry), results)
+    import pandas as pd
+
+    frame = pd.read_parquet(dry / "results.parquet")
+    assert where.startswith("hf://datasets/org/results (dry run") and list(frame["task"]) == ["demo-cls"]
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_resumed_and_each_result_exists_once(tiny_mlm_dir, tmp_path):
+    env = {**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")}
+    q, results = tmp_path / "queue", tmp_path / "results"
+    biobench = [sys.executable, "-m", "biobench.cli"]
+    subprocess.run([*biobench, "submit", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1-3", "--epochs", "2",
+                    "--max-length", "32", "--limit-train", "200", "--queue", str(q)], check=True, env=env)
+    worker = [*biobench, "worker", "--queue", str(q), "--results", str(results), "--once",
+              "--lease-seconds", "3", "--renew-seconds", "1"]
+    first = subprocess.Popen(worker, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not list(results.glob("*/demo-cls/seed-1.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    finished = {p.name: p.read_bytes() for p in results.glob("*/demo-cls/seed-*.json")}
+    assert "seed-1.json" in finished and len(finished) < 3
+    time.sleep(4)  # the lease expires; the eval child died with its worker, so nothing more is written
+    assert {p.name: p.read_bytes() for p in results.glob("*/demo-cls/seed-*.json")} == finished
+    second = subprocess.run(worker, env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    after = {p.name: p.read_bytes() for p in results.glob("*/demo-cls/seed-*.json")}
+    assert sorted(after) == ["seed-1.json", "seed-2.json", "seed-3.json"]
+    assert all(after[name] == data for name, data in finished.items())  # finished results untouched, not redone
+    request = queue.list_requests(FolderStorage(q))[0]
+    assert (request.status, request.attempts) == ("finished", 2)
+    log = next((tmp_path / "cache" / "worker" / "logs").glob(f"{request.id}.2.log")).read_text()
+    assert f"{len(finished)} already done" in log
