@@ -22,6 +22,7 @@ from biobench.commands import (
     models,
     pretrain,
     results,
+    space,
     submit,
     tasks,
     worker,
@@ -62,7 +63,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "compare": compare,
     "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
-    "results": results, "submit": submit, "worker": worker,
+    "results": results, "submit": submit, "worker": worker, "space": space,
 }
 
 

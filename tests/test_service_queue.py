@@ -218,6 +218,7 @@ def test_worker_options_are_checked():
     assert main(["worker", "--queue", "q", "--results", "r", "--lease-seconds", "10", "--renew-seconds", "10"]) == 2
 
 
+@pytest.mark.slow
 def test_submit_then_worker_once_evaluates_and_publishes(tiny_mlm_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
     q, results = tmp_path / "queue", tmp_path / "results"

@@ -27,7 +27,11 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("model_a", metavar="A", help="display name (as the leaderboard shows it), alias, hub id, "
                         "local model folder, or results sub-folder name")
-    parser.add_argument("model_b", metavar="B", help="the model A is compared with (same forms as A)")
+    parser.add_argument("model_b", metavar="B", nargs="?", help="the model A is compared with (same forms as A; "
+                        "omit with --paper)")
+    parser.add_argument("--paper", action="store_true", help="compare A with what the paper reports for it (Tables "
+                        "1-2): per task and for the average, the measured mean and 95%% CI, the reported value, the "
+                        "difference and a verdict: reproduced / differs / no data (docs/PROTOCOL.md)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--tasks", help="comma-separated task ids (default: every task both models have)")
     which.add_argument("--lang", choices=["fr", "en"], help="only the tasks of this language")
@@ -156,6 +160,10 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.paper:
+        return run_paper(args)
+    if not args.model_b:
+        raise ConfigError("compare needs two models (A B), or one model with --paper")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot, args.average)
     if args.json:
@@ -183,4 +191,40 @@ def run(args: argparse.Namespace) -> int:
     if report.get("averages"):
         print("average rows: the mean over those tasks of the seed-mean macro-F1, bootstrapped by resampling test "
               "examples within each task and seeds per model", file=sys.stderr)
+    return 0
+
+
+def run_paper(args: argparse.Namespace) -> int:
+    from biobench.leaderboard.board import build_board
+    from biobench.leaderboard.reproduction import model_verdicts, verdict_rows
+
+    if args.model_b:
+        raise ConfigError("--paper compares one model with the paper's numbers; drop B")
+    results = Path(args.results)
+    key = model_folder(results, args.model_a).name
+    board = build_board([results], reference=True, significance=False)
+    by_lang = model_verdicts(board, key, args.lang)
+    if not by_lang:
+        raise ConfigError(f"no results for {args.model_a} in {results}" + (f" in {args.lang}" if args.lang else ""))
+    report = {lang: verdict_rows(rows) for lang, rows in by_lang.items()}
+    if args.json:
+        print(json.dumps({"model": key, "results_dir": str(results), "languages": report}, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    def num(x: float | None, sign: str = "") -> str:
+        return "–" if x is None else f"{x:{sign}.2f}"
+
+    for lang, rows in report.items():
+        table = Table(title=f"{key} vs the paper ({lang}; test macro-F1, %)", title_justify="left")
+        for column in ("task", "seeds", "measured", "interval", "reported", "difference", "verdict"):
+            table.add_column(column, justify="left" if column in ("task", "verdict") else "right")
+        for row in rows:
+            interval = f"[{num(row['low'])}, {num(row['high'])}]" if row["low"] is not None else "–"
+            table.add_row(row["task"], str(row["seeds"] or "–"), num(row["measured"]), interval, num(row["reported"]),
+                          num(row["difference"], "+"), row["verdict"], style="bold" if row["task"] == "average" else None)
+        Console(width=None if sys.stdout.isatty() else 120).print(table)  # pipes and logs: no wrapping at 80
+    print("reproduced: the reported value lies in the interval (95% CI over seeds; with one seed the MDD floor from "
+          "the test set); the average needs every paper task measured (docs/PROTOCOL.md)", file=sys.stderr)
     return 0

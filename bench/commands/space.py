@@ -1,0 +1,42 @@
+"""`biobench space init`: write a Hugging Face Space that serves the leaderboard from a results dataset."""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """examples:
+  biobench space init my-space/ --results hf://datasets/my-org/biobench-results
+  biobench space init my-space/ --results hf://datasets/my-org/biobench-results --queue hf://datasets/my-org/requests
+  cd my-space && python app.py        # try it locally, then `hf upload my-org/leaderboard . --repo-type space`"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "space", help="write a Hugging Face Space serving the leaderboard (init)",
+        description="A Gradio Space (README metadata, app.py, requirements.txt) that serves the leaderboard from a "
+        "results dataset and, with --queue, takes evaluation requests.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    init = sub.add_parser("init", help="write README.md, app.py and requirements.txt into DIR",
+                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    init.add_argument("out", metavar="DIR", help="the Space folder (created; existing Space files are not replaced)")
+    init.add_argument("--results", required=True, help="results dataset hf://datasets/ORG/NAME (or a local copy)")
+    init.add_argument("--queue", help="request queue hf://datasets/ORG/NAME the Submit tab writes to (default: none; "
+                      "the tab shows the `biobench submit` command)")
+    init.add_argument("--refresh-minutes", type=float, default=10.0, help="rescan the results this often; 0: only "
+                      "with the Refresh button (default: 10)")
+    init.add_argument("--title", default="biobench leaderboard", help="the Space's title (default: %(default)s)")
+    init.add_argument("--requirement", help="how the Space installs biobench (default: biobench[leaderboard]==this "
+                      "version; e.g. git+https://github.com/ORG/biobench@COMMIT)")
+    init.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from biobench.service.space import write_space
+
+    written = write_space(args.out, args.results, queue=args.queue, refresh_minutes=args.refresh_minutes,
+                          title=args.title, requirement=args.requirement)
+    print(f"wrote {', '.join(str(p) for p in written)}; run it with `cd {args.out} && python app.py`, publish it "
+          f"with `hf upload ORG/NAME {args.out} --repo-type space`")
+    return 0
