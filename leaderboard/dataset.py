@@ -105,18 +105,13 @@ def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
         configs=[{"config_name": "default", "data_files": [{"split": "train", "path": PARQUET}]}],
         biobench_schema=SCHEMA,
     )
-    models = frame.groupby("model", sort=True)
     lines = [
         "# biobench results", "",
         "Fine-tuning results of biomedical encoders scored with [biobench](https://arxiv.org/abs/2605.12438): one row "
         "per (model, task, seed), test macro-F1 as a fraction.", "",
         f"{n} runs: {frame['model'].nunique()} models, {frame['task'].nunique()} tasks.", "",
-        "| model | tasks | seeds per task | mean macro-F1 (%) |", "|---|---|---|---|",
     ]
-    for name, rows in models:
-        per_task = rows.groupby("task")["seed"].nunique()
-        seeds = f"{per_task.min()}" if per_task.min() == per_task.max() else f"{per_task.min()}-{per_task.max()}"
-        lines.append(f"| {name} | {rows['task'].nunique()} | {seeds} | {100 * rows['macro_f1'].mean():.1f} |")
+    lines += summary_lines(frame)
     where = f"hf://datasets/{repo_id}" if repo_id else "<this dataset>"
     lines += [
         "", "## Columns",
@@ -132,6 +127,27 @@ def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
         f"Browse it: `biobench leaderboard --results {where}`.", "",
     ]
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))
+
+
+def summary_lines(frame: pd.DataFrame) -> list[str]:
+    """Per language, one row per model: its tasks and seeds, and the mean of its task means over the tasks
+    *every* model of that language has — so the averages compare like with like (a model with an extra easy task
+    does not look better); a model's tasks beyond those are counted, not averaged."""
+    lines: list[str] = []
+    for lang, rows in frame.groupby("lang", sort=True):
+        task_sets = {name: set(r["task"]) for name, r in rows.groupby("model", sort=True)}
+        common = sorted(set.intersection(*task_sets.values()))
+        lines += [f"### {lang}: mean over the {len(common)} task(s) every model has"
+                  + (f" ({', '.join(common)})" if common else " (none: no average)"), "",
+                  "| model | tasks | seeds per task | mean macro-F1 (%) |", "|---|---|---|---|"]
+        for name, model_rows in rows.groupby("model", sort=True):
+            per_task = model_rows.groupby("task")["seed"].nunique()
+            seeds = f"{per_task.min()}" if per_task.min() == per_task.max() else f"{per_task.min()}-{per_task.max()}"
+            task_means = model_rows.groupby("task")["macro_f1"].mean()
+            mean = f"{100 * task_means[common].mean():.1f}" if common else "–"
+            lines.append(f"| {name} | {len(task_sets[name])} | {seeds} | {mean} |")
+        lines.append("")
+    return lines
 
 
 def build_folder(runs: Iterable[Any], out: str | Path, repo_id: str | None = None) -> Path:

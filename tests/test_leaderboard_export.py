@@ -68,3 +68,12 @@ def test_print_table(capsys):
     out = capsys.readouterr().out
     assert "French (macro-F1 %, mean over seeds)" in out and "English" in out
     assert "tiny-detour: partial average over 2/8 tasks" in out
+
+
+def test_a_missing_results_folder_is_an_error_not_an_empty_board(tmp_path, capsys):
+    from biobench.cli import main
+
+    assert main(["leaderboard", "--results", str(tmp_path / "nope"), "--print"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: --results {tmp_path / 'nope'}: no such folder or file; pass a folder written by "
+                   "`biobench eval --results DIR`, a results.parquet or hf://datasets/ORG/NAME\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,10 +31,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from biobench.errors import ConfigError
     from biobench.leaderboard.board import build_board
     from biobench.leaderboard.cache import default_dir
     from biobench.leaderboard.tables import render_text, write_export
 
+    missing = [r for r in args.results if not str(r).startswith("hf://") and not Path(r).exists()]
+    if missing:
+        raise ConfigError(f"--results {missing[0]}: no such folder or file; pass a folder written by `biobench eval "
+                          "--results DIR`, a results.parquet or hf://datasets/ORG/NAME")
     quick = bool(args.export or args.print_table)
     # serving: the tables at once, the significance groups in the background (the app shows their progress)
     board = build_board(args.results, reference=not args.no_reference, significance=False if quick else "background",
