@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pandas as pd
 from biobench.leaderboard import plots
 from biobench.leaderboard.compare import average_markdown, compare, compare_average, task_mdd
 from biobench.leaderboard.entries import Board
+from biobench.leaderboard.service_views import build_paper_tab, build_submit_tab
 from biobench.leaderboard.tables import (
     CSS,
     Filters,
@@ -114,12 +116,22 @@ def analysis_figures(board: Board) -> Callable[[], tuple]:
     return figures
 
 
-def build_app(board: Board) -> gr.Blocks:
+def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], Board] | None = None,
+              refresh_minutes: float = 0) -> gr.Blocks:
+    """The app over `board`. With `rebuild` (a function that scans the results again), a Refresh button and,
+    with `refresh_minutes`, a timer replace the board by a new one: its scan reuses the scan index and its
+    significance groups the per-task cache, so only changed tasks are recomputed. `queue`: where the Submit
+    tab writes requests (biobench.service); without one the tab shows the `biobench submit` command."""
     tmp = Path(tempfile.mkdtemp(prefix="biobench-leaderboard-"))
     figures = analysis_figures(board)
 
     with gr.Blocks(title="biobench leaderboard") as app:
         header = gr.Markdown(header_text(board))
+        if rebuild is not None:
+            with gr.Row():
+                refresh_button = gr.Button("Refresh results", size="sm", scale=0, elem_id="lb-refresh")
+                refresh_note = gr.Markdown(elem_id="lb-refresh-note")
+            auto_refresh = gr.Timer(60 * refresh_minutes if refresh_minutes else 3600, active=bool(refresh_minutes))
         significance = board.significance  # groups computed in the background (build_board(significance="background"))
         status = gr.Markdown(significance.status if significance else "", elem_id="lb-significance")
         poll = gr.Timer(1.0, active=significance is not None)
@@ -138,7 +150,7 @@ def build_app(board: Board) -> gr.Blocks:
         with gr.Tabs():
             for lang in board.langs:
                 with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
-                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}")
+                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}", elem_classes=["lb-scroll"])
             with gr.Tab("Task", id="tab-task"):
                 with gr.Row():
                     t_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
@@ -166,6 +178,8 @@ def build_app(board: Board) -> gr.Blocks:
                 analysis_plots = [gr.Plot(label="Pretraining loss", elem_id="lb-loss"), gr.Plot(label="CKA"),
                                   gr.Plot(label="Needle in a haystack"),
                                   gr.Plot(label="CKA trajectory (divergence from the start model)")]
+            paper = build_paper_tab(lambda: board)
+            build_submit_tab(queue)
             with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as problems_tab:
                 problems_table = gr.Dataframe(problems_frame(board), label="Files that could not be used")
         problem_outputs = [problems_table, problems_tab, header]
@@ -259,6 +273,37 @@ def build_app(board: Board) -> gr.Blocks:
         p_eff.select(on_select_row, None, p_model)
         p_model.change(on_detail, [p_lang, p_model], [p_detail, p_detail_seeds])
         app.load(refresh, filter_inputs, [*tables.values(), download])
+        app.load(paper.show, paper.model, [paper.table, paper.note])
+        if rebuild is not None:
+            def on_refresh(src, sz, ctx, rec, sort, ci):
+                """Scan the results again; the new board replaces the old one for every view (the callbacks read
+                `board` when they run). Filter values the old board did not have (a new size, context or recipe)
+                are added checked, so new rows are not hidden by filters built before they existed."""
+                nonlocal board, significance
+                started = time.perf_counter()
+                before = {attr: set(_choices(board, attr)) for attr in ("size", "context", "recipe")}
+                board = rebuild()
+                significance = board.significance
+                picked = {}
+                for attr, current in (("size", sz), ("context", ctx), ("recipe", rec)):
+                    picked[attr] = [c for c in _choices(board, attr) if c in (current or []) or c not in before[attr]]
+                runs = sum(len(r) for e in board.entries for r in e.runs.values())
+                new_langs = [lang for lang in board.langs if lang not in tables]
+                note = (f"rescanned in {time.perf_counter() - started:.1f} s at {time.strftime('%H:%M:%S')}: "
+                        f"{runs} run{'' if runs == 1 else 's'}"
+                        + (f"; new language(s) {', '.join(new_langs)} appear after a restart" if new_langs else ""))
+                choices = paper.choices()
+                filters = [gr.update(choices=_choices(board, attr), value=picked[attr])
+                           for attr in ("size", "context", "recipe")]
+                return [note, significance.status if significance else "",
+                        *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci),
+                        gr.Timer(active=significance is not None), *problems_now(),
+                        gr.update(choices=choices, value=choices[0][1] if choices else None), *filters]
+
+            refresh_outputs = [refresh_note, status, *tables.values(), download, poll, *problem_outputs, paper.model,
+                               sizes, contexts, recipes]
+            refresh_button.click(on_refresh, filter_inputs, refresh_outputs)
+            auto_refresh.tick(on_refresh, filter_inputs, refresh_outputs)
         app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
         app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         app.load(on_plots, p_lang, [p_bars, p_eff, p_model])
@@ -270,6 +315,21 @@ def problems_frame(board: Board) -> pd.DataFrame:
     return pd.DataFrame([{"path": p.path, "reason": p.reason} for p in board.problems], columns=["path", "reason"])
 
 
-def launch(board: Board, host: str = "127.0.0.1", port: int | None = None) -> None:
-    """Serve the app (blocking)."""
-    build_app(board).launch(server_name=host, server_port=port, css=CSS, show_error=True)
+LAUNCH_OPTIONS = {"css": CSS, "show_error": True}
+
+
+def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app_options) -> None:
+    """Serve the app (blocking); `app_options` go to build_app (queue, rebuild, refresh_minutes)."""
+    build_app(board, **app_options).launch(server_name=host, server_port=port, **LAUNCH_OPTIONS)
+
+
+def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:
+    """The app a Space serves (biobench space init): the results dataset rescanned every `refresh_minutes`,
+    significance in the background through the on-disk cache, the Submit tab writing to `queue`."""
+    from biobench.leaderboard.board import build_board
+    from biobench.leaderboard.cache import default_dir
+
+    def rebuild() -> Board:
+        return build_board([results], significance="background", cache_dir=default_dir())
+
+    return build_app(rebuild(), queue=queue, rebuild=rebuild, refresh_minutes=refresh_minutes)

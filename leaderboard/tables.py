@@ -154,6 +154,7 @@ CSS = """
 .lb-table .ci {color: #777; font-size: 10px; margin-left: 2px;}
 .lb-table .extra {color: #777;}
 .lb-notes {font-size: 12px; color: #444;}
+.lb-scroll {overflow-x: auto; max-width: 100%;}
 """
 
 

@@ -26,6 +26,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates for significance (default 1000)")
     p.add_argument("--no-cache", action="store_true", help="recompute the significance groups instead of reading "
                    "them from the cache ($BIOBENCH_CACHE/leaderboard, default ~/.cache/biobench/leaderboard)")
+    p.add_argument("--queue", metavar="Q", help="request queue (a folder or hf://datasets/ORG/NAME) the Submit tab "
+                   "writes to and the Queue view shows (default: none; the tab shows the `biobench submit` command)")
+    p.add_argument("--refresh-minutes", type=float, default=0, help="rescan the results this often while serving "
+                   "(default: 0, only with the Refresh button)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
     p.set_defaults(func=run)
 
@@ -42,10 +46,12 @@ def run(args: argparse.Namespace) -> int:
                           "--results DIR`, a results.parquet or hf://datasets/ORG/NAME")
     quick = bool(args.export or args.print_table)
     # serving: the tables at once, the significance groups in the background (the app shows their progress)
-    board = build_board(args.results, reference=not args.no_reference, significance=False if quick else "background",
-                        n_boot=args.n_boot,
-                        cache_dir=None if args.no_cache else default_dir(),
-                        log=lambda line: print(line, file=sys.stderr, flush=True))
+    def scan(significance: bool | str):
+        return build_board(args.results, reference=not args.no_reference, significance=significance,
+                           n_boot=args.n_boot, cache_dir=None if args.no_cache else default_dir(),
+                           log=lambda line: print(line, file=sys.stderr, flush=True))
+
+    board = scan(False if quick else "background")
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:
@@ -59,5 +65,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from biobench.leaderboard.app import launch
 
-    launch(board, host=args.host, port=args.port)
+    launch(board, host=args.host, port=args.port, queue=args.queue, rebuild=lambda: scan("background"),
+           refresh_minutes=args.refresh_minutes)
     return 0

@@ -25,7 +25,7 @@ Settings, each overridable by an environment variable (a Space's "Variables and 
 
 import os
 
-from biobench.leaderboard.app import build_space_app
+from biobench.leaderboard.app import LAUNCH_OPTIONS, build_space_app
 
 RESULTS = os.environ.get("BIOBENCH_RESULTS", {results!r})
 QUEUE = os.environ.get("BIOBENCH_QUEUE", {queue!r}) or None
@@ -34,7 +34,7 @@ REFRESH_MINUTES = float(os.environ.get("BIOBENCH_REFRESH_MINUTES", {refresh!r}))
 demo = build_space_app(RESULTS, queue=QUEUE, refresh_minutes=REFRESH_MINUTES)
 
 if __name__ == "__main__":
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), show_error=True)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), **LAUNCH_OPTIONS)
 '''
 
 README = '''---

@@ -1,0 +1,167 @@
+"""The app's service tabs: Submit (a request form, or the `biobench submit` command filled in), Queue (requests
+by status, with times) and "vs paper" (reproduction verdicts).
+
+Why in their own module: they talk to a queue (biobench.service) rather than to the results board, and the app
+builds them with one call each. Nothing here imports torch: submitting resolves the model's revision from its
+files and the tasks' protocol hashes from the specs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+from biobench.errors import BiobenchError
+from biobench.leaderboard.board import Board
+
+QUEUE_COLUMNS = ["status", "request", "model", "tasks", "seeds", "submitter", "submitted", "started", "finished",
+                 "attempts", "last line"]
+
+
+def queue_writable(queue: str | None) -> tuple[bool, str]:
+    """Whether this app may write requests to `queue`, and why not."""
+    if not queue:
+        return False, "this leaderboard has no request queue"
+    if queue.startswith("hf://"):
+        from huggingface_hub import get_token
+
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+            return False, "the hub is switched off here (HF_HUB_OFFLINE)"
+        return (True, "") if get_token() else (False, "the app has no Hugging Face token (set HF_TOKEN)")
+    folder = Path(queue)
+    probe = folder if folder.exists() else folder.parent
+    if probe.is_dir() and os.access(probe, os.W_OK):
+        return True, ""
+    return False, f"{queue} is not a folder this app may write"
+
+
+def submit_command(model: str, revision: str, lang: str, tasks: str, seeds: str, queue: str | None,
+                   overrides: dict[str, int] | None = None) -> str:
+    """The `biobench submit` command for the form's values (what to run where the app cannot write)."""
+    parts = ["biobench", "submit", model or "MODEL"]
+    if revision:
+        parts += ["--revision", revision]
+    parts += ["--tasks", tasks] if tasks else ["--lang", lang or "fr"]
+    if seeds:
+        parts += ["--seeds", seeds]
+    for name, value in (overrides or {}).items():
+        parts += [f"--{name.replace('_', '-')}", str(value)]
+    parts += ["--queue", queue or "QUEUE"]
+    return shlex.join(parts)
+
+
+def queue_frame(queue: str | None) -> pd.DataFrame:
+    """Requests, running first, then pending (oldest first), then finished / failed (newest first)."""
+    if not queue:
+        return pd.DataFrame(columns=QUEUE_COLUMNS)
+    from biobench.service.queue import list_requests
+    from biobench.service.storage import open_storage
+
+    everything = list_requests(open_storage(queue))  # oldest first
+    done = sorted((r for r in everything if r.status in ("finished", "failed")), key=lambda r: r.finished_at or "",
+                  reverse=True)
+    requests = ([r for r in everything if r.status == "running"] + [r for r in everything if r.status == "pending"]
+                + done)
+    rows = [{"status": r.status, "request": r.id, "model": r.name or r.model, "tasks": ", ".join(r.tasks),
+             "seeds": ", ".join(map(str, r.seeds)) if r.seeds else "protocol", "submitter": r.submitter,
+             "submitted": r.submitted_at, "started": r.started_at or "", "finished": r.finished_at or "",
+             "attempts": r.attempts, "last line": r.log_tail[-1] if r.log_tail else ""} for r in requests]
+    return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
+
+
+def build_submit_tab(queue: str | None) -> None:
+    """The Submit tab with its Queue view (inside the app's gr.Tabs)."""
+    writable, why = queue_writable(queue)
+    with gr.Tab("Submit", id="tab-submit"):
+        gr.Markdown("Request an evaluation: a worker (`biobench worker`) fine-tunes the model on the chosen tasks "
+                    "with the paper's protocol and publishes the results here. "
+                    + ("" if writable else f"This app cannot write requests ({why}): the form fills in the "
+                       "`biobench submit` command to run where the queue is reachable."))
+        with gr.Row():
+            model = gr.Textbox(label="Model (alias, hub id ORG/NAME or a folder the worker reads)", elem_id="sb-model")
+            revision = gr.Textbox(label="Revision (hub commit; empty: resolved)", elem_id="sb-revision")
+        with gr.Row():
+            lang = gr.Dropdown(["fr", "en"], value="fr", label="Language (every paper task)", elem_id="sb-lang")
+            tasks = gr.Textbox(label="or tasks (comma-separated ids)", elem_id="sb-tasks")
+            seeds = gr.Textbox(label="Seeds (e.g. 42-50; empty: the protocol's)", elem_id="sb-seeds")
+        with gr.Accordion("Smoke-run overrides (recorded in the request and every result; such results do not "
+                          "follow the paper's protocol)", open=False):
+            with gr.Row():
+                epochs = gr.Number(label="Epochs", precision=0, elem_id="sb-epochs")
+                max_length = gr.Number(label="Max length", precision=0, elem_id="sb-max-length")
+                limit_train = gr.Number(label="Train examples (limit)", precision=0, elem_id="sb-limit-train")
+        button = gr.Button("Submit" if writable else "Show the command", elem_id="sb-submit")
+        message = gr.Markdown(elem_id="sb-message")
+        gr.Markdown("### Queue")
+        refresh = gr.Button("Refresh the queue", size="sm", elem_id="sb-queue-refresh")
+        table = gr.Dataframe(queue_frame(queue), headers=QUEUE_COLUMNS, interactive=False, elem_id="sb-queue",
+                             wrap=True)
+
+        def on_submit(model_v, revision_v, lang_v, tasks_v, seeds_v, epochs_v, max_length_v, limit_train_v):
+            overrides = {k: int(v) for k, v in (("epochs", epochs_v), ("max_length", max_length_v),
+                                                ("limit_train", limit_train_v)) if v}
+            if not writable:
+                return (f"Run: `{submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, overrides)}`",
+                        queue_frame(queue))
+            if not model_v.strip():
+                return "error: give a model", gr.update()
+            from biobench.service.submission import submit_request
+
+            try:
+                request, note = submit_request(model_v.strip(), queue, revision=revision_v.strip() or None,
+                                               tasks=tasks_v.strip() or None, lang=None if tasks_v.strip() else lang_v,
+                                               seeds=seeds_v.strip() or None, overrides=overrides,
+                                               submitter="leaderboard form")
+            except BiobenchError as err:
+                return f"error: {err}", queue_frame(queue)
+            return f"submitted `{request.id}`" + (f" ({note})" if note else ""), queue_frame(queue)
+
+        button.click(on_submit, [model, revision, lang, tasks, seeds, epochs, max_length, limit_train],
+                     [message, table])
+        refresh.click(lambda: queue_frame(queue), None, table)
+
+
+@dataclass
+class PaperTab:
+    model: gr.Dropdown
+    table: gr.Dataframe
+    note: gr.Markdown
+    choices: Callable[[], list[tuple[str, str]]]
+    show: Callable
+
+
+def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
+    """The "vs paper" tab: pick a measured model that the paper reports; per task and for the average, the
+    verdict of leaderboard/reproduction.py. `get_board` returns the current board (it changes on refresh)."""
+    from biobench.leaderboard.reproduction import board_floor, paper_entry, reproduction, verdict_rows
+
+    def choices() -> list[tuple[str, str]]:
+        board = get_board()
+        return [(f"{e.name} ({e.lang})", f"{e.lang}|{e.key}") for e in board.entries
+                if e.source == "measured" and paper_entry(board, e) is not None]
+
+    def show(value: str | None):
+        if not value:
+            return pd.DataFrame(), ("No measured model here is one the paper reports (Tables 1-2): evaluate one of "
+                                    "them, e.g. `biobench eval --model ModernCamemBERT --lang fr`.")
+        lang, key = value.split("|", 1)
+        board = get_board()
+        entry = next((e for e in board.entries if e.key == key and e.lang == lang and e.source == "measured"), None)
+        if entry is None:
+            return pd.DataFrame(), f"{key} has no {lang} results any more"
+        frame = pd.DataFrame(verdict_rows(reproduction(board, entry, board_floor(board, entry))))
+        return frame, ("**reproduced**: the paper's value lies in the measured interval (95% CI over seeds; one seed: "
+                       "the MDD floor from the test set); the average needs every paper task (docs/PROTOCOL.md).")
+
+    with gr.Tab("vs paper", id="tab-paper"):
+        first = choices()
+        model = gr.Dropdown(first, value=first[0][1] if first else None, label="Model", elem_id="vp-model")
+        table = gr.Dataframe(interactive=False, elem_id="vp-table")
+        note = gr.Markdown(elem_id="vp-note")
+    model.change(show, model, [table, note])
+    return PaperTab(model, table, note, choices, show)

@@ -1,0 +1,140 @@
+"""The leaderboard as a service, in a real browser (1280 px wide): a request submitted through the form is run
+by `biobench worker --once`, Refresh shows the new results and the Queue says `finished`; the Space that
+`biobench space init` writes serves a local copy of a results dataset. Screenshots of each tab are saved."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.test_leaderboard_browser import FIXTURES, _free_port, _wait_http
+from tests.test_leaderboard_browser import browser as browser  # noqa: F401 - the shared fixture
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+def serve(argv, tmp_path, env_extra=None, cwd=None):
+    log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed by stop()
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=cwd,
+                            env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache"), **(env_extra or {})})
+    proc.stdout = log
+    return proc
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    proc.stdout.close()
+
+
+def tab(browser, name):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    button = WebDriverWait(browser, 60).until(lambda d: next(
+        (b for b in d.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip().startswith(name)), None))
+    button.click()
+    time.sleep(1)
+
+
+def field(browser, elem_id, kind="textarea, input"):
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.CSS_SELECTOR, ", ".join(f"#{elem_id} {k.strip()}" for k in kind.split(",")))
+
+
+def text_of(browser, elem_id):
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.ID, elem_id).text
+
+
+def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.set_window_size(1280, 1100)
+    results, q = tmp_path / "results", tmp_path / "queue"
+    results.mkdir()
+    port = _free_port()
+    proc = serve([sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(results), "--queue", str(q),
+                  "--host", "127.0.0.1", "--port", str(port), "--n-boot", "100"], tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        _wait_http(url, proc)
+        browser.get(url)
+        time.sleep(6)
+        assert browser.save_screenshot(str(tmp_path / "tab-french.png"))
+        tab(browser, "Submit")
+        field(browser, "sb-model").send_keys(str(tiny_mlm_dir))
+        field(browser, "sb-tasks").send_keys("demo-cls")
+        field(browser, "sb-seeds").send_keys("1")
+        next(b for b in browser.find_elements(By.CSS_SELECTOR, "button") if "Smoke-run overrides" in b.text).click()
+        time.sleep(1)
+        for elem_id, value in (("sb-epochs", "1"), ("sb-max-length", "32"), ("sb-limit-train", "40")):
+            box = field(browser, elem_id, "input")
+            box.clear()
+            box.send_keys(value)
+        browser.find_element(By.ID, "sb-submit").click()
+        WebDriverWait(browser, 60).until(lambda d: "submitted" in text_of(d, "sb-message"))
+        WebDriverWait(browser, 30).until(lambda d: "pending" in text_of(d, "sb-queue"))
+        assert browser.save_screenshot(str(tmp_path / "tab-submit.png"))
+        request = json.loads(next((q / "requests").glob("*.json")).read_text())
+        assert request["overrides"] == {"epochs": 1, "max_length": 32, "limit_train": 40}
+        assert request["submitter"] == "leaderboard form" and request["tasks"] == ["demo-cls"]
+
+        worker = subprocess.run([sys.executable, "-m", "biobench.cli", "worker", "--queue", str(q), "--results",
+                                 str(results), "--once"], capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")})
+        assert worker.returncode == 0 and "finished" in worker.stdout, worker.stdout + worker.stderr
+
+        browser.find_element(By.ID, "sb-queue-refresh").click()
+        WebDriverWait(browser, 30).until(lambda d: "finished" in text_of(d, "sb-queue"))
+        tab(browser, "French")
+        assert "demo-cls" not in text_of(browser, "lb-table-fr")  # not there before the refresh
+        browser.find_element(By.ID, "lb-refresh").click()
+        WebDriverWait(browser, 60).until(lambda d: "rescanned" in text_of(d, "lb-refresh-note"))
+        WebDriverWait(browser, 60).until(lambda d: "demo-cls" in text_of(d, "lb-table-fr"))
+        assert ": 1 run" in text_of(browser, "lb-refresh-note")
+        WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-table-fr"))  # the new row
+        assert browser.save_screenshot(str(tmp_path / "tab-french-refreshed.png"))
+        for name in ("English", "Task", "Compare", "Plots", "vs paper", "Problems"):
+            tab(browser, name)
+            assert browser.save_screenshot(str(tmp_path / f"tab-{name.split()[0].lower()}.png"))
+        print(f"screenshots: {sorted(p.name for p in tmp_path.glob('tab-*.png'))} in {tmp_path}")
+    finally:
+        stop(proc)
+
+
+def test_the_generated_space_serves_a_local_copy(browser, tmp_path):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    copy = tmp_path / "dataset"
+    subprocess.run([sys.executable, "-m", "biobench.cli", "results", "push", "acme/results", "--results",
+                    str(FIXTURES), "--dry-run", str(copy)], check=True, capture_output=True)
+    space = tmp_path / "space"
+    subprocess.run([sys.executable, "-m", "biobench.cli", "space", "init", str(space), "--results",
+                    "hf://datasets/acme/results"], check=True, capture_output=True)
+    assert "sdk: gradio" in (space / "README.md").read_text() and "app_file: app.py" in (space / "README.md").read_text()
+    port = _free_port()
+    proc = serve([sys.executable, "app.py"], tmp_path, cwd=space, env_extra={
+        "BIOBENCH_RESULTS": str(copy), "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+        "BIOBENCH_REFRESH_MINUTES": "0"})
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        _wait_http(url, proc)
+        browser.get(url)
+        WebDriverWait(browser, 60).until(lambda d: "tiny-detour" in d.find_element(By.ID, "lb-table-fr").text)
+        assert "(reported)" in text_of(browser, "lb-table-fr")
+        tab(browser, "Submit")
+        assert "cannot write requests" in browser.find_element(By.TAG_NAME, "body").text
+        assert browser.save_screenshot(str(tmp_path / "space.png"))
+    finally:
+        stop(proc)
