@@ -23,6 +23,7 @@ from biobench.leaderboard.service_views import build_paper_tab, build_submit_tab
 from biobench.leaderboard.tables import (
     CSS,
     Filters,
+    display,
     efficiency_frame,
     esc,
     export_frame,
@@ -90,11 +91,33 @@ def task_label_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
     return frame.reset_index()
 
 
+def first_measured_task(board: Board, lang: str) -> str | None:
+    """The task the Task tab opens on: the first with a measured result, else the first."""
+    tasks = board.columns(lang)
+    measured = {t for e in board.lang_entries(lang) if e.source == "measured" for t in e.cells}
+    return next((t for t in tasks if t in measured), tasks[0] if tasks else None)
+
+
+def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
+    """The Compare tab's opening pair: two measured models (a paired test is possible); one measured model and
+    the reported row the paper gives for it or the first reported one; else two reported rows."""
+    from biobench.leaderboard.reproduction import paper_entry
+
+    measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+    reported = [e.key for e in board.lang_entries(lang) if e.source == "reported"]
+    if len(measured) == 1 and (paper := paper_entry(board, measured[0])) is not None:
+        return measured[0].key, paper.key
+    ordered = [e.key for e in measured] + reported
+    if not ordered:
+        return None, None
+    return ordered[0], ordered[1] if len(ordered) > 1 else ordered[0]
+
+
 def header_text(board: Board) -> str:
     measured = sum(e.source == "measured" for e in board.entries)
     return ("# biobench leaderboard\nBiomedical encoders on the French and English tasks of "
             "*A Causal Language Modeling Detour Improves Encoder Continued Pretraining* (arXiv 2605.12438). "
-            f"{measured} measured model/language rows; reported rows are the paper's published numbers."
+            f"{measured} measured model/language row{'' if measured == 1 else 's'}; reported rows are the paper's published numbers."
             + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else ""))
 
 
@@ -155,7 +178,9 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                 with gr.Row():
                     t_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
                     first = board.columns(board.langs[0]) if board.langs else []
-                    t_task = gr.Dropdown(first, value=first[0] if first else None, label="Task")
+                    t_task = gr.Dropdown(first, value=first_measured_task(board, board.langs[0]) if first else None,
+                                         label="Task")
+                t_note = gr.Markdown(elem_id="lb-task-note")
                 t_seeds = gr.Dataframe(label="Per-seed scores (macro-F1 %)")
                 t_labels = gr.Dataframe(label="Per-label F1 (%), mean over seeds")
                 t_plot = gr.Plot(label="Scores with 95% CI")
@@ -164,7 +189,8 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                     c_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
                     c_a = gr.Dropdown([], label="Model A")
                     c_b = gr.Dropdown([], label="Model B")
-                c_table = gr.Dataframe(label="A - B per task (percentage points)")
+                c_table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False,
+                                       headers=["task", "A", "B", "diff", "ci_low", "ci_high", "p_value", "method"])
                 c_avg = gr.Markdown()
             with gr.Tab("Plots", id="tab-plots"):
                 p_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
@@ -222,50 +248,60 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
         def model_choices(lang):
             return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key) for e in board.lang_entries(lang)]
 
-        @_safe(lambda msg: (gr.update(), pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg)))
+        @_safe(lambda msg: (gr.update(), pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg), ""))
         def on_task_lang(lang):
             tasks = board.columns(lang)
-            task = tasks[0] if tasks else None
+            task = first_measured_task(board, lang)
             return (gr.update(choices=tasks, value=task), *on_task(lang, task))
 
-        @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg)))
+        @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg), ""))
         def on_task(lang, task):
             if not lang or not task:
-                return pd.DataFrame(), pd.DataFrame(), plots._empty("Pick a task")
-            return task_seed_frame(board, lang, task), task_label_frame(board, lang, task), plots.task_bars(board, lang, tasks=[task])
+                return pd.DataFrame(), pd.DataFrame(), plots._empty("Pick a task"), ""
+            measured = [e.name for e in board.lang_entries(lang) if e.source == "measured" and task in e.cells]
+            note = "" if measured else (f"No measured results for {task} yet: the rows are the paper's reported "
+                                        "means (no seeds, no per-label scores).")
+            seeds = display(task_seed_frame(board, lang, task), {"MDD 80% power": "points",
+                                                                 "MDD, many seeds": "points"}, default="score")
+            labels = task_label_frame(board, lang, task)
+            return (seeds, display(labels, default="score") if not labels.empty else labels,
+                    plots.task_bars(board, lang, tasks=[task]), note)
 
         @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]}), ""))
         def on_compare_lang(lang):
             choices = model_choices(lang)
-            a = choices[0][1] if choices else None
-            b = choices[1][1] if len(choices) > 1 else a
+            a, b = default_pair(board, lang)
             return gr.update(choices=choices, value=a), gr.update(choices=choices, value=b), *on_compare(lang, a, b)
 
         @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), ""))
         def on_compare(lang, a, b):
             if not (lang and a and b):
                 return pd.DataFrame(), ""
-            table = compare(board, lang, a, b).round({"A": 1, "B": 1, "diff": 2, "ci_low": 2, "ci_high": 2, "p_value": 4})
+            table = display(compare(board, lang, a, b), {"A": "score", "B": "score", "diff": "difference",
+                                                         "ci_low": "difference", "ci_high": "difference", "p_value": "p"})
             return table, average_markdown(compare_average(board, lang, a, b))
 
         @_safe(lambda msg: (plots._empty(msg), pd.DataFrame({"error": [msg]}), gr.update()))
         def on_plots(lang):
             choices = model_choices(lang)
             first = next((key for _, key in choices if not key.startswith("paper:")), choices[0][1] if choices else None)
-            return plots.task_bars(board, lang), efficiency_frame(board, lang), gr.update(choices=choices, value=first)
+            efficiency = display(efficiency_frame(board, lang), {"runs": "count", "fine-tune s/run": "seconds",
+                                                                 "fine-tune h total": "hours", "tokens/s": "rate"})
+            return plots.task_bars(board, lang), efficiency, gr.update(choices=choices, value=first)
 
         @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame()))
         def on_detail(lang, key):
             if not (lang and key):
                 return "Select a model (a row of the table above, or here).", pd.DataFrame()
-            return model_detail(board, lang, key)
+            text, seeds = model_detail(board, lang, key)
+            return text, display(seeds, {"macro-F1": "score", "dev": "score", "train s": "seconds", "tokens/s": "rate"})
 
         def on_select_row(evt: gr.SelectData):
             row = evt.row_value or []
             return gr.update(value=row[-1]) if row else gr.update()
 
-        t_lang.change(on_task_lang, t_lang, [t_task, t_seeds, t_labels, t_plot])
-        t_task.change(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
+        t_lang.change(on_task_lang, t_lang, [t_task, t_seeds, t_labels, t_plot, t_note])
+        t_task.change(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot, t_note])
         c_lang.change(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         c_a.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
         c_b.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
@@ -304,7 +340,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                                sizes, contexts, recipes]
             refresh_button.click(on_refresh, filter_inputs, refresh_outputs)
             auto_refresh.tick(on_refresh, filter_inputs, refresh_outputs)
-        app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot])
+        app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot, t_note])
         app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         app.load(on_plots, p_lang, [p_bars, p_eff, p_model])
         app.load(on_analysis, None, [*analysis_plots, *problem_outputs])

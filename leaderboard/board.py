@@ -20,10 +20,11 @@ from biobench.store.summary import TaskScores
 
 
 def size_bucket(params: int | None) -> str:
-    """Paper-style size classes: base ~ 110-200M, large ~ 300M+; anything under 100M is 'small'."""
+    """Size classes from the parameter count: the paper's base (~110-200M) and large (300M+); below those,
+    'small' (10-100M, e.g. MiniLM's 22.7M) and 'tiny' (under 10M: test and demo models)."""
     if not params:
         return "?"
-    return "small" if params < 100e6 else "base" if params < 250e6 else "large"
+    return "tiny" if params < 10e6 else "small" if params < 100e6 else "base" if params < 250e6 else "large"
 
 
 def lineage_text(lineage: Any) -> str:

@@ -296,8 +296,34 @@ def pretraining_cost(lineage: Any) -> dict[str, Any]:
             "hours_unit": f"{kind}-h", "hardware": lineage.get("hardware")}
 
 
+# One display format per kind of figure in the app's tables (exports keep full precision): scores as the main
+# table shows them, differences signed, p-values to 3 decimals, times and rates in their own units.
+DISPLAY_FORMATS = {"score": "{:.1f}", "difference": "{:+.2f}", "points": "{:.2f}", "p": "{:.3f}",
+                   "seconds": "{:.1f}", "hours": "{:.2f}", "rate": "{:,.0f}", "count": "{:,.0f}"}
+
+
+def display(frame: pd.DataFrame, kinds: dict[str, str] | None = None, default: str | None = None):
+    """The frame as the app shows it: numeric columns formatted by their kind (`kinds` by column, else
+    `default`), missing values as '–'. Gradio shows a Styler's formatted values in a read-only Dataframe."""
+    kinds = kinds or {}
+    formats = {}
+    for column in frame.columns:
+        kind = kinds.get(column, default)
+        if kind and pd.api.types.is_numeric_dtype(frame[column]):
+            formats[column] = DISPLAY_FORMATS[kind]
+        elif kind and frame[column].dtype == object:  # mixed columns (a 'seed' column with 'mean'): numbers only
+            pattern = DISPLAY_FORMATS[kind]
+            formats[column] = lambda v, p=pattern: p.format(v) if isinstance(v, int | float) and v == v else (
+                "–" if v is None or v != v else str(v))
+    return frame.style.format(formats, na_rep="–")
+
+
 EFFICIENCY_COLUMNS = ["model", "runs", "fine-tune s/run", "fine-tune h total", "tokens/s", "fine-tune device",
                       "pretrain tokens", "pretrain device-h", "pretrain hardware", "key"]
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def efficiency_frame(board: Board, lang: str) -> pd.DataFrame:
@@ -354,7 +380,7 @@ def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
         return f"No {md(lang)} model {md(repr(key))}.", pd.DataFrame()
     bench = board.benchmark.get(lang, [])
     avg = e.average(bench)
-    lines = [f"### {md(e.name)}", "", "| | |", "|---|---|",
+    lines = [f"### {md(e.name)}", "", "| about | value |", "|---|---|",
              f"| source | {e.source}{' (the paper’s published numbers)' if e.source == 'reported' else ''} |"]
     if e.source == "reported":
         lines.append(f"| recipe / citation | {md(e.lineage or e.recipe)} |")
@@ -394,7 +420,7 @@ def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
             protocol = r.details.get("protocol") if isinstance(r.details.get("protocol"), dict) else {}
             rows.append({"task": task, "seed": r.seed, "macro-F1": round(100 * r.score, 2),
                          "dev": round(100 * r.details["dev_score"], 2) if isinstance(r.details.get("dev_score"), int | float) else None,
-                         "train s": _timing(r, "train_s"), "tokens/s": _timing(r, "tokens_per_s"),
+                         "train s": _round(_timing(r, "train_s"), 1), "tokens/s": _round(_timing(r, "tokens_per_s"), 0),
                          "device": r.details.get("device"), "protocol": str(protocol.get("hash", ""))[:19]})
         rows.append({"task": task, "seed": "mean", "macro-F1": round(cell.mean, 2)})
     return "\n".join(lines), pd.DataFrame(rows)

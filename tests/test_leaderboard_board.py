@@ -72,10 +72,11 @@ def test_best_bold_second_underlined_on_complete_averages(board):
 
 def test_lineage_size_and_seed_ranges(board):
     e = board.entry("local__tiny-detour", "fr")
-    assert e.recipe == "detour" and e.size == "small"
+    assert e.recipe == "detour" and e.size == "tiny"  # 4.2M parameters
     assert e.lineage == "detour · from preset:tiny · CLM 2M + MLM 200k tokens · frozen 0-1 (clm)"
     assert lineage_text(None) == "" and lineage_text({"recipe": "mlm"}) == "mlm"
-    assert [size_bucket(p) for p in (None, 22_700_000, 149_000_000, 395_000_000)] == ["?", "small", "base", "large"]
+    assert [size_bucket(p) for p in (None, 240_000, 22_700_000, 149_000_000, 395_000_000)] == [
+        "?", "tiny", "small", "base", "large"]
     frame = language_frame(board, "fr")
     assert frame[frame.model == "tiny-detour"].n_seeds.item() == "2-3"
 
