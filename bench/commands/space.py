@@ -19,6 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     init = sub.add_parser("init", help="write README.md, app.py and requirements.txt into DIR",
+                          description="Write a Hugging Face Space into DIR: README.md with the Space metadata (sdk: "
+                          "gradio, app_file: app.py), app.py serving the leaderboard from the results dataset "
+                          "(rescanned every --refresh-minutes) and requirements.txt pinning biobench's leaderboard "
+                          "extra. Run it locally with `python app.py`.",
                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     init.add_argument("out", metavar="DIR", help="the Space folder (created; existing Space files are not replaced)")
     init.add_argument("--results", required=True, help="results dataset hf://datasets/ORG/NAME (or a local copy)")

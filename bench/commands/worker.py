@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "eval` for it, publish the results, and mark it finished or failed with the last lines of its log. A "
         "request whose worker died is resumed by the next worker once the lease expires; finished runs are "
         "skipped by their run keys.",
-        epilog=EPILOG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--queue", required=True, metavar="Q", help="queue: a folder or hf://datasets/ORG/NAME")
     p.add_argument("--results", required=True, metavar="R", help="results: a folder or hf://datasets/ORG/NAME")
