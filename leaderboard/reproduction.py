@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from biobench.aliases import ALIASES
-from biobench.leaderboard.board import Board, Entry
+from biobench.leaderboard.entries import Board, Entry
 
 REPRODUCED, DIFFERS, NO_DATA = "reproduced", "differs", "no data"
 

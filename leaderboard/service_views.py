@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 from biobench.errors import BiobenchError
-from biobench.leaderboard.board import Board
+from biobench.leaderboard.entries import Board
 
 QUEUE_COLUMNS = ["status", "request", "model", "tasks", "seeds", "submitter", "submitted", "started", "finished",
                  "attempts", "last line"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from biobench.cli import main
-from biobench.leaderboard import results as R
+from biobench.leaderboard import scan as R
 from biobench.leaderboard.board import build_board
 from biobench.leaderboard.reproduction import DIFFERS, NO_DATA, REPRODUCED, model_verdicts, reproduction
 from biobench.stats import seed_summary
