@@ -10,8 +10,10 @@ Each task spec's `fetch` entry is data, not code:
 
 Why the care: a download that is cut short or does not match its pinned sha256 must never leave a file in
 the data folder that a later `biobench eval` would read. Everything is downloaded and converted in a staging
-folder inside the data folder (same file system), and only a complete, verified result is moved into place
-(`os.replace`, one file at a time, after all checks passed). A sha256 is pinned only where a byte-identical
+folder `.biobench-<task>-*` inside the data folder (same file system; one a killed run left is removed by the
+next run), and only a complete, verified result is moved into place, all files or none (every destination is
+checked first, a replaced file is set aside and put back if a move fails). Archives are read as if a stranger
+made them (tasks/archives.py: capped expansion, members streamed and read only when needed, no `..` names). A sha256 is pinned only where a byte-identical
 copy of the file was at hand when the spec was written; otherwise the spec and the output say it is not.
 
 Gated / credentialed data (PhysioNet, n2c2, DiaMED's terms) is never downloaded: `add` takes the archive as
@@ -22,32 +24,32 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import functools
 import gzip
 import hashlib
 import http.client
 import io
 import os
 import shutil
+import socket
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.request
-import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.runtime.files import disk_full_guard, is_disk_full
+from biobench.runtime.paths import UnsafePathError, safe_member
+from biobench.tasks.archives import CHUNK, Limits, Member, Unpacker, check_readable, one_line, write_stream
 from biobench.tasks.loading import locate, resolve_path
 from biobench.tasks.options import CONVERTER_OPTIONS
 from biobench.tasks.registry import TaskSpec
 
 CONVERTERS = tuple(CONVERTER_OPTIONS)  # each converter's options: tasks/options.py
-CHUNK = 1 << 20
-SKIPPED_MEMBERS = ("__MACOSX/", ".DS_Store")
-NESTED_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 Log = Callable[[str], None]
 
 
@@ -110,11 +112,16 @@ def download(url: str, dest: Path, sha256: str | None, *, timeout: float = 60.0,
                         f"bytes of {received + len(err.partial) + (err.expected or 0):,}; nothing was written to the data "
                         "folder, run the command again") from err
     except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as err:
+        if is_disk_full(err):
+            raise
+        fix = "download it yourself (a browser) and install it with `biobench data add`"
         if isinstance(err, urllib.error.HTTPError):
-            raise DataError(f"download failed: {url}: HTTP {err.code} {err.reason}") from err
+            if 300 <= err.code < 400:
+                raise DataError(f"download failed: {url}: the server redirects in a loop or without a target "
+                                f"(HTTP {err.code}); {fix}") from None
+            raise DataError(f"download failed: {url}: HTTP {err.code} {one_line(err.reason)}; check the URL or {fix}") from None
         reason = getattr(err, "reason", err)
-        raise DataError(f"download failed: {url}: {reason}. Check the network (or download it yourself and use "
-                        "`biobench data add`)") from err
+        raise DataError(f"download failed: {url}: {one_line(reason)}. Check the network (or {fix})") from None
     if expected_len is not None and received != int(expected_len):
         raise DataError(f"download truncated: {url}: got {received} of {expected_len} bytes; nothing was written "
                         "to the data folder, run the command again")
@@ -127,124 +134,54 @@ def download(url: str, dest: Path, sha256: str | None, *, timeout: float = 60.0,
     return got
 
 
-# ---------------------------------------------------------------------------------------------- archives
-@dataclass(frozen=True)
-class Member:
-    name: str  # path inside the archive (or the file's own name for a plain file)
-    read: Callable[[], bytes]
-
-
-def _members(path: Path, stack: contextlib.ExitStack) -> list[Member]:
-    """The files of a zip / tar(.gz) archive, or the file itself; what was given decides, not its suffix.
-    A zip stays open in `stack` (members read on demand); a tar is read in one pass (it cannot seek)."""
-    if zipfile.is_zipfile(path):
-        zf = stack.enter_context(zipfile.ZipFile(path))
-        members = [Member(i.filename, functools.partial(zf.read, i.filename)) for i in zf.infolist() if not i.is_dir()]
-    elif _is_tar(path):
-        members = []
-        try:
-            with tarfile.open(path, "r:*") as tar:
-                for info in tar:
-                    if info.isfile():
-                        data = tar.extractfile(info).read()
-                        members.append(Member(info.name.removeprefix("./"), functools.partial(bytes, data)))
-        except (OSError, EOFError, tarfile.TarError) as err:
-            raise DataError(f"{path}: archive is damaged or truncated ({err}); download it again") from err
-    else:
-        members = [Member(path.name, path.read_bytes)]
-    members = [m for m in members if not any(s in m.name for s in SKIPPED_MEMBERS)]
-    return [inner for m in members for inner in _expand_nested(m, stack)]
-
-
-def _expand_nested(member: Member, stack: contextlib.ExitStack, depth: int = 2) -> list[Member]:
-    """A zip / tar(.gz) member opened in place, its files named `outer/inner`; any other member as it is.
-    Why: Zenodo's whole-record download (`/api/records/N/files-archive`) is a zip of the record's files,
-    which are often zips themselves (FRASIMED)."""
-    if depth == 0 or not member.name.lower().endswith(NESTED_SUFFIXES):
-        return [member]
-    data = member.read()
-    try:
-        if zipfile.is_zipfile(io.BytesIO(data)):
-            zf = stack.enter_context(zipfile.ZipFile(io.BytesIO(data)))
-            found = [Member(f"{member.name}/{i.filename}", functools.partial(zf.read, i.filename))
-                     for i in zf.infolist() if not i.is_dir()]
-        else:
-            found = []
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-                for info in tar:
-                    if info.isfile():
-                        found.append(Member(f"{member.name}/{info.name.removeprefix('./')}",
-                                            functools.partial(bytes, tar.extractfile(info).read())))
-    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as err:
-        raise DataError(f"{member.name}: archive inside the download is damaged or truncated ({err}); "
-                        "download it again") from err
-    found = [m for m in found if not any(s in m.name for s in SKIPPED_MEMBERS)]
-    return [inner for m in found for inner in _expand_nested(m, stack, depth - 1)]
-
-
-def _is_tar(path: Path) -> bool:
-    try:
-        return tarfile.is_tarfile(path)
-    except (OSError, EOFError, tarfile.TarError):
-        return False
-
-
-def _check_readable(path: Path) -> None:
-    """Read a whole archive once so a truncated file fails here, with its name, not half-way through."""
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                bad = zf.testzip()
-            if bad:
-                raise DataError(f"{path}: member {bad} is corrupt; download the archive again")
-        elif path.name.endswith((".tar.gz", ".tgz", ".tar")) or _is_tar(path):
-            with tarfile.open(path, "r:*") as tar:
-                for info in tar:
-                    if info.isfile():
-                        tar.extractfile(info).read()
-        elif path.suffix == ".gz":
-            with gzip.open(path, "rb") as fh:
-                while fh.read(CHUNK):
-                    pass
-    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as err:
-        raise DataError(f"{path}: archive is damaged or truncated ({err}); download it again") from err
-
-
-def _write(dest: Path, data: bytes, source_name: str) -> None:
-    """Write bytes to a layout path, gzipping when the layout wants `.gz` and the bytes are not gzip already
-    (`source_name` only names the source in errors)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.suffix != ".gz" and data[:2] == b"\x1f\x8b":
-        raise DataError(f"{source_name}: is gzip-compressed but the layout wants plain {dest.name}; gunzip it first")
-    if dest.suffix == ".gz" and data[:2] != b"\x1f\x8b":
-        data = gzip.compress(data, mtime=0)
-    dest.write_bytes(data)
+# ---------------------------------------------------------------------------------------------- converters
+def _write(dest: Path, member: Member) -> None:
+    with member.open() as src:
+        write_stream(dest, src, member.what)
 
 
 def _suffix_match(name: str, suffix: str) -> bool:
     return name == suffix or name.endswith("/" + suffix)
 
 
-# ---------------------------------------------------------------------------------------------- converters
-def _convert_files(inputs: Sequence[tuple[Mapping[str, Any], Path]], info: Mapping[str, Any], out: Path) -> None:
-    for entry, path in inputs:
-        _write(out / entry["to"], path.read_bytes(), path.name)
+def _layout(out: Path, rel: str) -> Path:
+    """Where a spec's layout path goes under the staging folder (a spec naming `../x` is refused)."""
+    try:
+        return safe_member(out, rel)
+    except UnsafePathError as err:
+        raise DataError(f"task spec: layout path {err}") from None
 
 
-def _all_members(inputs: Sequence[tuple[Mapping[str, Any], Path]], stack: contextlib.ExitStack) -> list[Member]:
-    return [m for _, path in inputs for m in _members(path, stack)]
+@dataclass
+class Inputs:
+    """The files one install converts: (spec file entry, local path, label for messages: URL or file)."""
+
+    files: list[tuple[Mapping[str, Any], Path, str]]
+    unpacker: Unpacker
+
+    def members(self) -> list[Member]:
+        return [m for _, path, label in self.files for m in self.unpacker.members(path, label)]
+
+    def given(self) -> str:
+        return ", ".join(label for _, _, label in self.files)
 
 
-def _missing(task_id: str, wanted: Sequence[str], members: Sequence[Member], inputs) -> DataError:
+def _convert_files(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Path) -> None:
+    for entry, path, label in inputs.files:
+        with path.open("rb") as src:
+            write_stream(_layout(out, entry["to"]), src, label)
+
+
+def _missing(task_id: str, wanted: Sequence[str], members: Sequence[Member], inputs: Inputs) -> DataError:
     names = [m.name for m in members]
     shown = ", ".join(names[:8]) + (f" … ({len(names)} files)" if len(names) > 8 else "")
-    given = ", ".join(str(p) for _, p in inputs)
-    return DataError(f"task '{task_id}': {given} does not hold {', '.join(wanted)} (found: {shown or 'nothing'}); "
-                     "is it the file the task's instructions name? (`biobench data status` shows them)")
+    return DataError(f"task '{task_id}': {inputs.given()} does not hold {', '.join(wanted)} (found: "
+                     f"{shown or 'nothing'}); is it the file the task's instructions name? (`biobench data status` "
+                     "shows them)")
 
 
-def _convert_extract(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
-    members = _all_members(inputs, stack)
+def _convert_extract(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Path) -> None:
+    members = inputs.members()
     wanted = info.get("options", {}).get("members", {})
     missing = []
     for suffix, target in wanted.items():
@@ -252,14 +189,14 @@ def _convert_extract(task_id: str, inputs, info: Mapping[str, Any], out: Path, s
         if not found:
             missing.append(suffix)
             continue
-        _write(out / target, found[0].read(), found[0].name)
+        _write(_layout(out, target), found[0])
     if missing:
         raise _missing(task_id, missing, members, inputs)
 
 
-def _convert_extract_tree(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
+def _convert_extract_tree(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Path) -> None:
     """Every member whose file name matches one of `patterns` -> `to/<file name>` (a flat BRAT folder)."""
-    members = _all_members(inputs, stack)
+    members = inputs.members()
     opts = info.get("options", {})
     chosen: dict[str, Member] = {}
     for m in members:
@@ -272,13 +209,13 @@ def _convert_extract_tree(task_id: str, inputs, info: Mapping[str, Any], out: Pa
     if not chosen:
         raise _missing(task_id, list(opts.get("patterns", ())), members, inputs)
     for name, m in chosen.items():
-        _write(out / opts["to"] / name, m.read(), m.name)
+        _write(_layout(out, f"{opts['to']}/{name}"), m)
 
 
-def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
+def _convert_repack(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Path) -> None:
     """Each set folder (found at any depth, its name compared case-insensitively) -> one .tar.gz whose member
     names start with the folder's name as the spec writes it."""
-    members = _all_members(inputs, stack)
+    members = inputs.members()
     sets = info.get("options", {}).get("sets", {})
     missing = []
     for folder, target in sets.items():
@@ -291,21 +228,44 @@ def _convert_repack(task_id: str, inputs, info: Mapping[str, Any], out: Path, st
         if not chosen:
             missing.append(folder + "/")
             continue
-        dest = out / target
+        dest = _layout(out, target)
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(dest, "w:gz") as tar:
             for name, m in sorted(chosen, key=lambda c: c[0]):
-                data = m.read()
                 tinfo = tarfile.TarInfo(name)
-                tinfo.size = len(data)
-                tar.addfile(tinfo, io.BytesIO(data))
+                tinfo.size = m.size
+                with m.open() as src:
+                    tar.addfile(tinfo, src)
     if missing:
         raise _missing(task_id, missing, members, inputs)
 
 
-def _convert_join(task_id: str, inputs, info: Mapping[str, Any], out: Path, stack: contextlib.ExitStack) -> None:
+class _Joined(io.RawIOBase):
+    """Several members read one after the other as one stream (the `join` converter)."""
+
+    def __init__(self, members: Sequence[Member]):
+        super().__init__()
+        self.members, self.current = list(members), None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while True:
+            if self.current is None:
+                if not self.members:
+                    return 0
+                self.current = self.members.pop(0).open()
+            n = self.current.readinto(buffer)
+            if n:
+                return n
+            self.current.close()
+            self.current = None
+
+
+def _convert_join(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Path) -> None:
     """Concatenate the members matching a pattern, in name order, into one layout file."""
-    members = _all_members(inputs, stack)
+    members = inputs.members()
     missing = []
     for target, pattern in info.get("options", {}).get("join", {}).items():
         chosen = sorted((m for m in members if fnmatch.fnmatch(m.name, pattern) or fnmatch.fnmatch(m.name, "*/" + pattern)),
@@ -313,64 +273,133 @@ def _convert_join(task_id: str, inputs, info: Mapping[str, Any], out: Path, stac
         if not chosen:
             missing.append(pattern)
             continue
-        _write(out / target, b"".join(m.read() for m in chosen), "joined")
+        with io.BufferedReader(_Joined(chosen), CHUNK) as src:
+            write_stream(_layout(out, target), src, f"{inputs.given()} (joined {pattern})")
     if missing:
         raise _missing(task_id, missing, members, inputs)
 
 
-def _convert(spec: TaskSpec, info: Mapping[str, Any], inputs, out: Path) -> None:
+CONVERTER_FUNCTIONS = {"files": _convert_files, "extract": _convert_extract, "extract_tree": _convert_extract_tree,
+                       "repack": _convert_repack, "join": _convert_join}
+
+
+def _convert(spec: TaskSpec, info: Mapping[str, Any], inputs: Inputs, out: Path) -> None:
     convert = info.get("convert")
-    converters = {"extract": _convert_extract, "extract_tree": _convert_extract_tree, "repack": _convert_repack,
-                  "join": _convert_join}
-    if convert == "files":
-        _convert_files(inputs, info, out)
-    elif convert in converters:
-        with contextlib.ExitStack() as stack:
-            converters[convert](spec.id, inputs, info, out, stack)
-    else:
+    if convert not in CONVERTER_FUNCTIONS:
         raise DataError(f"task '{spec.id}': no converter for its data: {info.get('note') or spec.access}")
+    CONVERTER_FUNCTIONS[convert](spec.id, inputs, info, out)
 
 
 # ---------------------------------------------------------------------------------------------- install
-def _staging(data_dir: Path, task_id: str) -> Path:
+STAGING_PREFIX = ".biobench-"
+OWNER = "owner"  # pid@host of the run that made a staging folder
+
+
+def _stale(folder: Path) -> bool:
+    """A staging folder left by a killed run: its owner process is gone (or it has no owner file and is older
+    than a minute: the owner file is written right after the folder is made)."""
+    try:
+        pid, _, host = (folder / OWNER).read_text().partition("@")
+    except OSError:
+        with contextlib.suppress(OSError):
+            return time.time() - folder.stat().st_mtime > 60
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
+
+
+def _staging(data_dir: Path, task_id: str, log: Log) -> Path:
+    """A fresh `.biobench-<task>-*` folder in the data folder (same file system: installs are renames);
+    those a killed run left for this task are removed first."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".biobench-{task_id}-", dir=data_dir))
+    for old in data_dir.glob(f"{STAGING_PREFIX}{task_id}-*"):
+        if old.is_dir() and _stale(old):
+            shutil.rmtree(old, ignore_errors=True)
+            log(f"  removed {old} (left by an interrupted run)")
+    folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{task_id}-", dir=data_dir))
+    (folder / OWNER).write_text(f"{os.getpid()}@{socket.gethostname()}")
+    return folder
 
 
 def _outputs(out: Path) -> Iterator[Path]:
     return (p for p in sorted(out.rglob("*")) if p.is_file())
 
 
-def _install(spec: TaskSpec, info: Mapping[str, Any], out: Path, data_dir: Path, log: Log) -> list[Path]:
-    """Check pinned contents in staging, then move every output into the data folder."""
+def _install(spec: TaskSpec, info: Mapping[str, Any], staging: Path, data_dir: Path, log: Log) -> list[Path]:
+    """Check pinned contents and every destination in staging, then move the outputs into the data folder
+    as one step: a file already there is set aside first, and if any move fails, every file is put back."""
+    out = staging / "out"
     produced = {p.relative_to(out).as_posix(): p for p in _outputs(out)}
     for rel, sha in expected_contents(info).items():
         if rel in produced and content_sha256(produced[rel]) != sha:
             raise DataError(f"checksum mismatch: {rel} of task '{spec.id}' has content sha256 "
                             f"{content_sha256(produced[rel])}, expected {sha}; nothing was written to the data folder")
-    placed = []
-    for rel, path in produced.items():
+    for rel in produced:
         dest = data_dir / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, dest)
-        placed.append(dest)
+        blocked = next((p for p in (dest, *dest.parents) if p != data_dir and data_dir in p.parents
+                        and (p.is_dir() if p == dest else p.exists() and not p.is_dir())), None)
+        if blocked is not None:
+            kind = "a folder" if blocked.is_dir() else "a file"
+            raise DataError(f"{blocked} is {kind} where task '{spec.id}' installs {rel}: move it away and run the "
+                            "command again; nothing was installed")
+    moved: list[tuple[Path, Path | None]] = []  # (installed file, what it replaced, set aside in staging)
+    aside = staging / "replaced"
+    try:
+        for i, (rel, path) in enumerate(produced.items()):
+            dest = data_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            old = None
+            if dest.exists():
+                old = aside / str(i)
+                old.parent.mkdir(exist_ok=True)
+                os.replace(dest, old)
+            moved.append((dest, old))
+            os.replace(path, dest)
+    except BaseException:
+        for dest, old in reversed(moved):
+            with contextlib.suppress(OSError):
+                if old is not None:
+                    os.replace(old, dest)
+                else:
+                    dest.unlink(missing_ok=True)
+        raise
+    for dest, _ in moved:
         log(f"  wrote {dest}")
-    return placed
+    return [dest for dest, _ in moved]
 
 
-def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Log = print) -> list[Path]:
+@contextlib.contextmanager
+def _staged(spec: TaskSpec, data_dir: Path, log: Log) -> Iterator[Path]:
+    """A staging folder for one install, removed afterwards whatever happened; a full disk is one line."""
+    staging = _staging(data_dir, spec.id, log)
+    try:
+        with disk_full_guard(data_dir, 0, lambda: "the data folder is as it was"):
+            yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Log = print,
+               limits: Limits | None = None) -> list[Path]:
     """Download the task's open data from its original source, verify, convert, install; the written paths."""
     info = fetch_info(spec)
+    limits = limits or Limits.from_env()
     if info.get("gated"):
         files = "; ".join(f"{f.get('name', '')} {f.get('url', '')}".strip() for f in info.get("files", ()))
         raise DataError(f"task '{spec.id}' is credentialed/gated data, which biobench never downloads: get it "
                         f"yourself ({files}), then run `biobench data add {spec.id} FILE...`. {spec.access}")
     if info.get("convert") is None or not info.get("files"):
         raise DataError(f"task '{spec.id}': nothing to fetch automatically: {info.get('note') or spec.access}")
-    staging = _staging(data_dir, spec.id)
-    try:
+    with _staged(spec, data_dir, log) as staging:
         (staging / "download").mkdir()
-        inputs = []
+        files = []
         for i, entry in enumerate(info["files"]):
             name = Path(entry["url"].split("?")[0]).name or f"file{i}"
             if not entry.get("sha256"):
@@ -378,24 +407,25 @@ def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Lo
             dest = staging / "download" / f"{i}-{name}"
             download(entry["url"], dest, entry.get("sha256"), timeout=timeout, log=log)
             if entry.get("to") is None:
-                _check_readable(dest)
-            inputs.append((entry, dest))
-        _convert(spec, info, inputs, staging / "out")
-        return _install(spec, info, staging / "out", data_dir, log)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+                check_readable(dest, entry["url"], limits)
+            files.append((entry, dest, entry["url"]))
+        with Unpacker(staging / "nested", limits, sum(p.stat().st_size for _, p, _ in files)) as unpacker:
+            _convert(spec, info, Inputs(files, unpacker), staging / "out")
+        return _install(spec, info, staging, data_dir, log)
 
 
-def add_task(spec: TaskSpec, data_dir: Path, files: Sequence[str | Path], *, log: Log = print) -> list[Path]:
+def add_task(spec: TaskSpec, data_dir: Path, files: Sequence[str | Path], *, log: Log = print,
+             limits: Limits | None = None) -> list[Path]:
     """Install data the user downloaded (archives as distributed): check, convert, install."""
     info = fetch_info(spec)
+    limits = limits or Limits.from_env()
     if info.get("convert") is None:
         raise DataError(f"task '{spec.id}': no converter for its data: {info.get('note') or spec.access}")
     paths = [Path(f).expanduser() for f in files]
     for path in paths:
         if not path.is_file():
             raise DataError(f"{path}: no such file (give the archive you downloaded, as distributed)")
-        _check_readable(path)
+        check_readable(path, str(path), limits)
     entries = list(info.get("files", ()))
     if info["convert"] == "files":  # plain files: match each given file to the spec's entry by name
         inputs = []
@@ -407,15 +437,13 @@ def add_task(spec: TaskSpec, data_dir: Path, files: Sequence[str | Path], *, log
             if match[0].get("sha256") and content_sha256(path) != match[0]["sha256"]:
                 raise DataError(f"checksum mismatch: {path} has content sha256 {content_sha256(path)}, expected "
                                 f"{match[0]['sha256']} (the file of {match[0]['url']})")
-            inputs.append((match[0], path))
+            inputs.append((match[0], path, str(path)))
     else:
-        inputs = [({}, path) for path in paths]
-    staging = _staging(data_dir, spec.id)
-    try:
-        _convert(spec, info, inputs, staging / "out")
-        return _install(spec, info, staging / "out", data_dir, log)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        inputs = [({}, path, str(path)) for path in paths]
+    with _staged(spec, data_dir, log) as staging:
+        with Unpacker(staging / "nested", limits, sum(p.stat().st_size for p in paths)) as unpacker:
+            _convert(spec, info, Inputs(inputs, unpacker), staging / "out")
+        return _install(spec, info, staging, data_dir, log)
 
 
 # ---------------------------------------------------------------------------------------------- status

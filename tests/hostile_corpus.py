@@ -163,11 +163,15 @@ def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
     return buf.getvalue()
 
 
-def bomb_zip(member: str, size: int) -> bytes:
-    """A zip whose `member` expands to `size` bytes of one repeated line (~1000x compression)."""
+def bomb_zip(member: str, size: int, others: dict[str, bytes] | None = None) -> bytes:
+    """A zip whose `member` expands to about `size` bytes of one repeated line (~1000x compression), plus
+    `others` as they are."""
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf, zf.open(member, "w", force_zip64=True) as out:
-        chunk = b"word\tO\n" * (1 << 16)
-        for _ in range(size // len(chunk)):
-            out.write(chunk)
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in (others or {}).items():
+            zf.writestr(name, data)
+        with zf.open(member, "w", force_zip64=True) as out:
+            chunk = b"word\tO\n" * (1 << 16)
+            for _ in range(size // len(chunk)):
+                out.write(chunk)
     return buf.getvalue()

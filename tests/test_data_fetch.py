@@ -26,6 +26,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     truncate: set[str] = set()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.startswith("/loop"):  # a redirect loop
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.end_headers()
+            return
         body = self.files.get(self.path)
         if body is None:
             self.send_error(404)
@@ -342,3 +347,18 @@ def test_frasimed_hub_copy_maps_the_harness_columns(monkeypatch):
     splits = _read_hub(spec, spec.sources[1])
     assert seen["dataset"] == "rntc/tabib-frasimed-cantemist-doc"
     assert [(ex.id, ex.text, ex.labels) for ex in splits["dev"]] == [("cc_onco1", "Carcinome.", ("8000/3", "8500/3"))]
+
+
+def test_fetch_failures_are_one_line_naming_the_url(server, tmp_path, capsys):
+    """A redirect loop, a damaged archive and a cut nested archive: one line each, naming the URL (never the
+    staging file), and the data folder is left as it was."""
+    base, handler = server
+    for url in (f"{base}/loop/record.zip", f"{base}/api/records/1/files-archive"):
+        spec = _with_url("cantemist", url)
+        handler.files["/api/records/1/files-archive"] = b"PK\x03\x04" + b"\0" * 200  # a zip cut short
+        with pytest.raises(DataError) as err:
+            fetch_task(spec, tmp_path, log=lambda _: None)
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(f"download failed: {url}" if "loop" in url else url)
+        assert ".biobench-" not in message and _leftovers(tmp_path) == []
+        assert ("redirects in a loop" if "loop" in url else "damaged or truncated") in message

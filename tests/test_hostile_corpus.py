@@ -120,3 +120,122 @@ def test_script_in_every_string_field_renders_as_text(tmp_path):
     assert len(efficiency_frame(board, "fr")) == len(hc.PAYLOADS)
     assert_inert(render_html(board, hc.BAD_LANG))  # even a language that is not on the board stays text
 
+
+
+# --- archives (issue 20 §3): `data add` / `data fetch` end in one line, install nothing, stay small ----------
+
+CHEMPROT_ROWS = "index\tsentence\tlabel\n1.T1.T2\t@CHEMICAL$ inhibits @GENE$.\tCPR:4\n"
+
+
+def chemprot_zip(**extra: bytes) -> bytes:
+    members = {f"bert_data/ChemProt/{s}.tsv": CHEMPROT_ROWS.encode() for s in ("train", "dev", "test")}
+    return hc.zip_bytes({**members, **extra})
+
+
+def add(capsys, data: Path, task: str, *files: Path, flags: tuple[str, ...] = ()) -> tuple[int, list[str]]:
+    rc = cli.main(["data", "add", task, *map(str, files), "--data-dir", str(data), *flags])
+    return rc, capsys.readouterr().err.strip().splitlines()
+
+
+def installed(data: Path) -> list[str]:
+    return sorted(p.relative_to(data).as_posix() for p in data.rglob("*")) if data.exists() else []
+
+
+def test_bomb_is_refused_before_it_expands(tmp_path, capsys):
+    data = tmp_path / "data"
+    bomb = tmp_path / "bert_data.zip"
+    bomb.write_bytes(hc.bomb_zip("bert_data/ChemProt/train.tsv", 64 << 20,
+                                 {f"bert_data/ChemProt/{s}.tsv": CHEMPROT_ROWS.encode() for s in ("dev", "test")}))
+    assert bomb.stat().st_size < 200_000
+    rc, err = add(capsys, data, "chemprot", bomb)
+    assert rc == 2 and len(err) == 1 and re.search(r"bert_data/ChemProt/train.tsv declares 6[0-9,]{9} bytes", err[0])
+    assert "decompression bomb" in err[0] and "--max-ratio" in err[0] and installed(data) == []
+    # nested: a Zenodo-style record zip holding a zip whose member is the bomb
+    outer = tmp_path / "record.zip"
+    outer.write_bytes(hc.zip_bytes({"FRASIMED.zip": hc.bomb_zip("CANTEMIST-FRASIMED/a.ann", 64 << 20)}))
+    rc, err = add(capsys, data, "cantemist", outer)
+    assert rc == 2 and len(err) == 1 and f"{outer}: member FRASIMED.zip/CANTEMIST-FRASIMED/a.ann declares" in err[0]
+    assert installed(data) == []
+    # the limit is the user's: a genuine file that compresses very well goes in with --max-ratio
+    rc, err = add(capsys, data, "chemprot", bomb, flags=("--max-ratio", "5000"))
+    assert rc == 0 and "chemprot/blue/train.tsv.gz" in installed(data)
+
+
+def test_members_share_one_budget_while_streaming(tmp_path, capsys, monkeypatch):
+    """Two nested archives, each within the limit, together over it: stopped while streaming, nothing installed."""
+    monkeypatch.setenv("BIOBENCH_MAX_EXPAND_BYTES", str(3 << 20))
+    ann = b"T1\tx 0 1\ta\n" * 200_000  # 2.2 MB
+    archive = tmp_path / "record.zip"
+    archive.write_bytes(hc.zip_bytes({f"{k}.zip": hc.zip_bytes({f"CANTEMIST-FRASIMED/{k}.ann": ann}) for k in "ab"}))
+    rc, err = add(capsys, tmp_path / "data", "cantemist", archive)
+    assert rc == 2 and len(err) == 1 and "expand beyond 3,145,728 bytes in all" in err[0]
+    assert installed(tmp_path / "data") == []
+
+
+def test_members_the_task_does_not_need_are_never_read(tmp_path):
+    """A tar.gz with 300 MB of an unused member: listed (headers), never read; peak memory stays small."""
+    import subprocess
+    import sys
+
+    big = 300 << 20
+    archive = tmp_path / "bert_data.tar.gz"
+    import tarfile
+
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        for s in ("train", "dev", "test"):
+            hc_info = tarfile.TarInfo(f"bert_data/ChemProt/{s}.tsv")
+            hc_info.size = len(CHEMPROT_ROWS)
+            tar.addfile(hc_info, __import__("io").BytesIO(CHEMPROT_ROWS.encode()))
+        info = tarfile.TarInfo("bert_data/unused/pretraining.bin")
+        info.size = big
+        with open("/dev/zero", "rb") as zero:
+            tar.addfile(info, zero)
+    # VmHWM, not ru_maxrss: Linux carries the parent's (pytest's) peak into a child's ru_maxrss across exec
+    code = ("import re; from biobench.cli import main; "
+            f"rc = main(['data', 'add', 'chemprot', {str(archive)!r}, '--data-dir', {str(tmp_path / 'data')!r}]); "
+            "print(rc, int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1]) // 1024)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout.split()
+    rc, peak_mb = int(out[-2]), int(out[-1])
+    assert rc == 0 and "chemprot/blue/train.tsv.gz" in installed(tmp_path / "data")
+    assert peak_mb < 200, f"peak {peak_mb} MB: the unused 300 MB member was read"
+
+
+def test_member_names_that_leave_the_folder_are_refused(tmp_path, capsys):
+    data = tmp_path / "data"
+    for name in ("CANTEMIST-FRASIMED/../../../x.ann", "/tmp/CANTEMIST-FRASIMED/x.ann"):
+        evil = tmp_path / "record.tar"
+        evil.write_bytes(hc.tar_bytes({"FRASIMED/CANTEMIST-FRASIMED/a.ann": b"T1\tx 0 1\ta\n", name: b"T1\tx 0 1\ta\n"},
+                                      mode="w"))
+        rc, err = add(capsys, data, "cantemist", evil)
+        assert rc == 2 and len(err) == 1 and "has an absolute path or a '..' component" in err[0] and str(evil) in err[0]
+        assert installed(data) == [] and not (tmp_path / "x.ann").exists()
+
+
+def test_install_is_all_or_nothing_and_cleans_a_killed_run(tmp_path, capsys):
+    data = tmp_path / "data"
+    archive = tmp_path / "bert_data.zip"
+    archive.write_bytes(chemprot_zip())
+    (data / "chemprot/blue/dev.tsv.gz").mkdir(parents=True)  # a folder where a file goes
+    rc, err = add(capsys, data, "chemprot", archive)
+    assert rc == 2 and len(err) == 1 and "dev.tsv.gz is a folder where task 'chemprot' installs" in err[0]
+    assert installed(data) == ["chemprot", "chemprot/blue", "chemprot/blue/dev.tsv.gz"]
+    (data / "chemprot/blue/dev.tsv.gz").rmdir()
+    killed = data / ".biobench-chemprot-x1y2z3"  # what a killed run leaves: its owner process is gone
+    (killed / "out").mkdir(parents=True)
+    (killed / "owner").write_text(f"{2**22 + 12345}@{__import__('socket').gethostname()}")
+    rc, err = add(capsys, data, "chemprot", archive)
+    assert rc == 0 and not killed.exists()
+    assert installed(data) == ["chemprot", "chemprot/blue"] + [f"chemprot/blue/{s}.tsv.gz" for s in ("dev", "test", "train")]
+
+
+def test_damaged_archives_end_in_one_line_naming_the_file(tmp_path, capsys):
+    good = hc.zip_bytes({"FRASIMED/CANTEMIST-FRASIMED/a.ann": b"T1\tx 0 1\ta\n" * 2000})
+    nested = tmp_path / "record.zip"
+    nested.write_bytes(hc.zip_bytes({"FRASIMED.zip": good[: len(good) // 2] + b"\0" * 50 + good[-60:]}))
+    rc, err = add(capsys, tmp_path / "data", "cantemist", nested)
+    assert rc == 2 and len(err) == 1 and f"{nested}: member FRASIMED.zip" in err[0] and "download it again" in err[0]
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(hc.tar_bytes({"FRASIMED/CANTEMIST-FRASIMED/a.ann": bytes(range(256)) * 400})[:-300])
+    rc, err = add(capsys, tmp_path / "data", "cantemist", cut)
+    assert rc == 2 and len(err) == 1 and str(cut) in err[0] and "damaged or truncated" in err[0]
+    assert installed(tmp_path / "data") == []

@@ -35,6 +35,14 @@ def add_parser(subparsers: Any) -> None:
         p.add_argument("--data-dir", metavar="DIR", default=None,
                        help="the data folder (default: $BIOBENCH_DATA)")
 
+    def limits(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--max-ratio", type=float, default=None, metavar="R",
+                       help="refuse archives whose members expand more than R times their compressed size "
+                       "(default 100, or $BIOBENCH_MAX_EXPAND_RATIO; files under 32 MB are not checked)")
+        p.add_argument("--max-bytes", type=int, default=None, metavar="N",
+                       help="refuse archives that expand to more than N bytes, per member and in all "
+                       "(default 4 GiB per member, 16 GiB in all, or $BIOBENCH_MAX_EXPAND_BYTES)")
+
     from biobench.tasks.registry import list_specs
 
     fetchable = [s.id for s in list_specs(include_extra=True)
@@ -48,6 +56,7 @@ def add_parser(subparsers: Any) -> None:
     fetch.add_argument("tasks", nargs="+", metavar="TASK", help="task id(s) to fetch (see the list above)")
     fetch.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default 60)")
     common(fetch)
+    limits(fetch)
     fetch.set_defaults(func=run_fetch)
 
     add = sub.add_parser(
@@ -57,6 +66,7 @@ def add_parser(subparsers: Any) -> None:
     add.add_argument("task", metavar="TASK", help="task id (e.g. deid, phenotyping)")
     add.add_argument("files", nargs="+", metavar="FILE", help="the archive(s) or file(s) as distributed")
     common(add)
+    limits(add)
     add.set_defaults(func=run_add)
 
     status = sub.add_parser("status", help="per task: found / missing / checksum mismatch, and the fix",
@@ -69,26 +79,29 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
+    from biobench.tasks.archives import Limits
     from biobench.tasks.fetch import fetch_task
     from biobench.tasks.registry import get_spec
 
     data_dir = _data_dir(args)
     specs = [get_spec(t) for t in args.tasks]  # unknown ids fail before any download
+    limits = Limits.from_env(args.max_ratio, args.max_bytes)
     for spec in specs:
         print(f"{spec.id}: fetching into {data_dir}")
-        fetch_task(spec, data_dir, timeout=args.timeout)
+        fetch_task(spec, data_dir, timeout=args.timeout, limits=limits)
         print(f"{spec.id}: done (`biobench tasks --data-dir {data_dir}` shows it)")
     return 0
 
 
 def run_add(args: argparse.Namespace) -> int:
+    from biobench.tasks.archives import Limits
     from biobench.tasks.fetch import add_task
     from biobench.tasks.registry import get_spec
 
     data_dir = _data_dir(args)
     spec = get_spec(args.task)
     print(f"{spec.id}: adding {', '.join(args.files)} into {data_dir}")
-    add_task(spec, data_dir, args.files)
+    add_task(spec, data_dir, args.files, limits=Limits.from_env(args.max_ratio, args.max_bytes))
     print(f"{spec.id}: done")
     return 0
 
