@@ -11,6 +11,7 @@ leaderboard reads one format only. No torch here.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -83,12 +84,11 @@ def board_runs(board: Any) -> list[Any]:
 
 
 def write_parquet(runs: Iterable[Any], path: str | Path) -> Path:
+    """The parquet, written by the one atomic writer (a full disk: one line, no `.tmp` left)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame = results_frame(runs)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    results_frame(runs).to_parquet(buffer, index=False)
+    atomic_write(path, buffer.getvalue())
     return path
 
 

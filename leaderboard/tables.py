@@ -18,6 +18,7 @@ import pandas as pd
 from biobench.errors import ConfigError
 from biobench.leaderboard.entries import Board, Entry, fmt
 from biobench.names import human_tokens
+from biobench.runtime.files import atomic_write
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,9 @@ def write_export(board: Board, path: str | Path) -> Path:
         return dataset.write_parquet(dataset.board_runs(board), path)
     frame = export_frame(board)
     if path.suffix.lower() == ".csv":
-        frame.to_csv(path, index=False)
+        atomic_write(path, frame.to_csv(index=False))  # a full disk: one line, no 0-byte file
     elif path.suffix.lower() == ".json":
-        path.write_text(frame.to_json(orient="records", indent=1), encoding="utf-8")
+        atomic_write(path, frame.to_json(orient="records", indent=1))
     else:
         raise ConfigError(f"--export {path}: unknown format; use a .csv or .json file name (the aggregated "
                           "table) or .parquet (one row per seed)")

@@ -77,3 +77,109 @@ def test_feature_cache_is_atomic_and_on_a_full_disk_one_line(tmp_path, fill_disk
     with pytest.raises(DiskFullError, match=r"bytes needed.*1 cached feature file\(s\) in .*features are safe"):
         cached(cache, source, lambda: np.zeros((2, 3)))
     assert np.array_equal(np.load(cache), feats) and sorted(p.name for p in cache.parent.iterdir()) == ["m.npy"]
+
+
+# --- issue 20 §4: the guard everywhere, one function deciding what a full disk is ------------------------
+
+
+def test_one_function_recognises_a_full_disk():
+    from biobench.runtime.files import is_disk_full
+
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert is_disk_full(OSError("1048576 requested and 4096 written"))  # numpy's np.save / tofile
+    wrapped = RuntimeError("could not write the shard")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "x")
+    assert is_disk_full(wrapped)  # a library's own error type, the full disk chained under it
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied")) and not is_disk_full(ValueError("3 requested"))
+
+
+def test_token_cache_numpy_short_write_is_a_full_disk(tmp_path, monkeypatch):
+    from biobench.training.presets import train_tokenizer
+
+    docs = ["Le patient présente une fièvre.", "Scanner thoracique normal."] * 5
+    source = tmp_path / "c.jsonl"
+    source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    tok = train_tokenizer(docs, vocab_size=120)
+
+    def short_write(path, array, *args, **kwargs):
+        with open(path, "wb") as fh:
+            fh.write(b"\x93NUMPY partial")
+        raise OSError(f"{array.nbytes} requested and 14 written")
+
+    monkeypatch.setattr(np, "save", short_write)
+    with pytest.raises(DiskFullError, match=r"^disk full writing to .*cache.*finished token cache"):
+        corpus.load_or_build(str(source), tok, tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_log_append_is_whole_or_nothing(tmp_path, monkeypatch):
+    from biobench.runtime.files import append_line
+
+    log = tmp_path / "train_log.jsonl"
+    append_line(log, json.dumps({"step": 1}))
+    real, calls = os.write, []
+
+    def half_then_full(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(DiskFullError, match=r"^disk full writing to .*: 12 bytes needed"):
+        append_line(log, json.dumps({"step": 2}))
+    monkeypatch.undo()
+    assert log.read_text() == '{"step": 1}\n' and len(calls) == 2  # half a record was written, then cut back
+
+
+@pytest.mark.parametrize("name", ["out.csv", "out.json", "out.parquet"])
+def test_leaderboard_export_on_a_full_disk(tmp_path, fill_disk, capsys, monkeypatch, name):
+    from biobench import cli
+
+    from tests.hostile_corpus import FIXTURES
+
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "export" / name
+    out.parent.mkdir()
+    fill_disk()
+    assert cli.main(["leaderboard", "--results", str(FIXTURES), "--no-cache", "--export", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("warning:")]
+    assert len(err) == 1 and err[0].startswith(f"error: disk full writing to {out.parent}")
+    assert list(out.parent.iterdir()) == []  # no 0-byte out.csv, no .out.parquet.tmp
+
+
+def test_data_add_on_a_full_disk(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from biobench import cli
+    from biobench.tasks import archives
+
+    from tests.hostile_corpus import zip_bytes
+
+    archive = tmp_path / "bert_data.zip"
+    archive.write_bytes(zip_bytes({f"bert_data/ChemProt/{s}.tsv": b"index\tsentence\tlabel\n" for s in ("train", "dev", "test")}))
+    copies = []
+
+    def copy_then_full(src, dst, *args):
+        copies.append(1)
+        if len(copies) == 2:  # the second split: the first is already staged
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return shutil.copyfileobj(src, dst, *args)
+
+    monkeypatch.setattr(archives.shutil, "copyfileobj", copy_then_full)
+    data = tmp_path / "data"
+    assert cli.main(["data", "add", "chemprot", str(archive), "--data-dir", str(data)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: disk full writing to {data}") and "as it was" in err[0]
+    assert list(data.iterdir()) == []  # nothing installed, no staging folder left
+
+
+def test_perf_script_output_on_a_full_disk(tmp_path, fill_disk, capsys):
+    from biobench.perf.perf_common import finish, script
+
+    fill_disk()
+    assert script(lambda: finish({"arm": 1}, tmp_path / "perf" / "report.json", 1.5)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: disk full writing to {tmp_path / 'perf'}")
+    assert list((tmp_path / "perf").iterdir()) == []

@@ -42,7 +42,7 @@ def save(folder: Path, model, tokenizer, meta: dict[str, Any], state: dict[str, 
     if tmp.exists():
         shutil.rmtree(tmp)
     needed = _tensor_bytes(model_state if model_state is not None else model.state_dict()) + _tensor_bytes(state)
-    with disk_full_guard(folder.parent, needed, lambda: _finished(folder.parent),
+    with disk_full_guard(folder.parent, needed, lambda: finished(folder.parent),
                          cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True)):
         tmp.mkdir(parents=True)
         model.save_pretrained(tmp, state_dict=model_state)
@@ -68,7 +68,8 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def _finished(out: Path) -> str:
+def finished(out: Path) -> str:
+    """What a full disk cannot harm: the finished checkpoints of a run folder (for DiskFullError lines)."""
     return f"{len(list(Path(out).glob(f'*/{META}')))} finished checkpoint(s) in {out} are safe"
 
 

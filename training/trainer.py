@@ -22,6 +22,7 @@ import torch
 from biobench.errors import ConfigError
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
+from biobench.runtime.files import append_line, atomic_write
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.reporting import NoReport, make_reporter
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
@@ -387,8 +388,7 @@ class Trainer:
                   "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
                   "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device, objective == "clm"),
                   "data_digest": step_digest(self.packed, self.state.position - self.cfg.batch_size, self.cfg.batch_size)}
-        with (self.out / "train_log.jsonl").open("a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_line(self.out / "train_log.jsonl", json.dumps(record), lambda: checkpoint.finished(self.out))
         self.report.scalars({f"train/{k}": record[k] for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")},
                             record["step"])
         if bar is not None:
@@ -456,7 +456,7 @@ class Trainer:
         log = self.out / "train_log.jsonl"
         if log.exists():
             keep = [line for line in log.read_text().splitlines() if json.loads(line)["step"] <= last_step]
-            log.write_text("".join(line + "\n" for line in keep))
+            atomic_write(log, "".join(line + "\n" for line in keep))
 
     def _print(self, message: str) -> None:
         if self.dist.main:

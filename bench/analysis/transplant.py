@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.runtime.files import atomic_write, disk_full_guard
 
 COMPONENTS = ("all", "attention", "mlp")
 
@@ -97,9 +99,7 @@ def transplant(
         for key in keys:
             (params.get(key) if key in params else buffers[key]).copy_(enc_a[key])
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model_b.save_pretrained(out)
-    AutoTokenizer.from_pretrained(target_source).save_pretrained(out)
+    created = not out.exists()
     prefix = model_b.base_model_prefix
     record = {
         "schema": "biobench.transplant/1", "from": str(source), "into": str(target),
@@ -107,5 +107,12 @@ def transplant(
         "copied": [f"{prefix}.{k}" if model_b.base_model is not model_b else k for k in keys],
         "n_tensors": len(keys), "n_params": int(sum(enc_a[k].numel() for k in keys)),
     }
-    (out / "transplant.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    # a full disk: one line, and a model folder this call made is removed (a half-written model is worse than none)
+    needed = sum(t.numel() * t.element_size() for t in model_b.state_dict().values())
+    with disk_full_guard(out, needed, lambda: f"'{source}' and '{target}' are untouched",
+                         cleanup=lambda: shutil.rmtree(out, ignore_errors=True) if created else None):
+        out.mkdir(parents=True, exist_ok=True)
+        model_b.save_pretrained(out)
+        AutoTokenizer.from_pretrained(target_source).save_pretrained(out)
+        atomic_write(out / "transplant.json", json.dumps(record, indent=2) + "\n")
     return record

@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from biobench.perf.perf_common import base_parser, finish, print_table, run_isolated
+from biobench.perf.perf_common import base_parser, finish, print_table, run_isolated, script
+from biobench.runtime.files import disk_full_guard
 
 LABELS = [f"label-{i}" for i in range(8)]
 
@@ -149,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(results, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
     t0 = time.perf_counter()
-    files = generate(results, args.models, tasks, args.seeds, args.examples, args.seed)
+    needed = args.models * len(tasks) * args.seeds * (50 * args.examples + 1000)  # about: predictions + result
+    with disk_full_guard(results, needed, lambda: "no results were written",
+                         cleanup=lambda: shutil.rmtree(results, ignore_errors=True)):
+        files = generate(results, args.models, tasks, args.seeds, args.examples, args.seed)
     generated_s = time.perf_counter() - t0
     print(f"generated {files} result files ({args.models} models x {len(tasks)} tasks x {args.seeds} seeds, "
           f"{args.examples} test examples) in {generated_s:.1f} s under {results}", flush=True)
@@ -182,4 +186,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(script(main))

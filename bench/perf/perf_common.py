@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from biobench.runtime.files import atomic_write
+
 OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                        "TOKENIZERS_PARALLELISM": "false"}
 
@@ -152,14 +154,23 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
             print("  ".join("-" * w for w in widths))
 
 
+def script(main: Callable[[], Any]) -> int:
+    """Run a perf script's main: a biobench error (a full disk, a missing file) is one `error:` line, exit 2."""
+    from biobench.errors import BiobenchError
+
+    try:
+        rc = main()
+        return rc if isinstance(rc, int) else 0
+    except BiobenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
 def finish(report: dict[str, Any], out: Path | None, ratio: float | None) -> int:
     """Write the JSON (when asked) and print the headline ratio as the very last line."""
     report["ratio"] = ratio
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(out.suffix + ".tmp")
-        tmp.write_text(json.dumps(report, indent=2, default=str))
-        os.replace(tmp, out)
+        atomic_write(out, json.dumps(report, indent=2, default=str))  # a full disk: one line, no .tmp left
         print(f"wrote {out}")
     print(f"ratio: {ratio:.2f}" if ratio is not None else "ratio: nan", flush=True)
     return 0 if ratio is not None else 1

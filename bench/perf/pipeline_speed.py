@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 import torch
+from biobench.perf.perf_common import script
+from biobench.runtime.files import atomic_write
 
 GPU_NEED_TOKENS_PER_S = 300_000  # ModernBERT-base on one H100, see docstring
 SPECIAL = [0, 1, 2, 3, 4]
@@ -103,11 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     for arm, m in medians.items():
         print(f"{arm:<12} {m:>14,.0f} {m / GPU_NEED_TOKENS_PER_S:>26.1f}")
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=2)
+        atomic_write(args.out, json.dumps(result, indent=2))
     print(f"ratio: {result['ratio']:.2f}")
     return result
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script(main))

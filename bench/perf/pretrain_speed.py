@@ -34,6 +34,7 @@ from biobench.perf.perf_common import (
     print_table,
     run_isolated,
     safe_ratio,
+    script,
 )
 from biobench.runtime.device import resolve_device
 
@@ -295,4 +296,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(script(main))

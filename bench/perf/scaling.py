@@ -28,6 +28,7 @@ from biobench.perf.perf_common import (
     median,
     offline_environment,
     print_table,
+    script,
     shape_params,
     time_call,
 )
@@ -153,4 +154,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(script(main))

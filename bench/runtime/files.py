@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -33,11 +34,23 @@ def file_mode() -> int:
     return 0o666 & ~umask
 
 
-def is_disk_full(err: BaseException) -> bool:
-    """ENOSPC / EDQUOT, also when a library (safetensors, torch) wraps it in another exception type."""
-    if isinstance(err, OSError) and err.errno in _FULL:
-        return True
-    return "No space left on device" in str(err) or "Disk quota exceeded" in str(err)
+# numpy's np.save / tofile on a full disk: "OSError: 1048576 requested and 4096 written" (no errno)
+_SHORT_WRITE = re.compile(r"\b\d+ requested and \d+ written\b")
+
+
+def is_disk_full(err: BaseException | None) -> bool:
+    """The one test for "this error is a full disk": ENOSPC / EDQUOT, also when a library wraps it in another
+    exception type or message (safetensors, torch, pyarrow) or chains it, and numpy's short-write OSError."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _FULL:
+            return True
+        text = str(err)
+        if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def disk_full_message(folder: Path, needed: int, safe: str) -> str:
@@ -75,3 +88,19 @@ def atomic_write(path: str | Path, data: str | bytes, safe: Callable[[], str] | 
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+
+
+def append_line(path: str | Path, line: str, safe: Callable[[], str] | None = None) -> None:
+    """Append one line (a JSON log record) whole or not at all: when the disk fills half-way the file is cut
+    back to its previous length and DiskFullError says so (a log never ends in half a record)."""
+    path = Path(path)
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, file_mode())
+    try:
+        size = os.fstat(fd).st_size
+        with disk_full_guard(path.parent, len(data), safe, cleanup=lambda: os.ftruncate(fd, size)):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
