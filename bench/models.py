@@ -23,6 +23,7 @@ from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError, ResultsError
 from biobench.names import display_name
 from biobench.runtime.device import attention_implementation, default_dtype
+from biobench.runtime.weights import untrusted_weights
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
 
 if TYPE_CHECKING:
@@ -303,7 +304,7 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype or default_dtype(device)}
     attn = attention_implementation(attn_device or device)
     try:
-        with _quiet_transformers():
+        with _quiet_transformers(), untrusted_weights(ref.source, ModelLoadError):
             tokenizer = AutoTokenizer.from_pretrained(ref.source, trust_remote_code=trust_remote_code)
             try:
                 encoder = AutoModel.from_pretrained(ref.source, attn_implementation=attn, **kwargs)

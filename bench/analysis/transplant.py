@@ -19,6 +19,7 @@ from typing import Any
 
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.runtime.files import atomic_write, disk_full_guard
+from biobench.runtime.weights import untrusted_weights
 
 COMPONENTS = ("all", "attention", "mlp")
 
@@ -64,7 +65,8 @@ def _load(name: str | Path):
     source = resolve_model(str(name)).source
     config = AutoConfig.from_pretrained(source)
     cls = getattr(transformers, (config.architectures or ["AutoModel"])[0], transformers.AutoModel)
-    return cls.from_pretrained(source, dtype=torch.float32), source
+    with untrusted_weights(source, ModelLoadError):
+        return cls.from_pretrained(source, dtype=torch.float32), source
 
 
 def transplant(
