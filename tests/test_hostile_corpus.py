@@ -206,9 +206,10 @@ def test_member_names_that_leave_the_folder_are_refused(tmp_path, capsys):
         evil = tmp_path / "record.tar"
         evil.write_bytes(hc.tar_bytes({"FRASIMED/CANTEMIST-FRASIMED/a.ann": b"T1\tx 0 1\ta\n", name: b"T1\tx 0 1\ta\n"},
                                       mode="w"))
+        before = snapshot(tmp_path, data)
         rc, err = add(capsys, data, "cantemist", evil)
         assert rc == 2 and len(err) == 1 and "has an absolute path or a '..' component" in err[0] and str(evil) in err[0]
-        assert installed(data) == [] and not (tmp_path / "x.ann").exists()
+        assert installed(data) == [] and snapshot(tmp_path, data) == before  # nothing anywhere else either
 
 
 def test_install_is_all_or_nothing_and_cleans_a_killed_run(tmp_path, capsys):
