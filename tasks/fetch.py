@@ -299,7 +299,7 @@ def _stale(folder: Path) -> bool:
     """A staging folder left by a killed run: its owner process is gone (or it has no owner file and is older
     than a minute: the owner file is written right after the folder is made)."""
     try:
-        pid, _, host = (folder / OWNER).read_text().partition("@")
+        pid, _, host = (folder / OWNER).read_text().strip().partition("@")
     except OSError:
         with contextlib.suppress(OSError):
             return time.time() - folder.stat().st_mtime > 60
@@ -324,7 +324,11 @@ def _staging(data_dir: Path, task_id: str, log: Log) -> Path:
             shutil.rmtree(old, ignore_errors=True)
             log(f"  removed {old} (left by an interrupted run)")
     folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{task_id}-", dir=data_dir))
-    (folder / OWNER).write_text(f"{os.getpid()}@{socket.gethostname()}")
+    try:
+        (folder / OWNER).write_text(f"{os.getpid()}@{socket.gethostname()}")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder
 
 
@@ -378,12 +382,12 @@ def _install(spec: TaskSpec, info: Mapping[str, Any], staging: Path, data_dir: P
 @contextlib.contextmanager
 def _staged(spec: TaskSpec, data_dir: Path, log: Log) -> Iterator[Path]:
     """A staging folder for one install, removed afterwards whatever happened; a full disk is one line."""
-    staging = _staging(data_dir, spec.id, log)
-    try:
-        with disk_full_guard(data_dir, 0, lambda: "the data folder is as it was"):
+    with disk_full_guard(data_dir, 0, lambda: "the data folder is as it was"):
+        staging = _staging(data_dir, spec.id, log)
+        try:
             yield staging
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Log = print,

@@ -223,7 +223,7 @@ def test_install_is_all_or_nothing_and_cleans_a_killed_run(tmp_path, capsys):
     (data / "chemprot/blue/dev.tsv.gz").rmdir()
     killed = data / ".biobench-chemprot-x1y2z3"  # what a killed run leaves: its owner process is gone
     (killed / "out").mkdir(parents=True)
-    (killed / "owner").write_text(f"{2**22 + 12345}@{__import__('socket').gethostname()}")
+    (killed / "owner").write_text(f"{2**22 + 12345}@{__import__('socket').gethostname()}\n")
     rc, err = add(capsys, data, "chemprot", archive)
     assert rc == 0 and not killed.exists()
     assert installed(data) == ["chemprot", "chemprot/blue"] + [f"chemprot/blue/{s}.tsv.gz" for s in ("dev", "test", "train")]

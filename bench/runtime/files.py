@@ -56,7 +56,8 @@ def is_disk_full(err: BaseException | None) -> bool:
 def disk_full_message(folder: Path, needed: int, safe: str) -> str:
     existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
     free_text = f", {shutil.disk_usage(existing).free:,} free" if existing is not None else ""
-    return (f"disk full writing to {folder}: {needed:,} bytes needed{free_text}; {safe}; nothing half-written was "
+    need_text = f"{needed:,} bytes needed{free_text}" if needed else free_text.removeprefix(", ")
+    return (f"disk full writing to {folder}: {need_text or 'no space left'}; {safe}; nothing half-written was "
             "left behind: free some space (or choose another folder) and rerun")
 
 
