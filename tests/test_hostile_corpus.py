@@ -340,7 +340,7 @@ def test_malformed_results_are_one_problems_line_each(tmp_path):
         proc = _leaderboard(root, tmp_path / "cache")
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert "tiny-detour" in proc.stdout
-        warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: ")]
+        warnings = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("warning: ")]
         for path, what in cases.items():
             assert sum(line.startswith(f"warning: {path}") for line in warnings) == 1, what
     # the app starts on it, lists each bad file once in Problems, and every language's tables and plots draw
