@@ -113,8 +113,10 @@ def _length(feature: dict[str, Any]) -> int:
 
 
 def predict(model: nn.Module, head: HeadSpec, features: Sequence[dict[str, Any]], n_examples: int,
-            batch_size: int, pad_token_id: int, device: str) -> list:
-    """Per-example predictions of a split (features batched by length, order restored, merged by the head)."""
+            batch_size: int, pad_token_id: int, device: str, head_metrics: dict[str, float] | None = None) -> list:
+    """Per-example predictions of a split (features batched by length, order restored, merged by the head).
+    A head that computes its own dev metrics from its per-feature outputs (`selection_metrics`, e.g. the
+    span head's sampled-span F1) adds them to `head_metrics` when given."""
     model.eval()
     order = sorted(range(len(features)), key=lambda i: _length(features[i]))
     feature_predictions: list[Any] = [None] * len(features)
@@ -124,6 +126,8 @@ def predict(model: nn.Module, head: HeadSpec, features: Sequence[dict[str, Any]]
             batch = to_device(head.collate([features[i] for i in chunk], pad_token_id), device)
             for i, prediction in zip(chunk, model.predict(batch), strict=True):
                 feature_predictions[i] = prediction
+    if head_metrics is not None and hasattr(head, "selection_metrics"):
+        head_metrics.update(head.selection_metrics(feature_predictions))
     return head.merge(features, feature_predictions, n_examples)
 
 
@@ -169,15 +173,16 @@ class _Run:
     eval_batch: int
     selection: DevSelection = field(default_factory=DevSelection)
 
-    def predict(self, split: str) -> list:
+    def predict(self, split: str, head_metrics: dict[str, float] | None = None) -> list:
         return predict(self.model, self.task.head, self.task.features[split], len(self.task.examples[split]),
-                       self.eval_batch, self.pad_token_id, self.device)
+                       self.eval_batch, self.pad_token_id, self.device, head_metrics)
 
     def evaluate(self, epoch: int, step: int, loss: float) -> None:
         """Score dev, log and report it, keep the state when it is the best so far."""
         task, protocol, best = self.task, self.protocol, self.selection
         t0 = time.perf_counter()
-        metrics = score(task.kind, task.gold["dev"], self.predict("dev"), task.labels)
+        head_metrics: dict[str, float] = {}  # the head's own dev metrics (the span head's sampled-span F1)
+        metrics = {**score(task.kind, task.gold["dev"], self.predict("dev", head_metrics), task.labels), **head_metrics}
         selected = metrics[protocol.dev_metric]
         best.history.append({"epoch": epoch, "step": step, "train_loss": loss, "dev_macro_f1": metrics["macro_f1"],
                              f"dev_{protocol.dev_metric}": selected})

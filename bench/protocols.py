@@ -1,5 +1,13 @@
 """The paper's fine-tuning protocols (Appendix H; DESIGN.md) as data, CLI overrides, and a stable hash.
 
+The protocol lives here, in one place: the seeds of each protocol (`SEEDS`), its knobs per task kind
+(`PROTOCOLS`), its default head and dev selection per kind (`DEFAULTS`), and the knobs a head brings with it
+(`HEAD_KNOBS`: head learning rate, gradient clipping, selection metric). The heads themselves (architecture
+and typed config) are biobench.heads; the protocol *names* a task spec may give are vocabulary of the spec
+format (biobench.tasks.schema.PROTOCOL_NAMES, next to TASK_KINDS) because the task registry validates specs
+and may import nothing from bench but errors and the runtime layer; `SEEDS` covers exactly those names
+(tests/test_eval_protocols.py).
+
 Why a hash: a result is only comparable to another one computed with the same protocol, so every result
 records the resolved protocol and its hash is part of the run key (biobench.store).
 """
@@ -50,8 +58,18 @@ class Protocol:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+# protocol -> its seeds (DESIGN.md "Fine-tuning protocols": 9 seeds for the French tasks, 5 for the English);
+# a task spec's own `seeds` win.
+SEEDS: dict[str, tuple[int, ...]] = {"fr": tuple(range(42, 51)), "en": tuple(range(42, 47))}
+
+
+def task_seeds(spec: Any) -> tuple[int, ...]:
+    """The seeds a task runs with: its spec's own, else its protocol's."""
+    return tuple(getattr(spec, "seeds", ()) or SEEDS[spec.protocol])
+
+
 # (protocol, kind) -> knobs; max_length comes from the task spec, head_lr None = same as lr (a head may bring
-# its own: biobench.heads.HEAD_SPECS[...].training). Evidence per value: docs/PROTOCOL.md.
+# its own: HEAD_KNOBS). Evidence per value: docs/PROTOCOL.md.
 # fr (Rian-T/tabib configs/base/{cls_bert,multilabel_bert_4096,ner_span_bert}.yaml): AdamW wd 0.01, 10% warmup,
 # best dev checkpoint. en (BioClinical-ModernBERT, the Trainer's defaults): one lr 5e-5 for encoder and head,
 # no warmup, linear decay to 0, wd 0.01, batch 16, 10 epochs (20 for NER).
@@ -70,8 +88,8 @@ PROTOCOLS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 # (protocol, kind) -> (default head, dev selection metric). fr: bert_text_cls / bert_multilabel_cls / span NER,
-# selected on weighted-F1 (the harness's eval_f1 for classification), micro-F1 (eval_f1_micro), exact-span
-# micro-F1; en: the model's own HF heads, selected on weighted-F1, seqeval micro-F1 (= exact word-span
+# selected on weighted-F1 (the harness's eval_f1 for classification), micro-F1 (eval_f1_micro), and for NER the
+# span head's own selection (HEAD_KNOBS; exact-span micro-F1 for another head); en: the model's own HF heads, selected on weighted-F1, seqeval micro-F1 (= exact word-span
 # micro-F1 on flat BIO, which our span metric computes).
 DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
     ("fr", "classification"): ("linear", "weighted_f1"),
@@ -83,6 +101,13 @@ DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
     ("en", "multilabel"): ("hf-sequence", "weighted_f1"),
     ("en", "ner"): ("hf-token", "micro_f1"),
 }
+
+
+# head -> the protocol knobs that come with it (None = the protocol's). The span heads: T
+# configs/base/ner_span_bert.yaml (learning_rate 1e-3 for the head, gradient_clip 10) and T's compute_metrics
+# (`eval_f1` = micro-F1 of the argmax class over the sampled dev spans), which biobench.heads.span_ner computes.
+_SPAN_KNOBS = {"head_lr": 1e-3, "grad_clip": 10.0, "dev_metric": "sampled_span_f1"}
+HEAD_KNOBS: dict[str, dict[str, Any]] = {"span": _SPAN_KNOBS, "span-words": _SPAN_KNOBS}
 
 
 def default_head(protocol: str, kind: str) -> str:
@@ -127,7 +152,7 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
     """The protocol of a task (its spec's `protocol`, `kind`, `max_length`, `head`, `metric`, `dev_metric`;
     `origin` names the spec file in errors) with the head's own knobs, then CLI overrides, applied; the max
     length is capped at what the model can take."""
-    from biobench.heads import head_entry
+    from biobench.heads import head_config, head_entry
     from biobench.metrics import METRICS
 
     try:
@@ -136,19 +161,24 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
         raise ConfigError(f"no fine-tuning protocol {protocol!r} for task kind {kind!r}; "
                           f"known: {sorted({p for p, _ in PROTOCOLS})}") from None
     where = f"{origin}: " if origin else ""
-    for field_name, value in (("metric", metric), ("dev_metric", dev_metric)):
-        if value is not None and value not in METRICS:
-            raise ConfigError(f"{where}{field_name} {value!r} is not computed; computed metrics: {', '.join(METRICS)}")
+    if metric not in METRICS:
+        raise ConfigError(f"{where}metric {metric!r} is not computed; computed metrics: {', '.join(METRICS)}")
     overrides = dict(overrides or {})
     if overrides.get("head"):
         head, origin = overrides.pop("head"), "--head"
     overrides.pop("head", None)
     head = head or default_head(protocol, kind)
     entry = head_entry(head, kind, origin)
+    knobs = {k: v for k, v in HEAD_KNOBS.get(head, {}).items() if v is not None}
+    dev_metric = dev_metric or knobs.pop("dev_metric", None) or default_dev_metric(protocol, kind)
+    knobs.pop("dev_metric", None)
+    selectable = (*METRICS, *entry.selection_metrics)
+    if dev_metric not in selectable:
+        raise ConfigError(f"{where}dev_metric {dev_metric!r} is not computed for head {head!r}; "
+                          f"computed: {', '.join(selectable)}")
     resolved = Protocol(name=protocol, max_length=max_length, **base)
-    resolved = replace(resolved, **{k: v for k, v in entry.training.items() if v is not None}, head=head,
-                       head_config=dict(entry.config), metric=metric,
-                       dev_metric=dev_metric or default_dev_metric(protocol, kind))
+    resolved = replace(resolved, **knobs, head=head, head_config=head_config(head, kind).as_dict(kind),
+                       metric=metric, dev_metric=dev_metric)
     known = {f.name for f in fields(Protocol)} - {"head", "head_config", "metric", "dev_metric", "name"}
     unknown = set(overrides) - known
     if unknown:

@@ -22,7 +22,7 @@ from biobench.errors import BiobenchError, ConfigError, DataError
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model, results_folder
 from biobench.names import display_name
-from biobench.protocols import Protocol, resolve_task_protocol
+from biobench.protocols import Protocol, resolve_task_protocol, task_seeds
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.summary import TaskScores, summary_row
 from biobench.tasks.registry import TaskSpec
@@ -100,7 +100,7 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
             unavailable[spec.id] = str(err)
             continue
         protocol = resolve_task_protocol(spec, overrides, info.context)
-        for seed in (seeds or spec.seeds):
+        for seed in (seeds or task_seeds(spec)):
             key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
             path = result_path(results_dir, slug, spec.id, seed)
             grid.append(PlannedRun(spec, seed, path, key, protocol))

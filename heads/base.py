@@ -84,3 +84,20 @@ def wrap_hf_head(auto_class: Any, encoder: nn.Module, labels: Sequence[str], **c
                           "use --head linear / --head span instead")
     setattr(model, prefix, encoder)
     return model
+
+
+class HfHeadModel(HeadModel):
+    """The architecture's own task model (`auto_class`, via wrap_hf_head) around the encoder: the one home of
+    the HF heads' forward (the model's own loss on batch["labels"]) and logits; subclasses decode."""
+
+    def __init__(self, auto_class: Any, encoder: nn.Module, labels: Sequence[str], **config_values: Any):
+        super().__init__()
+        self.model = wrap_hf_head(auto_class, encoder, labels, **config_values)
+        self.encoder = self.model.base_model
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+        return {"loss": out.loss, "logits": out.logits}
+
+    def logits(self, batch: dict[str, Any]) -> torch.Tensor:
+        return self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits

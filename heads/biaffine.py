@@ -1,9 +1,9 @@
 """The span-scoring half of the span-NER head and its decoder.
 
-Candidate spans are stored as a band: (start word w, width k+1) for k < max_width, so memory grows with
-words x max_width, not words squared (a 1024-subword window has ~700 words). The biaffine scorer is
-begin(w) . end(w+k) per label plus a learned per-(width, label) bias, computed one diagonal at a time:
-each of the <= max_width steps is vectorised over batch, begins and labels.
+Candidate spans are stored as a band: (start unit w, width k+1) for k < max_width, so memory grows with
+units x max_width, not units squared (a 1024-subword window has 1022 units). The biaffine scorer is
+begin(w) . end(w+k) / sqrt(size) per class plus one learned bias (T `BiaffineSpanScorer`), computed one
+diagonal at a time: each of the <= max_width steps is vectorised over batch, begins and classes.
 """
 
 from __future__ import annotations
@@ -16,58 +16,60 @@ from torch import nn
 
 
 class BandBiaffine(nn.Module):
-    """Biaffine begin x end scorer, one bilinear form per label, over the band of candidate spans."""
+    """Biaffine begin x end scorer, one bilinear form per class, over the band of candidate spans."""
 
-    def __init__(self, input_size: int, n_labels: int, size: int = 128, max_width: int = 40):
+    def __init__(self, input_size: int, n_classes: int, size: int = 64):
         super().__init__()
-        self.n_labels, self.size, self.max_width = n_labels, size, max_width
-        self.begin = nn.Linear(input_size, n_labels * size)
-        self.end = nn.Linear(input_size, n_labels * size)
-        self.width_bias = nn.Parameter(torch.zeros(max_width, n_labels))
+        self.n_classes, self.size = n_classes, size
+        self.begin = nn.Linear(input_size, n_classes * size)
+        self.end = nn.Linear(input_size, n_classes * size)
+        self.bias = nn.Parameter(torch.zeros(()))
 
-    def forward(self, words: torch.Tensor, band: int) -> torch.Tensor:
-        """words (N, W, H) -> logits (N, W, band, labels) for the span [w, w + k], band <= max_width
-        (garbage past the end). Short sequences (W <= band) take one W x W product, long ones one
-        product per diagonal so memory stays O(W x labels x size) per step."""
-        n, w, _ = words.shape
-        begin = self.begin(words).float().view(n, w, self.n_labels, self.size) / math.sqrt(self.size)
-        end = self.end(words).float().view(n, w, self.n_labels, self.size)
+    def forward(self, units: torch.Tensor, band: int) -> torch.Tensor:
+        """units (N, W, H) -> logits (N, W, band, classes) for the span [w, w + k] (garbage past the end).
+        Short sequences (W <= band) take one W x W product, long ones one product per diagonal so memory
+        stays O(W x classes x size) per step."""
+        n, w, _ = units.shape
+        begin = self.begin(units).float().view(n, w, self.n_classes, self.size) / math.sqrt(self.size)
+        end = self.end(units).float().view(n, w, self.n_classes, self.size)
         if w <= band:
             full = torch.einsum("nwld,nvld->nwvl", begin, end)
-            logits = full[:, torch.arange(w, device=words.device)[:, None], band_index(w, band, words.device)]
+            logits = full[:, torch.arange(w, device=units.device)[:, None], band_index(w, band, units.device)]
         else:
             diagonals = [nn.functional.pad((begin[:, : w - k] * end[:, k:]).sum(-1), (0, 0, 0, k))
                          for k in range(band)]
             logits = torch.stack(diagonals, dim=2)
-        return logits + self.width_bias[:band]
+        return logits + self.bias
 
 
-def band_valid(n_words: torch.Tensor, width: int, max_width: int) -> torch.Tensor:
-    """(N, W, K) bool: the span [w, w + k] lies inside the real words of each sequence."""
-    w = torch.arange(width, device=n_words.device)[None, :, None]
-    k = torch.arange(max_width, device=n_words.device)[None, None, :]
-    return w + k < n_words[:, None, None]
+def band_valid(n_units: torch.Tensor, width: int, max_width: int) -> torch.Tensor:
+    """(N, W, K) bool: the span [w, w + k] lies inside the real units of each sequence."""
+    w = torch.arange(width, device=n_units.device)[None, :, None]
+    k = torch.arange(max_width, device=n_units.device)[None, None, :]
+    return w + k < n_units[:, None, None]
 
 
 def decode_spans(probs: torch.Tensor, valid: torch.Tensor, threshold: float = 0.5
                  ) -> list[list[tuple[int, int, int, float]]]:
-    """Per sequence, the spans (first word, last word inclusive, label index, prob) whose probability
-    exceeds `threshold`, minus overlaps within a label (greedy by probability, so of two nested or
-    crossing spans of one label the likelier stays). Spans of different labels never conflict, so
-    nested entities of different types survive. probs (N, W, K, labels), valid (N, W, K)."""
-    keep = (probs > threshold) & valid[..., None]
+    """Per sequence, the spans (first unit, last unit inclusive, label index, prob) the harness keeps
+    (T `BERTSpanNERAdapter.predict` and `_filter_overlapping_predictions`): each candidate span takes its
+    best non-O class, kept when its probability exceeds `threshold`; then, within a label, spans are taken
+    by decreasing probability (then length) and one overlapping an already kept span is dropped, so nested
+    entities of different labels survive. probs (N, W, K, classes) with class 0 = O, valid (N, W, K);
+    label index = class - 1."""
+    best, label = probs[..., 1:].max(-1)
+    keep = (best > threshold) & valid
     found = keep.nonzero().tolist()
-    scores = probs[keep].tolist()
     per_group: dict[tuple[int, int], list[tuple[float, int, int]]] = {}
-    for (seq, w, k, label), p in zip(found, scores, strict=True):
-        per_group.setdefault((seq, label), []).append((p, w, w + k))
+    for (seq, w, k), p, lab in zip(found, best[keep].tolist(), label[keep].tolist(), strict=True):
+        per_group.setdefault((seq, lab), []).append((p, w, w + k))
     out: list[list[tuple[int, int, int, float]]] = [[] for _ in range(probs.shape[0])]
-    for (seq, label), cands in per_group.items():
-        taken = bytearray(probs.shape[1])  # words already inside a kept span of this label
-        for p, b, e in sorted(cands, key=lambda c: (-c[0], c[1], c[2])):
+    for (seq, lab), cands in per_group.items():
+        taken = bytearray(probs.shape[1])  # units already inside a kept span of this label
+        for p, b, e in sorted(cands, key=lambda c: (-c[0], c[1] - c[2], c[1])):
             if 1 not in taken[b:e + 1]:
                 taken[b:e + 1] = b"\x01" * (e + 1 - b)
-                out[seq].append((b, e, label, p))
+                out[seq].append((b, e, lab, p))
     for spans in out:
         spans.sort()
     return out

@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 from biobench.errors import DataError
-from biobench.heads.base import HeadModel
+from biobench.heads.base import HeadModel, HfHeadModel
+from biobench.heads.config import LinearConfig
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
@@ -84,32 +85,24 @@ def decode(logits: torch.Tensor, labels: Sequence[str], multilabel: bool, thresh
     return [labels[j] for j in logits.argmax(-1).tolist()]
 
 
-class HfSequenceModel(HeadModel):
+class HfSequenceModel(HfHeadModel):
     """The model's own AutoModelForSequenceClassification around `encoder` ("hf-sequence"): its head, its
     loss (CE, or plain BCE for multi_label_classification), logit > 0 for multilabel."""
 
     def __init__(self, encoder: nn.Module, labels: Sequence[str], multilabel: bool, threshold: float = 0.5,
                  fallback_top1: bool = False):
-        super().__init__()
-        from biobench.heads.base import wrap_hf_head
         from transformers import AutoModelForSequenceClassification
 
+        problem = "multi_label_classification" if multilabel else "single_label_classification"
+        super().__init__(AutoModelForSequenceClassification, encoder, labels, problem_type=problem)
         self.labels = list(labels)
         self.multilabel = multilabel
         self.threshold = threshold
         self.fallback_top1 = fallback_top1
-        problem = "multi_label_classification" if multilabel else "single_label_classification"
-        self.model = wrap_hf_head(AutoModelForSequenceClassification, encoder, self.labels, problem_type=problem)
-        self.encoder = self.model.base_model
-
-    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
-        return {"loss": out.loss, "logits": out.logits}
 
     @torch.no_grad()
     def predict(self, batch: dict[str, Any]) -> list[Any]:
-        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        return decode(logits, self.labels, self.multilabel, self.threshold, self.fallback_top1)
+        return decode(self.logits(batch), self.labels, self.multilabel, self.threshold, self.fallback_top1)
 
 
 @dataclass(frozen=True)
@@ -164,11 +157,13 @@ class SequenceHead:
         return SequenceModel(encoder, labels, self.multilabel, pos_weight, self.threshold, self.fallback_top1)
 
     def pos_weight(self, labels: Sequence[str], train_examples: Sequence[Any]) -> torch.Tensor:
-        """neg/pos per label from train; a label with no positive gets 1 (nothing to up-weight)."""
+        """negatives / positives per label in train; a label with no positive gets negatives / 1 (= the number
+        of train examples), as T's compute_pos_weights clips the count (it cannot change the loss: such a
+        label has no positive target to weight)."""
         n = len(train_examples)
         positives = torch.tensor([sum(lab in ex.labels for ex in train_examples) for lab in labels],
                                  dtype=torch.float)
-        return torch.where(positives > 0, (n - positives) / positives.clamp(min=1), torch.ones_like(positives))
+        return (n - positives) / positives.clamp(min=1)
 
     def gold(self, example: Any) -> Any:
         return sorted(set(example.labels)) if self.multilabel else example.label
@@ -181,20 +176,14 @@ class SequenceHead:
         return merged
 
 
-def linear_head(kind: str, multilabel_loss: str = "bce_pos_weight_neg_over_pos", threshold: float = 0.5,
-                fallback_top1: bool = True) -> SequenceHead:
-    """The "linear" head for a sequence kind (config from biobench.heads.HEAD_SPECS)."""
+def linear_head(kind: str, config: LinearConfig) -> SequenceHead:
+    """The "linear" head for a sequence kind (typed config: biobench.heads.config.LinearConfig)."""
     multilabel = kind == "multilabel"
-    return SequenceHead(kind, multilabel, threshold, fallback_top1=multilabel and fallback_top1)
+    return SequenceHead(kind, multilabel, config.threshold, fallback_top1=multilabel and config.fallback_top1)
 
 
-def hf_sequence_head(kind: str, model_class: str = "AutoModelForSequenceClassification", multilabel_loss: str = "bce",
-                     threshold: float = 0.5, fallback_top1: bool = False) -> SequenceHead:
-    """The "hf-sequence" head for a sequence kind."""
+def hf_sequence_head(kind: str, config: LinearConfig) -> SequenceHead:
+    """The "hf-sequence" head for a sequence kind (typed config: biobench.heads.config.HfSequenceConfig)."""
     multilabel = kind == "multilabel"
-    return SequenceHead(kind, multilabel, threshold, fallback_top1=multilabel and fallback_top1, hf=True)
-
-
-CLASSIFICATION = linear_head("classification")
-RELATION = linear_head("relation")
-MULTILABEL = linear_head("multilabel")
+    return SequenceHead(kind, multilabel, config.threshold, fallback_top1=multilabel and config.fallback_top1,
+                        hf=True)

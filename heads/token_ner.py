@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from biobench.heads.base import HeadModel, wrap_hf_head
+from biobench.heads.base import HeadModel, HfHeadModel
+from biobench.heads.config import SpanConfig, TokenConfig
 from biobench.heads.span_ner import SpanNerSpec
 from torch import nn
 
@@ -64,7 +65,8 @@ class TokenNerSpec:
     """HeadSpec for kind "ner" with the model's token-classification head."""
 
     kind: str = "ner"
-    windows: SpanNerSpec = field(default_factory=SpanNerSpec)  # words, windows and merge (no span scoring)
+    # words, windows and merge (no span scoring): the span head's, over words
+    windows: SpanNerSpec = field(default_factory=lambda: SpanNerSpec(config=SpanConfig(unit="word")))
 
     def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int,
                   labels: Sequence[str]) -> list[dict[str, Any]]:
@@ -81,12 +83,12 @@ class TokenNerSpec:
             ids = f["input_ids"] or [pad_token_id]
             input_ids[i, : len(ids)] = torch.tensor(ids)
             attention[i, : len(ids)] = 1
-            firsts = [min(s, len(ids) - 1) for s, _ in f["word_subwords"]]
+            firsts = [min(s, len(ids) - 1) for s, _ in f["unit_subwords"]]
             for position, tag in zip(firsts, spans_to_bio(f["spans"], len(firsts)), strict=True):
                 labels[i, position] = tag
             first_subword.append(firsts)
         return {"input_ids": input_ids, "attention_mask": attention, "labels": labels,
-                "first_subword": first_subword, "word_chars": [f["word_chars"] for f in features],
+                "first_subword": first_subword, "unit_chars": [f["unit_chars"] for f in features],
                 "example_index": [f["example_index"] for f in features]}
 
     def build(self, encoder: nn.Module, labels: Sequence[str], train_examples: Sequence[Any]) -> HeadModel:
@@ -100,33 +102,26 @@ class TokenNerSpec:
         return self.windows.merge(features, feature_predictions, n_examples)
 
 
-class TokenNerModel(HeadModel):
+class TokenNerModel(HfHeadModel):
     """AutoModelForTokenClassification around the encoder; its own cross-entropy over first sub-words."""
 
     def __init__(self, encoder: nn.Module, labels: Sequence[str]):
-        super().__init__()
         from transformers import AutoModelForTokenClassification
 
+        super().__init__(AutoModelForTokenClassification, encoder, bio_tags(labels))
         self.labels = list(labels)
-        self.model = wrap_hf_head(AutoModelForTokenClassification, encoder, bio_tags(self.labels))
-        self.encoder = self.model.base_model
-
-    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
-        return {"loss": out.loss, "logits": out.logits}
 
     @torch.no_grad()
     def predict(self, batch: dict[str, Any]) -> list[list]:
         """Per window, sorted [start, end, label] character spans (document offsets)."""
-        tags = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.argmax(-1)
+        tags = self.logits(batch).argmax(-1)
         out = []
-        for row, firsts, chars in zip(tags.tolist(), batch["first_subword"], batch["word_chars"], strict=True):
+        for row, firsts, chars in zip(tags.tolist(), batch["first_subword"], batch["unit_chars"], strict=True):
             spans = bio_to_spans([row[p] for p in firsts])
             out.append(sorted([chars[b][0], chars[e][1], self.labels[lab]] for b, e, lab in spans))
         return out
 
 
-def hf_token_head(kind: str = "ner", model_class: str = "AutoModelForTokenClassification", scheme: str = "BIO",
-                  label_subword: str = "first") -> TokenNerSpec:
-    """The "hf-token" head (config from biobench.heads.HEAD_SPECS)."""
+def hf_token_head(kind: str, config: TokenConfig) -> TokenNerSpec:
+    """The "hf-token" head (typed config: biobench.heads.config.TokenConfig, no knobs)."""
     return TokenNerSpec(kind=kind)

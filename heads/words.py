@@ -1,7 +1,8 @@
-"""Words for the span-NER head: segmentation, word <-> subword alignment, windows, entity <-> word spans.
+"""Units for the span-NER heads: words or sub-words, unit <-> subword alignment, windows, entity <-> unit spans.
 
-The head labels *words*, not subwords, so predictions are always whole words and map back to exact
-character offsets. Subwords come from the fast tokenizer run on the raw text with offsets (not on
+A unit is what a span is made of: a sub-word token (the `span` head, as the authors' harness scores spans)
+or a word (`span-words`, and the words `hf-token` tags), so predictions map back to exact character
+offsets. Subwords come from the fast tokenizer run on the raw text with offsets (not on
 pre-split words), which works for every tokenizer family (WordPiece, byte-level BPE with or without
 add_prefix_space, SentencePiece) and lets the encoder see the text with its real spacing.
 Everything here is pure python: it runs once per task in `featurize`.
@@ -61,6 +62,24 @@ def tokenize_documents(tokenizer: Any, texts: Sequence[str]) -> list[tuple[list[
         content = [e > s and not blank[i] for i, (s, e) in zip(ids, offsets, strict=True)]
         out.append((list(ids), [(int(s), int(e)) for s, e in offsets], content))
     return out
+
+
+def subword_units(text: str, offsets: Sequence[Range], content: Sequence[bool]) -> tuple[list[Range], list[Range]]:
+    """Sub-words as units: (character range, subword range) of every subword that carries text (special
+    tokens are never in `offsets`; a blank SentencePiece "▁" or empty-offset subword is no unit). A character
+    range is trimmed of surrounding whitespace (a byte-level "Ġword" whose offsets include the space), as T's
+    `_normalize_char_offsets` trims predicted spans."""
+    units: list[Range] = []
+    ranges: list[Range] = []
+    for i, ((start, end), has_text) in enumerate(zip(offsets, content, strict=True)):
+        while has_text and start < end and text[start].isspace():
+            start += 1
+        while has_text and end > start and text[end - 1].isspace():
+            end -= 1
+        if has_text and end > start:
+            units.append((start, end))
+            ranges.append((i, i + 1))
+    return units, ranges
 
 
 def align_words(words: Sequence[Range], offsets: Sequence[Range], content: Sequence[bool],

@@ -20,7 +20,7 @@ from typing import Any
 
 from biobench.errors import ConfigError
 from biobench.tasks.options import check_fetch, check_source
-from biobench.tasks.schema import TASK_KINDS
+from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS
 
 # The paper's 19 tasks in paper order. The same list is `"paper_task": true` in specs/*.json and the task
 # column of leaderboard/reference/paper_results.csv: tests/test_tasks_registry.py checks the three agree.
@@ -29,7 +29,6 @@ PAPER_TASKS: tuple[str, ...] = (
     "quaero-medline", "chemprot", "phenotyping", "cos", "social-history", "deid", "anatem", "bc5cdr",
     "jnlpba", "ncbi-disease", "gad", "hoc",
 )
-PROTOCOL_SEEDS: dict[str, tuple[int, ...]] = {"fr": tuple(range(42, 51)), "en": tuple(range(42, 47))}
 SOURCE_TYPES = ("local", "hub", "generated")
 SPLITS = ("train", "dev", "test")
 
@@ -76,7 +75,7 @@ class TaskSpec:
     max_length: int
     protocol: str
     sources: tuple[Source, ...]
-    seeds: tuple[int, ...] = ()
+    seeds: tuple[int, ...] = ()  # the spec's own seeds; () = its protocol's (biobench.protocols.task_seeds)
     metric: str = "macro_f1"  # headline test metric (biobench.metrics.METRICS)
     dev_metric: str | None = None  # checkpoint selection on dev; None = the protocol's (docs/PROTOCOL.md)
     head: str | None = None  # biobench.heads.HEAD_SPECS entry; None = the protocol's
@@ -118,7 +117,7 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
             raise ConfigError(f"{origin}: missing required field '{key}'")
     if data["kind"] not in TASK_KINDS:
         raise ConfigError(f"{origin}: kind '{data['kind']}' is not one of {', '.join(TASK_KINDS)}")
-    if data["protocol"] not in PROTOCOL_SEEDS:
+    if data["protocol"] not in PROTOCOL_NAMES:
         raise ConfigError(f"{origin}: protocol '{data['protocol']}' must be 'fr' or 'en'")
     sources = []
     for i, raw in enumerate(data["sources"]):
@@ -136,7 +135,7 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
         check_fetch(data["fetch"], origin)
     fields = dict(data)
     fields["sources"] = tuple(sources)
-    fields["seeds"] = tuple(data.get("seeds") or PROTOCOL_SEEDS[data["protocol"]])
+    fields["seeds"] = tuple(data.get("seeds") or ())
     fields["labels"] = tuple(data["labels"]) if data.get("labels") else None
     fields["max_length"] = int(data["max_length"])
     fields["extra_metrics"] = tuple(data.get("extra_metrics") or ())

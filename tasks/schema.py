@@ -11,6 +11,8 @@ from typing import Literal
 
 TaskKind = Literal["classification", "multilabel", "ner", "relation"]
 TASK_KINDS: tuple[str, ...] = ("classification", "multilabel", "ner", "relation")
+# the fine-tuning protocols a spec may name; what each one means (seeds, knobs, heads) is biobench.protocols
+PROTOCOL_NAMES: tuple[str, ...] = ("fr", "en")
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,24 @@
-"""Span-NER head: words and windows, CRF marginals, span decoding, and a tiny end-to-end fit."""
+"""The span-NER heads (`span`: sub-word spans as the authors' harness scores them; `span-words`: the same head
+over words): units and windows, sampling, the CRF marginals, the loss, decoding, selection, a tiny fit."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import time
+import math
+import random
+import re
 
 import pytest
 import torch
+from biobench.errors import ConfigError, DataError
 from biobench.heads import get_head
 from biobench.heads.biaffine import BandBiaffine, band_valid, decode_spans
-from biobench.heads.crf import (
-    ALLOWED_END,
-    ALLOWED_NEXT,
-    ALLOWED_START,
-    B,
-    I,
-    L,
-    O,
-    U,
-    bioul_crf,
-    crf_log_marginals,
-    crf_nll_and_log_marginals,
-    resolve_overlaps,
-    spans_to_tags,
-    tagger_span_logits,
-)
-from biobench.heads.span_ner import SPAN_NER
+from biobench.heads.crf import B_, I_, IMPOSSIBLE, L_, O, U_, BioulCrf, bioul_constraints, span_log_scores, tag
+from biobench.heads.span_ner import SpanNerModel, WindowSpans, sample_spans
 from biobench.heads.words import WORD_PATTERN, plan_windows, segment_words
 from biobench.tasks.schema import Entity, NerExample
+
+SMALL = {"lstm_size": 16, "lstm_layers": 1, "biaffine_size": 8}  # test-sized BiLSTM and biaffine
 
 LABELS = ["DISO", "ANAT", "CHEM"]
 
@@ -58,9 +48,9 @@ TRAIN = [
 ]
 
 
-def oracle_predictions(features):
-    """What a perfect model predicts per window: its gold word spans as character spans."""
-    return [[[f["word_chars"][b][0], f["word_chars"][e][1], LABELS[lab]] for b, e, lab in f["spans"]]
+def oracle_predictions(features, labels=LABELS):
+    """What a perfect model predicts per window: its gold unit spans as character spans."""
+    return [[[f["unit_chars"][b][0], f["unit_chars"][e][1], labels[lab]] for b, e, lab in f["spans"]]
             for f in features]
 
 
@@ -71,49 +61,53 @@ def f1(gold: list[list], pred: list[list]) -> float:
     return 2 * tp / (len(g) + len(p)) if g or p else 1.0
 
 
-# ---- words, alignment, windows ------------------------------------------------------------------------
-
-def test_span_head_has_the_harness_sizes(tiny_encoder):
-    spec = get_head("span", "ner")
-    assert spec == SPAN_NER
-    assert (spec.lstm_layers, spec.lstm_size, spec.biaffine_size, spec.dropout, spec.max_width) == (3, 400, 64, 0.4, 40)
-    assert (spec.tagger_weight, spec.biaffine_weight) == (1.0, 1.0)
-    model = spec.build(tiny_encoder, LABELS, [])
-    assert (model.lstm.num_layers, model.lstm.hidden_size, model.lstm.bidirectional) == (3, 200, True)
-    assert model.lstm_in.out_features == 400 and model.biaffine.size == 64 and model.dropout.p == 0.4
+def small_head(name: str = "span", **config):
+    return get_head(name, "ner", {**SMALL, **config})
 
 
-@pytest.mark.parametrize("constrained", [True, False])
-def test_one_forward_pass_gives_pytorch_crf_nll_and_the_marginals(constrained):
-    torch.manual_seed(1)
-    crf = bioul_crf()
-    if not constrained:
-        for name in ("transitions", "start_transitions", "end_transitions"):
-            getattr(crf, name).data.copy_(torch.randn_like(getattr(crf, name)))
-    lengths = [5, 1, 3]
-    emissions = (torch.randn(3, 5, 5) * 2).requires_grad_()
-    mask = torch.arange(5)[None, :] < torch.tensor(lengths)[:, None]
-    tags = torch.randint(0, 5, (3, 5))
-    nll, log_m = crf_nll_and_log_marginals(crf, emissions, tags, mask)
-    expected = -crf(emissions, tags, mask=mask, reduction="sum")
-    assert nll.item() == pytest.approx(expected.item(), rel=1e-5)
-    assert torch.allclose(log_m.exp(), crf_log_marginals(crf, emissions, mask).exp(), atol=1e-6)
-    assert not log_m.requires_grad
-    ours = torch.autograd.grad(nll, emissions)[0]
-    theirs = torch.autograd.grad(expected, emissions)[0]
-    assert torch.allclose(ours, theirs, atol=1e-5)  # same gradient as pytorch-crf's NLL
+@pytest.fixture(scope="module")
+def minilm_tokenizer(minilm_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(minilm_dir)
 
 
-def test_losses_are_weighted_tagger_to_biaffine(tiny_tokenizer, tiny_encoder):
-    features = SPAN_NER.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
-    batch = SPAN_NER.collate(features, tiny_tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    model = dataclasses.replace(SPAN_NER, dropout=0.0).build(tiny_encoder, LABELS, []).eval()
-    out = model(batch)
-    assert out["loss"].item() == pytest.approx((out["crf_nll"] + out["span_bce"]).item(), rel=1e-5)
-    model.spec = dataclasses.replace(model.spec, tagger_weight=2.0)
-    assert model(batch)["loss"].item() == pytest.approx((2 * out["crf_nll"] + out["span_bce"]).item(), rel=1e-5)
+@pytest.fixture(scope="module")
+def tiny_encoder(tiny_tokenizer):
+    from biobench.training.presets import build_modernbert_mlm
 
+    return build_modernbert_mlm(tiny_tokenizer, "tiny", seed=0).model
+
+
+# ---- configuration ------------------------------------------------------------------------------------
+
+def test_span_heads_have_the_harness_settings(tiny_encoder):
+    span, words = get_head("span", "ner"), get_head("span-words", "ner")
+    config = span.config
+    assert (config.unit, words.config.unit) == ("subword", "word")
+    assert (config.max_width, config.lstm_layers, config.lstm_size, config.biaffine_size, config.dropout) == \
+        (40, 3, 400, 64, 0.4)
+    assert (config.tagger_weight, config.biaffine_weight, config.threshold) == (1.0, 1.0, 0.5)
+    assert (config.negatives, config.max_spans) == (500, 512)
+    model = span.build(tiny_encoder, LABELS, [])
+    assert len(model.contextualizer.lstms) == 3 and model.contextualizer.lstms[0].hidden_size == 200
+    assert model.biaffine.size == 64 and model.tagger_dropout.p == 0.4
+    assert model.n_classes == 4 and model.tag_proj.out_features == 1 + 4 * 4  # O + BIOUL per class (O included)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"max_width": 0}, "head 'span': max_width must be at least 1 (got 0)"),
+    ({"max_widht": 3}, "head 'span': unknown config key 'max_widht' (did you mean 'max_width'?)"),
+    ({"unit": "char"}, "head 'span': unit must be one of subword, word, not 'char'"),
+    ({"dropout": "0.4"}, "head 'span': dropout must be a float, not '0.4'"),
+    ({"threshold": 1.5}, "head 'span': threshold must be between 0 and 1"),
+])
+def test_span_config_refuses_bad_keys_and_values(config, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        get_head("span", "ner", config)
+
+
+# ---- units, windows, sampling --------------------------------------------------------------------------
 
 def test_segment_words_regex_and_source_tokens():
     text = "BRCA1-associated cancer (40%)."
@@ -123,7 +117,7 @@ def test_segment_words_regex_and_source_tokens():
     assert WORD_PATTERN.pattern == r"\w+|[^\w\s]"
 
 
-def test_plan_windows_covers_and_partitions_words():
+def test_plan_windows_covers_and_partitions_units():
     ranges = [(i * 2, i * 2 + 2) for i in range(50)]  # 50 words of 2 subwords
     windows = plan_windows(ranges, budget=20, overlap=5)
     assert len(windows) > 1
@@ -137,39 +131,61 @@ def test_plan_windows_covers_and_partitions_words():
     assert plan_windows([], 20, 5)[0].end == 0
 
 
-@pytest.mark.parametrize("tokenizer_name, max_length", [("tiny", 64), ("minilm", 32)])
-def test_featurize_merge_round_trip_gives_exact_gold(tokenizer_name, max_length, request):
-    if tokenizer_name == "tiny":
-        tokenizer = request.getfixturevalue("tiny_tokenizer")
-    else:
-        from transformers import AutoTokenizer
-        tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue("minilm_dir"))
+def test_sampling_keeps_every_gold_span_and_the_first_negatives_in_order_then_shuffles():
+    gold = [(3, 5, 1), (0, 0, 2), (10, 12, 1)]
+    spans = sample_spans(gold, n_units=100, max_width=40, negatives=500, max_spans=10_000, rng=random.Random(1))
+    in_order = [(b, e, 0) for b in range(100) for e in range(b, min(b + 40, 100)) if (b, e) not in
+                {(3, 5), (0, 0), (10, 12)}][:500]
+    assert sorted(spans) == sorted([*gold, *in_order])  # the FIRST 500 negatives: starts 0..12 only
+    assert max(b for b, _, c in spans if c == 0) == 12
+    assert spans != [*gold, *in_order] and spans[:3] != gold  # shuffled together
+    capped = sample_spans(gold * 5, 100, 40, 500, 512, random.Random(1))
+    assert len(capped) == 512  # at most max_spans per window, cut after the shuffle
+    assert sample_spans([], 0, 40, 500, 512, random.Random(1)) == []
+    assert len(sample_spans([], 3, 2, 500, 512, random.Random(1))) == 5  # widths <= max_width: 3 + 2 spans
+
+
+def test_subword_units_exclude_special_tokens_and_windows_sample_per_window(minilm_tokenizer):
+    head = small_head()
+    features = head.featurize(TRAIN[:1], minilm_tokenizer, 64, LABELS)
+    (f,) = features
+    ids = minilm_tokenizer(TRAIN[0].text)["input_ids"]
+    assert f["input_ids"] == ids and len(f["unit_chars"]) == len(ids) - 2  # no [CLS] / [SEP] unit
+    assert f["unit_subwords"] == [(i, i + 1) for i in range(1, len(ids) - 1)]
+    text = TRAIN[0].text
+    diso = next((b, e) for b, e, lab in f["spans"] if lab == 0)
+    assert text[f["unit_chars"][diso[0]][0]:f["unit_chars"][diso[1]][1]] == "Carcinome canalaire infiltrant du sein gauche"
+    assert {(b, e, lab + 1) for b, e, lab in f["spans"]} <= set(f["samples"])  # gold classes = label + 1
+    assert sum(c == 0 for _, _, c in f["samples"]) == min(500, sum(min(40, len(ids) - 2 - b) for b in range(len(ids) - 2)) - 2)
+
+
+@pytest.mark.parametrize("name, tokenizer_name, max_length", [
+    ("span", "tiny", 64), ("span", "minilm", 32), ("span-words", "tiny", 64), ("span-words", "minilm", 32)])
+def test_featurize_merge_round_trip_gives_exact_gold(name, tokenizer_name, max_length, request):
+    tokenizer = request.getfixturevalue("tiny_tokenizer" if tokenizer_name == "tiny" else "minilm_tokenizer")
+    head = small_head(name)
     long_doc = example("doc", " ".join(ex.text for ex in TRAIN[:4]),
                        ("Carcinome canalaire infiltrant du sein gauche", "DISO"), ("sein gauche", "ANAT"),
                        ("amoxicilline", "CHEM"), ("hypertension artérielle", "DISO"), ("aspirin", "CHEM"))
     iob = NerExample("iob", "aspirin 81 mg", (Entity(0, 7, "CHEM"),), tokens=((0, 7), (8, 10), (11, 13)))
     examples = [*TRAIN, long_doc, NerExample("empty", "", ()), iob]
-    features = SPAN_NER.featurize(examples, tokenizer, max_length, LABELS)
+    features = head.featurize(examples, tokenizer, max_length, LABELS)
     per_example = [sum(f["example_index"] == i for f in features) for i in range(len(examples))]
     assert per_example[len(TRAIN)] >= 3 and all(n >= 1 for n in per_example)
     assert all(len(f["input_ids"]) <= max_length for f in features)
-    assert any(e - s > 1 for f in features for s, e in f["word_subwords"])  # words split into subwords
-    merged = SPAN_NER.merge(features, oracle_predictions(features), len(examples))
-    assert merged == [SPAN_NER.gold(ex) for ex in examples]
-    # every window predicts every one of its words: the windows' owned parts partition the document
-    doc = len(TRAIN)
-    every_word = [[[s, e, "CHEM"] for s, e in f["word_chars"]] if f["example_index"] == doc else []
-                  for f in features]
-    words = segment_words(long_doc.text)
-    assert SPAN_NER.merge(features, every_word, len(examples))[doc] == [[s, e, "CHEM"] for s, e in words]
+    merged = head.merge(features, oracle_predictions(features), len(examples))
+    assert merged == [head.gold(ex) for ex in examples]
+    doc = len(TRAIN)  # every window predicts every one of its units: the owned parts partition the document
+    every_unit = [[[s, e, "CHEM"] for s, e in f["unit_chars"]] if f["example_index"] == doc else [] for f in features]
+    units = sorted({tuple(u) for f in features if f["example_index"] == doc for u in f["unit_chars"]})
+    assert head.merge(features, every_unit, len(examples))[doc] == [[s, e, "CHEM"] for s, e in units]
 
 
-def test_featurize_rejects_unusable_tokenizers_and_lengths(tiny_tokenizer):
-    from biobench.errors import ConfigError
-
+def test_featurize_rejects_unusable_tokenizers_lengths_and_offsets(tiny_tokenizer):
+    head = small_head()
     with pytest.raises(ConfigError, match=r"max_length 2 leaves no room for text after the tokenizer's 2 "
                                           r"special tokens; use a larger --max-length \(e.g. 128\)"):
-        SPAN_NER.featurize(TRAIN, tiny_tokenizer, 2, LABELS)
+        head.featurize(TRAIN, tiny_tokenizer, 2, LABELS)
 
     class SlowTokenizer:
         is_fast = False
@@ -178,242 +194,245 @@ def test_featurize_rejects_unusable_tokenizers_and_lengths(tiny_tokenizer):
             return tiny_tokenizer(text, **kwargs)
 
     with pytest.raises(ConfigError, match="span NER needs a fast tokenizer .character offsets.; SlowTokenizer"):
-        SPAN_NER.featurize(TRAIN, SlowTokenizer(), 64, LABELS)
+        head.featurize(TRAIN, SlowTokenizer(), 64, LABELS)
+    outside = NerExample("doc-7.txt", "aspirin", (Entity(3, 12, "CHEM"),))
+    with pytest.raises(DataError, match=r"document 'doc-7.txt': entity CHEM at characters \[3, 12\) does not lie "
+                                        r"inside its text \(7 characters\); fix the annotation offsets"):
+        head.featurize([TRAIN[0], outside], tiny_tokenizer, 64, LABELS)
 
 
 def test_gold_uses_the_hull_of_discontinuous_entities():
     ex = NerExample("d", "tumeur du sein et du foie",
                     (Entity(0, 25, "DISO", fragments=((0, 14), (18, 25))), Entity(10, 14, "ANAT"),
                      Entity(10, 14, "ANAT")))
-    assert SPAN_NER.gold(ex) == [[0, 25, "DISO"], [10, 14, "ANAT"]]
+    assert small_head().gold(ex) == [[0, 25, "DISO"], [10, 14, "ANAT"]]
 
 
-def test_entities_off_word_boundaries_are_learned_as_covering_words(tiny_tokenizer, caplog):
+def test_entities_off_unit_boundaries_are_learned_as_covering_units(tiny_tokenizer, caplog):
     ex = NerExample("x", "hyperglycémie sévère", (Entity(5, 13, "DISO"),))
-    features = SPAN_NER.featurize([ex], tiny_tokenizer, 64, LABELS)
+    features = small_head("span-words").featurize([ex], tiny_tokenizer, 64, LABELS)
     assert features[0]["spans"] == [(0, 0, 0)]
     assert "1 of 1 entities do not start/end on word boundaries" in caplog.text
 
 
 # ---- CRF ----------------------------------------------------------------------------------------------
 
-def brute_force_marginals(crf, emissions, length):
+def brute_force_marginals(crf: BioulCrf, emissions: torch.Tensor, length: int) -> torch.Tensor:
     """P(tag_t = y) by enumerating every tag path of one sequence."""
+    trans, start, end = (t.double() for t in crf.scores())
+    n_tags = emissions.shape[-1]
     weights = {}
-    for path in itertools.product(range(5), repeat=length):
-        score = crf.start_transitions[path[0]] + crf.end_transitions[path[-1]]
-        score = score + sum(emissions[t, y] for t, y in enumerate(path))
-        score = score + sum(crf.transitions[a, b] for a, b in itertools.pairwise(path))
+    for path in itertools.product(range(n_tags), repeat=length):
+        score = start[path[0]] + end[path[-1]] + sum(emissions[t, y] for t, y in enumerate(path))
+        score = score + sum(trans[a, b] for a, b in itertools.pairwise(path))
         weights[path] = score.exp().item()
     z = sum(weights.values())
-    out = torch.zeros(length, 5, dtype=torch.float64)
+    out = torch.zeros(length, n_tags, dtype=torch.float64)
     for path, w in weights.items():
         for t, y in enumerate(path):
             out[t, y] += w / z
     return out
 
 
-@pytest.mark.parametrize("constrained", [True, False])
-def test_crf_marginals_match_brute_force(constrained):
+def test_crf_marginals_match_brute_force_with_learned_transitions():
     torch.manual_seed(0)
-    crf = bioul_crf()
-    if not constrained:  # the recursion itself, with arbitrary transition scores
-        for name in ("transitions", "start_transitions", "end_transitions"):
-            getattr(crf, name).copy_(torch.randn_like(getattr(crf, name)))
+    crf = BioulCrf(n_classes=1)  # 5 tags: O, I, B, L, U
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.copy_(torch.randn_like(p))
     lengths = [4, 1, 3]
     emissions = torch.randn(3, 4, 5) * 2
     mask = torch.arange(4)[None, :] < torch.tensor(lengths)[:, None]
-    log_m = crf_log_marginals(crf, emissions, mask)
-    probs = log_m.exp()
+    probs = crf.log_marginals(emissions, mask).exp()
     assert torch.allclose(probs.sum(-1), torch.ones(3, 4), atol=1e-5)  # padded positions read as O
     for i, n in enumerate(lengths):
-        expected = brute_force_marginals(crf, emissions[i].double(), n)
-        assert torch.allclose(probs[i, :n].double(), expected, atol=1e-5)
+        assert torch.allclose(probs[i, :n].double(), brute_force_marginals(crf, emissions[i].double(), n), atol=1e-5)
         assert torch.allclose(probs[i, n:, O], torch.ones(4 - n))
 
 
-def test_crf_is_bioul_constrained_and_pytorch_crf_uses_the_constraints():
-    crf = bioul_crf()
-    assert not list(crf.parameters())  # fixed structure: nothing for the optimiser
-    torch.manual_seed(1)
-    emissions = torch.randn(8, 7, 5) * 3
-    mask = torch.ones(8, 7, dtype=torch.bool)
-    mask[3:, 5:] = False
-    for path in crf.decode(emissions, mask):
-        assert path[0] in ALLOWED_START and path[-1] in ALLOWED_END
-        assert all(b in ALLOWED_NEXT[a] for a, b in itertools.pairwise(path))
-    # log-likelihood of a valid tagging is finite, of an invalid one (O -> I) about -1e4
-    good = torch.tensor([[B, I, L, O, U, O, O]])
-    bad = torch.tensor([[O, I, L, O, U, O, O]])
-    one = torch.ones(1, 7, dtype=torch.bool)
-    assert crf(emissions[:1], good, one).item() > -100
-    assert crf(emissions[:1], bad, one).item() < -5000
+def test_crf_constraints_are_the_harness_bioul_with_overlaps():
+    forbidden, start, end = bioul_constraints(2)
+    allowed = {(a, b) for a in range(9) for b in range(9) if not forbidden[a, b]}
+    i0, b0, l0, u0 = (tag(k, 0) for k in (I_, B_, L_, U_))
+    b1, u1 = tag(B_, 1), tag(U_, 1)
+    assert {(O, O), (O, b0), (O, u0), (l0, O), (u0, O), (b0, i0), (i0, l0), (b0, l0), (l0, b1), (u0, u1)} <= allowed
+    assert {(l0, i0), (b0, b0), (u0, l0)} <= allowed  # overlapping entities of one class (allow_overlap)
+    assert (O, i0) not in allowed and (O, l0) not in allowed and (b0, O) not in allowed and (i0, b1) not in allowed
+    assert start.nonzero().flatten().tolist() == [1, 3, 5, 7] and end.nonzero().flatten().tolist() == [1, 2, 5, 6]
+    crf = BioulCrf(2)
+    assert torch.equal(crf.scores()[0][forbidden], torch.full((int(forbidden.sum()),), IMPOSSIBLE))
+    assert {n for n, _ in crf.named_parameters()} == {"transitions", "start_transitions", "end_transitions"}
 
 
-def test_spans_to_tags_resolves_overlaps_longest_first():
-    assert resolve_overlaps([(2, 2), (0, 3), (5, 6), (6, 7)]) == [(0, 3), (5, 6)]
-    assert spans_to_tags([(0, 3), (5, 5)], 7) == [B, I, I, L, O, U, O]
-
-
-def test_tagger_span_logits_follow_a_confident_tagging():
-    tags = torch.tensor([O, B, I, L, O, U])
-    log_m = torch.full((6, 5), -30.0)
-    log_m[torch.arange(6), tags] = 0.0
-    logits = tagger_span_logits(log_m, max_width=4)
-    assert logits.shape == (6, 4)
-    assert logits[1, 2] == 10.0 and logits[5, 0] == 10.0  # "B I L" and "U": positive, clamped
-    assert logits[1, 1] == -10.0 and logits[0, 1] == -10.0 and logits[2, 1] == -10.0
+def test_tagger_span_scores_follow_a_confident_tagging():
+    tags = [O, tag(B_, 0), tag(I_, 0), tag(L_, 0), O, tag(U_, 0)]
+    log_m = torch.full((1, 6, 5), -30.0)
+    log_m[0, torch.arange(6), tags] = 0.0
+    scores = span_log_scores(log_m, n_classes=1, band=4)[0, :, :, 0]
+    assert scores.shape == (6, 4)
+    assert scores[1, 2] > -1e-6 and scores[5, 0] > -1e-6  # "B I L" and "U": log-probability ~ 0
+    assert scores[1, 1] < -20 and scores[0, 1] < -20 and scores[2, 1] < -20  # "B I", "O B", "I L"
 
 
 def test_biaffine_band_is_the_same_for_short_and_long_sequences():
     torch.manual_seed(0)
-    scorer = BandBiaffine(8, n_labels=3, size=4, max_width=12)
-    torch.nn.init.normal_(scorer.width_bias)
-    words = torch.randn(2, 10, 8)
-    full = scorer(words, band=10)   # W <= band: one W x W product
-    diag = scorer(words, band=5)    # W > band: one product per diagonal
-    begin = scorer.begin(words).view(2, 10, 3, 4) / 2
-    end = scorer.end(words).view(2, 10, 3, 4)
+    scorer = BandBiaffine(8, n_classes=3, size=4)
+    torch.nn.init.normal_(scorer.bias, std=1.0)
+    units = torch.randn(2, 10, 8)
+    full = scorer(units, band=10)   # W <= band: one W x W product
+    diag = scorer(units, band=5)    # W > band: one product per diagonal
+    begin = scorer.begin(units).view(2, 10, 3, 4) / 2
+    end = scorer.end(units).view(2, 10, 3, 4)
     assert full.shape == (2, 10, 10, 3) and diag.shape == (2, 10, 5, 3)
-    valid = band_valid(torch.tensor([10, 10]), 10, 5)  # past the end the two paths hold different garbage
+    valid = band_valid(torch.tensor([10, 10]), 10, 5)
     assert torch.allclose(full[:, :, :5][valid], diag[valid], atol=1e-5)
-    expected = (begin[1, 2] * end[1, 6]).sum(-1) + scorer.width_bias[4]
+    expected = (begin[1, 2] * end[1, 6]).sum(-1) + scorer.bias
     assert torch.allclose(diag[1, 2, 4], expected, atol=1e-5)  # span [2, 6] of sequence 1
 
 
-# ---- decoding -----------------------------------------------------------------------------------------
+# ---- loss, decoding, selection -------------------------------------------------------------------------
 
-def test_decode_keeps_nested_spans_of_different_labels_and_removes_same_label_overlaps():
-    probs = torch.zeros(2, 6, 4, 3)
-    probs[0, 0, 3, 0] = 0.9           # DISO [0, 3]
-    probs[0, 2, 0, 1] = 0.8           # ANAT [2, 2], nested in DISO [0, 3]: kept
-    probs[0, 1, 1, 0] = 0.7           # DISO [1, 2], nested in DISO [0, 3]: removed
-    probs[0, 3, 1, 0] = 0.6           # DISO [3, 4], crosses DISO [0, 3]: removed
-    probs[0, 5, 0, 0] = 0.8           # DISO [5, 5]: kept
-    probs[0, 5, 0, 2] = 0.4           # CHEM [5, 5]: below threshold
-    probs[1, 0, 0, 2] = 0.99          # the second sequence has 1 word ...
-    probs[1, 0, 1, 2] = 0.99          # ... so [0, 1] is not a candidate
+def test_loss_is_the_mean_over_sampled_spans_of_the_mean_bce_over_classes(tiny_tokenizer, tiny_encoder):
+    """A 2-label toy batch: two windows with 2 and 1 sampled spans; the loss, by hand."""
+    labels = ["DISO", "CHEM"]
+    head = small_head(dropout=0.0)
+    features = head.featurize([TRAIN[0], TRAIN[1]], tiny_tokenizer, 64, labels)
+    features[0]["samples"] = [(0, 5, 1), (2, 3, 0)]   # a DISO span and an O span
+    features[1]["samples"] = [(2, 2, 2)]              # a CHEM span
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = head.build(tiny_encoder, labels, []).eval()
+    loss = model(batch)["loss"].item()
+    logits, _ = model.span_logits(batch)
+
+    def bce(x: float, y: int) -> float:
+        p = 1 / (1 + math.exp(-x))
+        return -(y * math.log(p) + (1 - y) * math.log(1 - p))
+
+    per_span = []
+    for i, (b, e, cls) in [(0, s) for s in features[0]["samples"]] + [(1, s) for s in features[1]["samples"]]:
+        row = logits[i, b, e - b].tolist()
+        per_span.append(sum(bce(x, int(c == cls)) for c, x in enumerate(row)) / 3)  # classes O, DISO, CHEM
+    assert loss == pytest.approx(sum(per_span) / 3, rel=1e-5)  # mean over the 3 spans, not over the windows
+    tagger_only = model.crf.transitions
+    model(batch)["loss"].backward()
+    assert tagger_only.grad is not None and tagger_only.grad.abs().sum() > 0  # the CRF learns through the BCE
+
+
+def test_decoding_keeps_the_best_non_o_label_per_span_and_no_same_label_overlap():
+    probs = torch.zeros(2, 6, 4, 4)   # classes O, DISO, ANAT, CHEM
+    probs[0, 0, 3, 1] = 0.9           # DISO [0, 3]
+    probs[0, 0, 3, 2] = 0.8           # ANAT [0, 3]: the same span's second best: dropped
+    probs[0, 0, 3, 0] = 0.99          # O is never predicted, however likely
+    probs[0, 2, 0, 2] = 0.8           # ANAT [2, 2], nested in DISO [0, 3]: kept
+    probs[0, 1, 1, 1] = 0.7           # DISO [1, 2], nested in DISO [0, 3]: removed
+    probs[0, 3, 1, 1] = 0.95          # DISO [3, 4] crosses DISO [0, 3] and is likelier: it stays, [0, 3] goes
+    probs[0, 5, 0, 3] = 0.5           # CHEM [5, 5]: not above the threshold
+    probs[1, 0, 0, 3] = 0.99          # the second sequence has 1 unit ...
+    probs[1, 0, 1, 3] = 0.99          # ... so [0, 1] is not a candidate
     valid = band_valid(torch.tensor([6, 1]), 6, 4)
     out = decode_spans(probs, valid, threshold=0.5)
-    assert [(b, e, lab) for b, e, lab, _ in out[0]] == [(0, 3, 0), (2, 2, 1), (5, 5, 0)]
-    assert out[0][0][3] == pytest.approx(0.9)
+    assert [(b, e, lab) for b, e, lab, _ in out[0]] == [(1, 2, 0), (2, 2, 1), (3, 4, 0)]
     assert [(b, e, lab) for b, e, lab, _ in out[1]] == [(0, 0, 2)]
+    assert out[0][2][3] == pytest.approx(0.95)
+
+
+def test_selection_is_the_harness_argmax_f1_over_sampled_spans():
+    head = small_head()
+    windows = [WindowSpans(), WindowSpans(), []]
+    windows[0].tally, windows[1].tally = (3, 1, 2), (1, 0, 1)
+    assert head.selection_metrics(windows) == {"sampled_span_f1": pytest.approx(2 * 4 / (2 * 4 + 1 + 3))}
+    assert head.selection_metrics([WindowSpans()]) == {"sampled_span_f1": 0.0}
+
+
+def test_predict_tallies_sampled_spans_as_the_harness_counts_them(tiny_tokenizer, tiny_encoder):
+    head = small_head()
+    features = head.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
+    model = head.build(tiny_encoder, LABELS, []).eval()
+    logits, _ = model.span_logits(batch)
+    windows = model.predict(batch)
+    for i, (f, window) in enumerate(zip(features, windows, strict=True)):
+        pred = [int(logits[i, b, e - b].argmax()) for b, e, _ in f["samples"]]
+        gold = [c for _, _, c in f["samples"]]
+        tp = sum(p > 0 and p == g for p, g in zip(pred, gold, strict=True))
+        fp = sum(p > 0 and p != g for p, g in zip(pred, gold, strict=True))
+        fn = sum(g > 0 and p != g for p, g in zip(pred, gold, strict=True))
+        assert window.tally == (tp, fp, fn)
 
 
 # ---- the model ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tiny_encoder(tiny_tokenizer):
-    from biobench.training.presets import build_modernbert_mlm
-
-    return build_modernbert_mlm(tiny_tokenizer, "tiny", seed=0).model
-
-
-def test_empty_and_padded_windows_keep_the_first_step_unmasked(tiny_tokenizer, tiny_encoder):
+def test_empty_and_padded_windows(tiny_tokenizer, tiny_encoder):
+    head = small_head()
     examples = [NerExample("e", "", ()), NerExample("s", "   ", ()), TRAIN[1]]
-    features = SPAN_NER.featurize(examples, tiny_tokenizer, 64, LABELS)
-    batch = SPAN_NER.collate(features, tiny_tokenizer.pad_token_id)
-    assert batch["word_mask"][:2].sum() == 0 and batch["word_mask"].shape[1] > 1
-    model = SPAN_NER.build(tiny_encoder, LABELS, examples)
+    features = head.featurize(examples, tiny_tokenizer, 64, LABELS)
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
+    assert batch["unit_mask"][:2].sum() == 0 and batch["unit_mask"].shape[1] > 1
+    model = head.build(tiny_encoder, LABELS, examples)
     out = model(batch)
     assert torch.isfinite(out["loss"])
     out["loss"].backward()
     assert tiny_encoder.embeddings.tok_embeddings.weight.grad.abs().sum() > 0  # the encoder is fine-tuned too
     preds = model.predict(batch)
     assert preds[0] == [] and preds[1] == []
-    # a batch of only empty windows works too
-    assert model.predict(SPAN_NER.collate(features[:2], tiny_tokenizer.pad_token_id)) == [[], []]
+    assert model.predict(head.collate(features[:2], tiny_tokenizer.pad_token_id)) == [[], []]
 
 
-def test_first_and_mean_pooling(tiny_tokenizer, tiny_encoder):
-    features = SPAN_NER.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
-    batch = SPAN_NER.collate(features, tiny_tokenizer.pad_token_id)
+def test_word_units_are_the_mean_of_their_subwords(tiny_tokenizer, tiny_encoder):
+    head = small_head("span-words", dropout=0.0)
+    features = head.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
     hidden = tiny_encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-    for pooling in ("mean", "first"):
-        model = dataclasses.replace(SPAN_NER, pooling=pooling, dropout=0.0).build(tiny_encoder, LABELS, [])
-        model.eval()
-        captured: dict = {}
-        model.lstm_in.register_forward_hook(lambda m, args, out, seen=captured: seen.update(x=args[0]))
-        model.predict(batch)
-        words = captured["x"]  # pooled word vectors, before the projection to the BiLSTM size
-        s, e = features[0]["word_subwords"][0]
-        assert e - s > 1
-        expected = hidden[0, s:e].mean(0) if pooling == "mean" else hidden[0, s]
-        assert torch.allclose(words[0, 0], expected, atol=1e-5)
+    model: SpanNerModel = head.build(tiny_encoder, LABELS, []).eval()
+    s, e = next((s, e) for s, e in features[0]["unit_subwords"] if e - s > 1)
+    w = features[0]["unit_subwords"].index((s, e))
+    assert torch.allclose(model._units(batch)[0, w], hidden[0, s:e].mean(0), atol=1e-5)
 
 
-def train_and_score(model, spec, features, examples, tokenizer, steps, lr_encoder, lr_head):
-    params = [{"params": model.encoder.parameters(), "lr": lr_encoder},
-              {"params": model.head_parameters(), "lr": lr_head}]
-    optimizer = torch.optim.AdamW(params, weight_decay=0.01)
-    batch = spec.collate(features, tokenizer.pad_token_id)
-    gold = [spec.gold(ex) for ex in examples]
+@pytest.mark.parametrize("name", ["span", "span-words"])
+def test_head_fits_a_tiny_dataset_with_nested_entities(name, tiny_tokenizer, tiny_encoder):
+    import copy
+
+    torch.manual_seed(0)
+    # every span sampled (short sentences: the first 500 negatives would cover only the first few starts)
+    head = small_head(name, lstm_size=32, biaffine_size=16, dropout=0.0, negatives=10_000, max_spans=10_000)
+    features = head.featurize(TRAIN, tiny_tokenizer, 128, LABELS)
+    model = head.build(copy.deepcopy(tiny_encoder), LABELS, TRAIN)
+    assert {id(p) for p in model.head_parameters()}.isdisjoint({id(p) for p in model.encoder.parameters()})
+    optimizer = torch.optim.AdamW([{"params": model.encoder.parameters(), "lr": 1e-3},
+                                   {"params": model.head_parameters(), "lr": 3e-2}])
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
+    gold = [head.gold(ex) for ex in TRAIN]
     score = 0.0
-    for step in range(1, steps + 1):
+    for step in range(1, 151):
         model.train()
         loss = model(batch)["loss"]
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if step % 10 == 0:
+        if step % 20 == 0:
             model.eval()
-            pred = spec.merge(features, model.predict(batch), len(examples))
-            score = f1(gold, pred)
+            score = f1(gold, head.merge(features, model.predict(batch), len(TRAIN)))
             if score > 0.95:
                 break
-    return score, step
-
-
-def test_head_fits_a_tiny_dataset_with_nested_entities(tiny_tokenizer, tiny_encoder, capsys):
-    torch.manual_seed(0)
-    features = SPAN_NER.featurize(TRAIN, tiny_tokenizer, 128, LABELS)
-    model = SPAN_NER.build(tiny_encoder, LABELS, TRAIN)
-    assert {id(p) for p in model.head_parameters()}.isdisjoint({id(p) for p in tiny_encoder.parameters()})
-    started = time.perf_counter()
-    score, steps = train_and_score(model, SPAN_NER, features, TRAIN, tiny_tokenizer, 300, 5e-5, 1e-3)
-    elapsed = time.perf_counter() - started
-    with capsys.disabled():
-        print(f"\n[span-ner tiny fit] train F1 {score:.3f} after {steps} steps in {elapsed:.1f}s")
-    assert score > 0.9
-    pred = SPAN_NER.merge(features, model.predict(SPAN_NER.collate(features, tiny_tokenizer.pad_token_id)),
-                          len(TRAIN))
+    assert score > 0.9, (step, score)
+    pred = head.merge(features, model.predict(batch), len(TRAIN))
     assert [0, 45, "DISO"] in pred[0] and [34, 45, "ANAT"] in pred[0]  # the nested pair
 
 
-def test_head_trains_on_a_bert_tokenizer_and_windows(minilm_dir):
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
-    encoder = AutoModel.from_pretrained(minilm_dir)
-    features = SPAN_NER.featurize(TRAIN[:3], tokenizer, 16, LABELS)
-    assert len(features) > 3  # windows
-    model = SPAN_NER.build(encoder, LABELS, TRAIN[:3])
-    batch = SPAN_NER.collate(features, tokenizer.pad_token_id)
-    optimizer = torch.optim.AdamW(model.head_parameters(), lr=1e-3)
-    losses = []
-    for _ in range(3):
-        loss = model(batch)["loss"]
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    assert losses[-1] < losses[0]
-    merged = SPAN_NER.merge(features, model.predict(batch), 3)
-    assert len(merged) == 3 and all(isinstance(s, list) and len(s) == 3 for doc in merged for s in doc)
-
-
-def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, tiny_tokenizer):
+def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, minilm_tokenizer):
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 
     task = load_task(get_spec("quaero-emea"), shared_data)
     docs = task.splits["train"]
-    features = SPAN_NER.featurize(docs, tiny_tokenizer, 256, task.labels)
+    head = small_head()
+    features = head.featurize(docs, minilm_tokenizer, 256, task.labels)
     assert len(features) > 5 * len(docs) and all(len(f["input_ids"]) <= 256 for f in features)
-    oracle = [[[f["word_chars"][b][0], f["word_chars"][e][1], task.labels[lab]] for b, e, lab in f["spans"]]
-              for f in features]
-    merged = SPAN_NER.merge(features, oracle, len(docs))
-    gold = {(i, *s) for i, ex in enumerate(docs) for s in SPAN_NER.gold(ex)}
+    assert all(len(f["samples"]) <= 512 for f in features)
+    merged = head.merge(features, oracle_predictions(features, task.labels), len(docs))
+    gold = {(i, *s) for i, ex in enumerate(docs) for s in head.gold(ex)}
     pred = {(i, *s) for i, spans in enumerate(merged) for s in spans}
     assert sum(map(len, merged)) == len(pred)  # no duplicates from overlapping windows
-    assert len(gold & pred) >= len(gold) - 2  # all but entities ending inside a word
+    assert len(gold & pred) >= 0.99 * len(gold)  # all but entities ending inside a sub-word

@@ -42,13 +42,13 @@ def test_first_subword_carries_the_tag_and_the_rest_is_ignored(minilm_dir):
     features = head.featurize(TRAIN[:2], tokenizer, 64, LABELS)
     batch = head.collate(features, tokenizer.pad_token_id)
     for i, f in enumerate(features):
-        firsts = [s for s, _ in f["word_subwords"]]
+        firsts = [s for s, _ in f["unit_subwords"]]
         labelled = (batch["labels"][i] != IGNORE_INDEX).nonzero().flatten().tolist()
         assert labelled == sorted(set(firsts))  # one label per word, on its first sub-word; CLS/SEP ignored
     text = TRAIN[0].text  # "Carcinome canalaire infiltrant du sein gauche, grade II." (DISO over 6 words)
     row = batch["labels"][0]
-    words = features[0]["word_chars"]
-    tags = {text[s:e]: bio_tags(LABELS)[row[features[0]["word_subwords"][w][0]]] for w, (s, e) in enumerate(words)}
+    words = features[0]["unit_chars"]
+    tags = {text[s:e]: bio_tags(LABELS)[row[features[0]["unit_subwords"][w][0]]] for w, (s, e) in enumerate(words)}
     assert tags["Carcinome"] == "B-DISO" and tags["gauche"] == "I-DISO" and tags["grade"] == "O"
 
 
@@ -79,7 +79,7 @@ def test_windows_decode_and_merge_back_to_gold(minilm_dir):
     assert len(features) > len(TRAIN)
     batch = head.collate(features, tokenizer.pad_token_id)
     per_window = []
-    for row, firsts, chars in zip(batch["labels"].tolist(), batch["first_subword"], batch["word_chars"], strict=True):
+    for row, firsts, chars in zip(batch["labels"].tolist(), batch["first_subword"], batch["unit_chars"], strict=True):
         spans = bio_to_spans([row[p] for p in firsts])
         per_window.append(sorted([chars[b][0], chars[e][1], LABELS[lab]] for b, e, lab in spans))
     merged = head.merge(features, per_window, len(TRAIN))
