@@ -174,8 +174,8 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
     knobs.pop("dev_metric", None)
     selectable = (*METRICS, *entry.selection_metrics)
     if dev_metric not in selectable:
-        raise ConfigError(f"{where}dev_metric {dev_metric!r} is not computed for head {head!r}; "
-                          f"computed: {', '.join(selectable)}")
+        raise ConfigError(f"{where}dev_metric {dev_metric!r} is not computed; computed metrics: "
+                          f"{', '.join(selectable)} (head {head!r})")
     resolved = Protocol(name=protocol, max_length=max_length, **base)
     resolved = replace(resolved, **knobs, head=head, head_config=head_config(head, kind).as_dict(kind),
                        metric=metric, dev_metric=dev_metric)

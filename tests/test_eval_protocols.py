@@ -42,7 +42,7 @@ def test_en_protocols_follow_the_paper():
     ("fr", "classification", "linear", "weighted_f1"),
     ("fr", "relation", "linear", "weighted_f1"),
     ("fr", "multilabel", "linear", "micro_f1"),
-    ("fr", "ner", "span", "micro_f1"),
+    ("fr", "ner", "span", "sampled_span_f1"),
     ("en", "classification", "hf-sequence", "weighted_f1"),
     ("en", "relation", "hf-sequence", "weighted_f1"),
     ("en", "multilabel", "hf-sequence", "weighted_f1"),
@@ -51,16 +51,44 @@ def test_en_protocols_follow_the_paper():
 def test_heads_and_selection_per_protocol(lang, kind, head, dev_metric):
     protocol = resolve_protocol(lang, kind, 512)
     assert (protocol.head, protocol.dev_metric, protocol.metric) == (head, dev_metric, "macro_f1")
-    assert protocol.to_dict()["head_config"] == HEAD_SPECS[head].config
+    assert protocol.to_dict()["head_config"] == HEAD_SPECS[head].defaults.as_dict(kind)
+
+
+def test_head_configs_record_only_the_keys_their_kind_uses():
+    """The protocol hash covers what the head reads: no key that the code ignores (issue 23 §3)."""
+    assert resolve_protocol("fr", "classification", 512).head_config == {}
+    assert resolve_protocol("fr", "multilabel", 512).head_config == {"threshold": 0.5, "fallback_top1": True}
+    assert resolve_protocol("en", "multilabel", 512).head_config == {"threshold": 0.5, "fallback_top1": False}
+    assert resolve_protocol("en", "ner", 512).head_config == {}
+
+
+def test_the_protocol_lives_in_one_module():
+    from biobench import protocols
+    from biobench.tasks.registry import get_spec
+    from biobench.tasks.schema import PROTOCOL_NAMES
+
+    assert set(protocols.SEEDS) == set(PROTOCOL_NAMES) == {p for p, _ in protocols.PROTOCOLS}
+    assert protocols.task_seeds(get_spec("quaero-emea")) == tuple(range(42, 51))
+    assert protocols.task_seeds(get_spec("gad")) == (42, 43, 44, 45, 46)
+    assert not hasattr(HEAD_SPECS["span"], "training")  # head lr and clipping: protocols.HEAD_KNOBS
 
 
 def test_span_head_has_the_harness_sizes_and_is_hashed():
     ner = resolve_protocol("fr", "ner", 1024)
-    assert ner.head_config == {"lstm_layers": 3, "lstm_size": 400, "biaffine_size": 64, "dropout": 0.4,
-                               "max_width": 40, "tagger_weight": 1.0, "biaffine_weight": 1.0, "threshold": 0.5}
+    assert ner.head_config == {"unit": "subword", "max_width": 40, "lstm_layers": 3, "lstm_size": 400,
+                               "biaffine_size": 64, "dropout": 0.4, "tagger_weight": 1.0, "biaffine_weight": 1.0,
+                               "threshold": 0.5, "negatives": 500, "max_spans": 512}
+    assert (ner.max_steps, ner.lr, ner.head_lr, ner.batch_size, ner.weight_decay, ner.grad_clip) == \
+        (4000, 5e-5, 1e-3, 16, 0.01, 10.0)  # paper Appendix E; clipping from T's ner_span_bert.yaml
     en_span = resolve_protocol("en", "ner", 512, {"head": "span"})
     en_token = resolve_protocol("en", "ner", 512)
     assert (en_span.head, en_span.head_lr, en_span.grad_clip, en_span.epochs) == ("span", 1e-3, 10.0, 20)
+    assert en_span.dev_metric == "sampled_span_f1" and en_token.dev_metric == "micro_f1"
+    fr_token = resolve_protocol("fr", "ner", 512, {"head": "hf-token"})
+    assert fr_token.dev_metric == "micro_f1"  # another head on a fr NER task selects on exact spans
+    with pytest.raises(ConfigError, match=r"dev_metric 'sampled_span_f1' is not computed; computed metrics: "
+                                          r"macro_f1, micro_f1, weighted_f1 \(head 'hf-token'\)"):
+        resolve_protocol("en", "ner", 512, dev_metric="sampled_span_f1")
     assert en_span.hash != en_token.hash
     assert resolve_protocol("en", "ner", 512, head="span").hash == en_span.hash  # spec field == --head
 
@@ -75,7 +103,7 @@ def test_head_override_from_the_command_line():
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"head": "crf"}, r"my/spec.json: unknown head 'crf'; known heads: linear, hf-sequence, span, hf-token"),
+    ({"head": "crf"}, r"my/spec.json: unknown head 'crf'; known heads: linear, hf-sequence, span, span-words, hf-token"),
     ({"head": "linear"}, r"my/spec.json: head 'linear' does not fit a ner task"),
     ({"dev_metric": "accuracy"}, r"my/spec.json: dev_metric 'accuracy' is not computed; computed metrics: "
                                  r"macro_f1, micro_f1, weighted_f1"),

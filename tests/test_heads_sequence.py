@@ -3,20 +3,15 @@ tiny data through the generic fine-tuning loop."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from biobench.errors import DataError
 from biobench.finetune import finetune, prepare_task
 from biobench.heads import get_head
-from biobench.heads.sequence import (
-    CLASSIFICATION,
-    IGNORE_INDEX,
-    MULTILABEL,
-    RELATION,
-    HfSequenceModel,
-    decide_multilabel,
-    decode,
-)
+from biobench.errors import ConfigError
+from biobench.heads.sequence import IGNORE_INDEX, HfSequenceModel, decide_multilabel, decode
 from biobench.models import load_encoder
 from biobench.protocols import resolve_protocol
 from biobench.tasks.schema import ClassificationExample, MultilabelExample, RelationExample, TaskData
@@ -43,14 +38,37 @@ def task(kind: str, examples: list, labels: list[str]) -> TaskData:
                     "hand-built", f"sha256:{kind}")
 
 
+CLASSIFICATION = get_head("linear", "classification")
+MULTILABEL = get_head("linear", "multilabel")
+
+
 def test_get_head_builds_each_named_head_per_kind():
-    assert get_head("linear", "classification") == CLASSIFICATION
-    assert get_head("linear", "relation") == RELATION and RELATION.kind == "relation"
-    assert get_head("linear", "multilabel") == MULTILABEL
-    assert (MULTILABEL.multilabel, MULTILABEL.fallback_top1, MULTILABEL.hf) == (True, True, False)
-    assert CLASSIFICATION.fallback_top1 is False  # single-label: argmax, nothing to fall back to
+    relation = get_head("linear", "relation")
+    assert (relation.kind, relation.multilabel, relation.fallback_top1, relation.hf) == ("relation", False, False, False)
+    assert (CLASSIFICATION.kind, CLASSIFICATION.multilabel, CLASSIFICATION.fallback_top1) == \
+        ("classification", False, False)  # single-label: argmax, nothing to fall back to
+    assert (MULTILABEL.multilabel, MULTILABEL.fallback_top1, MULTILABEL.hf, MULTILABEL.threshold) == \
+        (True, True, False, 0.5)
     hf = get_head("hf-sequence", "multilabel")
     assert (hf.multilabel, hf.fallback_top1, hf.hf, hf.threshold) == (True, False, True, 0.5)
+    tuned = get_head("linear", "multilabel", {"threshold": 0.3, "fallback_top1": False})
+    assert (tuned.threshold, tuned.fallback_top1) == (0.3, False)
+    probs = torch.tensor([[0.35, 0.2], [0.1, 0.2]])  # the config reaches the decision rule
+    assert decide_multilabel(probs, tuned.threshold, tuned.fallback_top1).tolist() == [[True, False], [False, False]]
+
+
+@pytest.mark.parametrize(("head", "kind", "config", "message"), [
+    ("linear", "multilabel", {"multilabel_loss": "focal"}, "head 'linear': unknown config key 'multilabel_loss'"),
+    ("hf-sequence", "multilabel", {"model_class": "AutoModel"}, "head 'hf-sequence': unknown config key 'model_class'"),
+    ("hf-token", "ner", {"scheme": "BIO"}, "head 'hf-token': unknown config key 'scheme'; its keys: none"),
+    ("linear", "classification", {"threshold": 0.3},
+     "head 'linear': config key 'threshold' is not used for classification tasks"),
+    ("linear", "multilabel", {"threshold": "0.5"}, "head 'linear': threshold must be a float, not '0.5'"),
+    ("linear", "multilabel", {"fallback_top1": 1}, "head 'linear': fallback_top1 must be a bool, not 1"),
+])
+def test_head_configs_refuse_unknown_unused_and_mistyped_keys(head, kind, config, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        get_head(head, kind, config)
 
 
 def test_multilabel_decision_rule_and_fallback():
@@ -81,10 +99,22 @@ def test_featurize_collate_gold_and_unknown_labels(tiny_tokenizer):
     assert CLASSIFICATION.merge([{"example_index": 1}, {"example_index": 0}], ["x", "y"], 2) == ["y", "x"]
 
 
-def test_multilabel_pos_weight_is_neg_over_pos():
+def test_multilabel_pos_weight_is_neg_over_pos_and_the_harness_value_without_positives():
     train = [MultilabelExample(str(i), "t", labs) for i, labs in enumerate([("a",), ("a", "b"), (), ("a",)])]
     weights = MULTILABEL.pos_weight(["a", "b", "c"], train)
-    assert weights.tolist() == pytest.approx([1 / 3, 3.0, 1.0])  # c never positive: weight 1
+    # c never positive: T's compute_pos_weights clips its count to 1, so its weight is negatives / 1 = 4
+    assert weights.tolist() == pytest.approx([1 / 3, 3.0, 4.0])
+    model = MULTILABEL.build(_encoder_stub(), ["a", "b", "c"], train)
+    assert model.loss_fn.pos_weight.tolist() == pytest.approx([1 / 3, 3.0, 4.0])  # what the loss uses
+
+
+def _encoder_stub():
+    from torch import nn
+    from transformers import BertConfig
+
+    stub = nn.Module()
+    stub.config = BertConfig(hidden_size=8)
+    return stub
 
 
 def test_train_label_outside_inventory_is_a_data_error(tiny_mlm_dir):

@@ -27,11 +27,13 @@ def test_nineteen_paper_tasks_with_table8_lengths():
     assert {s.id: s.max_length for s in specs} == TABLE8
     assert len(list_specs("fr")) == 8 and len(list_specs("en")) == 11
     assert all(s.paper_task and s.metric == "macro_f1" for s in specs)
-    from biobench.protocols import default_dev_metric  # selection per harness (docs/PROTOCOL.md)
+    from biobench.protocols import resolve_protocol, resolve_task_protocol, task_seeds
 
-    assert all(s.dev_metric == default_dev_metric(s.protocol, s.kind) for s in specs)
-    assert get_spec("quaero-emea").seeds == tuple(range(42, 51))
-    assert get_spec("gad").seeds == (42, 43, 44, 45, 46)
+    # every paper task selects as its protocol's default head does (docs/PROTOCOL.md)
+    assert all(resolve_task_protocol(s).dev_metric == resolve_protocol(s.protocol, s.kind, 512).dev_metric
+               for s in specs)
+    assert task_seeds(get_spec("quaero-emea")) == tuple(range(42, 51))
+    assert task_seeds(get_spec("gad")) == (42, 43, 44, 45, 46)
     assert get_spec("deid").credentialed and get_spec("phenotyping").credentialed
 
 
@@ -111,7 +113,7 @@ def test_tasks_json_cli(capsys, tmp_path, monkeypatch):
     assert rows["quaero-emea"]["max_length"] == 1024
     heads = {t: (rows[t]["head"], rows[t]["metric"], rows[t]["dev_metric"]) for t in ("quaero-emea", "ncbi-disease",
                                                                                     "fracco-100", "hoc", "demo-cls")}
-    assert heads == {"quaero-emea": ("span", "macro_f1", "micro_f1"), "ncbi-disease": ("hf-token", "macro_f1", "micro_f1"),
+    assert heads == {"quaero-emea": ("span", "macro_f1", "sampled_span_f1"), "ncbi-disease": ("hf-token", "macro_f1", "micro_f1"),
                      "fracco-100": ("linear", "macro_f1", "micro_f1"), "hoc": ("hf-sequence", "macro_f1", "weighted_f1"),
                      "demo-cls": ("linear", "macro_f1", "weighted_f1")}
     assert rows["ncbi-disease"]["labels"] == ["Disease"]  # the spec's inventory, even without data
