@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from biobench.errors import ConfigError
-from biobench.heads.config import HeadConfig, HfSequenceConfig, LinearConfig, SpanConfig, TokenConfig, parse_config
+from biobench.heads.config import (
+    HeadConfig,
+    HfSequenceConfig,
+    LinearConfig,
+    SpanConfig,
+    TokenConfig,
+    parse_config,
+)
 
 SEQUENCE_KINDS = ("classification", "relation", "multilabel")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-O = 0
+O = 0  # noqa: E741 - the scheme's own letter (the outside tag)
 I_, B_, L_, U_ = range(4)  # offsets of a class's tags after 1 + 4c
 IMPOSSIBLE = -1e5  # T's value; finite, so log-sum-exp over forbidden paths never gives NaN gradients
 

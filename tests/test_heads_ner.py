@@ -13,7 +13,18 @@ import torch
 from biobench.errors import ConfigError, DataError
 from biobench.heads import get_head
 from biobench.heads.biaffine import BandBiaffine, band_valid, decode_spans
-from biobench.heads.crf import B_, I_, IMPOSSIBLE, L_, O, U_, BioulCrf, bioul_constraints, span_log_scores, tag
+from biobench.heads.crf import (
+    B_,
+    I_,
+    IMPOSSIBLE,
+    L_,
+    U_,
+    BioulCrf,
+    O,
+    bioul_constraints,
+    span_log_scores,
+    tag,
+)
 from biobench.heads.span_ner import SpanNerModel, WindowSpans, sample_spans
 from biobench.heads.words import WORD_PATTERN, plan_windows, segment_words
 from biobench.tasks.schema import Entity, NerExample

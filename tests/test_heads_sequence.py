@@ -7,10 +7,9 @@ import re
 
 import pytest
 import torch
-from biobench.errors import DataError
+from biobench.errors import ConfigError, DataError
 from biobench.finetune import finetune, prepare_task
 from biobench.heads import get_head
-from biobench.errors import ConfigError
 from biobench.heads.sequence import IGNORE_INDEX, HfSequenceModel, decide_multilabel, decode
 from biobench.models import load_encoder
 from biobench.protocols import resolve_protocol
