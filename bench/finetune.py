@@ -74,7 +74,10 @@ def prepare_task(head: HeadSpec, data: TaskData, tokenizer: Any, protocol: Proto
     if not labels:
         labels = sorted(seen)
     unseen = sorted(set().union(*(_labels_of(data.kind, g) for g in gold["test"])) - seen)
-    features = {split: head.featurize(examples[split], tokenizer, protocol.max_length, labels) for split in SPLITS}
+    try:
+        features = {split: head.featurize(examples[split], tokenizer, protocol.max_length, labels) for split in SPLITS}
+    except DataError as err:  # the head names the document; say which task and source file it is in
+        raise DataError(f"task '{data.task_id}' ({data.source or 'no source'}): {err}") from err
     return PreparedTask(data.task_id, data.kind, head, labels, examples, features, gold, unseen)
 
 

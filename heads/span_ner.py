@@ -79,6 +79,7 @@ class SpanNerSpec:
     kind: str = "ner"
     config: SpanConfig = field(default_factory=SpanConfig)
     overlap: float = 0.25  # share of a window's subwords repeated as context in the next window
+    sampled: bool = True  # draw the training / selection spans (hf-token borrows featurize without them)
 
     # ---- featurize: examples -> windows (pure python, once per task) ---------------------------------
     def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int,
@@ -125,9 +126,10 @@ class SpanNerSpec:
                 feature = _window_feature(index, ex.text, ids, units, ranges, spans, win, first=i == 0,
                                           last=i == len(windows) - 1, prefix=prefix, suffix=suffix,
                                           n_labels=len(labels))
-                gold = [(b, e, lab + 1) for b, e, lab in feature["spans"] if e - b < self.config.max_width]
-                feature["samples"] = sample_spans(gold, len(feature["unit_chars"]), self.config.max_width,
-                                                  self.config.negatives, self.config.max_spans, rng)
+                if self.sampled:
+                    gold = [(b, e, lab + 1) for b, e, lab in feature["spans"] if e - b < self.config.max_width]
+                    feature["samples"] = sample_spans(gold, len(feature["unit_chars"]), self.config.max_width,
+                                                      self.config.negatives, self.config.max_spans, rng)
                 features.append(feature)
         if inexact or unplaced:
             log.warning("span NER: %d of %d entities do not start/end on %s boundaries (learned and scored as "

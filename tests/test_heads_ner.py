@@ -447,3 +447,16 @@ def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, mini
     pred = {(i, *s) for i, spans in enumerate(merged) for s in spans}
     assert sum(map(len, merged)) == len(pred)  # no duplicates from overlapping windows
     assert len(gold & pred) >= 0.99 * len(gold)  # all but entities ending inside a sub-word
+
+
+def test_a_document_whose_offsets_leave_its_text_stops_the_task_naming_its_source(tiny_tokenizer):
+    from biobench.finetune import prepare_task
+    from biobench.protocols import resolve_protocol
+    from biobench.tasks.schema import TaskData
+
+    bad = NerExample("doc-7", "aspirin", (Entity(3, 12, "CHEM"),))
+    data = TaskData("toy-ner", "ner", {"train": TRAIN, "dev": [bad], "test": TRAIN}, LABELS, "local:brat data/x.tar.gz",
+                    "sha256:x")
+    protocol = resolve_protocol("fr", "ner", 64)
+    with pytest.raises(DataError, match=r"task 'toy-ner' \(local:brat data/x.tar.gz\): document 'doc-7': entity CHEM"):
+        prepare_task(small_head(), data, tiny_tokenizer, protocol)

@@ -87,3 +87,12 @@ def test_windows_decode_and_merge_back_to_gold(minilm_dir):
     missing = [(i, s) for i, spans in enumerate(gold) for s in spans if s not in merged[i]]
     extra = [(i, s) for i, spans in enumerate(merged) for s in spans if s not in gold[i]]
     assert extra == [] and [TRAIN[i].text[s[0]:s[1]] for i, s in missing] == ["sein gauche"]
+
+
+def test_token_head_borrows_the_span_heads_words_without_sampling_spans(minilm_dir):
+    from transformers import AutoTokenizer
+
+    head = get_head("hf-token", "ner")
+    assert head.windows.config.unit == "word"
+    features = head.featurize(TRAIN[:2], AutoTokenizer.from_pretrained(minilm_dir), 64, LABELS)
+    assert all("samples" not in f for f in features) and all(f["unit_chars"] for f in features)

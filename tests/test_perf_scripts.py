@@ -95,7 +95,7 @@ def test_generated_corpus_and_vocab_spec(tmp_path):
     assert len(VocabSpec(50368)) == 50368
 
 
-PERF_SCRIPTS = ["finetune_speed", "pretrain_speed", "scaling"]
+PERF_SCRIPTS = ["finetune_speed", "pretrain_speed", "scaling", "span_head_speed"]
 
 
 @pytest.mark.parametrize("script", PERF_SCRIPTS)
