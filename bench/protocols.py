@@ -89,8 +89,9 @@ PROTOCOLS: dict[tuple[str, str], dict[str, Any]] = {
 
 # (protocol, kind) -> (default head, dev selection metric). fr: bert_text_cls / bert_multilabel_cls / span NER,
 # selected on weighted-F1 (the harness's eval_f1 for classification), micro-F1 (eval_f1_micro), and for NER the
-# span head's own selection (HEAD_KNOBS; exact-span micro-F1 for another head); en: the model's own HF heads, selected on weighted-F1, seqeval micro-F1 (= exact word-span
-# micro-F1 on flat BIO, which our span metric computes).
+# span head's own selection (HEAD_KNOBS; exact-span micro-F1 for another head); en: the model's own HF heads,
+# selected on weighted-F1, seqeval micro-F1 (= exact word-span micro-F1 on flat BIO, which our span metric
+# computes).
 DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
     ("fr", "classification"): ("linear", "weighted_f1"),
     ("fr", "relation"): ("linear", "weighted_f1"),
