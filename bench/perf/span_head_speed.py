@@ -85,9 +85,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="optimiser steps per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="1 step x 2 repeats (a smoke run)")
     parser.add_argument("--out", default=None, help="write the JSON here (default: print it)")
     parser.add_argument("--compare", nargs="+", metavar="JSON", help="print runs side by side, ratios to the first")
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.repeats = 1, 2
     if args.compare:
         compare(args.compare)
         return
