@@ -18,6 +18,7 @@ import gradio as gr
 import pandas as pd
 from biobench.errors import BiobenchError
 from biobench.leaderboard.entries import Board
+from biobench.leaderboard.tables import md, md_code
 
 QUEUE_COLUMNS = ["status", "request", "model", "tasks", "seeds", "submitter", "submitted", "started", "finished",
                  "attempts", "last line"]
@@ -106,7 +107,7 @@ def build_submit_tab(queue: str | None) -> None:
             overrides = {k: int(v) for k, v in (("epochs", epochs_v), ("max_length", max_length_v),
                                                 ("limit_train", limit_train_v)) if v}
             if not writable:
-                return (f"Run: `{submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, overrides)}`",
+                return (f"Run: {md_code(submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, overrides))}",
                         queue_frame(queue))
             if not model_v.strip():
                 return "error: give a model", gr.update()
@@ -118,8 +119,8 @@ def build_submit_tab(queue: str | None) -> None:
                                                seeds=seeds_v.strip() or None, overrides=overrides,
                                                submitter="leaderboard form")
             except BiobenchError as err:
-                return f"error: {err}", queue_frame(queue)
-            return f"submitted `{request.id}`" + (f" ({note})" if note else ""), queue_frame(queue)
+                return f"error: {md(err)}", queue_frame(queue)
+            return f"submitted {md_code(request.id)}" + (f" ({md(note)})" if note else ""), queue_frame(queue)
 
         button.click(on_submit, [model, revision, lang, tasks, seeds, epochs, max_length, limit_train],
                      [message, table])
@@ -153,7 +154,7 @@ def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
         board = get_board()
         entry = next((e for e in board.entries if e.key == key and e.lang == lang and e.source == "measured"), None)
         if entry is None:
-            return pd.DataFrame(), f"{key} has no {lang} results any more"
+            return pd.DataFrame(), f"{md(key)} has no {md(lang)} results any more"
         frame = pd.DataFrame(verdict_rows(reproduction(board, entry, board_floor(board, entry))))
         return frame, ("**reproduced**: the paper's value lies in the measured interval (95% CI over seeds; one seed: "
                        "the MDD floor from the test set); the average needs every paper task (docs/PROTOCOL.md).")
