@@ -14,6 +14,7 @@ EPILOG = """examples:
   biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
   biobench eval --model all-MiniLM-L6-v2 --tasks gad --seeds 42 --epochs 1 --limit-train 2000 --max-length 128
   biobench eval --model runs/detour/final --lang en --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT
+  biobench eval --config examples/grids/paper-fr.toml --dry-run   # every run of the grid file, done or not
 
 A finished (model revision, data, protocol, seed) run is skipped, so rerunning a killed grid resumes it."""
 
@@ -27,8 +28,15 @@ def add_parser(subparsers) -> None:
         "on test with the checkpoint that is best on dev. One result JSON per (model, task, seed).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--model", required=True, help="alias (`biobench models`), hub id org/name, or a local "
-                        "Hugging Face model folder")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", help="alias (`biobench models`), hub id org/name, or a local Hugging Face model "
+                      "folder")
+    what.add_argument("--config", metavar="GRID.toml", help="a grid file: [[grid]] tables of models (with names), "
+                      "tasks, seeds and protocol overrides, run one after the other (examples/grids/)")
+    parser.add_argument("--grid", action="append", default=[], metavar="NAME",
+                        help="with --config: only the grid(s) of this name (repeatable; default: every grid)")
+    parser.add_argument("--dry-run", action="store_true", help="with --config: list every run of the grids and "
+                        "whether its result is already there; train nothing")
     parser.add_argument("--name", help="display name on the leaderboard (default: the alias, or for a `biobench "
                         "pretrain` checkpoint 'recipe · base model · tokens', else the folder name or hub id)")
     which = parser.add_mutually_exclusive_group()
@@ -67,6 +75,12 @@ def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.config:
+        return run_config(args)
+    if args.dry_run or args.grid:
+        from biobench.errors import ConfigError
+
+        raise ConfigError("--dry-run and --grid go with --config GRID.toml (a single --model run has no dry run)")
     from biobench.protocols import overrides_from_args
     from biobench.ranges import parse_ranges
     from biobench.runner import execute, parse_shard, plan_grid, summarize
@@ -94,6 +108,68 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(json_safe(summary), indent=2))
     else:
         print_summary(summary)
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run, or with
+    --dry-run the list of runs and whether each is done."""
+    from biobench.errors import ConfigError
+    from biobench.grid import dry_run, read_grid_file
+    from biobench.protocols import overrides_from_args
+    from biobench.ranges import parse_ranges
+    from biobench.runner import execute, parse_shard, plan_grid, summarize
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec, list_specs
+
+    if args.tasks or args.lang or args.seeds:
+        raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
+    grids = read_grid_file(args.config)
+    if args.grid:
+        unknown = [g for g in args.grid if g not in {grid.name for grid in grids}]
+        if unknown:
+            raise ConfigError(f"{args.config}: no grid named {', '.join(unknown)} (grids: "
+                              f"{', '.join(g.name for g in grids)})")
+        grids = [g for g in grids if g.name in args.grid]
+    cli_overrides = overrides_from_args(args)
+
+    def plan_model(grid, entry, overwrite: bool = False):
+        task_files = [*grid.task_files, *args.task_file]
+        specs = ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
+                 else list_specs(lang=grid.lang, task_files=task_files))
+        seeds = parse_ranges(grid.seeds, f"{grid.source}: seeds", minimum=None) if grid.seeds else None
+        data_dir = grid.data_dir or args.data_dir
+        return plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
+                         overrides={**grid.overrides, **entry.overrides, **cli_overrides}, overwrite=overwrite,
+                         shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name)
+
+    if args.dry_run:
+        rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True))
+        if args.json:
+            print(json.dumps([row.__dict__ for row in rows], indent=2))
+            return 0
+        for row in rows:
+            seed = f"seed {row.seed}" if row.seed is not None else "-"
+            detail = f"  ({row.detail})" if row.detail else ""
+            print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{detail}")
+        done = sum(r.status == "done" for r in rows)
+        runs = sum(r.seed is not None for r in rows)
+        print(f"{runs} run(s) in {len(grids)} grid(s): {done} done, {runs - done} to run"
+              + (f"; {len(rows) - runs} line(s) could not be planned" if len(rows) > runs else ""), file=sys.stderr)
+        return 0
+    for grid in grids:
+        for entry in grid.models:
+            plan = plan_model(grid, entry, overwrite=args.overwrite)
+            skipped = sum(r.status == "skipped" for r in plan.runs)
+            print(f"[{grid.name}] {plan.name}: {len(plan.runs)} run(s), {skipped} already done "
+                  f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
+            execute(plan, device=args.device, progress=not args.no_progress,
+                    trust_remote_code=args.trust_remote_code, compile_encoder=args.compile, report_to=args.report_to)
+            summary = summarize(plan)
+            if args.json:
+                print(json.dumps(json_safe(summary), indent=2))
+            else:
+                print_summary(summary)
     return 0
 
 

@@ -1,0 +1,195 @@
+"""Grid files: the runs of a study (models x tasks x seeds, with protocol overrides) as one reviewable TOML file.
+
+Why: a paper's evaluation is dozens of `biobench eval` commands; written as one file it can be read, reviewed,
+versioned and rerun as a whole (`biobench eval --config grid.toml`), and `--dry-run` lists every run and
+whether its result already exists before hours are spent. A file holds one or more `[[grid]]` tables:
+
+    results = "results"                  # optional defaults for every grid of the file
+    data_dir = "data"
+
+    [[grid]]
+    name = "paper-fr"
+    lang = "fr"                          # or tasks = ["diamed", "quaero-emea"]
+    seeds = "42-50"                      # optional: default, each task's protocol seeds
+    overrides = { epochs = 3 }           # optional protocol overrides (the names of eval's flags)
+    models = [
+      { model = "ModernCamemBERT-bio" },
+      { model = "runs/mlm/final", name = "MLM baseline (Base, 10B)", overrides = { lr = 5e-5 } },
+    ]
+
+Paths in the file (results, data_dir, local model folders, task files) are relative to the file. Each
+(grid, model) pair runs exactly as `biobench eval --model M --name N --tasks ... --seeds ...` would, through
+the same plan and runner, so a grid file and single commands share results and skip each other's finished runs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import BiobenchError, ConfigError, ResultsError
+from biobench.protocols import OVERRIDES
+
+GRID_KEYS = {"name", "tasks", "lang", "seeds", "overrides", "models", "results", "data_dir", "task_files"}
+MODEL_KEYS = {"model", "name", "overrides"}
+TOP_KEYS = {"grid", "results", "data_dir", "task_files"}
+OVERRIDE_NAMES = {dest: kind for dest, kind, _ in OVERRIDES.values()}
+
+
+@dataclass(frozen=True)
+class GridModel:
+    model: str
+    name: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    models: list[GridModel]
+    tasks: list[str] | None  # None: every paper task of `lang`
+    lang: str | None
+    seeds: str | None  # a range text as --seeds takes it; None: each task's protocol seeds
+    overrides: dict[str, Any]
+    results: Path
+    data_dir: Path | None
+    task_files: list[Path]
+    source: str  # "file.toml [[grid]] #n", for messages
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _overrides(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: overrides must be a table, e.g. overrides = {{ epochs = 3 }}")
+    out = {}
+    for key, raw in value.items():
+        dest = key.replace("-", "_")
+        if dest not in OVERRIDE_NAMES:
+            raise ConfigError(f"{where}: unknown override {key!r}; overridable: {', '.join(sorted(OVERRIDE_NAMES))}")
+        try:
+            out[dest] = OVERRIDE_NAMES[dest](raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: override {key} = {raw!r} is not a valid value") from None
+    return out
+
+
+def _path(base: Path, value: Any, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a path string, got {value!r}")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _model_text(base: Path, text: str) -> str:
+    """A model as the file names it: a local folder relative to the file when it exists there, else as given
+    (an alias or a hub id)."""
+    local = base / text
+    return str(local) if not Path(text).is_absolute() and local.is_dir() else text
+
+
+def read_grid_file(path: str | Path) -> list[Grid]:
+    """Every [[grid]] of a grid file, validated; ConfigError naming the file and the grid on bad input."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"grid file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+    _check_keys(raw, TOP_KEYS, str(path))
+    tables = raw.get("grid")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{path}: no [[grid]] table (a grid file holds one or more [[grid]] tables with models "
+                          "and tasks; see biobench/grid.py or examples/grids/)")
+    base = path.parent
+    grids, names = [], set()
+    for n, table in enumerate(tables, 1):
+        where = f"{path} [[grid]] #{n}"
+        _check_keys(table, GRID_KEYS, where)
+        name = str(table.get("name") or f"grid-{n}")
+        if name in names:
+            raise ConfigError(f"{where}: grid name {name!r} is used twice in the file")
+        names.add(name)
+        where = f"{path} grid {name!r}"
+        tasks, lang = table.get("tasks"), table.get("lang")
+        if (tasks is None) == (lang is None):
+            raise ConfigError(f"{where}: give either tasks = [...] or lang = \"fr\" / \"en\"")
+        if tasks is not None and (not isinstance(tasks, list) or not tasks or
+                                  not all(isinstance(t, str) for t in tasks)):
+            raise ConfigError(f"{where}: tasks must be a non-empty list of task ids")
+        if lang is not None and lang not in ("fr", "en"):
+            raise ConfigError(f"{where}: lang must be \"fr\" or \"en\", not {lang!r}")
+        seeds = table.get("seeds")
+        if isinstance(seeds, list):
+            seeds = ",".join(str(s) for s in seeds)
+        models = table.get("models")
+        if not isinstance(models, list) or not models:
+            raise ConfigError(f"{where}: models must be a non-empty list, e.g. models = [{{ model = \"DrBERT\" }}]")
+        parsed = []
+        for i, entry in enumerate(models, 1):
+            entry = {"model": entry} if isinstance(entry, str) else entry
+            if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
+                raise ConfigError(f"{where}: model #{i} needs model = \"ALIAS, ORG/NAME or FOLDER\"")
+            _check_keys(entry, MODEL_KEYS, f"{where} model #{i}")
+            parsed.append(GridModel(_model_text(base, entry["model"]), entry.get("name"),
+                                    _overrides(entry.get("overrides"), f"{where} model #{i}")))
+        results = table.get("results", raw.get("results", "results"))
+        data_dir = table.get("data_dir", raw.get("data_dir"))
+        task_files = table.get("task_files", raw.get("task_files", []))
+        grids.append(Grid(name, parsed, list(tasks) if tasks else None, lang, None if seeds is None else str(seeds),
+                          _overrides(table.get("overrides"), where), _path(base, results, where),
+                          _path(base, data_dir, where) if data_dir else None,
+                          [_path(base, f, where) for f in task_files], where))
+    return grids
+
+
+@dataclass
+class RunStatus:
+    grid: str
+    model: str  # display name
+    task: str
+    seed: int | None
+    status: str  # done | to run | conflict | no data | cannot plan
+    detail: str = ""
+
+
+def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
+    """Whether a planned run is finished: its result exists with the same key."""
+    from biobench.results import read_result
+
+    if not path.exists():
+        return "to run", ""
+    try:
+        same = read_result(path).key == key
+    except ResultsError as err:
+        return "conflict", str(err)
+    return ("done", "") if same else ("conflict", f"{path} holds another run's result (--overwrite replaces it)")
+
+
+def dry_run(grids: list[Grid], plan_model) -> list[RunStatus]:
+    """Every run of the grids with its status, planned as `eval` plans (model resolved, data loaded, keys
+    computed) but nothing trained or written. `plan_model(grid, model)` returns the runner's Plan; a model or
+    data set that cannot be planned is one row saying why."""
+    rows: list[RunStatus] = []
+    for grid in grids:
+        for entry in grid.models:
+            try:
+                plan = plan_model(grid, entry)
+            except BiobenchError as err:
+                rows.append(RunStatus(grid.name, entry.name or entry.model, "*", None, "cannot plan", str(err)))
+                continue
+            for run in plan.grid:
+                status, detail = run_status(run.path, run.key)
+                rows.append(RunStatus(grid.name, plan.name, run.task.id, run.seed, status, detail))
+            for task, reason in plan.unavailable.items():
+                rows.append(RunStatus(grid.name, plan.name, task, None, "no data", reason))
+    return rows
