@@ -162,7 +162,7 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
             report_to: str | None = None) -> list[PlannedRun]:
     """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
     (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
-    `report_to` "tensorboard" also writes each run's scalars to <task folder>/tensorboard/seed-<n>/."""
+    `report_to` "tensorboard" / "wandb" also reports each run's scalars (<task folder>/<backend>/seed-<n>/)."""
     pending = [r for r in plan.runs if r.status == "pending"]
     if not pending:
         return plan.runs
@@ -172,7 +172,7 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
     from biobench.models import load_encoder
     from biobench.runtime.device import default_device
     from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
-    from biobench.runtime.reporting import make_reporter
+    from biobench.runtime.reporting import make_reporter, report_dir
 
     quiet_library_bars()
 
@@ -196,7 +196,10 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
                 log(f"{run.task.id}: test labels never seen in train {prepared[cache_key].unseen_test_labels} "
                     "cannot be predicted; they count as misses in the metrics")
         task = prepared[cache_key]
-        report = make_reporter(report_to, run.path.parent / "tensorboard" / f"seed-{run.seed}")
+        report = make_reporter(report_to, report_dir(run.path.parent, report_to, run.seed),
+                               name=f"{plan.name} · {run.task.id} · seed {run.seed}",
+                               config={"model": plan.name, "model_revision": info.revision, "task": run.task.id,
+                                       "seed": run.seed, "protocol": run.protocol.to_dict()})
         try:
             outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress,
                                compile_encoder=compile_encoder, report=report)

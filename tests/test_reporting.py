@@ -50,8 +50,8 @@ def test_finetune_reports_each_evaluation(toy_classification, tmp_path):
 
 
 def test_unknown_or_missing_backend_is_one_clear_error(monkeypatch, tmp_path):
-    with pytest.raises(ConfigError, match="--report-to 'wandb': choose one of none, tensorboard"):
-        reporting.make_reporter("wandb", tmp_path)
+    with pytest.raises(ConfigError, match="--report-to 'comet': choose one of none, tensorboard, wandb"):
+        reporting.make_reporter("comet", tmp_path)
     assert isinstance(reporting.make_reporter("none", tmp_path), reporting.NoReport)
     import builtins
 

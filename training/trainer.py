@@ -24,7 +24,7 @@ from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
-from biobench.runtime.reporting import NoReport, make_reporter
+from biobench.runtime.reporting import NoReport, make_reporter, report_dir
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
@@ -70,7 +70,7 @@ class PretrainConfig:
     license: str | None = None  # model-card licence id, e.g. apache-2.0
     compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
-    report_to: str | None = None  # "tensorboard": scalars also to <out>/tensorboard/ (biobench/runtime/reporting.py)
+    report_to: str | None = None  # "tensorboard" / "wandb": scalars also to <out>/<backend>/ (runtime/reporting.py)
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
 
 
@@ -317,7 +317,10 @@ class Trainer:
         bar = None
         if self.cfg.progress and self.dist.main:
             bar = progress_bar(True, total=sum(self.plan.steps), initial=self.state.global_step, unit="step")
-        self.report = make_reporter(self.cfg.report_to if self.dist.main else None, self.out / "tensorboard")
+        self.report = make_reporter(self.cfg.report_to if self.dist.main else None,
+                                    report_dir(self.out, self.cfg.report_to), name=f"pretrain {self.out.name}",
+                                    config={"recipe": self.cfg.recipe, "model": self.cfg.model,
+                                            "tokens": self.cfg.tokens, "out": str(self.out)})
         try:
             for phase_index in range(self.state.phase, len(self.recipe.phases)):
                 if not self._run_phase(phase_index, bar):

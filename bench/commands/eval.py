@@ -55,9 +55,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--report-to", choices=["none", "tensorboard"], default="none",
-                        help="also write train loss and dev scores per evaluation to <results>/<model>/<task>/"
-                             "tensorboard/seed-<n>/ (needs the 'tensorboard' extra)")
+    parser.add_argument("--report-to", choices=["none", "tensorboard", "wandb"], default="none",
+                        help="also report train loss and dev scores per evaluation, to <results>/<model>/<task>/"
+                             "<tensorboard|wandb>/seed-<n>/ (needs the 'tensorboard' or 'wandb' extra; one W&B "
+                             "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
     add_protocol_arguments(parser)
     parser.set_defaults(func=run)

@@ -76,9 +76,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--language", help="model-card language (ISO 639-1, e.g. fr)")
     p.add_argument("--license", help="model-card licence id (e.g. apache-2.0; default: none stated)")
     p.add_argument("--compile", action="store_true", help="torch.compile the encoder (first steps slower while it compiles)")
-    p.add_argument("--report-to", choices=["none", "tensorboard"], default="none",
-                   help="also write loss, lr, grad norm, tokens/s and MFU per step to <out>/tensorboard/ "
-                        "(needs the 'tensorboard' extra)")
+    p.add_argument("--report-to", choices=["none", "tensorboard", "wandb"], default="none",
+                   help="also report loss, lr, grad norm, tokens/s and MFU per step, to <out>/tensorboard/ or "
+                        "<out>/wandb/ (needs the 'tensorboard' or 'wandb' extra)")
     p.add_argument("--loader-workers", type=int, help="batch-building processes (default: 2 on CUDA, 0 on CPU)")
     p.set_defaults(func=run)
 
