@@ -20,6 +20,7 @@ from biobench.errors import DataError
 from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
 from biobench.protocols import Protocol
+from biobench.runtime.batching import micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import autocast
 from biobench.runtime.progress import log_line, progress_bar
@@ -92,6 +93,8 @@ class FinetuneOutcome:
     history: list[dict[str, Any]]
     timings: dict[str, float]
     compiled: bool = False  # the encoder ran under torch.compile (--compile, where the compiler could run)
+    micro_batch: int = 0  # examples per forward pass (--batch-size auto); the protocol's batch when equal
+    accumulation: int = 1  # micro-batches per optimiser step
 
 
 def _optimizer(model: nn.Module, protocol: Protocol) -> torch.optim.Optimizer:
@@ -140,6 +143,34 @@ def _seed_everything(seed: int) -> None:
     set_seed(seed)
 
 
+def _accumulate(model: nn.Module, head: HeadSpec, features: list[dict[str, Any]], micro: int, pad_token_id: int,
+                device: str) -> torch.Tensor:
+    """Forward and backward of one protocol batch, in micro-batches of `micro` examples whose losses are weighted
+    by their share of the batch (gradients add up to the whole batch's for per-example mean losses); returns the
+    batch loss, detached. A batch that fits in one micro-batch runs exactly as without accumulation."""
+    total: torch.Tensor | None = None
+    for start in range(0, len(features), micro):
+        chunk = features[start:start + micro]
+        with autocast(device):
+            loss = model(to_device(head.collate(chunk, pad_token_id), device))["loss"]
+            if len(chunk) < len(features):
+                loss = loss * (len(chunk) / len(features))
+        loss.backward()
+        total = loss.detach() if total is None else total + loss.detach()
+    return total
+
+
+def _try_micro_batch(model: nn.Module, task: PreparedTask, n: int, pad_token_id: int, device: str) -> None:
+    """One forward/backward pass on the `n` longest training inputs (the memory worst case), gradients dropped."""
+    longest = sorted(task.features["train"], key=_length, reverse=True)[:n]
+    try:
+        with autocast(device):
+            loss = model(to_device(task.head.collate(longest, pad_token_id), device))["loss"]
+        loss.backward()
+    finally:
+        model.zero_grad(set_to_none=True)
+
+
 # A `.item()` makes the host wait for the device: reading the running loss every step serialises a GPU loop
 # (the next batch cannot be queued while the current one runs). It is read every LOSS_READ_EVERY steps and
 # at each evaluation; the average itself is kept on the device, so the logged values are unchanged.
@@ -174,6 +205,7 @@ class _Run:
     report: Reporter | None
     total: int
     eval_batch: int
+    micro: int  # examples per forward pass: the protocol's batch, or less with gradient accumulation
     selection: DevSelection = field(default_factory=DevSelection)
 
     def predict(self, split: str, head_metrics: dict[str, float] | None = None) -> list:
@@ -212,9 +244,7 @@ class _Run:
             epoch += 1
             evaluated_at = -1
             for batch in loader:
-                with autocast(device):
-                    loss = model(to_device(batch, device))["loss"]
-                loss.backward()
+                loss = _accumulate(model, self.task.head, batch, self.micro, self.pad_token_id, device)
                 if protocol.grad_clip:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), protocol.grad_clip)
                 optimizer.step()
@@ -249,39 +279,43 @@ class _Run:
         return preds, metrics
 
 
-def _train_loader(task: PreparedTask, protocol: Protocol, seed: int, pad_token_id: int):
-    """Length-grouped batches of the train features, the order drawn from `seed`."""
+def _train_loader(task: PreparedTask, protocol: Protocol, seed: int):
+    """Length-grouped batches of the train features, the order drawn from `seed` (lists of features, collated
+    per micro-batch)."""
     from torch.utils.data import DataLoader
     from transformers.trainer_pt_utils import LengthGroupedSampler
 
     train = task.features["train"]
     sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],
                                    generator=torch.Generator().manual_seed(seed))
-    return DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,
-                      collate_fn=lambda feats: task.head.collate(feats, pad_token_id))
+    return DataLoader(train, batch_size=protocol.batch_size, sampler=sampler, collate_fn=list)
 
 
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,
              device: str = "cpu", progress: bool = True, compile_encoder: bool = False,
-             report: Reporter | None = None) -> FinetuneOutcome:
+             report: Reporter | None = None, micro_batch: int | str | None = None) -> FinetuneOutcome:
     """Train a head on `encoder` (consumed: pass a fresh copy), keep the state best on dev by
     `protocol.dev_metric` (the first of equal scores), predict test with it. `compile_encoder` (--compile)
     runs the encoder under torch.compile with dynamic shapes (batches are padded to their own length); an
     execution detail like the thread count, so not part of the protocol. `report` gets the train loss and
-    the dev scores at each evaluation (`--report-to tensorboard`)."""
+    the dev scores at each evaluation (`--report-to tensorboard`). `micro_batch` ("auto" or a number,
+    `--batch-size auto`) splits each protocol batch into micro-batches with gradient accumulation; the
+    protocol's batch, steps and schedule stay as they are (biobench.runtime.batching)."""
     from transformers import get_linear_schedule_with_warmup
 
     started = time.perf_counter()
     _seed_everything(seed)
     model = task.head.build(encoder, task.labels, task.examples["train"]).to(device)
     compiled = compile_encoder and compile_in_place(model.encoder, torch.device(device).type, dynamic=True)
-    loader = _train_loader(task, protocol, seed, pad_token_id)
+    loader = _train_loader(task, protocol, seed)
+    micro = micro_batch_size(micro_batch, protocol.batch_size, torch.device(device).type,
+                             lambda n: _try_micro_batch(model, task, n, pad_token_id, device))
     steps_per_epoch = len(loader)
     total = protocol.max_steps or (protocol.epochs or 1) * steps_per_epoch
     optimizer = _optimizer(model, protocol)
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(protocol.warmup_ratio * total), total)
-    run = _Run(task, model, protocol, seed, pad_token_id, device, progress, report, total,
-               eval_batch=max(protocol.batch_size, 16))
+    eval_batch = max(protocol.batch_size, 16) if micro >= protocol.batch_size else 2 * micro  # no gradients kept
+    run = _Run(task, model, protocol, seed, pad_token_id, device, progress, report, total, eval_batch, micro)
 
     step = run.train(loader, optimizer, scheduler)
     train_s = time.perf_counter() - started - run.selection.seconds
@@ -295,5 +329,5 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         timings={"train_s": round(train_s, 3), "eval_s": round(best.seconds, 3),
                  "total_s": round(time.perf_counter() - started, 3),
                  "train_tokens": train_tokens, "tokens_per_s": round(train_tokens / train_s, 1) if train_s > 0 else None},
-        compiled=compiled,
+        compiled=compiled, micro_batch=micro, accumulation=math.ceil(protocol.batch_size / micro),
     )

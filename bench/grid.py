@@ -77,6 +77,9 @@ def _overrides(value: Any, where: str) -> dict[str, Any]:
             raise ConfigError(f"{where}: unknown override {key!r}; overridable: {', '.join(sorted(OVERRIDE_NAMES))}")
         try:
             out[dest] = OVERRIDE_NAMES[dest](raw)
+            if out[dest] == "auto":
+                raise ConfigError(f"{where}: batch_size = \"auto\" is how a run uses the device, not a protocol "
+                                  "setting: pass --batch-size auto on the command line")
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: override {key} = {raw!r} is not a valid value") from None
     return out

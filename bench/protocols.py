@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.runtime.batching import AUTO, batch_size_value
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,9 @@ def default_dev_metric(protocol: str, kind: str) -> str:
 OVERRIDES: dict[str, tuple[str, type, str]] = {
     "--epochs": ("epochs", int, "training epochs (clears the step budget of step-based protocols)"),
     "--max-steps": ("max_steps", int, "optimiser steps (wins over epochs)"),
-    "--batch-size": ("batch_size", int, "training batch size"),
+    "--batch-size": ("batch_size", batch_size_value, "training batch size; 'auto' keeps the protocol's batch and "
+                     "runs it in the largest micro-batches that fit the device, accumulating gradients (on CPU: "
+                     "the whole batch at once); the micro-batch is recorded in each result"),
     "--lr": ("lr", float, "encoder learning rate"),
     "--head-lr": ("head_lr", float, "head learning rate (default: the protocol's)"),
     "--max-length": ("max_length", int, "max tokens per input (default: the task's)"),
@@ -144,7 +147,9 @@ def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    return {dest: getattr(args, dest) for dest, _, _ in OVERRIDES.values() if getattr(args, dest, None) is not None}
+    """The protocol overrides given on the command line (`--batch-size auto` is an execution choice, not one)."""
+    return {dest: getattr(args, dest) for dest, _, _ in OVERRIDES.values()
+            if getattr(args, dest, None) is not None and getattr(args, dest) != AUTO}
 
 
 def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[str, Any] | None = None,

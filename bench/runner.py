@@ -159,7 +159,7 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
 
 def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
             log: Callable[[str], None] | None = None, compile_encoder: bool = False,
-            report_to: str | None = None) -> list[PlannedRun]:
+            report_to: str | None = None, micro_batch: int | str | None = None) -> list[PlannedRun]:
     """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
     (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
     `report_to` "tensorboard" / "wandb" also reports each run's scalars (<task folder>/<backend>/seed-<n>/)."""
@@ -202,13 +202,17 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
                                        "seed": run.seed, "protocol": run.protocol.to_dict()})
         try:
             outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress,
-                               compile_encoder=compile_encoder, report=report)
+                               compile_encoder=compile_encoder, report=report, micro_batch=micro_batch)
         finally:
             report.close()
         rows = [{"id": ex.id, "gold": gold, "pred": pred}
                 for ex, gold, pred in zip(task.examples["test"], task.gold["test"], outcome.test_predictions,
                                           strict=True)]
-        write_result(run.path, _result(plan, run, info, task, outcome, device), rows)
+        result = _result(plan, run, info, task, outcome, device)
+        if micro_batch is not None:  # an execution detail (the effective batch is the protocol's): recorded, not keyed
+            result.details["batching"] = {"batch_size": run.protocol.batch_size, "micro_batch_size": outcome.micro_batch,
+                                          "accumulation_steps": outcome.accumulation, "requested": micro_batch}
+        write_result(run.path, result, rows)
         run.status, run.macro_f1 = "done", outcome.test_metrics["macro_f1"]
         finished_line(f"[{done_count}/{len(pending)}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 "
                       f"{run.macro_f1:.4f} ({outcome.timings['train_s']:.0f} s training)")

@@ -14,12 +14,13 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from biobench.errors import ConfigError
+from biobench.runtime.batching import AUTO, micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
@@ -44,7 +45,7 @@ class PretrainConfig:
     decay_ratio: float = 0.10
     batch_size: int = 384  # global, in sequences
     seq_len: int = 8192
-    micro_batch_size: int | None = None  # per process; None = the whole per-process batch
+    micro_batch_size: int | str | None = None  # per process; None = the whole per-process batch; "auto": fits
     lr: float = optim.PAPER["lr"]
     betas: tuple[float, float] = optim.PAPER["betas"]
     eps: float = optim.PAPER["eps"]
@@ -94,7 +95,7 @@ def make_plan(cfg: PretrainConfig, world: int) -> Plan:
     if cfg.batch_size % world:
         raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by the {world} processes")
     per_rank = cfg.batch_size // world
-    micro = min(cfg.micro_batch_size or per_rank, per_rank)
+    micro = per_rank if cfg.micro_batch_size == AUTO else min(cfg.micro_batch_size or per_rank, per_rank)
     if per_rank % micro:
         raise ConfigError(f"per-process batch {per_rank} is not a multiple of --micro-batch-size {micro}")
     steps2 = max(1, round(cfg.decay_ratio * steps1))
@@ -186,6 +187,10 @@ class Trainer:
         self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
         self.resume_from = self._resume_folder()
         self._setup_model()
+        if cfg.micro_batch_size == AUTO:  # the largest micro-batch that fits, now that the model is on its device
+            micro = micro_batch_size(AUTO, self.plan.micro * self.plan.accumulation, self.dist.device.type,
+                                     self._try_micro_batch)
+            self.plan = replace(self.plan, micro=micro, accumulation=self.plan.micro * self.plan.accumulation // micro)
         self._setup_data()
         self._setup_optimizer()
         self.state = self._restore()
@@ -229,6 +234,16 @@ class Trainer:
         freezing.validate_freezes(self.model, list(self.recipe.freezes))
         if cfg.doc_mask and self.model.config.model_type != "modernbert":
             raise ConfigError("--doc-mask builds ModernBERT mask mappings; it needs a ModernBERT model")
+
+    def _try_micro_batch(self, n: int) -> None:
+        """One forward/backward pass of `n` full-length sequences (`--micro-batch-size auto`), gradients dropped."""
+        ids = torch.randint(0, len(self.tokenizer), (n, self.cfg.seq_len), device=self.dist.device)
+        try:
+            with autocast(self.dist.device, self.cfg.precision):
+                loss = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss
+            loss.backward()
+        finally:
+            self.model.zero_grad(set_to_none=True)
 
     def _load_source(self, tok_dir, train_tokenizer: bool):
         cfg = self.cfg
@@ -416,7 +431,8 @@ class Trainer:
                 "optimizer": {"name": "DecoupledAdamW", "lr": cfg.lr, "betas": list(cfg.betas), "eps": cfg.eps,
                               "weight_decay": cfg.weight_decay, "grad_clip": cfg.grad_clip},
                 "schedule": {"warmup_steps": self.plan.warmup, "steps": list(self.plan.steps),
-                             "tokens_per_step": self.plan.tokens_per_step},
+                             "tokens_per_step": self.plan.tokens_per_step, "micro_batch_size": self.plan.micro,
+                             "accumulation_steps": self.plan.accumulation},
                 "attn_implementation": self.model.config._attn_implementation or self.attn,
                 "hardware": _hardware(self.dist.device), "compute": self._compute()}
 

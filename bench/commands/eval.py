@@ -103,13 +103,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"{plan.name} ({plan.model.id}): {len(plan.runs)} run(s) in this shard, {skipped} already done "
               f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
     execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-            compile_encoder=args.compile, report_to=args.report_to)
+            compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))
     else:
         print_summary(summary)
     return 0
+
+
+def micro_batch(args: argparse.Namespace) -> str | None:
+    """`--batch-size auto`: micro-batches with gradient accumulation (a number is a protocol override instead)."""
+    return "auto" if args.batch_size == "auto" else None
 
 
 def run_config(args: argparse.Namespace) -> int:
@@ -164,8 +169,8 @@ def run_config(args: argparse.Namespace) -> int:
             skipped = sum(r.status == "skipped" for r in plan.runs)
             print(f"[{grid.name}] {plan.name}: {len(plan.runs)} run(s), {skipped} already done "
                   f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
-            execute(plan, device=args.device, progress=not args.no_progress,
-                    trust_remote_code=args.trust_remote_code, compile_encoder=args.compile, report_to=args.report_to)
+            execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
+                    compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
             summary = summarize(plan)
             if args.json:
                 print(json.dumps(json_safe(summary), indent=2))

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from biobench.errors import ConfigError
+from biobench.runtime.batching import AUTO, batch_size_value
 
 SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 # CPU defaults for preset models: a run of a few million tokens finishes in minutes.
@@ -44,10 +45,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--decay-ratio", type=float, default=0.10, help="phase-2 length / phase-1 length (default 0.10)")
     p.add_argument("--freeze", action="append", default=[], metavar="A-B@clm|@decay",
                    help="also freeze layers A..B in the CLM (phase 1) or decay (phase 2) phase; repeatable")
-    p.add_argument("--batch-size", type=int, help="global batch in sequences (default 384; 16 for presets on CPU)")
+    p.add_argument("--batch-size", type=batch_size_value, help="global batch in sequences (default 384; 16 for "
+                   "presets on CPU); 'auto' keeps that default and sets --micro-batch-size auto")
     p.add_argument("--seq-len", type=int, help="packed sequence length (default 8192; 512 for presets on CPU)")
-    p.add_argument("--micro-batch-size", type=int, help="sequences per forward pass per process "
-                   "(gradient accumulation reaches --batch-size; default: 16 on CPU, 4 on GPU)")
+    p.add_argument("--micro-batch-size", type=batch_size_value, help="sequences per forward pass per process "
+                   "(gradient accumulation reaches --batch-size; default: 16 on CPU, 4 on GPU); 'auto': the largest "
+                   "that fits the GPU (halving on out-of-memory), the whole per-process batch on CPU")
     p.add_argument("--lr", type=float, default=2e-4, help="peak learning rate (default 2e-4)")
     p.add_argument("--weight-decay", type=float, default=1e-5, help="decoupled weight decay (default 1e-5)")
     p.add_argument("--warmup-tokens", default="100M", help="phase-1 warmup, capped at 10%% of phase 1 (default 100M)")
@@ -90,8 +93,9 @@ def resolve_defaults(args) -> dict:
     on_cpu = resolve_device(args.device).startswith("cpu")
     base = CPU_PRESET_DEFAULTS if on_cpu and args.model.startswith("preset:") else PAPER_DEFAULTS
     seq_len = args.seq_len or base["seq_len"]
-    batch = args.batch_size or base["batch_size"]
-    micro = args.micro_batch_size or (16 if on_cpu else 4)
+    batch = args.batch_size if isinstance(args.batch_size, int) else base["batch_size"]
+    auto = AUTO in (args.batch_size, args.micro_batch_size)
+    micro = AUTO if auto else args.micro_batch_size or (16 if on_cpu else 4)
     return {"seq_len": seq_len, "batch_size": batch, "micro_batch_size": micro, "on_cpu": on_cpu}
 
 
