@@ -167,7 +167,7 @@ class RunStatus:
 
 def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
     """Whether a planned run is finished: its result exists with the same key."""
-    from biobench.results import read_result
+    from biobench.store import read_result
 
     if not path.exists():
         return "to run", ""
