@@ -15,13 +15,14 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "grids"
 
 
 def test_the_paper_grids_parse_with_the_papers_tasks_seeds_and_models():
+    from biobench.protocols import task_seeds
     from biobench.ranges import parse_ranges
     from biobench.tasks.registry import list_specs
 
     for name, lang, n_models in (("paper-fr", "fr", 5), ("paper-en", "en", 4)):
         grid = next(g for g in read_grid_file(EXAMPLES / f"{name}.toml") if g.name == name)
         assert grid.lang == lang and grid.tasks is None and len(grid.models) == n_models
-        assert {tuple(s.seeds) for s in list_specs(lang)} == {tuple(parse_ranges(grid.seeds, "seeds"))}
+        assert {task_seeds(s) for s in list_specs(lang)} == {tuple(parse_ranges(grid.seeds, "seeds"))}
         assert grid.results == (EXAMPLES / "../../results")
 
 
