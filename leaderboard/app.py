@@ -187,7 +187,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             with gr.Tab("Compare", id="tab-compare"):
                 with gr.Row():
                     c_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
-                    c_a = gr.Dropdown([], label="Model A")
+                    c_a = gr.Dropdown([], label="Model A", elem_id="lb-compare-a")
                     c_b = gr.Dropdown([], label="Model B")
                 c_table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False,
                                        headers=["task", "A", "B", "diff", "ci_low", "ci_high", "p_value", "method"])
@@ -311,7 +311,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
         app.load(refresh, filter_inputs, [*tables.values(), download])
         app.load(paper.show, paper.model, [paper.table, paper.note])
         if rebuild is not None:
-            def on_refresh(src, sz, ctx, rec, sort, ci):
+            def on_refresh(src, sz, ctx, rec, sort, ci, compare_lang, compare_a, compare_b):
                 """Scan the results again; the new board replaces the old one for every view (the callbacks read
                 `board` when they run). Filter values the old board did not have (a new size, context or recipe)
                 are added checked, so new rows are not hidden by filters built before they existed."""
@@ -331,15 +331,23 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                 choices = paper.choices()
                 filters = [gr.update(choices=_choices(board, attr), value=picked[attr])
                            for attr in ("size", "context", "recipe")]
+                pair = model_choices(compare_lang) if compare_lang else []
+                keys = {key for _, key in pair}
+                a, b = ((compare_a, compare_b) if compare_a in keys and compare_b in keys
+                        and not (compare_a.startswith("paper:") and compare_b.startswith("paper:")
+                                 and any(not k.startswith("paper:") for k in keys))
+                        else default_pair(board, compare_lang) if compare_lang else (None, None))
                 return [note, significance.status if significance else "",
                         *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci),
                         gr.Timer(active=significance is not None), *problems_now(),
-                        gr.update(choices=choices, value=choices[0][1] if choices else None), *filters]
+                        gr.update(choices=choices, value=choices[0][1] if choices else None), *filters,
+                        gr.update(choices=pair, value=a), gr.update(choices=pair, value=b)]
 
             refresh_outputs = [refresh_note, status, *tables.values(), download, poll, *problem_outputs, paper.model,
-                               sizes, contexts, recipes]
-            refresh_button.click(on_refresh, filter_inputs, refresh_outputs)
-            auto_refresh.tick(on_refresh, filter_inputs, refresh_outputs)
+                               sizes, contexts, recipes, c_a, c_b]
+            refresh_inputs = [*filter_inputs, c_lang, c_a, c_b]
+            refresh_button.click(on_refresh, refresh_inputs, refresh_outputs)
+            auto_refresh.tick(on_refresh, refresh_inputs, refresh_outputs)
         app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot, t_note])
         app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
         app.load(on_plots, p_lang, [p_bars, p_eff, p_model])

@@ -18,8 +18,9 @@ import gradio as gr
 import pandas as pd
 from biobench.errors import BiobenchError
 from biobench.leaderboard.entries import Board
-from biobench.leaderboard.tables import md, md_code
+from biobench.leaderboard.tables import display, md, md_code
 
+VERDICT_COLUMNS = ["task", "seeds", "measured", "low", "high", "reported", "difference", "tolerance", "verdict"]
 QUEUE_COLUMNS = ["status", "request", "model", "tasks", "seeds", "submitter", "submitted", "started", "finished",
                  "attempts", "last line"]
 
@@ -148,21 +149,24 @@ def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
 
     def show(value: str | None):
         if not value:
-            return pd.DataFrame(), ("No measured model here is one the paper reports (Tables 1-2): evaluate one of "
+            return pd.DataFrame(columns=VERDICT_COLUMNS), ("No measured model here is one the paper reports (Tables 1-2): evaluate one of "
                                     "them, e.g. `biobench eval --model ModernCamemBERT --lang fr`.")
         lang, key = value.split("|", 1)
         board = get_board()
         entry = next((e for e in board.entries if e.key == key and e.lang == lang and e.source == "measured"), None)
         if entry is None:
-            return pd.DataFrame(), f"{md(key)} has no {md(lang)} results any more"
-        frame = pd.DataFrame(verdict_rows(reproduction(board, entry, board_floor(board, entry))))
+            return pd.DataFrame(columns=VERDICT_COLUMNS), f"{md(key)} has no {md(lang)} results any more"
+        frame = display(pd.DataFrame(verdict_rows(reproduction(board, entry, board_floor(board, entry))),
+                                     columns=VERDICT_COLUMNS),
+                        {"measured": "score", "low": "score", "high": "score", "reported": "score",
+                         "difference": "difference", "seeds": "count"})
         return frame, ("**reproduced**: the paper's value lies in the measured interval (95% CI over seeds; one seed: "
                        "the MDD floor from the test set); the average needs every paper task (docs/PROTOCOL.md).")
 
     with gr.Tab("vs paper", id="tab-paper"):
         first = choices()
         model = gr.Dropdown(first, value=first[0][1] if first else None, label="Model", elem_id="vp-model")
-        table = gr.Dataframe(interactive=False, elem_id="vp-table")
+        table = gr.Dataframe(interactive=False, elem_id="vp-table", headers=VERDICT_COLUMNS)
         note = gr.Markdown(elem_id="vp-note")
     model.change(show, model, [table, note])
     return PaperTab(model, table, note, choices, show)

@@ -104,6 +104,9 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         assert ": 1 run" in text_of(browser, "lb-refresh-note")
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-table-fr"))  # the new row
         assert browser.save_screenshot(str(tmp_path / "tab-french-refreshed.png"))
+        tab(browser, "Compare")  # the refresh offered the new model: a measured model is preselected
+        WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in (d.find_element(
+            By.CSS_SELECTOR, "#lb-compare-a input").get_attribute("value") or ""))
         for name in ("English", "Task", "Compare", "Plots", "vs paper", "Problems"):
             tab(browser, name)
             assert browser.save_screenshot(str(tmp_path / f"tab-{name.split()[0].lower()}.png"))
