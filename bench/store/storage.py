@@ -67,32 +67,23 @@ def parse_result(text: str | bytes, source: str | Path = "<result>", check_key: 
     return Result.from_dict(data, source, check_key)
 
 
-def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
+def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES, what: str = "file") -> Any:
     """A JSON file from a results folder (a result, an analysis output, a cache), parsed with the bounded reader;
-    ResultsError naming the file when it is missing, refused or not JSON."""
+    ResultsError naming the file when it is missing, refused or not JSON (`what` names the kind of file)."""
     try:
         return read_json(path, max_bytes)
     except FileNotFoundError:
-        raise ResultsError(f"{path}: no such file") from None
+        raise ResultsError(f"{path}: no such {what}") from None
     except UnsafeJSONError as err:
         raise _refused(path, err) from None
     except OSError as err:
-        raise ResultsError(f"{path}: unreadable file ({err.strerror or err})") from None
+        raise ResultsError(f"{path}: unreadable {what} ({err.strerror or err})") from None
 
 
 def read_result(path: str | Path, check_key: bool = True) -> Result:
     """The Result of a file; ResultsError naming the file when it is missing, not a regular file, too large or
     too deeply nested, not valid JSON or not a valid biobench result (see Result.from_dict for `check_key`)."""
-    path = Path(path)
-    try:
-        data = read_json(path, MAX_RESULT_BYTES)
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such result file") from None
-    except UnsafeJSONError as err:
-        raise _refused(path, err) from None
-    except OSError as err:
-        raise ResultsError(f"{path}: unreadable result file ({err.strerror or err})") from None
-    return Result.from_dict(data, path, check_key)
+    return Result.from_dict(read_json_file(path, what="result file"), Path(path), check_key)
 
 
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:
