@@ -20,6 +20,7 @@ from biobench.leaderboard.entries import Board
 from biobench.leaderboard.scan import TRAIN_LOG, Problem
 from biobench.names import display_name
 from biobench.store import read_json_file
+from biobench.store.analysis import ANALYSIS_RECORDS, CKAReport
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -76,52 +77,51 @@ def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks:
     return fig
 
 
-def _load(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
-    try:
-        data = read_json_file(path)  # the store's bounded reader: regular files, size and depth limits
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return data
-    except (ResultsError, ValueError) as err:
-        problems.append(Problem(str(path), f"unreadable analysis file: {str(err).removeprefix(f'{path}: ')}"))
-        return None
+def _records(paths: Sequence[Path], kind: str, problems: list[Problem]) -> list[Any]:
+    """The typed records (biobench.store.analysis) of the analysis files of `kind`; a file the store's bounded
+    reader refuses, or whose record lacks what the figure needs, is a Problem."""
+    out = []
+    for path in paths:
+        try:
+            data = read_json_file(path, what="analysis file")
+            if not isinstance(data, dict):
+                raise ResultsError(f"{path}: not a JSON object")
+        except ResultsError as err:
+            problems.append(Problem(str(path), f"unreadable analysis file: {str(err).removeprefix(f'{path}: ')}"))
+            continue
+        try:
+            out.append(ANALYSIS_RECORDS[kind](data, str(path)))
+        except ResultsError as err:
+            problems.append(Problem(str(path), str(err).removeprefix(f"{path}: ")))
+    return out
 
 
-def _label(path: Path, data: dict) -> str:
-    """'A vs B' from a cka.json's models (display names: cka/2 stores {"id", ...} records, cka/1 strings);
-    the noise model is named in the ratio, not in the label."""
-    models = data.get("models")
-    if isinstance(models, dict) and models:
-        pair = [v for k, v in models.items() if k != "noise"] or list(models.values())
-        return " vs ".join(display_name(v) if isinstance(v, dict) else display_name(None, str(v)) for v in pair)
-    return path.parent.name
+def _model_name(model: Any) -> str:
+    """A display name from a model record ({"id", ...}) or an id string (cka/1 files, older needle files)."""
+    return display_name(model) if isinstance(model, dict) else display_name(None, str(model))
+
+
+def _label(report: CKAReport) -> str:
+    """'A vs B' from a cka.json's models; the noise model is named in the ratio, not in the label."""
+    if report.models:
+        pair = [v for k, v in report.models.items() if k != "noise"] or list(report.models.values())
+        return " vs ".join(_model_name(v) for v in pair)
+    return Path(report.source).parent.name
 
 
 def cka_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     """Per-layer divergence (1 - CKA) and, when present, the seed-noise ratio r_l, one curve per file."""
-    curves = []
-    for path in paths:
-        data = _load(path, problems)
-        layers = data.get("layers") if data else None
-        if not isinstance(layers, list):
-            if data is not None:
-                problems.append(Problem(str(path), "cka.json has no 'layers' list"))
-            continue
-        pts = [(r.get("layer"), r.get("divergence", 1 - r["cka"] if isinstance(r.get("cka"), int | float) else None),
-                r.get("ratio")) for r in layers if isinstance(r, dict)]
-        pts = [p for p in pts if isinstance(p[0], int | float) and isinstance(p[1], int | float)]
-        if pts:
-            curves.append((_label(path, data), pts))
+    curves = [(_label(r), r.layers) for r in _records(paths, "cka", problems) if r.layers]
     if not curves:
         return _empty("No CKA analysis found (cka.json in a results folder)")
-    has_ratio = any(isinstance(p[2], int | float) for _, pts in curves for p in pts)
+    has_ratio = any(p.ratio is not None for _, pts in curves for p in pts)
     fig = _new_figure(figsize=(9, 3.8), layout="constrained")
     axes = fig.subplots(1, 2 if has_ratio else 1, squeeze=False)[0]
     for label, pts in curves:
-        axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label)
+        axes[0].plot([p.layer for p in pts], [p.divergence for p in pts], marker="o", ms=3, label=label)
         if has_ratio:
-            rp = [p for p in pts if isinstance(p[2], int | float)]
-            axes[1].plot([p[0] for p in rp], [p[2] for p in rp], marker="o", ms=3, label=label)
+            rp = [p for p in pts if p.ratio is not None]
+            axes[1].plot([p.layer for p in rp], [p.ratio for p in rp], marker="o", ms=3, label=label)
     axes[0].set(xlabel="layer", ylabel="divergence (1 - linear CKA)", title="CKA divergence per layer")
     axes[0].legend(fontsize=7)
     if has_ratio:
@@ -130,50 +130,13 @@ def cka_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     return fig
 
 
-def _series(obj: Any) -> list[tuple[str, float]]:
-    """{'512': 0.6} | {'512': {'accuracy': 0.6}} | [{'length': 512, 'accuracy': 0.6}] -> [('512', 0.6)]."""
-    out = []
-    if isinstance(obj, dict):
-        items = obj.items()
-    elif isinstance(obj, list):
-        items = []
-        for r in obj:
-            if isinstance(r, dict):
-                key = next((r[k] for k in ("length", "position", "key", "name", "bucket") if k in r), None)
-                items.append((key, r))
-    else:
-        return out
-    for key, v in items:
-        acc = v.get("accuracy", v.get("acc")) if isinstance(v, dict) else v
-        if key is not None and isinstance(acc, int | float) and not isinstance(acc, bool):
-            out.append((str(key), float(acc)))
-    return out
-
-
-def _needle_runs(path: Path, data: dict) -> list[tuple[str, dict]]:
-    models = data.get("models")
-    if isinstance(models, dict) and all(isinstance(v, dict) for v in models.values()) and models:
-        return [(str(k), v) for k, v in models.items()]
-    model = data.get("model")
-    if isinstance(model, dict):  # `biobench analyze needle` writes {"id", "slug", "revision"}
-        return [(display_name(model), data)]
-    return [(display_name(None, str(model)) if model else path.parent.name, data)]
-
-
 def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     """Needle-in-a-haystack accuracy by haystack length and by needle position, one line per model."""
     runs = []
-    for path in paths:
-        data = _load(path, problems)
-        if data is None:
-            continue
-        for name, run in _needle_runs(path, data):
-            by_len = _series(run.get("by_length", run.get("length")))
-            by_pos = _series(run.get("by_position", run.get("position")))
-            if by_len or by_pos:
-                runs.append((name, by_len, by_pos))
-            else:
-                problems.append(Problem(str(path), f"needle results for {name!r} have no by_length/by_position"))
+    for record in _records(paths, "needle", problems):
+        runs.extend((_model_name(r.model), r.by_length, r.by_position) for r in record.runs)
+        problems.extend(Problem(record.source, f"needle results for {name!r} have no by_length/by_position")
+                        for name in record.empty)
     if not runs:
         return _empty("No needle analysis found (needle_results.json in a results folder)")
     fig = _new_figure(figsize=(9, 3.6), layout="constrained")
@@ -196,28 +159,16 @@ def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
 def cka_trajectory_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     """Paper Figure 3a: mean CKA divergence from the start model vs tokens seen, one curve per run
     (cka_trajectory.json from `biobench analyze cka-trajectory`), shaded 95% CI over sample seeds."""
-    curves = []
-    for path in paths:
-        data = _load(path, problems)
-        points = data.get("points") if data else None
-        if not isinstance(points, list):
-            if data is not None:
-                problems.append(Problem(str(path), "cka_trajectory.json has no 'points' list"))
-            continue
-        pts = sorted((p["tokens"], p["mean_divergence"], p.get("ci_low"), p.get("ci_high")) for p in points
-                     if isinstance(p, dict) and isinstance(p.get("tokens"), int | float)
-                     and isinstance(p.get("mean_divergence"), int | float))
-        if pts:
-            curves.append((Path(str(data.get("run", path.parent))).name, pts))
+    curves = [(Path(t.run).name, t.points) for t in _records(paths, "cka_trajectory", problems) if t.points]
     if not curves:
         return _empty("No CKA trajectory found (cka_trajectory.json from `biobench analyze cka-trajectory`)")
     fig = _new_figure(figsize=(8, 3.6), layout="constrained")
     ax = fig.subplots()
     for label, pts in curves:
-        xs = [p[0] for p in pts]
-        (line,) = ax.plot(xs, [p[1] for p in pts], marker="o", ms=3, label=label)
-        if all(isinstance(p[2], int | float) and isinstance(p[3], int | float) and p[2] == p[2] for p in pts):
-            ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], color=line.get_color(), alpha=0.15, lw=0)
+        xs = [p.tokens for p in pts]
+        (line,) = ax.plot(xs, [p.mean_divergence for p in pts], marker="o", ms=3, label=label)
+        if all(p.ci_low is not None and p.ci_high is not None for p in pts):
+            ax.fill_between(xs, [p.ci_low for p in pts], [p.ci_high for p in pts], color=line.get_color(), alpha=0.15, lw=0)
     ax.set(xlabel="tokens seen", ylabel="mean divergence vs start (1 - CKA)", title="CKA trajectory during pretraining")
     ax.legend(fontsize=7)
     return fig

@@ -25,8 +25,7 @@ from biobench.errors import BiobenchError, ResultsError
 from biobench.names import display_name
 from biobench.runtime.jsonfile import read_json
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
-
-ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
+from biobench.store.analysis import ANALYSIS_FILES
 
 
 @dataclass(frozen=True)

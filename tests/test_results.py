@@ -312,3 +312,27 @@ def test_task_scores_summarise_in_fractions_and_scale_at_the_edge(tmp_path):
 def test_new_result_stamps_the_creation_time_last():
     result = store.new_result({"id": "m"}, {"id": "t"}, 1, {}, KEY, {"test": {"macro_f1": 0.5}}, {"device": "cpu"})
     assert list(result.details) == ["device", "created"] and result.details["created"].endswith("Z")
+
+
+def test_analysis_files_load_into_typed_records(tmp_path):
+    from biobench.store.analysis import CKALayer, Transplant, read_analysis
+
+    cka = tmp_path / "cka.json"  # cka/1: model ids as strings, a layer with only its CKA
+    cka.write_text(json.dumps({"models": {"a": "x/a", "b": "x/b"}, "layers": [{"layer": 1, "cka": 0.75}, "junk"]}))
+    report = read_analysis(cka, "cka")
+    assert report.layers == [CKALayer(1, 0.25, None)] and report.models == {"a": "x/a", "b": "x/b"}
+    needle = tmp_path / "needle_results.json"
+    needle.write_text(json.dumps({"models": {"m": {"by_length": {"512": 0.6}}, "n": {"other": 1}}}))
+    record = read_analysis(needle, "needle")
+    assert [(r.model, r.by_length) for r in record.runs] == [("m", [("512", 0.6)])] and record.empty == ["n"]
+    trajectory = tmp_path / "cka_trajectory.json"
+    trajectory.write_text(json.dumps({"run": "runs/x", "points": [{"tokens": 2, "mean_divergence": 0.2},
+                                                                  {"tokens": 1, "mean_divergence": 0.1}]}))
+    assert [p.tokens for p in read_analysis(trajectory, "cka_trajectory").points] == [1.0, 2.0]
+    moved = Transplant("a", "b", [0, 1], "mlp", ["encoder.layer.0.x"], 1, 10)
+    path = tmp_path / "transplant.json"
+    path.write_text(json.dumps(moved.to_dict()))
+    assert list(moved.to_dict())[:3] == ["schema", "from", "into"] and read_analysis(path, "transplant") == moved
+    path.write_text('{"from": "a"}')
+    with pytest.raises(ResultsError, match=r"transplant.json: not a transplant record \(KeyError"):
+        read_analysis(path, "transplant")

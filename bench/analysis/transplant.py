@@ -20,6 +20,7 @@ from typing import Any
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.runtime.files import atomic_write, disk_full_guard
 from biobench.runtime.weights import untrusted_weights
+from biobench.store.analysis import Transplant
 
 COMPONENTS = ("all", "attention", "mlp")
 
@@ -103,12 +104,9 @@ def transplant(
     out = Path(out)
     created = not out.exists()
     prefix = model_b.base_model_prefix
-    record = {
-        "schema": "biobench.transplant/1", "from": str(source), "into": str(target),
-        "layers": layers, "component": component,
-        "copied": [f"{prefix}.{k}" if model_b.base_model is not model_b else k for k in keys],
-        "n_tensors": len(keys), "n_params": int(sum(enc_a[k].numel() for k in keys)),
-    }
+    record = Transplant(str(source), str(target), list(layers), component,
+                        [f"{prefix}.{k}" if model_b.base_model is not model_b else k for k in keys],
+                        len(keys), int(sum(enc_a[k].numel() for k in keys))).to_dict()
     # a full disk: one line, and a model folder this call made is removed (a half-written model is worse than none)
     needed = sum(t.numel() * t.element_size() for t in model_b.state_dict().values())
     with disk_full_guard(out, needed, lambda: f"'{source}' and '{target}' are untouched",
