@@ -142,3 +142,13 @@ def test_state_that_does_not_fit_the_run_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"^--resume: .*phase1/resume/trainer_state.safetensors does not fit this "
                                           r"run's model and optimiser \(ValueError: "):
         Trainer(PretrainConfig(**cfg, resume=True))
+
+
+def test_the_saved_training_config_loads_back(tmp_path):
+    cfg = _cfg(tmp_path, resume=None)
+    cfg.cache_dir, cfg.freeze = tmp_path / "cache", ["0-3:phase1"]
+    saved = json.loads(json.dumps(cfg.to_json()))  # what the resume state's JSON tree holds
+    assert saved["out"] == str(tmp_path / "run") and saved["betas"] == list(cfg.betas) and saved["resume"] is None
+    assert PretrainConfig.from_json(saved) == cfg
+    with pytest.raises(ConfigError, match="unknown field.*colour"):
+        PretrainConfig.from_json({**saved, "colour": "red"})

@@ -14,7 +14,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,27 @@ class PretrainConfig:
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
     report_to: str | None = None  # "tensorboard" / "wandb": scalars also to <out>/<backend>/ (runtime/reporting.py)
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
+
+    def to_json(self) -> dict[str, Any]:
+        """The config as JSON values (paths as strings, tuples as lists) that `from_json` turns back into it:
+        saved with the resume state, so a checkpoint says how it was trained."""
+        return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+                for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PretrainConfig:
+        """The config `to_json` saved; ConfigError naming the fields this version does not know."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"saved pretraining config has unknown field(s) {', '.join(unknown)}")
+        values = dict(data)
+        for name in ("out", "cache_dir"):
+            if values.get(name) is not None:
+                values[name] = Path(values[name])
+        if values.get("betas") is not None:
+            values["betas"] = tuple(values["betas"])
+        return cls(**values)
 
 
 @dataclass
@@ -462,7 +483,7 @@ class Trainer:
         state = None
         if with_state:
             state = {"optimizer": self.optimizer.state_dict(), "trainer": self.state.to_json(), "rng": _rng_state(),
-                     "config": {k: str(v) for k, v in asdict(self.cfg).items()}}
+                     "config": self.cfg.to_json()}
         meta = self.metadata(phase_name)
         checkpoint.save(folder, self.model, self.tokenizer, meta, state, model_state)
         if phase_name in {p.name for p in self.recipe.phases}:  # phase1/ and final/: publishable folders
