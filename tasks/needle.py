@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, DataError
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 
 TEMPLATES_PATH = Path(__file__).parent / "templates" / "needle_fr.json"
 POSITIONS: tuple[str, ...] = ("start", "middle", "end")
@@ -301,12 +302,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         raise DataError(f"needle data '{path}' not found; create it with `biobench analyze needle generate`")
     required = {"text", "query", "label", "length", "position", "split"}
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                row = json.loads(line)
-                missing = required - row.keys()
-                if missing:
-                    raise DataError(f"{path}:{lineno}: missing fields {sorted(missing)}")
-                rows.append(row)
+    try:
+        for lineno, row in iter_jsonl(path):
+            missing = required - row.keys() if isinstance(row, dict) else required
+            if missing:
+                raise DataError(f"{path}:{lineno}: missing fields {sorted(missing)}")
+            rows.append(row)
+    except UnsafeJSONError as err:
+        raise DataError(f"{err.source}: {err.reason}") from None
     return rows

@@ -10,7 +10,6 @@ keyed by a fingerprint of the tokenizer and of the corpus, so a rerun or another
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import disk_full_guard
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
@@ -77,23 +77,17 @@ def _text_documents(path: Path) -> Iterator[str]:
 
 
 def _jsonl_documents(path: Path, text_field: str) -> Iterator[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataError(f"{path}:{line_no}: not valid JSON ({err.msg})") from err
-                if not isinstance(record, dict) or text_field not in record:
-                    keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
-                    raise DataError(f"{path}:{line_no}: no '{text_field}' field (has: {keys}); use --text-field")
-                text = record[text_field]
-                if isinstance(text, str) and text.strip():
-                    yield text.strip()
-    except (OSError, EOFError, UnicodeDecodeError) as err:
+        for line_no, record in iter_jsonl(path):
+            if not isinstance(record, dict) or text_field not in record:
+                keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
+                raise DataError(f"{path}:{line_no}: no '{text_field}' field (has: {keys}); use --text-field")
+            text = record[text_field]
+            if isinstance(text, str) and text.strip():
+                yield text.strip()
+    except UnsafeJSONError as err:
+        raise DataError(f"{err.source}: {err.reason}") from None
+    except (OSError, EOFError) as err:
         raise DataError(f"cannot read corpus file {path}: {err}") from err
 
 

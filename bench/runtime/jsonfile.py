@@ -11,6 +11,7 @@ Generic on purpose (no schema here): biobench.runtime imports no project package
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -102,8 +103,10 @@ def read_json(path: str | Path, max_bytes: int, max_depth: int = MAX_DEPTH) -> A
 
 def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = MAX_DEPTH,
                encoding: str = "utf-8") -> Iterator[tuple[int, Any]]:
-    """(line number, parsed value) for each non-blank line of a JSONL file, streamed. Errors name `path:line`
-    (UnsafeJSONError). `max_bytes`: refuse a longer file (checked before reading, on a regular file only)."""
+    """(line number, parsed value) for each non-blank line of a JSONL file (gzipped when it ends in .gz), streamed:
+    the one JSONL reader (results' predictions, pretraining corpora, task files). Errors name `path:line`
+    (UnsafeJSONError); OSError / EOFError (a truncated gzip) propagate for the caller's own message.
+    `max_bytes`: refuse a longer file (checked before reading, on a regular file only)."""
     path = Path(path)
     if max_bytes is not None:
         info = os.stat(path)
@@ -111,7 +114,8 @@ def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = 
             raise UnsafeJSONError(path, "not a regular file (a FIFO, device or folder); refused")
         if info.st_size > max_bytes:
             raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
-    with open(path, encoding=encoding) as fh:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding=encoding) as fh:
         lineno = 0
         try:
             for lineno, line in enumerate(fh, 1):

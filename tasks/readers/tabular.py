@@ -7,6 +7,7 @@ TSV is read without quote processing (biomedical sentences contain stray quotes)
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 from collections.abc import Mapping, Sequence
@@ -14,22 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 from biobench.tasks.readers.rows import Row
 from biobench.tasks.readers.textio import numbered_lines
 
 
 def read_jsonl(path: str | Path) -> list[Row]:
     rows = []
-    for lineno, line in numbered_lines(path):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{lineno}: not a JSON object ({err.msg}); one JSON object per line") from err
-        if not isinstance(obj, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-        rows.append((f"{path}:{lineno}", obj))
+    try:
+        for lineno, obj in iter_jsonl(path):
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            rows.append((f"{path}:{lineno}", obj))
+    except UnsafeJSONError as err:
+        raise DataError(f"{err.source}: not a JSON object ({err.reason}); one JSON object per line") from None
+    except FileNotFoundError as err:
+        raise DataError(f"{path}: file not found") from err
+    except (gzip.BadGzipFile, EOFError) as err:
+        raise DataError(f"{path}: cannot read as UTF-8 text ({err}); re-save it as UTF-8 (optionally gzip)") from err
     return rows
 
 
