@@ -175,3 +175,24 @@ def test_the_results_store_sits_on_the_runtime_layer_without_torch():
     for path in files_under("bench/store"):
         assert {m for m in project_imports(path) if not m.startswith(allowed)} == set(), path
         assert not {m for m in imports_of(path) if m.split(".")[0] in ("torch", "transformers")}, path
+
+
+# docs/ARCHITECTURE.md's table: what each layer may import from the project (a prefix allows its submodules)
+LAYERS = {
+    "bench/runtime": ("biobench.runtime", "biobench.errors"),
+    "tasks": ("biobench.tasks", "biobench.runtime", "biobench.errors"),
+    "heads": ("biobench.heads", "biobench.tasks", "biobench.runtime", "biobench.errors"),
+    "training": ("biobench.training", "biobench.runtime", "biobench.errors"),
+    "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
+    "leaderboard": ("biobench.leaderboard", "biobench.store", "biobench.stats", "biobench.names", "biobench.aliases",
+                    "biobench.runtime", "biobench.errors"),
+}
+
+
+@pytest.mark.parametrize("folder", LAYERS)
+def test_each_layer_imports_only_what_the_architecture_page_allows(folder):
+    allowed = LAYERS[folder]
+    offenders = {str(p.relative_to(ROOT)): sorted(m for m in project_imports(p) if m != "biobench"
+                                                  and not any(m == a or m.startswith(a + ".") for a in allowed))
+                 for p in files_under(folder)}
+    assert {k: v for k, v in offenders.items() if v} == {}
