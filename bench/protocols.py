@@ -18,10 +18,13 @@ import argparse
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ConfigError
 from biobench.runtime.batching import AUTO, batch_size_value
+
+if TYPE_CHECKING:
+    from biobench.tasks.registry import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,7 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
     return resolved
 
 
-def resolve_task_protocol(spec: Any, overrides: dict[str, Any] | None = None,
+def resolve_task_protocol(spec: TaskSpec, overrides: dict[str, Any] | None = None,
                           model_context: int | None = None) -> Protocol:
     """resolve_protocol for a task spec (biobench.tasks.registry.TaskSpec): its head, metric and dev_metric,
     errors naming its spec file."""
@@ -215,6 +218,6 @@ def resolve_task_protocol(spec: Any, overrides: dict[str, Any] | None = None,
                             origin=spec_origin(spec))
 
 
-def spec_origin(spec: Any) -> str:
+def spec_origin(spec: TaskSpec) -> str:
     """Where a task spec came from, for error messages: its file."""
     return getattr(spec, "origin", "") or f"tasks/specs/{spec.id}.json"

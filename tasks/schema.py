@@ -7,10 +7,10 @@ All offsets are character offsets into `text`, end-exclusive.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 TaskKind = Literal["classification", "multilabel", "ner", "relation"]
-TASK_KINDS: tuple[str, ...] = ("classification", "multilabel", "ner", "relation")
+TASK_KINDS: tuple[str, ...] = get_args(TaskKind)
 # the fine-tuning protocols a spec may name; what each one means (seeds, knobs, heads) is biobench.protocols
 PROTOCOL_NAMES: tuple[str, ...] = ("fr", "en")
 
@@ -79,8 +79,8 @@ class TaskData:
     the normalised content (so a result can say exactly which data it was computed on)."""
 
     task_id: str
-    kind: str
-    splits: dict[str, list] = field(default_factory=dict)  # "train" | "dev" | "test" -> examples
+    kind: TaskKind
+    splits: dict[str, list[Example]] = field(default_factory=dict)  # "train" | "dev" | "test" -> examples
     labels: list[str] = field(default_factory=list)
     source: str = ""
     checksum: str = ""
