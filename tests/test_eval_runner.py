@@ -59,43 +59,75 @@ def test_shards_partition_the_grid(tiny_mlm_dir, tmp_path):
     assert plan(tiny_mlm_dir, tmp_path, seeds=[7]).runs[0].path.name == "seed-7.json"
 
 
-def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_path, monkeypatch):
-    first = plan(tiny_mlm_dir, tmp_path)
+@pytest.fixture(scope="module")
+def finished(tiny_mlm_dir, tmp_path_factory):
+    """One finished grid (2 tasks, 5 runs) shared by the tests below, each of which checks one behaviour."""
+    results = tmp_path_factory.mktemp("grid")
+    first = plan(tiny_mlm_dir, results)
     runner.execute(first, device="cpu", progress=False)
+    return first, results
+
+
+def test_grid_runs_every_planned_run(finished):
+    first, _ = finished
     assert [r.status for r in first.runs] == ["done"] * 5
-    path = first.runs[0].path
+
+
+def test_a_result_reads_back_byte_identical_in_the_documented_field_order(finished):
+    path = finished[0].runs[0].path
     assert read_result(path).to_json() == path.read_text()  # read and written again: byte-identical
-    result = read_result(path).to_dict()
-    assert list(result) == ["schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric",
-                            "dev_score", "best_epoch", "best_step", "history", "timings", "versions", "device",
-                            "created", "predictions"]
+    assert list(read_result(path).to_dict()) == [
+        "schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
+        "best_epoch", "best_step", "history", "timings", "versions", "device", "created", "predictions"]
+
+
+def test_a_result_records_the_model_task_and_protocol(finished):
+    first, _ = finished
+    result = read_result(first.runs[0].path).to_dict()
     assert result["model"]["slug"] == first.model.slug and result["model"]["params"] > 0
     assert result["task"] | {"source": None} == {
         "id": "t1", "lang": "en", "kind": "classification", "data_checksum": "sha256:t1", "source": None,
         "data_version": "", "n_train": 12, "n_dev": 6, "n_test": 6, "unseen_test_labels": [],
         "labels": ["cardio", "neuro", "pneumo"]}
     assert result["protocol"]["epochs"] == 2 and result["key"]["protocol_hash"] == result["protocol"]["hash"]
-    # en classification: the model's own HF head, selected on dev weighted-F1 (BioClinical-ModernBERT)
+
+
+def test_en_classification_uses_the_hf_head_selected_on_dev_weighted_f1(finished):
+    """BioClinical-ModernBERT's protocol: the model's own HF head, the checkpoint best on dev weighted-F1."""
+    result = read_result(finished[0].runs[0].path).to_dict()
     assert result["head"] == {"name": "hf-sequence", **result["protocol"]["head_config"]}
     assert result["protocol"]["head"] == "hf-sequence" and result["dev_metric"] == "weighted_f1"
     assert set(result["metrics"]) == {"test", "dev"} and result["dev_score"] == result["metrics"]["dev"]["weighted_f1"]
     assert {"macro_f1", "micro_f1", "weighted_f1", "per_label"} <= set(result["metrics"]["test"])
+
+
+def test_a_result_records_timings_and_the_tokens_trained_on(finished):
+    result = read_result(finished[0].runs[0].path).to_dict()
     timings = result["timings"]
     assert set(timings) == {"train_s", "eval_s", "total_s", "train_tokens", "tokens_per_s"} and result["versions"]["torch"]
     assert timings["train_tokens"] > 12 * 3 and timings["train_tokens"] % 2 == 0  # 12 examples x 2 whole epochs
     assert timings["tokens_per_s"] == pytest.approx(timings["train_tokens"] / timings["train_s"], rel=0.01)
-    rows = read_predictions(first.runs[0].path)
+
+
+def test_predictions_follow_the_test_split(finished):
+    rows = read_predictions(finished[0].runs[0].path)
     assert [r["id"] for r in rows] == [f"t1{i}" for i in range(6)] and all("pred" in r for r in rows)
 
-    before = snapshot(tmp_path)
+
+def test_a_finished_grid_is_skipped_without_loading_the_model_or_touching_files(finished, tiny_mlm_dir, monkeypatch):
+    first, results = finished
+    before = snapshot(results)
     monkeypatch.setattr("biobench.models.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
-    again = plan(tiny_mlm_dir, tmp_path)
+    again = plan(tiny_mlm_dir, results)
     runner.execute(again, progress=False)
     assert [r.status for r in again.runs] == ["skipped"] * 5
     assert [r.macro_f1 for r in again.runs] == [r.macro_f1 for r in first.runs]
-    assert snapshot(tmp_path) == before
+    assert snapshot(results) == before
 
-    summary = runner.summarize(again)
+
+def test_the_summary_gives_seed_statistics_and_the_detectable_difference(finished, tiny_mlm_dir):
+    first, results = finished
+    summary = runner.summarize(plan(tiny_mlm_dir, results))
     t2 = next(t for t in summary["tasks"] if t["task"] == "t2")
     scores = [read_result(r.path).macro_f1 for r in first.runs[2:]]
     assert t2["n"] == 3 and t2["mean"] == pytest.approx(sum(scores) / 3)
@@ -105,9 +137,13 @@ def test_grid_writes_results_then_skips_without_touching_them(tiny_mlm_dir, tmp_
     assert t2["mdd"] == pytest.approx(2.8016 * (2 * (t2["std"] ** 2 / 3 + t2["test_se"] ** 2)) ** 0.5, rel=1e-3)
     assert t2["mdd"] >= t2["mdd_many_seeds"] > 0
 
+
+def test_a_result_of_another_protocol_stops_the_plan_and_stays(finished, tiny_mlm_dir):
+    _, results = finished
+    before = snapshot(results)
     with pytest.raises(ResultsError, match=r"holds a result of another run \(protocol \(epochs 2 -> 1\)\)"):
-        plan(tiny_mlm_dir, tmp_path, overrides=dict(OVERRIDES, epochs=1))
-    assert snapshot(tmp_path) == before
+        plan(tiny_mlm_dir, results, overrides=dict(OVERRIDES, epochs=1))
+    assert snapshot(results) == before
 
 
 def test_overwrite_same_seed_reproduces_the_score(tiny_mlm_dir, tmp_path):
