@@ -29,7 +29,15 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("analyze", help="the paper's analyses: CKA, transplants, linear probes, needle test",
                                    description=__doc__)
     sub = parser.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
+    _add_cka(sub)
+    _add_cka_trajectory(sub)
+    _add_transplant(sub)
+    _add_probe(sub)
+    _add_needle(sub)
 
+
+def _add_cka(sub) -> None:
+    """`analyze cka`: per-layer CKA between two models."""
     p = sub.add_parser("cka", help="per-layer linear CKA divergence between two models (+ seed-noise ratio)",
                        description=CKA_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs=2, metavar=("A", "B"), required=True,
@@ -52,6 +60,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="writes DIR/cka.json and DIR/cka.png")
     p.set_defaults(func=run_cka)
 
+
+def _add_cka_trajectory(sub) -> None:
+    """`analyze cka-trajectory`: CKA against the start model along a pretraining run."""
     p = sub.add_parser("cka-trajectory", help="CKA divergence vs the start model for every checkpoint of a run",
                        description="Paper Figure 3a: for every step-*/ checkpoint of a `biobench pretrain` run "
                        "(and phase1/, final/), the mean CKA divergence over transformer layers from the start "
@@ -70,6 +81,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", metavar="DIR", help="default: the run folder")
     p.set_defaults(func=run_cka_trajectory)
 
+
+def _add_transplant(sub) -> None:
+    """`analyze transplant`: copy layers of one model into another."""
     p = sub.add_parser("transplant", help="copy a layer range (or only attention / MLP) of model A into model B",
                        description="Copy the parameters of a layer range (all, or only attention / MLP) of model A "
                        "into model B and save the result as a new model folder, to evaluate like any other.")
@@ -82,6 +96,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="new model folder (+ transplant.json)")
     p.set_defaults(func=run_transplant)
 
+
+def _add_probe(sub) -> None:
+    """`analyze probe`: linear probes on frozen features."""
     p = sub.add_parser("probe", help="logistic-regression probe on frozen features, macro-F1 per seed",
                        description="Fit a logistic-regression probe on a frozen model's pooled features of one "
                        "layer, once per seed, and store macro-F1 per seed as results (a variant of the model).")
@@ -102,6 +119,9 @@ def add_parser(subparsers) -> None:
     _common(p)
     p.set_defaults(func=run_probe)
 
+
+def _add_needle(sub) -> None:
+    """`analyze needle generate|run`: the needle-in-a-haystack data and probe."""
     needle = sub.add_parser("needle", help="needle-in-a-haystack data and probe (paper Appendix I)",
                             description="Appendix I's needle-in-a-haystack test: `generate` writes the examples, "
                             "`run` trains a probe on a frozen encoder and reports accuracy by length and position.")
