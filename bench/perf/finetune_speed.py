@@ -184,6 +184,49 @@ def _cls_datasets(data, tokenizer, max_length: int):
     return labels, {split: encode(data.splits[split]) for split in ("train", "dev", "test")}
 
 
+def _timed_trainer(trainer_class: type) -> type:
+    """`trainer_class` (transformers.Trainer) accounting the time of dev evaluation and of checkpoint files in
+    its `timers`, so the arm's training time excludes them."""
+
+    class TimedTrainer(trainer_class):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.timers = {"eval_s": 0.0, "checkpoint_s": 0.0}
+
+        def evaluate(self, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return super().evaluate(*args, **kwargs)
+            finally:
+                self.timers["eval_s"] += time.perf_counter() - t
+
+        def _save_checkpoint(self, *args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return super()._save_checkpoint(*args, **kwargs)
+            finally:
+                self.timers["checkpoint_s"] += time.perf_counter() - t
+
+    return TimedTrainer
+
+
+def _training_arguments(setup: dict[str, Any], protocol: Any, out: str):
+    """The TrainingArguments a user would write for the protocol: an evaluation and a checkpoint per epoch, the
+    best on dev macro-F1 loaded at the end."""
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=out, num_train_epochs=protocol.epochs, per_device_train_batch_size=protocol.batch_size,
+        per_device_eval_batch_size=max(protocol.batch_size, 16), learning_rate=protocol.lr,
+        weight_decay=protocol.weight_decay, warmup_steps=protocol.warmup_ratio,
+        max_grad_norm=protocol.grad_clip, eval_strategy="epoch", save_strategy="epoch",
+        load_best_model_at_end=True, metric_for_best_model="f1", save_total_limit=1, seed=setup["seed"],
+        report_to="none", disable_tqdm=True, use_cpu=setup["device"] == "cpu",
+        bf16=str(setup["device"]).startswith("cuda"),
+        train_sampling_strategy="group_by_length" if setup["hf_group_by_length"] else "random",
+    )
+
+
 def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """The Trainer fine-tune a user would write (see the module docstring for its defaults)."""
     import torch
@@ -196,7 +239,6 @@ def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
         DataCollatorForTokenClassification,
         DataCollatorWithPadding,
         Trainer,
-        TrainingArguments,
     )
 
     init_arm(setup["threads"])
@@ -226,38 +268,11 @@ def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
     model = auto.from_pretrained(folder, num_labels=len(labels), id2label=dict(enumerate(labels)),
                                  label2id={lab: i for i, lab in enumerate(labels)})
     collator = (DataCollatorForTokenClassification if ner else DataCollatorWithPadding)(tokenizer)
-    timers = {"eval_s": 0.0, "checkpoint_s": 0.0}
-
-    class TimedTrainer(Trainer):
-        """Trainer that accounts the time of dev evaluation and checkpoint files separately."""
-
-        def evaluate(self, *args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return super().evaluate(*args, **kwargs)
-            finally:
-                timers["eval_s"] += time.perf_counter() - t
-
-        def _save_checkpoint(self, *args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return super()._save_checkpoint(*args, **kwargs)
-            finally:
-                timers["checkpoint_s"] += time.perf_counter() - t
-
     with tempfile.TemporaryDirectory(prefix="hf-finetune-") as out:
-        args = TrainingArguments(
-            output_dir=out, num_train_epochs=protocol.epochs, per_device_train_batch_size=protocol.batch_size,
-            per_device_eval_batch_size=max(protocol.batch_size, 16), learning_rate=protocol.lr,
-            weight_decay=protocol.weight_decay, warmup_steps=protocol.warmup_ratio,
-            max_grad_norm=protocol.grad_clip, eval_strategy="epoch", save_strategy="epoch",
-            load_best_model_at_end=True, metric_for_best_model="f1", save_total_limit=1, seed=setup["seed"],
-            report_to="none", disable_tqdm=True, use_cpu=setup["device"] == "cpu",
-            bf16=str(setup["device"]).startswith("cuda"),
-            train_sampling_strategy="group_by_length" if setup["hf_group_by_length"] else "random",
-        )
-        trainer = TimedTrainer(model=model, args=args, train_dataset=sets["train"], eval_dataset=sets["dev"],
-                               data_collator=collator, compute_metrics=compute_metrics)
+        args = _training_arguments(setup, protocol, out)
+        trainer = _timed_trainer(Trainer)(model=model, args=args, train_dataset=sets["train"], eval_dataset=sets["dev"],
+                                          data_collator=collator, compute_metrics=compute_metrics)
+        timers = trainer.timers
         with PeakMemory(setup["device"]) as memory:
             t0 = time.perf_counter()
             trainer.train()
