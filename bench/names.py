@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from biobench.store.lineage import Lineage
+
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
@@ -63,21 +65,17 @@ def base_model_name(base: Any) -> str:
     return folder_name(text)
 
 
-def lineage_name(lineage: Mapping[str, Any]) -> str:
-    """'detour · ModernCamemBERT · 10B' from a checkpoint's biobench_pretrain.json; a checkpoint other than the
-    end of the run says which one ('· phase1', '· step-57344'); freezes not implied by the recipe name are added."""
-    recipe = str(lineage.get("recipe") or "pretrained")
-    tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), Mapping) else {}
-    parts = [recipe, base_model_name(lineage.get("base_model")), human_tokens(tokens.get("seen"))]
-    frozen = lineage.get("frozen") if isinstance(lineage.get("frozen"), list) else []
-    if frozen and "freeze" not in recipe:
-        spans = [f"{f['layers'][0]}-{f['layers'][1]}@{f.get('phase', '?')}" for f in frozen
-                 if isinstance(f, Mapping) and isinstance(f.get("layers"), list) and len(f["layers"]) == 2]
-        if spans:
-            parts.append("frozen " + ",".join(spans))
-    phase = lineage.get("phase")
-    if phase and phase != "final":
-        parts.append(str(phase))
+def lineage_name(lineage: Mapping[str, Any] | Lineage) -> str:
+    """'detour · ModernCamemBERT · 10B' from a checkpoint's lineage (biobench_pretrain.json, biobench.store.lineage);
+    a checkpoint other than the end of the run says which one ('· phase1', '· step-57344'); freezes not implied by
+    the recipe name are added."""
+    record = lineage if isinstance(lineage, Lineage) else Lineage.from_dict(
+        {**lineage, "recipe": lineage.get("recipe") or "pretrained"})
+    parts = [record.recipe, base_model_name(record.base_model or None), human_tokens(record.tokens.get("seen"))]
+    if record.frozen and "freeze" not in record.recipe:
+        parts.append("frozen " + ",".join(f"{f.first}-{f.last}@{f.phase or '?'}" for f in record.frozen))
+    if record.phase and record.phase != "final":
+        parts.append(record.phase)
     return SEP.join(parts)
 
 
@@ -89,8 +87,8 @@ def display_name(model: Mapping[str, Any] | None, explicit: str | None = None) -
     for key in ("name", "alias"):
         if isinstance(model.get(key), str) and model[key].strip():
             return model[key].strip()
-    lineage = model.get("lineage")
-    if isinstance(lineage, Mapping) and lineage.get("recipe"):
+    lineage = Lineage.from_dict(model.get("lineage"))
+    if lineage is not None:
         return lineage_name(lineage)
     ident = str(model.get("id") or model.get("source") or model.get("slug") or "?")
     return ident if is_hub_id(ident) else folder_name(ident)

@@ -16,6 +16,7 @@ from biobench.leaderboard import scan as R
 from biobench.leaderboard.cache import BackgroundGroups, cached_groups
 from biobench.leaderboard.entries import Board, Cell, Entry
 from biobench.names import folder_name, human_tokens, is_hub_id
+from biobench.store.lineage import Lineage
 from biobench.store.summary import TaskScores
 
 
@@ -28,25 +29,20 @@ def size_bucket(params: int | None) -> str:
 
 
 def lineage_text(lineage: Any) -> str:
-    """One line from a `biobench pretrain` checkpoint's biobench_pretrain.json (tolerant of missing keys)."""
-    if not isinstance(lineage, dict):
+    """One line from a `biobench pretrain` checkpoint's lineage (biobench.store.lineage; tolerant of missing keys)."""
+    record = Lineage.from_dict({**lineage, "recipe": lineage.get("recipe") or "?"}) if isinstance(lineage, dict) else None
+    if record is None:
         return ""
-    parts = [str(lineage.get("recipe", "?"))]
-    base = str(lineage.get("base_model") or "")
+    parts = [record.recipe]
+    base = record.base_model
     if base:  # a local base folder by its name: absolute paths stay out of the table
         parts.append(f"from {base if is_hub_id(base) or base.startswith('preset:') else folder_name(base)}")
-    tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), dict) else {}
-    toks = [f"{k.upper()} {human_tokens(tokens[k])}" for k in ("clm", "mlm") if tokens.get(k)]
+    toks = [f"{k.upper()} {human_tokens(record.tokens[k])}" for k in ("clm", "mlm") if record.tokens.get(k)]
     if toks:
         parts.append(" + ".join(toks) + " tokens")
-    frozen = lineage.get("frozen") or []
-    if isinstance(frozen, list) and frozen:
-        descr = []
-        for f in frozen:
-            if isinstance(f, dict) and isinstance(f.get("layers"), list) and len(f["layers"]) == 2:
-                descr.append(f"{f['layers'][0]}-{f['layers'][1]}" + (f" ({f['phase']})" if f.get("phase") else ""))
-        if descr:
-            parts.append("frozen " + ", ".join(descr))
+    if record.frozen:
+        parts.append("frozen " + ", ".join(f"{f.first}-{f.last}" + (f" ({f.phase})" if f.phase else "")
+                                           for f in record.frozen))
     return " · ".join(parts)
 
 
@@ -73,7 +69,7 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
             summary = scores.summary(scale=100.0)  # the store's seed summary, in percent
             cells[task] = Cell(summary.mean, summary, {s: 100 * v for s, v in scores.scores.items()}, per_label)
         meta = model_runs[0].model_meta
-        lineage = meta.get("lineage")
+        lineage = Lineage.from_dict(meta.get("lineage"))
         params = meta.get("params") if isinstance(meta.get("params"), int) else None
         context = meta.get("context") if isinstance(meta.get("context"), int) else None
         entries.append(
@@ -86,8 +82,8 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 context=context,
                 params=params,
                 size=size_bucket(params),
-                recipe=str(lineage.get("recipe", "?")) if isinstance(lineage, dict) else "baseline",
-                lineage=lineage_text(lineage),
+                recipe=lineage.recipe if lineage else "baseline",
+                lineage=lineage_text(meta.get("lineage")),
                 runs=dict(by_task),
                 model_id=str(meta.get("id") or meta.get("source") or ""),
             )

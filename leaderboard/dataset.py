@@ -28,6 +28,7 @@ from biobench.runtime.files import atomic_write, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import UnsafePathError, inside, safe_join, safe_name
 from biobench.store import read_json_file
+from biobench.store.lineage import Lineage
 
 PARQUET = "results.parquet"
 CARD = "README.md"
@@ -50,7 +51,7 @@ def result_row(run: Any) -> dict[str, Any]:
     protocol = data.get("protocol") or {}
     test = (data.get("metrics") or {}).get("test") or {}
     timings = data.get("timings") or {}
-    lineage = model.get("lineage") if isinstance(model.get("lineage"), dict) else {}
+    lineage = Lineage.from_dict(model.get("lineage"))
     return {
         "model": run.name, "model_slug": run.model, "model_id": str(model.get("id") or ""),
         "model_revision": str(key.get("model_revision") or model.get("revision") or ""),
@@ -63,7 +64,7 @@ def result_row(run: Any) -> dict[str, Any]:
         "train_s": _number(timings.get("train_s")), "total_s": _number(timings.get("total_s")),
         "tokens_per_s": _number(timings.get("tokens_per_s")),
         "device": str(data.get("device") or ""), "params": _number(model.get("params")),
-        "context": _number(model.get("context")), "recipe": str(lineage.get("recipe") or "baseline"),
+        "context": _number(model.get("context")), "recipe": lineage.recipe if lineage else "baseline",
         "created": str(data.get("created") or ""), "biobench_version": str((data.get("versions") or {}).get("biobench") or ""),
         "result": json.dumps(data, ensure_ascii=False, sort_keys=True),
         "predictions": Path(run.predictions).read_text(encoding="utf-8") if run.predictions else None,

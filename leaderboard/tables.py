@@ -19,6 +19,7 @@ from biobench.errors import ConfigError
 from biobench.leaderboard.entries import Board, Entry, fmt
 from biobench.names import human_tokens
 from biobench.runtime.files import atomic_write
+from biobench.store.lineage import Lineage
 
 
 @dataclass(frozen=True)
@@ -285,16 +286,16 @@ def _timing(run, name: str) -> float | None:
 
 
 def pretraining_cost(lineage: Any) -> dict[str, Any]:
-    """Tokens, device-hours and hardware of a `biobench pretrain` checkpoint, from its lineage (empty for other
-    models; checkpoints written before compute was recorded give tokens only)."""
-    if not isinstance(lineage, dict):
+    """Tokens, device-hours and hardware of a `biobench pretrain` checkpoint, from its lineage
+    (biobench.store.lineage; empty for other models; checkpoints written before compute was recorded give
+    tokens only)."""
+    record = Lineage.from_dict({**lineage, "recipe": lineage.get("recipe") or "?"}) if isinstance(lineage, dict) else None
+    if record is None:
         return {}
-    tokens = lineage.get("tokens") if isinstance(lineage.get("tokens"), dict) else {}
-    compute = lineage.get("compute") if isinstance(lineage.get("compute"), dict) else {}
-    hours = compute.get("device_hours")
-    kind = "GPU" if compute.get("device_type") == "cuda" else str(compute.get("device_type") or "device").upper()
-    return {"tokens": tokens.get("seen"), "hours": hours if isinstance(hours, int | float) else None,
-            "hours_unit": f"{kind}-h", "hardware": lineage.get("hardware")}
+    device = record.compute.get("device_type")
+    kind = "GPU" if device == "cuda" else str(device or "device").upper()
+    return {"tokens": record.tokens.get("seen"), "hours": record.device_hours, "hours_unit": f"{kind}-h",
+            "hardware": record.hardware}
 
 
 # One display format per kind of figure in the app's tables (exports keep full precision): scores as the main

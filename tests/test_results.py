@@ -336,3 +336,17 @@ def test_analysis_files_load_into_typed_records(tmp_path):
     path.write_text('{"from": "a"}')
     with pytest.raises(ResultsError, match=r"transplant.json: not a transplant record \(KeyError"):
         read_analysis(path, "transplant")
+
+
+def test_a_checkpoint_lineage_loads_back_as_a_record():
+    from biobench.store.lineage import Freeze, Lineage
+
+    meta = {"recipe": "detour", "phase": "final", "base_model": "preset:tiny", "tokens": {"seen": 61440, "clm": 4e4,
+            "mlm": float("nan")}, "frozen": [{"layers": [0, 7], "phase": "clm"}, {"layers": "bad"}],
+            "decay_ratio": 0.1, "compute": {"device_hours": 0.5, "device_type": "cuda"}, "hardware": "H100"}
+    record = Lineage.from_dict(meta)
+    assert (record.recipe, record.phase, record.base_model) == ("detour", "final", "preset:tiny")
+    assert record.tokens == {"seen": 61440, "clm": 40000} and record.frozen == (Freeze(0, 7, "clm"),)
+    assert record.device_hours == 0.5 and record.hardware == "H100" and record.extra == {"decay_ratio": 0.1}
+    assert record.to_dict() == meta and Lineage.from_dict(record.to_dict()) == record
+    assert Lineage.from_dict({"tokens": {}}) is None and Lineage.from_dict("detour") is None

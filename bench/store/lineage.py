@@ -1,0 +1,73 @@
+"""The lineage of a `biobench pretrain` checkpoint (its biobench_pretrain.json, recorded in every result's `model`),
+as a record that loads back.
+
+Why a record: display names, the board's lineage column, the efficiency table and the results dataset each read
+recipe, base model, tokens, freezes, compute and hardware out of the raw dictionary with their own guards. Here
+the file's dictionary loads once into typed fields; `to_dict` gives back exactly what was loaded (fields this
+version does not type stay in `extra`), so reading a lineage never loses what a newer pretraining recorded.
+Written by biobench.training (as the dictionary: training sits beside the store and does not import it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_TYPED = ("recipe", "phase", "base_model", "tokens", "frozen", "compute", "hardware")
+
+
+@dataclass(frozen=True)
+class Freeze:
+    """Layers first..last (0-based, inclusive) frozen during `phase` (None: every phase)."""
+
+    first: int
+    last: int
+    phase: str | None = None
+
+
+def _count(value: Any) -> int | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return int(value) if ok else None
+
+
+@dataclass(frozen=True)
+class Lineage:
+    recipe: str
+    phase: str | None = None  # the checkpoint: phase1, final, step-N
+    base_model: str = ""
+    tokens: dict[str, int] = field(default_factory=dict)  # seen, clm, mlm (only the counts that are numbers)
+    frozen: tuple[Freeze, ...] = ()
+    compute: dict[str, Any] = field(default_factory=dict)  # train_s, devices, device_type, device_hours
+    hardware: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # the rest of the file, as written
+    source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the dictionary loaded
+
+    @property
+    def device_hours(self) -> float | None:
+        hours = self.compute.get("device_hours")
+        return float(hours) if isinstance(hours, int | float) and not isinstance(hours, bool) else None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Lineage | None:
+        """The lineage of a model record's `lineage` value; None when it is not a pretraining lineage (no dict,
+        or no recipe). Malformed parts are left out of the typed fields, never raised on."""
+        if not isinstance(data, Mapping) or not data.get("recipe"):
+            return None
+        tokens = data.get("tokens") if isinstance(data.get("tokens"), Mapping) else {}
+        frozen = []
+        for f in data.get("frozen") if isinstance(data.get("frozen"), list) else []:
+            layers = f.get("layers") if isinstance(f, Mapping) else None
+            if isinstance(layers, list) and len(layers) == 2 and all(isinstance(x, int) for x in layers):
+                frozen.append(Freeze(layers[0], layers[1], str(f["phase"]) if f.get("phase") else None))
+        compute = data.get("compute") if isinstance(data.get("compute"), Mapping) else {}
+        return cls(str(data["recipe"]), str(data["phase"]) if data.get("phase") else None,
+                   str(data.get("base_model") or ""),
+                   {k: n for k, v in tokens.items() if (n := _count(v)) is not None}, tuple(frozen), dict(compute),
+                   str(data["hardware"]) if data.get("hardware") else None,
+                   {k: v for k, v in data.items() if k not in _TYPED}, dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dictionary this lineage was loaded from (biobench_pretrain.json's fields, in their order)."""
+        return dict(self.source)
