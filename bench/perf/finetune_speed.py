@@ -21,6 +21,7 @@ scorer (biobench.metrics.score on character spans / labels).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import tempfile
 import time
@@ -193,19 +194,21 @@ def _timed_trainer(trainer_class: type) -> type:
             super().__init__(*args, **kwargs)
             self.timers = {"eval_s": 0.0, "checkpoint_s": 0.0}
 
-        def evaluate(self, *args, **kwargs):
+        @contextlib.contextmanager
+        def _timed(self, key: str):
             t = time.perf_counter()
             try:
-                return super().evaluate(*args, **kwargs)
+                yield
             finally:
-                self.timers["eval_s"] += time.perf_counter() - t
+                self.timers[key] += time.perf_counter() - t
+
+        def evaluate(self, *args, **kwargs):
+            with self._timed("eval_s"):
+                return super().evaluate(*args, **kwargs)
 
         def _save_checkpoint(self, *args, **kwargs):
-            t = time.perf_counter()
-            try:
+            with self._timed("checkpoint_s"):
                 return super()._save_checkpoint(*args, **kwargs)
-            finally:
-                self.timers["checkpoint_s"] += time.perf_counter() - t
 
     return TimedTrainer
 

@@ -27,6 +27,14 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
+def _listed(data: dict[str, Any], key: str, source: str, name: str) -> list:
+    """The list under `key`; ResultsError naming the file when there is none."""
+    rows = data.get(key)
+    if not isinstance(rows, list):
+        raise ResultsError(f"{source}: {name} has no '{key}' list")
+    return rows
+
+
 @dataclass(frozen=True)
 class CKALayer:
     layer: int
@@ -45,11 +53,8 @@ class CKAReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str) -> CKAReport:
-        rows = data.get("layers")
-        if not isinstance(rows, list):
-            raise ResultsError(f"{source}: cka.json has no 'layers' list")
         layers = []
-        for r in rows:
+        for r in _listed(data, "layers", source, "cka.json"):
             if not isinstance(r, dict):
                 continue
             cka = _number(r.get("cka"))
@@ -79,9 +84,7 @@ class CKATrajectory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str) -> CKATrajectory:
-        rows = data.get("points")
-        if not isinstance(rows, list):
-            raise ResultsError(f"{source}: cka_trajectory.json has no 'points' list")
+        rows = _listed(data, "points", source, "cka_trajectory.json")
         points = sorted(
             (TrajectoryPoint(float(p["tokens"]), float(p["mean_divergence"]), _number(p.get("ci_low")),
                              _number(p.get("ci_high")))
