@@ -185,7 +185,9 @@ LAYERS = {
     "training": ("biobench.training", "biobench.runtime", "biobench.errors"),
     "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
     "leaderboard": ("biobench.leaderboard", "biobench.store", "biobench.stats", "biobench.names", "biobench.aliases",
-                    "biobench.runtime", "biobench.errors"),
+                    "biobench.runtime", "biobench.errors",
+                    # the Submit tab and its Queue view: the request queue, not the worker that runs evaluations
+                    "biobench.service.queue", "biobench.service.storage", "biobench.service.submission"),
 }
 
 
