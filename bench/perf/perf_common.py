@@ -79,13 +79,14 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
 
 # ---------------------------------------------------------------- command line, environment, output
 def base_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from biobench.cli import HelpFormatter  # biobench's: a default shown once, and only when there is one
+
+    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes on 2 CPU cores")
     parser.add_argument("--out", type=Path, default=None, help="write the measurements to this JSON file")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="random seed of the generated data and models")
     return parser
 
 
