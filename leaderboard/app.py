@@ -1,7 +1,9 @@
 """The Gradio app: language tables, task view, compare view, plots, problems, CSV download.
 
-Everything is computed from a `Board` built once at start-up; callbacks only filter and re-render, and
-every callback is wrapped so a bad file or value shows a message instead of breaking the page.
+Everything is computed from a `Board` (built at start-up, replaced by Refresh: callbacks read `Live.board` when
+they run); callbacks only filter and re-render, and every callback is wrapped so a bad file or value shows a
+message instead of breaking the page. Each tab has its own builder; `build_app` lays them out and wires what
+links them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -139,13 +142,193 @@ def analysis_figures(board: Board) -> Callable[[], tuple]:
     return figures
 
 
+@dataclass
+class Live:
+    """The board every callback reads when it runs: a refresh replaces it, and every view follows."""
+
+    board: Board
+
+    @property
+    def significance(self):  # cache.BackgroundGroups while/after the groups are computed in the background
+        return self.board.significance
+
+    def model_choices(self, lang: str) -> list[tuple[str, str]]:
+        return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key)
+                for e in self.board.lang_entries(lang)]
+
+
+@dataclass
+class Controls:
+    """The filters above the tables (their values are every table callback's inputs) and the CSV download."""
+
+    sources: gr.CheckboxGroup
+    sizes: gr.CheckboxGroup
+    contexts: gr.CheckboxGroup
+    recipes: gr.CheckboxGroup
+    sort_by: gr.Dropdown
+    show_ci: gr.Checkbox
+    download: gr.DownloadButton
+
+    @property
+    def inputs(self) -> list:
+        return [self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci]
+
+
+def _controls(board: Board) -> Controls:
+    with gr.Row():
+        sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
+        sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
+        contexts = gr.CheckboxGroup(_choices(board, "context"), value=_choices(board, "context"), label="Context")
+        recipes = gr.CheckboxGroup(_choices(board, "recipe"), value=_choices(board, "recipe"), label="Recipe")
+    with gr.Row():
+        all_tasks = [t for lang in board.langs for t in board.columns(lang)]
+        sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
+        show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
+        download = gr.DownloadButton("Download CSV (filtered rows)")
+    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, download)
+
+
+def filters_of(src, sz, ctx, rec, sort, ci) -> Filters:
+    return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci))
+
+
+def _first_lang(board: Board) -> str | None:
+    return board.langs[0] if board.langs else None
+
+
+def _task_tab(live: Live, app: gr.Blocks) -> None:
+    """Per-seed and per-label scores of one task, opening on a task with measured results."""
+    board = live.board
+    with gr.Tab("Task", id="tab-task"):
+        with gr.Row():
+            lang = gr.Dropdown(board.langs, value=_first_lang(board), label="Language")
+            first = board.columns(board.langs[0]) if board.langs else []
+            task = gr.Dropdown(first, value=first_measured_task(board, board.langs[0]) if first else None,
+                               label="Task")
+        note = gr.Markdown(elem_id="lb-task-note")
+        seeds = gr.Dataframe(label="Per-seed scores (macro-F1 %)")
+        labels = gr.Dataframe(label="Per-label F1 (%), mean over seeds")
+        plot = gr.Plot(label="Scores with 95% CI")
+
+    @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg), ""))
+    def on_task(lang_v, task_v):
+        board = live.board
+        if not lang_v or not task_v:
+            return pd.DataFrame(), pd.DataFrame(), plots._empty("Pick a task"), ""
+        measured = [e.name for e in board.lang_entries(lang_v) if e.source == "measured" and task_v in e.cells]
+        text = "" if measured else (f"No measured results for {md(task_v)} yet: the rows are the paper's reported "
+                                    "means (no seeds, no per-label scores).")
+        seed_frame = display(task_seed_frame(board, lang_v, task_v), {"MDD 80% power": "points",
+                                                                      "MDD, many seeds": "points"}, default="score")
+        label_frame = task_label_frame(board, lang_v, task_v)
+        return (seed_frame, display(label_frame, default="score") if not label_frame.empty else label_frame,
+                plots.task_bars(board, lang_v, tasks=[task_v]), text)
+
+    @_safe(lambda msg: (gr.update(), pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg), ""))
+    def on_lang(lang_v):
+        chosen = first_measured_task(live.board, lang_v)
+        return (gr.update(choices=live.board.columns(lang_v), value=chosen), *on_task(lang_v, chosen))
+
+    outputs = [seeds, labels, plot, note]
+    lang.change(on_lang, lang, [task, *outputs])
+    task.change(on_task, [lang, task], outputs)
+    app.load(on_task, [lang, task], outputs)
+
+
+@dataclass
+class CompareTab:
+    lang: gr.Dropdown
+    a: gr.Dropdown
+    b: gr.Dropdown
+
+
+def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
+    """A - B per task and for the average, opening on a pair that can be tested."""
+    with gr.Tab("Compare", id="tab-compare"):
+        with gr.Row():
+            lang = gr.Dropdown(live.board.langs, value=_first_lang(live.board), label="Language")
+            a = gr.Dropdown([], label="Model A", elem_id="lb-compare-a")
+            b = gr.Dropdown([], label="Model B")
+        table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False,
+                             headers=["task", "A", "B", "diff", "ci_low", "ci_high", "p_value", "method"])
+        average = gr.Markdown()
+
+    @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), ""))
+    def on_compare(lang_v, a_v, b_v):
+        if not (lang_v and a_v and b_v):
+            return pd.DataFrame(), ""
+        board = live.board
+        frame = display(compare(board, lang_v, a_v, b_v), {"A": "score", "B": "score", "diff": "difference",
+                                                           "ci_low": "difference", "ci_high": "difference",
+                                                           "p_value": "p"})
+        return frame, average_markdown(compare_average(board, lang_v, a_v, b_v))
+
+    @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]}), ""))
+    def on_lang(lang_v):
+        choices = live.model_choices(lang_v)
+        pair = default_pair(live.board, lang_v)
+        return gr.update(choices=choices, value=pair[0]), gr.update(choices=choices, value=pair[1]), *on_compare(
+            lang_v, *pair)
+
+    lang.change(on_lang, lang, [a, b, table, average])
+    a.change(on_compare, [lang, a, b], [table, average])
+    b.change(on_compare, [lang, a, b], [table, average])
+    app.load(on_lang, lang, [a, b, table, average])
+    return CompareTab(lang, a, b)
+
+
+def _plots_tab(live: Live, app: gr.Blocks) -> list[gr.Plot]:
+    """Per-task bars, the efficiency table with its detail view, and the analysis figures (returned: they are
+    drawn on the first page load, with the Problems tab)."""
+    with gr.Tab("Plots", id="tab-plots"):
+        lang = gr.Dropdown(live.board.langs, value=_first_lang(live.board), label="Language")
+        bars = gr.Plot(label="Per-task scores", elem_id="lb-bars")
+        efficiency = gr.Dataframe(label="Models: fine-tuning and pretraining cost (select a row for its details)",
+                                  interactive=False, elem_id="lb-efficiency")
+        model = gr.Dropdown([], label="Model details", elem_id="lb-detail-model")
+        detail = gr.Markdown(elem_id="lb-detail")
+        detail_seeds = gr.Dataframe(label="Per-task, per-seed scores (macro-F1 %)", interactive=False,
+                                    elem_id="lb-detail-seeds")
+        analysis_plots = [gr.Plot(label="Pretraining loss", elem_id="lb-loss"), gr.Plot(label="CKA"),
+                          gr.Plot(label="Needle in a haystack"),
+                          gr.Plot(label="CKA trajectory (divergence from the start model)")]
+
+    @_safe(lambda msg: (plots._empty(msg), pd.DataFrame({"error": [msg]}), gr.update()))
+    def on_lang(lang_v):
+        choices = live.model_choices(lang_v)
+        first = next((key for _, key in choices if not key.startswith("paper:")), choices[0][1] if choices else None)
+        frame = display(efficiency_frame(live.board, lang_v), {"runs": "count", "fine-tune s/run": "seconds",
+                                                               "fine-tune h total": "hours", "tokens/s": "rate"})
+        return plots.task_bars(live.board, lang_v), frame, gr.update(choices=choices, value=first)
+
+    @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame()))
+    def on_detail(lang_v, key):
+        if not (lang_v and key):
+            return "Select a model (a row of the table above, or here).", pd.DataFrame()
+        text, seeds = model_detail(live.board, lang_v, key)
+        return text, display(seeds, {"macro-F1": "score", "dev": "score", "train s": "seconds", "tokens/s": "rate"})
+
+    def on_select_row(evt: gr.SelectData):
+        row = evt.row_value or []
+        return gr.update(value=row[-1]) if row else gr.update()
+
+    lang.change(on_lang, lang, [bars, efficiency, model])
+    efficiency.select(on_select_row, None, model)
+    model.change(on_detail, [lang, model], [detail, detail_seeds])
+    app.load(on_lang, lang, [bars, efficiency, model])
+    return analysis_plots
+
+
 def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], Board] | None = None,
               refresh_minutes: float = 0) -> gr.Blocks:
     """The app over `board`. With `rebuild` (a function that scans the results again), a Refresh button and,
     with `refresh_minutes`, a timer replace the board by a new one: its scan reuses the scan index and its
     significance groups the per-task cache, so only changed tasks are recomputed. `queue`: where the Submit
-    tab writes requests (biobench.service); without one the tab shows the `biobench submit` command."""
+    tab writes requests (biobench.service); without one the tab shows the `biobench submit` command.
+    Each tab is built (and wired) by its own function; what links them — the language tables, the filters,
+    the significance status, the Problems tab and Refresh — is wired here."""
     tmp = Path(tempfile.mkdtemp(prefix="biobench-leaderboard-"))
+    live = Live(board)
     figures = analysis_figures(board)
 
     with gr.Blocks(title="biobench leaderboard") as app:
@@ -155,76 +338,37 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                 refresh_button = gr.Button("Refresh results", size="sm", scale=0, elem_id="lb-refresh")
                 refresh_note = gr.Markdown(elem_id="lb-refresh-note")
             auto_refresh = gr.Timer(60 * refresh_minutes if refresh_minutes else 3600, active=bool(refresh_minutes))
-        significance = board.significance  # groups computed in the background (build_board(significance="background"))
-        status = gr.Markdown(significance.status if significance else "", elem_id="lb-significance")
-        poll = gr.Timer(1.0, active=significance is not None)
-        with gr.Row():
-            sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
-            sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
-            contexts = gr.CheckboxGroup(_choices(board, "context"), value=_choices(board, "context"), label="Context")
-            recipes = gr.CheckboxGroup(_choices(board, "recipe"), value=_choices(board, "recipe"), label="Recipe")
-        with gr.Row():
-            all_tasks = [t for lang in board.langs for t in board.columns(lang)]
-            sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
-            show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
-            download = gr.DownloadButton("Download CSV (filtered rows)")
-        filter_inputs = [sources, sizes, contexts, recipes, sort_by, show_ci]
+        status = gr.Markdown(live.significance.status if live.significance else "", elem_id="lb-significance")
+        poll = gr.Timer(1.0, active=live.significance is not None)
+        controls = _controls(board)
         tables = {}
         with gr.Tabs():
             for lang in board.langs:
                 with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
                     tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}", elem_classes=["lb-scroll"])
-            with gr.Tab("Task", id="tab-task"):
-                with gr.Row():
-                    t_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
-                    first = board.columns(board.langs[0]) if board.langs else []
-                    t_task = gr.Dropdown(first, value=first_measured_task(board, board.langs[0]) if first else None,
-                                         label="Task")
-                t_note = gr.Markdown(elem_id="lb-task-note")
-                t_seeds = gr.Dataframe(label="Per-seed scores (macro-F1 %)")
-                t_labels = gr.Dataframe(label="Per-label F1 (%), mean over seeds")
-                t_plot = gr.Plot(label="Scores with 95% CI")
-            with gr.Tab("Compare", id="tab-compare"):
-                with gr.Row():
-                    c_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
-                    c_a = gr.Dropdown([], label="Model A", elem_id="lb-compare-a")
-                    c_b = gr.Dropdown([], label="Model B")
-                c_table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False,
-                                       headers=["task", "A", "B", "diff", "ci_low", "ci_high", "p_value", "method"])
-                c_avg = gr.Markdown()
-            with gr.Tab("Plots", id="tab-plots"):
-                p_lang = gr.Dropdown(board.langs, value=board.langs[0] if board.langs else None, label="Language")
-                p_bars = gr.Plot(label="Per-task scores", elem_id="lb-bars")
-                p_eff = gr.Dataframe(label="Models: fine-tuning and pretraining cost (select a row for its details)",
-                                     interactive=False, elem_id="lb-efficiency")
-                p_model = gr.Dropdown([], label="Model details", elem_id="lb-detail-model")
-                p_detail = gr.Markdown(elem_id="lb-detail")
-                p_detail_seeds = gr.Dataframe(label="Per-task, per-seed scores (macro-F1 %)", interactive=False,
-                                              elem_id="lb-detail-seeds")
-                analysis_plots = [gr.Plot(label="Pretraining loss", elem_id="lb-loss"), gr.Plot(label="CKA"),
-                                  gr.Plot(label="Needle in a haystack"),
-                                  gr.Plot(label="CKA trajectory (divergence from the start model)")]
-            paper = build_paper_tab(lambda: board)
+            _task_tab(live, app)
+            compare_tab = _compare_tab(live, app)
+            analysis_plots = _plots_tab(live, app)
+            paper = build_paper_tab(lambda: live.board)
             build_submit_tab(queue)
             with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as problems_tab:
                 problems_table = gr.Dataframe(problems_frame(board), label="Files that could not be used")
         problem_outputs = [problems_table, problems_tab, header]
+        table_outputs = [*tables.values(), controls.download]
 
         def problems_now() -> list:
             """The problems list, its tab label and the header: files found unusable after start-up (analysis
             files when their figures are drawn, predictions when the significance groups are computed)."""
+            board = live.board
             return [problems_frame(board), gr.Tab(label=f"Problems ({len(board.problems)})"), header_text(board)]
 
         @_safe(lambda msg: [plots._empty(msg)] * len(analysis_plots) + [gr.update()] * len(problem_outputs))
         def on_analysis():
             return [*figures(), *problems_now()]
 
-        def filters_of(src, sz, ctx, rec, sort, ci) -> Filters:
-            return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci))
-
         @_safe(lambda msg: [f"<p>error: {esc(msg)}</p>"] * len(tables) + [None])
         def refresh(*values):
-            f = filters_of(*values)
+            board, f = live.board, filters_of(*values)
             frame = export_frame(board)
             keep = {(lang, e.name) for lang in board.langs for e in select(board, lang, f)}
             frame = frame[[(r.lang, r.model) in keep for r in frame.itertuples()]]
@@ -232,126 +376,58 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             frame.to_csv(path, index=False)
             return [render_html(board, lang, f) for lang in tables] + [str(path)]
 
-        for control in filter_inputs:
-            control.change(refresh, filter_inputs, [*tables.values(), download])
+        for control in controls.inputs:
+            control.change(refresh, controls.inputs, table_outputs)
 
         def on_poll(*values):
             """While the groups are computed: the status line; once they are: the tables with their top-group
             marks, and the polling stops (for this page)."""
+            significance = live.significance
             if significance is None or not significance.finished.is_set():
-                return [significance.status if significance else "", *[gr.update()] * (len(tables) + 1), gr.update(),
-                        *[gr.update()] * len(problem_outputs)]
+                return [significance.status if significance else "", *[gr.update()] * len(table_outputs),
+                        gr.update(), *[gr.update()] * len(problem_outputs)]
             return [significance.status, *refresh(*values), gr.Timer(active=False), *problems_now()]
 
-        poll.tick(on_poll, filter_inputs, [status, *tables.values(), download, poll, *problem_outputs])
-
-        def model_choices(lang):
-            return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key) for e in board.lang_entries(lang)]
-
-        @_safe(lambda msg: (gr.update(), pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg), ""))
-        def on_task_lang(lang):
-            tasks = board.columns(lang)
-            task = first_measured_task(board, lang)
-            return (gr.update(choices=tasks, value=task), *on_task(lang, task))
-
-        @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), pd.DataFrame(), plots._empty(msg), ""))
-        def on_task(lang, task):
-            if not lang or not task:
-                return pd.DataFrame(), pd.DataFrame(), plots._empty("Pick a task"), ""
-            measured = [e.name for e in board.lang_entries(lang) if e.source == "measured" and task in e.cells]
-            note = "" if measured else (f"No measured results for {task} yet: the rows are the paper's reported "
-                                        "means (no seeds, no per-label scores).")
-            seeds = display(task_seed_frame(board, lang, task), {"MDD 80% power": "points",
-                                                                 "MDD, many seeds": "points"}, default="score")
-            labels = task_label_frame(board, lang, task)
-            return (seeds, display(labels, default="score") if not labels.empty else labels,
-                    plots.task_bars(board, lang, tasks=[task]), note)
-
-        @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]}), ""))
-        def on_compare_lang(lang):
-            choices = model_choices(lang)
-            a, b = default_pair(board, lang)
-            return gr.update(choices=choices, value=a), gr.update(choices=choices, value=b), *on_compare(lang, a, b)
-
-        @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), ""))
-        def on_compare(lang, a, b):
-            if not (lang and a and b):
-                return pd.DataFrame(), ""
-            table = display(compare(board, lang, a, b), {"A": "score", "B": "score", "diff": "difference",
-                                                         "ci_low": "difference", "ci_high": "difference", "p_value": "p"})
-            return table, average_markdown(compare_average(board, lang, a, b))
-
-        @_safe(lambda msg: (plots._empty(msg), pd.DataFrame({"error": [msg]}), gr.update()))
-        def on_plots(lang):
-            choices = model_choices(lang)
-            first = next((key for _, key in choices if not key.startswith("paper:")), choices[0][1] if choices else None)
-            efficiency = display(efficiency_frame(board, lang), {"runs": "count", "fine-tune s/run": "seconds",
-                                                                 "fine-tune h total": "hours", "tokens/s": "rate"})
-            return plots.task_bars(board, lang), efficiency, gr.update(choices=choices, value=first)
-
-        @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame()))
-        def on_detail(lang, key):
-            if not (lang and key):
-                return "Select a model (a row of the table above, or here).", pd.DataFrame()
-            text, seeds = model_detail(board, lang, key)
-            return text, display(seeds, {"macro-F1": "score", "dev": "score", "train s": "seconds", "tokens/s": "rate"})
-
-        def on_select_row(evt: gr.SelectData):
-            row = evt.row_value or []
-            return gr.update(value=row[-1]) if row else gr.update()
-
-        t_lang.change(on_task_lang, t_lang, [t_task, t_seeds, t_labels, t_plot, t_note])
-        t_task.change(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot, t_note])
-        c_lang.change(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
-        c_a.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
-        c_b.change(on_compare, [c_lang, c_a, c_b], [c_table, c_avg])
-        p_lang.change(on_plots, p_lang, [p_bars, p_eff, p_model])
-        p_eff.select(on_select_row, None, p_model)
-        p_model.change(on_detail, [p_lang, p_model], [p_detail, p_detail_seeds])
-        app.load(refresh, filter_inputs, [*tables.values(), download])
+        poll.tick(on_poll, controls.inputs, [status, *table_outputs, poll, *problem_outputs])
+        app.load(refresh, controls.inputs, table_outputs)
         app.load(paper.show, paper.model, [paper.table, paper.note])
+        app.load(on_analysis, None, [*analysis_plots, *problem_outputs])
         if rebuild is not None:
             def on_refresh(src, sz, ctx, rec, sort, ci, compare_lang, compare_a, compare_b):
-                """Scan the results again; the new board replaces the old one for every view (the callbacks read
-                `board` when they run). Filter values the old board did not have (a new size, context or recipe)
-                are added checked, so new rows are not hidden by filters built before they existed."""
-                nonlocal board, significance
+                """Scan the results again; the new board replaces the old one for every view. Filter values the
+                old board did not have (a new size, context or recipe) are added checked, so new rows are not
+                hidden by filters built before they existed; Compare is offered the new models."""
                 started = time.perf_counter()
-                before = {attr: set(_choices(board, attr)) for attr in ("size", "context", "recipe")}
-                board = rebuild()
-                significance = board.significance
-                picked = {}
-                for attr, current in (("size", sz), ("context", ctx), ("recipe", rec)):
-                    picked[attr] = [c for c in _choices(board, attr) if c in (current or []) or c not in before[attr]]
+                before = {attr: set(_choices(live.board, attr)) for attr in ("size", "context", "recipe")}
+                live.board = rebuild()
+                board = live.board
+                picked = {attr: [c for c in _choices(board, attr) if c in (current or []) or c not in before[attr]]
+                          for attr, current in (("size", sz), ("context", ctx), ("recipe", rec))}
                 runs = sum(len(r) for e in board.entries for r in e.runs.values())
                 new_langs = [lang for lang in board.langs if lang not in tables]
                 note = (f"rescanned in {time.perf_counter() - started:.1f} s at {time.strftime('%H:%M:%S')}: "
                         f"{runs} run{'' if runs == 1 else 's'}"
                         + (f"; new language(s) {', '.join(new_langs)} appear after a restart" if new_langs else ""))
-                choices = paper.choices()
+                verdict_choices = paper.choices()
                 filters = [gr.update(choices=_choices(board, attr), value=picked[attr])
                            for attr in ("size", "context", "recipe")]
-                pair = model_choices(compare_lang) if compare_lang else []
+                pair = live.model_choices(compare_lang) if compare_lang else []
                 keys = {key for _, key in pair}
-                a, b = ((compare_a, compare_b) if compare_a in keys and compare_b in keys
+                keep = (compare_a in keys and compare_b in keys
                         and not (compare_a.startswith("paper:") and compare_b.startswith("paper:")
-                                 and any(not k.startswith("paper:") for k in keys))
-                        else default_pair(board, compare_lang) if compare_lang else (None, None))
-                return [note, significance.status if significance else "",
+                                 and any(not k.startswith("paper:") for k in keys)))
+                a, b = (compare_a, compare_b) if keep else default_pair(board, compare_lang) if compare_lang else (None, None)
+                return [note, live.significance.status if live.significance else "",
                         *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci),
-                        gr.Timer(active=significance is not None), *problems_now(),
-                        gr.update(choices=choices, value=choices[0][1] if choices else None), *filters,
-                        gr.update(choices=pair, value=a), gr.update(choices=pair, value=b)]
+                        gr.Timer(active=live.significance is not None), *problems_now(),
+                        gr.update(choices=verdict_choices, value=verdict_choices[0][1] if verdict_choices else None),
+                        *filters, gr.update(choices=pair, value=a), gr.update(choices=pair, value=b)]
 
-            refresh_outputs = [refresh_note, status, *tables.values(), download, poll, *problem_outputs, paper.model,
-                               sizes, contexts, recipes, c_a, c_b]
-            refresh_inputs = [*filter_inputs, c_lang, c_a, c_b]
+            refresh_outputs = [refresh_note, status, *table_outputs, poll, *problem_outputs, paper.model,
+                               controls.sizes, controls.contexts, controls.recipes, compare_tab.a, compare_tab.b]
+            refresh_inputs = [*controls.inputs, compare_tab.lang, compare_tab.a, compare_tab.b]
             refresh_button.click(on_refresh, refresh_inputs, refresh_outputs)
             auto_refresh.tick(on_refresh, refresh_inputs, refresh_outputs)
-        app.load(on_task, [t_lang, t_task], [t_seeds, t_labels, t_plot, t_note])
-        app.load(on_compare_lang, c_lang, [c_a, c_b, c_table, c_avg])
-        app.load(on_plots, p_lang, [p_bars, p_eff, p_model])
-        app.load(on_analysis, None, [*analysis_plots, *problem_outputs])
     return app
 
 
