@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--dry-run and --grid go with --config GRID.toml (a single --model run has no dry run)")
     from biobench.protocols import overrides_from_args
     from biobench.ranges import parse_ranges
-    from biobench.runner import execute, parse_shard, plan_grid, summarize
+    from biobench.runner import parse_shard, plan_grid
     from biobench.tasks.loading import load_task, resolve_data_dir
 
     if args.threads:
@@ -98,9 +98,18 @@ def run(args: argparse.Namespace) -> int:
         seeds=parse_ranges(args.seeds, "--seeds", minimum=None) if args.seeds else None, overrides=overrides_from_args(args),
         overwrite=args.overwrite, shard=parse_shard(args.shard), skip_unavailable=lenient, name=args.name,
     )
+    run_plan(plan, args, f"{plan.name} ({plan.model.id})", "in this shard")
+    return 0
+
+
+def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "") -> None:
+    """Say what the plan will do, run its pending runs, print the summary (table or --json): one home for
+    `eval --model` and each model of an `eval --config` grid."""
+    from biobench.runner import execute, summarize
+
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
-        print(f"{plan.name} ({plan.model.id}): {len(plan.runs)} run(s) in this shard, {skipped} already done "
+        print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
               f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
     execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
             compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
@@ -109,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(json_safe(summary), indent=2))
     else:
         print_summary(summary)
-    return 0
 
 
 def micro_batch(args: argparse.Namespace) -> str | None:
@@ -124,7 +132,7 @@ def run_config(args: argparse.Namespace) -> int:
     from biobench.grid import dry_run, read_grid_file
     from biobench.protocols import overrides_from_args
     from biobench.ranges import parse_ranges
-    from biobench.runner import execute, parse_shard, plan_grid, summarize
+    from biobench.runner import parse_shard, plan_grid
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec, list_specs
 
@@ -166,16 +174,7 @@ def run_config(args: argparse.Namespace) -> int:
     for grid in grids:
         for entry in grid.models:
             plan = plan_model(grid, entry, overwrite=args.overwrite)
-            skipped = sum(r.status == "skipped" for r in plan.runs)
-            print(f"[{grid.name}] {plan.name}: {len(plan.runs)} run(s), {skipped} already done "
-                  f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
-            execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-                    compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
-            summary = summarize(plan)
-            if args.json:
-                print(json.dumps(json_safe(summary), indent=2))
-            else:
-                print_summary(summary)
+            run_plan(plan, args, f"[{grid.name}] {plan.name}")
     return 0
 
 
