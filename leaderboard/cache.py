@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import time
 import traceback
@@ -28,7 +27,7 @@ from biobench.errors import BiobenchError, DiskFullError
 from biobench.leaderboard.entries import Board, Entry
 from biobench.leaderboard.scan import Problem
 from biobench.leaderboard.significance import compute_groups
-from biobench.runtime.files import atomic_write
+from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
 from biobench.stats import BootstrapResult, SignificanceGroups
 
@@ -36,7 +35,7 @@ VERSION = 2  # 2: JSON files (1 was pickled)
 
 
 def default_dir() -> Path:
-    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "leaderboard"
+    return cache_home("leaderboard")
 
 
 def _stamp(path: Path | None, stamps: dict[str, tuple[int, int]]) -> list[Any]:

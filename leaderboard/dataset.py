@@ -24,15 +24,15 @@ import numpy as np
 import pandas as pd
 from biobench.errors import ConfigError, ResultsError
 from biobench.leaderboard.scan import Problem
-from biobench.runtime.files import atomic_write, disk_full_guard
+from biobench.runtime.files import atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
-from biobench.runtime.paths import UnsafePathError, inside, safe_join, safe_name
+from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, safe_join, safe_name
 from biobench.store import read_json_file
 from biobench.store.lineage import Lineage
 
 PARQUET = "results.parquet"
 CARD = "README.md"
-HF_PREFIX = "hf://datasets/"
+HF_PREFIX = HF_DATASETS
 SCHEMA = "biobench.results-dataset/1"
 # Flat columns, in order; `result` (the whole result JSON) and `predictions` (its JSONL) follow.
 COLUMNS = ["model", "model_slug", "model_id", "model_revision", "lang", "task", "kind", "seed", "data_checksum",
@@ -195,7 +195,7 @@ def push(runs: Sequence[Any], repo_id: str, private: bool = False, token: str | 
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "results"
+    return cache_home("results")
 
 
 def download(spec: str) -> Path:

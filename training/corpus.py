@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from biobench.errors import ConfigError, DataError
-from biobench.runtime.files import disk_full_guard
+from biobench.runtime.files import cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -150,7 +150,7 @@ class TokenCorpus:
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "tokens"
+    return cache_home("tokens")
 
 
 def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_field: str = "text",

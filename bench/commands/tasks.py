@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "tasks"
+    from biobench.runtime.files import cache_home
+
+    return cache_home("tasks")
 
 
 def _counts(spec: Any, data_dir: Any) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from biobench.errors import ConfigError
-    from biobench.service.storage import HF_DATASETS, open_storage
+    from biobench.runtime.paths import HF_DATASETS
+    from biobench.service.storage import open_storage
     from biobench.service.worker import WorkerConfig, run_worker
 
     if args.renew_seconds >= args.lease_seconds:

@@ -105,3 +105,9 @@ def append_line(path: str | Path, line: str, safe: Callable[[], str] | None = No
                 view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def cache_home(name: str) -> Path:
+    """biobench's cache folder for one kind of thing ($BIOBENCH_CACHE/<name>, default ~/.cache/biobench/<name>):
+    tokens, tasks, leaderboard, results, worker — one root, so one variable moves them all."""
+    return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / name

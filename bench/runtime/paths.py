@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from biobench.errors import BiobenchError
 
 # What biobench writes as a folder name (model slugs, task ids, results folders): no separators, no leading dot.
+HF_DATASETS = "hf://datasets/"  # how a results dataset or a queue on the hub is named everywhere
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
 # A language code as task specs write it (fr, en, es).
 LANG_CODE = re.compile(r"^[a-z]{2,3}$")

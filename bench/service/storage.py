@@ -19,8 +19,7 @@ from typing import Any, Protocol
 
 from biobench.errors import ConfigError, ResultsError
 from biobench.runtime.files import atomic_write, file_mode
-
-HF_DATASETS = "hf://datasets/"
+from biobench.runtime.paths import HF_DATASETS
 
 
 class Storage(Protocol):

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biobench.protocols import OVERRIDES
+from biobench.runtime.files import cache_home
+from biobench.runtime.paths import HF_DATASETS
 from biobench.service import queue
-from biobench.service.storage import HF_DATASETS, Storage
+from biobench.service.storage import Storage
 
 
 @dataclass
@@ -38,8 +40,7 @@ class WorkerConfig:
     device: str | None = None
     python: str = sys.executable
     worker_id: str = ""
-    log_dir: Path = field(default_factory=lambda: Path(os.environ.get(
-        "BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / "worker" / "logs")
+    log_dir: Path = field(default_factory=lambda: cache_home("worker") / "logs")
 
 
 def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConfig) -> list[str]:
@@ -82,7 +83,7 @@ def working_results(config: WorkerConfig) -> Path:
     from biobench.leaderboard import dataset
 
     repo = config.results.removeprefix(HF_DATASETS).strip("/")
-    local = dataset.cache_root().parent / "worker" / repo.replace("/", "--")
+    local = cache_home("worker") / repo.replace("/", "--")
     local.mkdir(parents=True, exist_ok=True)
     source = (config.results_dry_run / dataset.PARQUET) if config.results_dry_run else None
     if source is None or source.is_file():
