@@ -19,9 +19,9 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+from biobench.board.compare import average_markdown, compare, compare_average, task_mdd
+from biobench.board.entries import Board
 from biobench.leaderboard import plots
-from biobench.leaderboard.compare import average_markdown, compare, compare_average, task_mdd
-from biobench.leaderboard.entries import Board
 from biobench.leaderboard.service_views import build_paper_tab, build_submit_tab
 from biobench.leaderboard.tables import (
     CSS,
@@ -104,7 +104,7 @@ def first_measured_task(board: Board, lang: str) -> str | None:
 def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     """The Compare tab's opening pair: two measured models (a paired test is possible); one measured model and
     the reported row the paper gives for it or the first reported one; else two reported rows."""
-    from biobench.leaderboard.reproduction import paper_entry
+    from biobench.board.reproduction import paper_entry
 
     measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
     reported = [e.key for e in board.lang_entries(lang) if e.source == "reported"]
@@ -446,8 +446,8 @@ def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app
 def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:
     """The app a Space serves (biobench space init): the results dataset rescanned every `refresh_minutes`,
     significance in the background through the on-disk cache, the Submit tab writing to `queue`."""
-    from biobench.leaderboard.board import build_board
-    from biobench.leaderboard.cache import default_dir
+    from biobench.board.board import build_board
+    from biobench.board.cache import default_dir
 
     def rebuild() -> Board:
         return build_board([results], significance="background", cache_dir=default_dir())

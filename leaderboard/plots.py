@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from biobench.board.entries import Board
+from biobench.board.scan import TRAIN_LOG, Problem
 from biobench.errors import ResultsError
-from biobench.leaderboard.entries import Board
-from biobench.leaderboard.scan import TRAIN_LOG, Problem
 from biobench.names import display_name
 from biobench.store import read_json_file
 from biobench.store.analysis import ANALYSIS_RECORDS, CKAReport

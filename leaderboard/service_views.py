@@ -16,8 +16,8 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+from biobench.board.entries import Board
 from biobench.errors import BiobenchError
-from biobench.leaderboard.entries import Board
 from biobench.leaderboard.tables import display, md, md_code
 
 VERDICT_COLUMNS = ["task", "seeds", "measured", "low", "high", "reported", "difference", "tolerance", "verdict"]
@@ -139,8 +139,8 @@ class PaperTab:
 
 def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
     """The "vs paper" tab: pick a measured model that the paper reports; per task and for the average, the
-    verdict of leaderboard/reproduction.py. `get_board` returns the current board (it changes on refresh)."""
-    from biobench.leaderboard.reproduction import board_floor, paper_entry, reproduction, verdict_rows
+    verdict of bench/board/reproduction.py. `get_board` returns the current board (it changes on refresh)."""
+    from biobench.board.reproduction import board_floor, paper_entry, reproduction, verdict_rows
 
     def choices() -> list[tuple[str, str]]:
         board = get_board()

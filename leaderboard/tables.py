@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from biobench.board.entries import Board, Entry, fmt
 from biobench.errors import ConfigError
-from biobench.leaderboard.entries import Board, Entry, fmt
 from biobench.names import human_tokens
 from biobench.runtime.files import atomic_write
 from biobench.store.lineage import Lineage
@@ -114,10 +114,10 @@ def export_frame(board: Board) -> pd.DataFrame:
 
 def write_export(board: Board, path: str | Path) -> Path:
     """.csv / .json: the aggregated table (one row per language and model); .parquet: one row per measured
-    (model, task, seed) with the run key and the whole result (leaderboard/dataset.py)."""
+    (model, task, seed) with the run key and the whole result (bench/board/dataset.py)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
-        from biobench.leaderboard import dataset
+        from biobench.board import dataset
 
         return dataset.write_parquet(dataset.board_runs(board), path)
     frame = export_frame(board)

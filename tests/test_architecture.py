@@ -30,9 +30,10 @@ def source_files() -> list[Path]:
     return sorted(p for folder in set(PACKAGE_DIRS.values()) for p in (ROOT / folder).rglob("*.py"))
 
 
-def imports_of(path: Path) -> set[str]:
-    """The absolute module names a file imports (relative imports resolved)."""
-    name = module_name(path)
+def imports_of(path: Path, name: str | None = None) -> set[str]:
+    """The absolute module names a file imports (relative imports resolved against `name`, by default the
+    file's own module name)."""
+    name = name or module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -48,8 +49,8 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-def project_imports(path: Path) -> set[str]:
-    return {m for m in imports_of(path) if m == "biobench" or m.startswith("biobench.")}
+def project_imports(path: Path, name: str | None = None) -> set[str]:
+    return {m for m in imports_of(path, name) if m == "biobench" or m.startswith("biobench.")}
 
 
 def files_under(folder: str) -> list[Path]:
@@ -89,14 +90,12 @@ def test_the_runtime_modules_left_training():
         assert (ROOT / "bench/runtime" / f"{name}.py").is_file()
 
 
-def test_the_checker_sees_lazy_and_relative_imports():
-    """The rules above mean something only if a lazy import inside a function and a relative import are seen."""
-    fake = ROOT / "leaderboard" / "_architecture_probe.py"
+def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
+    """The rules above mean something only if a lazy import inside a function and a relative import are seen.
+    The probe is read as if it were biobench.leaderboard._probe; nothing is written into the checkout."""
+    fake = tmp_path / "_architecture_probe.py"
     fake.write_text("def f():\n    from ..training import trainer\n    import biobench.training.recipes\n")
-    try:
-        found = project_imports(fake)
-    finally:
-        fake.unlink()
+    found = project_imports(fake, "biobench.leaderboard._architecture_probe")
     assert {"biobench.training", "biobench.training.trainer", "biobench.training.recipes"} <= found
 
 
@@ -184,8 +183,17 @@ LAYERS = {
     "heads": ("biobench.heads", "biobench.tasks", "biobench.runtime", "biobench.errors"),
     "training": ("biobench.training", "biobench.runtime", "biobench.errors"),
     "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
-    "leaderboard": ("biobench.leaderboard", "biobench.store", "biobench.stats", "biobench.names", "biobench.aliases",
-                    "biobench.runtime", "biobench.errors",
+    # the board model: computations over results folders, below the UI and the service (docs/ARCHITECTURE.md);
+    # biobench.models only for matching a local model folder to its results by its weights' hash (lazy, no torch)
+    "bench/board": ("biobench.board", "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names",
+                    "biobench.aliases", "biobench.models", "biobench.runtime", "biobench.errors"),
+    # the service: requests, queue, storage, worker; it runs `eval` (protocols, tasks, models) and publishes
+    # through the board model, and never imports the UI
+    "bench/service": ("biobench.service", "biobench.board", "biobench.store", "biobench.protocols",
+                      "biobench.ranges", "biobench.models", "biobench.names", "biobench.aliases", "biobench.tasks",
+                      "biobench.runtime", "biobench.errors"),
+    "leaderboard": ("biobench.leaderboard", "biobench.board", "biobench.store", "biobench.stats", "biobench.names",
+                    "biobench.aliases", "biobench.runtime", "biobench.errors",
                     # the Submit tab and its Queue view: the request queue, not the worker that runs evaluations
                     "biobench.service.queue", "biobench.service.storage", "biobench.service.submission"),
 }
@@ -194,7 +202,28 @@ LAYERS = {
 @pytest.mark.parametrize("folder", LAYERS)
 def test_each_layer_imports_only_what_the_architecture_page_allows(folder):
     allowed = LAYERS[folder]
-    offenders = {str(p.relative_to(ROOT)): sorted(m for m in project_imports(p) if m != "biobench"
+    offenders = {str(p.relative_to(ROOT)): sorted(m for m in project_imports(p) if m not in ("biobench", "biobench.__version__")
                                                   and not any(m == a or m.startswith(a + ".") for a in allowed))
                  for p in files_under(folder)}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/board", "bench/service", "bench/analysis", "tasks", "heads",
+                   "training"]
+
+
+@pytest.mark.parametrize("folder", LIBRARY_FOLDERS)
+def test_no_library_package_imports_the_ui(folder):
+    """Data flows down: the leaderboard (the UI) imports the library, never the other way round. Only the
+    commands (which launch the app and write Spaces) and the perf scripts (which time the app) import it."""
+    offenders = {str(p.relative_to(ROOT)): sorted(m for m in project_imports(p) if m.startswith("biobench.leaderboard"))
+                 for p in files_under(folder)}
+    assert {k: v for k, v in offenders.items() if v} == {}
+    top_level = [p for p in (ROOT / "bench").glob("*.py") if p.name not in ("cli.py",)]
+    assert not {str(p.name) for p in top_level if any(m.startswith("biobench.leaderboard") for m in project_imports(p))}
+
+
+def test_the_board_model_and_the_service_import_no_torch():
+    for folder in ("bench/board", "bench/service", "leaderboard"):
+        for path in files_under(folder):
+            assert not {m for m in imports_of(path) if m.split(".")[0] in ("torch", "transformers")}, path

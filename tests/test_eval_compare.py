@@ -7,7 +7,7 @@ import random
 
 import pytest
 from biobench import cli
-from biobench.commands.compare import compare
+from biobench.board.pairs import compare
 from biobench.errors import ConfigError, ResultsError
 from biobench.metrics import score
 from biobench.store import Result, result_path, run_key, write_result

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from biobench.leaderboard.board import build_board
+from biobench.board.board import build_board
 from biobench.leaderboard.tables import efficiency_frame, model_detail, render_html
 from biobench.runtime.paths import UnsafePathError, safe_join, safe_member, safe_name
 from markdown_it import MarkdownIt

@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from biobench.board.board import build_board
 from biobench.leaderboard import plots
 from biobench.leaderboard.app import build_app, task_label_frame, task_seed_frame
-from biobench.leaderboard.board import build_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -17,7 +17,7 @@ def test_leaderboard_never_imports_torch():
     code = (
         "import sys, json\n"
         "from biobench.commands import leaderboard as cmd\n"
-        "from biobench.leaderboard import app, board, compare, plots, scan, tables\n"
+        "from biobench.board import board, compare, pairs, scan\nfrom biobench.leaderboard import app, plots, tables\n"
         f"b = board.build_board([{str(FIXTURES)!r}], n_boot=50)\n"
         "app.build_app(b)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'matplotlib'))))\n"
@@ -93,7 +93,7 @@ def test_needle_file_as_written_by_analyze(tmp_path):
 
 
 def test_cka_trajectory_figure_from_the_json(tmp_path):
-    from biobench.leaderboard.scan import scan_results
+    from biobench.board.scan import scan_results
 
     run = tmp_path / "runs" / "detour"
     run.mkdir(parents=True)

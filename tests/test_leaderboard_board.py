@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from biobench.leaderboard import scan as R
-from biobench.leaderboard.board import build_board, lineage_text, size_bucket
-from biobench.leaderboard.compare import compare
+from biobench.board import scan as R
+from biobench.board.board import build_board, lineage_text, size_bucket
+from biobench.board.compare import compare
 from biobench.leaderboard.tables import Filters, language_frame, render_html, render_text, select
 from scipy import stats as sps
 
@@ -148,8 +148,8 @@ def test_no_reference_hides_paper_rows():
 
 
 def test_compare_tab_task_average_and_task_view_mdd(board):
+    from biobench.board.compare import average_markdown, compare_average, task_mdd
     from biobench.leaderboard.app import task_seed_frame
-    from biobench.leaderboard.compare import average_markdown, compare_average, task_mdd
 
     per_task = compare(board, "fr", "local__tiny-detour", "minilm", n_boot=200).set_index("task")
     avg = compare_average(board, "fr", "local__tiny-detour", "minilm", n_boot=300)
@@ -169,8 +169,8 @@ def test_board_does_not_import_compare():
     import subprocess
     import sys
 
-    code = ("import sys, biobench.leaderboard.board; "
-            "assert 'biobench.leaderboard.compare' not in sys.modules and 'torch' not in sys.modules")
+    code = ("import sys, biobench.board.board; "
+            "assert 'biobench.board.compare' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -8,9 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
-from biobench.leaderboard.board import build_board
-from biobench.leaderboard.cache import cached_groups
-from biobench.leaderboard.significance import compute_groups
+from biobench.board.board import build_board
+from biobench.board.cache import cached_groups
+from biobench.board.significance import compute_groups
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -62,7 +62,7 @@ def test_scale_script_folder_builds_a_board(tmp_path):
 
 
 def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
-    from biobench.leaderboard import scan as R
+    from biobench.board import scan as R
     from biobench.leaderboard.tables import render_html
 
     results, cache = tmp_path / "results", tmp_path / "cache"
@@ -102,7 +102,7 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
     shows the progress, then re-renders the tables with the top-group marks; the groups equal computed ones."""
     import threading
 
-    from biobench.leaderboard import cache
+    from biobench.board import cache
     from biobench.leaderboard.app import build_app
 
     results = tmp_path / "results"
@@ -136,7 +136,7 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
 
 
 def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkeypatch):
-    from biobench.leaderboard import cache
+    from biobench.board import cache
 
     def boom(*_):
         raise RuntimeError("predictions unreadable")

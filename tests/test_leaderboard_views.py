@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from biobench.board.board import build_board
 from biobench.leaderboard.app import default_pair, first_measured_task
-from biobench.leaderboard.board import build_board
 from biobench.leaderboard.tables import display, model_detail
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"

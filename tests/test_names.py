@@ -7,7 +7,7 @@ import json
 import shutil
 
 from biobench import runner
-from biobench.leaderboard.board import build_board
+from biobench.board.board import build_board
 from biobench.leaderboard.tables import render_html, render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
 from biobench.store import SCHEMA, read_result

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from biobench import runner
-from biobench.commands.compare import compare
+from biobench.board.pairs import compare
 from biobench.models import inspect_model, results_slug, short_revision
 from biobench.tasks.schema import ClassificationExample, TaskData
 

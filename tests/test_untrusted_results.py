@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from biobench import cli, store
+from biobench.board import cache as groups_cache
+from biobench.board.board import build_board
 from biobench.errors import ResultsError
-from biobench.leaderboard import cache as groups_cache
-from biobench.leaderboard.board import build_board
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, parse_json, read_bytes, too_deep
 from biobench.store.summary import model_summaries
 

@@ -35,9 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from biobench.board.board import build_board
+    from biobench.board.cache import default_dir
     from biobench.errors import ConfigError
-    from biobench.leaderboard.board import build_board
-    from biobench.leaderboard.cache import default_dir
     from biobench.leaderboard.tables import render_text, write_export
 
     missing = [r for r in args.results if not str(r).startswith("hf://") and not Path(r).exists()]

@@ -33,8 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_push(args: argparse.Namespace) -> int:
-    from biobench.leaderboard import dataset
-    from biobench.leaderboard.board import build_board
+    from biobench.board import dataset
+    from biobench.board.board import build_board
 
     board = build_board(args.results, reference=False, significance=False)
     for problem in board.problems:

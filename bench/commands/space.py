@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.service.space import write_space
+    from biobench.leaderboard.space import write_space
 
     written = write_space(args.out, args.results, queue=args.queue, refresh_minutes=args.refresh_minutes,
                           title=args.title, requirement=args.requirement)

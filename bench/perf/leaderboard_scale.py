@@ -4,7 +4,7 @@ by the cold start) on a synthetic results folder of MODELS x TASKS x SEEDS resul
 Each model's predictions are the gold labels with a model-specific share flipped, perturbed per seed, so the
 paired bootstraps have real work to do. Tasks are the benchmark's own ids (French first, then English), scored
 as single-label classification. Every start runs in a fresh spawned process, as `biobench leaderboard` starts:
-build_board (scan, aggregate; significance groups in the background through leaderboard/cache.py) and, unless
+build_board (scan, aggregate; significance groups in the background through bench/board/cache.py) and, unless
 --no-app, build_app (the Gradio blocks). "served" is when the app could answer (tables without top-group marks
 if the groups are still being computed); "groups" is when the significance groups are all there. The "gradio
 floor" row is what any Gradio app costs here (`import gradio` + a Blocks with one HTML table, fresh process):
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None):
 
 def benchmark_tasks(n: int) -> list[tuple[str, str]]:
     """(lang, task) of the first n benchmark tasks in the paper's order, French then English."""
-    from biobench.leaderboard.scan import load_reference, task_order
+    from biobench.board.scan import load_reference, task_order
 
     order = task_order(load_reference())
     tasks = [(lang, t) for lang in ("fr", "en") for t in order.get(lang, [])]
@@ -113,7 +113,7 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool) -> dict[str, 
     """One leaderboard start in this (fresh) process: seconds until the board and the app are built (served),
     and until the background significance groups are all computed."""
     t0 = time.perf_counter()
-    from biobench.leaderboard.board import build_board
+    from biobench.board.board import build_board
 
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
     t1 = time.perf_counter()

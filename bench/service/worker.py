@@ -80,7 +80,7 @@ def working_results(config: WorkerConfig) -> Path:
     dataset's current results (so the push that follows carries everything, and finished runs are skipped)."""
     if not hub_results(config):
         return Path(config.results)
-    from biobench.leaderboard import dataset
+    from biobench.board import dataset
 
     repo = config.results.removeprefix(HF_DATASETS).strip("/")
     local = cache_home("worker") / repo.replace("/", "--")
@@ -101,8 +101,8 @@ def publish(config: WorkerConfig, local: Path) -> str:
     working folder as results.parquet + card (or write it to the dry-run folder)."""
     if not hub_results(config):
         return str(local)
-    from biobench.leaderboard import dataset
-    from biobench.leaderboard.board import build_board
+    from biobench.board import dataset
+    from biobench.board.board import build_board
 
     repo = config.results.removeprefix(HF_DATASETS).strip("/")
     runs = dataset.board_runs(build_board([local], reference=False, significance=False))

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from biobench.aliases import ALIASES
-from biobench.leaderboard.entries import Board, Entry
+from biobench.board.entries import Board, Entry
 
 REPRODUCED, DIFFERS, NO_DATA = "reproduced", "differs", "no data"
 
@@ -113,7 +113,7 @@ def reproduction(board: Board, entry: Entry, floor_of: Callable[[str], float | N
 
 def board_floor(board: Board, entry: Entry) -> Callable[[str], float | None]:
     """The MDD floor (points) of one-seed tasks from the entry's saved predictions."""
-    from biobench.leaderboard.compare import task_mdd
+    from biobench.board.compare import task_mdd
 
     def floor(task: str) -> float | None:
         mdd = task_mdd(board, entry.lang, task).get(entry.key)

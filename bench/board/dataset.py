@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from biobench.board.scan import Problem
 from biobench.errors import ConfigError, ResultsError
-from biobench.leaderboard.scan import Problem
 from biobench.runtime.files import atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, safe_join, safe_name

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 from biobench import stats
-from biobench.leaderboard.entries import Board, Entry
-from biobench.leaderboard.significance import aligned_predictions, paired_predictions
+from biobench.board.entries import Board, Entry
+from biobench.board.significance import aligned_predictions, paired_predictions
 from biobench.store import compare as store_compare
 from biobench.store.summary import detectable_difference
 

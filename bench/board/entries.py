@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biobench.leaderboard import scan as R
+from biobench.board import scan as R
 from biobench.stats import SeedSummary, SignificanceGroups
 
 

@@ -1,4 +1,4 @@
-"""Aggregate measured runs and reference rows into one entry per (language, model) (leaderboard.entries).
+"""Aggregate measured runs and reference rows into one entry per (language, model) (board.entries).
 
 Scores here are percentages (results files hold fractions). An entry's average is over the language's
 benchmark tasks (the paper's 8 French / 11 English); an entry missing some of them gets a *partial*
@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from biobench.leaderboard import scan as R
-from biobench.leaderboard.cache import BackgroundGroups, cached_groups
-from biobench.leaderboard.entries import Board, Cell, Entry
+from biobench.board import scan as R
+from biobench.board.cache import BackgroundGroups, cached_groups
+from biobench.board.entries import Board, Cell, Entry
 from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.store.lineage import Lineage
 from biobench.store.summary import TaskScores
@@ -133,10 +133,10 @@ def build_board(
 ) -> Board:
     """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
     one), aggregate, and (optionally) compute significance groups from predictions, per task through the
-    on-disk cache under `cache_dir` when given (leaderboard/cache.py; `log` gets its progress lines).
+    on-disk cache under `cache_dir` when given (bench/board/cache.py; `log` gets its progress lines).
     significance="background": return at once and compute the groups in a thread (`board.significance`,
     a cache.BackgroundGroups: status line, wait())."""
-    from biobench.leaderboard.dataset import resolve_sources
+    from biobench.board.dataset import resolve_sources
 
     unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
     dirs = resolve_sources(dirs, unsafe_rows)

@@ -319,7 +319,7 @@ def problem_of(err: ResultsError, path: Path, what: str) -> Problem:
 
 
 def reference_csv() -> Path:
-    return Path(str(resources.files("biobench.leaderboard") / "reference" / "paper_results.csv"))
+    return Path(str(resources.files("biobench.board") / "reference" / "paper_results.csv"))
 
 
 def load_reference(path: str | Path | None = None) -> list[ReferenceRow]:

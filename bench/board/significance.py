@@ -1,13 +1,13 @@
 """Significance from the board's predictions: the per-task alignment of models' predictions, the pair of
-two models (A-vs-B comparisons in leaderboard.compare) and the top groups (cached by leaderboard.cache)."""
+two models (A-vs-B comparisons in board.compare) and the top groups (cached by board.cache)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from biobench.board import scan as R
+from biobench.board.entries import Board, Entry
 from biobench.errors import ResultsError
-from biobench.leaderboard import scan as R
-from biobench.leaderboard.entries import Board, Entry
 from biobench.stats import TaskPredictions, significance_groups
 from biobench.store import AlignedPredictions, align_predictions
 from biobench.store.summary import task_metric

@@ -23,10 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from biobench.board.entries import Board, Entry
+from biobench.board.scan import Problem
+from biobench.board.significance import compute_groups
 from biobench.errors import BiobenchError, DiskFullError
-from biobench.leaderboard.entries import Board, Entry
-from biobench.leaderboard.scan import Problem
-from biobench.leaderboard.significance import compute_groups
 from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
 from biobench.stats import BootstrapResult, SignificanceGroups
