@@ -282,8 +282,8 @@ class _Run:
 def _train_loader(task: PreparedTask, protocol: Protocol, seed: int):
     """Length-grouped batches of the train features, the order drawn from `seed` (lists of features, collated
     per micro-batch)."""
+    from biobench.runtime.batching import LengthGroupedSampler
     from torch.utils.data import DataLoader
-    from transformers.trainer_pt_utils import LengthGroupedSampler
 
     train = task.features["train"]
     sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],

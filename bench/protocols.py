@@ -1,4 +1,4 @@
-"""The paper's fine-tuning protocols (Appendix H; DESIGN.md) as data, CLI overrides, and a stable hash.
+"""The paper's fine-tuning protocols (Appendix E; docs/PROTOCOL.md) as data, CLI overrides, and a stable hash.
 
 The protocol lives here, in one place: the seeds of each protocol (`SEEDS`), its knobs per task kind
 (`PROTOCOLS`), its default head and dev selection per kind (`DEFAULTS`), and the knobs a head brings with it
@@ -62,7 +62,7 @@ class Protocol:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-# protocol -> its seeds (DESIGN.md "Fine-tuning protocols": 9 seeds for the French tasks, 5 for the English);
+# protocol -> its seeds (paper Tables 1-2: 9 seeds per French task, 5 per English one; docs/PROTOCOL.md);
 # a task spec's own `seeds` win.
 SEEDS: dict[str, tuple[int, ...]] = {"fr": tuple(range(42, 51)), "en": tuple(range(42, 47))}
 

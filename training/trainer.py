@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import random
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
+from biobench.runtime.randomness import rng_state, set_rng_state
 from biobench.runtime.reporting import NoReport, make_reporter, report_dir
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
@@ -131,22 +131,6 @@ def _hardware(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(device)}"
     return f"CPU ({platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def _rng_state() -> dict[str, Any]:
-    """Every generator a step could draw from (the batches themselves depend only on position and seed):
-    torch CPU (a uint8 tensor), each CUDA device (a list of them) and Python's `random` (a tuple of ints)."""
-    return {"torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "python": random.getstate()}
-
-
-def _set_rng_state(saved: dict[str, Any]) -> None:
-    torch.set_rng_state(saved["torch"])
-    if torch.cuda.is_available() and saved.get("cuda") is not None:
-        torch.cuda.set_rng_state_all(saved["cuda"])
-    if saved.get("python") is not None:
-        random.setstate(saved["python"])
 
 
 def _mfu(model: torch.nn.Module, tokens_per_s: float, seq_len: int, device: torch.device,
@@ -309,7 +293,7 @@ class Trainer:
             try:
                 self.optimizer.load_state_dict(saved["optimizer"])
                 state = TrainState.from_json(saved["trainer"])
-                _set_rng_state(saved["rng"])
+                set_rng_state(saved["rng"])
             except (KeyError, TypeError, ValueError, RuntimeError) as err:
                 raise ConfigError(f"--resume: {self.resume_from / checkpoint.STATE} does not fit this run's model and "
                                   f"optimiser ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
@@ -482,7 +466,7 @@ class Trainer:
             return
         state = None
         if with_state:
-            state = {"optimizer": self.optimizer.state_dict(), "trainer": self.state.to_json(), "rng": _rng_state(),
+            state = {"optimizer": self.optimizer.state_dict(), "trainer": self.state.to_json(), "rng": rng_state(),
                      "config": self.cfg.to_json()}
         meta = self.metadata(phase_name)
         checkpoint.save(folder, self.model, self.tokenizer, meta, state, model_state)

@@ -21,7 +21,7 @@ layers are numbered 0..L-1 as in --freeze and `analyze transplant`. Divergence =
 is the mean divergence over transformer layers (embeddings only with --include-embeddings) with its 95%
 Student-t CI over the sample seeds. With --noise N, a second seed of the reference model B, each
 layer also gets the seed-noise ratio  r_l = div(A, B) / div(N, B)  (numerator: A vs B; denominator: N vs B).
-Paper §5.1 / DESIGN: A = the CLM-detour model, B = MLM seed 1, N = MLM seed 2, i.e.
+Paper §5.1: A = the CLM-detour model, B = MLM seed 1, N = MLM seed 2, i.e.
 r_l = div(CLM, MLM_s1) / div(MLM_s2, MLM_s1)."""
 
 

@@ -305,9 +305,9 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     from biobench.finetune import _optimizer, prepare_task
     from biobench.heads import get_head
     from biobench.models import load_encoder
+    from biobench.runtime.batching import LengthGroupedSampler
     from torch.profiler import ProfilerActivity, profile
     from torch.utils.data import DataLoader
-    from transformers.trainer_pt_utils import LengthGroupedSampler
 
     init_arm(setup["threads"])
     spec, data = load_data(setup)

@@ -11,10 +11,11 @@ no device memory to run out of, so the protocol's batch is taken as it is (one m
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.runtime.randomness import rng_preserved
 
 AUTO = "auto"
 
@@ -41,6 +42,38 @@ def is_out_of_memory(err: BaseException) -> bool:
         isinstance(err, RuntimeError) and "out of memory" in str(err).lower())
 
 
+def length_grouped_order(lengths: list[int], batch_size: int, generator: Any) -> list[int]:
+    """Indices in an order where each run of `batch_size` holds examples of similar length, with some randomness:
+    a random permutation (from `generator`), cut into mega-batches of min(n // (4 batch), 50) batches (at least
+    one), each sorted by decreasing length, the longest example of all moved to the very front (so a batch that
+    does not fit fails at the first step). The Hugging Face Trainer's `group_by_length` order, index for index
+    (tests/test_batching.py compares them); owned here because transformers keeps it in an internal module."""
+    import torch
+
+    per_mega = max(1, min(len(lengths) // (batch_size * 4), 50))
+    indices = torch.randperm(len(lengths), generator=generator).tolist()
+    size = per_mega * batch_size
+    megabatches = [sorted(indices[i:i + size], key=lambda k: lengths[k], reverse=True)
+                   for i in range(0, len(indices), size)]
+    if megabatches:
+        longest = max(range(len(megabatches)), key=lambda m: (lengths[megabatches[m][0]], -m))
+        megabatches[0][0], megabatches[longest][0] = megabatches[longest][0], megabatches[0][0]
+    return [i for megabatch in megabatches for i in megabatch]
+
+
+class LengthGroupedSampler:
+    """A DataLoader sampler over `length_grouped_order`: a new order each epoch, drawn from `generator`."""
+
+    def __init__(self, batch_size: int, lengths: list[int], generator: Any) -> None:
+        self.batch_size, self.lengths, self.generator = batch_size, list(lengths), generator
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(length_grouped_order(self.lengths, self.batch_size, self.generator))
+
+
 def free_device_memory() -> None:
     import gc
 
@@ -49,21 +82,6 @@ def free_device_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-
-
-@contextlib.contextmanager
-def rng_preserved():
-    """Run a probe without consuming the random streams of the real run (dropout masks stay the same)."""
-    import torch
-
-    cpu = torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
 
 
 def largest_fitting(batch: int, try_size: Callable[[int], None], what: str = "batch") -> int:

@@ -2,7 +2,8 @@
 rules, in one place so that fine-tuning (`biobench eval`, bench/), pretraining (training/), the analyses and
 the performance scripts make the same choice on the same machine.
 
-It lives under training/ because training/ must not import bench/; bench/ imports it. torch is imported
+It lives in the runtime layer (bench/runtime/), which imports no other project package, so that training/
+(which must not import bench/) and bench/ can both use it. torch is imported
 inside the functions, so importing this module keeps `biobench --help` fast.
 """
 
