@@ -157,17 +157,70 @@ def read_spec_file(path: str | Path) -> TaskSpec:
             data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"task file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {err}") from err
+    if isinstance(data, Mapping) and "extends" in data:  # a variant of a built-in task
+        data = resolve_extends(data, {task_id: raw for task_id, (_, raw) in _builtin_raw().items()}, str(path))
     return spec_from_dict(data, str(path), base_dir=str(path.resolve().parent))
+
+
+# `extends`: a variant spec states only what differs from the spec it names. These are the places where the
+# variant's mapping is merged key by key into the parent's; anywhere else a value the variant gives replaces
+# the parent's whole (a split entry, a label list, fetch's `sets`: their keys are data, not fields, so merging
+# them would mix the parent's data into the variant's). "*" is each source, by position.
+MERGED_MAPPINGS: tuple[tuple[str, ...], ...] = (
+    (), ("sources", "*"), ("sources", "*", "options"), ("sources", "*", "options", "random_split"), ("fetch",),
+)
+
+
+def _merge(parent: Any, child: Any, where: tuple[str, ...], origin: str) -> Any:
+    if where in MERGED_MAPPINGS and isinstance(parent, Mapping) and isinstance(child, Mapping):
+        return {**parent, **{k: _merge(parent.get(k), v, (*where, k), origin) if k in parent else v
+                             for k, v in child.items()}}
+    if where == ("sources",) and isinstance(parent, list) and isinstance(child, list):
+        if len(child) != len(parent):
+            raise ConfigError(f"{origin}: 'sources' of a spec that extends another merges source by source, so it "
+                              f"needs as many entries as the parent's ({len(parent)}; give {{}} to keep one as it is)")
+        return [_merge(p, c, ("sources", "*"), origin) for p, c in zip(parent, child, strict=True)]
+    return child
+
+
+def resolve_extends(data: Mapping[str, Any], parents: Mapping[str, Mapping[str, Any]], origin: str,
+                    seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The whole spec of a variant: `extends` names the spec (by id, in `parents`) whose fields it starts from;
+    the variant's own fields are merged in (MERGED_MAPPINGS) and its `id` is required. Chains are followed;
+    a circle or an unknown parent is one error naming the file."""
+    if "extends" not in data:
+        return dict(data)
+    name = data["extends"]
+    if not isinstance(name, str) or name not in parents:
+        close = difflib.get_close_matches(str(name), list(parents), n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{origin}: 'extends' names no known task spec: {name!r}{hint}")
+    if "id" not in data:
+        raise ConfigError(f"{origin}: a spec that extends '{name}' still needs its own 'id'")
+    chain = (*seen, str(data["id"]))
+    if name in chain:
+        raise ConfigError(f"{origin}: 'extends' goes round in a circle: {' -> '.join([*chain, name])}")
+    parent = resolve_extends(parents[name], parents, origin, chain)
+    child = {k: v for k, v in data.items() if k != "extends"}
+    return _merge(parent, child, (), origin)
+
+
+@cache
+def _builtin_raw() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each built-in spec as written: id -> (origin, the file's mapping)."""
+    raw = {}
+    for entry in sorted(resources.files("biobench.tasks").joinpath("specs").iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".json"):
+            data = json.loads(entry.read_text(encoding="utf-8"))
+            raw[str(data.get("id", entry.name))] = (f"tasks/specs/{entry.name}", data)
+    return raw
 
 
 @cache
 def _builtin() -> dict[str, TaskSpec]:
-    specs = {}
-    for entry in sorted(resources.files("biobench.tasks").joinpath("specs").iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".json"):
-            spec = spec_from_dict(json.loads(entry.read_text(encoding="utf-8")), f"tasks/specs/{entry.name}")
-            specs[spec.id] = spec
-    return specs
+    parents = {task_id: data for task_id, (_, data) in _builtin_raw().items()}
+    return {task_id: spec_from_dict(resolve_extends(data, parents, origin), origin)
+            for task_id, (origin, data) in _builtin_raw().items()}
 
 
 def _user_specs(task_files: Sequence[str | Path]) -> dict[str, TaskSpec]:

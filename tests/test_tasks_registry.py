@@ -44,19 +44,17 @@ def test_paper_task_list_agrees_in_its_three_places():
     import csv
     from importlib import resources
 
-    specs = {}
-    for path in resources.files("biobench.tasks").joinpath("specs").iterdir():
-        if path.name.endswith(".json"):
-            raw = json.loads(path.read_text())
-            specs[raw["id"]] = raw
-    flagged = {tid for tid, raw in specs.items() if raw.get("paper_task")}
+    from biobench.tasks.registry import _builtin
+
+    specs = _builtin()  # the spec files, each variant resolved through its `extends`
+    flagged = {tid for tid, spec in specs.items() if spec.paper_task}
     with resources.files("biobench.board").joinpath("reference", "paper_results.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     in_reference = {row["task"] for row in rows}
     assert len(PAPER_TASKS) == len(set(PAPER_TASKS)) == 19
     assert flagged == set(PAPER_TASKS), f"spec files vs PAPER_TASKS: {sorted(flagged ^ set(PAPER_TASKS))}"
     assert in_reference == set(PAPER_TASKS), f"reference CSV vs PAPER_TASKS: {sorted(in_reference ^ set(PAPER_TASKS))}"
-    assert all(row["lang"] == specs[row["task"]]["lang"] for row in rows)  # same task, same language
+    assert all(row["lang"] == specs[row["task"]].lang for row in rows)  # same task, same language
 
 
 def test_extras_are_not_paper_tasks():
@@ -189,3 +187,46 @@ def test_own_data_dir_in_documented_layout_uncompressed(tmp_path, monkeypatch):
         (folder / f"{name}.tsv").write_text("No\tO\nhepatitis\tB-Disease\nB\tI-Disease\n")
     task = load_task(get_spec("ncbi-disease"))
     assert task.source == str(folder) and len(task.splits["test"]) == 1
+
+
+def test_a_variant_spec_states_only_what_differs_and_resolves_to_the_whole_spec():
+    from biobench.tasks.registry import _builtin_raw
+
+    written = _builtin_raw()["fracco-100"][1]
+    assert written["extends"] == "fracco-30" and set(written) == {"id", "extends", "sources", "description"}
+    full, parent = get_spec("fracco-100"), get_spec("fracco-30")
+    assert full.sources[0].options["top_k"] == 100 and parent.sources[0].options["top_k"] == 30
+    assert {k: v for k, v in full.sources[0].options.items() if k != "top_k"} == \
+        {k: v for k, v in parent.sources[0].options.items() if k != "top_k"}
+    assert (full.kind, full.max_length, full.dev_metric, full.paper_task) == ("multilabel", 4096, "micro_f1", True)
+    # a data mapping is replaced, not merged: distemist's fetch writes only its own set
+    assert get_spec("distemist").fetch["options"]["sets"] == {"DISTEMIST-FRASIMED": "distemist/fr/frasimed-distemist.tar.gz"}
+    assert get_spec("distemist").fetch["files"] == get_spec("cantemist").fetch["files"]
+    assert get_spec("distemist").sources[1].dataset == "rntc/tabib-frasimed-distemist-doc"
+
+
+@pytest.mark.parametrize("variant,error", [
+    ({"id": "x", "extends": "fracco-3"}, "'extends' names no known task spec: 'fracco-3' (did you mean 'fracco-30'?)"),
+    ({"extends": "fracco-30"}, "a spec that extends 'fracco-30' still needs its own 'id'"),
+    ({"id": "x", "extends": "fracco-30", "sources": [{}, {}]}, "needs as many entries as the parent's (1"),
+    ({"id": "x", "extends": "fracco-30", "sources": [{"options": {"top_kk": 5}}]}, "unknown key 'top_kk': did you mean 'top_k'?"),
+    ({"id": "x", "extends": "fracco-30", "epochs": 3}, "unknown spec field(s) ['epochs']"),
+])
+def test_a_bad_variant_is_one_error_naming_its_file(tmp_path, variant, error):
+    from biobench.errors import ConfigError
+    from biobench.tasks.registry import read_spec_file
+
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(variant))
+    with pytest.raises(ConfigError) as err:
+        read_spec_file(path)
+    assert str(err.value).startswith(str(path)) and error in str(err.value) and "\n" not in str(err.value)
+
+
+def test_extends_refuses_a_circle():
+    from biobench.errors import ConfigError
+    from biobench.tasks.registry import resolve_extends
+
+    parents = {"a": {"id": "a", "extends": "b"}, "b": {"id": "b", "extends": "a"}}
+    with pytest.raises(ConfigError, match="circle: a -> b -> a"):
+        resolve_extends(parents["a"], parents, "spec.json")
