@@ -12,12 +12,14 @@ from biobench.service.storage import open_storage
 
 
 def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | None]:
-    """(model as the worker will load it, revision, a note when it could not be resolved). A local folder is
-    passed on as an absolute path and identified by the sha256 of its weights (as results are)."""
+    """(model as the worker will load it, revision, a note when it could not be resolved). An alias or hub id is
+    kept as given (the worker resolves it again, and the board names the row by it: an alias's offline package
+    folder would otherwise become a second name for the same weights); a local folder is passed on as an
+    absolute path and identified by the sha256 of its weights (as results are)."""
     from biobench.models import inspect_model, resolve_model
 
     ref = resolve_model(model)
-    target = str(Path(ref.path).resolve()) if ref.path else model
+    target = str(Path(ref.path).resolve()) if ref.path and not (ref.alias or ref.hub_id) else model
     if revision:
         return target, revision, None
     try:
