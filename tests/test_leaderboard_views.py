@@ -35,6 +35,23 @@ def test_compare_opens_on_two_measured_models_or_a_model_and_its_paper_row(board
     assert default_pair(build_board([], significance=False), "fr")[0].startswith("paper:")
 
 
+def test_compare_with_one_measured_model_says_what_to_do(board):
+    """English has one measured model (chemprot only): B is a reported row sharing its task, and the note says
+    that row has no paired test and how to get a second measured model; with no shared task, B is empty."""
+    from biobench.leaderboard.app import compare_note
+
+    a, b = default_pair(board, "en")
+    kinds = {e.key: e.source for e in board.lang_entries("en")}
+    assert kinds[a] == "measured" and kinds[b] == "reported"
+    assert "chemprot" in board.entry(b, "en").cells
+    note = compare_note(board, "en", a, b, rows=1)
+    assert note.startswith("Only one measured English model: B is") and "biobench eval --model ORG/NAME --lang en" in note
+    alone = build_board([FIXTURES / "minilm"], significance=False, reference=False)
+    assert default_pair(alone, "fr")[1] is None
+    assert compare_note(alone, "fr", default_pair(alone, "fr")[0], None, 0).startswith(
+        "**Only one measured French model (all-MiniLM-L6-v2)**")
+
+
 def test_one_display_format_per_kind_of_figure():
     frame = pd.DataFrame({"A": [53.0, 70.14], "diff": [1.0, -0.456], "p": [0.5, None], "s": [133.999, 2.0],
                           "seed": [42, "mean"], "name": ["x", "y"]})

@@ -49,3 +49,24 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
         seeds=parse_ranges(seeds, "--seeds", minimum=None) if seeds else None, overrides=overrides,
         task_protocols=task_protocols, name=name, submitter=submitter)
     return request, note
+
+
+def task_protocols(lang: str | None = None) -> list[dict[str, Any]]:
+    """What a request for each of the paper's tasks gets (the protocol `submit` hashes into it): kind, head,
+    headline and dev metrics, steps, batch, learning rates, max length and seeds; the leaderboard's About tab
+    shows them (it imports neither the protocols nor the task registry itself)."""
+    from biobench.protocols import resolve_task_protocol, task_seeds
+    from biobench.tasks.registry import list_specs
+
+    rows = []
+    for spec in list_specs(lang=lang):
+        if not spec.paper_task:
+            continue
+        p = resolve_task_protocol(spec)
+        seeds = task_seeds(spec)
+        rows.append({"task": spec.id, "lang": spec.lang, "kind": spec.kind, "head": p.head,
+                     "metric": p.metric, "dev_metric": p.dev_metric, "epochs": p.epochs, "max_steps": p.max_steps,
+                     "eval_every": p.eval_every, "batch_size": p.batch_size, "lr": p.lr, "head_lr": p.head_lr,
+                     "max_length": p.max_length, "seeds": f"{min(seeds)}-{max(seeds)} ({len(seeds)})" if seeds else "",
+                     "description": spec.description})
+    return rows
