@@ -73,7 +73,7 @@ def _choices(board: Board, attr: str) -> list[str]:
 
 # the Task tab's detectable-difference columns (percentage points): with this model's seeds, and with many seeds
 MDD_POWER, MDD_MANY = "MDD at 80% power (points)", "MDD with many seeds (points)"
-TASK_NOTE = ("**Mean**, **SD** and the **95% CI** (Student t over seeds) are test macro-F1 in %; **Seeds**: how "
+TASK_NOTE = ("**Mean**, **SD** and the **95% CI** (Student t over seeds) are test macro-F1 in %; **n seeds**: how "
              "many. **Top group**: not significantly worse than the best measured model (paired bootstrap). "
              "**MDD**: the smallest difference from this model that a paired test would detect 80% of the time — "
              "with its seeds, and with many seeds (the test set's own limit), in percentage points.")
@@ -90,7 +90,7 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
         row = {"Model": e.name, "Source": e.source, "Mean (%)": round(c.mean, 2)}
         if c.summary is not None:
             row.update({"SD (points)": round(c.summary.std, 2), "95% CI low (%)": round(c.summary.ci_low, 2),
-                        "95% CI high (%)": round(c.summary.ci_high, 2), "Seeds": c.summary.n})
+                        "95% CI high (%)": round(c.summary.ci_high, 2), "n seeds": c.summary.n})
             row.update({f"Seed {s} (%)": round(v, 2) for s, v in sorted(c.seeds.items())})
         group = board.groups.get((lang, task))
         if group is not None:
@@ -303,7 +303,7 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
         text = "" if measured else (f"No measured results for {md(task_v)} yet: the rows are the paper's reported "
                                     "means (no seeds, no per-label scores).")
         seed_frame = display(task_seed_frame(board, lang_v, task_v), {MDD_POWER: "points", MDD_MANY: "points",
-                                                                      "SD (points)": "points", "Seeds": "count"},
+                                                                      "SD (points)": "points", "n seeds": "count"},
                              default="score")
         label_frame = task_label_frame(board, lang_v, task_v)
         return (seed_frame, display(label_frame, default="score") if not label_frame.empty else label_frame,
@@ -437,7 +437,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
         with gr.Tabs() as tabs:
             for lang in board.langs:
                 with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
-                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}", elem_classes=["lb-scroll"])
+                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}")
             _task_tab(live, app)
             compare_tab = _compare_tab(live, app)
             analysis_plots = _plots_tab(live, app)

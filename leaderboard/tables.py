@@ -156,7 +156,7 @@ CSS = """
 .lb-table td.model, .lb-table th.model {position: sticky; left: 0; z-index: 2; width: 230px; min-width: 230px;
   max-width: 230px; box-sizing: border-box; white-space: normal; overflow-wrap: anywhere;}
 .lb-table td.avg, .lb-table th.avg {position: sticky; left: 230px; z-index: 2; box-sizing: border-box;
-  min-width: 58px; border-right: 2px solid #ccc; font-weight: 600;}
+  min-width: 58px; border-right: 2px solid #ccc;}
 .lb-table td.meta {color: #555; font-size: 12px; white-space: normal; min-width: 220px;}
 .lb-table td.top {background: #e6f4ea;}
 .lb-table tr.reported td.model {font-style: italic;}
@@ -175,9 +175,9 @@ def esc(value: Any) -> str:
 
 
 def short_task(task: str) -> str:
-    """A task id as a narrow column header (HTML): one line per part, words cut to 7 letters
+    """A task id as a narrow column header (HTML): one line per part, words cut to 8 letters
     ('fracco-morph-topo-100' -> fracco / morph / topo / 100); the full id is the header's tooltip."""
-    parts = [p if p.isdigit() else p[:7] for p in str(task).split("-") if p] or [str(task)]
+    parts = [p if p.isdigit() else p[:8] for p in str(task).split("-") if p] or [str(task)]
     return "<br>".join(esc(p) for p in parts)
 
 
@@ -203,7 +203,7 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
         for t in tasks
     )
     out = [
-        f'<table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>'
+        f'<div class="lb-scroll"><table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>'
         f'<th class="avg" title="mean over the {len(bench)} benchmark tasks">Avg</th>{head}'
         "<th>Seeds</th><th>Context</th><th>Size</th>"
         '<th class="meta">Recipe / lineage</th></tr></thead><tbody>'
@@ -248,7 +248,7 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
             f"<td>{esc(seeds_text(e))}</td><td>{esc(e.context or '?')}</td><td>{esc(size)}</td>"
             f'<td class="meta">{esc(e.lineage or e.recipe)}</td></tr>'
         )
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")  # the table scrolls sideways under its sticky Model and Avg columns
     legend = [
         "Macro-F1 (%), mean over seeds; <b>bold</b> best, <u>underlined</u> second per column. "
         "±: half-width of the 95% Student-t CI over seeds (hover a cell for details). "

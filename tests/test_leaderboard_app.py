@@ -32,7 +32,7 @@ def test_app_builds_and_views_render():
     assert app.title == "biobench leaderboard"
     seeds = task_seed_frame(board, "fr", "diamed")
     detour = seeds[seeds.Model == "tiny-detour"].iloc[0]
-    assert (detour.Seeds, detour["Top group"]) == (3, "yes")
+    assert (detour["n seeds"], detour["Top group"]) == (3, "yes")
     assert {"Seed 42 (%)", "Seed 43 (%)", "Seed 44 (%)", "SD (points)", "95% CI low (%)", "95% CI high (%)",
             "MDD at 80% power (points)", "MDD with many seeds (points)"} <= set(seeds.columns)
     assert not {"sd", "ci_low", "ci_high", "n"} & set(seeds.columns)  # human headers with units
