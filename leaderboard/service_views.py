@@ -25,8 +25,9 @@ from biobench.names import display_name
 LANG_TABS = {"fr": "French", "en": "English"}
 
 VERDICT_COLUMNS = ["task", "seeds", "measured", "low", "high", "reported", "difference", "tolerance", "verdict"]
-QUEUE_COLUMNS = ["status", "request", "model", "tasks", "seeds", "score", "submitted", "started", "finished", "took",
-                 "outcome", "board row"]
+# what a visitor looks for first (model, outcome, score) on the left; the long request id last
+QUEUE_COLUMNS = ["status", "model", "score", "board row", "tasks", "seeds", "submitted", "started", "finished", "took",
+                 "outcome", "request"]
 
 
 def queue_writable(queue: str | None) -> tuple[bool, str]:
