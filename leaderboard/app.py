@@ -22,7 +22,13 @@ import pandas as pd
 from biobench.board.compare import average_markdown, compare, compare_average, task_mdd
 from biobench.board.entries import Board
 from biobench.leaderboard import plots
-from biobench.leaderboard.service_views import build_paper_tab, build_submit_tab
+from biobench.leaderboard.about import about_markdown
+from biobench.leaderboard.service_views import (
+    build_paper_tab,
+    build_queue_tab,
+    build_submit_tab,
+    queue_writable,
+)
 from biobench.leaderboard.tables import (
     CSS,
     Filters,
@@ -35,8 +41,13 @@ from biobench.leaderboard.tables import (
     render_html,
     select,
 )
+from biobench.service.submission import task_protocols
 
 LANG_NAMES = {"fr": "French", "en": "English"}
+# the Compare table's columns as the app shows them (biobench.board.compare's names are the export's)
+COMPARE_HEADERS = {"task": "Task", "A": "A (%)", "B": "B (%)", "diff": "A - B (points)",
+                   "ci_low": "95% CI low (points)", "ci_high": "95% CI high (points)", "p_value": "p",
+                   "method": "Test"}
 
 
 def _safe(default_factory):
@@ -60,26 +71,34 @@ def _choices(board: Board, attr: str) -> list[str]:
     return sorted({str(getattr(e, attr)) for e in board.entries})
 
 
+# the Task tab's detectable-difference columns (percentage points): with this model's seeds, and with many seeds
+MDD_POWER, MDD_MANY = "MDD at 80% power (points)", "MDD with many seeds (points)"
+TASK_NOTE = ("**Mean**, **SD** and the **95% CI** (Student t over seeds) are test macro-F1 in %; **n seeds**: how "
+             "many. **Top group**: not significantly worse than the best measured model (paired bootstrap). "
+             "**MDD**: the smallest difference from this model that a paired test would detect 80% of the time — "
+             "with its seeds, and with many seeds (the test set's own limit), in percentage points.")
+
+
 def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
-    """Per-seed scores, mean, sd and 95% CI of every model on one task."""
+    """Per-seed scores, mean, SD and 95% CI of every model on one task, under human headers with units."""
     rows = []
     mdd = task_mdd(board, lang, task)
     for e in board.lang_entries(lang):
         c = e.cells.get(task)
         if c is None:
             continue
-        row = {"model": e.name, "source": e.source, "mean": round(c.mean, 2)}
+        row = {"Model": e.name, "Source": e.source, "Mean (%)": round(c.mean, 2)}
         if c.summary is not None:
-            row.update(sd=round(c.summary.std, 2), ci_low=round(c.summary.ci_low, 2), ci_high=round(c.summary.ci_high, 2),
-                       n=c.summary.n)
-            row.update({f"seed {s}": round(v, 2) for s, v in sorted(c.seeds.items())})
+            row.update({"SD (points)": round(c.summary.std, 2), "95% CI low (%)": round(c.summary.ci_low, 2),
+                        "95% CI high (%)": round(c.summary.ci_high, 2), "n seeds": c.summary.n})
+            row.update({f"Seed {s} (%)": round(v, 2) for s, v in sorted(c.seeds.items())})
         group = board.groups.get((lang, task))
         if group is not None:
-            row["top group"] = "yes" if group.in_top(e.key) else ("no" if e.key in group.vs_best else "")
+            row["Top group"] = "yes" if group.in_top(e.key) else ("no" if e.key in group.vs_best else "")
         if e.key in mdd:  # the smallest difference this model's seeds and the test set can resolve
             m = mdd[e.key]
-            row["MDD 80% power"] = round(100 * m.mdd, 2) if m.mdd == m.mdd else None
-            row["MDD, many seeds"] = round(100 * m.mdd_many_seeds, 2)
+            row[MDD_POWER] = round(100 * m.mdd, 2) if m.mdd == m.mdd else None
+            row[MDD_MANY] = round(100 * m.mdd_many_seeds, 2)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -102,18 +121,59 @@ def first_measured_task(board: Board, lang: str) -> str | None:
 
 
 def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
-    """The Compare tab's opening pair: two measured models (a paired test is possible); one measured model and
-    the reported row the paper gives for it or the first reported one; else two reported rows."""
+    """The Compare tab's opening pair: the two measured models sharing the most tasks (a paired test is
+    possible); one measured model and the reported row the paper gives for it, or else the reported row sharing
+    the most tasks with it (none shares any: B is left empty and the tab says what to do); no measured model:
+    two reported rows."""
     from biobench.board.reproduction import paper_entry
 
     measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
-    reported = [e.key for e in board.lang_entries(lang) if e.source == "reported"]
-    if len(measured) == 1 and (paper := paper_entry(board, measured[0])) is not None:
-        return measured[0].key, paper.key
-    ordered = [e.key for e in measured] + reported
-    if not ordered:
+    reported = [e for e in board.lang_entries(lang) if e.source == "reported"]
+
+    def shared(a, b) -> int:
+        return len(set(a.cells) & set(b.cells))
+
+    if len(measured) >= 2:
+        pairs = [(shared(a, b), -i, -j, a.key, b.key) for i, a in enumerate(measured)
+                 for j, b in enumerate(measured) if i < j]
+        best = max(pairs)
+        if best[0]:
+            return best[3], best[4]
+    if measured:
+        a = measured[0]
+        paper = paper_entry(board, a)
+        if paper is not None and shared(a, paper):
+            return a.key, paper.key
+        best_b = max(reported, key=lambda b: shared(a, b), default=None)
+        return a.key, best_b.key if best_b is not None and shared(a, best_b) else None
+    keys = [e.key for e in reported]
+    if not keys:
         return None, None
-    return ordered[0], ordered[1] if len(ordered) > 1 else ordered[0]
+    return keys[0], keys[1] if len(keys) > 1 else keys[0]
+
+
+def compare_note(board: Board, lang: str, a: str | None, b: str | None, rows: int) -> str:
+    """What the Compare tab says above an empty or untestable comparison: why, and what to do."""
+    measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+    language = LANG_NAMES.get(lang, lang)
+    evaluate = f"evaluate another model (`biobench eval --model ORG/NAME --lang {lang}`, or the Submit tab)"
+    if not a or not b:
+        if len(measured) == 1:
+            return (f"**Only one measured {language} model ({md(measured[0].name)})**, and no reported row shares "
+                    f"a task with it: {evaluate} to compare two measured models task by task.")
+        return "Pick two models (A and B)."
+    entry_a, entry_b = board.entry(a, lang), board.entry(b, lang)
+    if entry_a is None or entry_b is None:
+        return "Pick two models (A and B)."
+    if not rows:
+        return (f"**{md(entry_a.name)} and {md(entry_b.name)} share no task**: pick a model measured on the same "
+                f"tasks{'' if len(measured) > 1 else ', or ' + evaluate}.")
+    reported = [e.name for e in (entry_a, entry_b) if e.source == "reported"]
+    if reported:
+        lead = (f"Only one measured {language} model: B is " if len(measured) == 1 else "")
+        return (f"{lead}*{md(reported[0])}* is a reported row (the paper's means, no predictions): the differences "
+                f"below have no paired test. For one, {evaluate} and compare two measured models.")
+    return ""
 
 
 def header_text(board: Board) -> str:
@@ -124,22 +184,39 @@ def header_text(board: Board) -> str:
             + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else ""))
 
 
+# The Plots tab's analysis figures: (label, what produces the files it reads)
+ANALYSES = (("Pretraining loss", "train_log.jsonl beside a checkpoint's run folder or in a results folder"),
+            ("CKA", "cka.json from `biobench analyze cka`"),
+            ("Needle in a haystack", "needle_results.json from `biobench analyze needle`"),
+            ("CKA trajectory (divergence from the start model)",
+             "cka_trajectory.json from `biobench analyze cka-trajectory`"))
+
+
 def analysis_figures(board: Board) -> Callable[[], tuple]:
     """The Plots tab's analysis figures (loss curves, CKA, needle, CKA trajectory), drawn once on the first page
     load rather than at start-up (they do not depend on the filters; matplotlib alone costs ~1 s); the problems
-    found in analysis files join the board's."""
+    found in analysis files join the board's. An analysis with no file at all is None (the tab says so in one
+    line instead of drawing an empty box)."""
     lock, drawn = threading.Lock(), []
 
     def figures() -> tuple:
         with lock:
             if not drawn:
-                drawn.append((plots.loss_figure(plots.train_logs(board), board.problems),
-                              plots.cka_figure(board.analyses["cka"], board.problems),
-                              plots.needle_figure(board.analyses["needle"], board.problems),
-                              plots.cka_trajectory_figure(board.analyses.get("cka_trajectory", []), board.problems)))
+                logs, trajectory = plots.train_logs(board), board.analyses.get("cka_trajectory", [])
+                drawn.append((plots.loss_figure(logs, board.problems) if logs else None,
+                              plots.cka_figure(board.analyses["cka"], board.problems) if board.analyses["cka"] else None,
+                              plots.needle_figure(board.analyses["needle"], board.problems)
+                              if board.analyses["needle"] else None,
+                              plots.cka_trajectory_figure(trajectory, board.problems) if trajectory else None))
             return drawn[0]
 
     return figures
+
+
+def missing_analyses_text(figures: tuple) -> str:
+    """One line naming the analyses without files and what writes them ('' when every one has a figure)."""
+    missing = [f"{label} ({source})" for (label, source), fig in zip(ANALYSES, figures, strict=True) if fig is None]
+    return ("No analysis files for: " + "; ".join(missing) + ".") if missing else ""
 
 
 @dataclass
@@ -175,6 +252,12 @@ class Controls:
 
 
 def _controls(board: Board) -> Controls:
+    """The filters, in a closed accordion: open, they take ~470 px above every tab."""
+    with gr.Accordion("Filters, sorting and CSV download", open=False, elem_id="lb-filters"):
+        return _control_rows(board)
+
+
+def _control_rows(board: Board) -> Controls:
     with gr.Row():
         sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
         sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
@@ -206,7 +289,8 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
             task = gr.Dropdown(first, value=first_measured_task(board, board.langs[0]) if first else None,
                                label="Task")
         note = gr.Markdown(elem_id="lb-task-note")
-        seeds = gr.Dataframe(label="Per-seed scores (macro-F1 %)")
+        seeds = gr.Dataframe(label="Per-seed scores (macro-F1 %)", wrap=True, elem_id="lb-task-seeds")
+        gr.Markdown(TASK_NOTE, elem_classes=["lb-notes"])
         labels = gr.Dataframe(label="Per-label F1 (%), mean over seeds")
         plot = gr.Plot(label="Scores with 95% CI")
 
@@ -218,8 +302,9 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
         measured = [e.name for e in board.lang_entries(lang_v) if e.source == "measured" and task_v in e.cells]
         text = "" if measured else (f"No measured results for {md(task_v)} yet: the rows are the paper's reported "
                                     "means (no seeds, no per-label scores).")
-        seed_frame = display(task_seed_frame(board, lang_v, task_v), {"MDD 80% power": "points",
-                                                                      "MDD, many seeds": "points"}, default="score")
+        seed_frame = display(task_seed_frame(board, lang_v, task_v), {MDD_POWER: "points", MDD_MANY: "points",
+                                                                      "SD (points)": "points", "n seeds": "count"},
+                             default="score")
         label_frame = task_label_frame(board, lang_v, task_v)
         return (seed_frame, display(label_frame, default="score") if not label_frame.empty else label_frame,
                 plots.task_bars(board, lang_v, tasks=[task_v]), text)
@@ -248,38 +333,44 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
         with gr.Row():
             lang = gr.Dropdown(live.board.langs, value=_first_lang(live.board), label="Language")
             a = gr.Dropdown([], label="Model A", elem_id="lb-compare-a")
-            b = gr.Dropdown([], label="Model B")
-        table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False,
-                             headers=["task", "A", "B", "diff", "ci_low", "ci_high", "p_value", "method"])
+            b = gr.Dropdown([], label="Model B", elem_id="lb-compare-b")
+        note = gr.Markdown(elem_id="lb-compare-note")
+        table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False, wrap=True,
+                             headers=list(COMPARE_HEADERS.values()), elem_id="lb-compare-table")
         average = gr.Markdown()
 
-    @_safe(lambda msg: (pd.DataFrame({"error": [msg]}), ""))
+    @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
     def on_compare(lang_v, a_v, b_v):
-        if not (lang_v and a_v and b_v):
-            return pd.DataFrame(), ""
         board = live.board
-        frame = display(compare(board, lang_v, a_v, b_v), {"A": "score", "B": "score", "diff": "difference",
-                                                           "ci_low": "difference", "ci_high": "difference",
-                                                           "p_value": "p"})
-        return frame, average_markdown(compare_average(board, lang_v, a_v, b_v))
+        if not lang_v:
+            return "", pd.DataFrame(columns=list(COMPARE_HEADERS.values())), ""
+        if not (a_v and b_v):
+            return (compare_note(board, lang_v, a_v, b_v, 0), pd.DataFrame(columns=list(COMPARE_HEADERS.values())),
+                    "")
+        rows = compare(board, lang_v, a_v, b_v)
+        frame = display(rows.rename(columns=COMPARE_HEADERS),
+                        {"A (%)": "score", "B (%)": "score", "A - B (points)": "difference",
+                         "95% CI low (points)": "difference", "95% CI high (points)": "difference", "p": "p"})
+        return (compare_note(board, lang_v, a_v, b_v, len(rows)), frame,
+                average_markdown(compare_average(board, lang_v, a_v, b_v)) if len(rows) else "")
 
-    @_safe(lambda msg: (gr.update(), gr.update(), pd.DataFrame({"error": [msg]}), ""))
+    @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
     def on_lang(lang_v):
         choices = live.model_choices(lang_v)
         pair = default_pair(live.board, lang_v)
         return gr.update(choices=choices, value=pair[0]), gr.update(choices=choices, value=pair[1]), *on_compare(
             lang_v, *pair)
 
-    lang.change(on_lang, lang, [a, b, table, average])
-    a.change(on_compare, [lang, a, b], [table, average])
-    b.change(on_compare, [lang, a, b], [table, average])
-    app.load(on_lang, lang, [a, b, table, average])
+    lang.change(on_lang, lang, [a, b, note, table, average])
+    a.change(on_compare, [lang, a, b], [note, table, average])
+    b.change(on_compare, [lang, a, b], [note, table, average])
+    app.load(on_lang, lang, [a, b, note, table, average])
     return CompareTab(lang, a, b)
 
 
-def _plots_tab(live: Live, app: gr.Blocks) -> list[gr.Plot]:
-    """Per-task bars, the efficiency table with its detail view, and the analysis figures (returned: they are
-    drawn on the first page load, with the Problems tab)."""
+def _plots_tab(live: Live, app: gr.Blocks) -> list:
+    """Per-task bars, the efficiency table with its detail view, and the analysis figures with the line naming
+    the missing ones (returned, that line last: they are drawn on the first page load, with the Problems tab)."""
     with gr.Tab("Plots", id="tab-plots"):
         lang = gr.Dropdown(live.board.langs, value=_first_lang(live.board), label="Language")
         bars = gr.Plot(label="Per-task scores", elem_id="lb-bars")
@@ -289,9 +380,10 @@ def _plots_tab(live: Live, app: gr.Blocks) -> list[gr.Plot]:
         detail = gr.Markdown(elem_id="lb-detail")
         detail_seeds = gr.Dataframe(label="Per-task, per-seed scores (macro-F1 %)", interactive=False,
                                     elem_id="lb-detail-seeds")
-        analysis_plots = [gr.Plot(label="Pretraining loss", elem_id="lb-loss"), gr.Plot(label="CKA"),
-                          gr.Plot(label="Needle in a haystack"),
-                          gr.Plot(label="CKA trajectory (divergence from the start model)")]
+        missing = gr.Markdown(elem_id="lb-analyses-missing", elem_classes=["lb-notes"])
+        analysis_plots = [gr.Plot(label=label, elem_id=elem, visible=False)
+                          for (label, _), elem in zip(ANALYSES, ("lb-loss", "lb-cka", "lb-needle", "lb-trajectory"),
+                                                      strict=True)]
 
     @_safe(lambda msg: (plots._empty(msg), pd.DataFrame({"error": [msg]}), gr.update()))
     def on_lang(lang_v):
@@ -316,7 +408,7 @@ def _plots_tab(live: Live, app: gr.Blocks) -> list[gr.Plot]:
     efficiency.select(on_select_row, None, model)
     model.change(on_detail, [lang, model], [detail, detail_seeds])
     app.load(on_lang, lang, [bars, efficiency, model])
-    return analysis_plots
+    return [*analysis_plots, missing]
 
 
 def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], Board] | None = None,
@@ -342,15 +434,18 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
         poll = gr.Timer(1.0, active=live.significance is not None)
         controls = _controls(board)
         tables = {}
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             for lang in board.langs:
                 with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
-                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}", elem_classes=["lb-scroll"])
+                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}")
             _task_tab(live, app)
             compare_tab = _compare_tab(live, app)
             analysis_plots = _plots_tab(live, app)
             paper = build_paper_tab(lambda: live.board)
-            build_submit_tab(queue)
+            queue_tab = build_queue_tab(queue, lambda: live.board)
+            build_submit_tab(queue, queue_tab.table)
+            with gr.Tab("About", id="tab-about"):
+                gr.Markdown(about_markdown(task_protocols(), queue=queue_writable(queue)[0]), elem_id="lb-about")
             with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as problems_tab:
                 problems_table = gr.Dataframe(problems_frame(board), label="Files that could not be used")
         problem_outputs = [problems_table, problems_tab, header]
@@ -362,9 +457,12 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             board = live.board
             return [problems_frame(board), gr.Tab(label=f"Problems ({len(board.problems)})"), header_text(board)]
 
-        @_safe(lambda msg: [plots._empty(msg)] * len(analysis_plots) + [gr.update()] * len(problem_outputs))
+        @_safe(lambda msg: [gr.update()] * (len(analysis_plots) - 1) + [f"error: {md(msg)}"]
+               + [gr.update()] * len(problem_outputs))
         def on_analysis():
-            return [*figures(), *problems_now()]
+            drawn = figures()
+            return [*(gr.update(value=fig, visible=True) if fig is not None else gr.update(visible=False)
+                      for fig in drawn), missing_analyses_text(drawn), *problems_now()]
 
         @_safe(lambda msg: [f"<p>error: {esc(msg)}</p>"] * len(tables) + [None])
         def refresh(*values):
@@ -392,6 +490,17 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
         app.load(refresh, controls.inputs, table_outputs)
         app.load(paper.show, paper.model, [paper.table, paper.note])
         app.load(on_analysis, None, [*analysis_plots, *problem_outputs])
+        app.load(queue_tab.frame, None, queue_tab.table)
+        anchor = gr.Textbox(visible=False, elem_id="lb-jump")
+
+        def on_queue_row(evt: gr.SelectData):
+            """A finished request's row: open its language table at the model's row (the script scrolls)."""
+            found = queue_tab.row_of(evt.index[0] if isinstance(evt.index, list | tuple) else evt.index)
+            if found is None or found[0] not in tables:
+                return gr.update(), ""
+            return gr.Tabs(selected=f"tab-{found[0]}"), found[1]
+
+        queue_tab.table.select(on_queue_row, None, [tabs, anchor]).then(None, anchor, None, js=JUMP_JS)
         if rebuild is not None:
             def on_refresh(src, sz, ctx, rec, sort, ci, compare_lang, compare_a, compare_b):
                 """Scan the results again; the new board replaces the old one for every view. Filter values the
@@ -420,7 +529,8 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                 return [note, live.significance.status if live.significance else "",
                         *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci),
                         gr.Timer(active=live.significance is not None), *problems_now(),
-                        gr.update(choices=verdict_choices, value=verdict_choices[0][1] if verdict_choices else None),
+                        gr.update(choices=verdict_choices, value=verdict_choices[0][1] if verdict_choices else None,
+                                  visible=bool(verdict_choices)),
                         *filters, gr.update(choices=pair, value=a), gr.update(choices=pair, value=b)]
 
             refresh_outputs = [refresh_note, status, *table_outputs, poll, *problem_outputs, paper.model,
@@ -436,6 +546,10 @@ def problems_frame(board: Board) -> pd.DataFrame:
 
 
 LAUNCH_OPTIONS = {"css": CSS, "show_error": True}
+# scroll a language table to a row (the Queue tab's link) and outline it for a few seconds
+JUMP_JS = """(id) => { if (!id) return; setTimeout(() => { const row = document.getElementById(id);
+  if (!row) return; row.scrollIntoView({block: "center"}); row.style.outline = "2px solid #f59e0b";
+  setTimeout(() => { row.style.outline = ""; }, 4000); }, 400); }"""
 
 
 def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app_options) -> None:

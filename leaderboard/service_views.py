@@ -12,17 +12,22 @@ import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from biobench.board.entries import Board
+from biobench.board.entries import Board, Entry
 from biobench.errors import BiobenchError
 from biobench.leaderboard.tables import display, md, md_code
+from biobench.names import display_name
+
+LANG_TABS = {"fr": "French", "en": "English"}
 
 VERDICT_COLUMNS = ["task", "seeds", "measured", "low", "high", "reported", "difference", "tolerance", "verdict"]
-QUEUE_COLUMNS = ["status", "request", "model", "tasks", "seeds", "submitter", "submitted", "started", "finished",
-                 "attempts", "last line"]
+# what a visitor looks for first (model, outcome, score) on the left; the long request id last
+QUEUE_COLUMNS = ["status", "model", "score", "board row", "tasks", "seeds", "submitted", "started", "finished", "took",
+                 "outcome", "request"]
 
 
 def queue_writable(queue: str | None) -> tuple[bool, str]:
@@ -57,8 +62,54 @@ def submit_command(model: str, revision: str, lang: str, tasks: str, seeds: str,
     return shlex.join(parts)
 
 
-def queue_frame(queue: str | None) -> pd.DataFrame:
-    """Requests, running first, then pending (oldest first), then finished / failed (newest first)."""
+def _when(stamp: str | None) -> str:
+    """'2026-12-04T03:01:02+00:00' -> '2026-12-04 03:01 UTC' (the queue's ISO times, shortened)."""
+    if not stamp:
+        return ""
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return str(stamp)
+    moment = moment.astimezone(UTC) if moment.tzinfo else moment
+    return moment.strftime("%Y-%m-%d %H:%M") + (" UTC" if moment.tzinfo else "")
+
+
+def _took(start: str | None, end: str | None) -> str:
+    try:
+        seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def request_entry(board: Board | None, request) -> Entry | None:
+    """The board row a request's results went to: the measured entry of its language named as the request's
+    model is (names.display_name, the one naming), or evaluated from the same model id."""
+    if board is None:
+        return None
+    name = display_name({"id": request.model}, request.name)
+    for e in board.entries:
+        if e.source != "measured" or (request.lang and e.lang != request.lang):
+            continue
+        if (e.name == name or (e.model_id and e.model_id == request.model)) and any(t in e.cells for t in request.tasks):
+            return e
+    return None
+
+
+def request_score(entry: Entry | None, tasks: list[str]) -> str:
+    """The request's score on the board: its one task's mean, or the mean over its tasks found there with k/n."""
+    if entry is None:
+        return ""
+    have = [entry.cells[t].mean for t in tasks if t in entry.cells]
+    if not have:
+        return ""
+    mean = sum(have) / len(have)
+    return f"{mean:.1f}" if len(tasks) == 1 else f"{mean:.1f} (mean of {len(have)}/{len(tasks)} tasks)"
+
+
+def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
+    """Requests, running first, then pending (oldest first), then finished / failed (newest first); a finished
+    request's score and board row come from `board` (its results as the board shows them)."""
     if not queue:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
     from biobench.service.queue import list_requests
@@ -69,15 +120,65 @@ def queue_frame(queue: str | None) -> pd.DataFrame:
                   reverse=True)
     requests = ([r for r in everything if r.status == "running"] + [r for r in everything if r.status == "pending"]
                 + done)
-    rows = [{"status": r.status, "request": r.id, "model": r.name or r.model, "tasks": ", ".join(r.tasks),
-             "seeds": ", ".join(map(str, r.seeds)) if r.seeds else "protocol", "submitter": r.submitter,
-             "submitted": r.submitted_at, "started": r.started_at or "", "finished": r.finished_at or "",
-             "attempts": r.attempts, "last line": r.log_tail[-1] if r.log_tail else ""} for r in requests]
+    rows = []
+    for r in requests:
+        entry = request_entry(board, r) if r.status == "finished" else None
+        last = r.log_tail[-1] if r.log_tail else ""
+        rows.append({"status": r.status, "request": r.id, "model": display_name({"id": r.model}, r.name),
+                     "tasks": ", ".join(r.tasks), "seeds": ", ".join(map(str, r.seeds)) if r.seeds else "protocol",
+                     "score": request_score(entry, r.tasks), "submitted": _when(r.submitted_at),
+                     "started": _when(r.started_at), "finished": _when(r.finished_at),
+                     "took": _took(r.started_at, r.finished_at),
+                     "outcome": ("results on the board" if entry else "finished; not on the board yet (Refresh)")
+                     if r.status == "finished" else last if r.status == "failed" else "",
+                     "board row": f"{LANG_TABS.get(entry.lang, entry.lang)}: {entry.name}" if entry else ""})
     return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
 
 
-def build_submit_tab(queue: str | None) -> None:
-    """The Submit tab with its Queue view (inside the app's gr.Tabs)."""
+@dataclass
+class QueueTab:
+    table: gr.Dataframe
+    refresh: gr.Button
+    frame: Callable[[], pd.DataFrame]
+    row_of: Callable[[int], tuple[str, str] | None]  # table row -> (language, row anchor) of its board row
+
+
+def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueTab:
+    """The Queue tab: every request with its status, times and, once finished, its score and board row
+    (selecting a finished request's row opens its language table at that row; the app wires the jump)."""
+    from biobench.leaderboard.tables import row_anchor
+
+    def frame() -> pd.DataFrame:
+        return queue_frame(queue, get_board())
+
+    def row_of(index: int) -> tuple[str, str] | None:
+        if not queue:
+            return None
+        from biobench.service.queue import list_requests
+        from biobench.service.storage import open_storage
+
+        current = frame()
+        if not 0 <= index < len(current):
+            return None
+        request_id = current.iloc[index]["request"]
+        request = next((r for r in list_requests(open_storage(queue)) if r.id == request_id), None)
+        entry = request_entry(get_board(), request) if request is not None else None
+        return (entry.lang, row_anchor(entry.lang, entry.key)) if entry else None
+
+    with gr.Tab("Queue", id="tab-queue"):
+        gr.Markdown("Evaluation requests: running, then pending (oldest first), then finished and failed (newest "
+                    "first). A finished request's **score** is its mean macro-F1 (%) on the board; select its row "
+                    "to open the model's row in the language table." if queue else
+                    "This leaderboard has no request queue (start it with `--queue`); requests are made with "
+                    "`biobench submit MODEL --queue QUEUE`.", elem_id="lb-queue-note")
+        refresh = gr.Button("Refresh the queue", size="sm", elem_id="sb-queue-refresh")
+        table = gr.Dataframe(frame(), headers=QUEUE_COLUMNS, interactive=False, elem_id="sb-queue", wrap=True)
+    refresh.click(frame, None, table)
+    return QueueTab(table, refresh, frame, row_of)
+
+
+def build_submit_tab(queue: str | None, table: gr.Dataframe) -> None:
+    """The Submit tab (inside the app's gr.Tabs); a submission refreshes the Queue tab's `table`."""
     writable, why = queue_writable(queue)
     with gr.Tab("Submit", id="tab-submit"):
         gr.Markdown("Request an evaluation: a worker (`biobench worker`) fine-tunes the model on the chosen tasks "
@@ -99,10 +200,6 @@ def build_submit_tab(queue: str | None) -> None:
                 limit_train = gr.Number(label="Train examples (limit)", precision=0, elem_id="sb-limit-train")
         button = gr.Button("Submit" if writable else "Show the command", elem_id="sb-submit")
         message = gr.Markdown(elem_id="sb-message")
-        gr.Markdown("### Queue")
-        refresh = gr.Button("Refresh the queue", size="sm", elem_id="sb-queue-refresh")
-        table = gr.Dataframe(queue_frame(queue), headers=QUEUE_COLUMNS, interactive=False, elem_id="sb-queue",
-                             wrap=True)
 
         def on_submit(model_v, revision_v, lang_v, tasks_v, seeds_v, epochs_v, max_length_v, limit_train_v):
             overrides = {k: int(v) for k, v in (("epochs", epochs_v), ("max_length", max_length_v),
@@ -125,7 +222,6 @@ def build_submit_tab(queue: str | None) -> None:
 
         button.click(on_submit, [model, revision, lang, tasks, seeds, epochs, max_length, limit_train],
                      [message, table])
-        refresh.click(lambda: queue_frame(queue), None, table)
 
 
 @dataclass
@@ -165,8 +261,17 @@ def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
 
     with gr.Tab("vs paper", id="tab-paper"):
         first = choices()
-        model = gr.Dropdown(first, value=first[0][1] if first else None, label="Model", elem_id="vp-model")
-        table = gr.Dataframe(interactive=False, elem_id="vp-table", headers=VERDICT_COLUMNS)
-        note = gr.Markdown(elem_id="vp-note")
-    model.change(show, model, [table, note])
-    return PaperTab(model, table, note, choices, show)
+        # no measured model the paper reports: no empty dropdown, the note says what to evaluate (a refresh that
+        # brings one shows the dropdown: see `update`)
+        model = gr.Dropdown(first, value=first[0][1] if first else None, label="Model", elem_id="vp-model",
+                            visible=bool(first))
+        opening = show(first[0][1] if first else None)
+        note = gr.Markdown(opening[1], elem_id="vp-note")
+        table = gr.Dataframe(opening[0], interactive=False, elem_id="vp-table", headers=VERDICT_COLUMNS,
+                             visible=bool(first))
+    def shown(value: str | None):
+        frame, text = show(value)
+        return gr.update(value=frame, visible=bool(value)), text
+
+    model.change(shown, model, [table, note])
+    return PaperTab(model, table, note, choices, shown)

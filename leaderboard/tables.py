@@ -146,17 +146,25 @@ def _mark(text: str, rank: int | None) -> str:
 
 
 CSS = """
-.lb-table {border-collapse: collapse; font-size: 13px; width: 100%;}
-.lb-table th, .lb-table td {border-bottom: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap;}
-.lb-table th {background: #f3f4f6; font-weight: 600;}
-.lb-table td.model, .lb-table th.model, .lb-table td.meta {text-align: left;}
-.lb-table td.meta {color: #555; font-size: 12px; white-space: normal; min-width: 260px;}
+.lb-table {border-collapse: separate; border-spacing: 0; font-size: 13px;}
+.lb-table th, .lb-table td {border-bottom: 1px solid #ddd; padding: 3px 5px; text-align: right; white-space: nowrap;
+  background: #fff;}
+.lb-table th {background: #f3f4f6; font-weight: 600; font-size: 12px; vertical-align: bottom; line-height: 1.15;}
+.lb-table th.task {white-space: normal; min-width: 44px; max-width: 64px;}
+.lb-table th.task abbr {text-decoration: none; cursor: help;}
+.lb-table td.model, .lb-table th.model, .lb-table td.meta, .lb-table th.meta {text-align: left;}
+.lb-table td.model, .lb-table th.model {position: sticky; left: 0; z-index: 2; width: 230px; min-width: 230px;
+  max-width: 230px; box-sizing: border-box; white-space: normal; overflow-wrap: anywhere;}
+.lb-table td.avg, .lb-table th.avg {position: sticky; left: 230px; z-index: 2; box-sizing: border-box;
+  min-width: 58px; border-right: 2px solid #ccc;}
+.lb-table td.meta {color: #555; font-size: 12px; white-space: normal; min-width: 220px;}
 .lb-table td.top {background: #e6f4ea;}
 .lb-table tr.reported td.model {font-style: italic;}
 .lb-table .ci {color: #777; font-size: 10px; margin-left: 2px;}
 .lb-table .extra {color: #777;}
 .lb-notes {font-size: 12px; color: #444;}
 .lb-scroll {overflow-x: auto; max-width: 100%;}
+.lb-empty {color: #555; font-style: italic;}
 """
 
 
@@ -164,6 +172,18 @@ def esc(value: Any) -> str:
     """The one escaping of a value put into HTML (text or a quoted attribute): every string here may come
     from a stranger's result file (model names, ids, task ids, labels, lineage, error messages)."""
     return html.escape(str(value), quote=True)
+
+
+def short_task(task: str) -> str:
+    """A task id as a narrow column header (HTML): one line per part, words cut to 8 letters
+    ('fracco-morph-topo-100' -> fracco / morph / topo / 100); the full id is the header's tooltip."""
+    parts = [p if p.isdigit() else p[:8] for p in str(task).split("-") if p] or [str(task)]
+    return "<br>".join(esc(p) for p in parts)
+
+
+def row_anchor(lang: str, key: str) -> str:
+    """The id of a model's row in a language table (the Queue tab links to it): letters, digits and '-' only."""
+    return "row-" + "".join(c if c.isalnum() else "-" for c in f"{lang}-{key}")
 
 
 def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
@@ -177,14 +197,16 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
     col_ranks = {t: _ranks([e.cells[t].mean if t in e.cells else None for e in entries]) for t in tasks}
     avg_ranks = _ranks([a.value if not a.partial else None for a in averages])
     head = "".join(
-        f'<th title="{"benchmark task" if t in bench else "not in the paper benchmark: not averaged"}"'
-        f'{" class=extra" if t not in bench else ""}>{esc(t)}</th>'
+        f'<th class="task{" extra" if t not in bench else ""}"><abbr title="{esc(t)}: '
+        f'{"benchmark task, in the average" if t in bench else "not in the paper benchmark: not averaged"}">'
+        f"{short_task(t)}</abbr></th>"
         for t in tasks
     )
     out = [
-        f'<table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>{head}'
-        "<th>Avg</th><th>Seeds</th><th>Context</th><th>Size</th><th>Source</th>"
-        '<th class="model">Recipe / lineage</th></tr></thead><tbody>'
+        f'<div class="lb-scroll"><table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>'
+        f'<th class="avg" title="mean over the {len(bench)} benchmark tasks">Avg</th>{head}'
+        "<th>Seeds</th><th>Context</th><th>Size</th>"
+        '<th class="meta">Recipe / lineage</th></tr></thead><tbody>'
     ]
     notes = []
     for i, (e, avg) in enumerate(zip(entries, averages, strict=True)):
@@ -221,11 +243,12 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
         name = esc(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
         size = e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
         out.append(
-            f'<tr class="{esc(e.source)}"><td class="model">{name}</td>{"".join(cells)}<td>{avg_text}</td>'
-            f"<td>{esc(seeds_text(e))}</td><td>{esc(e.context or '?')}</td><td>{esc(size)}</td><td>{esc(e.source)}</td>"
+            f'<tr class="{esc(e.source)}" id="{esc(row_anchor(lang, e.key))}"><td class="model" title="{esc(e.source)}">'
+            f'{name}</td><td class="avg">{avg_text}</td>{"".join(cells)}'
+            f"<td>{esc(seeds_text(e))}</td><td>{esc(e.context or '?')}</td><td>{esc(size)}</td>"
             f'<td class="meta">{esc(e.lineage or e.recipe)}</td></tr>'
         )
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")  # the table scrolls sideways under its sticky Model and Avg columns
     legend = [
         "Macro-F1 (%), mean over seeds; <b>bold</b> best, <u>underlined</u> second per column. "
         "±: half-width of the 95% Student-t CI over seeds (hover a cell for details). "

@@ -31,10 +31,12 @@ def test_app_builds_and_views_render():
     app = build_app(board)
     assert app.title == "biobench leaderboard"
     seeds = task_seed_frame(board, "fr", "diamed")
-    detour = seeds[seeds.model == "tiny-detour"].iloc[0]
-    assert (detour.n, detour["top group"]) == (3, "yes")
-    assert {"seed 42", "seed 43", "seed 44"} <= set(seeds.columns)
-    assert seeds[seeds.model == "all-MiniLM-L6-v2"]["top group"].item() == "no"
+    detour = seeds[seeds.Model == "tiny-detour"].iloc[0]
+    assert (detour["n seeds"], detour["Top group"]) == (3, "yes")
+    assert {"Seed 42 (%)", "Seed 43 (%)", "Seed 44 (%)", "SD (points)", "95% CI low (%)", "95% CI high (%)",
+            "MDD at 80% power (points)", "MDD with many seeds (points)"} <= set(seeds.columns)
+    assert not {"sd", "ci_low", "ci_high", "n"} & set(seeds.columns)  # human headers with units
+    assert seeds[seeds.Model == "all-MiniLM-L6-v2"]["Top group"].item() == "no"
     labels = task_label_frame(board, "fr", "diamed")
     assert list(labels.label) == ["cardio", "neuro", "onco"] and "tiny-mlm" in labels.columns
     assert task_label_frame(board, "fr", "fracco-30").empty
@@ -162,10 +164,22 @@ def test_analysis_figures_are_drawn_on_page_load_and_their_problems_listed(tmp_p
     app = build_app(board)
     assert not any("cka.json" in p.path for p in board.problems)  # not read at start-up
     on_analysis = next(f.fn for f in app.fns.values() if f.name == "on_analysis")
-    loss, cka, needle, trajectory, problems, tab, header = on_analysis()
-    assert [ax.get_title() for ax in cka.axes][0] == "CKA divergence per layer"  # the fixture's good cka.json
-    assert len(needle.axes[0].lines) == 2 + 1 and loss.axes and trajectory.axes
+    loss, cka, needle, trajectory, missing, problems, tab, header = on_analysis()
+    assert [ax.get_title() for ax in cka["value"].axes][0] == "CKA divergence per layer"  # the good cka.json
+    assert len(needle["value"].axes[0].lines) == 2 + 1 and loss["value"].axes
+    assert all(u["visible"] for u in (loss, cka, needle)) and trajectory == {"visible": False, "__type__": "update"}
+    assert missing == "No analysis files for: CKA trajectory (divergence from the start model) (cka_trajectory.json " \
+        "from `biobench analyze cka-trajectory`)."
     reasons = [r for path, r in problems[["path", "reason"]].itertuples(index=False) if path.endswith("cka.json")]
     assert reasons and reasons[0].startswith("cka.json has no 'layers' list")
     assert tab.label == f"Problems ({len(board.problems)})" and f"**{len(board.problems)} problem(s)**" in header
-    assert on_analysis()[0] is loss  # drawn once, then served from memory
+    assert on_analysis()[0]["value"] is loss["value"]  # drawn once, then served from memory
+
+
+def test_missing_analyses_are_one_line_not_empty_boxes():
+    """A board without analysis files: the four figures are hidden and one line names what would draw them."""
+    board = build_board([FIXTURES / "full-fr"], significance=False)
+    on_analysis = next(f.fn for f in build_app(board).fns.values() if f.name == "on_analysis")
+    *figures, missing, _problems, _tab, _header = on_analysis()
+    assert [u["visible"] for u in figures] == [False] * 4
+    assert missing.startswith("No analysis files for: Pretraining loss (train_log.jsonl") and missing.count(";") == 3

@@ -161,8 +161,8 @@ def test_compare_tab_task_average_and_task_view_mdd(board):
     mdd = task_mdd(board, "fr", "diamed", n_boot=300)
     m = mdd["local__tiny-detour"]
     assert m.n_seeds == 3 and m.mdd > m.mdd_many_seeds > 0
-    frame = task_seed_frame(board, "fr", "diamed").set_index("model")
-    assert frame.loc["tiny-detour", "MDD 80% power"] == pytest.approx(100 * m.mdd, abs=0.5)
+    frame = task_seed_frame(board, "fr", "diamed").set_index("Model")
+    assert frame.loc["tiny-detour", "MDD at 80% power (points)"] == pytest.approx(100 * m.mdd, abs=0.5)
 
 
 def test_board_does_not_import_compare():

