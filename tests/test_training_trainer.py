@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -182,3 +186,63 @@ def test_progress_is_plain_lines_off_a_terminal(tiny_corpus, tmp_path, capsys):
     lines = [line for line in err.splitlines() if line.startswith("step ")]
     assert lines[-1].startswith("step 9/9 phase 2 mlm: loss ") and len(lines) == 9  # 9 steps: every step
     assert "\r" not in err and "it/s" not in err
+
+
+def _cli(corpus: Path, out: Path, tokens: int, *extra: str) -> list[str]:
+    """The `biobench pretrain` command line of `_cfg(corpus, out, recipe="mlm", tokens=tokens)`, on one thread."""
+    return [sys.executable, "-m", "biobench.cli", "pretrain", "--recipe", "mlm", "--model", "preset:tiny",
+            "--corpus", str(corpus), "--out", str(out), "--tokens", str(tokens), "--batch-size", "4", "--seq-len", "64",
+            "--micro-batch-size", "2", "--decay-ratio", "0.5", "--lr", "1e-3", "--no-progress", "--device", "cpu",
+            "--threads", "1", "--cache-dir", str(out.parent / "cache"), *extra]
+
+
+@pytest.mark.slow
+def test_sigint_keeps_a_checkpoint_that_resumes_to_the_uninterrupted_weights(tiny_corpus, tmp_path):
+    tokens = 60 * 4 * 64  # 60 + 30 steps: time to be interrupted in the middle
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same kernels as the --threads 1 subprocess
+    try:
+        full = train(_cfg(tiny_corpus, tmp_path / "full", recipe="mlm", tokens=tokens))
+    finally:
+        torch.set_num_threads(threads)
+    out = tmp_path / "cut"
+    proc = subprocess.Popen(_cli(tiny_corpus, out, tokens), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = out / "train_log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and len(log.read_text().splitlines()) >= 3) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    kept = [p for p in out.iterdir() if p.name.startswith("resume-")]
+    assert len(kept) == 1 and (kept[0] / checkpoint.STATE).exists() and not (out / "final").exists()
+    assert f"interrupted; kept {kept[0]} (" in stderr and "--resume" in stderr
+    assert "SIGINT: stopping after this step to save a resumable checkpoint" in stdout
+    seen = checkpoint.read_meta(kept[0])["tokens"]["seen"]
+    assert 3 * 4 * 64 <= seen < 90 * 4 * 64
+    done = subprocess.run(_cli(tiny_corpus, out, tokens, "--resume"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    a, b = _weights(full), _weights(out / "final")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_rolling_checkpoints_replace_each_other_and_a_stop_request_saves_one(tiny_corpus, tmp_path, monkeypatch):
+    from biobench.training import trainer as trainer_module
+
+    clock = iter(range(0, 10**6, 100))  # every read of the clock is 100 s later: a checkpoint is due each step
+    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: float(next(clock)))
+    trainer = Trainer(_cfg(tiny_corpus, tmp_path / "run", recipe="mlm", tokens=4 * 4 * 64, save_minutes=1.0))
+    assert trainer._run_phase(0, None)
+    names = sorted(p.name for p in (tmp_path / "run").iterdir() if p.is_dir())
+    assert names == ["cache", "phase1", "resume-768", "tokenizer"] or names == ["phase1", "resume-768", "tokenizer"]
+    trainer.stop.signal_name = "SIGTERM"
+    with pytest.raises(trainer_module.Stopped):
+        trainer._run_phase(1, None)  # phase1/ already holds this position: nothing new is written
+    assert not (tmp_path / "run" / "resume-1024").exists() and (tmp_path / "run" / "resume-768").exists()
+
+
+def test_interrupted_message_says_what_was_kept(tmp_path):
+    from biobench.commands.pretrain import kept
+
+    assert "no resumable checkpoint was written" in kept(tmp_path / "none")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from biobench.runtime.batching import AUTO, micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
+from biobench.runtime.interrupts import StopRequest, stop_on_signal
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.randomness import rng_state, set_rng_state
 from biobench.runtime.reporting import NoReport, make_reporter, report_dir
@@ -33,6 +35,12 @@ from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.recipes import Recipe, get_recipe
+
+ROLLING = "resume-"  # <out>/resume-<tokens>/: the timer's and a signal's checkpoint (only the latest is kept)
+
+
+class Stopped(KeyboardInterrupt):
+    """The run stopped on a signal after saving a resumable checkpoint (the command says which)."""
 
 
 @dataclass
@@ -53,7 +61,8 @@ class PretrainConfig:
     warmup_tokens: int = schedules.PAPER_WARMUP_TOKENS
     grad_clip: float | None = 1.0
     freeze: list[str] = field(default_factory=list)
-    save_every: int | None = None  # tokens
+    save_every: int | None = None  # tokens; step-<tokens>/ checkpoints, all kept
+    save_minutes: float | None = 30.0  # a rolling resume-<tokens>/ checkpoint this often (only the latest is kept)
     resume: str | bool | None = None
     doc_mask: bool = False
     seed: int = 0  # model init (presets) and MLM masking
@@ -200,6 +209,12 @@ class Trainer:
         self._setup_optimizer()
         self.state = self._restore()
         self.report = NoReport()  # run() opens the --report-to writer
+        self.stop = StopRequest()  # run() connects it to SIGINT/SIGTERM
+        self.saved_seen = self.state.tokens["seen"] if self.resume_from is not None else -1  # last resumable save
+        self.saved_at = time.monotonic()
+        resumed = self.resume_from
+        self.rolling = resumed if resumed is not None and resumed.parent == self.out and \
+            resumed.name.startswith(ROLLING) else None  # the timer's last checkpoint: replaced by the next one
 
     # ---------------------------------------------------------------- setup
     def _resume_folder(self) -> Path | None:
@@ -342,9 +357,10 @@ class Trainer:
                                     config={"recipe": self.cfg.recipe, "model": self.cfg.model,
                                             "tokens": self.cfg.tokens, "out": str(self.out)})
         try:
-            for phase_index in range(self.state.phase, len(self.recipe.phases)):
-                if not self._run_phase(phase_index, bar):
-                    return None
+            with stop_on_signal(self._print if self.dist.main else lambda _: None) as self.stop:
+                for phase_index in range(self.state.phase, len(self.recipe.phases)):
+                    if not self._run_phase(phase_index, bar):
+                        return None
             return self.out / "final"
         finally:
             self.report.close()
@@ -368,6 +384,12 @@ class Trainer:
             while self.state.step < total:
                 if self.cfg.stop_after_steps is not None and self.state.global_step >= self.cfg.stop_after_steps:
                     return False
+                stop, timer = self._agreed_flags()
+                if stop:
+                    self._save_rolling()
+                    raise Stopped(self.stop.signal_name or "a signal")
+                if timer:
+                    self._save_rolling()
                 t0 = time.perf_counter()
                 loss, grad_norm, lr = self._step(next(stream), wrapped, trainable, phase, total, causal)
                 elapsed = time.perf_counter() - t0
@@ -455,7 +477,32 @@ class Trainer:
         return {"train_s": round(train_s, 1), "devices": self.dist.world, "device_type": self.dist.device.type,
                 "device_hours": round(train_s * self.dist.world / 3600, 4)}
 
+    def _agreed_flags(self) -> tuple[bool, bool]:
+        """(stop requested, rolling checkpoint due), the same on every rank: a signal or a clock seen by one
+        process makes all of them save (a checkpoint written by some ranks only would hang the others)."""
+        minutes = self.cfg.save_minutes
+        flags = [self.stop.requested, bool(minutes) and time.monotonic() - self.saved_at >= 60 * minutes]
+        if self.dist.world > 1:
+            total = distributed.all_reduce_sum(torch.tensor([float(f) for f in flags], device=self.dist.device), self.dist)
+            flags = [bool(v > 0) for v in total.tolist()]
+        return flags[0], flags[1]
+
+    def _save_rolling(self) -> None:
+        """A resumable checkpoint of where the run stands (unless one was just written, e.g. phase1/), replacing
+        the previous rolling one; nothing before the first step (a fresh run starts over just as fast)."""
+        seen = self.state.tokens["seen"]
+        if seen == self.saved_seen or self.state.global_step == 0:
+            self.saved_at = time.monotonic()
+            return
+        folder = self.out / f"{ROLLING}{seen}"
+        self._save(folder, "resume", with_state=True)
+        if self.dist.main and self.rolling is not None and self.rolling != folder:
+            shutil.rmtree(self.rolling, ignore_errors=True)
+        self.rolling = folder
+
     def _save(self, folder: Path, phase_name: str, with_state: bool) -> None:
+        if with_state:
+            self.saved_seen, self.saved_at = self.state.tokens["seen"], time.monotonic()
         model_state = None
         if self.cfg.fsdp and self.dist.world > 1:
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict

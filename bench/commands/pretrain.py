@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from pathlib import Path
 
 from biobench.errors import ConfigError
@@ -56,6 +57,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--warmup-tokens", default="100M", help="phase-1 warmup, capped at 10%% of phase 1 (default 100M)")
     p.add_argument("--grad-clip", type=float, default=1.0, help="gradient-norm clipping, 0 = off (default 1.0)")
     p.add_argument("--save-every", help="also checkpoint every N tokens (e.g. 500M) to step-<tokens>/")
+    p.add_argument("--save-minutes", type=float, default=30.0, help="a resumable checkpoint every N minutes of "
+                   "training to resume-<tokens>/, replacing the previous one; Ctrl-C or SIGTERM also writes one "
+                   "after the current step (default 30; 0 = only on a signal)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="DIR",
                    help="continue from DIR, or from the latest checkpoint under --out")
     p.add_argument("--doc-mask", action="store_true",
@@ -130,6 +134,7 @@ def run(args) -> int:
         decay_ratio=args.decay_ratio, lr=args.lr, weight_decay=args.weight_decay,
         warmup_tokens=parse_tokens(args.warmup_tokens), grad_clip=args.grad_clip or None, freeze=args.freeze,
         save_every=parse_tokens(args.save_every) if args.save_every else None, resume=args.resume,
+        save_minutes=args.save_minutes or None,
         doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed, text_field=args.text_field, max_documents=args.max_documents,
         cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
         gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile, language=args.language, license=args.license,
@@ -140,7 +145,23 @@ def run(args) -> int:
           f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
           f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {torch.get_num_threads()} CPU threads, out {cfg.out}",
           flush=True)
-    final = train(cfg)
+    try:
+        final = train(cfg)
+    except KeyboardInterrupt:
+        print(f"interrupted; {kept(cfg.out)}", file=sys.stderr)
+        return 130
     if final is not None:
         print(f"done: {final}")
     return 0
+
+
+def kept(out: Path) -> str:
+    """What an interrupted run left to resume from, in words (the latest resumable checkpoint, or none)."""
+    from biobench.training import checkpoint
+
+    folder = checkpoint.latest(out) if out.is_dir() else None
+    if folder is None:
+        return (f"no resumable checkpoint was written in {out} (stopped before the first training step "
+                f"finished): run the same command again to start over")
+    tokens = checkpoint.read_meta(folder).get("tokens", {}).get("seen", 0)
+    return (f"kept {folder} ({tokens:,} tokens trained): continue with the same command and --resume")
