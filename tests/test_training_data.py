@@ -60,6 +60,19 @@ def test_bad_corpora_have_one_clear_message(tmp_path):
         corpus.load_or_build(str(tmp_path / "missing.jsonl"), _tok(), tmp_path / "cache")
 
 
+
+@pytest.mark.parametrize("source", ["my-corpus/", "my corpus", "runs/tiny/corpus", "notes.txt"])
+def test_a_missing_local_corpus_is_a_missing_path_not_a_repo_id(source, tmp_path, monkeypatch, capsys):
+    from biobench import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["pretrain", "--model", "preset:tiny", "--corpus", source, "--tokens", "1K", "--out", "run",
+                     "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: corpus {source} does not exist: no such file or folder" in err
+    assert "repo" not in err.lower() and "HFValidationError" not in err
+
+
 def test_hub_corpus_offline_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

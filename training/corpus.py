@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
 
@@ -49,13 +51,23 @@ def is_local(source: str) -> bool:
 
 
 def _looks_like_path(source: str) -> bool:
-    """A missing local path, not a hub id ("owner/name" or "name")."""
-    return (source.startswith(("/", ".", "~")) or source.count("/") > 1
-            or source.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES + (".json",)))
+    """A missing local path, not a hub id ("owner/name" or "name"): a folder's trailing slash, a file suffix,
+    or anything a hub id cannot be (the hub library would answer with a message about repo ids)."""
+    return (source.startswith(("/", ".", "~")) or source.endswith(("/", os.sep)) or source.count("/") > 1
+            or source.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES + (".json",))
+            or not HUB_ID.fullmatch(source))
+
+
+def check_source(source: str) -> None:
+    """DataError when `source` names a local path that does not exist (checked before any model is loaded)."""
+    if not is_local(source) and _looks_like_path(source):
+        raise DataError(f"corpus {source} does not exist: no such file or folder (expected a text/JSONL file, "
+                        f"a folder of them, or a hub dataset id such as owner/name)")
 
 
 def iter_documents(source: str, text_field: str = "text") -> Iterator[str]:
     """Every non-empty document of the corpus, in a fixed order."""
+    check_source(source)
     if not is_local(source):
         yield from _hub_documents(source, text_field)
         return
@@ -156,8 +168,7 @@ def default_cache_dir() -> Path:
 def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_field: str = "text",
                   max_documents: int | None = None, batch_docs: int = 256) -> TokenCorpus:
     """Tokenise the corpus into the cache unless an identical cache exists; return it memory-mapped."""
-    if not is_local(source) and _looks_like_path(source):
-        raise DataError(f"corpus {source} does not exist (expected a text/JSONL file, a folder, or a hub dataset id)")
+    check_source(source)
     key = f"{tokenizer_fingerprint(tokenizer)}-{corpus_fingerprint(source, text_field, max_documents)}"
     folder = (cache_dir or default_cache_dir()) / key
     if (folder / "done").exists():

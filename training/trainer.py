@@ -193,6 +193,7 @@ class Trainer:
 
     def __init__(self, cfg: PretrainConfig):
         self.cfg = cfg
+        corpus.check_source(str(cfg.corpus))  # a mistyped folder: one line, before any model is loaded
         self.recipe: Recipe = get_recipe(cfg.recipe, cfg.freeze)
         self.dist = distributed.setup(cfg.device)
         self.plan = make_plan(cfg, self.dist.world)
