@@ -7,19 +7,27 @@ libraries to offline mode (HF_HUB_OFFLINE), so the local folders, the Hugging Fa
 packages are used at once and a missing file fails immediately with its own clear message.
 
 Data and model loading both call `ensure_hub_mode()` before touching the hub; it lives under tasks/ because
-tasks/ and bench/ may both import it (tasks/ never imports bench/).
+tasks/ and bench/ may both import it (tasks/ never imports bench/). The answer is also kept for
+`PROBE_TTL_S` in $BIOBENCH_CACHE/hub/probe.json, per endpoint: commands run one after another (a grid script,
+`eval` then `compare`) wait for the probe once, not each.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 
+from biobench.runtime.files import atomic_write, cache_home
+from biobench.runtime.jsonfile import read_json
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TRUTHY = {"1", "true", "yes", "on"}
+PROBE_TTL_S = 300  # how long another process trusts a probe's answer
 _PROBE_FAILED: list[str] = []  # why biobench itself turned offline mode on, when it did
 
 
@@ -79,19 +87,60 @@ def go_offline() -> None:
         datasets_config.HF_DATASETS_OFFLINE = True
 
 
+def _answer_file():
+    return cache_home("hub") / "probe.json"
+
+
+def recent_answer(endpoint: str, now: float | None = None) -> tuple[bool, str | None, float] | None:
+    """(answered, why not, age in s) of a probe of `endpoint` made less than PROBE_TTL_S ago by any process;
+    None when there is none (or the file is unreadable: then the probe simply runs again)."""
+    now = time.time() if now is None else now
+    try:
+        saved = read_json(_answer_file(), max_bytes=64 * 1024).get(endpoint)
+        age = now - float(saved["at"])
+        if 0 <= age < PROBE_TTL_S:
+            return saved["why"] is None, saved["why"], age
+    except Exception:  # noqa: BLE001 - missing, corrupt or foreign: not an answer
+        return None
+    return None
+
+
+def _remember(endpoint: str, why: str | None) -> None:
+    """Keep the probe's answer for the next processes (best effort: a read-only cache just means probing)."""
+    try:
+        path = _answer_file()
+        try:
+            saved = read_json(path, max_bytes=64 * 1024)
+            saved = saved if isinstance(saved, dict) else {}
+        except Exception:  # noqa: BLE001 - missing or corrupt: start over
+            saved = {}
+        saved[endpoint] = {"at": time.time(), "why": why}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(saved))
+    except Exception:  # noqa: BLE001 - a read-only or full cache only means the next process probes again
+        pass
+
+
 @functools.cache
 def ensure_hub_mode() -> bool:
-    """True when the hub may be used. Probes once per process; an unanswered probe prints one line and
-    turns offline mode on for the rest of the process."""
+    """True when the hub may be used. Probes once per process (or reuses a probe less than PROBE_TTL_S old);
+    an unanswered probe prints one line and turns offline mode on for the rest of the process."""
     _PROBE_FAILED.clear()
     if offline_requested():
         return False
     endpoint, timeout_s = _endpoint(), probe_timeout_s()
-    why = probe(endpoint, timeout_s)
-    if why is None:
+    recent = recent_answer(endpoint)
+    if recent is not None:
+        answered, why, age = recent
+        when = f"{age:.0f} s ago"
+    else:
+        why = probe(endpoint, timeout_s)
+        answered, when = why is None, f"probe timeout {timeout_s:g} s"
+        _remember(endpoint, why)
+    if answered:
         return True
     go_offline()
     _PROBE_FAILED.append(f"the hub ({endpoint}) did not answer biobench's {timeout_s:g} s probe, so this run is offline")
-    print(f"hub: {endpoint} is unreachable ({why}; probe timeout {timeout_s:g} s); running offline "
+    print(f"hub: {endpoint} is unreachable ({why}; {when if recent is None else 'probed ' + when}); running offline "
           "(local folders, the Hugging Face cache and installed packages only)", file=sys.stderr)
     return False

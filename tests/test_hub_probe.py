@@ -25,8 +25,9 @@ class _Answer(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture()
-def fresh_probe(monkeypatch):
-    """No offline flag set, a clean probe cache, and the flags restored afterwards."""
+def fresh_probe(monkeypatch, tmp_path):
+    """No offline flag set, a clean probe cache (in memory and on disk), and the flags restored afterwards."""
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
     hub.ensure_hub_mode.cache_clear()
@@ -94,3 +95,41 @@ def test_model_and_dataset_fail_fast_after_the_probe(fresh_probe, capsys):
     with pytest.raises(DataError, match="could not load hub dataset 'org/none'.*did not answer biobench's"):
         load_hub("org/none", None)
     assert capsys.readouterr().err.count("hub: ") == 1
+
+
+def test_a_recent_answer_is_reused_by_the_next_process(fresh_probe, capsys):
+    """Processes run one after another probe once per PROBE_TTL_S; a stale answer is probed again."""
+    fresh_probe.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    calls = []
+    real = hub.probe
+    fresh_probe.setattr(hub, "probe", lambda *a: calls.append(a) or real(*a))
+    assert hub.ensure_hub_mode() is False
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        fresh_probe.delenv(name, raising=False)  # what a new process starts with
+    hub.ensure_hub_mode.cache_clear()
+    assert hub.ensure_hub_mode() is False and len(calls) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "s ago); running offline" in err[1]
+    assert hub.recent_answer(hub._endpoint(), now=__import__("time").time() + hub.PROBE_TTL_S + 1) is None
+    hub._answer_file().write_text("{not json")  # a corrupt answer file: probe again, never fail
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        fresh_probe.delenv(name, raising=False)
+    hub.ensure_hub_mode.cache_clear()
+    assert hub.ensure_hub_mode() is False and len(calls) == 2
+
+
+def test_compare_over_local_results_never_probes(fresh_probe, tmp_path, capsys):
+    """A model named by its hub id or alias is matched to the results folder its files record: no hub."""
+    import shutil
+    from pathlib import Path
+
+    from biobench.board.pairs import model_folder
+
+    fresh_probe.setattr(hub, "probe", lambda *a: pytest.fail("probed the hub for local results"))
+    results = tmp_path / "results"
+    for name in ("mine", "other"):
+        shutil.copytree(Path(__file__).parent / "fixtures" / "results" / name.replace("mine", "full-fr")
+                        .replace("other", "en-model"), results / name)
+    assert model_folder(results, "acme/full-fr-base") == results / "mine"
+    assert model_folder(results, "Acme/Full-FR-base") == results / "mine"
+    assert capsys.readouterr().err == ""

@@ -36,6 +36,10 @@ def model_folder(results: Path, name: str) -> Path:
         ref = resolve_model(name)
     except Exception:  # noqa: BLE001 - not a model biobench can resolve here: the names are all there is
         ref = None
+    if ref is not None and ref.path is None and not named:  # the hub id the results record: no hub needed
+        recorded = _folders_recording(found, ref.hub_id)
+        if len(recorded) == 1:
+            return recorded[0]
     if ref is not None and (ref.path is not None or not named):  # a hub model is inspected only when needed
         with contextlib.suppress(Exception):  # no weights, hub offline: the old layout's name is left
             by_weights = folders_of_revision(results, inspect_model(ref).revision)
@@ -48,6 +52,21 @@ def model_folder(results: Path, name: str) -> Path:
                           "pass the results folder name, or the model folder itself")
     raise ConfigError(f"no results for model '{name}' in {results}; models there: "
                       f"{', '.join(p.name for p in found) or 'none'}")
+
+
+def _folders_recording(folders: list[Path], hub_id: str | None) -> list[Path]:
+    """The results folders whose results name the hub model `hub_id` (the id their result files record): a
+    model named by alias or hub id is found without asking the hub for its revision."""
+    from biobench.errors import ResultsError
+    from biobench.store import read_result
+
+    def recorded_id(folder: Path) -> str | None:
+        for path in sorted(folder.glob("*/seed-*.json")):
+            with contextlib.suppress(ResultsError):  # an unreadable file: another one of the folder may say
+                return str(read_result(path, check_key=False).model.get("id") or "")
+        return None
+
+    return [f for f in folders if hub_id and (recorded_id(f) or "").lower() == hub_id.lower()]
 
 
 def display_of(folder: Path) -> str:
