@@ -155,13 +155,16 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     return grids
 
 
+UNRESOLVED = "revision unresolved"  # the model's weights cannot be read here: whether a run is done is unknown
+
+
 @dataclass
 class RunStatus:
     grid: str
     model: str  # display name
     task: str
     seed: int | None
-    status: str  # done | to run | conflict | no data | cannot plan
+    status: str  # done | to run | conflict | no data | cannot plan | revision unresolved
     detail: str = ""
 
 
@@ -178,21 +181,35 @@ def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
     return ("done", "") if same else ("conflict", f"{path} holds another run's result (--overwrite replaces it)")
 
 
-def dry_run(grids: list[Grid], plan_model) -> list[RunStatus]:
+def dry_run(grids: list[Grid], plan_model, unresolved=None) -> list[RunStatus]:
     """Every run of the grids with its status, planned as `eval` plans (model resolved, data loaded, keys
     computed) but nothing trained or written. `plan_model(grid, model)` returns the runner's Plan; a model or
-    data set that cannot be planned is one row saying why."""
+    data set that cannot be planned is one row saying why. `unresolved(grid, model)` lists the (task, seed)
+    pairs of a model whose revision cannot be resolved here (offline, not cached): what would run, unkeyed."""
     rows: list[RunStatus] = []
     for grid in grids:
         for entry in grid.models:
-            try:
-                plan = plan_model(grid, entry)
-            except BiobenchError as err:
-                rows.append(RunStatus(grid.name, entry.name or entry.model, "*", None, "cannot plan", str(err)))
-                continue
-            for run in plan.grid:
-                status, detail = run_status(run.path, run.key)
-                rows.append(RunStatus(grid.name, plan.name, run.task.id, run.seed, status, detail))
-            for task, reason in plan.unavailable.items():
-                rows.append(RunStatus(grid.name, plan.name, task, None, "no data", reason))
+            rows += plan_rows(grid.name, entry.name or entry.model, lambda g=grid, e=entry: plan_model(g, e),
+                              unresolved and (lambda g=grid, e=entry: unresolved(g, e)))
+    return rows
+
+
+def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunStatus]:
+    """The dry-run rows of one model (`eval --model` and each model of a grid file)."""
+    from biobench.errors import ModelLoadError
+
+    try:
+        plan = plan_model()
+    except ModelLoadError as err:
+        if unresolved is None:
+            return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
+        return [RunStatus(grid, model, task, seed, UNRESOLVED, str(err)) for task, seed in unresolved()]
+    except BiobenchError as err:
+        return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
+    rows = []
+    for run in plan.grid:
+        status, detail = run_status(run.path, run.key)
+        rows.append(RunStatus(grid, plan.name, run.task.id, run.seed, status, detail))
+    for task, reason in plan.unavailable.items():
+        rows.append(RunStatus(grid, plan.name, task, None, "no data", reason))
     return rows

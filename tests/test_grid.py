@@ -26,13 +26,40 @@ def test_the_paper_grids_parse_with_the_papers_tasks_seeds_and_models():
         assert grid.results == (EXAMPLES / "../../results")
 
 
-def test_dry_run_of_the_paper_grid_offline_says_why_a_model_cannot_be_planned(capsys, monkeypatch):
+def test_dry_run_of_the_paper_grid_offline_lists_every_run_with_the_revision_unresolved(capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")
     assert main(["eval", "--config", str(EXAMPLES / "paper-fr.toml"), "--dry-run", "--json"]) == 0
+    from biobench.protocols import task_seeds
+    from biobench.tasks.registry import list_specs
+
     rows = json.loads(capsys.readouterr().out)
-    assert [r["model"] for r in rows][:2] == ["CLM detour (Base, 10B) = ModernCamemBERT-bio-base", "ModernCamemBERT"]
-    assert all(r["status"] == "cannot plan" and "not in the local Hugging Face cache" in r["detail"] for r in rows)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    assert models[:2] == ["CLM detour (Base, 10B) = ModernCamemBERT-bio-base", "ModernCamemBERT"]
+    tasks = {s.id: len(task_seeds(s)) for s in list_specs("fr")}
+    assert len(rows) == len(models) * sum(tasks.values())  # every task x seed of every model
+    assert all(r["status"] == "revision unresolved" and "not in the local Hugging Face cache" in r["detail"]
+               for r in rows)
+    assert main(["eval", "--config", str(EXAMPLES / "paper-fr.toml"), "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == len(rows) and max(len(line) for line in out.splitlines()) < 120
+    assert out.splitlines()[0].endswith("\tseed 42\trevision unresolved")
+    assert err.count("revision unresolved, so whether its runs are done is unknown") == len(models)
+    assert f"{len(rows)} run(s) in 1 grid(s): 0 done, {len(rows)} to run ({len(rows)} with the revision unresolved)" in err
+
+
+def test_dry_run_of_one_model(tmp_path, tiny_mlm_dir, capsys, monkeypatch):
+    assert main(["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1-2", "--results",
+                 str(tmp_path / "out"), "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split("\t")[2:] for line in out.splitlines()] == [["demo-cls", "seed 1", "to run"],
+                                                                    ["demo-cls", "seed 2", "to run"]]
+    assert "2 run(s): 0 done, 2 to run" in err and not (tmp_path / "out").exists()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")
+    assert main(["eval", "--model", "acme/not-cached", "--tasks", "demo-cls", "--seeds", "1", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["-\tacme/not-cached\tdemo-cls\tseed 1\trevision unresolved"]
 
 
 def _grid(tmp_path: Path, model: Path, extra: str = "") -> Path:
@@ -90,7 +117,7 @@ def test_bad_grid_files_are_one_clear_error(tmp_path, text, message):
 
 
 def test_grid_flags_need_a_config_and_an_existing_grid(tmp_path, tiny_mlm_dir, capsys):
-    assert main(["eval", "--model", "x", "--dry-run"]) == 2
-    assert "--dry-run and --grid go with --config" in capsys.readouterr().err
+    assert main(["eval", "--model", "x", "--grid", "tiny"]) == 2
+    assert "--grid goes with --config" in capsys.readouterr().err
     assert main(["eval", "--config", str(_grid(tmp_path, tiny_mlm_dir)), "--grid", "nope", "--dry-run"]) == 2
     assert "no grid named nope (grids: tiny)" in capsys.readouterr().err

@@ -35,8 +35,9 @@ def add_parser(subparsers) -> None:
                       "tasks, seeds and protocol overrides, run one after the other (examples/grids/)")
     parser.add_argument("--grid", action="append", default=[], metavar="NAME",
                         help="with --config: only the grid(s) of this name (repeatable; default: every grid)")
-    parser.add_argument("--dry-run", action="store_true", help="with --config: list every run of the grids and "
-                        "whether its result is already there; train nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list every run (of --model, or of the grids "
+                        "of --config) and whether its result is already there ('revision unresolved' when the model "
+                        "cannot be read here, e.g. offline); train nothing")
     parser.add_argument("--name", help="display name on the leaderboard (default: the alias, or for a `biobench "
                         "pretrain` checkpoint 'recipe · base model · tokens', else the folder name or hub id)")
     which = parser.add_mutually_exclusive_group()
@@ -78,10 +79,10 @@ def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
 def run(args: argparse.Namespace) -> int:
     if args.config:
         return run_config(args)
-    if args.dry_run or args.grid:
+    if args.grid:
         from biobench.errors import ConfigError
 
-        raise ConfigError("--dry-run and --grid go with --config GRID.toml (a single --model run has no dry run)")
+        raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
     from biobench.protocols import overrides_from_args
     from biobench.ranges import parse_ranges
     from biobench.runner import parse_shard, plan_grid
@@ -93,12 +94,53 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     specs, lenient = select_tasks(args)
     data_dir = resolve_data_dir(args.data_dir)
-    plan = plan_grid(
-        args.model, specs, lambda spec: load_task(spec, data_dir), args.results,
-        seeds=parse_ranges(args.seeds, "--seeds", minimum=None) if args.seeds else None, overrides=overrides_from_args(args),
-        overwrite=args.overwrite, shard=parse_shard(args.shard), skip_unavailable=lenient, name=args.name,
-    )
-    run_plan(plan, args, f"{plan.name} ({plan.model.id})", "in this shard")
+    seeds = parse_ranges(args.seeds, "--seeds", minimum=None) if args.seeds else None
+
+    def plan(overwrite: bool):
+        return plan_grid(
+            args.model, specs, lambda spec: load_task(spec, data_dir), args.results, seeds=seeds,
+            overrides=overrides_from_args(args), overwrite=overwrite, shard=parse_shard(args.shard),
+            skip_unavailable=lenient, name=args.name,
+        )
+
+    if args.dry_run:
+        from biobench.grid import plan_rows
+
+        return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
+                                       lambda: unresolved_runs(specs, seeds)), args, 0)
+    grid_plan = plan(args.overwrite)
+    run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.id})", "in this shard")
+    return 0
+
+
+def unresolved_runs(specs, seeds) -> list[tuple[str, int]]:
+    """(task, seed) of every run a model would make, for a dry run whose model cannot be resolved here."""
+    from biobench.protocols import task_seeds
+
+    return [(spec.id, seed) for spec in specs for seed in (seeds or task_seeds(spec))]
+
+
+def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
+    """The dry-run table: one line per run (tab-separated), a model's unresolved revision said once."""
+    from biobench.grid import UNRESOLVED
+
+    if args.json:
+        print(json.dumps([row.__dict__ for row in rows], indent=2))
+        return 0
+    said = set()
+    for row in rows:
+        seed = f"seed {row.seed}" if row.seed is not None else "-"
+        detail = f"  ({row.detail})" if row.detail and row.status != UNRESOLVED else ""
+        print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{detail}")
+        if row.status == UNRESOLVED and (row.grid, row.model) not in said:
+            said.add((row.grid, row.model))
+            print(f"{row.model}: {UNRESOLVED}, so whether its runs are done is unknown: {row.detail}", file=sys.stderr)
+    done = sum(r.status == "done" for r in rows)
+    runs = sum(r.seed is not None for r in rows)
+    unresolved = sum(r.status == UNRESOLVED for r in rows)
+    print(f"{runs} run(s)" + (f" in {n_grids} grid(s)" if n_grids else "") + f": {done} done, {runs - done} to run"
+          + (f" ({unresolved} with the revision unresolved)" if unresolved else "")
+          + (f"; {len(rows) - runs} line(s) could not be planned" if len(rows) > runs else ""), file=sys.stderr)
     return 0
 
 
@@ -158,19 +200,14 @@ def run_config(args: argparse.Namespace) -> int:
                          shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name)
 
     if args.dry_run:
-        rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True))
-        if args.json:
-            print(json.dumps([row.__dict__ for row in rows], indent=2))
-            return 0
-        for row in rows:
-            seed = f"seed {row.seed}" if row.seed is not None else "-"
-            detail = f"  ({row.detail})" if row.detail else ""
-            print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{detail}")
-        done = sum(r.status == "done" for r in rows)
-        runs = sum(r.seed is not None for r in rows)
-        print(f"{runs} run(s) in {len(grids)} grid(s): {done} done, {runs - done} to run"
-              + (f"; {len(rows) - runs} line(s) could not be planned" if len(rows) > runs else ""), file=sys.stderr)
-        return 0
+        def unresolved(grid, entry):
+            specs = ([get_spec(t, [*grid.task_files, *args.task_file]) for t in grid.tasks] if grid.tasks
+                     else list_specs(lang=grid.lang, task_files=[*grid.task_files, *args.task_file]))
+            return unresolved_runs(specs, parse_ranges(grid.seeds, f"{grid.source}: seeds", minimum=None)
+                                   if grid.seeds else None)
+
+        rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True), unresolved)
+        return print_dry_run(rows, args, len(grids))
     for grid in grids:
         for entry in grid.models:
             plan = plan_model(grid, entry, overwrite=args.overwrite)
