@@ -230,3 +230,14 @@ def test_extends_refuses_a_circle():
     parents = {"a": {"id": "a", "extends": "b"}, "b": {"id": "b", "extends": "a"}}
     with pytest.raises(ConfigError, match="circle: a -> b -> a"):
         resolve_extends(parents["a"], parents, "spec.json")
+
+
+def test_tasks_with_a_task_file_and_no_data_dir_lists_the_users_tasks_first(capsys, monkeypatch):
+    monkeypatch.delenv("BIOBENCH_DATA", raising=False)
+    assert main(["tasks", "--task-file", str(FIX / "user" / "specialty.json")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any("my-specialty" in line for line in lines[:6])  # title, header, then the user's task
+    assert not any(t in out for t in ("anatem", "ncbi-disease", "quaero-emea"))  # no per-task missing-data notes
+    assert lines[-1].startswith(f"Also {len(PAPER_TASKS)} built-in tasks (") and "pass --data-dir DIR" in lines[-1]
+    assert len(lines) < 15

@@ -100,7 +100,8 @@ def _short_source(row: dict[str, Any], data_dir: Any) -> str:
     return "[red]missing[/red]" + (" (hub fallback)" if "hub fallback" in (row["reason"] or "") else "")
 
 
-def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool) -> None:
+def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: list[dict[str, Any]] = ()) -> None:
+    """The listing; `others` (the built-in tasks, when only the user's own are listed) is one summary line."""
     from rich.console import Console
     from rich.table import Table
 
@@ -122,6 +123,11 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool) -> None:
     console.print(f"{len(rows) - len(missing)}/{len(rows)} tasks have data{checked}." + (" Missing:" if missing else ""))
     for r in missing:
         console.print(f"- {r['reason']}", highlight=False, markup=False)
+    if others:
+        have = sum(r["available"] for r in others)
+        console.print(f"Also {len(others)} built-in tasks ({have} with data found without a data folder), not "
+                      f"listed: pass --data-dir DIR (or set BIOBENCH_DATA) to list them and what each is missing.",
+                      highlight=False, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
     rows = [task_status(s, data_dir, args.counts) for s in specs]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if args.task_file and data_dir is None:  # the user's own tasks first; the built-ins' missing data is noise here
+        builtin = {s.id for s in list_specs(args.lang, include_extra=args.all)}
+        mine = {s.id for s in list_specs(args.lang, args.task_file)} - builtin
+        _table([r for r in rows if r["id"] in mine], data_dir, args.counts, [r for r in rows if r["id"] not in mine])
     else:
         _table(rows, data_dir, args.counts)
     return 0
