@@ -362,3 +362,35 @@ def test_fetch_failures_are_one_line_naming_the_url(server, tmp_path, capsys):
         assert "\n" not in message and message.startswith(f"download failed: {url}" if "loop" in url else url)
         assert ".biobench-" not in message and _leftovers(tmp_path) == []
         assert ("redirects in a loop" if "loop" in url else "damaged or truncated") in message
+
+
+def test_cli_fetch_skips_present_data_and_tries_every_task(server, tmp_path, capsys, monkeypatch):
+    """`data fetch A B`: present data is skipped (--force fetches it again), and a failing task stops no other."""
+    from biobench.tasks import registry
+
+    base, handler = server
+    requests: list[str] = []
+    for s in ("train", "dev", "test"):
+        handler.files[f"/data/{s}.tsv"] = IOB.encode()
+    good = _spec(base, hashlib.sha256(IOB.encode()).hexdigest())
+    broken = spec_from_dict({**good.to_dict(), "id": "toy-gone", "sources": [
+        dict(good.to_dict()["sources"][0], splits={s: f"gone/{s}.tsv.gz" for s in ("train", "dev", "test")})],
+        "fetch": {**good.fetch, "files": [dict(f, url=f.get("url").replace("/data/", "/missing/"),
+                                               to=f["to"].replace("toy/", "gone/")) for f in good.fetch["files"]]}},
+        "toy-gone.json")
+    specs = {"toy-gone": broken, "toy-ner": good}
+    monkeypatch.setattr(registry, "get_spec", lambda task_id, *a: specs[task_id])
+    real_get = handler.do_GET
+    monkeypatch.setattr(handler, "do_GET", lambda self: requests.append(self.path) or real_get(self))
+    data = str(tmp_path / "data")
+    assert main(["data", "fetch", "toy-gone", "toy-ner", "--data-dir", data]) == 2  # the first fails, the second runs
+    out, err = capsys.readouterr()
+    assert "toy-ner: done" in out and err.count("toy-gone: failed: ") == 1 and "/missing/train.tsv" in err
+    assert "1 of 2 task(s) not fetched: toy-gone" in err
+    assert [line for line in err.splitlines() if line.startswith("toy-gone")][0].count("\n") == 0
+    requests.clear()
+    assert main(["data", "fetch", "toy-ner", "--data-dir", data]) == 0
+    assert "toy-ner: already present (" in capsys.readouterr().out and requests == []
+    assert main(["data", "fetch", "toy-ner", "--data-dir", data, "--force"]) == 0
+    assert "toy-ner: done" in capsys.readouterr().out and sorted(requests) == ["/data/dev.tsv", "/data/test.tsv",
+                                                                             "/data/train.tsv"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ def add_parser(subparsers: Any) -> None:
         "data (phenotyping, deid) is never downloaded: use `biobench data add`.")
     fetch.add_argument("tasks", nargs="+", metavar="TASK", help="task id(s) to fetch (see the list above)")
     fetch.add_argument("--timeout", type=float, default=60.0, help="seconds per network read (default 60)")
+    fetch.add_argument("--force", action="store_true", help="download again data that is already present "
+                       "(default: a task whose files are found and match their pinned checksums is skipped)")
     common(fetch)
     limits(fetch)
     fetch.set_defaults(func=run_fetch)
@@ -79,17 +82,31 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
+    from biobench.errors import BiobenchError
     from biobench.tasks.archives import Limits
-    from biobench.tasks.fetch import fetch_task
+    from biobench.tasks.fetch import fetch_task, task_status
     from biobench.tasks.registry import get_spec
 
     data_dir = _data_dir(args)
-    specs = [get_spec(t) for t in args.tasks]  # unknown ids fail before any download
+    specs = [get_spec(t) for t in dict.fromkeys(args.tasks)]  # unknown ids fail before any download
     limits = Limits.from_env(args.max_ratio, args.max_bytes)
-    for spec in specs:
+    failed = []
+    for spec in specs:  # every task is tried: one that fails (offline, gated, a bad archive) stops no other
+        status = task_status(spec, data_dir)
+        if status.state == "found" and not args.force:
+            print(f"{spec.id}: already present ({status.detail}); --force downloads it again")
+            continue
         print(f"{spec.id}: fetching into {data_dir}")
-        fetch_task(spec, data_dir, timeout=args.timeout, limits=limits)
+        try:
+            fetch_task(spec, data_dir, timeout=args.timeout, limits=limits)
+        except BiobenchError as err:
+            failed.append(spec.id)
+            print(f"{spec.id}: failed: {err}", file=sys.stderr)
+            continue
         print(f"{spec.id}: done (`biobench tasks --data-dir {data_dir}` shows it)")
+    if failed:
+        print(f"{len(failed)} of {len(specs)} task(s) not fetched: {', '.join(failed)}", file=sys.stderr)
+        return 2
     return 0
 
 
