@@ -104,3 +104,37 @@ def test_compare_paper_cli(tmp_path, capsys):
     assert main(["compare", "mcb", "other", "--paper", "--results", str(tmp_path)]) == 2
     assert "drop B" in capsys.readouterr().err
     assert main(["compare", "mcb", "--results", str(tmp_path)]) == 2
+
+
+def test_compare_paper_prints_measured_rows_only_with_bounds_clipped_to_the_score_range(tmp_path, capsys,
+                                                                                          monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    tasks = list(REPORTED.scores)
+    write_model(tmp_path, {tasks[0]: [0.5, 6.0, 1.0], tasks[1]: around(REPORTED.scores[tasks[1]], 0.1)})
+    assert main(["compare", "mcb", "--paper", "--results", str(tmp_path), "--json"]) == 0
+    rows = {r["task"]: r for r in json.loads(capsys.readouterr().out)["languages"]["fr"]}
+    assert rows[tasks[0]]["low"] == 0.0 and rows[tasks[0]]["clipped"] is True  # the t-interval reaches below 0
+    assert rows[tasks[1]]["clipped"] is False and rows[tasks[1]]["low"] > 0
+    assert main(["compare", "mcb", "--paper", "--results", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    body = [line for line in out.splitlines() if line.startswith("│")]
+    assert [line.split("│")[1].strip() for line in body] == [tasks[0], tasks[1]]  # no "no data" rows
+    assert "[0.00, " in body[0] and "]*" in body[0] and "-" not in body[0].split("[")[1].split(",")[0]
+    assert all(line.rstrip().endswith("│") and ("differs" in line or "reproduced" in line) for line in body)
+    assert "no data" not in out
+    assert f"fr: {len(tasks) - 2} of the paper's tasks not measured ({', '.join(tasks[2:])})" in err
+    assert "*: the interval reached past the score's range and is clipped to [0, 100]" in err
+
+
+def test_piped_tables_are_not_cut_at_80_columns(monkeypatch, capsys):
+    from biobench.runtime.console import console
+    from rich.table import Table
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    table = Table()
+    for i in range(8):
+        table.add_column(f"column {i}")
+    table.add_row(*[f"[{-i:+.2f}, {i:+.2f}] value" for i in range(8)])
+    console().print(table)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5 and len(lines[3]) > 150  # one line per row however wide, never wrapped

@@ -38,6 +38,7 @@ class Verdict:
     reported: float | None
     tolerance: str  # how the interval was made: "95% CI (k seeds)", "MDD floor ±x (1 seed)", ""
     verdict: str
+    clipped: bool = False  # the interval was cut to the score's range [0, 100] (a floor or CI reaching past it)
 
     @property
     def difference(self) -> float | None:
@@ -54,6 +55,16 @@ def paper_entry(board: Board, entry: Entry) -> Entry | None:
                 None)
 
 
+SCORE_RANGE = (0.0, 100.0)  # macro-F1 in points: an interval reaching past it says "wide", not "below 0"
+
+
+def _clip(low: float, high: float, mean: float) -> tuple[float, float, bool]:
+    """The interval cut to SCORE_RANGE, and whether it was cut (the table says so). An end exactly on the range's
+    edge away from the mean was cut already (the board's seed CIs are clipped when they are summarised)."""
+    lo, hi = max(low, SCORE_RANGE[0]), min(high, SCORE_RANGE[1])
+    return lo, hi, lo == SCORE_RANGE[0] < mean or mean < SCORE_RANGE[1] == hi
+
+
 def task_verdict(task: str, entry: Entry, reported: float | None, floor: float | None) -> Verdict:
     """`floor`: the task's MDD floor in points (needed only with one seed)."""
     cell = entry.cells.get(task)
@@ -66,9 +77,11 @@ def task_verdict(task: str, entry: Entry, reported: float | None, floor: float |
         low, high, how = s.mean - floor, s.mean + floor, f"MDD floor ±{floor:.2f} (1 seed)"
     else:
         return Verdict(task, s.mean, None, None, s.n, reported, "1 seed, no predictions to bootstrap", NO_DATA)
+    low, high, clipped = _clip(low, high, s.mean)
     if reported is None:
-        return Verdict(task, s.mean, low, high, s.n, None, how, NO_DATA)
-    return Verdict(task, s.mean, low, high, s.n, reported, how, REPRODUCED if low <= reported <= high else DIFFERS)
+        return Verdict(task, s.mean, low, high, s.n, None, how, NO_DATA, clipped)
+    return Verdict(task, s.mean, low, high, s.n, reported, how, REPRODUCED if low <= reported <= high else DIFFERS,
+                   clipped)
 
 
 def average_verdict(tasks: list[str], entry: Entry, reported_avg: float | None,
@@ -88,10 +101,11 @@ def average_verdict(tasks: list[str], entry: Entry, reported_avg: float | None,
         return Verdict("average", mean, None, None, min(c.summary.n for c in cells), reported_avg,
                        "a one-seed task without predictions", NO_DATA)
     seeds = min(c.summary.n for c in cells)
+    low, high, clipped = _clip(mean - half, mean + half, mean)
     if reported_avg is None:
-        return Verdict("average", mean, mean - half, mean + half, seeds, None, how, NO_DATA)
-    verdict = REPRODUCED if mean - half <= reported_avg <= mean + half else DIFFERS
-    return Verdict("average", mean, mean - half, mean + half, seeds, reported_avg, how, verdict)
+        return Verdict("average", mean, low, high, seeds, None, how, NO_DATA, clipped)
+    verdict = REPRODUCED if low <= reported_avg <= high else DIFFERS
+    return Verdict("average", mean, low, high, seeds, reported_avg, how, verdict, clipped)
 
 
 def reproduction(board: Board, entry: Entry, floor_of: Callable[[str], float | None] | None = None) -> list[Verdict]:
@@ -135,4 +149,4 @@ def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, object]]:
 
     return [{"task": v.task, "seeds": v.seeds, "measured": r(v.measured), "low": r(v.low), "high": r(v.high),
              "reported": r(v.reported), "difference": r(v.difference), "tolerance": v.tolerance,
-             "verdict": v.verdict} for v in verdicts]
+             "verdict": v.verdict, "clipped": v.clipped} for v in verdicts]

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    from rich.console import Console
+    from biobench.runtime.console import console
     from rich.table import Table
 
     table = Table(title=f"A = {report['a']}   B = {report['b']}   (test macro-F1, %)", title_justify="left")
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{100 * avg['mean_b']:.2f}", f"{100 * avg['diff']:+.2f}",
                       f"[{100 * avg['ci_low']:+.2f}, {100 * avg['ci_high']:+.2f}]", f"{avg['p_value']:.3f}",
                       style="bold" if avg["p_value"] < 0.05 else None, end_section=False)
-    Console().print(table)
+    console().print(table)
     print("bold: p < 0.05 (paired bootstrap over test examples x seeds)", file=sys.stderr)
     if report.get("averages"):
         print("average rows: the mean over those tasks of the seed-mean macro-F1, bootstrapped by resampling test "
@@ -88,21 +88,31 @@ def run_paper(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": key, "results_dir": str(results), "languages": report}, indent=2))
         return 0
-    from rich.console import Console
+    from biobench.runtime.console import console
     from rich.table import Table
 
     def num(x: float | None, sign: str = "") -> str:
         return "–" if x is None else f"{x:{sign}.2f}"
 
+    clipped = False
     for lang, rows in report.items():
         table = Table(title=f"{key} vs the paper ({lang}; test macro-F1, %)", title_justify="left")
         for column in ("task", "seeds", "measured", "interval", "reported", "difference", "verdict"):
             table.add_column(column, justify="left" if column in ("task", "verdict") else "right")
-        for row in rows:
+        shown = [row for row in rows if row["measured"] is not None]  # a task without results is one line below
+        for row in shown:
             interval = f"[{num(row['low'])}, {num(row['high'])}]" if row["low"] is not None else "–"
-            table.add_row(row["task"], str(row["seeds"] or "–"), num(row["measured"]), interval, num(row["reported"]),
+            clipped |= bool(row["clipped"])
+            table.add_row(row["task"], str(row["seeds"] or "–"), num(row["measured"]),
+                          interval + ("*" if row["clipped"] else ""), num(row["reported"]),
                           num(row["difference"], "+"), row["verdict"], style="bold" if row["task"] == "average" else None)
-        Console(width=None if sys.stdout.isatty() else 120).print(table)  # pipes and logs: no wrapping at 80
+        console().print(table)
+        missing = [row["task"] for row in rows if row["measured"] is None and row["task"] != "average"]
+        if missing:
+            print(f"{lang}: {len(missing)} of the paper's tasks not measured ({', '.join(missing)}); the average "
+                  "needs all of them", file=sys.stderr)
+    if clipped:
+        print("*: the interval reached past the score's range and is clipped to [0, 100]", file=sys.stderr)
     print("reproduced: the reported value lies in the interval (95% CI over seeds; with one seed the MDD floor from "
           "the test set); the average needs every paper task measured (docs/PROTOCOL.md)", file=sys.stderr)
     return 0

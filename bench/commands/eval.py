@@ -232,7 +232,7 @@ def _pct(value: float | None) -> str:
 
 def print_summary(summary: dict[str, Any]) -> None:
     """The final table: test macro-F1 per task (mean, std, 95% CI over seeds) and per-language averages."""
-    from rich.console import Console
+    from biobench.runtime.console import console as terminal_console
     from rich.table import Table
 
     table = Table(title=f"{summary['model']['name']} — test macro-F1 (%)", title_justify="left")
@@ -247,7 +247,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     for lang, avg in summary["languages"].items():
         table.add_row(f"average {lang}", lang, "", f"{avg['n_tasks']}/{avg['tasks_expected']} tasks",
                       _pct(avg["mean"]), "", "", "", style="bold")
-    console = Console(width=None if sys.stdout.isatty() else 120)  # logs and pipes: don't wrap at 80
+    console = terminal_console()
     console.print(table)
     if any("mdd" in row for row in summary["tasks"]):
         console.print("MDD: the smallest A - B (points) a two-sided test at 5% detects with 80% power, from the seed "

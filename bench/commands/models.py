@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(table_rows, indent=2))
         return 0
-    from rich.console import Console
+    from biobench.runtime.console import console
 
-    console = Console()
-    print_table(table_rows, console if console.is_terminal else Console(width=160))
+    print_table(table_rows, console())
     return 0

@@ -102,12 +102,10 @@ def _short_source(row: dict[str, Any], data_dir: Any) -> str:
 
 def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: list[dict[str, Any]] = ()) -> None:
     """The listing; `others` (the built-in tasks, when only the user's own are listed) is one summary line."""
-    from rich.console import Console
+    from biobench.runtime.console import console as terminal_console
     from rich.table import Table
 
-    console = Console()
-    if not console.is_terminal:  # piped: don't squeeze the table into 80 columns
-        console = Console(width=160)
+    console = terminal_console()
     table = Table(title=f"biobench tasks (data dir: {data_dir or 'none; pass --data-dir or set BIOBENCH_DATA'})")
     for col in ("id", "lang", "kind", "max len", "proto", "head", "data", *(("train", "dev", "test") if counted else ())):
         numeric = col in ("max len", "train", "dev", "test")
