@@ -96,7 +96,9 @@ def test_models_command_lists_aliases(capsys):
     rows = {r["alias"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["BioClinical-ModernBERT"]["hub_id"] == "thomas-sounack/BioClinical-ModernBERT-base"
     assert rows["all-MiniLM-L6-v2"]["offline"] == "package"
-    assert rows["ModernCamemBERT-bio-large"]["hub_id"] == ""  # the paper gives none
+    assert rows["ModernCamemBERT-bio-large"]["hub_id"] == "almanach/ModernCamemBERT-bio-large"
+    assert rows["ModernBERT-bio-large"]["hub_id"] == "almanach/ModernBERT-bio-large"
+    assert "not yet checked against the hub" in rows["ModernBERT-bio-large"]["note"]
     assert {r["offline"] for r in rows.values()} <= {"package", "cache", "no"}  # never "" where the table says no
     assert cli.main(["models"]) == 0
     assert "ModernCamemBERT-bio" in capsys.readouterr().out
