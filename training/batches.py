@@ -146,5 +146,15 @@ def step_stream(builder: BatchBuilder, first_position: int, steps: int, objectiv
     loader = torch.utils.data.DataLoader(
         _Steps(builder, first_position, steps, objective, mask_rate), batch_size=None, shuffle=False,
         num_workers=workers, pin_memory=pin_memory, prefetch_factor=prefetch if workers else None,
-        persistent_workers=False)
+        persistent_workers=False, worker_init_fn=_ignore_stop_signals if workers else None)
     return iter(loader)
+
+
+def _ignore_stop_signals(_worker: int) -> None:
+    """Ctrl-C reaches the whole process group: the loader's workers keep building batches while the trainer
+    finishes its step and saves (it stops them; they also exit with their parent)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
