@@ -66,7 +66,7 @@ def test_a_missing_local_corpus_is_a_missing_path_not_a_repo_id(source, tmp_path
     from biobench import cli
 
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["pretrain", "--model", "preset:tiny", "--corpus", source, "--tokens", "1K", "--out", "run",
+    assert cli.main(["pretrain", "--model", "preset:tiny", "--corpus", source, "--tokens", "1M", "--out", "run",
                      "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert f"error: corpus {source} does not exist: no such file or folder" in err

@@ -193,7 +193,6 @@ class Trainer:
 
     def __init__(self, cfg: PretrainConfig):
         self.cfg = cfg
-        corpus.check_source(str(cfg.corpus))  # a mistyped folder: one line, before any model is loaded
         self.recipe: Recipe = get_recipe(cfg.recipe, cfg.freeze)
         self.dist = distributed.setup(cfg.device)
         self.plan = make_plan(cfg, self.dist.world)
@@ -201,6 +200,7 @@ class Trainer:
         self.attn = cfg.attn or attention_implementation(self.dist.device)
         self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
         self.resume_from = self._resume_folder()
+        corpus.check_source(str(cfg.corpus))  # a mistyped folder: one line, before any model is loaded
         self._setup_model()
         if cfg.micro_batch_size == AUTO:  # the largest micro-batch that fits, now that the model is on its device
             micro = micro_batch_size(AUTO, self.plan.micro * self.plan.accumulation, self.dist.device.type,
