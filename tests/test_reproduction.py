@@ -138,3 +138,12 @@ def test_piped_tables_are_not_cut_at_80_columns(monkeypatch, capsys):
     console().print(table)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 5 and len(lines[3]) > 150  # one line per row however wide, never wrapped
+
+
+def test_the_papers_own_model_matches_its_clm_detour_row(tmp_path):
+    """A model whose hub id is an alias's (ModernCamemBERT-bio) matches the paper's row named after that id."""
+    write_model(tmp_path, {"fracco-30": [50.0, 51.0, 52.0]}, slug="bio", hub_id="almanach/ModernCamemBERT-bio-base")
+    board = build_board([tmp_path], reference=True, significance=False)
+    row = next(v for v in model_verdicts(board, "bio")["fr"] if v.task == "fracco-30")
+    ours = {r.model: r for r in R.load_reference() if r.lang == "fr"}["CLM detour (Base, 10B) = ModernCamemBERT-bio-base"]
+    assert row.reported == ours.scores["fracco-30"]

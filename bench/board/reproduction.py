@@ -51,8 +51,12 @@ def paper_entry(board: Board, entry: Entry) -> Entry | None:
     for alias in ALIASES:
         if alias.hub_id and entry.model_id.lower() == alias.hub_id.lower():
             names.add(alias.name.lower())
-    return next((e for e in board.lang_entries(entry.lang) if e.source == "reported" and e.name.lower() in names),
-                None)
+            names.add(alias.hub_id.split("/")[-1].lower())  # the paper's own rows: "CLM detour (Base, 10B) = <name>"
+
+    def named(e: Entry) -> bool:
+        return e.name.lower() in names or e.name.rsplit(" = ", 1)[-1].lower() in names
+
+    return next((e for e in board.lang_entries(entry.lang) if e.source == "reported" and named(e)), None)
 
 
 SCORE_RANGE = (0.0, 100.0)  # macro-F1 in points: an interval reaching past it says "wide", not "below 0"
