@@ -2,8 +2,8 @@
 
 Candidate spans are stored as a band: (start unit w, width k+1) for k < max_width, so memory grows with
 units x max_width, not units squared (a 1024-subword window has 1022 units). The biaffine scorer is
-begin(w) . end(w+k) / sqrt(size) per class plus one learned bias (T `BiaffineSpanScorer`), computed one
-diagonal at a time: each of the <= max_width steps is vectorised over batch, begins and classes.
+begin(w) . end(w+k) / sqrt(size) per class plus one learned bias (T `BiaffineSpanScorer`), computed in
+blocks of max_width begins (`banded_products`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import torch
-from biobench.heads.crf import band_index
 from torch import nn
 
 
@@ -26,20 +25,30 @@ class BandBiaffine(nn.Module):
         self.bias = nn.Parameter(torch.zeros(()))
 
     def forward(self, units: torch.Tensor, band: int) -> torch.Tensor:
-        """units (N, W, H) -> logits (N, W, band, classes) for the span [w, w + k] (garbage past the end).
-        Short sequences (W <= band) take one W x W product, long ones one product per diagonal so memory
-        stays O(W x classes x size) per step."""
+        """units (N, W, H) -> logits (N, W, band, classes) for the span [w, w + k] (garbage past the end)."""
         n, w, _ = units.shape
         begin = self.begin(units).float().view(n, w, self.n_classes, self.size) / math.sqrt(self.size)
         end = self.end(units).float().view(n, w, self.n_classes, self.size)
-        if w <= band:
-            full = torch.einsum("nwld,nvld->nwvl", begin, end)
-            logits = full[:, torch.arange(w, device=units.device)[:, None], band_index(w, band, units.device)]
-        else:
-            diagonals = [nn.functional.pad((begin[:, : w - k] * end[:, k:]).sum(-1), (0, 0, 0, k))
-                         for k in range(band)]
-            logits = torch.stack(diagonals, dim=2)
-        return logits + self.bias
+        return banded_products(begin, end, band) + self.bias
+
+
+def banded_products(begin: torch.Tensor, end: torch.Tensor, band: int) -> torch.Tensor:
+    """(N, W, C, D) x (N, W, C, D) -> (N, W, band, C): begin[w] . end[w + k] per class, for k < band.
+
+    Computed block by block: the `band` begins of a block against the 2 x band - 1 ends they can reach, one
+    batched matrix product each, then the band read out of it. Twice the products the band needs, but as
+    matrix products, where one elementwise product per diagonal moved the (N, W, C, D) tensors through
+    memory 2 x band times (forward and backward). Memory stays O(W x band), never W x W."""
+    n, w, c, _ = begin.shape
+    rows_all, cols_all = begin.transpose(1, 2).contiguous(), end.transpose(1, 2).contiguous()  # (N, C, W, D)
+    offsets = torch.arange(band, device=begin.device)
+    pieces = []
+    for lo in range(0, w, band):
+        rows, cols = rows_all[:, :, lo:lo + band], cols_all[:, :, lo:lo + 2 * band - 1]
+        scores = rows @ cols.transpose(-1, -2)  # (N, C, rows, cols): begin lo + r against end lo + q
+        reach = (offsets[: rows.shape[2], None] + offsets[None, :]).clamp(max=cols.shape[2] - 1)  # q = r + k
+        pieces.append(scores.gather(3, reach.expand(n, c, -1, -1)))
+    return torch.cat(pieces, dim=2).permute(0, 2, 3, 1)
 
 
 def band_valid(n_units: torch.Tensor, width: int, max_width: int) -> torch.Tensor:
