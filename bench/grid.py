@@ -11,6 +11,7 @@ whether its result already exists before hours are spent. A file holds one or mo
     name = "paper-fr"
     lang = "fr"                          # or tasks = ["diamed", "quaero-emea"]
     seeds = "42-50"                      # optional: default, each task's protocol seeds
+    parallel = 4                         # optional: runs at once on the device, or "auto" (eval's --parallel)
     overrides = { epochs = 3 }           # optional protocol overrides (the names of eval's flags)
     models = [
       { model = "ModernCamemBERT-bio" },
@@ -30,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError, ResultsError
+from biobench.parallel import check_parallel
 from biobench.protocols import OVERRIDES
 
-GRID_KEYS = {"name", "tasks", "lang", "seeds", "overrides", "models", "results", "data_dir", "task_files"}
+GRID_KEYS = {"name", "tasks", "lang", "seeds", "overrides", "models", "results", "data_dir", "task_files", "parallel"}
 MODEL_KEYS = {"model", "name", "overrides"}
-TOP_KEYS = {"grid", "results", "data_dir", "task_files"}
+TOP_KEYS = {"grid", "results", "data_dir", "task_files", "parallel"}
 OVERRIDE_NAMES = {dest: kind for dest, kind, _ in OVERRIDES.values()}
 
 
@@ -57,6 +59,7 @@ class Grid:
     data_dir: Path | None
     task_files: list[Path]
     source: str  # "file.toml [[grid]] #n", for messages
+    parallel: int | str | None = None  # runs at once (eval's --parallel, which wins over it); an execution detail
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -148,10 +151,12 @@ def read_grid_file(path: str | Path) -> list[Grid]:
         results = table.get("results", raw.get("results", "results"))
         data_dir = table.get("data_dir", raw.get("data_dir"))
         task_files = table.get("task_files", raw.get("task_files", []))
+        parallel = table.get("parallel", raw.get("parallel"))
         grids.append(Grid(name, parsed, list(tasks) if tasks else None, lang, None if seeds is None else str(seeds),
                           _overrides(table.get("overrides"), where), _path(base, results, where),
                           _path(base, data_dir, where) if data_dir else None,
-                          [_path(base, f, where) for f in task_files], where))
+                          [_path(base, f, where) for f in task_files], where,
+                          None if parallel is None else check_parallel(parallel, where)))
     return grids
 
 

@@ -157,65 +157,108 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
     )
 
 
-def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
-            log: Callable[[str], None] | None = None, compile_encoder: bool = False,
-            report_to: str | None = None, micro_batch: int | str | None = None) -> list[PlannedRun]:
-    """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
-    (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
-    `report_to` "tensorboard" / "wandb" also reports each run's scalars (<task folder>/<backend>/seed-<n>/)."""
-    pending = [r for r in plan.runs if r.status == "pending"]
-    if not pending:
-        return plan.runs
-    import torch
-    from biobench.finetune import finetune, prepare_task
-    from biobench.heads import get_head
-    from biobench.models import load_encoder
-    from biobench.runtime.device import default_device
-    from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
-    from biobench.runtime.reporting import make_reporter, report_dir
+@dataclass(frozen=True)
+class Execution:
+    """How runs use the machine; none of it is part of a run's key, so results with or without any of it are
+    the same runs (skipped alike). `compile_encoder` is --compile, `report_to` "tensorboard" / "wandb" also
+    reports each run's scalars (<task folder>/<backend>/seed-<n>/), `micro_batch` is --batch-size auto."""
 
-    quiet_library_bars()
+    device: str | None = None
+    trust_remote_code: bool = False
+    compile_encoder: bool = False
+    report_to: str | None = None
+    micro_batch: int | str | None = None
 
-    log = log or (lambda msg: print(msg, file=sys.stderr))
-    device = device or default_device()
-    pristine, tokenizer, info = load_encoder(plan.model_name, "cpu", dtype=torch.float32,
-                                             trust_remote_code=trust_remote_code, attn_device=device)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    for name, reason in plan.unavailable.items():
-        log(f"skipping task {name}: {reason}")
-    prepared: dict[tuple[str, str], PreparedTask] = {}
-    bar = progress_bar(progress, iterable=pending, desc=f"grid {plan.name}")
-    for done_count, run in enumerate(bar, start=1):
-        bar.set_postfix(task=run.task.id, seed=run.seed)
+
+class RunSession:
+    """What the runs of a plan share in one process: the pristine encoder (loaded once, copied per seed), its
+    tokenizer, and the features of the current task (built once per task, one task in memory at a time).
+    The sequential grid holds one; each process of a parallel grid (biobench.parallel) holds its own."""
+
+    def __init__(self, plan: GridPlan, execution: Execution, log: Callable[[str], None]):
+        import torch
+        from biobench.models import load_encoder
+        from biobench.runtime.device import resolve_device
+
+        self.plan, self.execution, self.log = plan, execution, log
+        self.device = resolve_device(execution.device)
+        self.pristine, self.tokenizer, self.info = load_encoder(
+            plan.model_name, "cpu", dtype=torch.float32, trust_remote_code=execution.trust_remote_code,
+            attn_device=self.device)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.prepared: dict[tuple[str, str], PreparedTask] = {}
+
+    def task(self, run: PlannedRun) -> PreparedTask:
+        from biobench.finetune import prepare_task
+        from biobench.heads import get_head
+
         cache_key = (run.task.id, run.protocol.hash)
-        if cache_key not in prepared:
-            prepared.clear()  # one task's features in memory at a time
+        if cache_key not in self.prepared:
+            self.prepared.clear()  # one task's features in memory at a time
             head = get_head(run.protocol.head, run.task.kind, run.protocol.head_config)
-            prepared[cache_key] = prepare_task(head, plan.data[run.task.id], tokenizer, run.protocol)
-            if prepared[cache_key].unseen_test_labels:
-                log(f"{run.task.id}: test labels never seen in train {prepared[cache_key].unseen_test_labels} "
-                    "cannot be predicted; they count as misses in the metrics")
-        task = prepared[cache_key]
-        report = make_reporter(report_to, report_dir(run.path.parent, report_to, run.seed),
+            self.prepared[cache_key] = prepare_task(head, self.plan.data[run.task.id], self.tokenizer, run.protocol)
+            if self.prepared[cache_key].unseen_test_labels:
+                self.log(f"{run.task.id}: test labels never seen in train {self.prepared[cache_key].unseen_test_labels} "
+                         "cannot be predicted; they count as misses in the metrics")
+        return self.prepared[cache_key]
+
+    def run(self, run: PlannedRun, progress: bool = False) -> float:
+        """Train one run, write its result and predictions, mark it done; returns its training seconds."""
+        from biobench.finetune import finetune
+        from biobench.runtime.reporting import make_reporter, report_dir
+
+        plan, execution, task = self.plan, self.execution, self.task(run)
+        report = make_reporter(execution.report_to, report_dir(run.path.parent, execution.report_to, run.seed),
                                name=f"{plan.name} · {run.task.id} · seed {run.seed}",
-                               config={"model": plan.name, "model_revision": info.revision, "task": run.task.id,
-                                       "seed": run.seed, "protocol": run.protocol.to_dict()})
+                               config={"model": plan.name, "model_revision": self.info.revision,
+                                       "task": run.task.id, "seed": run.seed, "protocol": run.protocol.to_dict()})
         try:
-            outcome = finetune(task, copy.deepcopy(pristine), pad_id, run.protocol, run.seed, device, progress,
-                               compile_encoder=compile_encoder, report=report, micro_batch=micro_batch)
+            outcome = finetune(task, copy.deepcopy(self.pristine), self.pad_id, run.protocol, run.seed, self.device,
+                               progress, compile_encoder=execution.compile_encoder, report=report,
+                               micro_batch=execution.micro_batch)
         finally:
             report.close()
         rows = [{"id": ex.id, "gold": gold, "pred": pred}
                 for ex, gold, pred in zip(task.examples["test"], task.gold["test"], outcome.test_predictions,
                                           strict=True)]
-        result = _result(plan, run, info, task, outcome, device)
-        if micro_batch is not None:  # an execution detail (the effective batch is the protocol's): recorded, not keyed
+        result = _result(plan, run, self.info, task, outcome, self.device)
+        if execution.micro_batch is not None:  # an execution detail (the effective batch is the protocol's): recorded, not keyed
             result.details["batching"] = {"batch_size": run.protocol.batch_size, "micro_batch_size": outcome.micro_batch,
-                                          "accumulation_steps": outcome.accumulation, "requested": micro_batch}
+                                          "accumulation_steps": outcome.accumulation,
+                                          "requested": execution.micro_batch}
         write_result(run.path, result, rows)
         run.status, run.macro_f1 = "done", outcome.test_metrics["macro_f1"]
-        finished_line(f"[{done_count}/{len(pending)}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 "
-                      f"{run.macro_f1:.4f} ({outcome.timings['train_s']:.0f} s training)")
+        return outcome.timings["train_s"]
+
+
+def finished_message(plan: GridPlan, run: PlannedRun, done: int, total: int, train_s: float) -> str:
+    """The one line printed per finished run, by the sequential and the parallel grid alike."""
+    return (f"[{done}/{total}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 {run.macro_f1:.4f} "
+            f"({train_s:.0f} s training)")
+
+
+def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
+            log: Callable[[str], None] | None = None, compile_encoder: bool = False,
+            report_to: str | None = None, micro_batch: int | str | None = None) -> list[PlannedRun]:
+    """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
+    (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
+    One run after the other in this process; biobench.parallel runs several at once in their own."""
+    pending = [r for r in plan.runs if r.status == "pending"]
+    execution = Execution(device, trust_remote_code, compile_encoder, report_to, micro_batch)
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    if not pending:
+        return plan.runs
+    from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
+
+    quiet_library_bars()
+    session = RunSession(plan, execution, log)
+    for name, reason in plan.unavailable.items():
+        log(f"skipping task {name}: {reason}")
+    bar = progress_bar(progress, iterable=pending, desc=f"grid {plan.name}")
+    for done_count, run in enumerate(bar, start=1):
+        bar.set_postfix(task=run.task.id, seed=run.seed)
+        train_s = session.run(run, progress)
+        finished_line(finished_message(plan, run, done_count, len(pending), train_s))
     bar.close()
     return plan.runs
 

@@ -8,6 +8,7 @@ import math
 import sys
 from typing import Any
 
+from biobench.parallel import parallel_value
 from biobench.protocols import add_protocol_arguments
 
 EPILOG = """examples:
@@ -15,6 +16,7 @@ EPILOG = """examples:
   biobench eval --model all-MiniLM-L6-v2 --tasks gad --seeds 42 --epochs 1 --limit-train 2000 --max-length 128
   biobench eval --model runs/detour/final --lang en --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT
   biobench eval --config examples/grids/paper-fr.toml --dry-run   # every run of the grid file, done or not
+  biobench eval --model DrBERT --lang fr --seeds 42-50 --parallel   # on a GPU: as many seeds at once as fit
 
 A finished (model revision, data, protocol, seed) run is skipped, so rerunning a killed grid resumes it."""
 
@@ -50,7 +52,11 @@ def add_parser(subparsers) -> None:
                         "(0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
-                        "on a machine shared by many jobs)")
+                        "on a machine shared by many jobs); with --parallel N, shared: each run gets threads/N")
+    parser.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
+                        help="train up to N runs at once on the device, each in its own process (same results, "
+                        "byte-identical predictions); alone or 'auto': as many as fit the GPU, measured on the "
+                        "first run (one at a time on a CPU). Default 1, or the grid file's `parallel`")
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder, dynamic shapes (first "
                         "batches slower while it compiles; same protocol, so existing results still count)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
@@ -144,17 +150,26 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
     return 0
 
 
-def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "") -> None:
-    """Say what the plan will do, run its pending runs, print the summary (table or --json): one home for
-    `eval --model` and each model of an `eval --config` grid."""
-    from biobench.runner import execute, summarize
+def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parallel: int | str | None = None) -> None:
+    """Say what the plan will do, run its pending runs (`parallel` of them at once: --parallel, else the grid
+    file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
+    `eval --config` grid."""
+    from biobench.runner import Execution, execute, summarize
 
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
         print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
               f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
-    execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-            compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
+    parallel = args.parallel or parallel or 1
+    if parallel == 1:
+        execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
+                compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
+    else:
+        from biobench.parallel import execute_parallel
+
+        execute_parallel(plan, parallel, Execution(args.device, args.trust_remote_code, args.compile,
+                                                   args.report_to, micro_batch(args)),
+                         threads=args.threads, progress=not args.no_progress)
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))
@@ -211,7 +226,7 @@ def run_config(args: argparse.Namespace) -> int:
     for grid in grids:
         for entry in grid.models:
             plan = plan_model(grid, entry, overwrite=args.overwrite)
-            run_plan(plan, args, f"[{grid.name}] {plan.name}")
+            run_plan(plan, args, f"[{grid.name}] {plan.name}", parallel=grid.parallel)
     return 0
 
 

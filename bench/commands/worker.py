@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from biobench.parallel import parallel_value
+
 EPILOG = """examples:
   biobench worker --queue queue/ --results results/ --once
   biobench worker --queue hf://datasets/my-org/requests --results hf://datasets/my-org/results --max-hours 23"""
@@ -26,6 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "stopped, polling an empty queue)")
     p.add_argument("--data-dir", metavar="DIR", help="task data folder (default: $BIOBENCH_DATA)")
     p.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
+    p.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
+                   help="each request's runs up to N at once (eval's --parallel; alone or 'auto': as many as fit "
+                   "the GPU)")
     p.add_argument("--lease-seconds", type=float, default=600.0, help="a claim expires this long after its last "
                    "renewal")
     p.add_argument("--renew-seconds", type=float, default=60.0, help="renew the claim this often")
@@ -49,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     config = WorkerConfig(
         results=args.results, data_dir=args.data_dir, lease_s=args.lease_seconds, renew_s=args.renew_seconds,
         poll_s=args.poll_seconds, once=args.once, max_hours=args.max_hours, device=args.device,
+        parallel=args.parallel,
         results_dry_run=dry / "results" if dry and args.results.startswith(HF_DATASETS) else None)
     run_worker(storage, config)
     return 0

@@ -38,6 +38,7 @@ class WorkerConfig:
     max_hours: float | None = None
     results_dry_run: Path | None = None  # hub results: write the dataset folder here instead of pushing
     device: str | None = None
+    parallel: int | str | None = None  # eval's --parallel: runs of a request at once on the device
     python: str = sys.executable
     worker_id: str = ""
     log_dir: Path = field(default_factory=lambda: cache_home("worker") / "logs")
@@ -55,6 +56,8 @@ def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConf
         args += ["--data-dir", config.data_dir]
     if config.device:
         args += ["--device", config.device]
+    if config.parallel is not None:
+        args += ["--parallel", str(config.parallel)]
     flags = {dest: flag for flag, (dest, _, _) in OVERRIDES.items()}
     for dest, value in sorted(request.overrides.items()):
         args += [flags[dest], str(value)]
