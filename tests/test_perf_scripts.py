@@ -170,14 +170,15 @@ def test_pipeline_speed_runs_small(tmp_path):
     assert json.loads(out.read_text())["ratio"] == pytest.approx(result["ratio"])
 
 
-def test_parallel_speed_arms_commands_and_speedups(tmp_path):
-    """The arms as `eval --parallel N` commands, their runs/hour against --parallel 1, and the prediction check."""
+def test_parallel_speed_arms_and_speedups():
+    """The arms' setups, their runs/hour against --parallel 1, and the prediction check."""
     from biobench.perf import parallel_speed
 
     args = parallel_speed.parse_args(["--quick", "--arms", "1,2,auto", "--device", "cpu"])
     assert args.arm_values == [1, 2, "auto"] and args.limit_train == 100 and args.seeds == "1-2"
-    command = parallel_speed.eval_command(args, 2, tmp_path, threads=2)
-    assert command[command.index("--parallel") + 1] == "2" and command[command.index("--device") + 1] == "cpu"
+    setup = parallel_speed.arm_setup(args, 2, threads=2)
+    assert setup["tasks"] == ["gad", "ncbi-disease"] and setup["parallel"] == 2 and setup["limit_eval"] == 100
+    assert setup["overrides"] == {"epochs": 1, "limit_train": 100, "max_length": 64}
     with pytest.raises(SystemExit):
         parallel_speed.parse_args(["--arms", "1,0"])
     arm = lambda n, wall, preds: {"parallel": n, "rc": 0, "wall_s": wall, "runs": 8,  # noqa: E731

@@ -1,9 +1,10 @@
 """Runs per hour of `biobench eval --parallel N` for N = 1, 2, 4 on the same grid, on the same machine, in one
 run of this script (and `auto` on a GPU: as many as its memory fits).
 
-Each arm is a whole `biobench eval` command in a fresh process with a fresh results folder, so what is timed
-is what a user waits for: model loading, every child's start-up, feature building, training and evaluation of
-every run of the grid. The arms share the CPU threads given (`--threads`, default all cores): N = 1 trains
+Each arm runs the grid as `biobench eval --parallel N` does, in a fresh process with a fresh results folder, so
+what is timed is what a user waits for: planning, model loading, every child's start-up, feature building,
+training and evaluation of every run of the grid (dev and test cut to --limit-eval examples, so that a CPU run
+takes minutes). The arms share the CPU threads given (`--threads`, default all cores): N = 1 trains
 each run with all of them, N = 4 four runs with a quarter each. The arms also check each other: the number of
 runs finished and, when every arm gives a run the same number of threads, byte-identical predictions (on a
 CPU, a different thread count may change float sums, hence predictions: reported, not failed).
@@ -15,11 +16,7 @@ CPU, a different thread count may change float sums, hence predictions: reported
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,15 +26,17 @@ from biobench.perf.perf_common import (
     base_parser,
     environment,
     finish,
+    init_arm,
     offline_environment,
     print_table,
+    run_isolated,
     safe_ratio,
     script,
 )
 from biobench.runtime.device import resolve_device
 
-QUICK = {"seeds": "1-2", "limit_train": 100, "epochs": 1, "max_length": 64}
-FULL = {"seeds": "1-4", "limit_train": 1000, "epochs": 2, "max_length": 128}
+QUICK = {"seeds": "1-2", "limit_train": 100, "epochs": 1, "max_length": 64, "limit_eval": 100}
+FULL = {"seeds": "1-4", "limit_train": 1000, "epochs": 2, "max_length": 128, "limit_eval": None}
 
 
 def parse_args(argv: list[str] | None = None):
@@ -51,7 +50,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--max-length", type=int, help="max tokens per input (default: quick 64, else 128)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of every arm (interleaved); medians reported")
     parser.add_argument("--data-dir", help="task data folder (default: $BIOBENCH_DATA)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds an arm may take before it counts failed")
+    parser.add_argument("--limit-eval", type=int, help="dev and test examples per task (default: quick 100, else all)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     for name, value in sizes.items():
@@ -68,16 +67,11 @@ def parse_args(argv: list[str] | None = None):
     return args
 
 
-def eval_command(args, parallel: int | str, results: Path, threads: int) -> list[str]:
-    command = [sys.executable, "-m", "biobench.cli", "eval", "--model", args.model, "--tasks", args.tasks,
-               "--seeds", args.seeds, "--epochs", str(args.epochs), "--limit-train", str(args.limit_train),
-               "--max-length", str(args.max_length), "--results", str(results), "--no-progress", "--json",
-               "--threads", str(threads), "--parallel", str(parallel)]
-    if args.device not in (None, "", "auto"):
-        command += ["--device", args.device]
-    if args.data_dir:
-        command += ["--data-dir", args.data_dir]
-    return command
+def arm_setup(args, parallel: int | str, threads: int) -> dict[str, Any]:
+    return {"parallel": parallel, "threads": threads, "device": args.device, "model": args.model,
+            "tasks": [t.strip() for t in args.tasks.split(",") if t.strip()], "seeds": args.seeds,
+            "overrides": {"epochs": args.epochs, "limit_train": args.limit_train, "max_length": args.max_length},
+            "limit_eval": args.limit_eval, "data_dir": args.data_dir}
 
 
 def predictions_digest(results: Path) -> dict[str, str]:
@@ -86,23 +80,53 @@ def predictions_digest(results: Path) -> dict[str, str]:
             for p in sorted(results.rglob("*.predictions.jsonl"))}
 
 
-def run_arm(args, parallel: int | str, threads: int, workdir: Path) -> dict[str, Any]:
-    """One `biobench eval --parallel N` of the whole grid into a fresh folder: wall time and runs finished."""
-    results = Path(tempfile.mkdtemp(prefix=f"parallel-{parallel}-", dir=workdir))
-    started = time.perf_counter()
-    done = subprocess.run(eval_command(args, parallel, results, threads), capture_output=True, text=True,
-                          timeout=args.timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    wall = time.perf_counter() - started
-    arm: dict[str, Any] = {"parallel": parallel, "rc": done.returncode, "wall_s": round(wall, 2)}
-    if done.returncode != 0:
-        arm["error"] = done.stderr.strip().splitlines()[-3:]
-        return arm
-    summary = json.loads(done.stdout)
-    arm["runs"] = sum(r["status"] == "done" for r in summary["runs"])
-    arm["runs_per_hour"] = round(arm["runs"] / wall * 3600, 1)
-    arm["predictions"] = predictions_digest(results)
-    arm["chosen"] = next((line for line in done.stderr.splitlines() if "at once" in line), "")
-    return arm
+def measure_arm(setup: dict[str, Any]) -> dict[str, Any]:
+    """One arm, in its own fresh process: plan the grid into a fresh folder and run it as `eval --parallel N`
+    does (runner.execute for 1, parallel.execute_parallel otherwise). The clock covers planning, model
+    loading (once per process: every child loads its own) and every run. Dev and test are cut to
+    `limit_eval` examples (a fixed subset; the run keys do not know, which only matters in this folder)."""
+    import copy
+
+    import torch
+    from biobench.finetune import train_subset
+    from biobench.parallel import execute_parallel
+    from biobench.ranges import parse_ranges
+    from biobench.runner import Execution, execute, plan_grid
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec
+
+    init_arm(setup["threads"])
+    limit = setup["limit_eval"]
+
+    def loader(spec):
+        data = copy.copy(load_task(spec, setup["data_dir"]))
+        data.splits = {name: examples if name == "train" else train_subset(examples, limit)
+                       for name, examples in data.splits.items()}
+        return data
+
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix=f"parallel-{setup['parallel']}-") as folder:
+        started = time.perf_counter()
+        plan = plan_grid(setup["model"], [get_spec(t) for t in setup["tasks"]], loader, folder,
+                         seeds=parse_ranges(setup["seeds"], "--seeds", minimum=None), overrides=setup["overrides"])
+        if setup["parallel"] == 1:
+            execute(plan, device=setup["device"], progress=False, log=lines.append)
+        else:
+            execute_parallel(plan, setup["parallel"], Execution(device=setup["device"]), threads=setup["threads"],
+                             log=lines.append, progress=False)
+        wall = time.perf_counter() - started
+        runs = sum(r.status == "done" for r in plan.runs)
+        return {"parallel": setup["parallel"], "rc": 0, "wall_s": round(wall, 2), "runs": runs,
+                "runs_per_hour": round(runs / wall * 3600, 1), "predictions": predictions_digest(Path(folder)),
+                "chosen": next((line for line in lines if "at once" in line), ""),
+                "torch_threads": torch.get_num_threads()}
+
+
+def run_arm(args, parallel: int | str, threads: int) -> dict[str, Any]:
+    try:
+        return run_isolated(measure_arm, arm_setup(args, parallel, threads))
+    except Exception as err:  # one failed arm is reported, the others still measured
+        return {"parallel": parallel, "rc": 1, "wall_s": 0.0, "error": f"{type(err).__name__}: {err}"}
 
 
 def summarize(arms: dict[str, list[dict[str, Any]]], threads: int) -> list[dict[str, Any]]:
@@ -137,14 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     threads = args.threads or torch.get_num_threads()
     arms: dict[str, list[dict[str, Any]]] = {str(a): [] for a in args.arm_values}
-    with tempfile.TemporaryDirectory(prefix="parallel-speed-") as workdir:
-        for repeat in range(args.repeats):
-            for value in args.arm_values:
-                print(f"[repeat {repeat + 1}/{args.repeats}] --parallel {value} ...", flush=True)
-                arms[str(value)].append(run_arm(args, value, threads, Path(workdir)))
-                last = arms[str(value)][-1]
-                print(f"  {last.get('runs', 0)} run(s) in {last['wall_s']:.1f} s" + (
-                    f"; failed: {last['error']}" if last["rc"] else ""), flush=True)
+    for repeat in range(args.repeats):
+        for value in args.arm_values:
+            print(f"[repeat {repeat + 1}/{args.repeats}] --parallel {value} ...", flush=True)
+            arms[str(value)].append(run_arm(args, value, threads))
+            last = arms[str(value)][-1]
+            print(f"  {last.get('runs', 0)} run(s) in {last['wall_s']:.1f} s" + (
+                f"; failed: {last['error']}" if last["rc"] else ""), flush=True)
     rows = summarize(arms, threads)
     print_table(rows, [("parallel", "--parallel", ""), ("ok", "ok", "d"), ("runs", "runs", "d"),
                        ("wall_s", "wall s", ".1f"), ("runs_per_hour", "runs/hour", ",.0f"),
@@ -154,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         if row.get("chosen"):
             print(f"--parallel {row['parallel']}: {row['chosen']}")
     report = {"script": "parallel_speed", "setup": {k: getattr(args, k) for k in (
-        "model", "tasks", "seeds", "limit_train", "epochs", "max_length", "repeats")} | {"threads": threads},
+        "model", "tasks", "seeds", "limit_train", "epochs", "max_length", "limit_eval", "repeats")} | {"threads": threads},
         "arms": arms, "rows": rows, "environment": environment(device)}
     for arm in (a for repeats in arms.values() for a in repeats):
         arm.pop("predictions", None)  # compared above; the JSON keeps the figures
