@@ -51,15 +51,50 @@ def items(value: Any) -> set[tuple]:
     return {tuple(v) if isinstance(v, list | tuple) else (v,) for v in value}
 
 
+def _distinct(values: Sequence[Any]) -> Sequence[Any]:
+    """The distinct values of a list when they are hashable (labels), else the list itself: the labels of a
+    list are those of its distinct values, and a board's 1,000 predictions hold a handful of labels."""
+    try:
+        return set(values)
+    except TypeError:  # lists (multilabel, spans) are not hashable
+        return values
+
+
 def labels_in(*value_lists: Sequence[Any]) -> list:
     """Every label appearing in one or more lists of predictions-file values, sorted by string form."""
-    return sorted({it[-1] for values in value_lists for v in values for it in items(v)}, key=str)
+    return sorted({it[-1] for values in value_lists for v in _distinct(values) for it in items(v)}, key=str)
+
+
+_SCALAR = (str, int)  # the single-label values `_label_counts` takes (bool is an int; floats take the general path)
+
+
+def _label_counts(gold: Sequence[Any], pred: Sequence[Any], index: dict) -> np.ndarray | None:
+    """`counts` of single-label values (a label or None per example) with numpy, or None when a value is not
+    one: the same numbers as the set arithmetic below, where {g} & {p} is g == p."""
+    g_codes = [index[v] if isinstance(v, _SCALAR) else (-1 if v is None else None) for v in gold]
+    p_codes = [index[v] if isinstance(v, _SCALAR) else (-1 if v is None else None) for v in pred]
+    if None in g_codes or None in p_codes:
+        return None
+    g, p = np.asarray(g_codes, dtype=np.int64), np.asarray(p_codes, dtype=np.int64)
+    out = np.zeros((len(g), len(index), 3), dtype=np.float64)
+    rows = np.arange(len(g))
+    hit, has_g, has_p = g == p, g >= 0, p >= 0
+    out[rows[hit & has_g], g[hit & has_g], 0] = 1.0
+    out[rows[~hit & has_p], p[~hit & has_p], 1] = 1.0
+    out[rows[~hit & has_g], g[~hit & has_g], 2] = 1.0
+    return out
 
 
 def counts(gold: Sequence[Any], pred: Sequence[Any], labels: Sequence[Hashable]) -> np.ndarray:
     """(n_examples, n_labels, 3) array of tp, fp, fn per example and label (`labels` must cover every label
-    of gold and pred). Additive over examples: a resample's totals are a weighted sum of these rows."""
+    of gold and pred). Additive over examples: a resample's totals are a weighted sum of these rows.
+    Single-label values are counted with numpy (`_label_counts`), label lists and spans row by row."""
     index = {label: i for i, label in enumerate(labels)}
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(gold)} gold rows but {len(pred)} predictions: they must align one to one")
+    fast = _label_counts(gold, pred, index)
+    if fast is not None:
+        return fast
     out = np.zeros((len(gold), len(index), 3), dtype=np.float64)
     for row, (g, p) in enumerate(zip(gold, pred, strict=True)):
         gs, ps = items(g), items(p)

@@ -160,17 +160,58 @@ def _seed_weights(draws: np.ndarray, n_seeds: int) -> np.ndarray:
     return w / n_seeds
 
 
+def _resample_weights(examples: np.ndarray) -> np.ndarray:
+    """(r, n) weights: how often each replicate (row of `examples`) drew each of the n test examples."""
+    r, n = examples.shape
+    flat = (np.arange(r)[:, None] * n + examples).ravel()
+    return np.bincount(flat, minlength=r * n).reshape(r, n).astype(np.float64)
+
+
 def _replicate_scores_fast(metric: CountMetric, gold, preds, examples, chunk: int = 256) -> np.ndarray:
     """(n_boot, n_seeds) metric of each seed on each replicate's resample, as weights @ counts."""
-    n_boot, n = examples.shape
     counts = np.stack([metric.counts(gold, p) for p in preds])  # (S, n, k)
-    out = np.empty((n_boot, len(preds)))
-    for start in range(0, n_boot, chunk):
-        ex = examples[start : start + chunk]
-        w = np.zeros((ex.shape[0], n))
-        np.add.at(w, (np.arange(ex.shape[0])[:, None], ex), 1.0)
-        totals = np.matmul(w[None], counts)  # (S, r, k)
-        out[start : start + chunk] = metric.score(totals).T
+    return _scores_of_counts(metric, [counts], examples, chunk)[0]
+
+
+MAX_PRODUCT_COLUMNS = 4096  # columns (seeds x counts) per matrix product: ~16 MB of float32 totals per block
+
+
+def _exact_in_float32(counts: np.ndarray, n: int) -> bool:
+    """Whether weights @ counts is exact in float32: non-negative integer counts whose largest possible
+    total (n draws of the largest count) stays below 2**24, where float32 still holds every integer."""
+    return bool(counts.size == 0 or (counts.min() >= 0 and np.all(counts == np.rint(counts))
+                                     and counts.max() * n < 2**24))
+
+
+def _scores_of_counts(metric: CountMetric, counts: Sequence[np.ndarray], examples: np.ndarray,
+                      chunk: int = 1000) -> list[np.ndarray]:
+    """For each model's (S, n, k) counts, its (n_boot, S) scores on every replicate of one resample of the test
+    examples (`examples`, shared by every model): totals = weights @ counts, one matrix product per block of
+    models and `chunk` replicates instead of one per pair and seed. Why: a board's groups bootstrap every
+    model against the best; each model's replicate scores are computed once, whatever the pair. Counts are
+    integers, so float32 products give the same totals as float64 (`_exact_in_float32`) at half the cost."""
+    n_boot, n = examples.shape
+    out = [np.empty((n_boot, c.shape[0])) for c in counts]
+    blocks, block, cols = [], [], 0
+    for i, c in enumerate(counts):
+        if block and cols + c.shape[0] * c.shape[2] > MAX_PRODUCT_COLUMNS:
+            blocks.append(block)
+            block, cols = [], 0
+        block.append(i)
+        cols += c.shape[0] * c.shape[2]
+    blocks += [block] if block else []
+    for block in blocks:
+        flat = np.concatenate([counts[i].transpose(1, 0, 2).reshape(n, -1) for i in block], axis=1)  # (n, cols)
+        dtype = np.float32 if _exact_in_float32(flat, n) else np.float64
+        flat = flat.astype(dtype)
+        for start in range(0, n_boot, chunk):
+            totals = _resample_weights(examples[start : start + chunk]).astype(dtype) @ flat
+            offset = 0
+            for i in block:
+                s, _, k = counts[i].shape
+                part = totals[:, offset : offset + s * k].reshape(-1, s, k).astype(np.float64)
+                out[i][start : start + chunk] = metric.score(part)
+                offset += s * k
     return out
 
 
@@ -190,7 +231,12 @@ def _replicate_means(metric, gold, preds, examples, seed_draws) -> np.ndarray:
         scores = _replicate_scores_fast(metric, gold, preds, examples)
     else:
         scores = _replicate_scores_generic(metric, gold, preds, examples, seed_draws)
-    w = _seed_weights(seed_draws, len(preds))
+    return _seed_means(scores, seed_draws)
+
+
+def _seed_means(scores: np.ndarray, seed_draws: np.ndarray) -> np.ndarray:
+    """(n_boot,) mean over each replicate's drawn seeds of the (n_boot, S) replicate scores."""
+    w = _seed_weights(seed_draws, scores.shape[1])
     return (np.where(w > 0, scores, 0.0) * w).sum(axis=1)
 
 
@@ -228,9 +274,13 @@ def paired_bootstrap(
     reps = _replicate_means(metric, gold, preds_a, examples, seeds_a) - _replicate_means(
         metric, gold, preds_b, examples, seeds_b
     )
+    return _bootstrap_result(observed, reps, confidence)
+
+
+def _bootstrap_result(observed: float, reps: np.ndarray, confidence: float) -> BootstrapResult:
     alpha = (1 - confidence) / 2
     low, high = np.quantile(reps, [alpha, 1 - alpha])
-    return BootstrapResult(observed, float(low), float(high), bootstrap_p_value(reps), n_boot)
+    return BootstrapResult(observed, float(low), float(high), bootstrap_p_value(reps), reps.size)
 
 
 # --- significance groups --------------------------------------------------------------------------------
@@ -259,15 +309,57 @@ def significance_groups(
     alpha: float = 0.05,
 ) -> SignificanceGroups:
     """Group models of one task: the best (highest seed-mean metric) and every model whose paired bootstrap
-    against the best gives p >= alpha share the top group."""
+    against the best gives p >= alpha share the top group.
+
+    `vs_best[m]` is `paired_bootstrap(gold, preds[best], preds[m], metric, n_boot, seed)`, to the last bit
+    (tested). With a CountMetric it is computed for all pairs at once: each pair's bootstrap starts its
+    generator at `seed`, so every pair draws the same test examples, and the same seeds for models with the
+    same number of seeds; each model's counts and replicate scores are therefore computed once
+    (`_scores_of_counts`) and only the seed averaging is per pair."""
     if not preds:
         raise ValueError("significance_groups needs at least one model")
     gold = list(gold)
-    means = {m: float(np.mean([metric(gold, list(p)) for p in seeds])) for m, seeds in preds.items()}
-    best = max(means, key=lambda m: (means[m], m))
-    vs_best = {m: paired_bootstrap(gold, preds[best], preds[m], metric, n_boot, seed) for m in preds if m != best}
+    if not isinstance(metric, CountMetric):
+        means = {m: float(np.mean([metric(gold, list(p)) for p in seeds])) for m, seeds in preds.items()}
+        best = max(means, key=lambda m: (means[m], m))
+        vs_best = {m: paired_bootstrap(gold, preds[best], preds[m], metric, n_boot, seed) for m in preds if m != best}
+    else:
+        best, vs_best = _groups_vs_best(gold, preds, metric, n_boot, seed)
     top = frozenset([best, *(m for m, r in vs_best.items() if r.p_value >= alpha)])
     return SignificanceGroups(best, top, vs_best, alpha)
+
+
+def _groups_vs_best(gold: list, preds: Mapping[str, Sequence[Sequence]], metric: CountMetric, n_boot: int,
+                    seed: int) -> tuple[str, dict[str, BootstrapResult]]:
+    """The best model and paired_bootstrap(best, m) for every other m, all pairs at once (see the caller)."""
+    n = len(gold)
+    for seeds in preds.values() if len(preds) > 1 else ():  # a lone model has no pair to test
+        if n == 0 or not seeds:
+            raise ValueError("paired_bootstrap needs test examples and at least one seed per model")
+        for p in seeds:
+            if len(p) != n:
+                raise ValueError(f"predictions of length {len(p)} do not align with {n} gold examples")
+    models = list(preds)
+    counts = [np.stack([metric.counts(gold, p) for p in preds[m]]) for m in models]  # (S, n, k) each
+    means = {m: float(np.mean([float(metric.score(per_seed.sum(axis=0))) for per_seed in c]))
+             for m, c in zip(models, counts, strict=True)}
+    best = max(means, key=lambda m: (means[m], m))
+    s_best = len(preds[best])
+    draws = {}  # seeds of the other model -> (examples, seeds of best, seeds of the other), as paired_bootstrap draws
+    for m in models:
+        if m != best and len(preds[m]) not in draws:
+            draws[len(preds[m])] = _draws(np.random.default_rng(seed), n, s_best, len(preds[m]), n_boot)
+    if not draws:
+        return best, {}
+    examples, seeds_best, _ = next(iter(draws.values()))
+    scores = dict(zip(models, _scores_of_counts(metric, counts, examples), strict=True))
+    best_means = _seed_means(scores[best], seeds_best)
+    vs_best = {}
+    for m in models:
+        if m != best:
+            reps = best_means - _seed_means(scores[m], draws[len(preds[m])][2])
+            vs_best[m] = _bootstrap_result(means[best] - means[m], reps, 0.95)
+    return best, vs_best
 
 
 # --- the task average (the freeze experiment's p = 0.25) ------------------------------------------------

@@ -298,18 +298,18 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
 
 
 @lru_cache(maxsize=512)
-def _predictions(path: str, mtime_ns: int) -> tuple[dict[str, Any], ...]:
+def _predictions(path: str, mtime_ns: int) -> store.PredictionColumns:
     rows = store.read_predictions(Path(path))
     if not rows:
         raise ResultsError(f"{path}: no predictions")
-    return tuple(rows)
+    return store.PredictionColumns.of(rows)
 
 
-def load_predictions(path: Path) -> list[dict[str, Any]]:
-    """The rows of a predictions file (`biobench.store.read_predictions`), cached while the file is
-    unchanged: significance groups, comparisons and MDDs read the same files many times."""
+def load_predictions(path: Path) -> store.PredictionColumns:
+    """A predictions file (`biobench.store.read_predictions`, its checks) as columns, cached while the file is
+    unchanged: comparisons and MDDs read the same files many times."""
     try:
-        return list(_predictions(str(path), path.stat().st_mtime_ns))
+        return _predictions(str(path), path.stat().st_mtime_ns)
     except OSError as err:
         raise ResultsError(f"{path}: unreadable predictions file ({err.strerror or err})") from None
 

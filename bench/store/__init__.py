@@ -15,7 +15,7 @@ No torch here: the leaderboard reads results through this package. `eval`, `comp
 the probes and the leaderboard call it; nothing else parses a result file.
 """
 
-from biobench.store.pairing import AlignedPredictions, align_predictions
+from biobench.store.pairing import AlignedPredictions, PredictionColumns, align_predictions
 from biobench.store.record import (
     KEY_FIELDS,
     SCHEMA,
@@ -37,7 +37,7 @@ from biobench.store.storage import (
 )
 
 __all__ = [
-    "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "Result", "align_predictions", "decide",
+    "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "decide",
     "iter_results", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
     "result_path", "run_key", "write_result",
 ]
