@@ -9,10 +9,18 @@ build_board (scan, aggregate; significance groups in the background through benc
 if the groups are still being computed); "groups" is when the significance groups are all there. The "gradio
 floor" row is what any Gradio app costs here (`import gradio` + a Blocks with one HTML table, fresh process):
 biobench's own share of a start is served minus that floor. The ratio printed last is cold / warm served.
-The goal (issue 13 §5): warm under 5 s at 80 x 19 x 9 on a 2-core machine, cold linear in the number of files.
+Each arm also reports its process's peak memory (max RSS). `--baseline DIR` times another checkout of biobench
+(DIR holds its bench/, tasks/, heads/, training/ and leaderboard/, e.g. `git archive main | tar -x -C DIR`) on
+the same folder in the same run, cold and warm, each arm with its own cache: the before/after of a change side
+by side under the same load. `--groups-timeout S` stops waiting for the groups after S seconds and reports how
+many tasks were done (a slow baseline then gives a lower bound instead of holding the run). `--dir` with
+`--reuse` keeps a folder generated earlier with the same sizes (writing 100,000 files takes minutes).
+Goals: warm under 5 s at 80 x 19 x 9 on a 2-core machine, cold linear in the number of files (issue 13 §5);
+first page under 10 s and groups under 20 s cold, under 1 GB (issue 30 §2).
 
     .venv/bin/python -m biobench.perf.leaderboard_scale --quick
     .venv/bin/python -m biobench.perf.leaderboard_scale --models 80 --tasks 19 --seeds 9 --out scale.json
+    .venv/bin/python -m biobench.perf.leaderboard_scale --baseline /tmp/main --groups-timeout 600
 """
 
 from __future__ import annotations
@@ -46,11 +54,23 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--no-app", action="store_true", help="time build_board only, not the Gradio app")
     parser.add_argument("--repeats", type=int, default=3, help="warm starts and Gradio floors to run, alternating; "
                         "their medians are reported (default 3)")
+    parser.add_argument("--reuse", action="store_true", help="with --dir: keep the results generated there by an "
+                        "earlier run with the same sizes and seed")
+    parser.add_argument("--baseline", type=Path, default=None, help="another biobench checkout to time on the same "
+                        "folder in the same run (cold and warm arms marked 'baseline')")
+    parser.add_argument("--groups-timeout", type=float, default=None, help="seconds to wait for the groups of a "
+                        "start before reporting the tasks done so far")
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.tasks, args.seeds, args.examples, args.n_boot, args.repeats = 10, 4, 3, 100, 200, 1
     if min(args.models, args.tasks, args.seeds, args.examples) < 1:
         parser.error("--models, --tasks, --seeds and --examples must be >= 1")
+    if args.reuse and args.dir is None:
+        parser.error("--reuse needs --dir (the folder to keep)")
+    if args.baseline is not None and not (args.baseline / "bench" / "board").is_dir():
+        parser.error(f"--baseline {args.baseline}: not a biobench checkout (no bench/board/ there)")
+    if args.groups_timeout is not None and not 0 < args.groups_timeout < 1e6:
+        parser.error("--groups-timeout must be a number of seconds in (0, 1e6)")
     return args
 
 
@@ -109,9 +129,17 @@ def generate(root: Path, models: int, tasks: list[tuple[str, str]], seeds: int, 
     return n
 
 
-def start_up(results: str, cache_dir: str, n_boot: int, app: bool) -> dict[str, Any]:
+def _peak_mb() -> float:
+    """This process's peak resident memory so far, MiB (Linux reports ru_maxrss in KiB, macOS in bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
+
+
+def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: float | None = None) -> dict[str, Any]:
     """One leaderboard start in this (fresh) process: seconds until the board and the app are built (served),
-    and until the background significance groups are all computed."""
+    and until the background significance groups are all computed (None when not within `timeout`)."""
     t0 = time.perf_counter()
     from biobench.board.board import build_board
 
@@ -122,11 +150,34 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool) -> dict[str, 
 
         build_app(board)
     t2 = time.perf_counter()
-    board.significance.wait()
+    done = board.significance.wait(None if timeout is None else max(0.0, timeout - (t2 - t0)))
     t3 = time.perf_counter()
     return {"board_s": round(t1 - t0, 3), "app_s": round(t2 - t1, 3), "total_s": round(t2 - t0, 3),
-            "groups_s": round(t3 - t0, 3), "groups": len(board.groups),
+            "groups_s": round(t3 - t0, 3) if done else None, "groups": len(board.groups),
+            "tasks_done": board.significance.done, "peak_mb": _peak_mb(),
             "entries": sum(e.source == "measured" for e in board.entries), "problems": len(board.problems)}
+
+
+def start_up_of(checkout: str, *args: Any) -> dict[str, Any]:
+    """`start_up` with the biobench of another checkout (bench/, tasks/, heads/, training/, leaderboard/), in
+    this fresh process: a folder of links laid out as the installed package is put first on sys.path and the
+    biobench modules imported so far (this script's) are forgotten, so every import below is the checkout's."""
+    src = Path(checkout).resolve()
+    shadow = Path(tempfile.mkdtemp(prefix="biobench-baseline-")) / "biobench"
+    shadow.mkdir()
+    for item in (src / "bench").iterdir():
+        (shadow / item.name).symlink_to(item)
+    for sub in ("tasks", "heads", "training", "leaderboard"):
+        if not (shadow / sub).exists():
+            (shadow / sub).symlink_to(src / sub)
+    for name in [m for m in sys.modules if m == "biobench" or m.startswith("biobench.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(shadow.parent))
+    out = start_up(*args)
+    import biobench.board
+
+    out["code"] = str(Path(biobench.board.__file__).resolve().parent.parent)
+    return out
 
 
 def gradio_floor() -> dict[str, Any]:
@@ -142,38 +193,72 @@ def gradio_floor() -> dict[str, Any]:
     return {"board_s": 0.0, "app_s": round(t2 - t0, 3), "total_s": round(t2 - t0, 3), "import_s": round(t1 - t0, 3)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    tasks = benchmark_tasks(args.tasks)
-    root = args.dir or Path(tempfile.mkdtemp(prefix="biobench-scale-"))
-    results, cache = root / "results", root / "cache"
+def _results_folder(args, tasks: list[tuple[str, str]], results: Path) -> tuple[int, float]:
+    """Generate the synthetic results folder (or, with --reuse, keep the one generated there with the same
+    sizes): (result files, seconds taken)."""
+    marker = results.parent / "generated.json"
+    sizes = {"models": args.models, "tasks": [t for _, t in tasks], "seeds": args.seeds, "examples": args.examples,
+             "seed": args.seed}
+    if args.reuse and marker.is_file():
+        try:
+            kept = json.loads(marker.read_text())
+        except ValueError:
+            kept = None
+        if isinstance(kept, dict) and kept.get("sizes") == sizes:
+            print(f"reusing {kept['files']} result files under {results}", flush=True)
+            return kept["files"], 0.0
     shutil.rmtree(results, ignore_errors=True)
-    shutil.rmtree(cache, ignore_errors=True)
     t0 = time.perf_counter()
     needed = args.models * len(tasks) * args.seeds * (50 * args.examples + 1000)  # about: predictions + result
     with disk_full_guard(results, needed, lambda: "no results were written",
                          cleanup=lambda: shutil.rmtree(results, ignore_errors=True)):
         files = generate(results, args.models, tasks, args.seeds, args.examples, args.seed)
     generated_s = time.perf_counter() - t0
+    marker.write_text(json.dumps({"sizes": sizes, "files": files}))
     print(f"generated {files} result files ({args.models} models x {len(tasks)} tasks x {args.seeds} seeds, "
           f"{args.examples} test examples) in {generated_s:.1f} s under {results}", flush=True)
+    return files, generated_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    tasks = benchmark_tasks(args.tasks)
+    root = args.dir or Path(tempfile.mkdtemp(prefix="biobench-scale-"))
+    results, cache = root / "results", root / "cache"
+    files, generated_s = _results_folder(args, tasks, results)
+    for folder in (cache, root / "cache-baseline"):
+        shutil.rmtree(folder, ignore_errors=True)
     runs: dict[str, list[dict[str, Any]]] = {}
-    arms = ["cold"] + ["warm", *(() if args.no_app else ("gradio floor",))] * max(1, args.repeats)
+    warm = ["warm", *(["warm (baseline)"] if args.baseline else []), *([] if args.no_app else ["gradio floor"])]
+    arms = ["cold", *(["cold (baseline)"] if args.baseline else [])] + warm * max(1, args.repeats)
     for arm in arms:
-        out = (run_isolated(gradio_floor) if arm == "gradio floor"
-               else run_isolated(start_up, str(results), str(cache), args.n_boot, not args.no_app))
+        # a warm start after a cold one that ran out of time would compute the rest: report its served time only
+        cold = runs.get(arm.replace("warm", "cold"), [{}])[0]
+        timeout = 0.0 if arm.startswith("warm") and cold.get("groups_s", 0) is None else args.groups_timeout
+        start = (results, cache, args.n_boot, not args.no_app, timeout)
+        if arm == "gradio floor":
+            out = run_isolated(gradio_floor)
+        elif arm.endswith("(baseline)"):
+            out = run_isolated(start_up_of, str(args.baseline), results, str(root / "cache-baseline"), *start[2:])
+        else:
+            out = run_isolated(start_up, *map(str, start[:2]), *start[2:])
         runs.setdefault(arm, []).append(out)
-        print(f"{arm}: served in {out['total_s']:.2f} s" + (f", groups in {out['groups_s']:.2f} s" if "groups_s" in out else ""),
-              flush=True)
+        groups = out.get("groups_s", "floor")
+        print(f"{arm}: served in {out['total_s']:.2f} s, groups "
+              + ("-" if groups == "floor" else f"in {groups:.2f} s" if groups is not None
+                 else f"not done in {args.groups_timeout:g} s ({out['tasks_done']}/{len(tasks)} tasks)")
+              + (f", peak {out['peak_mb']:.0f} MiB" if "peak_mb" in out else ""), flush=True)
     rows = []
     for arm, outs in runs.items():  # the median run of each arm (by served time)
         out = sorted(outs, key=lambda o: o["total_s"])[len(outs) // 2]
-        rows.append({"arm": arm, "groups_s": out["total_s"], "groups": 0, **out, "runs": len(outs),
+        groups_s = out.get("groups_s", out["total_s"])
+        rows.append({"arm": arm, "groups": 0, "peak_mb": None, **out, "groups_s": groups_s, "runs": len(outs),
                      "served_s_all": [o["total_s"] for o in outs],
-                     "per_file_ms": round(1000 * out.get("groups_s", out["total_s"]) / files, 3)})
+                     "per_file_ms": None if groups_s is None else round(1000 * groups_s / files, 3)})
     print_table(rows, [("arm", "start", "s"), ("board_s", "board s", ".2f"), ("app_s", "app s", ".2f"),
                        ("total_s", "served s", ".2f"), ("groups_s", "groups s", ".2f"),
-                       ("per_file_ms", "groups ms/file", ".2f"), ("groups", "tasks", "d"), ("runs", "runs", "d")])
+                       ("per_file_ms", "groups ms/file", ".2f"), ("groups", "tasks", "d"),
+                       ("peak_mb", "peak MiB", ".0f"), ("runs", "runs", "d")])
     report = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "files": files,
               "generated_s": round(generated_s, 1), "arms": rows,
               "environment": {"created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -181,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                               "loadavg": [round(x, 2) for x in os.getloadavg()], "argv": sys.argv}}
     if args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
-    cold, warm = rows[0]["total_s"], rows[1]["total_s"]
+    served = {row["arm"]: row["total_s"] for row in rows}
+    cold, warm = served["cold"], served["warm"]
     return finish(report, args.out, cold / warm if warm else None)
 
 
