@@ -151,3 +151,27 @@ def test_bad_inputs():
         score("classification", ["a", "b"], ["a"])
     with pytest.raises(ValueError, match="unknown task kind 'regression'"):
         score("regression", ["a"], ["a"])
+
+
+def test_single_label_counts_with_numpy_equal_the_row_by_row_set_counts():
+    """`counts` takes single labels (strings, ints, None) with numpy; the same values as one-label lists go row
+    by row through the set arithmetic: the counts must be the same numbers, and so must the label axis."""
+    from biobench.metrics import counts, labels_in
+
+    rng = random.Random(3)
+    values = ["a", "b", "c", 7, None]
+    gold = [rng.choice(values) for _ in range(300)]
+    pred = [rng.choice(values) for _ in range(300)]
+
+    def as_lists(vs):
+        return [[] if v is None else [v] for v in vs]
+
+    axis = labels_in(gold, pred)
+    assert axis == labels_in(as_lists(gold), as_lists(pred)) == [7, "a", "b", "c"]
+    fast = counts(gold, pred, axis)
+    assert fast.shape == (300, 4, 3) and fast.sum() > 0
+    assert np.array_equal(fast, counts(as_lists(gold), as_lists(pred), axis))
+    with pytest.raises(KeyError):
+        counts(["a"], ["z"], ["a"])  # a label missing from the axis, as before
+    with pytest.raises(ValueError, match="must align one to one"):
+        counts(["a"], [], ["a"])

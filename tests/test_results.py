@@ -350,3 +350,11 @@ def test_a_checkpoint_lineage_loads_back_as_a_record():
     assert record.device_hours == 0.5 and record.hardware == "H100" and record.extra == {"decay_ratio": 0.1}
     assert record.to_dict() == meta and Lineage.from_dict(record.to_dict()) == record
     assert Lineage.from_dict({"tokens": {}}) is None and Lineage.from_dict("detour") is None
+
+
+def test_align_predictions_takes_columns_as_rows():
+    gold = ["a", "b", "a"]
+    rows = {"A": [("a1", _rows(gold, ["a", "b", "b"]))], "B": [("b1", _rows(gold, ["b", "b", "a"]))]}
+    columns = {k: [(s, store.PredictionColumns.of(r)) for s, r in v] for k, v in rows.items()}
+    assert columns["A"][0][1] == store.PredictionColumns((0, 1, 2), ("a", "b", "a"), ("a", "b", "b"))
+    assert store.align_predictions(columns) == store.align_predictions(rows)

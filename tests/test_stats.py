@@ -146,3 +146,71 @@ def test_seed_summary_bounds_clip_the_interval_to_the_metric_range():
     clipped = seed_summary([0.78, 0.99], bounds=(0.0, 1.0))
     assert wide.ci_low < 0.0
     assert (clipped.ci_low, clipped.ci_high, clipped.mean) == (0.0, 1.0, wide.mean)
+
+
+def _per_pair_reference(gold, preds, metric, n_boot, seed):
+    """The per-pair implementation the vectorised groups replaced (float64 weights built with np.add.at, one
+    product per pair and seed), kept here as the reference the groups must equal to the last bit."""
+    def scores(p, examples):
+        counts = np.stack([metric.counts(gold, x) for x in p])
+        w = np.zeros(examples.shape)
+        np.add.at(w, (np.arange(examples.shape[0])[:, None], examples), 1.0)
+        return metric.score(np.matmul(w[None], counts)).T
+
+    def seed_means(s, draws):
+        w = np.zeros((draws.shape[0], s.shape[1]))
+        np.add.at(w, (np.arange(draws.shape[0])[:, None], draws), 1.0)
+        return (np.where(w > 0, s, 0.0) * (w / s.shape[1])).sum(axis=1)
+
+    means = {m: float(np.mean([metric(gold, p) for p in seeds])) for m, seeds in preds.items()}
+    best = max(means, key=lambda m: (means[m], m))
+    out = {}
+    for m in preds:
+        if m == best:
+            continue
+        rng = np.random.default_rng(seed)
+        examples = rng.integers(0, len(gold), size=(n_boot, len(gold)))
+        sa = rng.integers(0, len(preds[best]), size=(n_boot, len(preds[best])))
+        sb = rng.integers(0, len(preds[m]), size=(n_boot, len(preds[m])))
+        reps = seed_means(scores(preds[best], examples), sa) - seed_means(scores(preds[m], examples), sb)
+        low, high = np.quantile(reps, [(1 - 0.95) / 2, 1 - (1 - 0.95) / 2])  # the same floats as paired_bootstrap
+        diff = float(np.mean([metric(gold, p) for p in preds[best]]) - np.mean([metric(gold, p) for p in preds[m]]))
+        out[m] = stats.BootstrapResult(diff, float(low), float(high), stats.bootstrap_p_value(reps), n_boot)
+    return best, out
+
+
+@pytest.mark.parametrize("kind", ["classification", "multilabel", "ner"])
+def test_significance_groups_of_all_pairs_at_once_equal_the_per_pair_bootstrap_to_the_last_bit(kind, monkeypatch):
+    """The groups reuse each model's replicate scores across pairs (one resample shared by every pair, as each
+    per-pair bootstrap draws it from the same seed): the random stream is unchanged, so every difference, CI and
+    p-value is the per-pair one exactly, with models of different seed counts, in one product block or many."""
+    rng = np.random.default_rng(5)
+    n = 60
+    if kind == "classification":
+        gold = [LABELS[i] for i in rng.integers(0, 4, n)]
+        noisy = lambda acc, s: _noisy(gold, LABELS, acc, s)  # noqa: E731
+    elif kind == "multilabel":
+        gold = [sorted({LABELS[i] for i in rng.integers(0, 4, rng.integers(0, 3))}) for _ in range(n)]
+        noisy = lambda acc, s: [g if r < acc else [LABELS[s % 4]] for g, r in  # noqa: E731
+                                zip(gold, np.random.default_rng(s).random(n), strict=True)]
+    else:
+        gold = [[[0, 3, "X"], [5, 9, "Y"]][: i % 3] for i in range(n)]
+        noisy = lambda acc, s: [g if r < acc else [[0, 4, "X"]] for g, r in  # noqa: E731
+                                zip(gold, np.random.default_rng(s).random(n), strict=True)]
+    preds = {f"m{m}": [noisy(0.95 - 0.06 * m, 10 * m + s) for s in range(2 + m % 3)] for m in range(7)}
+    metric = stats.prediction_macro_f1(gold, *[p for seeds in preds.values() for p in seeds], kind=kind)
+    best, reference = _per_pair_reference(gold, preds, metric, 200, 3)
+    for columns in (4096, 7):  # one block of models, or a block per model
+        monkeypatch.setattr(stats, "MAX_PRODUCT_COLUMNS", columns)
+        groups = stats.significance_groups(gold, preds, metric, n_boot=200, seed=3)
+        assert groups.best == best
+        assert groups.vs_best == reference
+        assert groups.top == frozenset([best, *(m for m, r in reference.items() if r.p_value >= 0.05)])
+    assert stats.significance_groups(gold, {"alone": preds["m0"]}, metric).vs_best == {}
+
+
+def test_bootstrap_products_fall_back_to_float64_where_float32_would_round():
+    assert stats._exact_in_float32(np.array([[0.0, 3.0]]), 1000)
+    assert not stats._exact_in_float32(np.array([[0.0, 0.5]]), 10)  # not a count
+    assert not stats._exact_in_float32(np.array([[2.0**20]]), 100)  # totals past 2**24
+    assert not stats._exact_in_float32(np.array([[-1.0]]), 10)

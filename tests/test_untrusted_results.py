@@ -215,3 +215,25 @@ def test_runtime_reader_limits_and_jsonl(tmp_path):
         for lineno, value in iter_jsonl(lines):
             seen.append((lineno, value))
     assert seen == [(1, {"a": 1}), (3, [2])]
+
+
+def test_jsonl_fast_path_reads_every_line_as_parse_json_does(tmp_path):
+    """iter_jsonl scans lines with json.loads' own scanner and skips the depth regexes on shallow lines; values
+    and errors must stay parse_json's, line by line: odd whitespace, a BOM, trailing data, Infinity, brackets in
+    strings, a deep line, a line separator inside a string, CRLF."""
+    lines = ['{"a": [1, {"b": null}]}', " \t[1, 2]\t ", '"x\u2028y"', "-Infinity", '{"s": "' + "[" * 80 + '"}',
+             "\x0c", "  ", '{"c": 1}\r', "[" * 70 + "]" * 70]
+    path = tmp_path / "ok.jsonl"
+    path.write_bytes("\n".join(lines).encode())
+    expected = [(i, parse_json(line)) for i, line in enumerate(lines[:8], 1) if line.strip()]
+    assert [(i, v) for i, v in iter_jsonl(path, 10**6) if i < 9] == expected
+    with pytest.raises(UnsafeJSONError, match=r"ok.jsonl:9: JSON nested too deeply"):
+        list(iter_jsonl(path, 10**6))
+    for bad, reason in (("\x0c{}", "not valid JSON: Expecting value"), ("{} {}", "not valid JSON: Extra data"),
+                        ("\ufeff{}", "not valid JSON: Unexpected UTF-8 BOM"), ('{"a": 1', "not valid JSON")):
+        path.write_text('{"ok": 1}\n' + bad + "\n", encoding="utf-8")
+        with pytest.raises(UnsafeJSONError, match=rf"ok.jsonl:2: {reason}") as got:
+            list(iter_jsonl(path, 10**6))
+        with pytest.raises(UnsafeJSONError) as direct:
+            parse_json(bad + "\n", f"{path}:2")
+        assert str(got.value) == str(direct.value)

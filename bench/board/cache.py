@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
+import subprocess
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from biobench.board.entries import Board, Entry
 from biobench.board.scan import Problem
@@ -61,20 +64,75 @@ def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: i
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _task_only(task: str, entries: list[Entry]) -> list[Entry]:
+    return [replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries]
+
+
 def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float):
-    """compute_groups on a board that holds only this task's runs: (groups or None, problems)."""
-    sub = Board([replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries],
-                {lang: [task]}, {}, [], {})
+    """compute_groups on a board that holds only this task's runs: (groups or None, problems, seconds)."""
+    t0 = time.perf_counter()
+    sub = Board(_task_only(task, entries), {lang: [task]}, {}, [], {})
     compute_groups(sub, n_boot=n_boot, seed=seed, alpha=alpha)
-    return sub.groups.get((lang, task)), sub.problems
+    return sub.groups.get((lang, task)), sub.problems, time.perf_counter() - t0
+
+
+def _compute_star(args: tuple) -> tuple:
+    return _compute(*args)
+
+
+# the worker: sys.path first (this process may import biobench from elsewhere), its stdout kept for the results
+_WORKER = ("import pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
+           "sys.path[:0] = pickle.load(sys.stdin.buffer); "
+           "from biobench.board.cache import _serve; _serve(sys.stdin.buffer, out)")
+
+
+def _serve(inp: BinaryIO, out: BinaryIO) -> None:
+    """The worker's loop: the pickled jobs from the parent in, each task's (groups, problems, seconds) out; it
+    ends quietly when the parent has gone (its pipes closed)."""
+    try:
+        for job in pickle.load(inp):
+            pickle.dump(_compute_star(job), out)
+            out.flush()
+    except (EOFError, BrokenPipeError):
+        pass
+
+
+def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool) -> Iterator[tuple]:
+    """`_compute` of each missed task, in order: here, or (`process`, more than one task) in a worker process.
+    Why a process: reading thousands of predictions files is Python work that holds the GIL, so in a thread it
+    slows the app being built beside it (measured: the first page later than with the slower per-pair
+    bootstrap, which waited in BLAS); a process runs on the other core. The worker is `python -c` (not
+    multiprocessing's spawn, which re-runs the parent's main script: an app.py calling launch() at top level
+    would start a second server). The pipe carries pickles between this process and its own child only. If
+    the worker fails, the tasks it did not return are computed here."""
+    jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha) for lang, task, entries in misses]
+    done = 0
+    if process and len(jobs) > 1:
+        child = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            pickle.dump(list(sys.path), child.stdin)
+            pickle.dump(jobs, child.stdin)
+            child.stdin.close()
+            while done < len(jobs):
+                result = pickle.load(child.stdout)
+                done += 1
+                yield result
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass  # computed below
+        finally:
+            child.kill()
+            child.wait()
+            child.stdout.close()
+    yield from map(_compute_star, jobs[done:])
 
 
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
                   cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+                  progress: Callable[[int, int], None] | None = None, process: bool = False) -> dict[str, int]:
     """Fill board.groups like significance.compute_groups, reading and writing each task's result under cache_dir
     (None: compute without a cache). Returns {"tasks", "cached", "computed"}; `log` gets a line per slow
-    computed task and a summary; `progress(done, total)` is called after each task."""
+    computed task and a summary; `progress(done, total)` is called after each task. `process`: compute the
+    tasks missing from the cache in a worker process (`_computed`)."""
     folder = Path(cache_dir) if cache_dir is not None else None
     counts = {"tasks": 0, "cached": 0, "computed": 0}
     started = time.perf_counter()
@@ -87,26 +145,27 @@ def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float 
                 todo.append((lang, task, entries))
     if progress:
         progress(0, len(todo))
-    for i, (lang, task, entries) in enumerate(todo, 1):
+    paths = [folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json"
+             if folder else None for lang, task, entries in todo]
+    hits = [_read(path) for path in paths]
+    computed = _computed([t for t, hit in zip(todo, hits, strict=True) if hit is None], n_boot, seed, alpha, process)
+    for i, ((lang, task, entries), path, hit) in enumerate(zip(todo, paths, hits, strict=True), 1):
         counts["tasks"] += 1
-        path = folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json" if folder else None
-        hit = _read(path)
         if hit is not None:
             groups, problems = hit
             counts["cached"] += 1
         else:
-            t0 = time.perf_counter()
-            groups, problems = _compute(lang, task, entries, n_boot, seed, alpha)
+            groups, problems, seconds = next(computed)
             counts["computed"] += 1
             _write(path, (groups, problems))
-            if log and time.perf_counter() - t0 >= 0.5:  # a progress line where it is slow
-                log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, "
-                    f"{time.perf_counter() - t0:.1f} s")
+            if log and seconds >= 0.5:  # a progress line where it is slow
+                log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, {seconds:.1f} s")
         if groups is not None:
             board.groups[(lang, task)] = groups
         board.problems.extend(p for p in problems if p not in board.problems)
         if progress:
             progress(i, len(todo))
+    computed.close()
     if log and counts["tasks"]:
         log(f"significance groups: {counts['tasks']} tasks ({counts['cached']} from the cache, {counts['computed']} "
             f"computed) in {time.perf_counter() - started:.1f} s")
@@ -171,7 +230,8 @@ class BackgroundGroups:
     def __init__(self, board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
                  cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None):
         self.board, self.log = board, log
-        self.kwargs = {"n_boot": n_boot, "seed": seed, "alpha": alpha, "cache_dir": cache_dir, "log": log}
+        self.kwargs = {"n_boot": n_boot, "seed": seed, "alpha": alpha, "cache_dir": cache_dir, "log": log,
+                       "process": True}
         self.done, self.total = 0, None
         self.counts: dict[str, int] | None = None
         self.error: str | None = None
