@@ -111,6 +111,7 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
     compute_groups(fresh, n_boot=200)
 
     gate, real = threading.Event(), cache._compute
+    monkeypatch.setattr(cache, "WORKER_PROCESS", False)  # the patched _compute runs in this process only
     monkeypatch.setattr(cache, "_compute", lambda *a: (gate.wait(60), real(*a))[1])
     board = build_board([results], n_boot=200, significance="background", cache_dir=tmp_path / "cache")
     progress = board.significance
@@ -141,9 +142,29 @@ def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkey
     def boom(*_):
         raise RuntimeError("predictions unreadable")
 
+    monkeypatch.setattr(cache, "WORKER_PROCESS", False)  # the patched _compute runs in this process only
     monkeypatch.setattr(cache, "_compute", boom)
     lines: list[str] = []
     board = build_board([FIXTURES], n_boot=50, significance="background", log=lines.append)
     assert board.significance.wait(60)
     assert board.significance.status.startswith("Significance groups failed (RuntimeError: predictions unreadable)")
     assert board.groups == {} and board.entries and "Traceback" in lines[-1]
+
+
+def test_groups_computed_in_the_worker_process_equal_the_ones_computed_here(tmp_path):
+    """The background groups' worker (`python -c`, pickles over its pipes) gives the groups and problems that
+    computing in this process gives; a worker that cannot start leaves the work to this process."""
+    from biobench.board import cache
+
+    here, there = build_board([FIXTURES], significance=False), build_board([FIXTURES], significance=False)
+    cached_groups(here, n_boot=100)
+    assert cached_groups(there, n_boot=100, process=True)["computed"] > 1
+    assert there.groups == here.groups and there.problems == here.problems
+    broken = build_board([FIXTURES], significance=False)
+    real = cache._WORKER
+    try:
+        cache._WORKER = "import sys; sys.exit(3)"
+        cached_groups(broken, n_boot=100, process=True)
+    finally:
+        cache._WORKER = real
+    assert broken.groups == here.groups

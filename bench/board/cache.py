@@ -80,6 +80,8 @@ def _compute_star(args: tuple) -> tuple:
     return _compute(*args)
 
 
+WORKER_PROCESS = True  # BackgroundGroups computes in a worker process (tests that patch `_compute` turn it off)
+
 # the worker: sys.path first (this process may import biobench from elsewhere), its stdout kept for the results
 _WORKER = ("import pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
            "sys.path[:0] = pickle.load(sys.stdin.buffer); "
@@ -107,7 +109,7 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
     the worker fails, the tasks it did not return are computed here."""
     jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha) for lang, task, entries in misses]
     done = 0
-    if process and len(jobs) > 1:
+    if process and WORKER_PROCESS and len(jobs) > 1:
         child = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             pickle.dump(list(sys.path), child.stdin)
