@@ -115,18 +115,13 @@ def macro_f1_metric(labels: Sequence[Hashable], keep_absent: bool = False) -> Co
     return CountMetric(count, score, "macro_f1")
 
 
-def labels_of(*value_lists: Sequence) -> list:
-    """All labels appearing in one or more lists of predictions-file values, sorted by their string form."""
-    from biobench.metrics import labels_in
-
-    return labels_in(*value_lists)
-
-
 def prediction_macro_f1(gold: Sequence, *preds: Sequence, kind: str | None = None,
                         labels: Sequence[Hashable] = ()) -> CountMetric:
     """A macro-F1 CountMetric whose label axis covers `labels` (the task's inventory, when known), gold and
     every prediction list given; multilabel keeps absent inventory labels at 0, as the headline score does."""
-    found = labels_of(gold, *preds)
+    from biobench.metrics import labels_in
+
+    found = labels_in(gold, *preds)
     axis = list(dict.fromkeys([*labels, *found]))
     return macro_f1_metric(axis, keep_absent=kind == "multilabel")
 

@@ -178,11 +178,11 @@ def test_board_metric_is_the_headline_macro_f1_over_the_recorded_inventory(tmp_p
     """A multilabel label in the task's inventory but absent from gold and predictions counts 0, as in the
     result's own macro-F1 (biobench.metrics.score)."""
     from biobench.metrics import score
-    from biobench.store.summary import task_metric
+    from biobench.stats import prediction_macro_f1
 
     gold, pred = [["x"], ["x", "y"], []], [["x"], ["y"], ["y"]]
     inventory = ("x", "y", "never")
-    assert task_metric("multilabel", inventory, gold, [pred])(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])
+    assert prediction_macro_f1(gold, pred, kind="multilabel", labels=inventory)(gold, pred) == pytest.approx(score("multilabel", gold, pred, inventory)["macro_f1"])
 
 
 def test_scan_reads_every_seed_file_the_writer_writes(tmp_path):

@@ -90,16 +90,16 @@ def _load_task_runs(folder: Path) -> dict[str, TaskRuns]:
 def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredictions:
     """The two models' aligned test predictions on `task` with the task's macro-F1, from the runs' predictions
     files, which must share their test examples (else ResultsError naming both files)."""
-    from biobench.stats import TaskPredictions
+    from biobench.stats import TaskPredictions, prediction_macro_f1
     from biobench.store import align_predictions, read_predictions
-    from biobench.store.summary import task_metric
 
     aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
                                         (runs[seed] for seed in sorted(runs))]
                                  for side, runs in (("a", runs_a), ("b", runs_b))})
     first = next(iter(runs_a.values()))[1]
     preds_a, preds_b = aligned.preds["a"], aligned.preds["b"]
-    metric = task_metric(first.task["kind"], first.task.get("labels") or (), aligned.gold, preds_a + preds_b)
+    metric = prediction_macro_f1(aligned.gold, *preds_a, *preds_b, kind=first.task["kind"],
+                                 labels=first.task.get("labels") or ())
     return TaskPredictions(task, aligned.gold, preds_a, preds_b, metric)
 
 

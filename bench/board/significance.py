@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from biobench.board import scan as R
 from biobench.board.entries import Board, Entry
 from biobench.errors import ResultsError
-from biobench.stats import TaskPredictions, significance_groups
+from biobench.stats import TaskPredictions, prediction_macro_f1, significance_groups
 from biobench.store import AlignedPredictions, align_predictions
-from biobench.store.summary import task_metric
 
 
 def _report(problems: list[R.Problem], problem: R.Problem) -> None:
@@ -44,7 +43,7 @@ def paired_predictions(board: Board, task: str, a: Entry, b: Entry) -> TaskPredi
         return None
     pa, pb = aligned.preds[a.key], aligned.preds[b.key]
     first = a.runs[task][0]
-    return TaskPredictions(task, aligned.gold, pa, pb, task_metric(first.kind, first.labels, aligned.gold, pa + pb))
+    return TaskPredictions(task, aligned.gold, pa, pb, prediction_macro_f1(aligned.gold, *pa, *pb, kind=first.kind, labels=first.labels))
 
 
 def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
@@ -57,6 +56,6 @@ def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float
             if aligned is None or len(aligned.preds) < 2:
                 continue
             first = with_task[0].runs[task][0]
-            metric = task_metric(first.kind, first.labels, aligned.gold,
-                                 [p for seeds in aligned.preds.values() for p in seeds])
+            metric = prediction_macro_f1(aligned.gold, *(p for seeds in aligned.preds.values() for p in seeds),
+                                         kind=first.kind, labels=first.labels)
             board.groups[(lang, task)] = significance_groups(aligned.gold, aligned.preds, metric, n_boot, seed, alpha)

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from biobench.metrics import score
 from biobench.perf.perf_common import base_parser, finish, print_table, run_isolated, script
 from biobench.runtime.files import disk_full_guard
 
@@ -85,16 +86,6 @@ def benchmark_tasks(n: int) -> list[tuple[str, str]]:
     return tasks[:n]
 
 
-def _macro_f1(gold: list[str], pred: list[str]) -> float:
-    scores = []
-    for lab in LABELS:
-        tp = sum(g == p == lab for g, p in zip(gold, pred, strict=True))
-        fp = sum(p == lab != g for g, p in zip(gold, pred, strict=True))
-        fn = sum(g == lab != p for g, p in zip(gold, pred, strict=True))
-        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
-    return sum(scores) / len(scores)
-
-
 def generate(root: Path, models: int, tasks: list[tuple[str, str]], seeds: int, examples: int, seed: int = 0) -> int:
     """Write the synthetic results folder; returns the number of result files."""
     n = 0
@@ -120,7 +111,7 @@ def generate(root: Path, models: int, tasks: list[tuple[str, str]], seeds: int, 
                     "seed": s, "protocol": {"name": lang, "hash": "sha256:" + "2" * 64},
                     "key": {"model_revision": f"sha256:{m:064x}", "data_checksum": f"sha256:{ti:064x}",
                             "protocol_hash": "sha256:" + "2" * 64, "seed": s},
-                    "metrics": {"test": {"macro_f1": _macro_f1(gold, pred)}, "dev": {}},
+                    "metrics": {"test": {"macro_f1": score("classification", gold, pred)["macro_f1"]}, "dev": {}},
                     "timings": {"train_s": 60.0, "total_s": 65.0}, "device": "cuda",
                     "predictions": f"seed-{s}.predictions.jsonl",
                 }

@@ -15,7 +15,6 @@ from typing import Any
 
 from biobench.errors import ResultsError
 from biobench.stats import (
-    CountMetric,
     DetectableDifference,
     SeedSummary,
     minimum_detectable_difference,
@@ -64,17 +63,11 @@ def task_scores(results: Iterable[tuple[Path | None, Result]], metric: str | Non
     return out
 
 
-def task_metric(kind: str, labels: Sequence, gold: Sequence, preds: Sequence[Sequence]) -> CountMetric:
-    """The task's macro-F1 on predictions-file values (`stats.prediction_macro_f1`: the headline score's counts)
-    over the label inventory the results record, gold and every prediction list."""
-    return prediction_macro_f1(gold, *preds, kind=kind, labels=labels)
-
-
 def detectable_difference(gold: Sequence, preds: Sequence[Sequence], kind: str, labels: Sequence = (),
                           n_boot: int = 1000, seed: int = 0) -> DetectableDifference:
     """The minimum detectable difference at 80% power (`stats.minimum_detectable_difference`) of one model on
     one task from its seeds' aligned predictions, in fractions."""
-    return minimum_detectable_difference(gold, preds, task_metric(kind, labels, gold, preds), n_boot, seed)
+    return minimum_detectable_difference(gold, preds, prediction_macro_f1(gold, *preds, kind=kind, labels=labels), n_boot, seed)
 
 
 def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequence = ()) -> DetectableDifference | None:
