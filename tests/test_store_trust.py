@@ -80,8 +80,8 @@ def test_the_recorded_note_is_read_back_and_a_sound_run_has_none():
 def test_smoke_runs_by_recorded_overrides_and_by_the_subset_limits_of_older_files():
     recorded = result("ner", overrides={"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 200,
                                                                                           "protocol": None}})
-    assert is_smoke(recorded) and protocol_label(recorded) == "smoke: epochs 1 (protocol 15), limit_train 200"
+    assert is_smoke(recorded) and protocol_label(describe_overrides(overrides(recorded))) == "smoke: epochs 1 (protocol 15), limit_train 200"
     older = result("classification", protocol={"name": "fr", "epochs": 1, "limit_train": 200, "limit_eval": None})
     assert overrides(older) == {"limit_train": {"run": 200, "protocol": None}} and is_smoke(older)
     plain = result("classification", protocol={"name": "fr", "epochs": 15, "limit_train": None})
-    assert not is_smoke(plain) and protocol_label(plain) == "protocol" and describe_overrides({}) == ""
+    assert not is_smoke(plain) and protocol_label(describe_overrides(overrides(plain))) == "protocol" and describe_overrides({}) == ""

@@ -15,7 +15,7 @@ No torch here (the leaderboard reads results).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from biobench.store.record import Result
@@ -61,10 +61,19 @@ def describe_overrides(found: Mapping[str, Mapping[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def protocol_label(result: Result) -> str:
-    """'protocol' for a protocol run, else 'smoke: <overrides>': the protocol/overrides column of exports."""
-    found = overrides(result)
-    return f"smoke: {describe_overrides(found)}" if found else "protocol"
+def protocol_label(described: str) -> str:
+    """'protocol' for a protocol run, else 'smoke: <overrides>' (`described`: `describe_overrides` of the run's
+    overrides): the protocol/overrides column of the exports and the results dataset."""
+    return f"smoke: {described}" if described else "protocol"
+
+
+def split_smoke(results: Iterable[Result]) -> tuple[list[Result], list[Result]]:
+    """(protocol runs, smoke runs) of `results`, order kept: what a model card's model-index may state as the
+    protocol's scores, and what it must leave out."""
+    protocol, smoke = [], []
+    for result in results:
+        (smoke if is_smoke(result) else protocol).append(result)
+    return protocol, smoke
 
 
 # ------------------------------------------------------------------------------------------ degenerate predictions
