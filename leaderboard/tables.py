@@ -320,7 +320,7 @@ def render_text(board: Board, langs: Sequence[str] | None = None, name_width: in
             cells = [fmt(e.cells[t].mean) + (DEGENERATE_MARK if e.cells[t].degenerate else "") if t in e.cells else "—"
                      for t in tasks]
             if e.smoke:
-                notes.append(f"{SMOKE_MARK} {e.name}: protocol overrides {e.smoke} (not the protocol's score)")
+                notes.append(f"{e.name}: protocol overrides {e.smoke} (not the protocol's score)")
             notes += [f"{DEGENERATE_MARK} {e.name} · {t} seed {seed}: {why}" for t in tasks if t in e.cells
                       for seed, why in sorted(e.cells[t].degenerate.items())]
             rows.append([name, *cells, avg_text, seeds_text(e), e.source])

@@ -89,4 +89,13 @@ def test_degenerate_predictions_are_marked_with_their_reason(board):
            "collapsed to one class: the budget (13 steps) is far below the protocol&#x27;s 11,250 steps)" in cell
     assert '<span class="degenerate">⚠</span>' in cell and "degenerate test predictions" in html
     text = render_text(board, ["fr"])
-    assert "50.0⚠" in text and "⚑ m ⚑ smoke: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
+    assert "50.0⚠" in text and "m ⚑ smoke: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
+
+
+def test_verdicts_against_the_paper_read_the_protocol_row(board):
+    from biobench.board.reproduction import model_verdicts
+
+    (smoke,) = [e for e in board.lang_entries("fr") if e.smoke]
+    assert (smoke.slug, smoke.base_name) == ("m", "m")
+    diamed = next(v for v in model_verdicts(board, "m")["fr"] if v.task == "diamed")
+    assert diamed.measured == pytest.approx(61.0) and diamed.seeds == 2  # not the smoke seed's 99.0

@@ -85,3 +85,24 @@ def test_smoke_runs_by_recorded_overrides_and_by_the_subset_limits_of_older_file
     assert overrides(older) == {"limit_train": {"run": 200, "protocol": None}} and is_smoke(older)
     plain = result("classification", protocol={"name": "fr", "epochs": 15, "limit_train": None})
     assert not is_smoke(plain) and protocol_label(describe_overrides(overrides(plain))) == "protocol" and describe_overrides({}) == ""
+
+
+def test_the_console_line_and_evals_summary_say_smoke_and_degenerate(capsys):
+    from biobench.commands.eval import print_summary
+    from biobench.runner import run_line
+
+    note = {"finding": "no entity predicted in any of the 2 test examples",
+            "reason": "no span above the 0.5 threshold: the budget (60 steps) is far below the protocol's 4,000 steps"}
+    run = result("ner", overrides={"max_steps": {"run": 60, "protocol": 4000}}, degenerate=note)
+    assert run_line(run) == (" [smoke run: max_steps 60 (protocol 4,000)] — degenerate: no entity predicted in any of "
+                             "the 2 test examples (likely: no span above the 0.5 threshold: the budget (60 steps) is "
+                             "far below the protocol's 4,000 steps)")
+    assert run_line(result("ner")) == ""
+    print_summary({"model": {"name": "m"}, "unavailable": {}, "languages": {},
+                   "tasks": [{"task": "quaero-emea", "lang": "fr", "kind": "ner", "n": 1, "seeds_expected": 1,
+                              "mean": 0.0, "overrides": "max_steps 60 (protocol 4,000)",
+                              "degenerate": {42: degenerate_text(note)}}]})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "quaero-emea ⚑ ⚠" in out
+    assert "⚑ smoke run quaero-emea: protocol overrides max_steps 60 (protocol 4,000); not the protocol's score" in out
+    assert "⚠ quaero-emea seed 42: degenerate: no entity predicted in any of the 2 test examples (likely: no span" in out

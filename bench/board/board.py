@@ -98,6 +98,8 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 runs=dict(by_task),
                 model_id=str(meta.get("id") or meta.get("source") or ""),
                 smoke=smoke,
+                slug=slug,
+                base_name=model_runs[0].name,
             )
         )
     return sorted(_distinct_names(entries), key=lambda e: e.name)

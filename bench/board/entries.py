@@ -58,6 +58,8 @@ class Entry:
     runs: dict[str, list[R.Run]] = field(default_factory=dict)
     model_id: str = ""  # where the weights came from (hub id or the folder it was evaluated from): details only
     smoke: str = ""  # a smoke row's protocol overrides (its own row, never merged with the protocol's seeds)
+    slug: str = ""  # a measured model's results folder, shared by its protocol and smoke rows (key: the row's own)
+    base_name: str = ""  # the model's display name without the smoke row's mark
 
     def average(self, tasks: Sequence[str]) -> Average:
         have = [t for t in tasks if t in self.cells]
