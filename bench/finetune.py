@@ -247,6 +247,8 @@ class _Run:
         `eval_every` steps or at each epoch's end (and always at the last step). Returns the steps run."""
         protocol, model, device = self.protocol, self.model, self.device
         bar = progress_bar(self.progress, total=self.total, desc=f"{self.task.task_id} seed {self.seed}", leave=False)
+        # off a terminal, a line every ~30 s between dev evaluations too (a CPU step can take minutes)
+        beat = Ticker(self.progress, f"{self.task.task_id} seed {self.seed}: training steps", self.total, bar=False)
         step, epoch, running = 0, 0, 0.0
         running_on_device: torch.Tensor | None = None  # read on the host every LOSS_READ_EVERY steps only
         model.train()
@@ -264,6 +266,7 @@ class _Run:
                 current = loss.detach().float()
                 running_on_device = current.clone() if running_on_device is None else running_on_device.mul_(0.9).add_(current, alpha=0.1)
                 bar.update(1)
+                beat.update(step)
                 due = protocol.eval_every and step % protocol.eval_every == 0
                 if due or step % LOSS_READ_EVERY == 0 or step >= self.total:
                     running = running_on_device.item()

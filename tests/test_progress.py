@@ -24,3 +24,18 @@ def test_no_line_when_progress_is_off(monkeypatch, capsys):
     ticker.update(5)
     ticker.close()
     assert capsys.readouterr().err == ""
+
+
+def test_a_fine_tuning_run_in_a_log_says_where_training_and_scoring_are(tiny_mlm_dir, tmp_path, monkeypatch, capsys):
+    """Off a terminal, training and each dev / test scoring print a heartbeat line (here every 0 s)."""
+    from biobench import runner
+    from test_eval_runner import DATA, spec
+
+    monkeypatch.setattr(progress, "on_terminal", lambda: False)
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
+    plan = runner.plan_grid(str(tiny_mlm_dir), [spec("t1", "fr", seeds=(1,))], lambda s: DATA[s.id], tmp_path,
+                            overrides={"epochs": 1, "batch_size": 4, "max_length": 32})
+    runner.execute(plan, device="cpu", progress=True)
+    err = capsys.readouterr().err
+    assert "t1 seed 1: training steps: 1/3 (0 s)" in err
+    assert "t1 seed 1: scoring dev (inputs): " in err and "t1 seed 1: scoring test (inputs): " in err

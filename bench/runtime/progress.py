@@ -35,12 +35,13 @@ def log_line(enabled: bool, message: str) -> None:
 class Ticker:
     """Progress of one long loop (scoring a test set of thousands of documents): on a terminal a bar that goes
     away when done; anywhere else one plain line every `every` seconds ("<label>: 1,200/5,000 (31 s)"), so a
-    log shows the run is alive instead of nothing for minutes. Nothing at all when not `enabled`."""
+    log shows the run is alive instead of nothing for minutes. Nothing at all when not `enabled`. `bar=False`:
+    the lines only (a loop that has its own bar, like training's)."""
 
-    def __init__(self, enabled: bool, label: str, total: int, every: float = HEARTBEAT_S) -> None:
-        self.label, self.total, self.every = label, total, every
+    def __init__(self, enabled: bool, label: str, total: int, every: float | None = None, bar: bool = True) -> None:
+        self.label, self.total, self.every = label, total, HEARTBEAT_S if every is None else every
         self.lines = enabled and not on_terminal()
-        self.bar = progress_bar(enabled, total=total, desc=label, leave=False)
+        self.bar = progress_bar(enabled and bar, total=total, desc=label, leave=False)
         self.started = self.last = time.monotonic()
 
     def update(self, done: int) -> None:
