@@ -99,6 +99,8 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
             m = mdd[e.key]
             row[MDD_POWER] = round(100 * m.mdd, 2) if m.mdd == m.mdd else None
             row[MDD_MANY] = round(100 * m.mdd_many_seeds, 2)
+        if c.degenerate:  # the seeds whose test predictions were degenerate, with the likely reason
+            row["Degenerate"] = "; ".join(f"seed {s}: {why}" for s, why in sorted(c.degenerate.items()))
         rows.append(row)
     return pd.DataFrame(rows)
 

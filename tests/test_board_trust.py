@@ -99,3 +99,11 @@ def test_verdicts_against_the_paper_read_the_protocol_row(board):
     assert (smoke.slug, smoke.base_name) == ("m", "m")
     diamed = next(v for v in model_verdicts(board, "m")["fr"] if v.task == "diamed")
     assert diamed.measured == pytest.approx(61.0) and diamed.seeds == 2  # not the smoke seed's 99.0
+
+
+def test_the_task_view_names_the_smoke_row_and_the_degenerate_seed(board):
+    from biobench.leaderboard.app import task_seed_frame
+
+    frame = task_seed_frame(board, "fr", "diamed").set_index("model")
+    assert frame.loc["m ⚑ smoke", "seed 42"] == 99.0 and frame.loc["m", "n"] == 2
+    assert frame.loc["n", "Degenerate"].startswith("seed 42: degenerate: the same class (a)")
