@@ -165,7 +165,7 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
             **({"compile": True} if outcome.compiled else {}),  # execution detail: absent (not false) when off
         },
     )
-    note = degenerate_note(result, outcome.test_predictions)
+    note = degenerate_note(result, outcome.test_predictions, task.gold["test"])
     if note is not None:
         result.details["degenerate"] = note
     return result

@@ -34,6 +34,18 @@ def test_degenerate_predictions_are_found_on_each_kind(kind, predictions, findin
     assert find_degenerate(kind, predictions) == finding
 
 
+def test_a_near_empty_prediction_is_degenerate_against_the_gold_count():
+    gold = [[[0, 4, "CHEM"], [6, 9, "DISO"]]] * 189 + [[]] * 11
+    assert find_degenerate("ner", [[[0, 4, "CHEM"]]] + [[]] * 199, gold) == (
+        "only 1 entity predicted against 378 gold ones in 200 test examples")
+    assert find_degenerate("ner", [[[0, 4, "CHEM"]]] * 4 + [[]] * 196, gold) is None  # 4 of 378: above 1%
+    assert find_degenerate("multilabel", [["a"]] + [[]] * 299, [["a", "b"]] * 300) == (
+        "only 1 label predicted against 600 gold ones in 300 test examples")
+    run = result("ner", {"name": "span", "threshold": 0.5}, budget={"steps": 13, "protocol_steps": 5700})
+    assert degenerate_note(run, [[[0, 4, "CHEM"]]] + [[]] * 199, gold)["reason"] == (
+        "almost no span above the 0.5 threshold: the budget (13 steps) is far below the protocol's 5,700 steps")
+
+
 @pytest.mark.parametrize(("kind", "predictions"), [
     ("ner", [[], [[0, 4, "CHEM"]], []]),  # one entity anywhere is a prediction
     ("multilabel", [[], ["C01"]]),

@@ -25,6 +25,7 @@ SUBSET_KNOBS = ("limit_train", "limit_eval")
 # the marks every view puts next to such a score (eval's summary, the leaderboard's cells and rows)
 SMOKE_MARK = "⚑"  # a smoke run: protocol overrides
 DEGENERATE_MARK = "⚠"  # degenerate test predictions
+NEAR_EMPTY = 0.01  # predicting under 1% of the gold entities / labels is as good as predicting none
 FAR_BELOW = 0.5  # a run with less than this share of the protocol's steps is "far below" its budget
 
 
@@ -77,17 +78,24 @@ def split_smoke(results: Iterable[Result]) -> tuple[list[Result], list[Result]]:
 
 
 # ------------------------------------------------------------------------------------------ degenerate predictions
-def find_degenerate(kind: str, predictions: Sequence[Any]) -> str | None:
+def find_degenerate(kind: str, predictions: Sequence[Any], gold: Sequence[Any] | None = None) -> str | None:
     """What is degenerate in one split's predictions, or None: no entity in any example (NER), no positive label
-    at all (multilabel), the same class for every example (classification, relation). One example is never
-    degenerate (nothing to vary)."""
+    at all (multilabel), the same class for every example (classification, relation). With `gold`, a NER or
+    multilabel split that predicts under `NEAR_EMPTY` of the gold count (1 span for 378 gold ones) is degenerate
+    too. One example is never degenerate (nothing to vary)."""
     n = len(predictions)
     if n == 0:
         return None
-    if kind == "ner":
-        return None if any(len(p or ()) for p in predictions) else f"no entity predicted in any of the {n:,} test examples"
-    if kind == "multilabel":
-        return None if any(len(p or ()) for p in predictions) else f"no label predicted for any of the {n:,} test examples"
+    if kind in ("ner", "multilabel"):
+        found = sum(len(p or ()) for p in predictions)
+        noun = ("entity" if found == 1 else "entities") if kind == "ner" else ("label" if found == 1 else "labels")
+        expected = sum(len(g or ()) for g in gold) if gold is not None else 0
+        if found == 0:
+            return (f"no entity predicted in any of the {n:,} test examples" if kind == "ner"
+                    else f"no label predicted for any of the {n:,} test examples")
+        if found < NEAR_EMPTY * expected:
+            return f"only {found:,} {noun} predicted against {expected:,} gold ones in {n:,} test examples"
+        return None
     classes = {str(p) for p in predictions}
     if n > 1 and len(classes) == 1:
         return f"the same class ({next(iter(classes))}) for every one of the {n:,} test examples"
@@ -126,16 +134,18 @@ def budget_reason(result: Result) -> str:
     return "; ".join(reasons)
 
 
-def degenerate_note(result: Result, predictions: Sequence[Any]) -> dict[str, str] | None:
+def degenerate_note(result: Result, predictions: Sequence[Any], gold: Sequence[Any] | None = None
+                    ) -> dict[str, str] | None:
     """{"finding", "reason"} for a result whose test predictions are degenerate (the writer records it as the
     result's `degenerate`), None otherwise. The reason joins the head's symptom and the budget's shortfall:
     'no span above the 0.5 threshold: the budget (60 steps) is far below the protocol's 4,000 steps'."""
     kind = str(result.task.get("kind", ""))
-    finding = find_degenerate(kind, predictions)
+    finding = find_degenerate(kind, predictions, gold)
     if finding is None:
         return None
     head = result.details.get("head") if isinstance(result.details.get("head"), Mapping) else {}
-    return {"finding": finding, "reason": f"{_symptom(kind, head)}: {budget_reason(result)}"}
+    symptom = ("almost " if finding.startswith("only ") else "") + _symptom(kind, head)
+    return {"finding": finding, "reason": f"{symptom}: {budget_reason(result)}"}
 
 
 def degenerate(result: Result) -> dict[str, str] | None:
