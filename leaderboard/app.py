@@ -270,10 +270,17 @@ def _control_rows(board: Board) -> Controls:
         all_tasks = [t for lang in board.langs for t in board.columns(lang)]
         sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
         show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
-        include_smoke = gr.Checkbox(value=False, label="Include smoke runs", elem_id="lb-include-smoke",
+        include_smoke = gr.Checkbox(value=smoke_only(board), label="Include smoke runs", elem_id="lb-include-smoke",
                                     info="runs with protocol overrides (⚑): shown and ranked only when ticked")
         download = gr.DownloadButton("Download CSV (filtered rows)")
     return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, download, include_smoke)
+
+
+def smoke_only(board: Board) -> bool:
+    """Whether every measured row is a smoke row (a demo's, a quick check's): then the smoke runs are included
+    from the start (still marked), instead of a board that hides every result it was opened on."""
+    measured = [e for e in board.entries if e.source == "measured"]
+    return bool(measured) and all(e.smoke for e in measured)
 
 
 def filters_of(src, sz, ctx, rec, sort, ci, smoke=False) -> Filters:

@@ -104,6 +104,15 @@ def test_verdicts_against_the_paper_read_the_protocol_row(board):
 def test_the_task_view_names_the_smoke_row_and_the_degenerate_seed(board):
     from biobench.leaderboard.app import task_seed_frame
 
-    frame = task_seed_frame(board, "fr", "diamed").set_index("model")
-    assert frame.loc["m ⚑ smoke", "seed 42"] == 99.0 and frame.loc["m", "n"] == 2
+    frame = task_seed_frame(board, "fr", "diamed").set_index("Model")
+    assert frame.loc["m ⚑ smoke", "Seed 42 (%)"] == 99.0 and frame.loc["m", "n seeds"] == 2
     assert frame.loc["n", "Degenerate"].startswith("seed 42: degenerate: the same class (a)")
+
+
+def test_the_smoke_box_starts_ticked_only_when_every_measured_row_is_smoke(board, tmp_path):
+    from biobench.leaderboard.app import smoke_only
+
+    assert not smoke_only(board)
+    _write(tmp_path, "q", "diamed", 42, 0.4, overrides=SMOKE)
+    assert smoke_only(build_board([tmp_path], significance=False))
+    assert not smoke_only(build_board([], significance=False))  # the paper's rows only: nothing to include
