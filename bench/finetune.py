@@ -23,7 +23,7 @@ from biobench.protocols import Protocol
 from biobench.runtime.batching import micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import autocast
-from biobench.runtime.progress import log_line, progress_bar
+from biobench.runtime.progress import Ticker, log_line, progress_bar
 from biobench.runtime.reporting import Reporter
 from biobench.tasks.schema import TaskData
 from torch import nn
@@ -47,7 +47,8 @@ class PreparedTask:
 
 
 def train_subset(examples: Sequence[Any], limit: int | None) -> list:
-    """A fixed random subset of `limit` train examples (same for every seed, original order kept)."""
+    """A fixed random subset of `limit` examples (same for every seed, original order kept): the train split
+    under --limit-train, dev and test under --limit-eval."""
     if not limit or limit >= len(examples):
         return list(examples)
     keep = sorted(random.Random(0).sample(range(len(examples)), limit))
@@ -61,7 +62,7 @@ def _labels_of(kind: str, gold: Any) -> set[str]:
 
 
 def prepare_task(head: HeadSpec, data: TaskData, tokenizer: Any, protocol: Protocol) -> PreparedTask:
-    """Check the splits, apply --limit-train, tokenise every split once."""
+    """Check the splits, apply --limit-train and --limit-eval, tokenise every split once."""
     for split in SPLITS:
         if not data.splits.get(split):
             fix = ("checkpoints are chosen on dev, so a dev split is required: add one to the data "
@@ -69,6 +70,8 @@ def prepare_task(head: HeadSpec, data: TaskData, tokenizer: Any, protocol: Proto
             raise DataError(f"task '{data.task_id}': the {split} split is empty ({data.source or 'no source'}); {fix}")
     examples = {split: list(data.splits[split]) for split in SPLITS}
     examples["train"] = train_subset(examples["train"], protocol.limit_train)
+    for split in ("dev", "test"):
+        examples[split] = train_subset(examples[split], protocol.limit_eval)
     gold = {split: [head.gold(ex) for ex in examples[split]] for split in SPLITS}
     labels = list(data.labels)
     seen = set().union(*(_labels_of(data.kind, g) for g in gold["train"]))
@@ -95,6 +98,7 @@ class FinetuneOutcome:
     compiled: bool = False  # the encoder ran under torch.compile (--compile, where the compiler could run)
     micro_batch: int = 0  # examples per forward pass (--batch-size auto); the protocol's batch when equal
     accumulation: int = 1  # micro-batches per optimiser step
+    steps: int = 0  # optimiser steps run
 
 
 def _optimizer(model: nn.Module, protocol: Protocol) -> torch.optim.Optimizer:
@@ -119,19 +123,24 @@ def _length(feature: dict[str, Any]) -> int:
 
 
 def predict(model: nn.Module, head: HeadSpec, features: Sequence[dict[str, Any]], n_examples: int,
-            batch_size: int, pad_token_id: int, device: str, head_metrics: dict[str, float] | None = None) -> list:
+            batch_size: int, pad_token_id: int, device: str, head_metrics: dict[str, float] | None = None,
+            progress: str | None = None) -> list:
     """Per-example predictions of a split (features batched by length, order restored, merged by the head).
     A head that computes its own dev metrics from its per-feature outputs (`selection_metrics`, e.g. the
-    span head's sampled-span F1) adds them to `head_metrics` when given."""
+    span head's sampled-span F1) adds them to `head_metrics` when given. `progress` (a label) shows how far
+    scoring is: a bar on a terminal, a line every ~30 s in a log (a large test set takes minutes on a CPU)."""
     model.eval()
     order = sorted(range(len(features)), key=lambda i: _length(features[i]))
     feature_predictions: list[Any] = [None] * len(features)
+    ticker = Ticker(progress is not None, progress or "", len(features))
     with torch.no_grad(), autocast(device):
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             batch = to_device(head.collate([features[i] for i in chunk], pad_token_id), device)
             for i, prediction in zip(chunk, model.predict(batch), strict=True):
                 feature_predictions[i] = prediction
+            ticker.update(start + len(chunk))
+    ticker.close()
     if head_metrics is not None and hasattr(head, "selection_metrics"):
         head_metrics.update(head.selection_metrics(feature_predictions))
     return head.merge(features, feature_predictions, n_examples)
@@ -209,8 +218,9 @@ class _Run:
     selection: DevSelection = field(default_factory=DevSelection)
 
     def predict(self, split: str, head_metrics: dict[str, float] | None = None) -> list:
+        label = f"{self.task.task_id} seed {self.seed}: scoring {split} (inputs)" if self.progress else None
         return predict(self.model, self.task.head, self.task.features[split], len(self.task.examples[split]),
-                       self.eval_batch, self.pad_token_id, self.device, head_metrics)
+                       self.eval_batch, self.pad_token_id, self.device, head_metrics, label)
 
     def evaluate(self, epoch: int, step: int, loss: float) -> None:
         """Score dev, log and report it, keep the state when it is the best so far."""
@@ -237,6 +247,8 @@ class _Run:
         `eval_every` steps or at each epoch's end (and always at the last step). Returns the steps run."""
         protocol, model, device = self.protocol, self.model, self.device
         bar = progress_bar(self.progress, total=self.total, desc=f"{self.task.task_id} seed {self.seed}", leave=False)
+        # off a terminal, a line every ~30 s between dev evaluations too (a CPU step can take minutes)
+        beat = Ticker(self.progress, f"{self.task.task_id} seed {self.seed}: training steps", self.total, bar=False)
         step, epoch, running = 0, 0, 0.0
         running_on_device: torch.Tensor | None = None  # read on the host every LOSS_READ_EVERY steps only
         model.train()
@@ -254,6 +266,7 @@ class _Run:
                 current = loss.detach().float()
                 running_on_device = current.clone() if running_on_device is None else running_on_device.mul_(0.9).add_(current, alpha=0.1)
                 bar.update(1)
+                beat.update(step)
                 due = protocol.eval_every and step % protocol.eval_every == 0
                 if due or step % LOSS_READ_EVERY == 0 or step >= self.total:
                     running = running_on_device.item()
@@ -329,5 +342,5 @@ def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol
         timings={"train_s": round(train_s, 3), "eval_s": round(best.seconds, 3),
                  "total_s": round(time.perf_counter() - started, 3),
                  "train_tokens": train_tokens, "tokens_per_s": round(train_tokens / train_s, 1) if train_s > 0 else None},
-        compiled=compiled, micro_batch=micro, accumulation=math.ceil(protocol.batch_size / micro),
+        compiled=compiled, micro_batch=micro, accumulation=math.ceil(protocol.batch_size / micro), steps=step,
     )

@@ -46,6 +46,7 @@ class Protocol:
     grad_clip: float = 1.0
     eval_every: int | None = None
     limit_train: int | None = None
+    limit_eval: int | None = None
     head: str = ""
     head_config: dict[str, Any] = field(default_factory=dict)
     metric: str = "macro_f1"
@@ -58,9 +59,15 @@ class Protocol:
 
     @property
     def hash(self) -> str:
-        canonical = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        """sha256 of every knob; a knob added after results were published (`LATE_KNOBS`) counts only when
+        set, so the results of protocol runs keep their keys (and are still skipped) across versions."""
+        knobs = {k: v for k, v in asdict(self).items() if not (k in LATE_KNOBS and v is None)}
+        canonical = json.dumps(knobs, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
+
+# knobs added after results were published: hashed only when set (Protocol.hash)
+LATE_KNOBS = frozenset(("limit_eval",))
 
 # protocol -> its seeds (paper Tables 1-2: 9 seeds per French task, 5 per English one; docs/PROTOCOL.md);
 # a task spec's own `seeds` win.
@@ -133,7 +140,10 @@ OVERRIDES: dict[str, tuple[str, type, str]] = {
     "--lr": ("lr", float, "encoder learning rate"),
     "--head-lr": ("head_lr", float, "head learning rate (default: the protocol's)"),
     "--max-length": ("max_length", int, "max tokens per input (default: the task's)"),
-    "--limit-train": ("limit_train", int, "train on a fixed random subset of N examples (smoke runs)"),
+    "--limit-train": ("limit_train", int, "train on a fixed random subset of N examples (smoke runs: the score "
+                      "is not the protocol's)"),
+    "--limit-eval": ("limit_eval", int, "score dev and test on a fixed random subset of N examples each (smoke "
+                     "runs: the score is not the protocol's)"),
     "--warmup-ratio": ("warmup_ratio", float, "fraction of steps with linear warmup"),
     "--weight-decay": ("weight_decay", float, "AdamW weight decay"),
     "--eval-every": ("eval_every", int, "evaluate on dev every N steps (default: every epoch)"),
@@ -221,3 +231,17 @@ def resolve_task_protocol(spec: TaskSpec, overrides: dict[str, Any] | None = Non
 def spec_origin(spec: TaskSpec) -> str:
     """Where a task spec came from, for error messages: its file."""
     return getattr(spec, "origin", "") or f"tasks/specs/{spec.id}.json"
+
+
+def protocol_overrides(protocol: Protocol, run: Protocol) -> dict[str, dict[str, Any]]:
+    """{knob: {"run": value, "protocol": the task protocol's value}} for every knob where `run` (the protocol
+    with CLI / grid overrides) differs from `protocol` (the task's own, same model context); {} for a protocol
+    run. Recorded in each result (`overrides`): such a score is a smoke run, not the protocol's
+    (biobench.store.trust). The head's sizes follow its name, so `head_config` is not listed."""
+    return {f.name: {"run": getattr(run, f.name), "protocol": getattr(protocol, f.name)} for f in fields(Protocol)
+            if f.name != "head_config" and getattr(run, f.name) != getattr(protocol, f.name)}
+
+
+def protocol_steps(protocol: Protocol, n_train: int) -> int:
+    """The optimiser steps `protocol` runs on `n_train` examples: its step budget, else epochs x batches."""
+    return protocol.max_steps or (protocol.epochs or 1) * -(-n_train // protocol.batch_size)

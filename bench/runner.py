@@ -22,9 +22,10 @@ from biobench.errors import BiobenchError, ConfigError, DataError
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelInfo, inspect_model, resolve_model, results_folder
 from biobench.names import display_name
-from biobench.protocols import Protocol, resolve_task_protocol, task_seeds
+from biobench.protocols import Protocol, protocol_overrides, protocol_steps, resolve_task_protocol, task_seeds
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.summary import TaskScores, summary_row
+from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
 from biobench.tasks.registry import TaskSpec
 from biobench.tasks.schema import TaskData
 
@@ -51,6 +52,7 @@ class PlannedRun:
     path: Path
     key: dict[str, Any]
     protocol: Protocol
+    default: Protocol | None = None  # the task's own protocol (no overrides): what a smoke run departs from
     decision: str = "new"  # new | skip | overwrite
     status: str = "pending"  # pending | done | skipped
     macro_f1: float | None = None
@@ -100,10 +102,11 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
             unavailable[spec.id] = str(err)
             continue
         protocol = resolve_task_protocol(spec, overrides, info.context)
+        default = resolve_task_protocol(spec, None, info.context) if overrides else protocol
         for seed in (seeds or task_seeds(spec)):
             key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
             path = result_path(results_dir, slug, spec.id, seed)
-            grid.append(PlannedRun(spec, seed, path, key, protocol))
+            grid.append(PlannedRun(spec, seed, path, key, protocol, default))
     if not grid:
         reasons = "; ".join(f"{t}: {why}" for t, why in unavailable.items())
         raise DataError(f"no task could be loaded ({reasons})" if reasons else "no task selected")
@@ -128,8 +131,12 @@ def versions(**extra: str) -> dict[str, str]:
 
 def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask, outcome: FinetuneOutcome,
             device: str) -> Result:
+    """The result record of a finished run: what it measured, how (protocol, overrides against the task's
+    protocol, steps run against the protocol's) and, when its test predictions are degenerate, why likely."""
     data = plan.data[run.task.id]
-    return new_result(
+    default = run.default or run.protocol
+    n_train = len(data.splits["train"])
+    result = new_result(
         model=plan.model_record(info),
         task={"id": run.task.id, "lang": run.task.lang, "kind": run.task.kind,
               "data_checksum": data.checksum, "source": data.source, "data_version": data.data_version,
@@ -149,12 +156,28 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
             "best_epoch": outcome.best_epoch,
             "best_step": outcome.best_step,
             "history": outcome.history,
+            "budget": {"steps": outcome.steps, "protocol_steps": protocol_steps(default, n_train),
+                       "protocol_train": n_train},
+            **({"overrides": overrides_found} if (overrides_found := protocol_overrides(default, run.protocol)) else {}),
             "timings": outcome.timings,
             "versions": versions(),
             "device": device,
             **({"compile": True} if outcome.compiled else {}),  # execution detail: absent (not false) when off
         },
     )
+    note = degenerate_note(result, outcome.test_predictions, task.gold["test"])
+    if note is not None:
+        result.details["degenerate"] = note
+    return result
+
+
+def run_line(result: Result) -> str:
+    """What the console line of a finished run adds to its score: the smoke marker with its overrides and,
+    for degenerate test predictions, the finding and its likely reason ('' for a sound protocol run)."""
+    found = overrides(result)
+    note = degenerate(result)
+    return ((f" [smoke run: {describe_overrides(found)}]" if found else "")
+            + (f" — {degenerate_text(note)}" if note else ""))
 
 
 @dataclass(frozen=True)
@@ -232,9 +255,10 @@ class RunSession:
 
 
 def finished_message(plan: GridPlan, run: PlannedRun, done: int, total: int, train_s: float) -> str:
-    """The one line printed per finished run, by the sequential and the parallel grid alike."""
+    """The one line printed per finished run, by the sequential and the parallel grid alike; the smoke and
+    degenerate marks come from the result just written (a parallel run wrote it in another process)."""
     return (f"[{done}/{total}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 {run.macro_f1:.4f} "
-            f"({train_s:.0f} s training)")
+            f"({train_s:.0f} s training){run_line(read_result(run.path))}")
 
 
 def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
@@ -265,20 +289,32 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
 
 def summarize(plan: GridPlan) -> dict[str, Any]:
     """Mean, std and 95% CI of test macro-F1 over seeds per task (results of this grid's keys found on disk,
-    whichever shard wrote them), and the per-language average of the task means."""
+    whichever shard wrote them), and the per-language average of the task means. A task row says which
+    protocol overrides made it (`overrides`: a smoke run) and which seeds' test predictions were degenerate
+    (`degenerate`: seed -> finding and likely reason)."""
     tasks: list[dict[str, Any]] = []
     by_task: dict[str, list[PlannedRun]] = {}
     for run in plan.grid:
         by_task.setdefault(run.task.id, []).append(run)
     for task_id, runs in by_task.items():
         scores, labels = TaskScores(task_id, runs[0].task.lang, runs[0].task.kind), ()
+        found: dict[str, Any] = {}
+        notes: dict[int, str] = {}
         for run in runs:
             if run.path.exists():
                 result = read_result(run.path)
                 if result.key == run.key:
                     scores.add(run.seed, result.macro_f1, run.path)
                     labels = result.task.get("labels") or ()
-        tasks.append(summary_row(scores, expected=len(runs), labels=labels))
+                    found = found or overrides(result)
+                    if (note := degenerate(result)) is not None:
+                        notes[run.seed] = degenerate_text(note)
+        row = summary_row(scores, expected=len(runs), labels=labels)
+        if found or (runs[0].default is not None and runs[0].default != runs[0].protocol):
+            row["overrides"] = describe_overrides(found or protocol_overrides(runs[0].default, runs[0].protocol))
+        if notes:
+            row["degenerate"] = notes
+        tasks.append(row)
     languages: dict[str, dict[str, Any]] = {}
     for lang in sorted({t["lang"] for t in tasks}):
         means = [t["mean"] for t in tasks if t["lang"] == lang and "mean" in t]

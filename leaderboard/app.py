@@ -99,6 +99,8 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
             m = mdd[e.key]
             row[MDD_POWER] = round(100 * m.mdd, 2) if m.mdd == m.mdd else None
             row[MDD_MANY] = round(100 * m.mdd_many_seeds, 2)
+        if c.degenerate:  # the seeds whose test predictions were degenerate, with the likely reason
+            row["Degenerate"] = "; ".join(f"seed {s}: {why}" for s, why in sorted(c.degenerate.items()))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -245,10 +247,11 @@ class Controls:
     sort_by: gr.Dropdown
     show_ci: gr.Checkbox
     download: gr.DownloadButton
+    include_smoke: gr.Checkbox
 
     @property
     def inputs(self) -> list:
-        return [self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci]
+        return [self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci, self.include_smoke]
 
 
 def _controls(board: Board) -> Controls:
@@ -267,12 +270,22 @@ def _control_rows(board: Board) -> Controls:
         all_tasks = [t for lang in board.langs for t in board.columns(lang)]
         sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
         show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
+        include_smoke = gr.Checkbox(value=smoke_only(board), label="Include smoke runs", elem_id="lb-include-smoke",
+                                    info="runs with protocol overrides (⚑): shown and ranked only when ticked")
         download = gr.DownloadButton("Download CSV (filtered rows)")
-    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, download)
+    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, download, include_smoke)
 
 
-def filters_of(src, sz, ctx, rec, sort, ci) -> Filters:
-    return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci))
+def smoke_only(board: Board) -> bool:
+    """Whether every measured row is a smoke row (a demo's, a quick check's): then the smoke runs are included
+    from the start (still marked), instead of a board that hides every result it was opened on."""
+    measured = [e for e in board.entries if e.source == "measured"]
+    return bool(measured) and all(e.smoke for e in measured)
+
+
+def filters_of(src, sz, ctx, rec, sort, ci, smoke=False) -> Filters:
+    return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci),
+                   include_smoke=bool(smoke))
 
 
 def _first_lang(board: Board) -> str | None:
@@ -502,7 +515,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
 
         queue_tab.table.select(on_queue_row, None, [tabs, anchor]).then(None, anchor, None, js=JUMP_JS)
         if rebuild is not None:
-            def on_refresh(src, sz, ctx, rec, sort, ci, compare_lang, compare_a, compare_b):
+            def on_refresh(src, sz, ctx, rec, sort, ci, smoke, compare_lang, compare_a, compare_b):
                 """Scan the results again; the new board replaces the old one for every view. Filter values the
                 old board did not have (a new size, context or recipe) are added checked, so new rows are not
                 hidden by filters built before they existed; Compare is offered the new models."""
@@ -527,7 +540,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                                  and any(not k.startswith("paper:") for k in keys)))
                 a, b = (compare_a, compare_b) if keep else default_pair(board, compare_lang) if compare_lang else (None, None)
                 return [note, live.significance.status if live.significance else "",
-                        *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci),
+                        *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci, smoke),
                         gr.Timer(active=live.significance is not None), *problems_now(),
                         gr.update(choices=verdict_choices, value=verdict_choices[0][1] if verdict_choices else None,
                                   visible=bool(verdict_choices)),

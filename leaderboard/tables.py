@@ -20,6 +20,7 @@ from biobench.errors import ConfigError
 from biobench.names import human_tokens
 from biobench.runtime.files import atomic_write
 from biobench.store.lineage import Lineage
+from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, protocol_label
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Filters:
     recipes: Collection[str] | None = None
     sort_by: str = "Avg"
     show_ci: bool = True
+    include_smoke: bool = False  # smoke rows (protocol overrides) are shown and ranked only when asked for
 
 
 def select(board: Board, lang: str, filters: Filters = Filters()) -> list[Entry]:
@@ -44,6 +46,8 @@ def select(board: Board, lang: str, filters: Filters = Filters()) -> list[Entry]
         if filters.contexts is not None and str(e.context) not in filters.contexts:
             continue
         if filters.recipes is not None and e.recipe not in filters.recipes:
+            continue
+        if e.smoke and not filters.include_smoke:
             continue
         keep.append(e)
     tasks = board.benchmark.get(lang, [])
@@ -81,15 +85,18 @@ def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.
         row.update(
             avg=avg.value if avg.value is not None else math.nan, avg_tasks=f"{avg.k}/{avg.n}", partial=avg.partial,
             n_seeds=seeds_text(e), context=e.context, size=e.size, recipe=e.recipe, lineage=e.lineage,
+            protocol=protocol_label(e.smoke),
         )
         rows.append(row)
-    cols = ["model", "source", *tasks, "avg", "avg_tasks", "partial", "n_seeds", "context", "size", "recipe", "lineage"]
+    cols = ["model", "source", *tasks, "avg", "avg_tasks", "partial", "n_seeds", "context", "size", "recipe", "lineage",
+            "protocol"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def export_frame(board: Board) -> pd.DataFrame:
-    """One row per (language, model): lang, model, one column per task id, avg, n_seeds, source, then
-    avg_partial / avg_tasks (a partial average is never written to `avg`) and paper_avg for reported rows."""
+    """One row per (language, model): lang, model, one column per task id, avg, n_seeds, source, protocol
+    ('protocol', or 'smoke: <overrides>' for a smoke row), then avg_partial / avg_tasks (a partial average is never
+    written to `avg`) and paper_avg for reported rows."""
     tasks = [t for lang in board.langs for t in board.columns(lang)]
     rows = []
     for lang in board.langs:
@@ -103,12 +110,13 @@ def export_frame(board: Board) -> pd.DataFrame:
                 avg=round(avg.value, 4) if avg.value is not None and not avg.partial else None,
                 n_seeds=min(seeds) if seeds else None,
                 source=e.source,
+                protocol=protocol_label(e.smoke) if e.source == "measured" else "reported",
                 avg_partial=round(avg.value, 4) if avg.value is not None and avg.partial else None,
                 avg_tasks=f"{avg.k}/{avg.n}",
                 paper_avg=e.paper_avg,
             )
             rows.append(row)
-    cols = ["lang", "model", *tasks, "avg", "n_seeds", "source", "avg_partial", "avg_tasks", "paper_avg"]
+    cols = ["lang", "model", *tasks, "avg", "n_seeds", "source", "protocol", "avg_partial", "avg_tasks", "paper_avg"]
     return pd.DataFrame(rows, columns=cols).astype({"n_seeds": "Int64"})
 
 
@@ -162,6 +170,7 @@ CSS = """
 .lb-table tr.reported td.model {font-style: italic;}
 .lb-table .ci {color: #777; font-size: 10px; margin-left: 2px;}
 .lb-table .extra {color: #777;}
+.lb-table .smoke, .lb-table .degenerate {color: #b45309; cursor: help;}
 .lb-notes {font-size: 12px; color: #444;}
 .lb-scroll {overflow-x: auto; max-width: 100%;}
 .lb-empty {color: #555; font-style: italic;}
@@ -191,8 +200,11 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
     from results goes through `esc`."""
     tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
     entries = select(board, lang, filters)
+    hidden = 0 if filters.include_smoke else sum(bool(e.smoke) for e in board.lang_entries(lang))
+    hint = (f" {hidden} smoke row(s) (protocol overrides) are hidden: tick &quot;Include smoke runs&quot; to see them."
+            if hidden else "")
     if not entries:
-        return f'<div id="lb-table-{esc(lang)}" class="lb-notes">No {esc(lang)} rows match the filters.</div>'
+        return f'<div id="lb-table-{esc(lang)}" class="lb-notes">No {esc(lang)} rows match the filters.{hint}</div>'
     averages = [e.average(bench) for e in entries]
     col_ranks = {t: _ranks([e.cells[t].mean if t in e.cells else None for e in entries]) for t in tasks}
     avg_ranks = _ranks([a.value if not a.partial else None for a in averages])
@@ -228,6 +240,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
             cls = ' class="top"' if group is not None and group.in_top(e.key) else ""
             if group is not None and e.key in group.vs_best:
                 title += f"; vs best p={group.vs_best[e.key].p_value:.3f}"
+            if c.degenerate:  # the seeds whose test predictions were degenerate, each with its likely reason
+                title += "; " + "; ".join(f"seed {seed}: {why}" for seed, why in sorted(c.degenerate.items()))
+                text += f' <span class="degenerate">{DEGENERATE_MARK}</span>'
             cells.append(f'<td{cls} title="{esc(title)}">{text}</td>')
         if avg.value is None:
             avg_text = "—"
@@ -241,6 +256,8 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
                              f"the paper reports {fmt(e.paper_avg)} (computed before rounding)")
                 avg_text += f"<sup>*{len(notes)}</sup>"
         name = esc(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
+        if e.smoke:  # the row's name carries the mark; the tooltip says what made it a smoke run
+            name = (f'<span class="smoke" title="{esc(smoke_title(e))}">{name}</span>')
         size = e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
         out.append(
             f'<tr class="{esc(e.source)}" id="{esc(row_anchor(lang, e.key))}"><td class="model" title="{esc(e.source)}">'
@@ -254,11 +271,25 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
         "±: half-width of the 95% Student-t CI over seeds (hover a cell for details). "
         "Reported rows are the paper's published numbers (arXiv 2605.12438), not measured here.",
     ]
+    if hidden:
+        legend.append(hint.strip())
+    if any(e.smoke for e in entries):
+        legend.append(f"{SMOKE_MARK} smoke: a run with protocol overrides (fewer epochs or steps, a train or eval "
+                      "subset, another max length...): not the protocol's score, ranked here only because "
+                      "\"include smoke runs\" is ticked (hover the name for its overrides).")
+    if any(c.degenerate for e in entries for c in e.cells.values()):
+        legend.append(f"{DEGENERATE_MARK} degenerate test predictions (no entity, a single class, no label) for at "
+                      "least one seed; hover the cell for the likely reason.")
     if any(lang == k[0] for k in board.groups):
         legend.append("Shaded: top significance group — not significantly worse than the best measured model "
                       "of the task (paired bootstrap over test examples and seeds, p ≥ 0.05).")
     legend += [f"*{i} {esc(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(out) + '<div class="lb-notes">' + "<br>".join(legend) + "</div>"
+
+
+def smoke_title(e: Entry) -> str:
+    """The tooltip of a smoke row: its overrides and what the mark means."""
+    return f"smoke run: protocol overrides {e.smoke}; not the protocol's score, kept apart from its protocol runs"
 
 
 def _align(rows: list[list[str]]) -> list[str]:
@@ -267,12 +298,14 @@ def _align(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
 
 
-def render_text(board: Board, langs: Sequence[str] | None = None, name_width: int = 44) -> str:
-    """The leaderboard as plain text for a terminal (the demo prints this). Partial averages get '*'."""
+def render_text(board: Board, langs: Sequence[str] | None = None, name_width: int = 44,
+                include_smoke: bool = True) -> str:
+    """The leaderboard as plain text for a terminal (the demo prints this). Partial averages get '*', smoke rows
+    carry their mark in the name (listed below with their overrides), degenerate cells '⚠'."""
     blocks = []
     for lang in langs or board.langs:
         tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
-        entries = select(board, lang)
+        entries = select(board, lang, Filters(include_smoke=include_smoke))
         if not entries:
             continue
         header = ["model", *tasks, "avg", "seeds", "source"]
@@ -284,7 +317,12 @@ def render_text(board: Board, langs: Sequence[str] | None = None, name_width: in
                 notes.append(f"* {e.name}: partial average over {avg.k}/{avg.n} tasks")
                 avg_text += "*"
             name = e.name if len(e.name) <= name_width else e.name[: name_width - 1] + "…"
-            cells = [fmt(e.cells[t].mean) if t in e.cells else "—" for t in tasks]
+            cells = [fmt(e.cells[t].mean) + (DEGENERATE_MARK if e.cells[t].degenerate else "") if t in e.cells else "—"
+                     for t in tasks]
+            if e.smoke:
+                notes.append(f"{e.name}: protocol overrides {e.smoke} (not the protocol's score)")
+            notes += [f"{DEGENERATE_MARK} {e.name} · {t} seed {seed}: {why}" for t in tasks if t in e.cells
+                      for seed, why in sorted(e.cells[t].degenerate.items())]
             rows.append([name, *cells, avg_text, seeds_text(e), e.source])
         title = {"fr": "French", "en": "English"}.get(lang, lang)
         blocks.append("\n".join([f"{title} (macro-F1 %, mean over seeds)", *_align([header, *rows]), *notes]))
@@ -356,7 +394,7 @@ def efficiency_frame(board: Board, lang: str) -> pd.DataFrame:
     seconds per run, total hours, median tokens/s, device) and pretraining cost from the checkpoint lineage
     (tokens seen, device-hours with their kind, hardware). `key` identifies the row for the detail view."""
     rows = []
-    for e in select(board, lang, Filters(sources=("measured",), sort_by="Model")):
+    for e in select(board, lang, Filters(sources=("measured",), sort_by="Model", include_smoke=True)):
         runs = _runs(e)
         train = [t for r in runs if (t := _timing(r, "train_s")) is not None]
         speed = [t for r in runs if (t := _timing(r, "tokens_per_s")) is not None]

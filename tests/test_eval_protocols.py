@@ -12,6 +12,8 @@ from biobench.heads import HEAD_SPECS
 from biobench.protocols import (
     add_protocol_arguments,
     overrides_from_args,
+    protocol_overrides,
+    protocol_steps,
     resolve_protocol,
     resolve_task_protocol,
     spec_origin,
@@ -146,6 +148,33 @@ def test_hash_is_stable_and_changes_with_any_knob():
     assert a.to_dict()["hash"] == a.hash and a.to_dict()["epochs"] == 20
     assert resolve_protocol("en", "ner", 512, {"batch_size": 8}).hash != a.hash
     assert resolve_protocol("en", "ner", 256).hash != a.hash
+
+
+def test_limit_eval_is_an_override_hashed_only_when_set():
+    import hashlib
+    from dataclasses import asdict
+
+    parser = argparse.ArgumentParser()
+    add_protocol_arguments(parser)
+    assert overrides_from_args(parser.parse_args(["--limit-eval", "50"])) == {"limit_eval": 50}
+    plain = resolve_protocol("en", "classification", 512)
+    knobs = {k: v for k, v in asdict(plain).items() if k != "limit_eval"}  # the hash results were keyed with
+    canonical = json.dumps(knobs, sort_keys=True, separators=(",", ":"))
+    assert plain.hash == hashlib.sha256(canonical.encode()).hexdigest() and plain.to_dict()["limit_eval"] is None
+    limited = resolve_protocol("en", "classification", 512, {"limit_eval": 50})
+    assert limited.limit_eval == 50 and limited.hash != plain.hash
+    with pytest.raises(ConfigError, match=r"--limit-eval must be positive \(got 0\)"):
+        resolve_protocol("en", "classification", 512, {"limit_eval": 0})
+
+
+def test_protocol_overrides_name_each_changed_knob_with_the_protocols_value():
+    ner = resolve_protocol("fr", "ner", 1024)
+    smoke = resolve_protocol("fr", "ner", 1024, {"max_steps": 60, "limit_train": 200})
+    assert protocol_overrides(ner, ner) == {}
+    assert protocol_overrides(ner, smoke) == {"max_steps": {"run": 60, "protocol": 4000},
+                                              "limit_train": {"run": 200, "protocol": None}}
+    assert protocol_steps(ner, 706) == 4000
+    assert protocol_steps(resolve_protocol("fr", "classification", 512), 10) == 15 * 3  # 15 epochs of 3 batches
 
 
 def test_max_length_is_capped_at_the_model_context():

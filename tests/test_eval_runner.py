@@ -78,7 +78,8 @@ def test_a_result_reads_back_byte_identical_in_the_documented_field_order(finish
     assert read_result(path).to_json() == path.read_text()  # read and written again: byte-identical
     assert list(read_result(path).to_dict()) == [
         "schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
-        "best_epoch", "best_step", "history", "timings", "versions", "device", "created", "predictions"]
+        "best_epoch", "best_step", "history", "budget", "overrides", "degenerate",
+        "timings", "versions", "device", "created", "predictions"]
 
 
 def test_a_result_records_the_model_task_and_protocol(finished):
@@ -249,6 +250,26 @@ def test_eval_cli_end_to_end_on_generated_task(tiny_mlm_dir, tmp_path, capsys):
     captured = capsys.readouterr()
     assert "2 already done" in captured.err and "demo-cls" in captured.out and "average fr" in captured.out
     assert "MDD" in captured.out and task["mdd"] > 0
+
+
+def test_limit_eval_scores_a_recorded_subset_and_marks_the_smoke_run(tiny_mlm_dir, tmp_path, capsys):
+    from biobench.store import iter_results, read_predictions
+    from biobench.store.trust import is_smoke, overrides
+
+    args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--epochs", "1",
+            "--limit-train", "40", "--limit-eval", "15", "--max-length", "32", "--results", str(tmp_path)]
+    assert cli.main(args) == 0
+    captured = capsys.readouterr()
+    assert "[smoke run: " in captured.err and "limit_eval 15" in captured.err  # the run's console line
+    assert "⚑ smoke run demo-cls: protocol overrides " in captured.out and "demo-cls ⚑" in captured.out
+    [(path, result)] = list(iter_results(tmp_path))
+    assert result.protocol["limit_eval"] == 15 and result.task["n_dev"] == 15 and result.task["n_test"] == 15
+    assert len(read_predictions(path)) == 15
+    assert result.details["overrides"]["limit_eval"] == {"run": 15, "protocol": None}
+    assert result.details["overrides"]["epochs"]["run"] == 1 and is_smoke(result)
+    assert set(overrides(result)) >= {"epochs", "limit_train", "limit_eval", "max_length"}
+    budget = result.details["budget"]
+    assert budget["steps"] == 10 and budget["protocol_train"] > 40 and budget["protocol_steps"] > budget["steps"]
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -70,7 +70,7 @@ def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_pat
     fresh = build_board([results], significance=False)
     cold = build_board([results], significance=False, cache_dir=cache)
     (index_file,) = cache.glob("scan-*.json")
-    assert index_file.read_text().startswith('{"v": 1')  # JSON, not a pickle
+    assert index_file.read_text().startswith('{"v": 2')  # JSON, not a pickle
     reads: list[Path] = []
     real = R._board_fields
     monkeypatch.setattr(R, "_board_fields", lambda path: reads.append(path) or real(path))

@@ -102,3 +102,25 @@ def test_card_command_errors(run_dir, tmp_path, capsys):
     assert "not a model folder" in capsys.readouterr().err
     assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "none")]) == 2
     assert "no results for the weights of" in capsys.readouterr().err
+
+
+def test_card_leaves_smoke_runs_out_of_model_index(run_dir, tmp_path, capsys):
+    """A result made with protocol overrides is not the protocol's score: model-index never states it."""
+    from biobench.models import inspect_model
+    from huggingface_hub import ModelCard
+
+    info = inspect_model(str(run_dir / "final"))
+    root = tmp_path / "results" / info.slug
+    smoke = {**_result(info.slug, "demo-ner", 42, 0.9, None, info.revision),
+             "overrides": {"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 200, "protocol": None}}}
+    (root / "demo-ner").mkdir(parents=True)
+    (root / "demo-ner" / "seed-42.json").write_text(json.dumps(smoke))
+    assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "results")]) == 2
+    assert "only smoke runs for the weights of" in capsys.readouterr().err
+    (root / "demo-cls").mkdir(parents=True)
+    (root / "demo-cls" / "seed-42.json").write_text(json.dumps(_result(info.slug, "demo-cls", 42, 0.5, None,
+                                                                       info.revision)))
+    assert main(["card", str(run_dir / "final"), "--results", str(tmp_path / "results")]) == 0
+    assert [r.dataset_type for r in ModelCard.load(run_dir / "final" / "README.md").data.eval_results] == ["demo-cls"]
+    assert "left out 1 smoke run(s) (protocol overrides, e.g. epochs 1 (protocol 15), limit_train 200)" in \
+        capsys.readouterr().out

@@ -8,7 +8,7 @@ import shutil
 
 from biobench import runner
 from biobench.board.board import build_board
-from biobench.leaderboard.tables import render_html, render_text
+from biobench.leaderboard.tables import Filters, render_html, render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
 from biobench.store import SCHEMA, read_result
 
@@ -66,8 +66,9 @@ def test_eval_records_the_name_and_leaderboard_shows_no_path(tiny_mlm_dir, tmp_p
 
     board = build_board([results], reference=False, significance=False)
     (entry,) = board.entries
-    assert entry.name == "detour · tiny · 2.2M" and entry.model_id == str(ckpt.resolve())
-    for table in (render_html(board, "fr"), render_text(board)):
+    assert entry.base_name == "detour · tiny · 2.2M" and entry.model_id == str(ckpt.resolve())
+    assert entry.name == "detour · tiny · 2.2M ⚑ smoke"  # trained with overrides: a smoke row
+    for table in (render_html(board, "fr", Filters(include_smoke=True)), render_text(board)):
         assert "detour · tiny · 2.2M" in table and str(tmp_path) not in table
 
 

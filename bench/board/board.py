@@ -7,6 +7,7 @@ average that callers must mark as such (`Average.partial`), never a silent mean 
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from biobench.board.entries import Board, Cell, Entry
 from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.store.lineage import Lineage
 from biobench.store.summary import TaskScores
+from biobench.store.trust import SMOKE_MARK
 
 
 def size_bucket(params: int | None) -> str:
@@ -46,12 +48,20 @@ def lineage_text(lineage: Any) -> str:
     return " · ".join(parts)
 
 
+def smoke_key(slug: str, smoke: str) -> str:
+    """The entry key of a model's smoke row: its results folder and a digest of the overrides (one row per
+    set of overrides, none merged with the protocol row's seeds)."""
+    return f"{slug}~smoke-{hashlib.sha256(smoke.encode()).hexdigest()[:8]}" if smoke else slug
+
+
 def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
-    grouped: dict[tuple[str, str], list[R.Run]] = defaultdict(list)
+    """One entry per (model, language, overrides): a smoke run's scores are never averaged into the seeds of the
+    protocol's row; its row is named with the smoke mark so every table, plot and menu shows it."""
+    grouped: dict[tuple[str, str, str], list[R.Run]] = defaultdict(list)
     for run in runs:
-        grouped[(run.model, run.lang)].append(run)
+        grouped[(run.model, run.lang, run.smoke)].append(run)
     entries = []
-    for (slug, lang), model_runs in grouped.items():
+    for (slug, lang, smoke), model_runs in grouped.items():
         by_task: dict[str, list[R.Run]] = defaultdict(list)
         for run in sorted(model_runs, key=lambda r: (r.task, r.seed)):
             by_task[run.task].append(run)
@@ -67,15 +77,16 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 for lab in labels
             }
             summary = scores.summary(scale=100.0)  # the store's seed summary, in percent
-            cells[task] = Cell(summary.mean, summary, {s: 100 * v for s, v in scores.scores.items()}, per_label)
+            cells[task] = Cell(summary.mean, summary, {s: 100 * v for s, v in scores.scores.items()}, per_label,
+                               {r.seed: r.degenerate for r in task_runs if r.degenerate})
         meta = model_runs[0].model_meta
         lineage = Lineage.from_dict(meta.get("lineage"))
         params = meta.get("params") if isinstance(meta.get("params"), int) else None
         context = meta.get("context") if isinstance(meta.get("context"), int) else None
         entries.append(
             Entry(
-                key=slug,
-                name=model_runs[0].name,
+                key=smoke_key(slug, smoke),
+                name=f"{model_runs[0].name} {SMOKE_MARK} smoke" if smoke else model_runs[0].name,
                 lang=lang,
                 source="measured",
                 cells=cells,
@@ -86,6 +97,9 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
                 lineage=lineage_text(meta.get("lineage")),
                 runs=dict(by_task),
                 model_id=str(meta.get("id") or meta.get("source") or ""),
+                smoke=smoke,
+                slug=slug,
+                base_name=model_runs[0].name,
             )
         )
     return sorted(_distinct_names(entries), key=lambda e: e.name)

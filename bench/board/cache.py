@@ -140,7 +140,7 @@ def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float 
     started = time.perf_counter()
     todo = []
     for lang in board.langs:
-        measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+        measured = [e for e in board.lang_entries(lang) if e.source == "measured" and not e.smoke]  # protocol rows
         for task in board.columns(lang):
             entries = [e for e in measured if task in e.runs]
             if entries:

@@ -29,6 +29,7 @@ from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, safe_join, safe_name
 from biobench.store import read_json_file
 from biobench.store.lineage import Lineage
+from biobench.store.trust import protocol_label
 
 PARQUET = "results.parquet"
 CARD = "README.md"
@@ -36,7 +37,7 @@ HF_PREFIX = HF_DATASETS
 SCHEMA = "biobench.results-dataset/1"
 # Flat columns, in order; `result` (the whole result JSON) and `predictions` (its JSONL) follow.
 COLUMNS = ["model", "model_slug", "model_id", "model_revision", "lang", "task", "kind", "seed", "data_checksum",
-           "protocol_hash", "protocol_name", "macro_f1", "micro_f1", "weighted_f1", "dev_score", "train_s",
+           "protocol_hash", "protocol_name", "protocol", "macro_f1", "micro_f1", "weighted_f1", "dev_score", "train_s",
            "total_s", "tokens_per_s", "device", "params", "context", "recipe", "created", "biobench_version"]
 
 
@@ -59,6 +60,7 @@ def result_row(run: Any) -> dict[str, Any]:
         "data_checksum": str(key.get("data_checksum") or (data.get("task") or {}).get("data_checksum") or ""),
         "protocol_hash": str(key.get("protocol_hash") or protocol.get("hash") or ""),
         "protocol_name": str(protocol.get("name") or ""),
+        "protocol": protocol_label(getattr(run, "smoke", "")),  # 'protocol', or 'smoke: <overrides>'
         "macro_f1": float(run.score), "micro_f1": _number(test.get("micro_f1")),
         "weighted_f1": _number(test.get("weighted_f1")), "dev_score": _number(data.get("dev_score")),
         "train_s": _number(timings.get("train_s")), "total_s": _number(timings.get("total_s")),
@@ -119,7 +121,10 @@ def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
         "`model_revision`, `data_checksum`, `protocol_hash` and `seed` are the run key (the exact weights, data, "
         "protocol and seed); `model` is the display name, `model_id` where the weights came from. `result` holds "
         "the whole result JSON (docs/FORMATS.md of biobench: per-label scores, protocol, timings, versions) and "
-        "`predictions` the test predictions (JSON lines), so the leaderboard's significance tests can be redone.", "",
+        "`predictions` the test predictions (JSON lines), so the leaderboard's significance tests can be redone. "
+        "`protocol` is `protocol` for a run of the task's own protocol, else `smoke: <overrides>` (e.g. `smoke: "
+        "epochs 1 (protocol 15), limit_train 200`): a smoke run's score is not the protocol's, and the averages "
+        "above leave it out.", "",
         "## Use", "```python",
         "from datasets import load_dataset",
         f"rows = load_dataset({repo_id!r}, split='train')" if repo_id else
@@ -133,8 +138,14 @@ def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
 def summary_lines(frame: pd.DataFrame) -> list[str]:
     """Per language, one row per model: its tasks and seeds, and the mean of its task means over the tasks
     *every* model of that language has — so the averages compare like with like (a model with an extra easy task
-    does not look better); a model's tasks beyond those are counted, not averaged."""
+    does not look better); a model's tasks beyond those are counted, not averaged. Smoke runs (protocol
+    overrides, the `protocol` column) are counted per language, never averaged with the protocol's runs."""
     lines: list[str] = []
+    smoke = frame["protocol"].ne("protocol") if "protocol" in frame else pd.Series(False, index=frame.index)
+    for lang, smoke_rows in frame[smoke].groupby("lang", sort=True):
+        lines += [f"{lang}: {len(smoke_rows)} smoke run(s) of {smoke_rows['model'].nunique()} model(s) (protocol "
+                  "overrides) left out of the averages below.", ""]
+    frame = frame[~smoke]
     for lang, rows in frame.groupby("lang", sort=True):
         task_sets = {name: set(r["task"]) for name, r in rows.groupby("model", sort=True)}
         common = sorted(set.intersection(*task_sets.values()))

@@ -26,6 +26,7 @@ class Cell:
     summary: SeedSummary | None = None
     seeds: dict[int, float] = field(default_factory=dict)
     per_label: dict[str, float] = field(default_factory=dict)
+    degenerate: dict[int, str] = field(default_factory=dict)  # seed -> its degenerate test predictions and why
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class Entry:
     reported_seeds: int | None = None
     runs: dict[str, list[R.Run]] = field(default_factory=dict)
     model_id: str = ""  # where the weights came from (hub id or the folder it was evaluated from): details only
+    smoke: str = ""  # a smoke row's protocol overrides (its own row, never merged with the protocol's seeds)
+    slug: str = ""  # a measured model's results folder, shared by its protocol and smoke rows (key: the row's own)
+    base_name: str = ""  # the model's display name without the smoke row's mark
 
     def average(self, tasks: Sequence[str]) -> Average:
         have = [t for t in tasks if t in self.cells]

@@ -47,7 +47,7 @@ class Verdict:
 
 def paper_entry(board: Board, entry: Entry) -> Entry | None:
     """The reported row of the same model and language: its display name or its hub id is the paper's."""
-    names = {entry.name.lower(), entry.key.lower()}
+    names = {entry.name.lower(), entry.key.lower(), entry.base_name.lower(), entry.slug.lower()} - {""}
     for alias in ALIASES:
         if alias.hub_id and entry.model_id.lower() == alias.hub_id.lower():
             names.add(alias.name.lower())
@@ -141,9 +141,14 @@ def board_floor(board: Board, entry: Entry) -> Callable[[str], float | None]:
 
 
 def model_verdicts(board: Board, key: str, lang: str | None = None) -> dict[str, list[Verdict]]:
-    """Verdicts per language for the measured model whose results folder is `key`."""
-    entries = [e for e in board.entries if e.source == "measured" and e.key == key and (lang is None or e.lang == lang)]
-    return {e.lang: reproduction(board, e, board_floor(board, e)) for e in entries}
+    """Verdicts per language for the measured model whose results folder is `key`: its protocol row, or where
+    it has only smoke rows (protocol overrides), its first smoke row."""
+    entries = [e for e in board.entries if e.source == "measured" and key in (e.key, e.slug)
+               and (lang is None or e.lang == lang)]
+    chosen: dict[str, Entry] = {}
+    for e in sorted(entries, key=lambda e: bool(e.smoke)):
+        chosen.setdefault(e.lang, e)
+    return {lang: reproduction(board, e, board_floor(board, e)) for lang, e in chosen.items()}
 
 
 def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, object]]:

@@ -25,6 +25,7 @@ from biobench.errors import BiobenchError, ResultsError
 from biobench.names import display_name
 from biobench.runtime.jsonfile import read_json
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
+from biobench.store import trust
 from biobench.store.analysis import ANALYSIS_FILES
 
 
@@ -51,6 +52,8 @@ class Run:
     model_meta: dict[str, Any]
     labels: tuple[str, ...] = ()  # the task's label inventory, when the result records it
     details: dict[str, Any] = field(default_factory=dict)  # run key, protocol, timings, device, dev_score
+    smoke: str = ""  # a smoke run's protocol overrides (biobench.store.trust.describe_overrides); "" = the protocol's
+    degenerate: str = ""  # degenerate test predictions and their likely reason (store.trust.degenerate_text)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
     _check_ids(path, result.task_id, lang, result.predictions)
     slug = str(result.slug or path.parent.parent.name)
     pred_path = path.parent / result.predictions if result.predictions else store.predictions_path(path)
+    note = trust.degenerate(result)
     return Run(
         path=path,
         model=slug,
@@ -137,12 +141,15 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
         labels=tuple(task.get("labels") or ()),
         details={"key": result.key, "protocol": result.protocol,
                  **{k: result.details[k] for k in BOARD_DETAILS if k in result.details}},
+        smoke=trust.describe_overrides(trust.overrides(result)),
+        degenerate=trust.degenerate_text(note) if note else "",
     )
 
 
 BOARD_DETAILS = ("timings", "device", "dev_score", "created")
+TRUST_FIELDS = ("overrides", "degenerate")  # what store.trust reads besides the protocol
 TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the trust fields (overrides, degenerate) are kept
 
 
 def _board_fields(path: Path) -> dict[str, Any] | None:
@@ -154,8 +161,8 @@ def _board_fields(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
-    keep = {k: data[k] for k in ("schema", "model", "task", "seed", "protocol", "key", "predictions", *BOARD_DETAILS)
-            if k in data}
+    keep = {k: data[k] for k in ("schema", "model", "task", "seed", "protocol", "key", "predictions", *BOARD_DETAILS,
+                                 *TRUST_FIELDS) if k in data}
     metrics = data.get("metrics")
     test = metrics.get("test") if isinstance(metrics, dict) else None
     if isinstance(test, dict):
@@ -258,10 +265,11 @@ class Listing:
 def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None,
                  cache_dir: str | Path | None = None) -> Scan:
     """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs and pretraining logs.
-    Duplicates of a (model, task, seed) across folders keep the first and report the others. With
+    Duplicates of a (model, task, seed) across folders keep the first and report the others; a smoke run
+    (protocol overrides) and a protocol run of the same seed are not duplicates (separate rows). With
     `cache_dir`, result files are read through the folder's ScanIndex."""
     scan = Scan()
-    seen: dict[tuple[str, str, int], Path] = {}
+    seen: dict[tuple[str, str, str, int], Path] = {}
     for root in map(Path, dirs):
         if not root.is_dir():
             scan.problems.append(Problem(str(root), "results folder does not exist"))
@@ -287,7 +295,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
             except ResultsError as err:
                 scan.problems.append(Problem(str(path), _reason(err, path)))
                 continue
-            key = (run.model, run.task, run.seed)
+            key = (run.model, run.smoke, run.task, run.seed)
             if key in seen:
                 scan.problems.append(Problem(str(path), f"duplicate of {seen[key]} (kept the first)"))
                 continue

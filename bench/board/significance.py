@@ -49,7 +49,7 @@ def paired_predictions(board: Board, task: str, a: Entry, b: Entry) -> TaskPredi
 def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
     """Fill board.groups[(lang, task)] for every task with predictions from at least two models."""
     for lang in board.langs:
-        measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+        measured = [e for e in board.lang_entries(lang) if e.source == "measured" and not e.smoke]  # protocol rows
         for task in board.columns(lang):
             with_task = [e for e in measured if task in e.runs]
             aligned = aligned_predictions(board, task, with_task)

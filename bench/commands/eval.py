@@ -248,6 +248,7 @@ def _pct(value: float | None) -> str:
 def print_summary(summary: dict[str, Any]) -> None:
     """The final table: test macro-F1 per task (mean, std, 95% CI over seeds) and per-language averages."""
     from biobench.runtime.console import console as terminal_console
+    from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK
     from rich.table import Table
 
     table = Table(title=f"{summary['model']['name']} — test macro-F1 (%)", title_justify="left")
@@ -257,7 +258,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     for row in summary["tasks"]:
         ci = f"[{_pct(row.get('ci_low'))}, {_pct(row.get('ci_high'))}]" if row["n"] > 1 else "–"
         mdd = f"{_pct(row.get('mdd'))} (≥{_pct(row.get('mdd_many_seeds'))})" if "mdd" in row else "–"
-        table.add_row(row["task"], row["lang"], row["kind"], f"{row['n']}/{row['seeds_expected']}",
+        marks = (f" {SMOKE_MARK}" if row.get("overrides") else "") + (f" {DEGENERATE_MARK}" if row.get("degenerate") else "")
+        table.add_row(row["task"] + marks, row["lang"], row["kind"], f"{row['n']}/{row['seeds_expected']}",
                       _pct(row.get("mean")), _pct(row.get("std")) if row["n"] > 1 else "–", ci, mdd)
     for lang, avg in summary["languages"].items():
         table.add_row(f"average {lang}", lang, "", f"{avg['n_tasks']}/{avg['tasks_expected']} tasks",
@@ -268,5 +270,12 @@ def print_summary(summary: dict[str, Any]) -> None:
         console.print("MDD: the smallest A - B (points) a two-sided test at 5% detects with 80% power, from the seed "
                       "variance and the bootstrap over test examples; (≥ x): the floor more seeds cannot lower",
                       highlight=False)
+    for row in summary["tasks"]:
+        if row.get("overrides"):
+            console.print(f"[yellow]{SMOKE_MARK} smoke run[/] {row['task']}: protocol overrides {row['overrides']}; "
+                          "not the protocol's score (the leaderboard ranks it only with \"include smoke runs\")",
+                          highlight=False)
+        for seed, text in sorted((row.get("degenerate") or {}).items()):
+            console.print(f"[red]{DEGENERATE_MARK}[/] {row['task']} seed {seed}: {text}", highlight=False)
     for task, reason in summary["unavailable"].items():
         console.print(f"[yellow]not run[/] {task}: {reason}", highlight=False)

@@ -8,7 +8,10 @@ line per evaluation / checkpoint of progress instead. bench/ and training/ both 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
+
+HEARTBEAT_S = 30.0  # off a terminal, a long loop says where it is this often
 
 
 def on_terminal() -> bool:
@@ -27,6 +30,31 @@ def log_line(enabled: bool, message: str) -> None:
     """One plain progress line on stderr when `enabled` and NOT on a terminal (the bar shows it there)."""
     if enabled and not on_terminal():
         print(message, file=sys.stderr, flush=True)
+
+
+class Ticker:
+    """Progress of one long loop (scoring a test set of thousands of documents): on a terminal a bar that goes
+    away when done; anywhere else one plain line every `every` seconds ("<label>: 1,200/5,000 (31 s)"), so a
+    log shows the run is alive instead of nothing for minutes. Nothing at all when not `enabled`. `bar=False`:
+    the lines only (a loop that has its own bar, like training's)."""
+
+    def __init__(self, enabled: bool, label: str, total: int, every: float | None = None, bar: bool = True) -> None:
+        self.label, self.total, self.every = label, total, HEARTBEAT_S if every is None else every
+        self.lines = enabled and not on_terminal()
+        self.bar = progress_bar(enabled and bar, total=total, desc=label, leave=False)
+        self.started = self.last = time.monotonic()
+
+    def update(self, done: int) -> None:
+        """`done` of `total` units finished (absolute, not an increment)."""
+        self.bar.n = done
+        self.bar.refresh()
+        now = time.monotonic()
+        if self.lines and now - self.last >= self.every:
+            self.last = now
+            print(f"{self.label}: {done:,}/{self.total:,} ({now - self.started:.0f} s)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def finished_line(message: str) -> None:

@@ -25,7 +25,7 @@ REQUIRED_FIELDS = ("model", "task", "seed", "protocol", "key", "metrics")
 SEED_FILE = re.compile(r"^seed-(-?\d+)\.json$")
 # the order of a result file's fields (docs/FORMATS.md); fields a writer leaves out are skipped
 FIELD_ORDER = ("schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
-               "best_epoch", "best_step", "history", "timings", "versions", "device", "created", "predictions")
+               "best_epoch", "best_step", "history", "budget", "overrides", "degenerate", "timings", "versions", "device", "created", "predictions")
 _CORE = ("model", "task", "seed", "protocol", "key", "metrics")
 _NOT_DETAILS = frozenset((*_CORE, "schema", "predictions"))
 # fields whose numbers are not checked: a diverged run's losses are recorded as they were (NaN), and no reader

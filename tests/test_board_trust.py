@@ -1,0 +1,118 @@
+"""Scores a reader can trust, on the board: a smoke run (protocol overrides) is its own marked row, never merged
+into the protocol row's seeds, left out of the ranking and averages unless "include smoke runs" is ticked, and
+named as such in the exports; degenerate test predictions carry a mark and their likely reason."""
+
+from __future__ import annotations
+
+import pytest
+from biobench.board.board import build_board
+from biobench.board.dataset import results_frame, summary_lines
+from biobench.leaderboard.tables import (
+    Filters,
+    export_frame,
+    language_frame,
+    render_html,
+    render_text,
+    select,
+)
+from biobench.store import Result, result_path, run_key, write_result
+
+SMOKE = {"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 200, "protocol": None}}
+DEGENERATE = {"finding": "the same class (a) for every one of the 2 test examples",
+              "reason": "the classifier collapsed to one class: the budget (13 steps) is far below the protocol's "
+                        "11,250 steps"}
+
+
+def _write(root, slug, task, seed, score, **details):
+    write_result(result_path(root, slug, task, seed), Result(
+        model={"id": slug, "slug": slug, "name": slug}, task={"id": task, "lang": "fr", "kind": "classification"},
+        seed=seed, protocol={"hash": "smoke" if "overrides" in details else "p"},
+        key=run_key("r", "d", "p", seed), metrics={"test": {"macro_f1": score}}, details=details),
+        [{"id": 1, "gold": "a", "pred": "a"}, {"id": 2, "gold": "b", "pred": "a"}])
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    protocol, smoke = tmp_path_factory.mktemp("protocol"), tmp_path_factory.mktemp("smoke")
+    _write(protocol, "m", "diamed", 42, 0.60)
+    _write(protocol, "m", "diamed", 43, 0.62)
+    _write(protocol, "n", "diamed", 42, 0.50, degenerate=DEGENERATE)
+    _write(smoke, "m", "diamed", 42, 0.99, overrides=SMOKE)  # same model and seed as a protocol run
+    _write(smoke, "m", "fracco-30", 42, 0.192, overrides=SMOKE)
+    return build_board([protocol, smoke], significance=False)
+
+
+def test_a_smoke_run_is_its_own_row_never_merged_into_the_protocols_seeds(board):
+    plain = board.entry("m", "fr")
+    assert sorted(plain.cells["diamed"].seeds) == [42, 43] and "fracco-30" not in plain.cells
+    assert plain.cells["diamed"].mean == pytest.approx(61.0) and not plain.smoke
+    (smoke,) = [e for e in board.lang_entries("fr") if e.smoke]
+    assert smoke.name == "m ⚑ smoke" and smoke.key.startswith("m~smoke-")
+    assert smoke.smoke == "epochs 1 (protocol 15), limit_train 200"
+    assert smoke.cells["fracco-30"].mean == pytest.approx(19.2) and smoke.cells["diamed"].seeds == {42: 99.0}
+    assert not any(board.problems)  # not a duplicate of the protocol run of seed 42
+
+
+def test_ranking_and_averages_use_protocol_rows_unless_smoke_runs_are_included(board):
+    measured = Filters(sources=("measured",))
+    assert [e.name for e in select(board, "fr", measured)] == ["m", "n"]
+    html = render_html(board, "fr", measured)
+    assert "⚑" not in html.split("</table>")[0] and "<b>61.0</b>" in html
+    assert "1 smoke row(s) (protocol overrides) are hidden" in html
+    included = Filters(sources=("measured",), include_smoke=True)
+    assert [e.name for e in select(board, "fr", included)] == ["m", "m ⚑ smoke", "n"]  # avg 61.0, 59.1, 50.0
+    html = render_html(board, "fr", included)
+    assert ('<span class="smoke" title="smoke run: protocol overrides epochs 1 (protocol 15), limit_train 200; not '
+            "the protocol&#x27;s score, kept apart from its protocol runs\">m ⚑ smoke</span>") in html
+    assert "<b>99.0</b>" in html and "ranked here only because" in html
+
+
+def test_exports_carry_a_protocol_column(board):
+    frame = language_frame(board, "fr", Filters(sources=("measured",), include_smoke=True))
+    assert dict(zip(frame.model, frame.protocol, strict=True)) == {
+        "m ⚑ smoke": "smoke: epochs 1 (protocol 15), limit_train 200", "m": "protocol", "n": "protocol"}
+    export = export_frame(board)
+    assert set(export[export.source == "measured"].protocol) == {"protocol", "smoke: epochs 1 (protocol 15), limit_train 200"}
+    assert set(export[export.source == "reported"].protocol) == {"reported"}
+    runs = [r for e in board.entries if e.source == "measured" for rs in e.runs.values() for r in rs]
+    rows = results_frame(runs)
+    assert sorted(rows.protocol) == ["protocol"] * 3 + ["smoke: epochs 1 (protocol 15), limit_train 200"] * 2
+    lines = summary_lines(rows)
+    assert "fr: 2 smoke run(s) of 1 model(s) (protocol overrides) left out of the averages below." in lines
+    assert "| m | 1 | 2 | 61.0 |" in lines  # the protocol seeds only
+
+
+def test_degenerate_predictions_are_marked_with_their_reason(board):
+    html = render_html(board, "fr")
+    cell = next(td for td in html.split("<td") if "the same class (a)" in td)
+    assert "seed 42: degenerate: the same class (a) for every one of the 2 test examples (likely: the classifier " \
+           "collapsed to one class: the budget (13 steps) is far below the protocol&#x27;s 11,250 steps)" in cell
+    assert '<span class="degenerate">⚠</span>' in cell and "degenerate test predictions" in html
+    text = render_text(board, ["fr"])
+    assert "50.0⚠" in text and "m ⚑ smoke: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
+
+
+def test_verdicts_against_the_paper_read_the_protocol_row(board):
+    from biobench.board.reproduction import model_verdicts
+
+    (smoke,) = [e for e in board.lang_entries("fr") if e.smoke]
+    assert (smoke.slug, smoke.base_name) == ("m", "m")
+    diamed = next(v for v in model_verdicts(board, "m")["fr"] if v.task == "diamed")
+    assert diamed.measured == pytest.approx(61.0) and diamed.seeds == 2  # not the smoke seed's 99.0
+
+
+def test_the_task_view_names_the_smoke_row_and_the_degenerate_seed(board):
+    from biobench.leaderboard.app import task_seed_frame
+
+    frame = task_seed_frame(board, "fr", "diamed").set_index("Model")
+    assert frame.loc["m ⚑ smoke", "Seed 42 (%)"] == 99.0 and frame.loc["m", "n seeds"] == 2
+    assert frame.loc["n", "Degenerate"].startswith("seed 42: degenerate: the same class (a)")
+
+
+def test_the_smoke_box_starts_ticked_only_when_every_measured_row_is_smoke(board, tmp_path):
+    from biobench.leaderboard.app import smoke_only
+
+    assert not smoke_only(board)
+    _write(tmp_path, "q", "diamed", 42, 0.4, overrides=SMOKE)
+    assert smoke_only(build_board([tmp_path], significance=False))
+    assert not smoke_only(build_board([], significance=False))  # the paper's rows only: nothing to include
