@@ -539,12 +539,18 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                         and not (compare_a.startswith("paper:") and compare_b.startswith("paper:")
                                  and any(not k.startswith("paper:") for k in keys)))
                 a, b = (compare_a, compare_b) if keep else default_pair(board, compare_lang) if compare_lang else (None, None)
-                return [note, live.significance.status if live.significance else "",
-                        *refresh(src, picked["size"], picked["context"], picked["recipe"], sort, ci, smoke),
-                        gr.Timer(active=live.significance is not None), *problems_now(),
-                        gr.update(choices=verdict_choices, value=verdict_choices[0][1] if verdict_choices else None,
-                                  visible=bool(verdict_choices)),
-                        *filters, gr.update(choices=pair, value=a), gr.update(choices=pair, value=b)]
+                # one update per component, by name (gradio takes a mapping when every key is an output), so
+                # adding an output cannot shift the others out of line
+                updates = {refresh_note: note, status: live.significance.status if live.significance else "",
+                           poll: gr.Timer(active=live.significance is not None),
+                           paper.model: gr.update(choices=verdict_choices, visible=bool(verdict_choices),
+                                                  value=verdict_choices[0][1] if verdict_choices else None),
+                           controls.sizes: filters[0], controls.contexts: filters[1], controls.recipes: filters[2],
+                           compare_tab.a: gr.update(choices=pair, value=a), compare_tab.b: gr.update(choices=pair, value=b)}
+                updates.update(zip(table_outputs, refresh(src, picked["size"], picked["context"], picked["recipe"],
+                                                          sort, ci, smoke), strict=True))
+                updates.update(zip(problem_outputs, problems_now(), strict=True))
+                return updates
 
             refresh_outputs = [refresh_note, status, *table_outputs, poll, *problem_outputs, paper.model,
                                controls.sizes, controls.contexts, controls.recipes, compare_tab.a, compare_tab.b]
