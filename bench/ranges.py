@@ -15,7 +15,7 @@ import re
 
 from biobench.errors import ConfigError
 
-_PART = re.compile(r"(-?\d{1,12})(?:\s*-\s*(-?\d{1,12}))?")
+_PART = re.compile(r"(-?\d{1,20})(?:\s*-\s*(-?\d{1,20}))?")
 MAX_VALUES = 1000  # layers, lengths, sampling seeds: far above any real use
 MAX_SEEDS = 256  # evaluation seeds: the protocol uses 5 or 9
 SEED_MAX = 2**32 - 1  # numpy's seed range; torch and random accept it too

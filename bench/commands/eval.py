@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from biobench.parallel import parallel_value
@@ -77,12 +78,30 @@ def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
 
     if args.tasks:
         ids = list(dict.fromkeys(t.strip() for t in args.tasks.split(",") if t.strip()))
+        if not ids:
+            from biobench.errors import ConfigError
+
+            raise ConfigError(f"--tasks {args.tasks!r} names no task; give task ids (`biobench tasks`) or --lang fr|en")
         return [get_spec(t, args.task_file) for t in ids], False
     specs = list_specs(lang=args.lang, task_files=args.task_file)
     return specs, True
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """What can be refused before anything loads: threads, device, a results path that is not a folder."""
+    from biobench.errors import ConfigError
+    from biobench.runtime.device import check_device
+
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
+    check_device(args.device)
+    results = Path(args.results) if args.results else None
+    if results is not None and results.exists() and not results.is_dir():
+        raise ConfigError(f"--results {results} is not a folder (a file, FIFO or device); give a results folder")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
     if args.config:
         return run_config(args)
     if args.grid:
