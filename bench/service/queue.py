@@ -211,8 +211,11 @@ def scan_requests(storage: Storage) -> tuple[list[Request], list[QueueProblem]]:
         except UnsafePathError as err:
             problems.append(QueueProblem(path, str(err)))
             continue
+        except ConfigError as err:  # a symlink, an unreadable file: reported, never rewritten
+            problems.append(QueueProblem(path, hide_paths(str(err).replace(f"queue {storage.label}: ", ""))))
+            continue
         except ResultsError as err:
-            problems.append(QueueProblem(path, str(err).removeprefix(f"{path}: "), stem))
+            problems.append(QueueProblem(path, hide_paths(str(err).removeprefix(f"{path}: ")), stem))
             continue
         out.setdefault(request.id, request)
     return sorted(out.values(), key=lambda r: (r.submitted_at, r.id)), problems

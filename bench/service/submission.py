@@ -143,7 +143,7 @@ def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api
     model, revision = model.strip(), (revision or "").strip() or None
     if revision is not None and not COMMIT.match(revision):
         raise ConfigError("the revision must be a full commit id (40 hex digits) of the model's hub repository")
-    from biobench.aliases import find_alias
+    from biobench.models import find_alias
 
     alias = find_alias(model)
     if alias is not None and alias.hub_id:
