@@ -293,6 +293,14 @@ def cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     fifo = tmp / "a-fifo"
     os.mkfifo(fifo)
     q = str(tmp / "q")
+    weights = tmp / "fifo-weights"  # a model folder whose weights are a FIFO (hashing it would never end)
+    weights.mkdir()
+    (weights / "config.json").write_text('{"model_type": "modernbert"}')
+    os.mkfifo(weights / "model.safetensors")
+    zero_config = tmp / "zero-config"  # ... and one whose config.json is /dev/zero
+    zero_config.mkdir()
+    (zero_config / "config.json").symlink_to("/dev/zero")
+    (zero_config / "model.safetensors").write_bytes(b"x")
     submit = ["submit", "org/enc", "--revision", "a" * 40, "--tasks", "demo-cls"]
     eval_ = ["eval", "--model", "org/enc", "--tasks", "demo-cls"]
     return [
@@ -319,6 +327,12 @@ def cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("eval --results a FIFO", [*eval_, "--results", str(fifo)], "is not a folder"),
         ("eval --tasks ,", ["eval", "--model", "org/enc", "--tasks", ","], "names no task"),
         ("eval --lr inf", [*eval_, "--lr", "inf"], "give a finite number"),
+        ("eval --model FIFO weights", ["eval", "--model", str(weights), "--tasks", "demo-cls", "--results",
+                                       str(tmp / "r")], "not a regular file"),
+        ("eval --model config /dev/zero", ["eval", "--model", str(zero_config), "--tasks", "demo-cls", "--results",
+                                           str(tmp / "r")], "has no config.json"),
+        ("eval --task-file a FIFO", [*eval_, "--task-file", str(fifo)], "not a regular file"),
+        ("eval --task-file /dev/zero", [*eval_, "--task-file", "/dev/zero"], "not a regular file"),
         ("eval --config /dev/zero", ["eval", "--config", "/dev/zero"], "not a regular file"),
         ("eval --config a FIFO", ["eval", "--config", str(fifo)], "not a regular file"),
         ("leaderboard --port 99999", ["leaderboard", "--port", "99999"], "from 1 to 65535"),

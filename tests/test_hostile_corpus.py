@@ -677,3 +677,28 @@ def test_a_malformed_request_or_an_offline_hub_never_stops_the_app(tmp_path, mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert build_app(board, queue="hf://datasets/org/requests") is not None
     assert queue_frame("hf://datasets/org/requests").empty
+
+
+def test_predictions_and_markers_are_read_bounded_when_publishing(tmp_path, capsys):
+    """A predictions file that is a FIFO hung the worker's publishing, /dev/zero grew to 6.5 GB; a `.complete`
+    marker nested 200k deep raised RecursionError (issue 27)."""
+    import shutil
+
+    from biobench.board import dataset
+
+    root = tmp_path / "results"
+    shutil.copytree(hc.FIXTURES / "local__tiny-detour", root / "local__tiny-detour")
+    folder = root / "local__tiny-detour" / "diamed"
+    (folder / "seed-42.predictions.jsonl").unlink()
+    os.mkfifo(folder / "seed-42.predictions.jsonl")
+    (folder / "seed-43.predictions.jsonl").unlink()
+    (folder / "seed-43.predictions.jsonl").symlink_to("/dev/zero")
+    rc = cli.main(["results", "push", "org/r", "--results", str(root), "--dry-run", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "predictions file refused (not a regular file" in err[0]
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / dataset.MARKER).write_text('{"digest": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    assert dataset._marker(tmp_path / "m", "d") is None  # not a complete write: rebuilt, never a crash
+    os.unlink(tmp_path / "m" / dataset.MARKER)
+    os.mkfifo(tmp_path / "m" / dataset.MARKER)
+    assert dataset._marker(tmp_path / "m", "d") is None
