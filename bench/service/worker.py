@@ -51,13 +51,14 @@ class WorkerConfig:
 
 
 def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConfig) -> list[str]:
-    """The `biobench eval` command line of a request (protocol overrides as their CLI flags)."""
-    args = ["eval", "--model", request.model, "--results", str(results_dir), "--no-progress",
-            "--tasks", ",".join(request.tasks)]
+    """The `biobench eval` command line of a request (protocol overrides as their CLI flags). Values from the
+    request are joined to their flag (`--model=X`), so a value starting with `-` is never read as a flag."""
+    args = ["eval", f"--model={request.model}", "--results", str(results_dir), "--no-progress",
+            f"--tasks={','.join(request.tasks)}"]
     if request.seeds:
-        args += ["--seeds", ",".join(str(s) for s in request.seeds)]
+        args += [f"--seeds={','.join(str(s) for s in request.seeds)}"]
     if request.name:
-        args += ["--name", request.name]
+        args += [f"--name={request.name}"]
     if config.data_dir:
         args += ["--data-dir", config.data_dir]
     if config.device:
@@ -66,7 +67,7 @@ def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConf
         args += ["--parallel", str(config.parallel)]
     flags = {dest: flag for flag, (dest, _, _) in OVERRIDES.items()}
     for dest, value in sorted(request.overrides.items()):
-        args += [flags[dest], str(value)]
+        args += [f"{flags[dest]}={value}"]
     return args
 
 
