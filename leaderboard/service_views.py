@@ -110,7 +110,8 @@ def request_score(entry: Entry | None, tasks: list[str]) -> str:
 
 
 def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
-    """Requests, running first, then pending (oldest first), then finished / failed (newest first); a finished
+    """Requests, running first, then pending, then waiting for review (oldest first), then finished / failed /
+    rejected (newest first); a finished
     request's score and board row come from `board` (its results as the board shows them)."""
     if not queue:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
@@ -121,10 +122,10 @@ def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
         everything = list_requests(open_storage(queue))  # oldest first
     except BiobenchError:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
-    done = sorted((r for r in everything if r.status in ("finished", "failed")), key=lambda r: r.finished_at or "",
-                  reverse=True)
+    done = sorted((r for r in everything if r.status in ("finished", "failed", "rejected")),
+                  key=lambda r: r.finished_at or "", reverse=True)
     requests = ([r for r in everything if r.status == "running"] + [r for r in everything if r.status == "pending"]
-                + done)
+                + [r for r in everything if r.status == "pending-review"] + done)
     rows = []
     for r in requests:
         entry = request_entry(board, r) if r.status == "finished" else None
