@@ -111,8 +111,8 @@ def request_score(entry: Entry | None, tasks: list[str]) -> str:
 
 def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
     """Requests, running first, then pending, then waiting for review (oldest first), then finished / failed /
-    rejected (newest first); a finished
-    request's score and board row come from `board` (its results as the board shows them)."""
+    rejected (newest first); a finished request's score and board row come from `board` (its results as the
+    board shows them)."""
     if not queue:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
     from biobench.service.queue import list_requests
