@@ -21,6 +21,7 @@ from biobench.commands import (
     leaderboard,
     models,
     pretrain,
+    queue,
     results,
     space,
     submit,
@@ -63,7 +64,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "compare": compare,
     "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
-    "results": results, "submit": submit, "worker": worker, "space": space,
+    "results": results, "submit": submit, "worker": worker, "queue": queue, "space": space,
 }
 
 

@@ -33,6 +33,9 @@ from typing import Any
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.parallel import check_parallel
 from biobench.protocols import OVERRIDES
+from biobench.runtime.jsonfile import UnsafeJSONError, read_bytes
+
+MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
 
 GRID_KEYS = {"name", "tasks", "lang", "seeds", "overrides", "models", "results", "data_dir", "task_files", "parallel"}
 MODEL_KEYS = {"model", "name", "overrides"}
@@ -106,9 +109,13 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     """Every [[grid]] of a grid file, validated; ConfigError naming the file and the grid on bad input."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_bytes(path, MAX_GRID_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"grid file {path} does not exist") from None
+    except UnsafeJSONError as err:  # a FIFO or /dev/zero given as --config: refused, never read without end
+        raise ConfigError(f"grid file {path}: {err.reason}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"grid file {path}: unreadable ({err})") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err})") from None
     _check_keys(raw, TOP_KEYS, str(path))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
-import json
 import re
 from dataclasses import asdict, dataclass, replace
 from functools import cache
@@ -209,16 +208,26 @@ def weights_checksum(folder: Path) -> str:
     files = tuple(sorted({p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern)}))
     if not files:
         raise ModelLoadError(f"model folder {folder} holds no weights ({' or '.join(WEIGHT_PATTERNS)})")
+    odd = next((p for p in files if not p.is_file()), None)  # a FIFO would hang the hash, /dev/zero never end
+    if odd is not None:
+        raise ModelLoadError(f"{odd}: not a regular file (a FIFO, device or folder); model weights must be files")
     return _sha256_files(files, tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in files))
 
 
 def _read_json(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+
+    try:  # bounded: a config.json that is a FIFO or /dev/zero is refused, not read forever
+        data = read_json(path, 16 << 20)
+    except UnsafeJSONError as err:
+        raise ModelLoadError(f"{path}: unreadable model file ({err.reason})") from None
+    except OSError as err:
         raise ModelLoadError(f"{path}: unreadable model file ({err})") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path}: unreadable model file (a JSON {type(data).__name__}, not an object)")
+    return data
 
 
 def usable_context(config: dict[str, Any], tokenizer_config: dict[str, Any]) -> int | None:

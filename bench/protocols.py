@@ -160,9 +160,31 @@ def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The protocol overrides given on the command line (`--batch-size auto` is an execution choice, not one)."""
-    return {dest: getattr(args, dest) for dest, _, _ in OVERRIDES.values()
+    """The protocol overrides given on the command line (`--batch-size auto` is an execution choice, not one),
+    each checked by `check_override` (argparse's `float` lets `nan` and `inf` through)."""
+    return {dest: check_override(dest, getattr(args, dest)) for dest, _, _ in OVERRIDES.values()
             if getattr(args, dest, None) is not None and getattr(args, dest) != AUTO}
+
+
+def check_override(dest: str, value: Any) -> Any:
+    """One override value as its flag's type would parse it, numbers finite and not negative; ConfigError
+    naming the flag otherwise. Why here: a `--lr nan` run trains, then writes a result every reader refuses;
+    a request read from a queue carries overrides from strangers."""
+    from biobench.ranges import finite_number
+
+    flag = next((f for f, (d, _, _) in OVERRIDES.items() if d == dest), None)
+    if flag is None:
+        raise ConfigError(f"unknown protocol override {str(dest)[:40]!r}; known: {', '.join(d for d, _, _ in OVERRIDES.values())}")
+    kind = OVERRIDES[flag][1]
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or len(str(value)) > 40:
+        raise ConfigError(f"bad {flag} value {str(value)[:40]!r}: expected one {getattr(kind, '__name__', 'value')} value")
+    try:
+        parsed = kind(str(value))
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as err:
+        raise ConfigError(f"bad {flag} value {str(value)[:40]!r}: {err}") from None
+    if isinstance(parsed, int | float) and not isinstance(parsed, bool):
+        finite_number(parsed, flag, minimum=0)
+    return parsed
 
 
 def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[str, Any] | None = None,

@@ -1,35 +1,76 @@
-"""Integer ranges on the command line: `--seeds 42-50`, `--seeds 42,44,47`, `--layers 0-3,8`, `--lengths
-512,1024`. One parser, so every option accepts the same forms and rejects bad input with the same message."""
+"""Integer ranges and numbers on the command line: `--seeds 42-50`, `--seeds 42,44,47`, `--layers 0-3,8`,
+`--lengths 512,1024`, `--lr 3e-5`, `--lease-seconds 600`. One parser, so every option accepts the same forms and
+rejects bad input with the same message — before anything runs.
+
+Why bounded: a range is expanded into a list that lands in request files, result names and web pages;
+`--seeds 0-10000000` once wrote a 109 MB request and `0-3000000` took 23 s of a public server's CPU. A value
+with thousands of digits is refused before `int()` sees it (Python refuses ints past 4,300 digits with a
+traceback). Non-finite numbers (`nan`, `inf`) pass `float()` and then poison every result; they are refused here.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 
 from biobench.errors import ConfigError
 
-_PART = re.compile(r"(-?\d+)(?:\s*-\s*(-?\d+))?")
+_PART = re.compile(r"(-?\d{1,20})(?:\s*-\s*(-?\d{1,20}))?")
+MAX_VALUES = 1000  # layers, lengths, sampling seeds: far above any real use
+MAX_SEEDS = 256  # evaluation seeds: the protocol uses 5 or 9
+SEED_MAX = 2**32 - 1  # numpy's seed range; torch and random accept it too
 
 
-def parse_ranges(text: str, option: str, *, minimum: int | None = 0) -> list[int]:
+def parse_ranges(text: str, option: str, *, minimum: int | None = 0, maximum: int | None = None,
+                 max_count: int = MAX_VALUES) -> list[int]:
     """'42-50' -> 42..50, '42,44' -> [42, 44], '42-44,50' -> [42, 43, 44, 50]: sorted, duplicates dropped,
-    blanks around parts ignored. Values below `minimum` (default 0: layers, lengths, sampling seeds) are
-    refused; `minimum=None` lets negative values through (evaluation seeds, which name result files).
-    `option` names the flag in the error message."""
+    blanks around parts ignored. Values below `minimum` (default 0) or above `maximum` are refused, and so is
+    a list of more than `max_count` values (counted before it is expanded); `minimum=None` lets negative
+    values through. `option` names the flag in the error message."""
     def bad(reason: str) -> ConfigError:
-        return ConfigError(f"bad {option} value {text!r}: {reason}; use a range like 1-4, a list like 1,3,8 "
-                           f"or both (1-4,8)")
+        return ConfigError(f"bad {option} value {str(text)[:60]!r}: {reason}; use a range like 1-4, a list like "
+                           f"1,3,8 or both (1-4,8)")
 
-    values: set[int] = set()
+    spans: list[tuple[int, int]] = []
     for part in filter(None, (p.strip() for p in str(text).split(","))):
         match = _PART.fullmatch(part)
         if not match:
-            raise bad(f"{part!r} is not a number or a range")
+            raise bad(f"{part[:40]!r} is not a number or a range")
         low, high = int(match[1]), int(match[2] if match[2] is not None else match[1])
         if high < low:
             raise bad(f"range {part} is reversed (write {high}-{low})")
         if minimum is not None and low < minimum:
             raise bad(f"{low} is below {minimum}")
-        values.update(range(low, high + 1))
+        if maximum is not None and high > maximum:
+            raise bad(f"{high} is above {maximum}")
+        spans.append((low, high))
+        if sum(h - lo + 1 for lo, h in spans) > max_count:
+            raise bad(f"more than {max_count} values")
+    values = {v for low, high in spans for v in range(low, high + 1)}
     if not values:
         raise bad("no value given")
     return sorted(values)
+
+
+def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
+    """Evaluation seeds: 0..2**32-1, at most MAX_SEEDS of them (they name result files and fill requests)."""
+    return parse_ranges(text, option, minimum=0, maximum=SEED_MAX, max_count=MAX_SEEDS)
+
+
+def finite_number(value: object, option: str, *, positive: bool = False, minimum: float | None = None,
+                  maximum: float | None = None) -> float:
+    """`value` as a finite float (ConfigError otherwise): `positive` refuses 0 and below, `minimum`/`maximum`
+    bound it. For options whose argparse type is `float`, which lets `nan` and `inf` through."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"bad {option} value {str(value)[:40]!r}: not a number") from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ConfigError(f"bad {option} value {str(value)[:40]!r}: give a finite number")
+    if positive and number <= 0:
+        raise ConfigError(f"bad {option} value {number:g}: must be above 0")
+    if minimum is not None and number < minimum:
+        raise ConfigError(f"bad {option} value {number:g}: must be at least {minimum:g}")
+    if maximum is not None and number > maximum:
+        raise ConfigError(f"bad {option} value {number:g}: must be at most {maximum:g}")
+    return number

@@ -41,7 +41,7 @@ from biobench.leaderboard.tables import (
     render_html,
     select,
 )
-from biobench.service.submission import task_protocols
+from biobench.service.submission import PublicPolicy, task_protocols
 
 LANG_NAMES = {"fr": "French", "en": "English"}
 # the Compare table's columns as the app shows them (biobench.board.compare's names are the export's)
@@ -425,7 +425,7 @@ def _plots_tab(live: Live, app: gr.Blocks) -> list:
 
 
 def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], Board] | None = None,
-              refresh_minutes: float = 0) -> gr.Blocks:
+              refresh_minutes: float = 0, submit_policy: PublicPolicy | None = None) -> gr.Blocks:
     """The app over `board`. With `rebuild` (a function that scans the results again), a Refresh button and,
     with `refresh_minutes`, a timer replace the board by a new one: its scan reuses the scan index and its
     significance groups the per-task cache, so only changed tasks are recomputed. `queue`: where the Submit
@@ -456,7 +456,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             analysis_plots = _plots_tab(live, app)
             paper = build_paper_tab(lambda: live.board)
             queue_tab = build_queue_tab(queue, lambda: live.board)
-            build_submit_tab(queue, queue_tab.table)
+            build_submit_tab(queue, queue_tab.table, submit_policy)
             with gr.Tab("About", id="tab-about"):
                 gr.Markdown(about_markdown(task_protocols(), queue=queue_writable(queue)[0]), elem_id="lb-about")
             with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as problems_tab:

@@ -21,6 +21,8 @@ from biobench.board.entries import Board, Entry
 from biobench.errors import BiobenchError
 from biobench.leaderboard.tables import display, md, md_code
 from biobench.names import display_name
+from biobench.runtime.paths import HF_DATASETS, hide_paths, public_model
+from biobench.service.submission import PublicPolicy
 
 LANG_TABS = {"fr": "French", "en": "English"}
 
@@ -58,7 +60,7 @@ def submit_command(model: str, revision: str, lang: str, tasks: str, seeds: str,
         parts += ["--seeds", seeds]
     for name, value in (overrides or {}).items():
         parts += [f"--{name.replace('_', '-')}", str(value)]
-    parts += ["--queue", queue or "QUEUE"]
+    parts += ["--queue", queue if queue and queue.startswith(HF_DATASETS) else "QUEUE"]  # never a server path
     return shlex.join(parts)
 
 
@@ -108,29 +110,33 @@ def request_score(entry: Entry | None, tasks: list[str]) -> str:
 
 
 def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
-    """Requests, running first, then pending (oldest first), then finished / failed (newest first); a finished
-    request's score and board row come from `board` (its results as the board shows them)."""
+    """Requests, running first, then pending, then waiting for review (oldest first), then finished / failed /
+    rejected (newest first); a finished request's score and board row come from `board` (its results as the
+    board shows them)."""
     if not queue:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
     from biobench.service.queue import list_requests
     from biobench.service.storage import open_storage
 
-    everything = list_requests(open_storage(queue))  # oldest first
-    done = sorted((r for r in everything if r.status in ("finished", "failed")), key=lambda r: r.finished_at or "",
-                  reverse=True)
+    try:  # a malformed request file or an unreachable hub never stops the app (the worker reports them)
+        everything = list_requests(open_storage(queue))  # oldest first
+    except BiobenchError:
+        return pd.DataFrame(columns=QUEUE_COLUMNS)
+    done = sorted((r for r in everything if r.status in ("finished", "failed", "rejected")),
+                  key=lambda r: r.finished_at or "", reverse=True)
     requests = ([r for r in everything if r.status == "running"] + [r for r in everything if r.status == "pending"]
-                + done)
+                + [r for r in everything if r.status == "pending-review"] + done)
     rows = []
     for r in requests:
         entry = request_entry(board, r) if r.status == "finished" else None
-        last = r.log_tail[-1] if r.log_tail else ""
-        rows.append({"status": r.status, "request": r.id, "model": display_name({"id": r.model}, r.name),
+        last = hide_paths(r.log_tail[-1]) if r.log_tail else ""
+        rows.append({"status": r.status, "request": r.id, "model": public_model(display_name({"id": r.model}, r.name)),
                      "tasks": ", ".join(r.tasks), "seeds": ", ".join(map(str, r.seeds)) if r.seeds else "protocol",
                      "score": request_score(entry, r.tasks), "submitted": _when(r.submitted_at),
                      "started": _when(r.started_at), "finished": _when(r.finished_at),
                      "took": _took(r.started_at, r.finished_at),
                      "outcome": ("results on the board" if entry else "finished; not on the board yet (Refresh)")
-                     if r.status == "finished" else last if r.status == "failed" else "",
+                     if r.status == "finished" else last if r.status in ("failed", "rejected") else "",
                      "board row": f"{LANG_TABS.get(entry.lang, entry.lang)}: {entry.name}" if entry else ""})
     return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
 
@@ -177,8 +183,42 @@ def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueT
     return QueueTab(table, refresh, frame, row_of)
 
 
-def build_submit_tab(queue: str | None, table: gr.Dataframe) -> None:
-    """The Submit tab (inside the app's gr.Tabs); a submission refreshes the Queue tab's `table`."""
+def visitor(request: gr.Request | None) -> str:
+    """Who submits through the form: the logged-in hub user, else a short hash of the visitor's address (the
+    per-submitter limit counts by it; the address itself is never stored)."""
+    import hashlib
+
+    if request is not None and getattr(request, "username", None):
+        return f"hf:{request.username}"[:100]
+    host = getattr(getattr(request, "client", None), "host", None) or "unknown"
+    return f"visitor-{hashlib.sha256(str(host).encode()).hexdigest()[:10]}"
+
+
+def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lang: str, tasks: str, seeds: str,
+                numbers: dict[str, object], submitter: str) -> str:
+    """One form submission checked as public input (`vet_public_model`) and queued; the answer is one line
+    that names no server path."""
+    from biobench.service.submission import submit_request, vet_public_model
+
+    if not (model or "").strip():
+        return "error: give a model"
+    try:
+        overrides = {k: int(v) if isinstance(v, float) and v.is_integer() else v  # checked by submit_request
+                     for k, v in numbers.items() if v not in (None, "", 0)}
+        model_id, pinned = vet_public_model(model, revision, policy)
+        request, note = submit_request(model_id, queue, revision=pinned, tasks=(tasks or "").strip() or None,
+                                       lang=None if (tasks or "").strip() else lang, seeds=(seeds or "").strip() or None,
+                                       overrides=overrides, submitter=submitter, max_pending=policy.max_pending,
+                                       resolve=False)
+    except BiobenchError as err:
+        return f"error: {md(hide_paths(str(err).replace(queue, 'the queue')))}"
+    return f"submitted {md_code(request.id)}" + (f" ({md(hide_paths(note))})" if note else "")
+
+
+def build_submit_tab(queue: str | None, table: gr.Dataframe, policy: PublicPolicy | None = None) -> None:
+    """The Submit tab (inside the app's gr.Tabs); a submission refreshes the Queue tab's `table`. `policy`:
+    what visitors may submit (default: hub ids pinned to a commit only)."""
+    policy = policy or PublicPolicy()
     writable, why = queue_writable(queue)
     with gr.Tab("Submit", id="tab-submit"):
         gr.Markdown("Request an evaluation: a worker (`biobench worker`) fine-tunes the model on the chosen tasks "
@@ -186,8 +226,10 @@ def build_submit_tab(queue: str | None, table: gr.Dataframe) -> None:
                     + ("" if writable else f"This app cannot write requests ({why}): the form fills in the "
                        "`biobench submit` command to run where the queue is reachable."))
         with gr.Row():
-            model = gr.Textbox(label="Model (alias, hub id ORG/NAME or a folder the worker reads)", elem_id="sb-model")
-            revision = gr.Textbox(label="Revision (hub commit; empty: resolved)", elem_id="sb-revision")
+            model = gr.Textbox(label="Model (hub id ORG/NAME" + (", or a folder the operator allows" if policy.local_roots
+                                                              else "") + ")", elem_id="sb-model")
+            revision = gr.Textbox(label="Revision (hub commit, 40 hex digits; empty: resolved from the hub)",
+                                  elem_id="sb-revision")
         with gr.Row():
             lang = gr.Dropdown(["fr", "en"], value="fr", label="Language (every paper task)", elem_id="sb-lang")
             tasks = gr.Textbox(label="or tasks (comma-separated ids)", elem_id="sb-tasks")
@@ -201,24 +243,15 @@ def build_submit_tab(queue: str | None, table: gr.Dataframe) -> None:
         button = gr.Button("Submit" if writable else "Show the command", elem_id="sb-submit")
         message = gr.Markdown(elem_id="sb-message")
 
-        def on_submit(model_v, revision_v, lang_v, tasks_v, seeds_v, epochs_v, max_length_v, limit_train_v):
-            overrides = {k: int(v) for k, v in (("epochs", epochs_v), ("max_length", max_length_v),
-                                                ("limit_train", limit_train_v)) if v}
+        def on_submit(model_v, revision_v, lang_v, tasks_v, seeds_v, epochs_v, max_length_v, limit_train_v,
+                      request: gr.Request = None):
+            numbers = {"epochs": epochs_v, "max_length": max_length_v, "limit_train": limit_train_v}
             if not writable:
-                return (f"Run: {md_code(submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, overrides))}",
+                safe = {k: v for k, v in numbers.items() if isinstance(v, int | float) and v == v and abs(v) < 1e9 and v}
+                return (f"Run: {md_code(submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, {k: int(v) for k, v in safe.items()}))}",
                         queue_frame(queue))
-            if not model_v.strip():
-                return "error: give a model", gr.update()
-            from biobench.service.submission import submit_request
-
-            try:
-                request, note = submit_request(model_v.strip(), queue, revision=revision_v.strip() or None,
-                                               tasks=tasks_v.strip() or None, lang=None if tasks_v.strip() else lang_v,
-                                               seeds=seeds_v.strip() or None, overrides=overrides,
-                                               submitter="leaderboard form")
-            except BiobenchError as err:
-                return f"error: {md(err)}", queue_frame(queue)
-            return f"submitted {md_code(request.id)}" + (f" ({md(note)})" if note else ""), queue_frame(queue)
+            return (form_submit(queue, policy, model_v, revision_v, lang_v, tasks_v, seeds_v, numbers, visitor(request)),
+                    queue_frame(queue))
 
         button.click(on_submit, [model, revision, lang, tasks, seeds, epochs, max_length, limit_train],
                      [message, table])

@@ -148,13 +148,17 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
 def read_spec_file(path: str | Path) -> TaskSpec:
     """A user's task spec (.json or .toml); local paths in it are relative to the file."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"task file {path} does not exist (pass --task-file PATH to a .json or .toml spec)")
-    try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes
+
+    try:  # bounded, regular files only: a FIFO or /dev/zero as --task-file is refused, never read forever
+        raw = read_bytes(path, 4 * 2**20)
+        data = tomllib.loads(raw.decode("utf-8")) if path.suffix == ".toml" else parse_json(raw, path)
+    except UnsafeJSONError as err:
+        raise ConfigError(f"task file {path}: {err.reason}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"task file {path} is not UTF-8 text ({err.reason})") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(f"task file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {err}") from err
     if isinstance(data, Mapping) and "extends" in data:  # a variant of a built-in task

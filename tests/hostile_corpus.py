@@ -175,3 +175,202 @@ def bomb_zip(member: str, size: int, others: dict[str, bytes] | None = None) -> 
             for _ in range(size // len(chunk)):
                 out.write(chunk)
     return buf.getvalue()
+
+
+# --- a public request queue (issue 27): request and lease files as a stranger or a broken disk leaves them ----
+
+
+def good_request(request_id: str, submitted_at: str = "2026-01-01T00:00:00Z", **fields: Any) -> dict[str, Any]:
+    """A request as `biobench submit` writes it (hub model, one task, one seed), with `fields` replaced."""
+    data = {"id": request_id, "model": "org/enc", "revision": "a" * 40, "precision": "auto", "lang": None,
+            "tasks": ["demo-cls"], "seeds": [1], "overrides": {"epochs": 1}, "protocol_hash": "p" * 64,
+            "key": request_id.ljust(64, "k")[:64], "submitter": "ada", "submitted_at": submitted_at,
+            "status": "pending", "name": None, "started_at": None, "finished_at": None, "worker": None,
+            "attempts": 0, "log_tail": [], "results": None}
+    data.update(fields)
+    return data
+
+
+def malformed_requests(queue: Path, victim: Path) -> dict[str, tuple[str, bool]]:
+    """Request files that crashed the worker, left requests running or wrote outside the queue (issue 27).
+    Returns {file name: (what is wrong, whether the worker can rewrite it as failed)}; each is older than any
+    good request, so a worker that stops at one never reaches the good ones. `victim`: a file outside the
+    queue that an id aims at."""
+    folder = queue / "requests"
+    folder.mkdir(parents=True, exist_ok=True)
+    cases: dict[str, tuple[str, bool]] = {}
+    n = iter(range(100))
+
+    def write(name: str, what: str, text: str | bytes, rewritable: bool = True) -> None:
+        path = folder / f"{name}.json"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        cases[path.name] = (what, rewritable)
+
+    def bad(name: str, what: str, **fields: Any) -> None:
+        stamp = {"submitted_at": f"2025-01-01T00:00:{next(n):02d}Z"}
+        write(name, what, json.dumps(good_request(name, **{**stamp, **fields}), allow_nan=True))
+
+    write("a-list", "a JSON list", "[1, 2]")
+    write("a-null", "JSON null", "null")
+    write("deep", "JSON nested 20k deep", '{"id": ' + "[" * 20_000 + "]" * 20_000 + "}")
+    write("not-utf8", "not UTF-8", b"\xff\xfe{}")
+    bad("abs-id", "an absolute id", id=str(victim))
+    bad("dotdot-id", "an id with ..", id="../../" + victim.name)
+    bad("nul-id", "NUL in the id", id="x\u0000y")
+    bad("tasks-int", "tasks as an int", tasks=7)
+    bad("task-path", "a task id that is a path", tasks=["../../etc"])
+    bad("override-unknown", "an unknown override", overrides={"rm_rf": 1})
+    bad("override-list", "a list override", overrides={"epochs": [1, 2]})
+    bad("override-nan", "lr NaN", overrides={"lr": float("nan")})
+    bad("attempts-str", "attempts as a string", attempts="3")
+    bad("submitted-int", "submitted_at as an int", submitted_at=5)
+    bad("status-odd", "an unknown status", status="paused")
+    bad("seeds-huge", "a seed above 2**32", seeds=[2**40])
+    bad("seeds-negative", "a negative seed", seeds=[-1])
+    bad("seeds-many", "10,000 seeds", seeds=list(range(10_000)))
+    bad("newline-model", "a newline in the model", model="org/enc\n--trust-remote-code")
+    bad("missing", "no model field", model=None)
+    bad("copy-of-good", "a copy of request 'good-1' under another name", id="good-1")
+    fifo = folder / "fifo.json"
+    os.mkfifo(fifo)
+    cases[fifo.name] = ("a FIFO", False)
+    zero = folder / "zero.json"
+    zero.symlink_to("/dev/zero")
+    cases[zero.name] = ("a symlink to /dev/zero", False)
+    big = folder / "huge.json"
+    with open(big, "wb") as fh:  # sparse: 300 MB on paper
+        fh.truncate(300 * 1024 * 1024)
+    cases[big.name] = ("a 300 MB request", False)
+    odd = folder / "has space.json"
+    odd.write_text(json.dumps(good_request("has space")))
+    cases[odd.name] = ("a file name that is no plain name", False)
+    return cases
+
+
+def malformed_leases(queue: Path) -> dict[str, tuple[str, str]]:
+    """Good pending requests whose lease files are broken (issue 27). Returns {request id: (what is wrong,
+    the status the worker leaves it in)}: a torn lease counts as expired (the request runs); a lease that
+    cannot be read as one or written after (a file where the folder goes, the last generation, a symlink)
+    fails the request with one line."""
+    cases: dict[str, tuple[str, str]] = {}
+    for i, (name, what, status) in enumerate([
+        ("lease-list", "a lease that is []", "finished"),
+        ("lease-str", 'expires: "soon"', "finished"),
+        ("lease-inf", "expires: Infinity", "finished"),
+        ("lease-far", "expires in the year 3000", "finished"),
+        ("lease-fifo", "a FIFO lease", "finished"),
+        ("lease-file", "a file where the lease folder goes", "failed"),
+        ("lease-last", "generation 999999", "failed"),
+        ("lease-zero", "a lease linked to /dev/zero", "failed"),
+    ]):
+        (queue / "requests").mkdir(parents=True, exist_ok=True)
+        (queue / "requests" / f"{name}.json").write_text(json.dumps(
+            good_request(name, f"2025-06-01T00:00:{i:02d}Z", status="running", attempts=1, worker="gone")))
+        leases = queue / "leases" / name
+        if name == "lease-file":
+            leases.parent.mkdir(parents=True, exist_ok=True)
+            leases.write_text("not a folder")
+        else:
+            leases.mkdir(parents=True)
+            lease = leases / ("999999.json" if name == "lease-last" else "000001.json")
+            if name == "lease-fifo":
+                os.mkfifo(lease)
+            elif name == "lease-zero":
+                lease.symlink_to("/dev/zero")
+            else:
+                lease.write_text({"lease-list": "[]", "lease-str": '{"expires": "soon"}',
+                                  "lease-inf": '{"expires": Infinity}', "lease-far": '{"expires": 32503680000}',
+                                  "lease-last": '{"expires": 0}'}[name])
+        cases[name] = (what, status)
+    return cases
+
+
+def cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(what, argv, a phrase of the expected error line) for the command lines that printed tracebacks,
+    hung or wrote 100 MB (issue 27). Each must end with rc != 0 and one `error:` line."""
+    afile = tmp / "a-file"
+    afile.write_text("x")
+    fifo = tmp / "a-fifo"
+    os.mkfifo(fifo)
+    q = str(tmp / "q")
+    weights = tmp / "fifo-weights"  # a model folder whose weights are a FIFO (hashing it would never end)
+    weights.mkdir()
+    (weights / "config.json").write_text('{"model_type": "modernbert"}')
+    os.mkfifo(weights / "model.safetensors")
+    zero_config = tmp / "zero-config"  # ... and one whose config.json is /dev/zero
+    zero_config.mkdir()
+    (zero_config / "config.json").symlink_to("/dev/zero")
+    (zero_config / "model.safetensors").write_bytes(b"x")
+    submit = ["submit", "org/enc", "--revision", "a" * 40, "--tasks", "demo-cls"]
+    eval_ = ["eval", "--model", "org/enc", "--tasks", "demo-cls"]
+    return [
+        ("submit --seeds of 4,301 digits", [*submit, "--seeds", "9" * 4301, "--queue", q], "is not a number"),
+        ("submit --seeds 0-10000000", [*submit, "--seeds", "0-10000000", "--queue", q], "more than 256 values"),
+        ("submit --seeds=-1", [*submit, "--seeds=-1", "--queue", q], "-1 is below 0"),
+        ("submit --seeds 2**40", [*submit, "--seeds", str(2**40), "--queue", q], "is above 4294967295"),
+        ("submit --tasks ,", ["submit", "org/enc", "--revision", "abc", "--tasks", ",", "--queue", q], "names no task"),
+        ("submit --lr nan", [*submit, "--lr", "nan", "--queue", q], "give a finite number"),
+        ("submit --warmup-ratio inf", [*submit, "--warmup-ratio", "inf", "--queue", q], "give a finite number"),
+        ("submit --queue a file", [*submit, "--queue", str(afile)], "is not a folder"),
+        ("submit --queue a FIFO", [*submit, "--queue", str(fifo)], "is not a folder"),
+        ("submit --queue /dev/null", [*submit, "--queue", "/dev/null"], "is not a folder"),
+        ("submit --queue /proc", [*submit, "--queue", "/proc"], "cannot create"),
+        ("submit --queue hf:// offline", [*submit, "--queue", "hf://datasets/org/q"], "HF_HUB_OFFLINE"),
+        ("submit --queue hf://bad name", [*submit, "--queue", "hf://datasets/a/b/../c"], "expected hf://datasets/ORG/NAME"),
+        ("submit --dry-run FILE", [*submit, "--queue", "hf://datasets/org/q", "--dry-run", str(afile)], "is not a folder"),
+        ("eval --seeds=-1", [*eval_, "--seeds=-1"], "-1 is below 0"),
+        ("eval --seeds 2**40", [*eval_, "--seeds", str(2**40)], "is above 4294967295"),
+        ("eval --threads -3", [*eval_, "--threads", "-3"], "positive number of CPU threads"),
+        ("eval --device cuda:99", [*eval_, "--device", "cuda:99"], "CUDA device(s)"),
+        ("eval --device toaster", [*eval_, "--device", "toaster"], "expected cpu, cuda"),
+        ("eval --results a file", [*eval_, "--results", str(afile)], "is not a folder"),
+        ("eval --results a FIFO", [*eval_, "--results", str(fifo)], "is not a folder"),
+        ("eval --tasks ,", ["eval", "--model", "org/enc", "--tasks", ","], "names no task"),
+        ("eval --lr inf", [*eval_, "--lr", "inf"], "give a finite number"),
+        ("eval --model FIFO weights", ["eval", "--model", str(weights), "--tasks", "demo-cls", "--results",
+                                       str(tmp / "r")], "not a regular file"),
+        ("eval --model config /dev/zero", ["eval", "--model", str(zero_config), "--tasks", "demo-cls", "--results",
+                                           str(tmp / "r")], "has no config.json"),
+        ("eval --task-file a FIFO", [*eval_, "--task-file", str(fifo)], "not a regular file"),
+        ("eval --task-file /dev/zero", [*eval_, "--task-file", "/dev/zero"], "not a regular file"),
+        ("eval --config /dev/zero", ["eval", "--config", "/dev/zero"], "not a regular file"),
+        ("eval --config a FIFO", ["eval", "--config", str(fifo)], "not a regular file"),
+        ("leaderboard --port 99999", ["leaderboard", "--port", "99999"], "from 1 to 65535"),
+        ("leaderboard --allow-local-models a file", ["leaderboard", "--allow-local-models", str(afile)], "not a folder"),
+        ("compare --n-boot 0", ["compare", "a", "b", "--n-boot", "0"], "at least 1 bootstrap"),
+        ("compare --n-boot -5", ["compare", "a", "b", "--n-boot", "-5"], "at least 1 bootstrap"),
+        ("data add --max-ratio nan", ["data", "add", "chemprot", str(afile), "--data-dir", str(tmp / "d"),
+                                      "--max-ratio", "nan"], "give a finite number"),
+        ("data add --max-ratio -1", ["data", "add", "chemprot", str(afile), "--data-dir", str(tmp / "d"),
+                                     "--max-ratio", "-1"], "must be above 0"),
+        ("data add --data-dir a file", ["data", "add", "chemprot", str(afile), "--data-dir", str(afile)],
+         "is not a folder"),
+        ("pretrain --out a file", ["pretrain", "--model", "x", "--corpus", "y", "--tokens", "1k", "--out", str(afile)],
+         "is not a folder"),
+        ("demo --out a file", ["demo", "--out", str(afile)], "is not a folder"),
+        ("results push --dry-run a file", ["results", "push", "org/r", "--results", str(tmp), "--dry-run", str(afile)],
+         "is not a folder"),
+        ("worker --renew-seconds nan", ["worker", "--queue", q, "--results", str(tmp / "r"), "--renew-seconds", "nan"],
+         "give a finite number"),
+        ("worker --lease-seconds inf", ["worker", "--queue", q, "--results", str(tmp / "r"), "--lease-seconds", "inf"],
+         "give a finite number"),
+        ("worker --lease-seconds -5", ["worker", "--queue", q, "--results", str(tmp / "r"), "--lease-seconds", "-5"],
+         "must be above 0"),
+        ("worker --poll-seconds 0", ["worker", "--queue", q, "--results", str(tmp / "r"), "--poll-seconds", "0"],
+         "must be above 0"),
+        ("worker --max-hours nan", ["worker", "--queue", q, "--results", str(tmp / "r"), "--max-hours", "nan"],
+         "give a finite number"),
+        ("worker --renew >= --lease", ["worker", "--queue", q, "--results", str(tmp / "r"), "--lease-seconds", "10",
+                                       "--renew-seconds", "10"], "must be below --lease-seconds"),
+        ("worker --queue /dev/null", ["worker", "--queue", "/dev/null", "--results", str(tmp / "r"), "--once"],
+         "is not a folder"),
+        ("worker --queue hf:// offline", ["worker", "--queue", "hf://datasets/org/q", "--results", str(tmp / "r"),
+                                          "--once"], "HF_HUB_OFFLINE"),
+        ("worker --results hf:// offline", ["worker", "--queue", q, "--results", "hf://datasets/org/r", "--once"],
+         "claims nothing"),
+        ("worker --results a FIFO", ["worker", "--queue", q, "--results", str(fifo), "--once"], "is not a folder"),
+        ("queue approve ../x", ["queue", "approve", "../x", "--queue", q], "is not a plain name"),
+        ("queue approve unknown", ["queue", "approve", "nope", "--queue", q], "no request nope"),
+        ("queue configure --max-pending -1", ["queue", "configure", "--queue", q, "--max-pending", "-1"],
+         "give 0 (no limit) or more"),
+    ]

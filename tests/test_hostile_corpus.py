@@ -359,3 +359,346 @@ def test_caches_of_the_wrong_shape_are_misses(tmp_path):
     again = build_board([hc.FIXTURES], n_boot=50, cache_dir=cache)
     assert again.groups.keys() == board.groups.keys() and render_html(again, "fr") == render_html(board, "fr")
     assert all(path.read_text() != "[]" for path in groups)  # rewritten
+
+
+# --- a public request queue (issue 27): the worker survives any request, the CLI ends in one line --------------
+
+def stub_eval(record: Path):
+    """A stand-in for `biobench eval` that records which request ran (the queue is under test, not training)."""
+    import sys
+
+    def command(request, results):
+        return [sys.executable, "-c", f"open({str(record)!r}, 'a').write({request.id!r} + '\\n')"]
+    return command
+
+
+def drain(storage, tmp_path: Path, record: Path) -> list[str]:
+    """Run `worker --once` (in process, eval stubbed) until the queue has nothing left; the worker's lines."""
+    from biobench.service.worker import WorkerConfig, run_worker
+
+    lines: list[str] = []
+    config = WorkerConfig(results=str(tmp_path / "results"), once=True, log_dir=tmp_path / "logs", renew_s=0.2,
+                          lease_s=30)
+    for _ in range(60):
+        if run_worker(storage, config, log=lines.append, command=stub_eval(record)) == 0:
+            return lines
+    raise AssertionError("the worker never emptied the queue")
+
+
+def test_malformed_requests_fail_in_one_line_and_the_next_request_runs(tmp_path):
+    import json
+
+    from biobench.service import queue as q
+    from biobench.service.storage import FolderStorage
+
+    root, victim = tmp_path / "queue", tmp_path / "victim.log"
+    victim.write_text("precious")
+    cases = hc.malformed_requests(root, victim)
+    for i in (1, 2):
+        (root / "requests" / f"good-{i}.json").write_text(json.dumps(hc.good_request(f"good-{i}", f"2026-01-0{i}T00:00:00Z")))
+    storage, record = FolderStorage(root), tmp_path / "ran.txt"
+    before = snapshot(tmp_path, root)
+    lines = drain(storage, tmp_path, record)
+    assert record.read_text().split() == ["good-1", "good-2"]  # each good request ran, once, in order
+    problems = [line for line in lines if line.startswith("problem: ")]
+    for name, (what, rewritable) in cases.items():
+        mine = [line for line in problems if line.startswith(f"problem: requests/{name}: ")]
+        assert len(set(mine)) == 1, (what, problems)  # one line (each `--once` worker reports it once)
+        assert mine[0].endswith(" (marked failed)" if rewritable else " (skipped)"), (what, mine)
+        assert "\n" not in mine[0] and str(tmp_path) not in mine[0], what
+    requests, left = q.scan_requests(storage)
+    status = {r.id: r.status for r in requests}
+    assert "running" not in status.values() and status["good-1"] == status["good-2"] == "finished"
+    for name, (what, rewritable) in cases.items():
+        if rewritable:
+            failed = next(r for r in requests if r.id == name.removesuffix(".json"))
+            assert failed.status == "failed" and failed.log_tail[0].startswith("refused: "), what
+    assert sorted(p.path for p in left) == sorted(f"requests/{n}" for n, (_, r) in cases.items() if not r)
+    assert victim.read_text() == "precious" and snapshot(tmp_path, root) == {
+        **before, **{k: v for k, v in snapshot(tmp_path, root).items() if k.startswith(str(tmp_path / "logs"))
+                     or k.startswith(str(tmp_path / "results")) or k == str(record)}}
+    assert all(hc_name.parent == tmp_path / "logs" for hc_name in (tmp_path / "logs").rglob("*"))
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["good-1.1.log", "good-2.1.log"]
+    from biobench.service.worker import WorkerConfig, run_worker
+
+    polling: list[str] = []  # a worker that keeps polling reports a problem once, not at every poll
+    run_worker(storage, WorkerConfig(results=str(tmp_path / "results"), poll_s=0.05, max_hours=0.5 / 3600,
+                                     log_dir=tmp_path / "logs"), log=polling.append, command=stub_eval(record))
+    assert sum(line.startswith("problem: requests/fifo.json") for line in polling) == 1
+
+
+def test_hub_queues_check_ids_alike(tmp_path):
+    import json
+
+    from biobench.service import queue as q
+    from biobench.service.storage import open_storage
+
+    storage = open_storage("hf://datasets/org/requests", dry_run=tmp_path / "dry")
+    (tmp_path / "dry" / "requests").mkdir(parents=True)
+    (tmp_path / "dry" / "requests" / "evil.json").write_text(json.dumps(hc.good_request("../../../evil")))
+    requests, problems = q.scan_requests(storage)
+    assert requests == [] and "is not a plain name" in problems[0].reason
+
+
+def test_malformed_leases_never_block_the_queue(tmp_path):
+    from biobench.service import queue as q
+    from biobench.service.storage import FolderStorage
+
+    root = tmp_path / "queue"
+    cases = hc.malformed_leases(root)
+    storage, record = FolderStorage(root), tmp_path / "ran.txt"
+    lines = drain(storage, tmp_path, record)
+    status = {r.id: r for r in q.list_requests(storage)}
+    for name, (what, expected) in cases.items():
+        assert status[name].status == expected, (what, status[name].log_tail, lines)
+        if expected == "failed":
+            assert len(status[name].log_tail) == 1 and str(tmp_path) not in status[name].log_tail[0], what
+    assert sorted(record.read_text().split()) == sorted(n for n, (_, s) in cases.items() if s == "finished")
+
+
+@pytest.mark.parametrize("folder", ["requests", "leases"])
+def test_a_queue_folder_linked_outside_stops_the_worker_in_one_line(tmp_path, capsys, folder):
+    import json
+
+    from biobench.service.storage import FolderStorage
+
+    root, outside = tmp_path / "queue", tmp_path / "outside"
+    outside.mkdir()
+    (root / "requests").mkdir(parents=True)
+    (root / "requests" / "good-1.json").write_text(json.dumps(hc.good_request("good-1")))
+    if folder == "requests":
+        (root / "requests").rename(outside / "requests")
+        (root / "requests").symlink_to(outside / "requests")
+    else:
+        (root / "leases").symlink_to(outside)
+    before = snapshot(tmp_path, tmp_path / "cache")
+    rc = cli.main(["worker", "--queue", str(root), "--results", str(tmp_path / "results"), "--once"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"{folder} is a symlink" in err[0]
+    after = snapshot(tmp_path, tmp_path / "cache")
+    assert {k for k in after if k not in before} <= {str(tmp_path / "results")}  # no lease, log or request written
+    (root / folder).unlink()  # the operator makes it a real folder: the queue serves again
+    if folder == "requests":
+        (outside / "requests").rename(root / "requests")
+    assert drain(FolderStorage(root), tmp_path, tmp_path / "ran.txt") is not None
+    assert (tmp_path / "ran.txt").read_text().split() == ["good-1"] and not list(outside.rglob("*.json"))[1:]
+
+
+def test_a_duplicate_request_file_runs_once(tmp_path):
+    import json
+    import shutil
+
+    from biobench.service import queue as q
+    from biobench.service.storage import FolderStorage
+
+    root = tmp_path / "queue"
+    (root / "requests").mkdir(parents=True)
+    (root / "requests" / "good-1.json").write_text(json.dumps(hc.good_request("good-1")))
+    shutil.copy(root / "requests" / "good-1.json", root / "requests" / "good-1 (copy).json")
+    shutil.copy(root / "requests" / "good-1.json", root / "requests" / "good-1-copy.json")
+    drain(FolderStorage(root), tmp_path, tmp_path / "ran.txt")
+    assert (tmp_path / "ran.txt").read_text().split() == ["good-1"]
+    assert {r.id: r.status for r in q.list_requests(FolderStorage(root))} == {"good-1": "finished", "good-1-copy": "failed"}
+
+
+def test_a_worker_that_cannot_publish_claims_nothing(tmp_path, capsys, monkeypatch):
+    import json
+
+    from biobench.service import queue as q
+    from biobench.service.storage import FolderStorage
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root = tmp_path / "queue"
+    (root / "requests").mkdir(parents=True)
+    (root / "requests" / "good-1.json").write_text(json.dumps(hc.good_request("good-1")))
+    (tmp_path / "r-file").write_text("x")
+    for results in ("hf://datasets/org/results", str(tmp_path / "r-file")):
+        rc = cli.main(["worker", "--queue", str(root), "--results", results, "--once"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1 and err[0].startswith("error: --results"), err
+        assert [r.status for r in q.list_requests(FolderStorage(root))] == ["pending"] and not (root / "leases").exists()
+
+
+def test_any_error_in_a_claimed_request_fails_it_in_one_line(tmp_path, monkeypatch):
+    import json
+
+    from biobench.service import queue as q
+    from biobench.service import worker
+    from biobench.service.storage import FolderStorage
+
+    root = tmp_path / "queue"
+    (root / "requests").mkdir(parents=True)
+    for i in (1, 2):
+        (root / "requests" / f"good-{i}.json").write_text(json.dumps(hc.good_request(f"good-{i}", f"2026-01-0{i}T00:00:00Z")))
+    calls = []
+
+    def broken(config):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError(f"cannot seed {tmp_path}/results/x\nsecond line")
+        return tmp_path / "results"
+
+    monkeypatch.setattr(worker, "working_results", broken)
+    drain(FolderStorage(root), tmp_path, tmp_path / "ran.txt")
+    requests = {r.id: r for r in q.list_requests(FolderStorage(root))}
+    assert requests["good-1"].status == "failed" and requests["good-2"].status == "finished"
+    assert requests["good-1"].log_tail == ["worker error: RuntimeError: cannot seed x second line"]
+
+
+def test_a_full_disk_under_the_queue_is_one_line(tmp_path, capsys, monkeypatch):
+    import errno
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    rc = cli.main(["submit", "org/enc", "--revision", "a" * 40, "--tasks", "demo-cls", "--queue", str(tmp_path / "q")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: disk full writing to {tmp_path / 'q'}")
+    assert not list((tmp_path / "q").rglob("*.json")) and not list((tmp_path / "q").rglob(".*"))
+
+
+def test_every_command_line_of_the_sweep_is_one_error_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "sweep").mkdir()
+    outside = snapshot(tmp_path, tmp_path / "sweep")
+    for what, argv, phrase in hc.cli_cases(tmp_path / "sweep"):
+        rc = cli.main(argv)
+        out, err = capsys.readouterr()
+        lines = (out + err).strip().splitlines()
+        assert rc != 0 and len(lines) == 1 and lines[0].startswith("error: ") and phrase in lines[0], (what, lines)
+    assert snapshot(tmp_path, tmp_path / "sweep") == outside  # nothing written outside the sweep's folder
+    assert not (tmp_path / "sweep" / "q" / "requests").exists() or not list((tmp_path / "sweep" / "q").rglob("*.json"))
+
+
+def test_review_and_per_submitter_limits(tmp_path, capsys):
+    from biobench.service import queue as q
+    from biobench.service.storage import FolderStorage
+
+    queue_dir = str(tmp_path / "q")
+    assert cli.main(["queue", "configure", "--queue", queue_dir, "--review", "on", "--max-pending", "2"]) == 0
+    submit = ["submit", "org/enc", "--tasks", "demo-cls", "--queue", queue_dir, "--submitter", "eve"]
+    assert cli.main([*submit, "--revision", "a" * 40]) == 0 and cli.main([*submit, "--revision", "b" * 40]) == 0
+    capsys.readouterr()
+    assert cli.main([*submit, "--revision", "c" * 40]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "eve already has 2 request(s) waiting" in err[0]
+    storage = FolderStorage(queue_dir)
+    first, second = q.list_requests(storage)
+    assert first.status == second.status == "pending-review"
+    assert drain(storage, tmp_path, tmp_path / "ran.txt") is not None and not (tmp_path / "ran.txt").exists()
+    assert cli.main(["queue", "approve", first.id, "--queue", queue_dir]) == 0
+    assert cli.main(["queue", "reject", second.id, "--queue", queue_dir, "--reason", "pickled weights"]) == 0
+    assert cli.main(["queue", "approve", second.id, "--queue", queue_dir]) == 2  # rejected: nothing to approve
+    drain(storage, tmp_path, tmp_path / "ran.txt")
+    assert (tmp_path / "ran.txt").read_text().split() == [first.id]
+    final = {r.id: r for r in q.list_requests(storage)}
+    assert final[first.id].status == "finished" and final[second.id].status == "rejected"
+    assert final[second.id].log_tail == ["rejected by the operator: pickled weights"]
+    capsys.readouterr()
+    assert cli.main(["queue", "list", "--queue", queue_dir]) == 0
+    assert "2 request(s), 0 problem(s)" in capsys.readouterr().out
+
+
+# --- the public web form (issue 27): hub ids pinned to a commit, no probing, no server paths ---------------------
+
+class FakeModels:
+    """HfApi.model_info for the form's checks: a repo's files and config at a commit."""
+
+    def __init__(self, files, config=None):
+        self.files, self.config = files, config or {}
+
+    def model_info(self, model, revision=None):
+        sibling = type("Sibling", (), {})
+        siblings = [type("S", (sibling,), {"rfilename": f})() for f in self.files]
+        return type("Info", (), {"sha": "f" * 40, "siblings": siblings, "config": self.config})()
+
+
+def test_the_form_accepts_only_what_a_public_leaderboard_accepts(tmp_path, tiny_mlm_dir, monkeypatch):
+    import shutil
+
+    from biobench.leaderboard.service_views import form_submit, queue_frame
+    from biobench.service.submission import PublicPolicy, vet_public_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    queue_dir = str(tmp_path / "q")
+    hub_only = PublicPolicy()
+
+    def answer(model, revision="", policy=hub_only, seeds="", numbers=None, who="v1"):
+        return form_submit(queue_dir, policy, model, revision, "fr", "demo-cls", seeds, numbers or {}, who)
+
+    # the server's files cannot be probed: existing, missing, unreadable and FIFO paths get one same answer
+    fifo = tmp_path / "fifo-model"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")
+    probes = ("/root", "/nope", "/etc/passwd", str(tiny_mlm_dir), str(fifo), "../../etc", "~/x", "a\0b")
+    answers = {answer(probe) for probe in probes}
+    assert len(answers) == 1 and "not accepted here: give a hub model id" in answers.pop()
+    assert "commit" in answer("org/enc") and "40 hex" in answer("org/enc", "main")
+    # hub ids pinned to a commit are queued; what the hub says is checked where it can be asked
+    assert answer("org/enc", "a" * 40).startswith("submitted `")
+    assert vet_public_model("org/enc", None, hub_only, api=FakeModels(["model.safetensors", "config.json"])) == (
+        "org/enc", "f" * 40)
+    with pytest.raises(Exception, match="no safetensors weights"):
+        vet_public_model("org/enc", None, hub_only, api=FakeModels(["pytorch_model.bin"]))
+    with pytest.raises(Exception, match="custom code"):
+        vet_public_model("org/enc", None, hub_only, api=FakeModels(["model.safetensors", "modeling_x.py"]))
+    with pytest.raises(Exception, match="custom code"):
+        vet_public_model("org/enc", None, hub_only, api=FakeModels(["model.safetensors"], {"auto_map": {"AutoModel": "x"}}))
+    # local folders only when the operator lists where, and never a path in the answer
+    allowed = tmp_path / "allowed"
+    shutil.copytree(tiny_mlm_dir, allowed / "tiny")
+    local = PublicPolicy(local_roots=(allowed,))
+    assert answer(str(allowed / "tiny"), policy=local).startswith("submitted `")
+    assert local.refusal() in answer(str(tiny_mlm_dir), policy=local)  # outside the listed folders
+    # bounded seeds, finite numbers, a per-visitor limit
+    assert "more than 256 values" in answer("org/enc", "b" * 40, seeds="0-3000000")
+    assert "bad --epochs value 'nan'" in answer("org/enc", "b" * 40, numbers={"epochs": float("nan")})
+    assert "bad --epochs value 'inf'" in answer("org/enc", "b" * 40, numbers={"epochs": float("inf")})
+    for i, rev in enumerate("cde"):
+        text = answer("org/enc", rev * 40, who="v2")
+        assert text.startswith("submitted") == (i < 3), text
+    assert "already has 3 request(s) waiting" in answer("org/enc", "9" * 40, who="v2")
+    # the Queue view shows no server path, even for a local model and a log line naming files
+    frame = queue_frame(queue_dir)
+    shown = frame.to_csv()
+    assert "tiny" in shown and str(tmp_path) not in shown and "/" + tmp_path.parts[1] not in shown.replace("hf://", "")
+
+
+def test_a_malformed_request_or_an_offline_hub_never_stops_the_app(tmp_path, monkeypatch):
+    from biobench.leaderboard.app import build_app
+    from biobench.leaderboard.service_views import queue_frame
+
+    root = tmp_path / "queue"
+    hc.malformed_requests(root, tmp_path / "victim")
+    (root / "requests" / "good-1.json").write_text(__import__("json").dumps(hc.good_request("good-1")))
+    board = build_board([hc.FIXTURES], n_boot=20, significance=False)
+    assert build_app(board, queue=str(root)) is not None and list(queue_frame(str(root))["request"]) == ["good-1"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert build_app(board, queue="hf://datasets/org/requests") is not None
+    assert queue_frame("hf://datasets/org/requests").empty
+
+
+def test_predictions_and_markers_are_read_bounded_when_publishing(tmp_path, capsys):
+    """A predictions file that is a FIFO hung the worker's publishing, /dev/zero grew to 6.5 GB; a `.complete`
+    marker nested 200k deep raised RecursionError (issue 27)."""
+    import shutil
+
+    from biobench.board import dataset
+
+    root = tmp_path / "results"
+    shutil.copytree(hc.FIXTURES / "local__tiny-detour", root / "local__tiny-detour")
+    folder = root / "local__tiny-detour" / "diamed"
+    (folder / "seed-42.predictions.jsonl").unlink()
+    os.mkfifo(folder / "seed-42.predictions.jsonl")
+    (folder / "seed-43.predictions.jsonl").unlink()
+    (folder / "seed-43.predictions.jsonl").symlink_to("/dev/zero")
+    rc = cli.main(["results", "push", "org/r", "--results", str(root), "--dry-run", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "predictions file refused (not a regular file" in err[0]
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / dataset.MARKER).write_text('{"digest": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    assert dataset._marker(tmp_path / "m", "d") is None  # not a complete write: rebuilt, never a crash
+    os.unlink(tmp_path / "m" / dataset.MARKER)
+    os.mkfifo(tmp_path / "m" / dataset.MARKER)
+    assert dataset._marker(tmp_path / "m", "d") is None

@@ -85,15 +85,15 @@ def test_an_expired_lease_is_taken_over_and_the_first_worker_stops(tmp_path):
     assert queue.claim_next(storage, "C", 10, clock=100.0) is None  # finished: never claimed again
 
 
-def test_an_unreadable_request_is_one_error_naming_it(tmp_path):
+def test_an_unreadable_request_is_one_problem_naming_it(tmp_path):
     (tmp_path / "requests").mkdir()
     (tmp_path / "requests" / "x.json").write_text("{not json")
-    with pytest.raises(ResultsError, match=rf"^{tmp_path}/requests/x.json: not a biobench request .*remove it or resubmit$"):
-        queue.list_requests(FolderStorage(tmp_path))
-    (tmp_path / "requests" / "x.json").write_text(json.dumps({**json.loads(submit(FolderStorage(tmp_path / "ok")).to_json()),
-                                                             "status": "paused"}))
-    with pytest.raises(ResultsError, match="unknown status 'paused'"):
-        queue.list_requests(FolderStorage(tmp_path))
+    requests, problems = queue.scan_requests(FolderStorage(tmp_path))
+    assert requests == [] and len(problems) == 1 and problems[0].path == "requests/x.json"
+    assert problems[0].reason.startswith("not a biobench request (not valid JSON") and problems[0].stem == "x"
+    good = json.loads(submit(FolderStorage(tmp_path / "ok")).to_json())
+    (tmp_path / "requests" / "x.json").write_text(json.dumps({**good, "id": "x", "status": "paused"}))
+    assert "unknown status 'paused'" in queue.scan_requests(FolderStorage(tmp_path))[1][0].reason
 
 
 def test_paths_from_data_cannot_leave_the_queue(tmp_path):

@@ -25,10 +25,11 @@ import pandas as pd
 from biobench.board.scan import Problem
 from biobench.errors import ConfigError, ResultsError
 from biobench.runtime.files import atomic_write, cache_home, disk_full_guard
-from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
-from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, safe_join, safe_name
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
+from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.store import read_json_file
 from biobench.store.lineage import Lineage
+from biobench.store.storage import MAX_PREDICTIONS_BYTES
 from biobench.store.trust import protocol_label
 
 PARQUET = "results.parquet"
@@ -54,7 +55,7 @@ def result_row(run: Any) -> dict[str, Any]:
     timings = data.get("timings") or {}
     lineage = Lineage.from_dict(model.get("lineage"))
     return {
-        "model": run.name, "model_slug": run.model, "model_id": str(model.get("id") or ""),
+        "model": run.name, "model_slug": run.model, "model_id": public_model(str(model.get("id") or "")),
         "model_revision": str(key.get("model_revision") or model.get("revision") or ""),
         "lang": run.lang, "task": run.task, "kind": run.kind, "seed": int(run.seed),
         "data_checksum": str(key.get("data_checksum") or (data.get("task") or {}).get("data_checksum") or ""),
@@ -69,8 +70,19 @@ def result_row(run: Any) -> dict[str, Any]:
         "context": _number(model.get("context")), "recipe": lineage.recipe if lineage else "baseline",
         "created": str(data.get("created") or ""), "biobench_version": str((data.get("versions") or {}).get("biobench") or ""),
         "result": json.dumps(data, ensure_ascii=False, sort_keys=True),
-        "predictions": Path(run.predictions).read_text(encoding="utf-8") if run.predictions else None,
+        "predictions": _predictions_text(run.predictions) if run.predictions else None,
     }
+
+
+def _predictions_text(path: str | Path) -> str:
+    """A predictions file read bounded and only when it is a regular file (a FIFO named like one would hang
+    the publishing, /dev/zero grow without end); ResultsError naming it otherwise."""
+    try:
+        return read_bytes(path, MAX_PREDICTIONS_BYTES).decode("utf-8")
+    except UnsafeJSONError as err:
+        raise ResultsError(f"{path}: predictions file refused ({err.reason}); rerun that seed or remove it") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ResultsError(f"{path}: predictions file unreadable ({err}); rerun that seed or remove it") from None
 
 
 def results_frame(runs: Iterable[Any]) -> pd.DataFrame:
@@ -227,6 +239,7 @@ def download(spec: str) -> Path:
 
 
 MARKER = ".complete"  # JSON: the parquet's digest and the rows that were not written (Problems lines)
+MAX_MARKER_BYTES = 64 * 2**20  # the digest plus one Problems line per bad row
 
 
 def _row_folder(out: Path, row: Any) -> tuple[Path, int]:
@@ -237,6 +250,8 @@ def _row_folder(out: Path, row: Any) -> tuple[Path, int]:
         seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise UnsafePathError(f"seed {str(seed)[:40]!r} is not an integer")
+    if not 0 <= int(seed) < 2**32:  # biobench.ranges.SEED_MAX; 1e300 would be a 300-digit file name
+        raise UnsafePathError(f"seed {str(seed)[:40]!r} is outside 0..4294967295")
     folder = safe_join(out, row.model_slug, what="model_slug") / safe_name(row.task, "task")
     inside(out, folder)
     return folder, int(seed)
@@ -263,10 +278,10 @@ def _write_row(out: Path, row: Any) -> None:
 def _marker(out: Path, digest: str) -> list[Problem] | None:
     """The rows a complete earlier write left out, or None when `out` is not a complete write of `digest`."""
     try:
-        data = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        data = read_json(out / MARKER, MAX_MARKER_BYTES)  # bounded, depth-checked: never a hang or RecursionError
         if data["digest"] == digest:
             return [Problem(str(p["path"]), str(p["reason"])) for p in data["problems"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UnsafeJSONError):
         pass
     return None
 

@@ -38,6 +38,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.n_boot < 1:
+        raise ConfigError(f"--n-boot {args.n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")
     if args.paper:
         return run_paper(args)
     if not args.model_b:

@@ -14,13 +14,19 @@ from typing import Any
 from biobench.errors import ConfigError
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
+def _data_dir(args: argparse.Namespace, create: bool = False) -> Path:
+    """The data folder; `create` (fetch, add): it must be a folder this user can make (not a file)."""
+    from biobench.runtime.files import output_folder
     from biobench.tasks.loading import resolve_data_dir
 
     data_dir = resolve_data_dir(args.data_dir)
     if data_dir is None:
         raise ConfigError("no data folder: pass --data-dir DIR or set BIOBENCH_DATA")
-    return data_dir
+    if getattr(args, "max_ratio", None) is not None:
+        from biobench.ranges import finite_number
+
+        finite_number(args.max_ratio, "--max-ratio", positive=True)
+    return output_folder(data_dir, "--data-dir") if create else data_dir
 
 
 def add_parser(subparsers: Any) -> None:
@@ -87,7 +93,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     from biobench.tasks.fetch import fetch_task, task_status
     from biobench.tasks.registry import get_spec
 
-    data_dir = _data_dir(args)
+    data_dir = _data_dir(args, create=True)
     specs = [get_spec(t) for t in dict.fromkeys(args.tasks)]  # unknown ids fail before any download
     limits = Limits.from_env(args.max_ratio, args.max_bytes)
     failed = []
@@ -115,7 +121,7 @@ def run_add(args: argparse.Namespace) -> int:
     from biobench.tasks.fetch import add_task
     from biobench.tasks.registry import get_spec
 
-    data_dir = _data_dir(args)
+    data_dir = _data_dir(args, create=True)
     spec = get_spec(args.task)
     print(f"{spec.id}: adding {', '.join(args.files)} into {data_dir}")
     add_task(spec, data_dir, args.files, limits=Limits.from_env(args.max_ratio, args.max_bytes))

@@ -63,8 +63,9 @@ def run(args) -> int:
 
     hf_logging.disable_progress_bar()  # per-file "Loading weights" bars drown the demo's own output
     t0 = time.perf_counter()
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    from biobench.runtime.files import output_folder
+
+    out: Path = output_folder(args.out, "--out")
     corpus, described = _corpus(out)
     results = out / "results"
 

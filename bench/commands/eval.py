@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from biobench.parallel import parallel_value
@@ -77,12 +78,30 @@ def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
 
     if args.tasks:
         ids = list(dict.fromkeys(t.strip() for t in args.tasks.split(",") if t.strip()))
+        if not ids:
+            from biobench.errors import ConfigError
+
+            raise ConfigError(f"--tasks {args.tasks!r} names no task; give task ids (`biobench tasks`) or --lang fr|en")
         return [get_spec(t, args.task_file) for t in ids], False
     specs = list_specs(lang=args.lang, task_files=args.task_file)
     return specs, True
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """What can be refused before anything loads: threads, device, a results path that is not a folder."""
+    from biobench.errors import ConfigError
+    from biobench.runtime.device import check_device
+
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
+    check_device(args.device)
+    results = Path(args.results) if args.results else None
+    if results is not None and results.exists() and not results.is_dir():
+        raise ConfigError(f"--results {results} is not a folder (a file, FIFO or device); give a results folder")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
     if args.config:
         return run_config(args)
     if args.grid:
@@ -90,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
     from biobench.protocols import overrides_from_args
-    from biobench.ranges import parse_ranges
+    from biobench.ranges import parse_seeds
     from biobench.runner import parse_shard, plan_grid
     from biobench.tasks.loading import load_task, resolve_data_dir
 
@@ -100,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     specs, lenient = select_tasks(args)
     data_dir = resolve_data_dir(args.data_dir)
-    seeds = parse_ranges(args.seeds, "--seeds", minimum=None) if args.seeds else None
+    seeds = parse_seeds(args.seeds) if args.seeds else None
 
     def plan(overwrite: bool):
         return plan_grid(
@@ -188,7 +207,7 @@ def run_config(args: argparse.Namespace) -> int:
     from biobench.errors import ConfigError
     from biobench.grid import dry_run, read_grid_file
     from biobench.protocols import overrides_from_args
-    from biobench.ranges import parse_ranges
+    from biobench.ranges import parse_seeds
     from biobench.runner import parse_shard, plan_grid
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec, list_specs
@@ -208,7 +227,7 @@ def run_config(args: argparse.Namespace) -> int:
         task_files = [*grid.task_files, *args.task_file]
         specs = ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
                  else list_specs(lang=grid.lang, task_files=task_files))
-        seeds = parse_ranges(grid.seeds, f"{grid.source}: seeds", minimum=None) if grid.seeds else None
+        seeds = parse_seeds(grid.seeds, f"{grid.source}: seeds") if grid.seeds else None
         data_dir = grid.data_dir or args.data_dir
         return plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
                          overrides={**grid.overrides, **entry.overrides, **cli_overrides}, overwrite=overwrite,
@@ -218,7 +237,7 @@ def run_config(args: argparse.Namespace) -> int:
         def unresolved(grid, entry):
             specs = ([get_spec(t, [*grid.task_files, *args.task_file]) for t in grid.tasks] if grid.tasks
                      else list_specs(lang=grid.lang, task_files=[*grid.task_files, *args.task_file]))
-            return unresolved_runs(specs, parse_ranges(grid.seeds, f"{grid.source}: seeds", minimum=None)
+            return unresolved_runs(specs, parse_seeds(grid.seeds, f"{grid.source}: seeds")
                                    if grid.seeds else None)
 
         rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True), unresolved)

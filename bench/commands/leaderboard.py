@@ -28,6 +28,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "them from the cache ($BIOBENCH_CACHE/leaderboard, default ~/.cache/biobench/leaderboard)")
     p.add_argument("--queue", metavar="Q", help="request queue (a folder or hf://datasets/ORG/NAME) the Submit tab "
                    "writes to and the Queue view shows (default: none; the tab shows the `biobench submit` command)")
+    p.add_argument("--allow-local-models", nargs="+", action="extend", default=[], metavar="DIR",
+                   help="let the Submit form accept model folders under DIR (repeatable; default: hub ids pinned to a "
+                   "commit only — a public form must not point the worker at the server's files)")
+    p.add_argument("--max-pending", type=int, default=3, metavar="N", help="requests one visitor of the Submit form "
+                   "may have waiting (0: no limit)")
     p.add_argument("--refresh-minutes", type=float, default=0, help="rescan the results this often while serving "
                    "(default: 0, only with the Refresh button)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
@@ -39,7 +44,21 @@ def run(args: argparse.Namespace) -> int:
     from biobench.board.cache import default_dir
     from biobench.errors import ConfigError
     from biobench.leaderboard.tables import render_text, write_export
+    from biobench.ranges import finite_number
+    from biobench.service.submission import PublicPolicy
 
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: a port is a number from 1 to 65535")
+    finite_number(args.refresh_minutes, "--refresh-minutes", minimum=0)
+    if args.n_boot < 1:
+        raise ConfigError(f"--n-boot {args.n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")
+    if args.max_pending < 0:
+        raise ConfigError(f"--max-pending {args.max_pending}: give 0 (no limit) or more")
+    roots = tuple(Path(r) for r in args.allow_local_models)
+    odd = next((r for r in roots if not r.is_dir()), None)
+    if odd is not None:
+        raise ConfigError(f"--allow-local-models {odd}: not a folder")
+    policy = PublicPolicy(local_roots=roots, max_pending=args.max_pending)
     missing = [r for r in args.results if not str(r).startswith("hf://") and not Path(r).exists()]
     if missing:
         raise ConfigError(f"--results {missing[0]}: no such folder or file; pass a folder written by `biobench eval "
@@ -66,5 +85,5 @@ def run(args: argparse.Namespace) -> int:
     from biobench.leaderboard.app import launch
 
     launch(board, host=args.host, port=args.port, queue=args.queue, rebuild=lambda: scan("background"),
-           refresh_minutes=args.refresh_minutes)
+           refresh_minutes=args.refresh_minutes, submit_policy=policy)
     return 0

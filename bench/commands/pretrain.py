@@ -122,6 +122,9 @@ def run(args) -> int:
                                         ("--tokens", args.tokens), ("--out", args.out)) if not value]
     if missing:
         raise ConfigError(f"biobench pretrain needs {', '.join(missing)} (or --list to see the recipes)")
+    from biobench.runtime.files import output_folder
+
+    output_folder(args.out, "--out")
     from biobench.training.trainer import PretrainConfig, train
 
     geometry = resolve_defaults(args)

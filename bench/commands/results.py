@@ -36,6 +36,10 @@ def run_push(args: argparse.Namespace) -> int:
     from biobench.board import dataset
     from biobench.board.board import build_board
 
+    if args.dry_run:
+        from biobench.runtime.files import output_folder
+
+        output_folder(args.dry_run, "--dry-run")
     board = build_board(args.results, reference=False, significance=False)
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason} (left out)")

@@ -42,10 +42,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from biobench.errors import ConfigError
+    from biobench.ranges import finite_number
     from biobench.runtime.paths import HF_DATASETS
+    from biobench.service.queue import MAX_LEASE_S
     from biobench.service.storage import open_storage
     from biobench.service.worker import WorkerConfig, run_worker
 
+    finite_number(args.lease_seconds, "--lease-seconds", positive=True, maximum=MAX_LEASE_S)
+    finite_number(args.renew_seconds, "--renew-seconds", positive=True)
+    finite_number(args.poll_seconds, "--poll-seconds", positive=True, maximum=24 * 3600)
+    if args.max_hours is not None:
+        finite_number(args.max_hours, "--max-hours", positive=True, maximum=24 * 365)
     if args.renew_seconds >= args.lease_seconds:
         raise ConfigError(f"--renew-seconds ({args.renew_seconds:g}) must be below --lease-seconds "
                           f"({args.lease_seconds:g}), or a running request looks abandoned")

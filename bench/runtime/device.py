@@ -28,6 +28,28 @@ def default_device(local_rank: int | None = None) -> str:
     return "cuda" if local_rank is None else f"cuda:{local_rank}"
 
 
+def check_device(name: str | None) -> None:
+    """A --device value that names a device this machine has, or one ConfigError line (`toaster`, `cuda:99`,
+    `cuda` without CUDA) before any model loads — instead of a torch traceback in the middle of a run."""
+    import re
+
+    from biobench.errors import ConfigError
+
+    if name in (None, "", "auto"):
+        return
+    match = re.fullmatch(r"(cpu|mps|cuda)(?::(\d{1,3}))?", str(name))
+    if not match:
+        raise ConfigError(f"--device {str(name)[:40]!r}: expected cpu, cuda, cuda:N, mps or auto")
+    if match[1] == "cuda":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(match[2] or 0)
+        if index >= count:
+            raise ConfigError(f"--device {name}: this machine has {count} CUDA device(s)"
+                              + (f" (cuda:0 to cuda:{count - 1})" if count else "; use --device cpu"))
+
+
 def resolve_device(name: str | None) -> str:
     """A --device value: an explicit device is kept, None or "auto" means `default_device()`."""
     return default_device() if name in (None, "", "auto") else str(name)

@@ -107,6 +107,24 @@ def append_line(path: str | Path, line: str, safe: Callable[[], str] | None = No
         os.close(fd)
 
 
+def output_folder(path: str | Path, option: str) -> Path:
+    """`path` as a folder a command may write into: refused in one line (ConfigError) when it is a file, a FIFO
+    or a device, or cannot be created — instead of a FileExistsError traceback from the first mkdir."""
+    from biobench.errors import ConfigError
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{option} {folder} is not a folder (a file, FIFO or device); give a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        if is_disk_full(err):
+            raise
+        raise ConfigError(f"{option} {folder}: cannot create it ({err.strerror or err}); give a folder this user "
+                          "may write") from None
+    return folder
+
+
 def cache_home(name: str) -> Path:
     """biobench's cache folder for one kind of thing ($BIOBENCH_CACHE/<name>, default ~/.cache/biobench/<name>):
     tokens, tasks, leaderboard, results, worker — one root, so one variable moves them all."""

@@ -36,6 +36,21 @@ def safe_name(value: object, what: str = "name") -> str:
     return text
 
 
+_ABSOLUTE = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`:;,()<>|]+/)*([^\s/'\"`:;,()<>|]+)/?")
+
+
+def hide_paths(text: str) -> str:
+    """`text` with every absolute path shown as its last component (`/srv/queue/x.json` -> `x.json`): what a
+    public page may say about a server's files (issue 27: visitors never see a server path)."""
+    return _ABSOLUTE.sub(lambda m: m[1], str(text))
+
+
+def public_model(model: str) -> str:
+    """A model as a visitor may see it: hub ids and names as they are, a local folder by its last part."""
+    text = str(model)
+    return text.rstrip("/").rsplit("/", 1)[-1] if text.startswith(("/", "~", ".")) else text
+
+
 def inside(root: str | Path, path: str | Path) -> Path:
     """`path` resolved, when it stays inside `root` (also resolved: symlinks followed); UnsafePathError otherwise."""
     base, target = Path(root).resolve(), Path(path).resolve()

@@ -10,6 +10,12 @@ both claim. A worker renews its lease while it runs; a killed worker stops renew
 next claim (generation + 1) resumes the request. The resumed eval skips every finished (model, task, seed) by its
 run key, so no result is computed twice or lost. A worker that finds a higher generation than its own has lost
 the lease and stops.
+
+Why every field is checked where a request is read: a public queue holds files from strangers (issue 27). A
+request id becomes a log file name, tasks and overrides become an eval command line, seeds become result
+names. A request that is not one biobench writes is refused with one reason: the worker marks it `failed`
+(or, when it cannot even be rewritten, reports it as a problem) and goes on to the next; a lease that is not
+one biobench writes counts as expired. Nothing a stranger writes stops the queue.
 """
 
 from __future__ import annotations
@@ -17,19 +23,33 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
+import math
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from biobench.errors import ConfigError, ResultsError
+from biobench.errors import BiobenchError, ConfigError, ResultsError
+from biobench.ranges import MAX_SEEDS, SEED_MAX
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
+from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
 from biobench.service.storage import Storage
 
 REQUESTS = "requests"
 LEASES = "leases"
-ACTIVE = ("pending", "running", "finished")  # a new request equal to one of these is refused; `failed` may retry
-STATUSES = ("pending", "running", "finished", "failed")
+SETTINGS = "queue.json"  # the operator's settings of this queue (review, per-submitter limit)
+# pending-review waits for `biobench queue approve`; rejected is the operator's no
+STATUSES = ("pending-review", "pending", "running", "finished", "failed", "rejected")
+ACTIVE = ("pending-review", "pending", "running", "finished")  # a new equal request is refused; failed may retry
+MAX_REQUEST_BYTES = 64 * 1024  # what one request may weigh when submitted (a 256-seed request is ~3 KiB)
+MAX_TASKS = 64
+MAX_GENERATION = 999_999  # lease names have six digits
+MAX_LEASE_S = 7 * 24 * 3600.0  # a lease further ahead than a week is not one a worker wrote: expired
+_TEXT_LIMITS = {"model": 500, "revision": 200, "precision": 20, "protocol_hash": 128, "key": 128, "submitter": 100,
+                "submitted_at": 40, "name": 200, "started_at": 40, "finished_at": 40, "worker": 200, "results": 500}
+_OPTIONAL = {"lang", "seeds", "name", "started_at", "finished_at", "worker", "results"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def now_iso(clock: float | None = None) -> str:
@@ -66,16 +86,81 @@ class Request:
         return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
 
     @classmethod
-    def from_json(cls, data: bytes, where: str) -> Request:
+    def from_json(cls, data: bytes, where: str, stem: str | None = None) -> Request:
+        """A request read from a queue file, every field checked (`check_fields`); `stem`: the file's name
+        without .json, which the id must equal (so a copy of a request under another name never runs twice).
+        ResultsError naming `where` otherwise."""
         try:
-            raw = json.loads(data)
-            known = {f for f in cls.__dataclass_fields__}
-            request = cls(**{k: v for k, v in raw.items() if k in known})
-        except (ValueError, TypeError) as err:
+            raw = parse_json(data, where)
+            if not isinstance(raw, dict):
+                raise ValueError(f"a JSON {type(raw).__name__}, not an object")
+            values = check_fields(raw)
+            if stem is not None and values["id"] != stem:
+                raise ValueError(f"its id {values['id']!r} is not its file name {stem}.json (a copy of another "
+                                 "request?)")
+        except UnsafeJSONError as err:
+            raise ResultsError(f"{where}: not a biobench request ({err.reason}); remove it or resubmit") from None
+        except (ValueError, BiobenchError) as err:
             raise ResultsError(f"{where}: not a biobench request ({err}); remove it or resubmit") from None
-        if request.status not in STATUSES:
-            raise ResultsError(f"{where}: unknown status {request.status!r}; expected one of {', '.join(STATUSES)}")
-        return request
+        return cls(**values)
+
+
+def _text(value: Any, what: str, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit or _CONTROL.search(value):
+        raise ValueError(f"{what} must be a text of at most {limit} characters without control characters, "
+                         f"not {str(value)[:40]!r}")
+    return value
+
+
+def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a request as values the worker can use safely, or ValueError with the first bad one:
+    the id a plain name (it names files), tasks plain names, seeds bounded integers, overrides known flags with
+    finite values, texts short and without control characters. Unknown fields are ignored (a newer biobench)."""
+    from biobench.protocols import check_override
+
+    known = Request.__dataclass_fields__
+    missing = [f for f, spec in known.items() if f not in raw and spec.default is spec.default_factory is MISSING]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    values = {k: raw[k] for k in known if k in raw}
+    try:
+        values["id"] = safe_name(values["id"], "id")
+    except UnsafePathError as err:
+        raise ValueError(str(err)) from None
+    for name, limit in _TEXT_LIMITS.items():
+        if name in values and not (name in _OPTIONAL and values[name] is None):
+            _text(values[name], name, limit)
+    if values["lang"] is not None and not (isinstance(values["lang"], str) and LANG_CODE.match(values["lang"])):
+        raise ValueError(f"lang {str(values['lang'])[:20]!r} is not a language code")
+    tasks = values["tasks"]
+    if not isinstance(tasks, list) or len(tasks) > MAX_TASKS:
+        raise ValueError(f"tasks must be a list of at most {MAX_TASKS} task ids")
+    for task in tasks:
+        try:
+            safe_name(task, "task")
+        except UnsafePathError as err:
+            raise ValueError(str(err)) from None
+    seeds = values["seeds"]
+    if seeds is not None:
+        if (not isinstance(seeds, list) or len(seeds) > MAX_SEEDS
+                or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= SEED_MAX for s in seeds)):
+            raise ValueError(f"seeds must be a list of at most {MAX_SEEDS} integers from 0 to {SEED_MAX}")
+    if not isinstance(values["overrides"], dict):
+        raise ValueError("overrides must be an object of protocol flags")
+    try:
+        values["overrides"] = {k: check_override(k, v) for k, v in values["overrides"].items()}
+    except ConfigError as err:
+        raise ValueError(f"overrides: {err}") from None
+    if values.get("status", "pending") not in STATUSES:
+        raise ValueError(f"unknown status {str(values.get('status'))[:40]!r}; expected one of {', '.join(STATUSES)}")
+    attempts = values.get("attempts", 0)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 0 <= attempts <= MAX_GENERATION:
+        raise ValueError(f"attempts must be a whole number from 0 to {MAX_GENERATION}, not {str(attempts)[:20]!r}")
+    tail = values.get("log_tail", [])
+    if not isinstance(tail, list) or len(tail) > 50 or not all(isinstance(line, str) for line in tail):
+        raise ValueError("log_tail must be a list of at most 50 texts")
+    values["log_tail"] = [line[:500] for line in tail]
+    return values
 
 
 def request_key(model_id: str, revision: str, protocol_hash: str) -> str:
@@ -92,35 +177,168 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "model"
 
 
-def list_requests(storage: Storage) -> list[Request]:
-    """Every request, oldest first; an unreadable request file is an error naming it (never silently skipped,
-    so a request cannot vanish from the queue)."""
-    out = []
+@dataclass(frozen=True)
+class QueueProblem:
+    """A queue file that is not what biobench writes: `path` relative to the queue (never a server path),
+    `reason` one line; `stem` is set when the file may be rewritten as a failed request of that id."""
+
+    path: str
+    reason: str
+    stem: str | None = None
+
+    def line(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def scan_requests(storage: Storage) -> tuple[list[Request], list[QueueProblem]]:
+    """Every readable request (oldest first) and a problem for each request file that is not one: a request
+    never vanishes silently, and one bad file never hides the others."""
+    out: dict[str, Request] = {}
+    problems = []
     for path in storage.list(REQUESTS):
-        if path.endswith(".json"):
-            out.append(Request.from_json(storage.read(path) or b"", f"{storage.label}/{path}"))
-    return sorted(out, key=lambda r: (r.submitted_at, r.id))
+        if not path.endswith(".json"):
+            continue
+        stem = path[len(REQUESTS) + 1:-len(".json")]
+        try:
+            safe_name(stem, "request file name")
+            data = storage.read(path, MAX_REQUEST_BYTES)
+            if data is None:
+                continue  # removed since it was listed
+            request = Request.from_json(data, path, stem)
+        except UnsafeJSONError as err:  # not a regular file, too large: reported, never rewritten
+            problems.append(QueueProblem(path, err.reason))
+            continue
+        except UnsafePathError as err:
+            problems.append(QueueProblem(path, str(err)))
+            continue
+        except ConfigError as err:  # a symlink, an unreadable file: reported, never rewritten
+            problems.append(QueueProblem(path, hide_paths(str(err).replace(f"queue {storage.label}: ", ""))))
+            continue
+        except ResultsError as err:
+            problems.append(QueueProblem(path, hide_paths(str(err).removeprefix(f"{path}: ")), stem))
+            continue
+        out.setdefault(request.id, request)
+    return sorted(out.values(), key=lambda r: (r.submitted_at, r.id)), problems
+
+
+def list_requests(storage: Storage) -> list[Request]:
+    """Every readable request, oldest first (`scan_requests` also says which files are not requests)."""
+    return scan_requests(storage)[0]
+
+
+def read_request(storage: Storage, request_id: str) -> Request:
+    """One request by id (checked as a plain name first); ConfigError when there is none."""
+    try:
+        request_id = safe_name(request_id, "request id")
+    except UnsafePathError as err:
+        raise ConfigError(str(err)) from None
+    path = f"{REQUESTS}/{request_id}.json"
+    try:
+        data = storage.read(path, MAX_REQUEST_BYTES)
+    except UnsafeJSONError as err:
+        raise ResultsError(f"{storage.label}/{path}: {err.reason}") from None
+    if data is None:
+        raise ConfigError(f"no request {request_id} in {storage.label}; `biobench queue list --queue Q` lists them")
+    return Request.from_json(data, f"{storage.label}/{path}", request_id)
+
+
+def fail_problem(storage: Storage, problem: QueueProblem, clock: float | None = None) -> bool:
+    """Rewrite a malformed request file as a `failed` request of its file name's id, the reason as its one
+    log line (what the Queue view shows); False when it cannot be (no usable name, not writable)."""
+    if problem.stem is None:
+        return False
+    stamp = now_iso(clock)
+    stub = Request(id=problem.stem, model="(unreadable request)", revision="", precision="auto", lang=None, tasks=[],
+                   seeds=None, overrides={}, protocol_hash="", key="", submitter="(unknown)", submitted_at=stamp,
+                   status="failed", finished_at=stamp, log_tail=[f"refused: {hide_paths(problem.reason)[:400]}"])
+    try:
+        storage.write(problem.path, stub.to_json())
+    except BiobenchError:
+        return False
+    return True
+
+
+@dataclass
+class Settings:
+    """An operator's settings of a queue (`queue.json` at its root, `biobench queue configure`): `review`
+    makes new requests wait in pending-review for `biobench queue approve`; `max_pending` bounds how many
+    requests one submitter may have waiting (0: no limit)."""
+
+    review: bool = False
+    max_pending: int = 0
+
+
+def read_settings(storage: Storage) -> Settings:
+    try:
+        data = storage.read(SETTINGS, 4096)
+        raw = parse_json(data, SETTINGS) if data else {}
+    except UnsafeJSONError as err:
+        raise ConfigError(f"{storage.label}/{SETTINGS}: {err.reason}; rewrite it with `biobench queue configure`") from None
+    review, limit = (raw.get("review", False), raw.get("max_pending", 0)) if isinstance(raw, dict) else (None, None)
+    if not isinstance(review, bool) or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigError(f"{storage.label}/{SETTINGS}: expected {{\"review\": true|false, \"max_pending\": N}}; "
+                          "rewrite it with `biobench queue configure`")
+    return Settings(review, limit)
+
+
+def write_settings(storage: Storage, settings: Settings) -> None:
+    storage.write(SETTINGS, (json.dumps(asdict(settings), indent=1) + "\n").encode())
 
 
 def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tasks: list[str],
            seeds: list[int] | None, overrides: dict[str, Any], task_protocols: dict[str, str],
            name: str | None = None, submitter: str | None = None, precision: str = "auto",
-           clock: float | None = None) -> Request:
-    """Write a pending request; the same model + revision + protocol already pending, running or finished is
-    refused in one line naming the existing request."""
+           clock: float | None = None, max_pending: int | None = None) -> Request:
+    """Write a request (pending, or pending-review when the queue's settings ask for review); the same
+    model + revision + protocol already waiting, running or finished is refused in one line naming the
+    existing request, and so is a submitter over the pending limit (`max_pending`, else the queue's)."""
+    if not tasks:
+        raise ConfigError("no task to run: give --tasks ID[,ID...] or --lang fr|en")
+    settings = read_settings(storage)
+    limit = settings.max_pending if max_pending is None else max_pending
     phash = protocol_hash(task_protocols, seeds)
     key = request_key(model, revision, phash)
-    for existing in list_requests(storage):
-        if existing.key == key and existing.status in ACTIVE:
-            raise ConfigError(f"{model} @ {revision[:12]} with this protocol is already {existing.status} as request "
-                              f"{existing.id} in {storage.label}; nothing submitted")
+    who = submitter or getpass.getuser()
+    existing = list_requests(storage)
+    for other in existing:
+        if other.key == key and other.status in ACTIVE:
+            raise ConfigError(f"{hide_paths(model)} @ {revision[:12]} with this protocol is already {other.status} as "
+                              f"request {other.id} in {storage.label}; nothing submitted")
+    waiting = sum(r.submitter == who and r.status in ("pending-review", "pending") for r in existing)
+    if limit and waiting >= limit:
+        raise ConfigError(f"{who} already has {waiting} request(s) waiting in {storage.label} (the limit is "
+                          f"{limit}); submit again when one has run")
     stamp = now_iso(clock)
     request = Request(
-        id=f"{stamp.replace('-', '').replace(':', '')}-{_slug(name or model)}-{key[:8]}", model=model,
-        revision=revision, precision=precision, lang=lang, tasks=list(tasks), seeds=seeds, overrides=dict(overrides),
-        protocol_hash=phash, key=key, submitter=submitter or getpass.getuser(), submitted_at=stamp, name=name)
-    if not storage.create(f"{REQUESTS}/{request.id}.json", request.to_json()):
+        id=f"{stamp.replace('-', '').replace(':', '')}-{_slug(name or model.rsplit('/', 1)[-1])}-{key[:8]}",
+        model=model, revision=revision, precision=precision, lang=lang, tasks=list(tasks), seeds=seeds,
+        overrides=dict(overrides), protocol_hash=phash, key=key, submitter=who, submitted_at=stamp, name=name,
+        status="pending-review" if settings.review else "pending")
+    data = request.to_json()
+    try:
+        Request.from_json(data, "the new request", request.id)  # what a worker will accept
+    except ResultsError as err:
+        raise ConfigError(str(err).replace("not a biobench request", "refused").replace("; remove it or resubmit", "")) from None
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ConfigError(f"the request would take {len(data):,} bytes, over the {MAX_REQUEST_BYTES:,}-byte limit; "
+                          "ask for fewer tasks or seeds")
+    if not storage.create(f"{REQUESTS}/{request.id}.json", data):
         raise ConfigError(f"request {request.id} already exists in {storage.label}; submit again in a second")
+    return request
+
+
+def review(storage: Storage, request_id: str, approve: bool, reason: str = "", clock: float | None = None) -> Request:
+    """The operator's decision on a request waiting in pending-review: approve -> pending (workers take it),
+    reject -> rejected with `reason` as its log line."""
+    request = read_request(storage, request_id)
+    if request.status != "pending-review":
+        raise ConfigError(f"request {request.id} is {request.status}, not pending-review; nothing changed")
+    if approve:
+        request.status = "pending"
+    else:
+        request.status, request.finished_at = "rejected", now_iso(clock)
+        request.log_tail = [f"rejected by the operator{': ' + reason[:300] if reason else ''}"]
+    storage.write(f"{REQUESTS}/{request.id}.json", request.to_json())
     return request
 
 
@@ -136,34 +354,67 @@ class Lease:
         return f"{LEASES}/{self.request.id}/{self.generation:06d}.json"
 
 
-def _current_lease(storage: Storage, request_id: str) -> tuple[int, dict[str, Any] | None]:
-    generations = [p for p in storage.list(f"{LEASES}/{request_id}") if re.search(r"/\d{6}\.json$", p)]
+def _current_lease(storage: Storage, request_id: str, now: float | None = None) -> tuple[int, float]:
+    """(highest generation, when it expires). A lease that is not one a worker writes — not JSON, not an
+    object, a FIFO, an `expires` that is not a finite time within MAX_LEASE_S — counts as expired (0)."""
+    prefix = f"{LEASES}/{request_id}/"
+    generations = sorted(int(p[len(prefix):-5]) for p in storage.list(f"{LEASES}/{request_id}")
+                         if re.fullmatch(re.escape(prefix) + r"\d{6}\.json", p))
     if not generations:
-        return 0, None
-    latest = max(generations)
-    data = storage.read(latest)
+        return 0, 0.0
+    latest = generations[-1]
     try:
-        return int(latest.rsplit("/", 1)[1][:6]), json.loads(data or b"{}")
-    except ValueError:
-        return int(latest.rsplit("/", 1)[1][:6]), {"expires": 0}  # a torn lease counts as expired
+        data = parse_json(storage.read(f"{prefix}{latest:06d}.json", 4096) or b"{}", "lease")
+        expires = data.get("expires", 0) if isinstance(data, dict) else 0
+        expires = float(expires) if isinstance(expires, int | float) and not isinstance(expires, bool) else 0.0
+    except (UnsafeJSONError, OverflowError):
+        expires = 0.0
+    limit = (time.time() if now is None else now) + MAX_LEASE_S
+    return latest, expires if math.isfinite(expires) and expires <= limit else 0.0
 
 
 def _lease_bytes(worker: str, expires: float) -> bytes:
     return json.dumps({"worker": worker, "expires": expires, "expires_at": now_iso(expires)}).encode()
 
 
-def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | None = None) -> Lease | None:
-    """Claim the oldest request that is pending, or running under an expired lease; None when there is none."""
+def _fail_unclaimable(storage: Storage, request: Request, reason: str, clock: float | None) -> None:
+    request.status, request.finished_at, request.log_tail = "failed", now_iso(clock), [f"refused: {reason}"]
+    storage.write(f"{REQUESTS}/{request.id}.json", request.to_json())
+
+
+def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | None = None,
+               problems: list[QueueProblem] | None = None) -> Lease | None:
+    """Claim the oldest request that is pending, or running under an expired lease; None when there is none.
+    Malformed request files met on the way are rewritten as failed (`fail_problem`) and appended to `problems`
+    (with those that could not be rewritten), so the caller can report them; a request whose leases cannot
+    be read or written is failed with the reason, never left running."""
     now = time.time() if clock is None else clock
-    for request in list_requests(storage):
+    check_layout = getattr(storage, "check_layout", None)
+    if check_layout is not None:
+        check_layout((REQUESTS, LEASES))  # requests/ or leases/ linked elsewhere: stop, one line
+    requests, bad = scan_requests(storage)
+    for problem in bad:
+        fail_problem(storage, problem, clock)
+        if problems is not None:
+            problems.append(problem)
+    for request in requests:
         if request.status not in ("pending", "running"):
             continue
-        generation, lease = _current_lease(storage, request.id)
-        if lease is not None and float(lease.get("expires", 0)) > now:
-            continue  # someone holds it
-        claim = Lease(request, worker, generation + 1, now + lease_s)
-        if not storage.create(claim.path, _lease_bytes(worker, claim.expires)):
-            continue  # another worker claimed it first
+        try:
+            generation, expires = _current_lease(storage, request.id, now)
+            if expires > now:
+                continue  # someone holds it
+            if generation >= MAX_GENERATION:
+                raise ConfigError(f"claimed {generation} times (leases/{request.id}/{generation:06d}.json); resubmit")
+            claim = Lease(request, worker, generation + 1, now + lease_s)
+            if not storage.create(claim.path, _lease_bytes(worker, claim.expires)):
+                continue  # another worker claimed it first
+        except (ConfigError, ResultsError) as err:  # a lease folder that is a file, a symlink, unwritable
+            reason = hide_paths(str(err).replace(storage.label, "the queue"))
+            _fail_unclaimable(storage, request, reason, clock)
+            if problems is not None:
+                problems.append(QueueProblem(f"{REQUESTS}/{request.id}.json", reason))
+            continue
         resumed = request.status == "running"
         request.status, request.worker, request.attempts = "running", worker, request.attempts + 1
         request.started_at = request.started_at if resumed else now_iso(now)
@@ -197,6 +448,6 @@ def finish(storage: Storage, lease: Lease, status: str, log_tail: list[str], res
     if not holds(storage, lease):
         return request
     request.status, request.finished_at = status, now_iso(clock)
-    request.log_tail, request.results = log_tail[-20:], results
+    request.log_tail, request.results = [line[:500] for line in log_tail[-20:]], results
     storage.write(f"{REQUESTS}/{request.id}.json", request.to_json())
     return request

@@ -9,17 +9,22 @@ someone committed in between: optimistic concurrency, huggingface_hub's document
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from biobench.errors import ConfigError, ResultsError
-from biobench.runtime.files import atomic_write, file_mode
+from biobench.errors import BiobenchError, ConfigError, DiskFullError, ResultsError
+from biobench.runtime.files import atomic_write, disk_full_message, file_mode, is_disk_full
+from biobench.runtime.jsonfile import read_bytes
 from biobench.runtime.paths import HF_DATASETS
+
+MAX_FILE_BYTES = 256 * 1024  # a request is a few KiB; a lease 100 bytes; anything larger is not ours
 
 
 class Storage(Protocol):
@@ -28,8 +33,9 @@ class Storage(Protocol):
     def list(self, prefix: str) -> list[str]:
         """Paths (relative, '/'-separated) of the files under `prefix`, sorted."""
 
-    def read(self, path: str) -> bytes | None:
-        """The file's bytes, None when it does not exist."""
+    def read(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+        """The file's bytes, None when it does not exist; UnsafeJSONError when it is not a regular file of at
+        most `max_bytes` (a FIFO, a device, /dev/zero: refused without blocking)."""
 
     def write(self, path: str, data: bytes) -> None:
         """Create or replace the file in one step (readers see the old or the new bytes, never a mix)."""
@@ -47,51 +53,97 @@ def _relative(path: str) -> str:
 
 
 class FolderStorage:
-    """A queue in a local (or shared network) folder."""
+    """A queue in a local (or shared network) folder. Every path stays inside it: a request id or a lease
+    name never climbs out (`_relative`), and no folder or file on the way may be a symlink (`leases/` linked
+    to another folder would put claims there). Reads are bounded and refuse FIFOs and devices; an OS error is
+    one ConfigError line, a full disk one DiskFullError line."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.label = str(self.root)
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"queue {root} is not a folder (a file, FIFO or device); give a folder (it is "
+                              "created when missing) or hf://datasets/ORG/NAME")
 
     def _path(self, path: str) -> Path:
-        return self.root / _relative(path)
+        rel = _relative(path)
+        target = self.root
+        for part in rel.split("/"):
+            target = target / part
+            if target.is_symlink():
+                raise ConfigError(f"queue {self.label}: {target.relative_to(self.root).as_posix()} is a symlink; "
+                                  "every folder and file of a queue must be a real one inside it — replace it")
+        return target
+
+    def check_layout(self, folders: tuple[str, ...]) -> None:
+        """Each of the queue's sub-folders that exists is a real folder inside it (ConfigError otherwise)."""
+        for name in folders:
+            with self._os_errors("check", name):
+                path = self._path(name)
+            if path.exists() and not path.is_dir():
+                raise ConfigError(f"queue {self.label}: {name} is not a folder; remove it (the worker creates it)")
+
+    @contextlib.contextmanager
+    def _os_errors(self, doing: str, path: str, size: int = 0) -> Iterator[None]:
+        """An OSError in the block as one line naming the queue (full disk: the promised DiskFullError)."""
+        try:
+            yield
+        except BiobenchError:
+            raise
+        except OSError as err:
+            if is_disk_full(err):
+                raise DiskFullError(disk_full_message(self.root, size, "the queue's other files are safe")) from None
+            raise ConfigError(f"queue {self.label}: cannot {doing} {path} ({err.strerror or err}); the queue must "
+                              "be a folder this user may read and write") from None
 
     def list(self, prefix: str) -> list[str]:
-        base = self._path(prefix)
-        if not base.is_dir():
-            return []
-        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
-                      if p.is_file() and not p.name.startswith("."))
+        with self._os_errors("list", prefix):
+            base = self._path(prefix)
+            if not base.is_dir():
+                if base.exists():
+                    raise ConfigError(f"queue {self.label}: {prefix} is not a folder; remove it")
+                return []
+            out = []
+            for folder, dirs, names in os.walk(base):  # never follows a symlinked folder
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                out += [(Path(folder) / n).relative_to(self.root).as_posix() for n in names if not n.startswith(".")]
+            return sorted(out)
 
-    def read(self, path: str) -> bytes | None:
-        try:
-            return self._path(path).read_bytes()
-        except FileNotFoundError:
-            return None
+    def read(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+        with self._os_errors("read", path):
+            target = self._path(path)
+            try:
+                return read_bytes(target, max_bytes)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
 
     def write(self, path: str, data: bytes) -> None:
-        target = self._path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
+        with self._os_errors("write", path, len(data)):
+            target = self._path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._path(path)  # re-checked: no folder on the way was a symlink
+            atomic_write(target, data)
 
     def create(self, path: str, data: bytes) -> bool:
         """Write a temporary file, then hard-link it to the name: link() fails when the name exists, and a
         reader never sees the file before its bytes are complete (an empty claim would read as expired)."""
-        target = self._path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, file_mode())
-            os.link(tmp, target)
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-        return True
+        with self._os_errors("create", path, len(data)):
+            target = self._path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._path(path)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, file_mode())
+                os.link(tmp, target)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            return True
 
 
 class HubStorage:
@@ -128,18 +180,35 @@ class HubStorage:
         if self.dry_run:
             return self.dry_run.list(prefix)
         prefix = _relative(prefix).rstrip("/") + "/"
-        return sorted(f for f in self.api.list_repo_files(self.repo_id, repo_type="dataset") if f.startswith(prefix))
+        with self._hub_errors("list its files"):
+            files = self.api.list_repo_files(self.repo_id, repo_type="dataset")
+        return sorted(f for f in files if f.startswith(prefix))
 
-    def read(self, path: str) -> bytes | None:
+    @contextlib.contextmanager
+    def _hub_errors(self, doing: str) -> Iterator[None]:
+        """A hub that cannot be reached (offline, no token, no such dataset) as one line, not a traceback."""
+        try:
+            yield
+        except BiobenchError:
+            raise
+        except Exception as err:  # huggingface_hub / httpx / requests errors share no base class
+            if is_disk_full(err):
+                raise DiskFullError(disk_full_message(Path.home(), 0, "nothing was committed")) from None
+            text = " ".join(str(err).split())[:200]
+            raise ConfigError(f"{self.label}: could not {doing} ({type(err).__name__}: {text}); check the network, "
+                              "HF_TOKEN and that the dataset exists") from None
+
+    def read(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
         if self.dry_run:
-            return self.dry_run.read(path)
+            return self.dry_run.read(path, max_bytes)
         from huggingface_hub.errors import EntryNotFoundError
 
-        try:
-            local = self.api.hf_hub_download(self.repo_id, _relative(path), repo_type="dataset")
-        except EntryNotFoundError:
-            return None
-        return Path(local).read_bytes()
+        with self._hub_errors(f"read {path}"):
+            try:
+                local = self.api.hf_hub_download(self.repo_id, _relative(path), repo_type="dataset")
+            except EntryNotFoundError:
+                return None
+            return read_bytes(local, max_bytes)
 
     def _commit(self, path: str, data: bytes, parent: str | None, message: str) -> None:
         from huggingface_hub import CommitOperationAdd
@@ -151,7 +220,8 @@ class HubStorage:
         if self.dry_run:
             self._record("add", path, bytes=len(data))
             return self.dry_run.write(path, data)
-        self._commit(path, data, None, f"biobench queue: update {path}")
+        with self._hub_errors(f"write {path}"):
+            self._commit(path, data, None, f"biobench queue: update {path}")
 
     def create(self, path: str, data: bytes) -> bool:
         if self.dry_run:
@@ -161,15 +231,16 @@ class HubStorage:
         from huggingface_hub.errors import HfHubHTTPError
 
         for _ in range(self.retries):
-            head = self._head()
-            if _relative(path) in self.api.list_repo_files(self.repo_id, repo_type="dataset", revision=head):
-                return False
-            try:
-                self._commit(path, data, head, f"biobench queue: create {path}")
-                return True
-            except HfHubHTTPError as err:  # 412: someone committed since `head`; look again
-                if getattr(getattr(err, "response", None), "status_code", None) not in (409, 412):
-                    raise
+            with self._hub_errors(f"create {path}"):
+                head = self._head()
+                if _relative(path) in self.api.list_repo_files(self.repo_id, repo_type="dataset", revision=head):
+                    return False
+                try:
+                    self._commit(path, data, head, f"biobench queue: create {path}")
+                    return True
+                except HfHubHTTPError as err:  # 412: someone committed since `head`; look again
+                    if getattr(getattr(err, "response", None), "status_code", None) not in (409, 412):
+                        raise
         raise ResultsError(f"{self.label}: could not create {path} after {self.retries} tries (the dataset is "
                            "changing too fast); try again")
 
@@ -178,9 +249,15 @@ def open_storage(where: str, dry_run: str | Path | None = None, api: Any = None)
     """`hf://datasets/ORG/NAME` -> HubStorage, anything else -> a folder."""
     if where.startswith(HF_DATASETS):
         repo = where.removeprefix(HF_DATASETS).strip("/")
-        if repo.count("/") != 1:
-            raise ConfigError(f"{where}: expected hf://datasets/ORG/NAME")
-        return HubStorage(repo, api=api, dry_run=dry_run)
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}", repo):
+            raise ConfigError(f"{where[:120]}: expected hf://datasets/ORG/NAME")
+        if api is None and dry_run is None and os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+            raise ConfigError(f"{where}: the hub is switched off here (HF_HUB_OFFLINE); use a queue folder, or "
+                              "--dry-run DIR to see what would be committed")
+        try:
+            return HubStorage(repo, api=api, dry_run=dry_run)
+        except ImportError:
+            raise ConfigError(f"{where}: a hub queue needs huggingface_hub (pip install huggingface_hub)") from None
     if dry_run:
         raise ConfigError(f"--dry-run is for a hub queue (hf://datasets/ORG/NAME); {where} is a folder")
     return FolderStorage(where)

@@ -1,14 +1,27 @@
-"""What `biobench submit` resolves before it writes a request: the model's id and revision, the tasks and each
-task's protocol hash — so that two requests for the same computation are recognised as one."""
+"""What `biobench submit` (and the leaderboard's Submit form) resolves before it writes a request: the model's
+id and revision, the tasks and each task's protocol hash — so that two requests for the same computation are
+recognised as one.
+
+Why a separate public policy (`PublicPolicy`, `vet_public_model`): the form is open to strangers. A public
+leaderboard accepts what the EuroEval volunteer workers and the Open LLM Leaderboard accept: a hub model id
+pinned to a commit, safetensors weights, no custom code. Local folders are the operator's choice
+(`--allow-local-models DIR`), and then only under the folders listed; a refused name gets one answer whatever
+the server holds, so the form cannot be used to probe the server's files.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import BiobenchError
+from biobench.errors import BiobenchError, ConfigError
 from biobench.service import queue
 from biobench.service.storage import open_storage
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | None]:
@@ -30,24 +43,39 @@ def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | 
     return target, info.revision, None
 
 
+def task_ids(tasks: str | None, lang: str | None) -> list[str] | None:
+    """The task ids of `--tasks` (None: every task of `lang`); a list that names no task is refused."""
+    if tasks is None:
+        return None
+    ids = [t.strip() for t in tasks.split(",") if t.strip()]
+    if not ids:
+        raise ConfigError(f"--tasks {tasks!r} names no task; give task ids (`biobench tasks`) or --lang fr|en")
+    if len(ids) > queue.MAX_TASKS:
+        raise ConfigError(f"--tasks names {len(ids)} tasks, over the limit of {queue.MAX_TASKS}")
+    return ids
+
+
 def submit_request(model: str, queue_location: str, *, revision: str | None = None, tasks: str | None = None,
                    lang: str | None = None, seeds: str | None = None, overrides: dict[str, Any] | None = None,
-                   name: str | None = None, submitter: str | None = None,
-                   dry_run: str | None = None) -> tuple[queue.Request, str | None]:
-    from biobench.protocols import resolve_task_protocol
-    from biobench.ranges import parse_ranges
+                   name: str | None = None, submitter: str | None = None, dry_run: str | None = None,
+                   max_pending: int | None = None, resolve: bool = True) -> tuple[queue.Request, str | None]:
+    """Check everything a request holds (tasks, bounded seeds, finite overrides) before anything is resolved
+    or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
+    revision are queued as given, without looking at this machine's files."""
+    from biobench.protocols import check_override, resolve_task_protocol
+    from biobench.ranges import parse_seeds
     from biobench.tasks.registry import get_spec, list_specs
 
-    specs = ([get_spec(t.strip()) for t in tasks.split(",") if t.strip()] if tasks
-             else list_specs(lang=lang))
-    overrides = dict(overrides or {})
-    task_protocols = {spec.id: resolve_task_protocol(spec, overrides).hash for spec in specs}
-    target, resolved, note = resolve_revision(model, revision)
+    ids = task_ids(tasks, lang)
+    seed_list = parse_seeds(seeds) if seeds else None  # bounded before anything is resolved
+    overrides = {k: check_override(k, v) for k, v in (overrides or {}).items()}
     storage = open_storage(queue_location, dry_run=dry_run)
+    specs = [get_spec(t) for t in ids] if ids is not None else list_specs(lang=lang)
+    task_protocols = {spec.id: resolve_task_protocol(spec, overrides).hash for spec in specs}
+    target, resolved, note = resolve_revision(model, revision) if resolve else (model, revision or "unresolved", None)
     request = queue.submit(
-        storage, model=target, revision=resolved, lang=lang, tasks=[s.id for s in specs],
-        seeds=parse_ranges(seeds, "--seeds", minimum=None) if seeds else None, overrides=overrides,
-        task_protocols=task_protocols, name=name, submitter=submitter)
+        storage, model=target, revision=resolved, lang=lang, tasks=[s.id for s in specs], seeds=seed_list,
+        overrides=overrides, task_protocols=task_protocols, name=name, submitter=submitter, max_pending=max_pending)
     return request, note
 
 
@@ -70,3 +98,76 @@ def task_protocols(lang: str | None = None) -> list[dict[str, Any]]:
                      "max_length": p.max_length, "seeds": f"{min(seeds)}-{max(seeds)} ({len(seeds)})" if seeds else "",
                      "description": spec.description})
     return rows
+
+
+@dataclass(frozen=True)
+class PublicPolicy:
+    """What the public form accepts. `local_roots`: folders under which local model folders are accepted
+    (empty: hub ids only); `max_pending`: requests one visitor may have waiting."""
+
+    local_roots: tuple[Path, ...] = ()
+    max_pending: int = 3
+
+    def refusal(self) -> str:
+        local = " or a model folder under the folders this leaderboard accepts" if self.local_roots else ""
+        return (f"not accepted here: give a hub model id ORG/NAME with its 40-character commit{local} "
+                "(safetensors weights, no custom code)")
+
+
+def _hub_metadata(model: str, revision: str | None, api: Any) -> tuple[str, list[str], dict[str, Any]] | None:
+    """(commit, file names, config) of a hub model, None when the hub cannot be asked from here."""
+    import os
+
+    if api is None:
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+            return None
+        try:
+            from huggingface_hub import HfApi
+        except ImportError:
+            return None
+        api = HfApi()
+    try:
+        info = api.model_info(model, revision=revision)
+    except Exception:  # noqa: BLE001 — unreachable, unknown or private: the caller says one line
+        return None
+    files = [s.rfilename for s in (getattr(info, "siblings", None) or [])]
+    return str(getattr(info, "sha", "") or ""), files, dict(getattr(info, "config", None) or {})
+
+
+def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api: Any = None) -> tuple[str, str | None]:
+    """(model, revision) the public form may queue, or ConfigError with one line that says nothing about the
+    server's files. A hub id needs a commit: given (40 hex digits), or resolved from the hub at submit. When
+    the hub answers, the files must include safetensors weights and no Python code (`trust_remote_code` is
+    never passed by the worker either); when it cannot be asked, the commit given is queued and the worker's
+    loader refuses pickled weights and custom code."""
+    model, revision = model.strip(), (revision or "").strip() or None
+    if revision is not None and not COMMIT.match(revision):
+        raise ConfigError("the revision must be a full commit id (40 hex digits) of the model's hub repository")
+    from biobench.models import find_alias
+
+    alias = find_alias(model)
+    if alias is not None and alias.hub_id:
+        model = alias.hub_id
+    if HUB_ID.match(model) and not model.startswith("."):
+        meta = _hub_metadata(model, revision, api)
+        if meta is None:
+            if revision is None:
+                raise ConfigError(f"{model}: the hub cannot be asked from here; give the commit to evaluate "
+                                  "(40 hex digits)")
+            return model, revision
+        commit, files, config = meta
+        if not any(f.endswith(".safetensors") for f in files):
+            raise ConfigError(f"{model}: no safetensors weights at this commit; only safetensors models are accepted")
+        if any(f.endswith(".py") for f in files) or config.get("auto_map"):
+            raise ConfigError(f"{model}: needs custom code (trust_remote_code), which this leaderboard never runs")
+        return model, revision or commit or None
+    if policy.local_roots and model.startswith("/") and "\0" not in model:
+        path = Path(model)
+        try:
+            resolved = path.resolve()
+            if (any(resolved == root.resolve() or root.resolve() in resolved.parents for root in policy.local_roots)
+                    and (resolved / "config.json").is_file()):
+                return str(resolved), revision
+        except (OSError, RuntimeError):
+            pass
+    raise ConfigError(policy.refusal())

@@ -4,6 +4,11 @@ Why eval runs in a child process: the worker must keep renewing its lease while 
 log whose last lines go into a failed request, and stop the run at once when the lease is lost. The child dies
 with the worker (PR_SET_PDEATHSIG on Linux), so a `kill -9` of the worker leaves no orphan training on; the next
 worker resumes the request and the eval skips what is finished by its run keys.
+
+Why the worker survives anything in a request (issue 27): the queue may be public. A request is checked
+field by field when it is read (biobench.service.queue), the worker checks that it can publish before it
+claims anything, and whatever goes wrong with one claimed request — its results folder, its log, the child,
+the publishing — ends that request as `failed` with one line, never `running` with the worker gone.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from biobench.errors import BiobenchError, ConfigError, DiskFullError
 from biobench.protocols import OVERRIDES
 from biobench.runtime.files import cache_home
-from biobench.runtime.paths import HF_DATASETS
+from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name
 from biobench.service import queue
 from biobench.service.storage import Storage
 
@@ -45,13 +51,14 @@ class WorkerConfig:
 
 
 def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConfig) -> list[str]:
-    """The `biobench eval` command line of a request (protocol overrides as their CLI flags)."""
-    args = ["eval", "--model", request.model, "--results", str(results_dir), "--no-progress",
-            "--tasks", ",".join(request.tasks)]
+    """The `biobench eval` command line of a request (protocol overrides as their CLI flags). Values from the
+    request are joined to their flag (`--model=X`), so a value starting with `-` is never read as a flag."""
+    args = ["eval", f"--model={request.model}", "--results", str(results_dir), "--no-progress",
+            f"--tasks={','.join(request.tasks)}"]
     if request.seeds:
-        args += ["--seeds", ",".join(str(s) for s in request.seeds)]
+        args += [f"--seeds={','.join(str(s) for s in request.seeds)}"]
     if request.name:
-        args += ["--name", request.name]
+        args += [f"--name={request.name}"]
     if config.data_dir:
         args += ["--data-dir", config.data_dir]
     if config.device:
@@ -60,7 +67,7 @@ def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConf
         args += ["--parallel", str(config.parallel)]
     flags = {dest: flag for flag, (dest, _, _) in OVERRIDES.items()}
     for dest, value in sorted(request.overrides.items()):
-        args += [flags[dest], str(value)]
+        args += [f"{flags[dest]}={value}"]
     return args
 
 
@@ -119,31 +126,93 @@ def publish(config: WorkerConfig, local: Path) -> str:
 Command = Callable[[queue.Request, Path], Sequence[str]]
 
 
+def check_publishable(config: WorkerConfig) -> None:
+    """Refuse to start (ConfigError, one line) when the results cannot be published: a hub dataset with the
+    hub switched off or no token, a results "folder" that is a file, FIFO or device or cannot be created.
+    Checked before any claim, so no request is stranded `running` by a worker that could never finish it."""
+    if hub_results(config):
+        repo = config.results.removeprefix(HF_DATASETS).strip("/")
+        if repo.count("/") != 1 or not all(part and part == part.strip() for part in repo.split("/")):
+            raise ConfigError(f"--results {config.results[:120]}: expected hf://datasets/ORG/NAME")
+        if config.results_dry_run:
+            return
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+            raise ConfigError(f"--results {config.results}: the hub is switched off here (HF_HUB_OFFLINE); the worker "
+                              "could not publish, so it claims nothing (or use --dry-run DIR)")
+        from huggingface_hub import get_token
+
+        if not get_token():
+            raise ConfigError(f"--results {config.results}: no Hugging Face token here (set HF_TOKEN); the worker "
+                              "could not publish, so it claims nothing")
+        return
+    folder = Path(config.results)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--results {folder} is not a folder (a file, FIFO or device); give a results folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"--results {folder}: cannot create it ({err.strerror or err}); give a folder this user "
+                          "may write") from None
+    if not os.access(folder, os.W_OK):
+        raise ConfigError(f"--results {folder} is not writable by this user; give a folder it may write")
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return hide_paths(text if isinstance(err, BiobenchError) else f"{type(err).__name__}: {text}")[:400]
+
+
 def run_request(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callable[[str], None],
                 command: Command | None = None) -> str:
-    """Run one claimed request to its end; returns its final status ('finished', 'failed' or 'lost')."""
+    """Run one claimed request to its end; returns its final status ('finished', 'failed' or 'lost'). Any
+    error on the way fails the request with one line (a full disk also stops the worker: DiskFullError)."""
+    request = lease.request
+    try:
+        return _run(storage, lease, config, log, command)
+    except DiskFullError as err:
+        _finish_quietly(storage, lease, [f"worker stopped: {_one_line(err)}"])
+        raise
+    except Exception as err:  # noqa: BLE001 — whatever it is, the request must not stay running
+        line = _one_line(err)
+        _finish_quietly(storage, lease, [f"worker error: {line}"])
+        log(f"{request.id}: failed: {line}")
+        return "failed"
+
+
+def _finish_quietly(storage: Storage, lease: queue.Lease, tail: list[str]) -> None:
+    try:
+        queue.finish(storage, lease, "failed", tail)
+    except BiobenchError:
+        pass  # the queue itself is unwritable: the lease expires and the next claim retries
+
+
+def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callable[[str], None],
+         command: Command | None) -> str:
     request = lease.request
     local = working_results(config)
-    log_path = config.log_dir / f"{request.id}.{lease.generation}.log"
+    log_path = config.log_dir / f"{safe_name(request.id, 'request id')}.{lease.generation}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = (list(command(request, local)) if command
             else [config.python, "-m", "biobench.cli", *eval_arguments(request, local, config)])
     log(f"{request.id}: running {request.model} on {len(request.tasks)} task(s) (claim {lease.generation}, "
         f"log {log_path})")
     with log_path.open("w", encoding="utf-8") as out:
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
-                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        next_renewal = time.time() + config.renew_s
-        while child.poll() is None:
-            time.sleep(min(1.0, config.renew_s))
-            if time.time() >= next_renewal:
-                if not queue.renew(storage, lease, config.lease_s):
-                    child.kill()
-                    child.wait()
-                    log(f"{request.id}: lease taken over by another worker; stopped")
-                    return "lost"
-                next_renewal = time.time() + config.renew_s
-    tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 preexec_fn=_die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            next_renewal = time.time() + config.renew_s
+            while child.poll() is None:
+                time.sleep(min(1.0, config.renew_s))
+                if time.time() >= next_renewal:
+                    if not queue.renew(storage, lease, config.lease_s):
+                        log(f"{request.id}: lease taken over by another worker; stopped")
+                        return "lost"
+                    next_renewal = time.time() + config.renew_s
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    tail = [hide_paths(line) for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]]
     if child.returncode != 0:
         queue.finish(storage, lease, "failed", tail)
         log(f"{request.id}: failed (exit {child.returncode}); last line: {tail[-1] if tail else '(no output)'}")
@@ -151,7 +220,7 @@ def run_request(storage: Storage, lease: queue.Lease, config: WorkerConfig, log:
     try:
         where = publish(config, local)
     except Exception as err:  # the results are safe in the working folder; the next claim publishes them
-        queue.finish(storage, lease, "failed", [*tail, f"publishing failed: {type(err).__name__}: {err}"])
+        queue.finish(storage, lease, "failed", [*tail, f"publishing failed: {_one_line(err)}"])
         log(f"{request.id}: results computed but not published: {err}")
         return "failed"
     queue.finish(storage, lease, "finished", tail, results=where)
@@ -162,12 +231,20 @@ def run_request(storage: Storage, lease: queue.Lease, config: WorkerConfig, log:
 def run_worker(storage: Storage, config: WorkerConfig, log: Callable[[str], None] = print,
                command: Command | None = None) -> int:
     """Process requests, polling an empty queue every `poll_s`, until --max-hours has passed (--once: one
-    request, or none, then return). Returns the number of requests run."""
+    request, or none, then return). Returns the number of requests run. Each malformed request file is
+    reported once as a `problem:` line (and failed where it can be rewritten)."""
+    check_publishable(config)
     worker = config.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     deadline = time.time() + config.max_hours * 3600 if config.max_hours else None
     done = 0
+    reported: set[tuple[str, str]] = set()
     while deadline is None or time.time() < deadline:
-        lease = queue.claim_next(storage, worker, config.lease_s)
+        problems: list[queue.QueueProblem] = []
+        lease = queue.claim_next(storage, worker, config.lease_s, problems=problems)
+        for problem in problems:
+            if (problem.path, problem.reason) not in reported:
+                reported.add((problem.path, problem.reason))
+                log(f"problem: {problem.line()}" + (" (marked failed)" if problem.stem else " (skipped)"))
         if lease is None:
             if config.once:
                 log(f"worker {worker}: no pending request in {storage.label}")
