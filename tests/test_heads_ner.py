@@ -433,20 +433,23 @@ def test_head_fits_a_tiny_dataset_with_nested_entities(name, tiny_tokenizer, tin
 
 
 def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, minilm_tokenizer):
+    """quaero-emea's line samples fit max_length 256 (the harness's); read at 32 tokens the longer lines
+    split into windows, and their spans merge back to the line's characters."""
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 
     task = load_task(get_spec("quaero-emea"), shared_data)
     docs = task.splits["train"]
     head = small_head()
-    features = head.featurize(docs, minilm_tokenizer, 256, task.labels)
-    assert len(features) > 5 * len(docs) and all(len(f["input_ids"]) <= 256 for f in features)
+    assert len(head.featurize(docs, minilm_tokenizer, 256, task.labels)) == len(docs)
+    features = head.featurize(docs, minilm_tokenizer, 32, task.labels)
+    assert len(features) > 1.5 * len(docs) and all(len(f["input_ids"]) <= 32 for f in features)
     assert all(len(f["samples"]) <= 512 for f in features)
     merged = head.merge(features, oracle_predictions(features, task.labels), len(docs))
     gold = {(i, *s) for i, ex in enumerate(docs) for s in head.gold(ex)}
     pred = {(i, *s) for i, spans in enumerate(merged) for s in spans}
     assert sum(map(len, merged)) == len(pred)  # no duplicates from overlapping windows
-    assert len(gold & pred) >= 0.99 * len(gold)  # all but entities ending inside a sub-word
+    assert len(gold & pred) >= 0.97 * len(gold)  # all but entities ending inside a sub-word or wider than a window
 
 
 def test_a_document_whose_offsets_leave_its_text_stops_the_task_naming_its_source(tiny_tokenizer):
