@@ -316,7 +316,7 @@ class SpanNerModel(HeadModel):
         """Per window, sorted [start, end, label] character spans (document offsets), with the window's
         selection tally."""
         logits, valid = self.span_logits(batch)
-        decoded = decode_spans(logits.sigmoid(), valid, self.config.threshold)
+        decoded = decode_spans(logits.sigmoid(), valid, self.config.threshold, batch["unit_chars"])
         samples = batch["samples"]
         argmax, gold = self.sampled(logits, samples).argmax(-1), samples[:, 3]
         out = []

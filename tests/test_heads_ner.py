@@ -348,6 +348,35 @@ def test_decoding_keeps_the_best_non_o_label_per_span_and_no_same_label_overlap(
     assert out[0][2][3] == pytest.approx(0.95)
 
 
+
+def _harness_filter(entities):
+    """T `_filter_overlapping_predictions("no_overlapping_same_label")` written out: a stable sort of the
+    spans (enumerated start-major) by (-confidence, -characters), then same-label character overlaps dropped."""
+    kept = []
+    for ent in sorted(entities, key=lambda e: (-e[3], -(e[1] - e[0]))):
+        if not any(ent[0] < k[1] and ent[1] > k[0] and ent[2] == k[2] for k in kept):
+            kept.append(ent)
+    return sorted(kept)
+
+
+def test_tied_probabilities_are_broken_as_the_harness_breaks_them():
+    """Saturated sigmoids (exactly 1.0) tie; T prefers the span with more characters, then the one it
+    enumerated first. Units here: a long word, then short ones, so more units can mean fewer characters."""
+    chars = [(0, 4), (5, 6), (7, 11), (12, 24), (25, 26), (27, 28), (29, 30)]
+    probs = torch.zeros(1, 7, 4, 2)  # classes O, DISO
+    for b, e in [(0, 1), (1, 2), (3, 4), (4, 6)]:  # all tied at 1.0
+        probs[0, b, e - b, 1] = 1.0
+    valid = band_valid(torch.tensor([7]), 7, 4)
+    ours = decode_spans(probs, valid, 0.5, [chars])[0]
+    candidates = [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in  # T's enumeration: (start, end) order
+                  sorted((b, k + b, 0, 1.0) for b in range(7) for k in range(4) if probs[0, b, k, 1] > 0.5)]
+    expected = _harness_filter(candidates)
+    assert [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in ours] == expected
+    assert (12, 26) in [(s, e) for s, e, *_ in expected]  # 14 characters over 2 units beat [4, 6]'s 5 over 3 units
+    assert (0, 6) in [(s, e) for s, e, *_ in expected]  # [0, 1] and [1, 2] tie on 6 characters: enumerated first
+    old = decode_spans(probs, valid, 0.5)[0]  # without characters the units decide: another answer
+    assert [(b, e) for b, e, *_ in old] != [(b, e) for b, e, *_ in ours]
+
 def test_selection_is_the_harness_argmax_f1_over_sampled_spans():
     head = small_head()
     windows = [WindowSpans(), WindowSpans(), []]
