@@ -169,6 +169,7 @@ class SpanNerSpec:
             "samples": torch.tensor(samples, dtype=torch.long).view(-1, 4),
             "unit_chars": [f["unit_chars"] for f in features],
             "example_index": [f["example_index"] for f in features],
+            "edges": features[0].get("edges", (False, False)),
         }
 
     # ---- build / gold / merge / selection ---------------------------------------------------------------
@@ -226,6 +227,7 @@ def _window_feature(index: int, text: str, ids: list[int], units: list[tuple[int
         "own_chars": (0 if first else units[win.own_start][0], len(text) + 1 if last else units[win.own_end][0]),
         "spans": sorted((b - win.start, e - win.start, lab) for b, e, lab in spans if win.start <= b and e < win.end),
         "n_labels": n_labels,
+        "edges": (bool(prefix), bool(suffix)),
     }
 
 
@@ -273,28 +275,42 @@ class SpanNerModel(HeadModel):
         self.biaffine_dropout = nn.Dropout(config.dropout)
         self.biaffine = BandBiaffine(size, self.n_classes, config.biaffine_size)
 
-    def _units(self, batch: dict[str, Any]) -> torch.Tensor:
-        """Unit vectors (N, W, H): the mean of each unit's sub-words (one sub-word for unit "subword")."""
+    def _units(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(sequence vectors (N, lead + W + tail, H), their mask, lead): the mean of each unit's sub-words (one
+        sub-word for unit "subword"), between the window's first special token ([CLS]: lead = 1) and its
+        last ([SEP], right after each window's last unit: tail = 1) when the tokenizer has them. Why: T's
+        BiLSTM and CRF run over every position of `input_ids`, special tokens included; spans never start or
+        end on them (T `_inference_forward` spans from 1 to len - 2), so `span_logits` cuts them off after."""
         out = self.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
         start, end = batch["unit_start"], batch["unit_end"]
         index = lambda pos: pos[..., None].expand(-1, -1, hidden.shape[-1])  # noqa: E731
         cum = torch.cat([torch.zeros_like(hidden[:, :1]), hidden.cumsum(1)], dim=1)
-        return (cum.gather(1, index(end)) - cum.gather(1, index(start))) / (end - start)[..., None]
+        units = (cum.gather(1, index(end)) - cum.gather(1, index(start))) / (end - start)[..., None]
+        lead, tail = (int(e) for e in batch.get("edges", (False, False)))
+        n, w, _ = units.shape
+        counts = batch["unit_mask"].sum(1)
+        if lead or tail:
+            rows = torch.arange(n, device=units.device)
+            units = torch.cat([hidden[:, :lead], units, units.new_zeros(n, tail, units.shape[-1])], dim=1)
+            if tail:
+                units = units.index_put((rows, counts + lead), hidden[rows, batch["attention_mask"].sum(1) - 1])
+        mask = torch.arange(w + lead + tail, device=units.device)[None] < (counts + lead + tail)[:, None]
+        return units, mask, lead
 
     def span_logits(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """(span logits (N, W, K, classes), valid (N, W, K)) with K = min(max_width, W)."""
-        mask = batch["unit_mask"]
-        units = self.contextualizer(self._units(batch), mask)
-        n, w, _ = units.shape
+        vectors, seq_mask, lead = self._units(batch)
+        units = self.contextualizer(vectors, seq_mask)
+        w = batch["unit_mask"].shape[1]
         band = min(self.config.max_width, w)
-        crf_mask = mask.clone()
+        crf_mask = seq_mask.clone()
         crf_mask[:, 0] = True  # the recursion starts at step 0 of every sequence, even an empty one
         emissions = self.tag_proj(self.tagger_dropout(units))
         tagger = span_log_scores(self.crf.log_marginals(emissions, crf_mask), self.n_classes, band)
         biaffine = self.biaffine(self.biaffine_dropout(units), band)
         logits = self.config.tagger_weight * tagger + self.config.biaffine_weight * biaffine
-        return logits, band_valid(mask.sum(1), w, band)
+        return logits[:, lead:lead + w], band_valid(batch["unit_mask"].sum(1), w, band)
 
     @staticmethod
     def sampled(logits: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:

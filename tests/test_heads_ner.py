@@ -427,7 +427,27 @@ def test_word_units_are_the_mean_of_their_subwords(tiny_tokenizer, tiny_encoder)
     model: SpanNerModel = head.build(tiny_encoder, LABELS, []).eval()
     s, e = next((s, e) for s, e in features[0]["unit_subwords"] if e - s > 1)
     w = features[0]["unit_subwords"].index((s, e))
-    assert torch.allclose(model._units(batch)[0, w], hidden[0, s:e].mean(0), atol=1e-5)
+    vectors, mask, lead = model._units(batch)
+    assert lead == 1 and torch.allclose(vectors[0, lead + w], hidden[0, s:e].mean(0), atol=1e-5)
+
+
+def test_bilstm_and_crf_run_over_cls_and_sep_as_the_harness_does(tiny_tokenizer, tiny_encoder):
+    """T's contextualizer and CRF see every input position: [CLS], the units, [SEP] right after the last
+    unit of each window (padding after it); span logits keep the units only."""
+    head = small_head(dropout=0.0)
+    features = head.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
+    hidden = tiny_encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    model: SpanNerModel = head.build(tiny_encoder, LABELS, []).eval()
+    vectors, mask, lead = model._units(batch)
+    counts = [len(f["unit_chars"]) for f in features]
+    assert counts[0] != counts[1] and mask.sum(1).tolist() == [c + 2 for c in counts]
+    for i, f in enumerate(features):
+        assert f["input_ids"][0] == tiny_tokenizer.cls_token_id and f["input_ids"][-1] == tiny_tokenizer.sep_token_id
+        assert torch.allclose(vectors[i, 0], hidden[i, 0]) and torch.allclose(vectors[i, counts[i] + 1],
+                                                                                hidden[i, len(f["input_ids"]) - 1])
+    logits, valid = model.span_logits(batch)
+    assert logits.shape[:3] == valid.shape and logits.shape[1] == max(counts)
 
 
 @pytest.mark.parametrize("name", ["span", "span-words"])
