@@ -512,3 +512,24 @@ def test_a_document_whose_offsets_leave_its_text_stops_the_task_naming_its_sourc
     protocol = resolve_protocol("fr", "ner", 64)
     with pytest.raises(DataError, match=r"task 'toy-ner' \(local:brat data/x.tar.gz\): document 'doc-7': entity CHEM"):
         prepare_task(small_head(), data, tiny_tokenizer, protocol)
+
+
+def test_span_heads_train_on_random_batches_as_the_harness_does():
+    """T trains the span head with the Trainer's RandomSampler; biobench's other heads keep length-grouped batches."""
+    from types import SimpleNamespace
+
+    from biobench.finetune import _train_loader
+    from biobench.protocols import resolve_protocol
+
+    protocol = resolve_protocol("fr", "ner", 64)
+    train = [{"input_ids": [0] * n} for n in (3, 50, 4, 49, 5, 48, 6, 47)]
+    orders = {}
+    for name in ("span", "span-words", "hf-token"):
+        head = get_head(name, "ner")
+        loader = _train_loader(SimpleNamespace(features={"train": train}, head=head), protocol, 42)
+        orders[name] = [[len(f["input_ids"]) for f in batch] for batch in loader]
+        assert sorted(n for batch in orders[name] for n in batch) == sorted(len(f["input_ids"]) for f in train)
+    assert type(_train_loader(SimpleNamespace(features={"train": train}, head=get_head("span", "ner")), protocol,
+                              42).sampler).__name__ == "RandomSampler"
+    assert type(_train_loader(SimpleNamespace(features={"train": train}, head=get_head("hf-token", "ner")), protocol,
+                              42).sampler).__name__ == "LengthGroupedSampler"
