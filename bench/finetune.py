@@ -3,7 +3,8 @@
 Why it looks like this: a benchmark grid runs the same task with many seeds, so features are built once per
 task (`prepare_task`) and each seed gets a fresh encoder copy; the best dev state is kept in memory (a
 state_dict copy, no checkpoint files), then restored for the test predictions. Batches are length-grouped with
-dynamic padding (long clinical documents next to short sentences otherwise waste most of the compute).
+dynamic padding (long clinical documents next to short sentences otherwise waste most of the compute), except
+for a head that trains on random batches as its harness does (`train_order = "random"`: the span heads).
 """
 
 from __future__ import annotations
@@ -189,15 +190,27 @@ LOSS_READ_EVERY = 50
 @dataclass
 class DevSelection:
     """The dev evaluations of one fine-tuning run: their history and the model state best on dev by the
-    protocol's `dev_metric` (the first of equal scores wins), kept in memory as a CPU state_dict copy."""
+    protocol's `dev_metric`, kept in memory as a CPU state_dict copy. The first of equal scores wins, as the
+    harnesses' Trainer keeps it (`load_best_model_at_end`: a later checkpoint must be strictly better), except
+    at a score of 0: there a later state with a higher headline metric on dev (`metric`: exact-span macro-F1
+    for NER) wins, so a run whose selection score stays 0 (the span head's sampled-span F1 early in training)
+    does not keep a state that predicts nothing over a later one that predicts (issue 26)."""
 
     score: float = -1.0
+    tie_break: float = -1.0  # the kept state's dev headline metric
     metrics: dict[str, Any] = field(default_factory=dict)
     epoch: int = 0
     step: int = 0
     state: dict[str, torch.Tensor] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0  # time spent evaluating dev (and later test): not training time
+
+    def improves(self, score: float, headline: float) -> bool:
+        """Whether a state scoring `score` on the selection metric (`headline` on the headline one) replaces
+        the kept one."""
+        if score != self.score:
+            return score > self.score
+        return score == 0 and headline > self.tie_break
 
 
 @dataclass
@@ -236,9 +249,10 @@ class _Run:
                                  "dev/macro_f1": metrics["macro_f1"]}, step)
         log_line(self.progress, f"{task.task_id} seed {self.seed} epoch {epoch} step {step}/{self.total}: train loss "
                                 f"{loss:.4f}, dev {protocol.dev_metric} {selected:.4f}")
-        if selected > best.score:
+        if best.improves(selected, metrics[protocol.metric]):
             best.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
             best.score, best.metrics, best.epoch, best.step = selected, metrics, epoch, step
+            best.tie_break = metrics[protocol.metric]
         best.seconds += time.perf_counter() - t0
         self.model.train()
 
@@ -293,14 +307,18 @@ class _Run:
 
 
 def _train_loader(task: PreparedTask, protocol: Protocol, seed: int):
-    """Length-grouped batches of the train features, the order drawn from `seed` (lists of features, collated
-    per micro-batch)."""
+    """Batches of the train features in an order drawn from `seed` (lists of features, collated per
+    micro-batch): length-grouped, or uniformly shuffled for a head whose `train_order` is "random" (the span
+    heads: T trains them with the Trainer's default RandomSampler, `group_by_length` unset)."""
     from biobench.runtime.batching import LengthGroupedSampler
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, RandomSampler
 
     train = task.features["train"]
-    sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train],
-                                   generator=torch.Generator().manual_seed(seed))
+    generator = torch.Generator().manual_seed(seed)
+    if getattr(task.head, "train_order", "length") == "random":
+        sampler = RandomSampler(train, generator=generator)
+    else:
+        sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train], generator=generator)
     return DataLoader(train, batch_size=protocol.batch_size, sampler=sampler, collate_fn=list)
 
 

@@ -9,6 +9,7 @@ blocks of max_width begins (`banded_products`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -58,14 +59,17 @@ def band_valid(n_units: torch.Tensor, width: int, max_width: int) -> torch.Tenso
     return w + k < n_units[:, None, None]
 
 
-def decode_spans(probs: torch.Tensor, valid: torch.Tensor, threshold: float = 0.5
+def decode_spans(probs: torch.Tensor, valid: torch.Tensor, threshold: float = 0.5,
+                 unit_chars: Sequence[Sequence[tuple[int, int]]] | None = None
                  ) -> list[list[tuple[int, int, int, float]]]:
     """Per sequence, the spans (first unit, last unit inclusive, label index, prob) the harness keeps
     (T `BERTSpanNERAdapter.predict` and `_filter_overlapping_predictions`): each candidate span takes its
     best non-O class, kept when its probability exceeds `threshold`; then, within a label, spans are taken
-    by decreasing probability (then length) and one overlapping an already kept span is dropped, so nested
-    entities of different labels survive. probs (N, W, K, classes) with class 0 = O, valid (N, W, K);
-    label index = class - 1."""
+    by decreasing probability, then decreasing length in characters (`unit_chars`: each sequence's unit
+    character ranges; in units without it), then T's enumeration order (first unit, then last unit: a
+    stable sort over spans listed start-major), and one overlapping an already kept span is dropped, so
+    nested entities of different labels survive. Exact ties are common: a sigmoid is exactly 1.0 in float32
+    above a logit of ~16.7. probs (N, W, K, classes) with class 0 = O, valid (N, W, K); label index = class - 1."""
     best, label = probs[..., 1:].max(-1)
     keep = (best > threshold) & valid
     found = keep.nonzero().tolist()
@@ -74,8 +78,11 @@ def decode_spans(probs: torch.Tensor, valid: torch.Tensor, threshold: float = 0.
         per_group.setdefault((seq, lab), []).append((p, w, w + k))
     out: list[list[tuple[int, int, int, float]]] = [[] for _ in range(probs.shape[0])]
     for (seq, lab), cands in per_group.items():
+        chars = unit_chars[seq] if unit_chars is not None else None
+        lengths = [chars[e][1] - chars[b][0] if chars else e - b for _, b, e in cands]
         taken = bytearray(probs.shape[1])  # units already inside a kept span of this label
-        for p, b, e in sorted(cands, key=lambda c: (-c[0], c[1] - c[2], c[1])):
+        ranked = sorted(zip(cands, lengths, strict=True), key=lambda c: (-c[0][0], -c[1], c[0][1], c[0][2]))
+        for (p, b, e), _ in ranked:
             if 1 not in taken[b:e + 1]:
                 taken[b:e + 1] = b"\x01" * (e + 1 - b)
                 out[seq].append((b, e, lab, p))

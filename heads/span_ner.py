@@ -80,6 +80,9 @@ class SpanNerSpec:
     config: SpanConfig = field(default_factory=SpanConfig)
     overlap: float = 0.25  # share of a window's subwords repeated as context in the next window
     sampled: bool = True  # draw the training / selection spans (hf-token borrows featurize without them)
+    # training batches uniformly shuffled, not length-grouped (biobench.finetune._train_loader): T trains the
+    # span head with the HF Trainer's default RandomSampler (no `group_by_length` in its configs)
+    train_order: str = "random"
 
     # ---- featurize: examples -> windows (pure python, once per task) ---------------------------------
     def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int,
@@ -169,6 +172,7 @@ class SpanNerSpec:
             "samples": torch.tensor(samples, dtype=torch.long).view(-1, 4),
             "unit_chars": [f["unit_chars"] for f in features],
             "example_index": [f["example_index"] for f in features],
+            "edges": features[0].get("edges", (False, False)),
         }
 
     # ---- build / gold / merge / selection ---------------------------------------------------------------
@@ -226,6 +230,7 @@ def _window_feature(index: int, text: str, ids: list[int], units: list[tuple[int
         "own_chars": (0 if first else units[win.own_start][0], len(text) + 1 if last else units[win.own_end][0]),
         "spans": sorted((b - win.start, e - win.start, lab) for b, e, lab in spans if win.start <= b and e < win.end),
         "n_labels": n_labels,
+        "edges": (bool(prefix), bool(suffix)),
     }
 
 
@@ -300,31 +305,50 @@ class SpanNerModel(HeadModel):
         self.biaffine_dropout = nn.Dropout(config.dropout)
         self.biaffine = BandBiaffine(size, self.n_classes, config.biaffine_size)
 
-    def _units(self, batch: dict[str, Any]) -> torch.Tensor:
-        """Unit vectors (N, W, H): the mean of each unit's sub-words (one sub-word for unit "subword")."""
+    def _units(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(sequence vectors (N, lead + W + tail, H), their mask, lead): the mean of each unit's sub-words (one
+        sub-word for unit "subword"), between the window's first special token ([CLS]: lead = 1) and its
+        last ([SEP], right after each window's last unit: tail = 1) when the tokenizer has them. Why: T's
+        BiLSTM and CRF run over every position of `input_ids`, special tokens included; spans never start or
+        end on them (T `_inference_forward` spans from 1 to len - 2), so `span_logits` cuts them off after."""
         out = self.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
         start, end = batch["unit_start"], batch["unit_end"]
         index = lambda pos: pos[..., None].expand(-1, -1, hidden.shape[-1])  # noqa: E731
         cum = torch.cat([torch.zeros_like(hidden[:, :1]), hidden.cumsum(1)], dim=1)
-        return (cum.gather(1, index(end)) - cum.gather(1, index(start))) / (end - start)[..., None]
+        units = (cum.gather(1, index(end)) - cum.gather(1, index(start))) / (end - start)[..., None]
+        lead, tail = (int(e) for e in batch.get("edges", (False, False)))
+        n, w, _ = units.shape
+        counts = batch["unit_mask"].sum(1)
+        if lead or tail:
+            rows = torch.arange(n, device=units.device)
+            units = torch.cat([hidden[:, :lead], units, units.new_zeros(n, tail, units.shape[-1])], dim=1)
+            if tail:
+                units = units.index_put((rows, counts + lead), hidden[rows, batch["attention_mask"].sum(1) - 1])
+        mask = torch.arange(w + lead + tail, device=units.device)[None] < (counts + lead + tail)[:, None]
+        return units, mask, lead
 
     def span_logits(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """(span logits (N, W, K, classes), valid (N, W, K)) with K = min(max_width, W)."""
-        return self.score_units(self._units(batch), batch["unit_mask"])
+        vectors, seq_mask, lead = self._units(batch)
+        return self.score_units(vectors, seq_mask, batch["unit_mask"], lead)
 
-    def score_units(self, units: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`span_logits` from the unit vectors (N, W, H) and their mask (N, W)."""
-        units = self.contextualizer(units, mask)
-        n, w, _ = units.shape
+    def score_units(self, units: torch.Tensor, seq_mask: torch.Tensor, unit_mask: torch.Tensor | None = None,
+                    lead: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """`span_logits` from the sequence vectors (N, lead + W + tail, H) and their mask: the BiLSTM and the
+        CRF run over the whole sequence ([CLS] and [SEP] included, `_units`), spans are kept over the W text
+        units (`unit_mask`, (N, W); default: every position is a text unit, lead 0)."""
+        unit_mask = seq_mask if unit_mask is None else unit_mask
+        units = self.contextualizer(units, seq_mask)
+        w = unit_mask.shape[1]
         band = min(self.config.max_width, w)
-        crf_mask = mask.clone()
+        crf_mask = seq_mask.clone()
         crf_mask[:, 0] = True  # the recursion starts at step 0 of every sequence, even an empty one
         emissions = self.tag_proj(self.tagger_dropout(units))
         tagger = span_log_scores(self.crf.log_marginals(emissions, crf_mask), self.n_classes, band)
         biaffine = self.biaffine(self.biaffine_dropout(units), band)
         logits = self.config.tagger_weight * tagger + self.config.biaffine_weight * biaffine
-        return logits, band_valid(mask.sum(1), w, band)
+        return logits[:, lead:lead + w], band_valid(unit_mask.sum(1), w, band)
 
     @staticmethod
     def sampled(logits: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:
@@ -346,7 +370,7 @@ class SpanNerModel(HeadModel):
         """Per window, sorted [start, end, label] character spans (document offsets), with the window's
         selection tally."""
         logits, valid = self.span_logits(batch)
-        decoded = decode_spans(logits.sigmoid(), valid, self.config.threshold)
+        decoded = decode_spans(logits.sigmoid(), valid, self.config.threshold, batch["unit_chars"])
         samples = batch["samples"]
         argmax, gold = self.sampled(logits, samples).argmax(-1), samples[:, 3]
         out = []

@@ -191,7 +191,7 @@ def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entrie
                 verify_spans=opts.get("verify_spans", True),
             )
             if fmt == "brat":
-                out += brat.ner_examples(docs, opts.get("entity_labels"))
+                out += brat.ner_examples(docs, opts.get("entity_labels"), opts.get("sample_unit", "document"))
             else:
                 found = [
                     MultilabelExample(d.id, d.text, brat.document_codes(

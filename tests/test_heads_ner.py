@@ -348,6 +348,35 @@ def test_decoding_keeps_the_best_non_o_label_per_span_and_no_same_label_overlap(
     assert out[0][2][3] == pytest.approx(0.95)
 
 
+
+def _harness_filter(entities):
+    """T `_filter_overlapping_predictions("no_overlapping_same_label")` written out: a stable sort of the
+    spans (enumerated start-major) by (-confidence, -characters), then same-label character overlaps dropped."""
+    kept = []
+    for ent in sorted(entities, key=lambda e: (-e[3], -(e[1] - e[0]))):
+        if not any(ent[0] < k[1] and ent[1] > k[0] and ent[2] == k[2] for k in kept):
+            kept.append(ent)
+    return sorted(kept)
+
+
+def test_tied_probabilities_are_broken_as_the_harness_breaks_them():
+    """Saturated sigmoids (exactly 1.0) tie; T prefers the span with more characters, then the one it
+    enumerated first. Units here: a long word, then short ones, so more units can mean fewer characters."""
+    chars = [(0, 4), (5, 6), (7, 11), (12, 24), (25, 26), (27, 28), (29, 30)]
+    probs = torch.zeros(1, 7, 4, 2)  # classes O, DISO
+    for b, e in [(0, 1), (1, 2), (3, 4), (4, 6)]:  # all tied at 1.0
+        probs[0, b, e - b, 1] = 1.0
+    valid = band_valid(torch.tensor([7]), 7, 4)
+    ours = decode_spans(probs, valid, 0.5, [chars])[0]
+    candidates = [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in  # T's enumeration: (start, end) order
+                  sorted((b, k + b, 0, 1.0) for b in range(7) for k in range(4) if probs[0, b, k, 1] > 0.5)]
+    expected = _harness_filter(candidates)
+    assert [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in ours] == expected
+    assert (12, 26) in [(s, e) for s, e, *_ in expected]  # 14 characters over 2 units beat [4, 6]'s 5 over 3 units
+    assert (0, 6) in [(s, e) for s, e, *_ in expected]  # [0, 1] and [1, 2] tie on 6 characters: enumerated first
+    old = decode_spans(probs, valid, 0.5)[0]  # without characters the units decide: another answer
+    assert [(b, e) for b, e, *_ in old] != [(b, e) for b, e, *_ in ours]
+
 def test_selection_is_the_harness_argmax_f1_over_sampled_spans():
     head = small_head()
     windows = [WindowSpans(), WindowSpans(), []]
@@ -398,7 +427,27 @@ def test_word_units_are_the_mean_of_their_subwords(tiny_tokenizer, tiny_encoder)
     model: SpanNerModel = head.build(tiny_encoder, LABELS, []).eval()
     s, e = next((s, e) for s, e in features[0]["unit_subwords"] if e - s > 1)
     w = features[0]["unit_subwords"].index((s, e))
-    assert torch.allclose(model._units(batch)[0, w], hidden[0, s:e].mean(0), atol=1e-5)
+    vectors, mask, lead = model._units(batch)
+    assert lead == 1 and torch.allclose(vectors[0, lead + w], hidden[0, s:e].mean(0), atol=1e-5)
+
+
+def test_bilstm_and_crf_run_over_cls_and_sep_as_the_harness_does(tiny_tokenizer, tiny_encoder):
+    """T's contextualizer and CRF see every input position: [CLS], the units, [SEP] right after the last
+    unit of each window (padding after it); span logits keep the units only."""
+    head = small_head(dropout=0.0)
+    features = head.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)
+    batch = head.collate(features, tiny_tokenizer.pad_token_id)
+    hidden = tiny_encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    model: SpanNerModel = head.build(tiny_encoder, LABELS, []).eval()
+    vectors, mask, lead = model._units(batch)
+    counts = [len(f["unit_chars"]) for f in features]
+    assert counts[0] != counts[1] and mask.sum(1).tolist() == [c + 2 for c in counts]
+    for i, f in enumerate(features):
+        assert f["input_ids"][0] == tiny_tokenizer.cls_token_id and f["input_ids"][-1] == tiny_tokenizer.sep_token_id
+        assert torch.allclose(vectors[i, 0], hidden[i, 0]) and torch.allclose(vectors[i, counts[i] + 1],
+                                                                                hidden[i, len(f["input_ids"]) - 1])
+    logits, valid = model.span_logits(batch)
+    assert logits.shape[:3] == valid.shape and logits.shape[1] == max(counts)
 
 
 @pytest.mark.parametrize("name", ["span", "span-words"])
@@ -433,20 +482,23 @@ def test_head_fits_a_tiny_dataset_with_nested_entities(name, tiny_tokenizer, tin
 
 
 def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, minilm_tokenizer):
+    """quaero-emea's line samples fit max_length 256 (the harness's); read at 32 tokens the longer lines
+    split into windows, and their spans merge back to the line's characters."""
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 
     task = load_task(get_spec("quaero-emea"), shared_data)
     docs = task.splits["train"]
     head = small_head()
-    features = head.featurize(docs, minilm_tokenizer, 256, task.labels)
-    assert len(features) > 5 * len(docs) and all(len(f["input_ids"]) <= 256 for f in features)
+    assert len(head.featurize(docs, minilm_tokenizer, 256, task.labels)) == len(docs)
+    features = head.featurize(docs, minilm_tokenizer, 32, task.labels)
+    assert len(features) > 1.5 * len(docs) and all(len(f["input_ids"]) <= 32 for f in features)
     assert all(len(f["samples"]) <= 512 for f in features)
     merged = head.merge(features, oracle_predictions(features, task.labels), len(docs))
     gold = {(i, *s) for i, ex in enumerate(docs) for s in head.gold(ex)}
     pred = {(i, *s) for i, spans in enumerate(merged) for s in spans}
     assert sum(map(len, merged)) == len(pred)  # no duplicates from overlapping windows
-    assert len(gold & pred) >= 0.99 * len(gold)  # all but entities ending inside a sub-word
+    assert len(gold & pred) >= 0.97 * len(gold)  # all but entities ending inside a sub-word or wider than a window
 
 
 def test_a_document_whose_offsets_leave_its_text_stops_the_task_naming_its_source(tiny_tokenizer):
@@ -460,3 +512,94 @@ def test_a_document_whose_offsets_leave_its_text_stops_the_task_naming_its_sourc
     protocol = resolve_protocol("fr", "ner", 64)
     with pytest.raises(DataError, match=r"task 'toy-ner' \(local:brat data/x.tar.gz\): document 'doc-7': entity CHEM"):
         prepare_task(small_head(), data, tiny_tokenizer, protocol)
+
+
+def test_span_heads_train_on_random_batches_as_the_harness_does():
+    """T trains the span head with the Trainer's RandomSampler; biobench's other heads keep length-grouped batches."""
+    from types import SimpleNamespace
+
+    from biobench.finetune import _train_loader
+    from biobench.protocols import resolve_protocol
+
+    protocol = resolve_protocol("fr", "ner", 64)
+    train = [{"input_ids": [0] * n} for n in (3, 50, 4, 49, 5, 48, 6, 47)]
+    orders = {}
+    for name in ("span", "span-words", "hf-token"):
+        head = get_head(name, "ner")
+        loader = _train_loader(SimpleNamespace(features={"train": train}, head=head), protocol, 42)
+        orders[name] = [[len(f["input_ids"]) for f in batch] for batch in loader]
+        assert sorted(n for batch in orders[name] for n in batch) == sorted(len(f["input_ids"]) for f in train)
+    assert type(_train_loader(SimpleNamespace(features={"train": train}, head=get_head("span", "ner")), protocol,
+                              42).sampler).__name__ == "RandomSampler"
+    assert type(_train_loader(SimpleNamespace(features={"train": train}, head=get_head("hf-token", "ner")), protocol,
+                              42).sampler).__name__ == "LengthGroupedSampler"
+
+
+@pytest.fixture(scope="module")
+def minilm_tiny_encoder(minilm_tokenizer):
+    """A tiny random ModernBERT over MiniLM's WordPiece vocabulary: French lines in ~25 sub-words, as QUAERO's."""
+    from biobench.training.presets import build_modernbert_mlm
+
+    return build_modernbert_mlm(minilm_tokenizer, "tiny", seed=0).model
+
+
+@pytest.mark.slow  # ~80 full-batch steps, ~8 s of CPU (F1 0 until step 40, 0.95 at step 80 on an idle core)
+def test_span_head_learns_line_samples_of_a_generated_brat_document(tmp_path, minilm_tokenizer, minilm_tiny_encoder):
+    """The whole path on a QUAERO-shaped corpus: one generated BRAT document (lines of French clinical text
+    with nested entities, a blank line, a mention across a line break) read as line samples, featurized with
+    the harness's sampling (first 500 negatives, <= 512 spans), trained: exact-span macro-F1 >= 0.8 on its
+    lines within 150 steps (0.95 at step 80). Guards against data shaped so that the head cannot learn (issue 26: documents
+    read as one 1,024-token window, every negative in the first 13 tokens, F1 ~0)."""
+    import copy
+    import json
+
+    from biobench.metrics import score
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import read_spec_file
+    from biobench.tasks.synthetic import generate_task
+
+    lines = generate_task("demo-ner", seed=3, n_train=8, n_dev=1, n_test=1)["train"]
+    text, ann, offset = "", [], 0
+    for k, ex in enumerate(lines):
+        ann += [f"T{len(ann) + i}\t{e.label} {offset + e.start} {offset + e.end}\t{ex.text[e.start:e.end]}"
+                for i, e in enumerate(ex.entities, start=1)]
+        text += ex.text + ("\n\n" if k == 3 else "\n")
+        offset = len(text)
+    across = text.index("\n") - 3  # the last 3 characters of line 0 and the first 4 of line 1
+    ann.append(f"T{len(ann) + 1}\tDISEASE {across} {across + 8}\t{text[across:across + 8].replace(chr(10), ' ')}")
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "doc.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "corpus" / "doc.ann").write_text("\n".join(ann) + "\n", encoding="utf-8")
+    labels = sorted({e.label for ex in lines for e in ex.entities})
+    spec = {"id": "lines", "lang": "fr", "kind": "ner", "max_length": 256, "protocol": "fr", "labels": labels,
+            "sources": [{"type": "local", "format": "brat", "options": {"sample_unit": "line"},
+                         "splits": {s: "corpus" for s in ("train", "dev", "test")}}]}
+    (tmp_path / "lines.json").write_text(json.dumps(spec))
+    train = load_task(read_spec_file(tmp_path / "lines.json")).splits["train"]
+    assert [ex.text for ex in train] == [ex.text for ex in lines]
+    assert [sorted(ex.entities, key=Entity.key) for ex in train] == [sorted(ex.entities, key=Entity.key) for ex in lines]
+    # (the mention across a line break is in no line)
+
+    torch.manual_seed(0)
+    head = small_head(lstm_size=32, biaffine_size=16, dropout=0.0)
+    assert (head.config.negatives, head.config.max_spans) == (500, 512)
+    features = head.featurize(train, minilm_tokenizer, 256, labels)
+    assert len(features) == len(train)  # a line is one window
+    model = head.build(copy.deepcopy(minilm_tiny_encoder), labels, train)
+    optimizer = torch.optim.AdamW([{"params": model.encoder.parameters(), "lr": 1e-3},
+                                   {"params": model.head_parameters(), "lr": 3e-2}])
+    batch = head.collate(features, minilm_tokenizer.pad_token_id)
+    gold = [head.gold(ex) for ex in train]
+    f1_now = 0.0
+    for step in range(1, 151):
+        model.train()
+        loss = model(batch)["loss"]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 10 == 0:
+            model.eval()
+            f1_now = score("ner", gold, head.merge(features, model.predict(batch), len(train)), labels)["macro_f1"]
+            if f1_now >= 0.8:
+                break
+    assert f1_now >= 0.8, (step, f1_now)

@@ -104,15 +104,19 @@ def reference_biaffine(model: SpanNerModel, units: torch.Tensor, band: int) -> t
     return all_pairs_to_band(torch.einsum("nbcd,necd->nbec", begin, end), band) + scorer.bias
 
 
-def reference_score_units(model: SpanNerModel, units: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def reference_score_units(model: SpanNerModel, units: torch.Tensor, mask: torch.Tensor,
+                          unit_mask: torch.Tensor | None = None, lead: int = 0) -> torch.Tensor:
+    """Span logits over the text units: the BiLSTM and CRF over the whole sequence (special tokens too), the
+    band as wide as the text units allow, the lead ([CLS]) cut off."""
+    w = (mask if unit_mask is None else unit_mask).shape[1]
     units = reference_bilstm(model.contextualizer, units, mask)
-    band = min(model.config.max_width, units.shape[1])
+    band = min(model.config.max_width, w)
     crf_mask = mask.clone()
     crf_mask[:, 0] = True
     log_m = reference_log_marginals(model.crf, model.tag_proj(model.tagger_dropout(units)), crf_mask)
     tagger = reference_tagger_scores(log_m, model.n_classes, band)
     biaffine = reference_biaffine(model, model.biaffine_dropout(units), band)
-    return model.config.tagger_weight * tagger + model.config.biaffine_weight * biaffine
+    return (model.config.tagger_weight * tagger + model.config.biaffine_weight * biaffine)[:, lead:lead + w]
 
 
 def reference_loss(logits: torch.Tensor, samples: torch.Tensor, n_classes: int) -> torch.Tensor:
@@ -221,7 +225,7 @@ def test_full_model_matches_the_reference_through_the_encoder(tiny_tokenizer):
     for reference in (False, True):
         model.zero_grad(set_to_none=True)
         if reference:
-            logits = reference_score_units(model, model._units(batch), batch["unit_mask"])
+            logits = reference_score_units(model, *model._units(batch)[:2], batch["unit_mask"], model._units(batch)[2])
             loss = reference_loss(logits, batch["samples"], model.n_classes)
         else:
             loss = model(batch)["loss"]
@@ -235,7 +239,7 @@ def test_full_model_matches_the_reference_through_the_encoder(tiny_tokenizer):
 
     model.eval()
     with torch.no_grad():
-        ref_logits = reference_score_units(model, model._units(batch), batch["unit_mask"])
+        ref_logits = reference_score_units(model, *model._units(batch)[:2], batch["unit_mask"], model._units(batch)[2])
         logits, valid = model.span_logits(batch)
     assert_close(logits[valid], ref_logits[valid], "span logits")
     assert [list(w) for w in model.predict(batch)] == [

@@ -86,6 +86,33 @@ def test_brat_missing_ann_policies(tmp_path):
     assert brat.read_brat(tmp_path / "b", missing_ann="empty")[1].entities == ()
 
 
+def test_brat_line_samples_as_the_harness_splits_them(caplog):
+    """T `_split_by_lines`: one sample per non-blank line, entities kept whole in their line (offsets line-relative,
+    fragments too), an entity across a line boundary dropped and counted."""
+    from biobench.tasks.schema import NerExample
+
+    text = "Aspirine 500 mg\n\n  \nfièvre et\ndouleur"
+    ents = (Entity(0, 8, "CHEM"), Entity(9, 15, "DOSE"), Entity(20, 26, "DISO"),
+            Entity(20, 37, "DISO", ((20, 26), (30, 37))), Entity(30, 37, "DISO"))
+    lines, crossing = brat.split_lines("d", text, ents)
+    assert crossing == 1  # "fièvre ... douleur" spans lines 3 and 4
+    assert [ex.id for ex in lines] == ["d_line0@0", "d_line3@20", "d_line4@30"]  # line 1 empty, line 2 blank
+    assert lines[0] == NerExample("d_line0@0", "Aspirine 500 mg", (Entity(0, 8, "CHEM"), Entity(9, 15, "DOSE")))
+    assert lines[1].entities == (Entity(0, 6, "DISO"),) and lines[2].entities == (Entity(0, 7, "DISO"),)
+    for ex in lines:  # the id's offset maps a line span back to the document
+        lo = int(ex.id.rsplit("@", 1)[1])
+        assert all(text[lo + e.start:lo + e.end] == ex.text[e.start:e.end] for e in ex.entities)
+    inside = brat.split_lines("d", "a b\nc", (Entity(0, 3, "X", ((0, 1), (2, 3))),))[0][0].entities[0]
+    assert inside.fragments == ((0, 1), (2, 3))
+    doc = brat.BratDocument("d", text, ents, "data/d")
+    with caplog.at_level("WARNING"):
+        assert len(brat.ner_examples([doc], sample_unit="line")) == 3
+    assert "data/d: 1 entities cross a line boundary" in caplog.text
+    assert [ex.id for ex in brat.ner_examples([doc])] == ["d"]
+    with pytest.raises(Exception, match="sample_unit 'sentence' is not one of document, line"):
+        brat.ner_examples([doc], sample_unit="sentence")
+
+
 def test_tsv_and_jsonl_rows(tmp_path):
     tsv = tabular.read_table(FIX / "user" / "train.tsv", "tsv", {})
     exs = rows.rows_to_examples(tsv, "classification", "train", {})

@@ -22,7 +22,7 @@ COUNTS = {
     "chemprot-13": (4169, 2427, 3469),
     "gad": (4261, 535, 534),
     "hoc": (1295, 186, 371),
-    "quaero-emea": (11, 12, 15),
+    "quaero-emea": (706, 649, 578),  # one sample per non-blank line of the 11/12/15 documents, as T reads them
     "quaero-medline": (833, 832, 833),
     "fracco-30": (1030, 129, 129),  # 1,288 of the 1,300 annotated documents keep a top-30 expression (tests/test_tasks_fracco.py)
     "fracco-100": (1036, 130, 129),  # 1,295 keep a top-100 expression
@@ -56,14 +56,33 @@ def test_entity_mention_counts(shared_data):
     assert sum(_mentions(load_task(get_spec("quaero-medline"), shared_data), "test").values()) == 3103
 
 
+# (samples, entities) per split as the authors' harness builds them (T src/tabib/data/brat.py): EMEA one sample per
+# non-blank line (EMEAAdapter, chunk_size=-1; T ner_span.md: "706 samples train"), MEDLINE one per title file
+# (MEDLINEAdapter, chunk_size=0); no entity of either corpus crosses a line boundary.
+HARNESS_SIZES = {
+    "quaero-emea": {"train": (706, 2695), "dev": (649, 2260), "test": (578, 2204)},
+    "quaero-medline": {"train": (833, 2994), "dev": (832, 2977), "test": (833, 3103)},
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(HARNESS_SIZES))
+def test_quaero_samples_and_entities_per_split_are_the_harness(shared_data, task_id):
+    task = load_task(get_spec(task_id), shared_data)
+    sizes = {s: (len(task.splits[s]), sum(len(ex.entities) for ex in task.splits[s])) for s in ("train", "dev", "test")}
+    assert sizes == HARNESS_SIZES[task_id]
+    if task_id == "quaero-emea":
+        assert all(ex.text.strip() and "\n" not in ex.text for s in sizes for ex in task.splits[s])
+        assert task.splits["train"][0].id == "train/EMEA/318_line0@0"
+
+
 def test_quaero_has_nested_discontinuous_and_codes(shared_data):
     task = load_task(get_spec("quaero-emea"), shared_data)
     ents = [e for ex in task.splits["train"] for e in ex.entities]
     assert any(e.is_discontinuous for e in ents)
     assert all(e.code for e in ents[:50])
-    doc = task.splits["train"][0]
-    spans = [(e.start, e.end) for e in doc.entities]
-    assert any(a[0] <= b[0] and b[1] <= a[1] and a != b for a in spans for b in spans)  # nesting
+    nested = [ex for ex in task.splits["train"]
+              if any(a.start <= b.start and b.end <= a.end and a.key() != b.key() for a in ex.entities for b in ex.entities)]
+    assert len(nested) > 100  # T ner_span.md: "315 avec nested entities" of 706
 
 
 def test_label_distributions(shared_data):

@@ -8,21 +8,24 @@ normalised, fragments joined by a space as BRAT writes them).
 
 from __future__ import annotations
 
+import logging
 import re
 import tarfile
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from biobench.errors import DataError
 from biobench.tasks.schema import Entity, NerExample
 
+log = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")
 CODE_UNITS = ("token", "note")
 # the task-spec options the `brat` format reads (read_brat, ner_examples), and `brat_codes` (+ document_codes)
-OPTIONS: tuple[str, ...] = ("note_type", "missing_ann", "verify_spans", "entity_labels")
-CODE_OPTIONS: tuple[str, ...] = (*OPTIONS, "code_pattern", "code_unit")
+OPTIONS: tuple[str, ...] = ("note_type", "missing_ann", "verify_spans", "entity_labels", "sample_unit")
+SAMPLE_UNITS = ("document", "line")
+CODE_OPTIONS: tuple[str, ...] = (*(o for o in OPTIONS if o != "sample_unit"), "code_pattern", "code_unit")
 
 
 @dataclass(frozen=True)
@@ -153,13 +156,53 @@ def read_brat(
     return tuple(docs)
 
 
-def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | None = None) -> list[NerExample]:
-    """One NerExample per document (raw text, no tokens), optionally keeping only some entity labels."""
+def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | None = None,
+                 sample_unit: str = "document") -> list[NerExample]:
+    """NerExamples (raw text, no tokens), optionally keeping only some entity labels.
+
+    sample_unit "document" (default): one example per document. "line": one per non-blank line (split_lines),
+    as the authors' harness reads QUAERO EMEA (T `src/tabib/data/brat.py` `_split_by_lines`, used by
+    `EMEAAdapter` with `chunk_size=-1`)."""
+    if sample_unit not in SAMPLE_UNITS:
+        raise DataError(f"sample_unit {sample_unit!r} is not one of {', '.join(SAMPLE_UNITS)}; fix the task spec's "
+                        "options")
     keep = set(entity_labels) if entity_labels else None
-    return [
-        NerExample(d.id, d.text, tuple(e for e in d.entities if keep is None or e.label in keep))
-        for d in docs
-    ]
+    out: list[NerExample] = []
+    for d in docs:
+        kept = tuple(e for e in d.entities if keep is None or e.label in keep)
+        if sample_unit == "document":
+            out.append(NerExample(d.id, d.text, kept))
+            continue
+        lines, crossing = split_lines(d.id, d.text, kept)
+        if crossing:
+            log.warning("%s: %d entities cross a line boundary and belong to no line sample (dropped, as the "
+                        "authors' harness drops them)", d.source, crossing)
+        out += lines
+    return out
+
+
+def split_lines(doc_id: str, text: str, entities: Sequence[Entity]) -> tuple[list[NerExample], int]:
+    """(one example per non-blank line, the number of entities that lie in no single line).
+
+    Why: the authors' harness trains and scores QUAERO EMEA line by line (T `_split_by_lines`): lines split at
+    newline characters only, blank or whitespace-only lines skipped, an entity kept in the line holding it whole (offsets
+    made line-relative), an entity crossing a line boundary kept nowhere. A line's example id is
+    `<doc>_line<k>@<c>`: k the line's index among all lines (blank ones included, as T numbers them), c the
+    document character offset of its first character, so a line's spans map back to the document."""
+    bounds, start = [], 0
+    for k, line in enumerate(text.split("\n")):
+        bounds.append((k, start, start + len(line)))
+        start += len(line) + 1
+    out, placed = [], 0
+    for k, lo, hi in bounds:
+        if not text[lo:hi].strip():
+            continue
+        inside = tuple(replace(e, start=e.start - lo, end=e.end - lo,
+                               fragments=tuple((a - lo, b - lo) for a, b in e.fragments))
+                       for e in entities if lo <= e.start and e.end <= hi)
+        placed += len(inside)
+        out.append(NerExample(f"{doc_id}_line{k}@{lo}", text[lo:hi], inside))
+    return out, len(entities) - placed
 
 
 def document_codes(
