@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.tasks.formats import FORMATS, EntryRead, resolve_path
 from biobench.tasks.options import LOCAL_FORMATS
-from biobench.tasks.readers import brat, clinical, hf, iob, rows, tabular
+from biobench.tasks.readers import hf, rows, tabular
 from biobench.tasks.registry import SPLITS, Source, TaskSpec, spec_from_dict
 from biobench.tasks.schema import MultilabelExample, NerExample, TaskData
 
-TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
 # source options that name a further file the source needs (relative like the split paths)
 PATH_OPTIONS = ("path", "split_file", "notes", "masked")
 
@@ -65,14 +65,6 @@ def _format_entries(value: Any, fmt: str) -> list[_Entry]:
         else:
             out.append(_Entry(str(item), "", fmt))
     return out
-
-
-def resolve_path(base: Path, rel: str) -> Path:
-    """`base/rel`, accepting the uncompressed file when the spec names `x.gz` (gzip is optional)."""
-    path = base / rel
-    if not path.exists() and rel.endswith(".gz") and (base / rel[:-3]).exists():
-        return base / rel[:-3]
-    return path
 
 
 def _source_paths(source: Source) -> list[str]:
@@ -164,65 +156,15 @@ def _read_local(spec: TaskSpec, source: Source, base: Path) -> dict[str, list]:
 
 
 def _read_entries(spec: TaskSpec, source: Source, base: Path, split: str, entries: list[_Entry]) -> list:
-    opts = source.options
+    """The examples of a split's entries, each read by its format's reader (tasks/formats.py)."""
     out: list = []
     for entry in entries:
-        path, prefix, fmt = resolve_path(base, entry.path), entry.member_prefix, entry.format
-        if fmt == "iob" and entry.types_from:
-            groups = iob.read_iob_documents(path, scheme=opts.get("scheme", "iob2"), strict=opts.get("strict", True),
-                                            default_type="untyped", id_prefix=split)
-            standoff = brat.read_brat(resolve_path(base, entry.types_from["path"]),
-                                      member_prefix=entry.types_from.get("member_prefix", ""))
-            out += brat.type_from_standoff(groups, standoff, str(path))
-        elif fmt == "iob":
-            out += iob.read_iob(
-                path,
-                scheme=opts.get("scheme", "iob2"),
-                strict=opts.get("strict", True),
-                default_type=opts.get("default_type"),
-                id_prefix=f"{split}{len(out) and '-' + str(len(out)) or ''}",
-            )
-        elif fmt in ("brat", "brat_codes"):
-            docs = brat.read_brat(
-                path,
-                member_prefix=prefix,
-                note_type=opts.get("note_type", "AnnotatorNotes"),
-                missing_ann=opts.get("missing_ann", "error"),
-                verify_spans=opts.get("verify_spans", True),
-            )
-            if fmt == "brat":
-                out += brat.ner_examples(docs, opts.get("entity_labels"), opts.get("sample_unit", "document"))
-            else:
-                found = [
-                    MultilabelExample(d.id, d.text, brat.document_codes(
-                        d, opts.get("entity_labels"), opts.get("code_pattern"), opts.get("code_unit", "token")))
-                    for d in docs
-                ]
-                if not any(ex.labels for ex in found):
-                    on = f" on {'/'.join(opts['entity_labels'])} mentions" if opts.get("entity_labels") else ""
-                    raise DataError(
-                        f"{path}: none of its {len(found)} documents has a {opts.get('note_type', 'AnnotatorNotes')!r} "
-                        f"note{on} (`#n<TAB>{opts.get('note_type', 'AnnotatorNotes')} Tk<TAB>code`), so task "
-                        f"'{spec.id}' has no labels; point the spec at the annotated release (for FRACCO: brat_raw, "
-                        "not brat_processed, which drops the expression_CIM mentions and their codes)"
-                    )
-                out += found
-        elif fmt == "phenotype_csv":
-            found = clinical.phenotype_rows(path, resolve_path(base, opts["notes"]))
-            out += rows.rows_to_examples(found, spec.kind, split, opts)
-        elif fmt == "physionet_deid":
-            found = clinical.deid_rows(path, resolve_path(base, opts["masked"]))
-            out += rows.rows_to_examples(found, spec.kind, split, opts)
-        elif fmt == "cos_snippets":
-            out += clinical.cos_snippet_examples(path)
-        elif fmt == "social_history":
-            out += clinical.social_history_examples(path)
-        elif fmt in TABLE_FORMATS:
-            out += rows.rows_to_examples(tabular.read_table(path, fmt, opts), spec.kind, split, opts)
-        elif fmt == "hf":
-            out += rows.rows_to_examples(hf.dataset_rows(hf.load_local(path), str(path)), spec.kind, split, opts)
-        else:
-            raise DataError(f"task '{spec.id}': unknown local format {fmt!r}; use one of {', '.join(LOCAL_FORMATS)}")
+        fmt = FORMATS.get(entry.format)
+        if fmt is None:
+            raise DataError(f"task '{spec.id}': unknown local format {entry.format!r}; use one of "
+                            f"{', '.join(LOCAL_FORMATS)}")
+        out += fmt.read(EntryRead(spec.id, spec.kind, split, resolve_path(base, entry.path), base, entry.member_prefix,
+                                  entry.types_from, source.options, len(out)))
     return out
 
 

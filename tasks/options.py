@@ -16,7 +16,8 @@ from typing import Any
 
 from biobench.errors import ConfigError
 from biobench.tasks import synthetic
-from biobench.tasks.readers import brat, clinical, iob, rows, tabular
+from biobench.tasks.formats import FORMATS
+from biobench.tasks.readers import rows
 
 # read by tasks/loading.py for every local source: _read_local (a split file or a random split), _finish (top_k)
 LOADER_OPTIONS: tuple[str, ...] = (
@@ -26,20 +27,8 @@ RANDOM_SPLIT_KEYS: tuple[str, ...] = ("library", "seed", "holdout", "second", "m
 SPLIT_ENTRY_KEYS: tuple[str, ...] = ("path", "member_prefix", "format", "types_from")  # loading._format_entries
 TYPES_FROM_KEYS: tuple[str, ...] = ("path", "member_prefix")
 
-FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
-    "iob": iob.OPTIONS,
-    "brat": brat.OPTIONS,
-    "brat_codes": brat.CODE_OPTIONS,
-    "hf": rows.OPTIONS,
-    "phenotype_csv": clinical.PHENOTYPE_OPTIONS + rows.OPTIONS,
-    "physionet_deid": clinical.DEID_OPTIONS + rows.OPTIONS,
-    "cos_snippets": (),
-    "social_history": (),
-    "tsv": tabular.DELIMITED_OPTIONS + rows.OPTIONS,
-    "csv": tabular.DELIMITED_OPTIONS + rows.OPTIONS,
-    "jsonl": rows.OPTIONS,
-    "json": rows.OPTIONS,
-}
+# per local format, the options its reader reads (the one table of formats: tasks/formats.py)
+FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {name: fmt.options for name, fmt in FORMATS.items()}
 LOCAL_FORMATS: tuple[str, ...] = tuple(FORMAT_OPTIONS)
 HUB_OPTIONS: tuple[str, ...] = (*rows.OPTIONS, "top_k")  # loading._read_hub -> rows_to_examples, _finish
 GENERATED_OPTIONS: tuple[str, ...] = synthetic.OPTIONS
