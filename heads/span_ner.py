@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from biobench.errors import ConfigError, DataError
 from biobench.heads.base import HeadModel
@@ -185,9 +186,10 @@ class SpanNerSpec:
 
     def selection_metrics(self, feature_predictions: Sequence[WindowSpans]) -> dict[str, float]:
         """T's `compute_metrics` `f1` over every window's sampled spans (SELECTION_METRIC)."""
-        tallies = [getattr(p, "tally", (0, 0, 0)) for p in feature_predictions]
-        tp, fp, fn = (sum(t[i] for t in tallies) for i in range(3))
-        return {SELECTION_METRIC: 2 * tp / (2 * tp + fp + fn) if tp else 0.0}
+        from biobench.metrics import f1_from_totals
+
+        totals = np.array([getattr(p, "tally", (0, 0, 0)) for p in feature_predictions] or [(0, 0, 0)], dtype=float)
+        return {SELECTION_METRIC: float(f1_from_totals(totals, "micro"))}
 
     def merge(self, features: Sequence[dict[str, Any]], feature_predictions: Sequence[list[Span]],
               n_examples: int) -> list[list[Span]]:

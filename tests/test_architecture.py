@@ -180,7 +180,8 @@ def test_the_results_store_sits_on_the_runtime_layer_without_torch():
 LAYERS = {
     "bench/runtime": ("biobench.runtime", "biobench.errors"),
     "tasks": ("biobench.tasks", "biobench.runtime", "biobench.errors"),
-    "heads": ("biobench.heads", "biobench.tasks", "biobench.runtime", "biobench.errors"),
+    # heads score their dev selection with the one F1 (biobench.metrics: numpy only, no project import)
+    "heads": ("biobench.heads", "biobench.tasks", "biobench.metrics", "biobench.runtime", "biobench.errors"),
     "training": ("biobench.training", "biobench.runtime", "biobench.errors"),
     "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
     # the board model: computations over results folders, below the UI and the service (docs/ARCHITECTURE.md);
