@@ -85,6 +85,11 @@ def hub_results(config: WorkerConfig) -> bool:
     return config.results.startswith(HF_DATASETS)
 
 
+def results_repo(config: WorkerConfig) -> str:
+    """ORG/NAME of hub results (hf://datasets/ORG/NAME): parsed here only; `check_publishable` vets it."""
+    return config.results.removeprefix(HF_DATASETS).strip("/")
+
+
 def working_results(config: WorkerConfig) -> Path:
     """Where eval writes. A folder: the results folder itself. A hub dataset: a local folder seeded with the
     dataset's current results (so the push that follows carries everything, and finished runs are skipped)."""
@@ -92,7 +97,7 @@ def working_results(config: WorkerConfig) -> Path:
         return Path(config.results)
     from biobench.board import dataset
 
-    repo = config.results.removeprefix(HF_DATASETS).strip("/")
+    repo = results_repo(config)
     local = cache_home("worker") / repo.replace("/", "--")
     local.mkdir(parents=True, exist_ok=True)
     source = (config.results_dry_run / dataset.PARQUET) if config.results_dry_run else None
@@ -114,7 +119,7 @@ def publish(config: WorkerConfig, local: Path) -> str:
     from biobench.board import dataset
     from biobench.board.board import build_board
 
-    repo = config.results.removeprefix(HF_DATASETS).strip("/")
+    repo = results_repo(config)
     runs = dataset.board_runs(build_board([local], reference=False, significance=False))
     if config.results_dry_run:
         dataset.build_folder(runs, config.results_dry_run, repo)
@@ -131,7 +136,7 @@ def check_publishable(config: WorkerConfig) -> None:
     hub switched off or no token, a results "folder" that is a file, FIFO or device or cannot be created.
     Checked before any claim, so no request is stranded `running` by a worker that could never finish it."""
     if hub_results(config):
-        repo = config.results.removeprefix(HF_DATASETS).strip("/")
+        repo = results_repo(config)
         if repo.count("/") != 1 or not all(part and part == part.strip() for part in repo.split("/")):
             raise ConfigError(f"--results {config.results[:120]}: expected hf://datasets/ORG/NAME")
         if config.results_dry_run:
