@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from biobench.store import Result, result_path, run_key, write_result
 
 from tests import hostile_corpus as hc
 
@@ -71,9 +72,16 @@ def server(tmp_path):
     port = _free_port()
     hostile = tmp_path / "hostile"
     hc.script_results(hostile)
+    smoke = tmp_path / "smoke"  # a run with protocol overrides: its own marked row, hidden until included
+    write_result(result_path(smoke, "smoke-model", "fracco-30", 42), Result(
+        model={"id": "smoke-model", "slug": "smoke-model", "name": "smoke-model"},
+        task={"id": "fracco-30", "lang": "fr", "kind": "multilabel"}, seed=42, protocol={"hash": "smoke"},
+        key=run_key("r", "d", "smoke", 42), metrics={"test": {"macro_f1": 0.192}},
+        details={"overrides": {"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 200, "protocol": None}}}),
+        [{"id": 1, "gold": ["a"], "pred": ["a"]}, {"id": 2, "gold": ["b"], "pred": ["a"]}])
     log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES), str(hostile),
+        [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES), str(hostile), str(smoke),
          "--host", "127.0.0.1", "--port", str(port), "--n-boot", "200"],
         stdout=log, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")},  # the significance cache stays in tmp
@@ -155,6 +163,19 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     assert after[1] - after[0] == pytest.approx(before[1] - before[0], abs=1)  # Avg stays beside Model
     screenshot(browser, tmp_path, "tab-french-scrolled")
     browser.execute_script("arguments[0].scrollLeft = 0", box)
+
+    # the smoke row: hidden from the ranking (the table says so) until "Include smoke runs" is ticked, then
+    # shown with its mark and its overrides in the tooltip
+    assert "1 smoke row(s) (protocol overrides) are hidden" in browser.find_element(By.TAG_NAME, "body").text
+    browser.execute_script("document.querySelector('#lb-filters .label-wrap, #lb-filters button').click()")
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return !!document.querySelector('#lb-include-smoke input')"))
+    browser.execute_script("document.querySelector('#lb-include-smoke input').click()")
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" in d.find_element(By.ID, "lb-table-fr").text)
+    marked = browser.find_element(By.CSS_SELECTOR, "#lb-table-fr span.smoke")
+    assert "⚑" in marked.text and "epochs 1 (protocol 15), limit_train 200" in marked.get_attribute("title")
+    screenshot(browser, tmp_path, "tab-french-smoke")
+    browser.execute_script("document.querySelector('#lb-include-smoke input').click()")
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-table-fr").text)
 
     # vs paper: no measured model here is one the paper reports: a note says what to evaluate, no empty dropdown
     next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "vs paper").click()
