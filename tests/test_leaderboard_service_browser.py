@@ -70,7 +70,9 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
     results.mkdir()
     port = _free_port()
     proc = serve([sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(results), "--queue", str(q),
-                  "--host", "127.0.0.1", "--port", str(port), "--n-boot", "100"], tmp_path)
+                  "--host", "127.0.0.1", "--port", str(port), "--n-boot", "100",
+                  # the public form takes a local model folder only under a folder the operator allows (#27)
+                  "--allow-local-models", str(tiny_mlm_dir.parent)], tmp_path)
     try:
         url = f"http://127.0.0.1:{port}/"
         _wait_http(url, proc)
@@ -97,7 +99,8 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         WebDriverWait(browser, 30).until(lambda d: "pending" in text_of(d, "sb-queue"))
         request = json.loads(next((q / "requests").glob("*.json")).read_text())
         assert request["overrides"] == {"epochs": 1, "max_length": 32, "limit_train": 40}
-        assert request["submitter"] == "leaderboard form" and request["tasks"] == ["demo-cls"]
+        # the form records a hash of the visitor, never their address (the per-visitor pending limit, #27)
+        assert request["submitter"].startswith("visitor-") and request["tasks"] == ["demo-cls"]
 
         worker = subprocess.run([sys.executable, "-m", "biobench.cli", "worker", "--queue", str(q), "--results",
                                  str(results), "--once"], capture_output=True, text=True, timeout=300,
@@ -113,6 +116,12 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         WebDriverWait(browser, 60).until(lambda d: "rescanned" in text_of(d, "lb-refresh-note"))
         WebDriverWait(browser, 60).until(lambda d: 'title="demo-cls:' in html_of(d, "lb-table-fr"))
         assert ": 1 run" in text_of(browser, "lb-refresh-note")
+        # the request's run is a smoke run (epochs 1, 40 train examples): its row is hidden until included
+        WebDriverWait(browser, 30).until(lambda d: "1 smoke row(s) (protocol overrides) are hidden" in
+                                         d.find_element(By.TAG_NAME, "body").text)
+        browser.execute_script("document.querySelector('#lb-filters .label-wrap, #lb-filters button').click()")
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script("return !!document.querySelector('#lb-include-smoke input')"))
+        browser.execute_script("document.querySelector('#lb-include-smoke input').click()")
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-table-fr"))  # the new row
         screenshot(browser, tmp_path, "service-french-refreshed")
         tab(browser, "Compare")  # the refresh offered the new model: a measured model is preselected
