@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from biobench.errors import BiobenchError, ConfigError, DiskFullError
 from biobench.protocols import OVERRIDES
+from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import cache_home
 from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name
 from biobench.service import queue
@@ -69,16 +69,6 @@ def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConf
     for dest, value in sorted(request.overrides.items()):
         args += [f"{flags[dest]}={value}"]
     return args
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it when the worker dies (Linux; elsewhere a no-op)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def hub_results(config: WorkerConfig) -> bool:
@@ -203,7 +193,7 @@ def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callab
         f"log {log_path})")
     with log_path.open("w", encoding="utf-8") as out:
         child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 preexec_fn=_die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                 preexec_fn=die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             next_renewal = time.time() + config.renew_s
             while child.poll() is None:
