@@ -16,7 +16,7 @@ def _files(root):
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("BIOBENCH_DATA", raising=False)
-    args = ["demo", "--out", str(tmp_path), "--tokens", "60K", "--seeds", "42", "--epochs", "1", "--no-minilm"]
+    args = ["demo", "--out", str(tmp_path), "--tokens", "60K", "--seeds", "42", "--epochs", "1", "--ner-epochs", "1", "--no-minilm"]
     assert cli.main(args) == 0
     captured = capsys.readouterr()
     out = captured.out
