@@ -168,3 +168,27 @@ def test_groups_computed_in_the_worker_process_equal_the_ones_computed_here(tmp_
     finally:
         cache._WORKER = real
     assert broken.groups == here.groups
+
+
+def test_groups_from_several_workers_come_back_in_task_order(tmp_path, monkeypatch):
+    """Task i goes to worker i mod n; the parent reads them back in task order, so each task gets its own
+    groups whatever the number of workers (one per core, at most MAX_WORKERS, never more than the tasks)."""
+    from biobench.board import cache
+    from biobench.perf import leaderboard_scale as scale
+
+    scale.generate(tmp_path, 3, scale.benchmark_tasks(5), 2, 30)
+    here = build_board([tmp_path], significance=False)
+    cached_groups(here, n_boot=100)
+    groups = list(here.groups.values())
+    assert len(groups) == 5 and all(a != b for i, a in enumerate(groups) for b in groups[i + 1:])  # a mix-up shows
+    monkeypatch.setattr(cache.os, "cpu_count", lambda: 64)
+    assert cache.worker_count(2) == 2 and cache.worker_count(100) == cache.MAX_WORKERS
+    monkeypatch.setattr(cache, "MAX_WORKERS", 3)
+    started = []
+    real_popen = cache.subprocess.Popen
+    monkeypatch.setattr(cache.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    there = build_board([tmp_path], significance=False)
+    assert cached_groups(there, n_boot=100, process=True)["computed"] == 5
+    assert len(started) == 3 and there.groups == here.groups and there.problems == here.problems
+    monkeypatch.setattr(cache.os, "cpu_count", lambda: None)
+    assert cache.worker_count(5) == 1

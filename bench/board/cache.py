@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -80,16 +81,18 @@ def _compute_star(args: tuple) -> tuple:
     return _compute(*args)
 
 
-WORKER_PROCESS = True  # BackgroundGroups computes in a worker process (tests that patch `_compute` turn it off)
+WORKER_PROCESS = True  # BackgroundGroups computes in worker processes (tests that patch `_compute` turn it off)
+MAX_WORKERS = 4  # worker processes at most; each holds one task's predictions at a time
 
-# the worker: sys.path first (this process may import biobench from elsewhere), its stdout kept for the results
-_WORKER = ("import pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
-           "sys.path[:0] = pickle.load(sys.stdin.buffer); "
+# a worker: sys.path first (this process may import biobench from elsewhere), its stdout kept for the results;
+# niced, so that on a machine with few cores the app's own pages come first
+_WORKER = ("import os, pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
+           "hasattr(os, 'nice') and os.nice(5); sys.path[:0] = pickle.load(sys.stdin.buffer); "
            "from biobench.board.cache import _serve; _serve(sys.stdin.buffer, out)")
 
 
 def _serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """The worker's loop: the pickled jobs from the parent in, each task's (groups, problems, seconds) out; it
+    """A worker's loop: the pickled jobs from the parent in, each task's (groups, problems, seconds) out; it
     ends quietly when the parent has gone (its pipes closed)."""
     try:
         for job in pickle.load(inp):
@@ -99,32 +102,46 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
         pass
 
 
+def worker_count(jobs: int) -> int:
+    """Worker processes for `jobs` tasks: one per core (at most MAX_WORKERS), never more than the tasks. Why
+    every core, the server's included: once the app is built the server waits on the network, and the workers
+    are niced below it (`_WORKER`)."""
+    return max(1, min(jobs, os.cpu_count() or 1, MAX_WORKERS))
+
+
 def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool) -> Iterator[tuple]:
-    """`_compute` of each missed task, in order: here, or (`process`, more than one task) in a worker process.
-    Why a process: reading thousands of predictions files is Python work that holds the GIL, so in a thread it
-    slows the app being built beside it (measured: the first page later than with the slower per-pair
-    bootstrap, which waited in BLAS); a process runs on the other core. The worker is `python -c` (not
-    multiprocessing's spawn, which re-runs the parent's main script: an app.py calling launch() at top level
-    would start a second server). The pipe carries pickles between this process and its own child only. If
-    the worker fails, the tasks it did not return are computed here."""
+    """`_compute` of each missed task, in order: here, or (`process`, more than one task) in worker processes,
+    task i in worker i mod `worker_count`. Why processes: reading thousands of predictions files is Python work
+    that holds the GIL, so in a thread it slows the app being built beside it (measured: the first page later
+    than with the slower per-pair bootstrap, which waited in BLAS); processes run on the other cores, and
+    several of them finish a cold board's groups that many times sooner (docs/performance.md). A worker is
+    `python -c` (not multiprocessing's spawn, which re-runs the parent's main script: an app.py calling
+    launch() at top level would start a second server). The pipes carry pickles between this process and its
+    own children only. If a worker fails, the tasks not yet returned are computed here."""
     jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha) for lang, task, entries in misses]
     done = 0
     if process and WORKER_PROCESS and len(jobs) > 1:
-        child = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        n = worker_count(len(jobs))
+        children = []
         try:
-            pickle.dump(list(sys.path), child.stdin)
-            pickle.dump(jobs, child.stdin)
-            child.stdin.close()
+            for w in range(n):
+                child = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE)
+                children.append(child)
+                pickle.dump(list(sys.path), child.stdin)
+                pickle.dump(jobs[w::n], child.stdin)
+                child.stdin.close()
             while done < len(jobs):
-                result = pickle.load(child.stdout)
+                result = pickle.load(children[done % n].stdout)
                 done += 1
                 yield result
         except (OSError, EOFError, pickle.UnpicklingError):
             pass  # computed below
         finally:
-            child.kill()
-            child.wait()
-            child.stdout.close()
+            for child in children:
+                child.kill()
+                child.wait()
+                child.stdout.close()
     yield from map(_compute_star, jobs[done:])
 
 
