@@ -358,3 +358,16 @@ def test_align_predictions_takes_columns_as_rows():
     columns = {k: [(s, store.PredictionColumns.of(r)) for s, r in v] for k, v in rows.items()}
     assert columns["A"][0][1] == store.PredictionColumns((0, 1, 2), ("a", "b", "a"), ("a", "b", "b"))
     assert store.align_predictions(columns) == store.align_predictions(rows)
+
+
+def test_first_bad_number_names_the_path_and_skips_history_with_or_without_the_fast_walk():
+    import numpy as np
+    from biobench.store.record import first_bad_number
+
+    clean = {"metrics": {"test": {"macro_f1": 0.5, "per_label": [{"f1": 1, "ok": True, "x": None}]}}, "seed": 42}
+    assert first_bad_number(clean) is None
+    assert first_bad_number({**clean, "history": [{"loss": float("nan")}]}) is None  # history is not checked
+    assert first_bad_number({"metrics": {"test": [0.1, {"f1": float("-inf")}]}}) == ("metrics.test[1].f1", float("-inf"))
+    where, value = first_bad_number({"timings": {"train_s": 10**30}})
+    assert where == "timings.train_s" and value.endswith("(31 digits)")
+    assert first_bad_number({"a": [np.float64("inf")]}) == ("a[0]", np.inf)  # a float subclass: the full walk
