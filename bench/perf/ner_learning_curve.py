@@ -36,6 +36,9 @@ def run(args: argparse.Namespace) -> None:
         overrides["max_length"] = args.max_length
     if args.limit_train:
         overrides["limit_train"] = args.limit_train
+    for knob in ("lr", "head_lr", "warmup_ratio"):
+        if getattr(args, knob) is not None:
+            overrides[knob] = getattr(args, knob)
     protocol = resolve_task_protocol(spec, overrides)
     data = load_task(spec, args.data_dir)
     encoder, tokenizer, _ = load_encoder(args.model, "cpu", dtype=torch.float32)
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
         test = score(task.kind, task.gold["test"], preds, task.labels)
         row = {**self.selection.history[-1], "test_macro_f1": test["macro_f1"], "test_micro_f1": test["micro_f1"],
                "n_pred_test": sum(map(len, preds)), "head": protocol.head, "task": args.task, "model": args.model,
-               "seed": args.seed, "max_length": protocol.max_length, "train_windows": len(task.features["train"]),
+               "seed": args.seed, "lr": protocol.lr, "head_lr": protocol.head_lr, "max_length": protocol.max_length, "train_windows": len(task.features["train"]),
                "elapsed_s": round(time.perf_counter() - started, 1)}
         with out.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -93,6 +96,9 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--max-length", type=int, default=None, help="default: the task's")
     parser.add_argument("--limit-train", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=None, help="encoder lr (default: the protocol's)")
+    parser.add_argument("--head-lr", type=float, default=None, help="head lr (default: the protocol's)")
+    parser.add_argument("--warmup-ratio", type=float, default=None, help="default: the protocol's")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="ner-curve.jsonl", help="JSON lines, one per evaluation")
     parser.add_argument("--table", nargs="+", metavar="JSONL", help="print curves side by side and exit")
