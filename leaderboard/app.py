@@ -335,9 +335,13 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
 
 @dataclass
 class CompareTab:
+    """The Compare tab's inputs, its outputs, and the function that fills them from (language, A, B)."""
+
     lang: gr.Dropdown
     a: gr.Dropdown
     b: gr.Dropdown
+    outputs: list
+    show: Callable[[str | None, str | None, str | None], tuple]
 
 
 def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
@@ -374,11 +378,14 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
         return gr.update(choices=choices, value=pair[0]), gr.update(choices=choices, value=pair[1]), *on_compare(
             lang_v, *pair)
 
+    # A and B answer the visitor's picks only (.input, not .change): a refresh or a language change sets both
+    # and fills the note and table in the same response, where two .change events, one per dropdown, raced
+    # each other with a half-updated pair and the last to return, sometimes the stale one, kept the note
     lang.change(on_lang, lang, [a, b, note, table, average])
-    a.change(on_compare, [lang, a, b], [note, table, average])
-    b.change(on_compare, [lang, a, b], [note, table, average])
+    a.input(on_compare, [lang, a, b], [note, table, average])
+    b.input(on_compare, [lang, a, b], [note, table, average])
     app.load(on_lang, lang, [a, b, note, table, average])
-    return CompareTab(lang, a, b)
+    return CompareTab(lang, a, b, [note, table, average], on_compare)
 
 
 def _plots_tab(live: Live, app: gr.Blocks) -> list:
@@ -547,13 +554,15 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
                                                   value=verdict_choices[0][1] if verdict_choices else None),
                            controls.sizes: filters[0], controls.contexts: filters[1], controls.recipes: filters[2],
                            compare_tab.a: gr.update(choices=pair, value=a), compare_tab.b: gr.update(choices=pair, value=b)}
+                updates.update(zip(compare_tab.outputs, compare_tab.show(compare_lang, a, b), strict=True))
                 updates.update(zip(table_outputs, refresh(src, picked["size"], picked["context"], picked["recipe"],
                                                           sort, ci, smoke), strict=True))
                 updates.update(zip(problem_outputs, problems_now(), strict=True))
                 return updates
 
             refresh_outputs = [refresh_note, status, *table_outputs, poll, *problem_outputs, paper.model,
-                               controls.sizes, controls.contexts, controls.recipes, compare_tab.a, compare_tab.b]
+                               controls.sizes, controls.contexts, controls.recipes, compare_tab.a, compare_tab.b,
+                               *compare_tab.outputs]
             refresh_inputs = [*controls.inputs, compare_tab.lang, compare_tab.a, compare_tab.b]
             refresh_button.click(on_refresh, refresh_inputs, refresh_outputs)
             auto_refresh.tick(on_refresh, refresh_inputs, refresh_outputs)

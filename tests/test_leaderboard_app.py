@@ -183,3 +183,29 @@ def test_missing_analyses_are_one_line_not_empty_boxes():
     *figures, missing, _problems, _tab, _header = on_analysis()
     assert [u["visible"] for u in figures] == [False] * 4
     assert missing.startswith("No analysis files for: Pretraining loss (train_log.jsonl") and missing.count(";") == 3
+
+
+def test_refresh_fills_compare_in_its_own_response(tmp_path):
+    """Refresh sets A and B and, in the same response, the note and table for that pair: the dropdowns answer
+    only the visitor's picks (.input), so no pair of change events can leave a note about a stale pair."""
+    from biobench.leaderboard.app import compare_note, default_pair
+
+    empty = tmp_path / "results"
+    empty.mkdir()
+    board = build_board([empty], significance=False)
+    rebuilt = build_board([FIXTURES], significance=False)
+    app = build_app(board, rebuild=lambda: rebuilt)
+    dep = next(d for d in app.fns.values() if d.name == "on_refresh")
+    on_refresh = dep.fn
+    start_a, start_b = default_pair(board, "fr")  # two reported rows: nothing measured yet
+    assert start_a.startswith("paper:") and start_b.startswith("paper:")
+    filters = (["measured", "reported"], [], [], [], "Avg", True, True)
+    updates = on_refresh(*filters, "fr", start_a, start_b)
+    by_id = {getattr(c, "elem_id", None): v for c, v in updates.items()}
+    a, b = default_pair(rebuilt, "fr")
+    assert not a.startswith("paper:") and by_id["lb-compare-a"]["value"] == a and by_id["lb-compare-b"]["value"] == b
+    table = by_id["lb-compare-table"].data  # a pandas Styler over the rows
+    assert len(table) > 0 and {"A (%)", "B (%)"} <= set(table.columns)  # two measured models share tasks
+    assert by_id["lb-compare-note"] == compare_note(rebuilt, "fr", a, b, len(table))
+    triggers = {(app.blocks[t[0]].elem_id, t[1]) for d in app.fns.values() if d.name == "on_compare" for t in d.targets}
+    assert triggers == {("lb-compare-a", "input"), ("lb-compare-b", "input")}  # the visitor's picks only
