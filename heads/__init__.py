@@ -1,10 +1,10 @@
 """Task heads, by name: every head is an entry of `HEAD_SPECS` (data), never a class per task.
 
 A head name covers one or more task kinds; `get_head(name, kind)` builds the HeadSpec (biobench.heads.base)
-that the one fine-tuning loop (biobench.finetune) talks to. An entry's `defaults` is its typed config
+that the one fine-tuning loop (biobench.eval.finetune) talks to. An entry's `defaults` is its typed config
 (biobench.heads.config: fields, defaults, checks); `as_dict(kind)` of it is what a result records next to the
 head's name. The protocol knobs that come with a head (its learning rate, gradient clipping) and the default
-head per protocol live with the rest of the protocol in `biobench.protocols`; evidence for every number is in
+head per protocol live with the rest of the protocol in `biobench.eval.protocols`; evidence for every number is in
 docs/PROTOCOL.md.
 
 Torch-free at import (the registry is read by `biobench tasks` and the protocol hash); building a head

@@ -1,4 +1,4 @@
-"""The contract between the fine-tuning loop (biobench.finetune) and a task head.
+"""The contract between the fine-tuning loop (biobench.eval.finetune) and a task head.
 
 A HeadSpec bundles everything kind-specific, so the loop is one generic loop:
   featurize  examples -> features (tokenised ONCE per task, reused across seeds; pure python/lists)

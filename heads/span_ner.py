@@ -81,7 +81,7 @@ class SpanNerSpec:
     config: SpanConfig = field(default_factory=SpanConfig)
     overlap: float = 0.25  # share of a window's subwords repeated as context in the next window
     sampled: bool = True  # draw the training / selection spans (hf-token borrows featurize without them)
-    # training batches uniformly shuffled, not length-grouped (biobench.finetune._train_loader): T trains the
+    # training batches uniformly shuffled, not length-grouped (biobench.eval.finetune._train_loader): T trains the
     # span head with the HF Trainer's default RandomSampler (no `group_by_length` in its configs)
     train_order: str = "random"
 

@@ -80,7 +80,7 @@ def test_the_runtime_layer_imports_no_project_package():
 
 
 def test_names_do_not_reach_into_the_model_loader():
-    assert not {m for m in project_imports(ROOT / "bench/names.py") if m.startswith("biobench.models")}
+    assert not {m for m in project_imports(ROOT / "bench/names.py") if m.startswith("biobench.eval.models")}
     assert "biobench.aliases.ALIASES" in project_imports(ROOT / "bench/names.py")
 
 
@@ -183,15 +183,20 @@ LAYERS = {
     # heads score their dev selection with the one F1 (biobench.metrics: numpy only, no project import)
     "heads": ("biobench.heads", "biobench.tasks", "biobench.metrics", "biobench.runtime", "biobench.errors"),
     "training": ("biobench.training", "biobench.runtime", "biobench.errors"),
+    # the evaluation engine: protocols, model loading, the fine-tuning loop, the grid and its parallel runs; it
+    # writes results through the store and never imports the board, the service, the commands or the UI
+    "bench/eval": ("biobench.eval", "biobench.tasks", "biobench.heads", "biobench.store", "biobench.stats",
+                   "biobench.metrics", "biobench.names", "biobench.aliases", "biobench.ranges", "biobench.runtime",
+                   "biobench.errors"),
     "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
     # the board model: computations over results folders, below the UI and the service (docs/ARCHITECTURE.md);
-    # biobench.models only for matching a local model folder to its results by its weights' hash (lazy, no torch)
+    # biobench.eval.models only for matching a local model folder to its results by its weights' hash (lazy, no torch)
     "bench/board": ("biobench.board", "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names",
-                    "biobench.aliases", "biobench.models", "biobench.runtime", "biobench.errors"),
+                    "biobench.aliases", "biobench.eval.models", "biobench.runtime", "biobench.errors"),
     # the service: requests, queue, storage, worker; it runs `eval` (protocols, tasks, models) and publishes
     # through the board model, and never imports the UI
-    "bench/service": ("biobench.service", "biobench.board", "biobench.store", "biobench.protocols",
-                      "biobench.ranges", "biobench.models", "biobench.names", "biobench.aliases", "biobench.tasks",
+    "bench/service": ("biobench.service", "biobench.board", "biobench.store", "biobench.eval.protocols",
+                      "biobench.ranges", "biobench.eval.models", "biobench.names", "biobench.aliases", "biobench.tasks",
                       "biobench.runtime", "biobench.errors"),
     "leaderboard": ("biobench.leaderboard", "biobench.board", "biobench.store", "biobench.stats", "biobench.names",
                     "biobench.aliases", "biobench.runtime", "biobench.errors",
@@ -209,8 +214,14 @@ def test_each_layer_imports_only_what_the_architecture_page_allows(folder):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/board", "bench/service", "bench/analysis", "tasks", "heads",
-                   "training"]
+LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/board", "bench/service", "bench/analysis", "bench/eval",
+                   "tasks", "heads", "training"]
+
+
+def test_the_package_root_keeps_only_what_every_layer_shares():
+    """bench/ itself holds the shared pieces and the command line; the evaluation engine lives in bench/eval/."""
+    root_modules = {p.stem for p in (ROOT / "bench").glob("*.py")}
+    assert root_modules == {"__init__", "errors", "metrics", "stats", "names", "aliases", "ranges", "cli"}
 
 
 @pytest.mark.parametrize("folder", LIBRARY_FOLDERS)

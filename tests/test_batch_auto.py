@@ -8,9 +8,9 @@ import json
 
 import pytest
 import torch
-from biobench import finetune as ft
 from biobench.cli import main
 from biobench.errors import ConfigError
+from biobench.eval import finetune as ft
 from biobench.runtime import batching
 
 OOM = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError

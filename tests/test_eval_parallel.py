@@ -14,11 +14,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from biobench import cli, parallel, runner
+from biobench import cli
 from biobench.errors import BiobenchError, ConfigError
-from biobench.grid import read_grid_file
-from biobench.parallel import Memory, check_parallel, parallel_value, runs_that_fit, thread_share
-from biobench.runner import Execution
+from biobench.eval import parallel, runner
+from biobench.eval.grid import read_grid_file
+from biobench.eval.parallel import Memory, check_parallel, parallel_value, runs_that_fit, thread_share
+from biobench.eval.runner import Execution
 from biobench.store.record import predictions_path
 
 from tests.test_eval_runner import DATA, OVERRIDES, spec, toy_data

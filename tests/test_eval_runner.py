@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import biobench.finetune
+import biobench.eval.finetune
 import pytest
-from biobench import cli, runner
+from biobench import cli
 from biobench.errors import ConfigError, DataError, ResultsError
+from biobench.eval import runner
 from biobench.store import read_predictions, read_result
 from biobench.tasks.schema import ClassificationExample, TaskData
 
@@ -118,7 +119,7 @@ def test_predictions_follow_the_test_split(finished):
 def test_a_finished_grid_is_skipped_without_loading_the_model_or_touching_files(finished, tiny_mlm_dir, monkeypatch):
     first, results = finished
     before = snapshot(results)
-    monkeypatch.setattr("biobench.models.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
+    monkeypatch.setattr("biobench.eval.models.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
     again = plan(tiny_mlm_dir, results)
     runner.execute(again, progress=False)
     assert [r.status for r in again.runs] == ["skipped"] * 5
@@ -159,7 +160,7 @@ def test_overwrite_same_seed_reproduces_the_score(tiny_mlm_dir, tmp_path):
 
 
 def test_interrupted_grid_resumes_losing_only_the_run_in_flight(tiny_mlm_dir, tmp_path, monkeypatch):
-    real = biobench.finetune.finetune
+    real = biobench.eval.finetune.finetune
     calls = []
 
     def dies_on_third(*args, **kwargs):
@@ -168,14 +169,14 @@ def test_interrupted_grid_resumes_losing_only_the_run_in_flight(tiny_mlm_dir, tm
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(biobench.finetune, "finetune", dies_on_third)
+    monkeypatch.setattr(biobench.eval.finetune, "finetune", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
         runner.execute(plan(tiny_mlm_dir, tmp_path), progress=False)
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("seed-*.json"))
     slug = written[0].split("/")[0]
     assert written == [f"{slug}/t1/seed-1.json", f"{slug}/t1/seed-2.json"]
     assert not list(tmp_path.rglob("*.tmp"))
-    monkeypatch.setattr(biobench.finetune, "finetune", real)
+    monkeypatch.setattr(biobench.eval.finetune, "finetune", real)
     resumed = plan(tiny_mlm_dir, tmp_path)
     runner.execute(resumed, progress=False)
     assert [r.status for r in resumed.runs] == ["skipped", "skipped", "done", "done", "done"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from biobench import finetune as ft
+from biobench.eval import finetune as ft
 
 # dev scores of the three evaluations (one per epoch): macro peaks at epoch 1, weighted at 2, micro at 3
 SCRIPT = [{"macro_f1": 0.9, "micro_f1": 0.1, "weighted_f1": 0.2},

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from biobench.cli import main
 from biobench.errors import ConfigError
-from biobench.grid import read_grid_file
+from biobench.eval.grid import read_grid_file
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "grids"
 
 
 def test_the_paper_grids_parse_with_the_papers_tasks_seeds_and_models():
-    from biobench.protocols import task_seeds
+    from biobench.eval.protocols import task_seeds
     from biobench.ranges import parse_ranges
     from biobench.tasks.registry import list_specs
 
@@ -30,7 +30,7 @@ def test_dry_run_of_the_paper_grid_offline_lists_every_run_with_the_revision_unr
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", "/nonexistent-hf-home")
     assert main(["eval", "--config", str(EXAMPLES / "paper-fr.toml"), "--dry-run", "--json"]) == 0
-    from biobench.protocols import task_seeds
+    from biobench.eval.protocols import task_seeds
     from biobench.tasks.registry import list_specs
 
     rows = json.loads(capsys.readouterr().out)

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from biobench import cli
 from biobench.errors import ConfigError, ModelLoadError
-from biobench.models import (
+from biobench.eval.models import (
     find_alias,
     inspect_model,
     load_encoder,

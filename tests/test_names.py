@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from biobench import runner
 from biobench.board.board import build_board
+from biobench.eval import runner
 from biobench.leaderboard.tables import Filters, render_html, render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
 from biobench.store import SCHEMA, read_result

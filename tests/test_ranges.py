@@ -42,6 +42,6 @@ def test_eval_and_analyze_use_this_parser():
     from biobench.commands import analyze
 
     assert analyze.parse_ranges is parse_ranges
-    from biobench import runner
+    from biobench.eval import runner
 
     assert not hasattr(runner, "parse_seeds")

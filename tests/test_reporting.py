@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from biobench import finetune as ft
 from biobench.errors import ConfigError
+from biobench.eval import finetune as ft
 from biobench.runtime import reporting
 from biobench.training.trainer import PretrainConfig, train
 

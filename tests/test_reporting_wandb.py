@@ -12,9 +12,9 @@ import types
 from pathlib import Path
 
 import pytest
-from biobench import finetune as ft
 from biobench.cli import main
 from biobench.errors import ConfigError
+from biobench.eval import finetune as ft
 from biobench.runtime import reporting
 
 

@@ -8,9 +8,9 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from biobench import runner
 from biobench.board.pairs import compare
-from biobench.models import inspect_model, results_slug, short_revision
+from biobench.eval import runner
+from biobench.eval.models import inspect_model, results_slug, short_revision
 from biobench.tasks.schema import ClassificationExample, TaskData
 
 WORDS = {"cardio": "cœur infarctus", "pneumo": "poumon toux", "neuro": "cerveau migraine"}

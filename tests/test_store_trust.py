@@ -101,7 +101,7 @@ def test_smoke_runs_by_recorded_overrides_and_by_the_subset_limits_of_older_file
 
 def test_the_console_line_and_evals_summary_say_smoke_and_degenerate(capsys):
     from biobench.commands.eval import print_summary
-    from biobench.runner import run_line
+    from biobench.eval.runner import run_line
 
     note = {"finding": "no entity predicted in any of the 2 test examples",
             "reason": "no span above the 0.5 threshold: the budget (60 steps) is far below the protocol's 4,000 steps"}

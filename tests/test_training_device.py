@@ -80,7 +80,7 @@ def test_attention_is_sdpa_on_cuda_without_flash_attn(flash_missing):
 
 def test_bench_and_training_use_the_same_rules():
     """No second copy: the fine-tuning loader and the pretraining trainer import these very functions."""
-    from biobench import finetune, models
+    from biobench.eval import finetune, models
     from biobench.training import loading, trainer
 
     assert models.attention_implementation is dev.attention_implementation is trainer.attention_implementation

@@ -111,7 +111,7 @@ def evaluate(model: str, spec: TaskSpec, task: TaskData, seeds: Sequence[int], r
     import sklearn
     from biobench import store
     from biobench.analysis import features
-    from biobench.runner import versions
+    from biobench.eval.runner import versions
 
     if spec.kind not in PROBE_KINDS:  # before any encoding
         raise ConfigError(f"task '{spec.id}' is a {spec.kind} task; linear probes need classification, "

@@ -2,7 +2,7 @@
 aligned test predictions of two models and the paired bootstrap of A - B (per task and on the task average).
 
 What `biobench compare` computes; the command only parses and prints. Torch-free: a local model folder is
-matched to its results by the sha256 of its weights (biobench.models, imported lazily, loads no model).
+matched to its results by the sha256 of its weights (biobench.eval.models, imported lazily, loads no model).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def model_folder(results: Path, name: str) -> Path:
     'recipe · base · tokens'), a hub id or a local model folder (found by its weights, wherever they lie now)."""
     if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
-    from biobench.models import folders_of_revision, inspect_model, model_slug, resolve_model
+    from biobench.eval.models import folders_of_revision, inspect_model, model_slug, resolve_model
 
     found = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
     slug = model_slug(name)

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from biobench.errors import ConfigError, DataError
-    from biobench.models import inspect_model, results_of_revision
+    from biobench.eval.models import inspect_model, results_of_revision
     from biobench.names import display_name
     from biobench.store.summary import model_summaries
     from biobench.store.trust import describe_overrides, overrides, split_smoke

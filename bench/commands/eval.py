@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from biobench.parallel import parallel_value
-from biobench.protocols import add_protocol_arguments
+from biobench.eval.parallel import parallel_value
+from biobench.eval.protocols import add_protocol_arguments
 
 EPILOG = """examples:
   biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
@@ -108,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
         from biobench.errors import ConfigError
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
-    from biobench.protocols import overrides_from_args
+    from biobench.eval.protocols import overrides_from_args
+    from biobench.eval.runner import parse_shard, plan_grid
     from biobench.ranges import parse_seeds
-    from biobench.runner import parse_shard, plan_grid
     from biobench.tasks.loading import load_task, resolve_data_dir
 
     if args.threads:
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     if args.dry_run:
-        from biobench.grid import plan_rows
+        from biobench.eval.grid import plan_rows
 
         return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
                                        lambda: unresolved_runs(specs, seeds)), args, 0)
@@ -140,14 +140,14 @@ def run(args: argparse.Namespace) -> int:
 
 def unresolved_runs(specs, seeds) -> list[tuple[str, int]]:
     """(task, seed) of every run a model would make, for a dry run whose model cannot be resolved here."""
-    from biobench.protocols import task_seeds
+    from biobench.eval.protocols import task_seeds
 
     return [(spec.id, seed) for spec in specs for seed in (seeds or task_seeds(spec))]
 
 
 def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
     """The dry-run table: one line per run (tab-separated), a model's unresolved revision said once."""
-    from biobench.grid import UNRESOLVED
+    from biobench.eval.grid import UNRESOLVED
 
     if args.json:
         print(json.dumps([row.__dict__ for row in rows], indent=2))
@@ -173,7 +173,7 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     """Say what the plan will do, run its pending runs (`parallel` of them at once: --parallel, else the grid
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid."""
-    from biobench.runner import Execution, execute, summarize
+    from biobench.eval.runner import Execution, execute, summarize
 
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
@@ -184,7 +184,7 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
         execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
                 compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
     else:
-        from biobench.parallel import execute_parallel
+        from biobench.eval.parallel import execute_parallel
 
         execute_parallel(plan, parallel, Execution(args.device, args.trust_remote_code, args.compile,
                                                    args.report_to, micro_batch(args)),
@@ -205,10 +205,10 @@ def run_config(args: argparse.Namespace) -> int:
     """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run, or with
     --dry-run the list of runs and whether each is done."""
     from biobench.errors import ConfigError
-    from biobench.grid import dry_run, read_grid_file
-    from biobench.protocols import overrides_from_args
+    from biobench.eval.grid import dry_run, read_grid_file
+    from biobench.eval.protocols import overrides_from_args
+    from biobench.eval.runner import parse_shard, plan_grid
     from biobench.ranges import parse_seeds
-    from biobench.runner import parse_shard, plan_grid
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec, list_specs
 

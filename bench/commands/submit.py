@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from biobench.protocols import add_protocol_arguments
+from biobench.eval.protocols import add_protocol_arguments
 
 EPILOG = """examples:
   biobench submit ModernCamemBERT-bio --lang fr --queue queue/
@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.protocols import overrides_from_args
+    from biobench.eval.protocols import overrides_from_args
     from biobench.service.submission import submit_request
 
     request, note = submit_request(args.model, args.queue, revision=args.revision, tasks=args.tasks, lang=args.lang,

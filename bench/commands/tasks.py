@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
-from biobench.protocols import resolve_task_protocol
+from biobench.eval.protocols import resolve_task_protocol
 from biobench.runtime.files import atomic_write
 from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir, source_fingerprint
 from biobench.tasks.registry import add_task_arguments, list_specs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from biobench.parallel import parallel_value
+from biobench.eval.parallel import parallel_value
 
 EPILOG = """examples:
   biobench worker --queue queue/ --results results/ --once

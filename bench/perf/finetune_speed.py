@@ -1,4 +1,4 @@
-"""Fine-tuning speed: biobench's loop (biobench.finetune + biobench.heads) vs a plain Hugging Face Trainer
+"""Fine-tuning speed: biobench's loop (biobench.eval.finetune + biobench.heads) vs a plain Hugging Face Trainer
 fine-tune of the same model, task, data, lengths, batch size and optimiser settings, side by side.
 
 The baseline is what the Hugging Face examples do by default, not a strawman:
@@ -49,7 +49,7 @@ QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}
 # ---------------------------------------------------------------- shared by both arms
 def load_data(setup: dict[str, Any]):
     """The task's TaskData with every split cut to its limit (the same fixed subset for both arms)."""
-    from biobench.finetune import train_subset
+    from biobench.eval.finetune import train_subset
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 
@@ -61,7 +61,7 @@ def load_data(setup: dict[str, Any]):
 
 
 def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
-    from biobench.protocols import resolve_task_protocol
+    from biobench.eval.protocols import resolve_task_protocol
 
     overrides = {"epochs": setup["epochs"]}
     if setup.get("batch_size"):
@@ -74,7 +74,7 @@ def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
 
 
 def model_folder(name: str) -> str:
-    from biobench.models import resolve_model
+    from biobench.eval.models import resolve_model
 
     return resolve_model(name).source
 
@@ -83,9 +83,9 @@ def model_folder(name: str) -> str:
 def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """prepare_task (tokenise once) + finetune (length-grouped dynamic batches, best state in memory)."""
     import torch
-    from biobench.finetune import finetune, prepare_task
+    from biobench.eval.finetune import finetune, prepare_task
+    from biobench.eval.models import load_encoder
     from biobench.heads import get_head
-    from biobench.models import load_encoder
 
     init_arm(setup["threads"])
     started = time.perf_counter()
@@ -302,9 +302,9 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     the real head model, plus the same batches through the encoder alone (forward + backward of a dummy
     loss), so head cost = full step - encoder step. Not timed against anything: `--arms profile`."""
     import torch
-    from biobench.finetune import _optimizer, prepare_task
+    from biobench.eval.finetune import _optimizer, prepare_task
+    from biobench.eval.models import load_encoder
     from biobench.heads import get_head
-    from biobench.models import load_encoder
     from biobench.runtime.batching import LengthGroupedSampler
     from torch.profiler import ProfilerActivity, profile
     from torch.utils.data import DataLoader

@@ -20,12 +20,12 @@ from pathlib import Path
 
 
 def run(args: argparse.Namespace) -> None:
-    import biobench.finetune as ft
+    import biobench.eval.finetune as ft
     import torch
+    from biobench.eval.models import load_encoder
+    from biobench.eval.protocols import resolve_task_protocol
     from biobench.heads import get_head
     from biobench.metrics import score
-    from biobench.models import load_encoder
-    from biobench.protocols import resolve_task_protocol
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 

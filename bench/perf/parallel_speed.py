@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None):
             setattr(args, name, value)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    from biobench.parallel import parallel_value
+    from biobench.eval.parallel import parallel_value
 
     try:
         args.arm_values = [parallel_value(a) for a in args.arms.split(",") if a.strip()]
@@ -88,10 +88,10 @@ def measure_arm(setup: dict[str, Any]) -> dict[str, Any]:
     import copy
 
     import torch
-    from biobench.finetune import train_subset
-    from biobench.parallel import execute_parallel
+    from biobench.eval.finetune import train_subset
+    from biobench.eval.parallel import execute_parallel
+    from biobench.eval.runner import Execution, execute, plan_grid
     from biobench.ranges import parse_ranges
-    from biobench.runner import Execution, execute, plan_grid
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 
@@ -131,7 +131,7 @@ def run_arm(args, parallel: int | str, threads: int) -> dict[str, Any]:
 
 def summarize(arms: dict[str, list[dict[str, Any]]], threads: int) -> list[dict[str, Any]]:
     """One row per arm: medians over repeats, runs/hour against --parallel 1, the prediction check."""
-    from biobench.parallel import thread_share
+    from biobench.eval.parallel import thread_share
 
     base = arms.get("1")
     rows = []

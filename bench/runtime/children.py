@@ -1,6 +1,6 @@
 """Child processes that never outlive their parent.
 
-Why: a grid that trains several runs at once in child processes (biobench.parallel) must not leave them
+Why: a grid that trains several runs at once in child processes (biobench.eval.parallel) must not leave them
 training on — holding a GPU, writing result files — when the parent is killed (`kill -9`, an OOM killer, a
 SLURM time limit). Two guards, because neither is enough alone: PR_SET_PDEATHSIG asks Linux to SIGKILL the
 child when its parent dies (immediate, but Linux only, and lost if the parent died before the call), and a

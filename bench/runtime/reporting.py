@@ -1,7 +1,7 @@
 """Training scalars to TensorBoard or Weights & Biases (`--report-to tensorboard|wandb`), the field's usual
 ways to watch a long run, behind one small interface (`Reporter`: scalars at a step, close).
 
-Why one module: pretraining (training/trainer.py) and fine-tuning (bench/finetune.py) report the same way
+Why one module: pretraining (training/trainer.py) and fine-tuning (bench/eval/finetune.py) report the same way
 and fail the same way when the optional package is missing. The JSON logs (train_log.jsonl, the result's
 history) stay the record; the reporters are views. Each run reports to `<folder>/<backend>/...`
 (`report_dir`): `tensorboard --logdir DIR` then shows:

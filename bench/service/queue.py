@@ -116,7 +116,7 @@ def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
     """The fields of a request as values the worker can use safely, or ValueError with the first bad one:
     the id a plain name (it names files), tasks plain names, seeds bounded integers, overrides known flags with
     finite values, texts short and without control characters. Unknown fields are ignored (a newer biobench)."""
-    from biobench.protocols import check_override
+    from biobench.eval.protocols import check_override
 
     known = Request.__dataclass_fields__
     missing = [f for f, spec in known.items() if f not in raw and spec.default is spec.default_factory is MISSING]

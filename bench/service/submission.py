@@ -29,7 +29,7 @@ def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | 
     kept as given (the worker resolves it again, and the board names the row by it: an alias's offline package
     folder would otherwise become a second name for the same weights); a local folder is passed on as an
     absolute path and identified by the sha256 of its weights (as results are)."""
-    from biobench.models import inspect_model, resolve_model
+    from biobench.eval.models import inspect_model, resolve_model
 
     ref = resolve_model(model)
     target = str(Path(ref.path).resolve()) if ref.path and not (ref.alias or ref.hub_id) else model
@@ -62,7 +62,7 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     """Check everything a request holds (tasks, bounded seeds, finite overrides) before anything is resolved
     or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
-    from biobench.protocols import check_override, resolve_task_protocol
+    from biobench.eval.protocols import check_override, resolve_task_protocol
     from biobench.ranges import parse_seeds
     from biobench.tasks.registry import get_spec, list_specs
 
@@ -83,7 +83,7 @@ def task_protocols(lang: str | None = None) -> list[dict[str, Any]]:
     """What a request for each of the paper's tasks gets (the protocol `submit` hashes into it): kind, head,
     headline and dev metrics, steps, batch, learning rates, max length and seeds; the leaderboard's About tab
     shows them (it imports neither the protocols nor the task registry itself)."""
-    from biobench.protocols import resolve_task_protocol, task_seeds
+    from biobench.eval.protocols import resolve_task_protocol, task_seeds
     from biobench.tasks.registry import list_specs
 
     rows = []
@@ -143,7 +143,7 @@ def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api
     model, revision = model.strip(), (revision or "").strip() or None
     if revision is not None and not COMMIT.match(revision):
         raise ConfigError("the revision must be a full commit id (40 hex digits) of the model's hub repository")
-    from biobench.models import find_alias
+    from biobench.eval.models import find_alias
 
     alias = find_alias(model)
     if alias is not None and alias.hub_id:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biobench.errors import BiobenchError, ConfigError, DiskFullError
-from biobench.protocols import OVERRIDES
+from biobench.eval.protocols import OVERRIDES
 from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import cache_home
 from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError, ResultsError
-from biobench.parallel import check_parallel
-from biobench.protocols import OVERRIDES
+from biobench.eval.parallel import check_parallel
+from biobench.eval.protocols import OVERRIDES
 from biobench.runtime.jsonfile import UnsafeJSONError, read_bytes
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from biobench.errors import BiobenchError, ConfigError
 
 if TYPE_CHECKING:  # the runner (scipy, the store) loads when a grid runs, not when eval parses --parallel
-    from biobench.runner import Execution, GridPlan, PlannedRun
+    from biobench.eval.runner import Execution, GridPlan, PlannedRun
 
 AUTO = "auto"
 MAX_PARALLEL = 64  # above this a typo (--parallel 500), not a plan: each run holds a model copy
@@ -131,7 +131,7 @@ def _child_main(slot: int, plan: GridPlan, execution: Execution, inbox: Any, out
 
     become_child(parent_pid)
     import torch
-    from biobench.runner import RunSession
+    from biobench.eval.runner import RunSession
     from biobench.runtime.progress import quiet_library_bars
 
     quiet_library_bars()
@@ -268,7 +268,7 @@ def execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, 
     there is to do (`progress`: its bars). `probe` replaces the first run's measured memory (tests simulate a
     GPU with it)."""
     import torch
-    from biobench.runner import execute, finished_message
+    from biobench.eval.runner import execute, finished_message
     from biobench.runtime.device import resolve_device
     from biobench.runtime.progress import finished_line
 

@@ -19,10 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
+from biobench.eval.models import ModelInfo, inspect_model, resolve_model, results_folder
+from biobench.eval.protocols import (
+    Protocol,
+    protocol_overrides,
+    protocol_steps,
+    resolve_task_protocol,
+    task_seeds,
+)
 from biobench.metrics import EXTRA_METRICS, extra_metrics
-from biobench.models import ModelInfo, inspect_model, resolve_model, results_folder
 from biobench.names import display_name
-from biobench.protocols import Protocol, protocol_overrides, protocol_steps, resolve_task_protocol, task_seeds
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.summary import TaskScores, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
@@ -30,7 +36,7 @@ from biobench.tasks.registry import TaskSpec
 from biobench.tasks.schema import TaskData
 
 if TYPE_CHECKING:  # torch: imported when a grid runs, not when it is planned
-    from biobench.finetune import FinetuneOutcome, PreparedTask
+    from biobench.eval.finetune import FinetuneOutcome, PreparedTask
 
 Loader = Callable[[TaskSpec], TaskData]
 
@@ -196,11 +202,11 @@ class Execution:
 class RunSession:
     """What the runs of a plan share in one process: the pristine encoder (loaded once, copied per seed), its
     tokenizer, and the features of the current task (built once per task, one task in memory at a time).
-    The sequential grid holds one; each process of a parallel grid (biobench.parallel) holds its own."""
+    The sequential grid holds one; each process of a parallel grid (biobench.eval.parallel) holds its own."""
 
     def __init__(self, plan: GridPlan, execution: Execution, log: Callable[[str], None]):
         import torch
-        from biobench.models import load_encoder
+        from biobench.eval.models import load_encoder
         from biobench.runtime.device import resolve_device
 
         self.plan, self.execution, self.log = plan, execution, log
@@ -212,7 +218,7 @@ class RunSession:
         self.prepared: dict[tuple[str, str], PreparedTask] = {}
 
     def task(self, run: PlannedRun) -> PreparedTask:
-        from biobench.finetune import prepare_task
+        from biobench.eval.finetune import prepare_task
         from biobench.heads import get_head
 
         cache_key = (run.task.id, run.protocol.hash)
@@ -227,7 +233,7 @@ class RunSession:
 
     def run(self, run: PlannedRun, progress: bool = False) -> float:
         """Train one run, write its result and predictions, mark it done; returns its training seconds."""
-        from biobench.finetune import finetune
+        from biobench.eval.finetune import finetune
         from biobench.runtime.reporting import make_reporter, report_dir
 
         plan, execution, task = self.plan, self.execution, self.task(run)
@@ -266,7 +272,7 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
             report_to: str | None = None, micro_batch: int | str | None = None) -> list[PlannedRun]:
     """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
     (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
-    One run after the other in this process; biobench.parallel runs several at once in their own."""
+    One run after the other in this process; biobench.eval.parallel runs several at once in their own."""
     pending = [r for r in plan.runs if r.status == "pending"]
     execution = Execution(device, trust_remote_code, compile_encoder, report_to, micro_batch)
     log = log or (lambda msg: print(msg, file=sys.stderr))
