@@ -151,3 +151,21 @@ def toy_classification(tiny_mlm_dir):
         return encoder, tokenizer, prepared, protocol
 
     return make
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real one-node SLURM cluster (tests/slurm_cluster.py) for the session; skipped with the reason when the
+    Debian packages are missing, this is not root, or the daemons do not start."""
+    from tests.slurm_cluster import SlurmCluster, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    reason = cluster.start()
+    if reason:
+        cluster.stop()
+        pytest.skip(f"the one-node SLURM cluster did not start: {reason}")
+    yield cluster
+    cluster.stop()
