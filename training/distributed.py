@@ -1,9 +1,12 @@
 """torch.distributed plumbing for runs launched by torchrun or `accelerate launch` (both set RANK,
-WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT). No launcher of our own: one process = one device."""
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or by `srun -n N` (SLURM sets SLURM_PROCID, SLURM_STEP_NUM_TASKS,
+SLURM_LOCALID and the step's node list; see `slurm_environment`). No launcher of our own: one process = one
+device."""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,8 +27,33 @@ class Dist:
         return self.rank == 0
 
 
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: 'gpu[07-09,12],cpu01' -> 'gpu07' (all that MASTER_ADDR needs, so no
+    full hostlist expansion and no `scontrol show hostnames` call)."""
+    prefix, ranges, suffix = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?([^,\[]*)", nodelist.strip()).groups()
+    return prefix + (ranges.split(",", 1)[0].split("-", 1)[0] if ranges else "") + suffix
+
+
+def slurm_environment(env: dict[str, str]) -> dict[str, str]:
+    """RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT for a process started by `srun -n N` (not by torchrun,
+    which sets WORLD_SIZE itself): {} outside an srun step. Only a job *step* counts: the batch script of an
+    `sbatch -n 2` job also sees SLURM_PROCID=0 and SLURM_NTASKS=2, but no SLURM_STEP_ID, and must not wait for a
+    second rank that srun never started. The port is derived from the job id (every task computes the same one)
+    unless MASTER_PORT is set."""
+    if "WORLD_SIZE" in env or "SLURM_STEP_ID" not in env or "SLURM_PROCID" not in env:
+        return {}
+    world = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or "1")
+    if world <= 1:
+        return {}
+    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
+    return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": str(world), "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
+            "MASTER_ADDR": env.get("MASTER_ADDR") or first_host(nodes),
+            "MASTER_PORT": env.get("MASTER_PORT") or str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)}
+
+
 def setup(device: str | None = None) -> Dist:
-    """Join the process group when launched with WORLD_SIZE > 1 (nccl on CUDA, gloo on CPU)."""
+    """Join the process group when launched with WORLD_SIZE > 1 (nccl on CUDA, gloo on CPU), by torchrun or srun."""
+    os.environ.update(slurm_environment(dict(os.environ)))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
