@@ -12,11 +12,11 @@ from biobench.eval.models import (
     find_alias,
     inspect_model,
     load_encoder,
-    model_slug,
     resolve_model,
     usable_context,
     weights_checksum,
 )
+from biobench.store.layout import model_slug
 
 
 def test_aliases_are_case_insensitive_and_map_to_hub_ids():

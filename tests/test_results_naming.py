@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 from biobench.board.pairs import compare
 from biobench.eval import runner
-from biobench.eval.models import inspect_model, results_slug, short_revision
+from biobench.eval.models import inspect_model
+from biobench.store.layout import results_slug, short_revision
 from biobench.tasks.schema import ClassificationExample, TaskData
 
 WORDS = {"cardio": "cœur infarctus", "pneumo": "poumon toux", "neuro": "cerveau migraine"}
@@ -66,7 +67,7 @@ def test_two_final_folders_keep_separate_results_and_a_moved_copy_finds_its_own(
     assert len(finished) == 2 and finished[0].startswith("[1/1] detour/final · t seed 1: test macro-F1 0.")
     paths = [plan.runs[0].path for plan in plans]
     assert paths[0].parent.parent != paths[1].parent.parent and all(p.is_file() for p in paths)
-    assert {p.parent.parent.name for p in paths} == {f"detour__final--{short_revision(plan.model.revision)}"
+    assert {p.parent.parent.name for p in paths} == {f"detour__final--{short_revision(plan.model.info.revision)}"
                                                      for plan in plans}
     moved = tmp_path / "elsewhere" / "renamed"
     shutil.copytree(first, moved)

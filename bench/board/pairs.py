@@ -25,7 +25,8 @@ def model_folder(results: Path, name: str) -> Path:
     'recipe · base · tokens'), a hub id or a local model folder (found by its weights, wherever they lie now)."""
     if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
-    from biobench.eval.models import folders_of_revision, inspect_model, model_slug, resolve_model
+    from biobench.eval.models import inspect_model, resolve_model
+    from biobench.store.layout import folders_of_revision, model_slug
 
     found = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
     slug = model_slug(name)

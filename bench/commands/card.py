@@ -23,8 +23,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from biobench.errors import ConfigError, DataError
-    from biobench.eval.models import inspect_model, results_of_revision
+    from biobench.eval.models import inspect_model
     from biobench.names import display_name
+    from biobench.store.layout import results_of_revision
     from biobench.store.summary import model_summaries
     from biobench.store.trust import describe_overrides, overrides, split_smoke
     from biobench.training.card import add_results

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
                                        lambda: unresolved_runs(specs, seeds)), args, 0)
     grid_plan = plan(args.overwrite)
-    run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.id})", "in this shard")
+    run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
 
 

@@ -1,10 +1,9 @@
-"""Model aliases, identity (id, slug, revision), where a model's results live, and encoder loading.
+"""Model aliases, identity (id, revision, display name, results folder) and encoder loading.
 
 Why: results are keyed by the exact weights they were computed with, so a model is always resolved to a hub
 commit hash or, for a local folder, the sha256 of its weight files — before anything is trained, so a resumed
-grid can skip finished runs without loading the model. Its results folder is named by what the model is (its
-display name) plus the first digits of that revision, never by where it lies: two different `final/` folders
-never share results, and a copied or moved model finds its own. torch/transformers are imported lazily.
+grid can skip finished runs without loading the model. Where its results live is the store's
+(biobench.store.layout). torch/transformers are imported lazily.
 """
 
 from __future__ import annotations
@@ -16,17 +15,15 @@ import re
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
-from biobench.errors import ConfigError, ModelLoadError, ResultsError
+from biobench.errors import ConfigError, ModelLoadError
 from biobench.names import display_name
 from biobench.runtime.device import attention_implementation, default_dtype
 from biobench.runtime.weights import untrusted_weights
+from biobench.store.layout import model_slug, results_folder, results_slug
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
-
-if TYPE_CHECKING:
-    from biobench.store import Result
 
 _BY_NAME = {a.name.lower(): a for a in ALIASES}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -61,72 +58,6 @@ class ModelRef:
     def source(self) -> str:
         """What from_pretrained gets."""
         return str(self.path) if self.path else self.hub_id
-
-
-def model_slug(model_id: str) -> str:
-    """Filesystem-safe name of a model: `org/name` -> `org__name`, 'detour · tiny · 2M' -> 'detour_tiny_2M'."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__")).strip("._")[:80] or "model"
-
-
-_REVISION_SUFFIX = re.compile(r"--([0-9a-f]{8})$")
-
-
-def short_revision(revision: str | None) -> str | None:
-    """The first 8 hex digits of a revision ('sha256:<hex>' of local weights, or a hub commit); None when the
-    revision is unknown."""
-    digits = str(revision or "").split(":", 1)[-1].lower()
-    return digits[:8] if re.fullmatch(r"[0-9a-f]{8,}", digits) else None
-
-
-def results_slug(name: str, revision: str | None) -> str:
-    """The results folder name of a model: its display name made filesystem-safe, '--', 8 digits of its
-    revision ('detour · tiny · 400k', 'sha256:3fa2…' -> 'detour_tiny_400k--3fa2…')."""
-    short = short_revision(revision)
-    return f"{model_slug(name)}--{short}" if short else model_slug(name)
-
-
-def _folder_revision(folder: Path) -> str | None:
-    """The model revision recorded by one result file of a results sub-folder (None when it has none); read with
-    the results store's validating reader (a FIFO or a huge file there is skipped, never read)."""
-    from biobench.store import read_result
-
-    for path in folder.glob("*/seed-*.json"):
-        with contextlib.suppress(ResultsError):
-            return read_result(path, check_key=False).model.get("revision")
-    return None
-
-
-def folders_of_revision(results_dir: str | Path, revision: str) -> list[Path]:
-    """Every results sub-folder holding results of these weights: the ones whose name ends in the revision's
-    8 digits, then folders of the old layout (no such ending) whose results record this revision."""
-    root, short = Path(results_dir), short_revision(revision)
-    if not root.is_dir():
-        return []
-    folders = sorted(p for p in root.iterdir() if p.is_dir())
-    named = [p for p in folders if short and (m := _REVISION_SUFFIX.search(p.name)) and m[1] == short]
-    legacy = [p for p in folders if not _REVISION_SUFFIX.search(p.name) and "--" not in p.name
-              and _folder_revision(p) == revision]
-    return named + legacy
-
-
-def results_of_revision(results_dir: str | Path, revision: str) -> list[Result]:
-    """Every result of the weights with this revision, in whichever results sub-folder it lies (the folder
-    named after the model, one written under another name or location of the same weights, the old layout)."""
-    from biobench.store import iter_results
-
-    return [result for folder in folders_of_revision(results_dir, revision)
-            for _, result in iter_results(results_dir, folder.name) if result.model.get("revision") == revision]
-
-
-def results_folder(results_dir: str | Path, info: ModelInfo, name: str | None = None) -> Path:
-    """Where the results of a model go and are found: `<results>/<display name>--<8 digits of revision>`.
-    When that folder does not exist yet, an existing folder of the same weights is used instead (the model
-    was moved, copied or renamed, or its results predate this naming), so finished runs are found and skipped."""
-    preferred = Path(results_dir) / results_slug(display_name(info.to_dict(), name), info.revision)
-    if preferred.is_dir() or short_revision(info.revision) is None:
-        return preferred
-    existing = folders_of_revision(results_dir, info.revision)
-    return existing[0] if existing else preferred
 
 
 def resolve_model(name: str) -> ModelRef:
@@ -282,6 +213,31 @@ def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
     )
 
 
+@dataclass(frozen=True)
+class ModelIdentity:
+    """A model given on the command line, resolved once: where it comes from (`ref`), what its results record
+    (`info`), the display name they record and the results sub-folder they live in (`slug`)."""
+
+    ref: ModelRef
+    info: ModelInfo
+    name: str
+    slug: str
+
+    def record(self, info: ModelInfo | None = None) -> dict[str, Any]:
+        """The result's `model` object: the identity plus its display name and results folder (`info`: the
+        same model as loaded, with its parameter count and architecture filled in)."""
+        return {**(info or self.info).to_dict(), "slug": self.slug, "name": self.name}
+
+
+def identify_model(model: str, results_dir: str | Path, name: str | None = None) -> ModelIdentity:
+    """Resolve an alias, hub id or local folder once: its revision (without loading weights), its display name
+    (`name` when given) and the results folder its runs go to (biobench.store.layout.results_folder)."""
+    ref = resolve_model(model)
+    info = inspect_model(ref)
+    display = display_name(info.to_dict(), name)
+    return ModelIdentity(ref, info, display, results_folder(results_dir, display, info.revision).name)
+
+
 @contextlib.contextmanager
 def _quiet_transformers():
     """Loading an encoder from an *ForMaskedLM checkpoint lists the unused head weights: expected, silenced."""
@@ -295,7 +251,7 @@ def _quiet_transformers():
         hf_logging.set_verbosity(level)
 
 
-def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trust_remote_code: bool = False,
+def load_encoder(name_or_ref: str | ModelRef, device: str = "cpu", dtype: Any = None, trust_remote_code: bool = False,
                  attn_device: str | None = None):
     """(encoder, tokenizer, ModelInfo) for an alias, hub id or local folder.
 
@@ -306,7 +262,7 @@ def load_encoder(name_or_path: str, device: str = "cpu", dtype: Any = None, trus
     """
     from transformers import AutoModel, AutoTokenizer
 
-    ref = resolve_model(name_or_path)
+    ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
     if not ref.path:
         ensure_hub_mode()
     info = inspect_model(ref)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
-from biobench.eval.models import ModelInfo, inspect_model, resolve_model, results_folder
+from biobench.eval.models import ModelIdentity, ModelInfo, identify_model
 from biobench.eval.protocols import (
     Protocol,
     protocol_overrides,
@@ -28,7 +28,6 @@ from biobench.eval.protocols import (
     task_seeds,
 )
 from biobench.metrics import EXTRA_METRICS, extra_metrics
-from biobench.names import display_name
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.summary import TaskScores, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
@@ -66,21 +65,26 @@ class PlannedRun:
 
 @dataclass
 class GridPlan:
-    model: ModelInfo
-    model_name: str
+    model: ModelIdentity  # resolved once, when the plan is made; the runs load exactly this model
     results_dir: Path
     grid: list[PlannedRun]  # the whole grid (for the summary)
     runs: list[PlannedRun]  # this shard's part
     data: dict[str, TaskData]
     unavailable: dict[str, str] = field(default_factory=dict)
     shard: tuple[int, int] = (0, 1)
-    name: str = ""  # display name (names.display_name): recorded in each result, not part of its key
-    slug: str = ""  # the results sub-folder (models.results_folder): display name + 8 digits of the revision
+
+    @property
+    def name(self) -> str:
+        """The display name (names.display_name, or --name): recorded in each result, not part of its key."""
+        return self.model.name
+
+    @property
+    def slug(self) -> str:
+        """The results sub-folder (store.layout.results_folder): display name + 8 digits of the revision."""
+        return self.model.slug
 
     def model_record(self, info: ModelInfo | None = None) -> dict[str, Any]:
-        """The result's `model` object: the model's identity plus its display name and results folder."""
-        record = (info or self.model).to_dict()
-        return {**record, "slug": self.slug or record["slug"], "name": self.name or display_name(record)}
+        return self.model.record(info)
 
 
 def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir: str | Path,
@@ -90,9 +94,8 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
     """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
     With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal.
     `name` is the display name to record (default: names.display_name of the model)."""
-    ref = resolve_model(model)
-    info = inspect_model(ref)
-    slug = results_folder(results_dir, info, name).name
+    identity = identify_model(model, results_dir, name)
+    info, slug = identity.info, identity.slug
     data: dict[str, TaskData] = {}
     unavailable: dict[str, str] = {}
     grid: list[PlannedRun] = []
@@ -122,8 +125,7 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
         run.decision = decide(run.path, run.key, overwrite, run.protocol.to_dict())
         if run.decision == "skip":
             run.status, run.macro_f1 = "skipped", read_result(run.path).macro_f1
-    return GridPlan(info, model, Path(results_dir), grid, runs, data, unavailable, shard,
-                    display_name(info.to_dict(), name), slug)
+    return GridPlan(identity, Path(results_dir), grid, runs, data, unavailable, shard)
 
 
 def versions(**extra: str) -> dict[str, str]:
@@ -212,7 +214,7 @@ class RunSession:
         self.plan, self.execution, self.log = plan, execution, log
         self.device = resolve_device(execution.device)
         self.pristine, self.tokenizer, self.info = load_encoder(
-            plan.model_name, "cpu", dtype=torch.float32, trust_remote_code=execution.trust_remote_code,
+            plan.model.ref, "cpu", dtype=torch.float32, trust_remote_code=execution.trust_remote_code,
             attn_device=self.device)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.prepared: dict[tuple[str, str], PreparedTask] = {}

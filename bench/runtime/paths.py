@@ -4,7 +4,7 @@ fields, an archive's member names.
 Why one function: such a value becomes a file name (`<cache>/<model slug>/<task>/seed-<n>.json`, an archive
 member extracted into a staging folder). A value like `../../x`, `/etc/x` or `a/../../b` would write or read
 outside the folder it is meant for. Every component that comes from data must look like the names biobench
-itself writes (`models.model_slug`: letters, digits, `.`, `_`, `-`, not starting with a dot), and the joined
+itself writes (`store.layout.model_slug`: letters, digits, `.`, `_`, `-`, not starting with a dot), and the joined
 path is checked again after resolving (a symlink already on disk cannot lead out either). Anything else is an
 `UnsafePathError`, which callers turn into a Problems line or a one-line error.
 """

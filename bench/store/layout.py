@@ -1,0 +1,82 @@
+"""Where a model's results live: `<results>/<display name>--<8 digits of its revision>/<task>/seed-<n>.json`.
+
+Why this shape: results are keyed by the exact weights they were computed with (a hub commit, or the sha256 of
+a local folder's weight files), so a results folder is named by what the model is plus the first digits of
+that revision, never by where its files lie: two different `final/` folders never share results, and a copied
+or moved model finds its own. Folders of the old layout (no `--<digits>` ending) are still found by the
+revision their result files record. Torch-free: the board, the eval grid and `card` all find folders here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+
+from biobench.errors import ResultsError
+from biobench.store.record import Result
+
+_REVISION_SUFFIX = re.compile(r"--([0-9a-f]{8})$")
+
+
+def model_slug(model_id: str) -> str:
+    """Filesystem-safe name of a model: `org/name` -> `org__name`, 'detour · tiny · 2M' -> 'detour_tiny_2M'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__")).strip("._")[:80] or "model"
+
+
+def short_revision(revision: str | None) -> str | None:
+    """The first 8 hex digits of a revision ('sha256:<hex>' of local weights, or a hub commit); None when the
+    revision is unknown."""
+    digits = str(revision or "").split(":", 1)[-1].lower()
+    return digits[:8] if re.fullmatch(r"[0-9a-f]{8,}", digits) else None
+
+
+def results_slug(name: str, revision: str | None) -> str:
+    """The results folder name of a model: its display name made filesystem-safe, '--', 8 digits of its
+    revision ('detour · tiny · 400k', 'sha256:3fa2…' -> 'detour_tiny_400k--3fa2…')."""
+    short = short_revision(revision)
+    return f"{model_slug(name)}--{short}" if short else model_slug(name)
+
+
+def _folder_revision(folder: Path) -> str | None:
+    """The model revision recorded by one result file of a results sub-folder (None when it has none); read with
+    the store's validating reader (a FIFO or a huge file there is skipped, never read)."""
+    from biobench.store.storage import read_result
+
+    for path in folder.glob("*/seed-*.json"):
+        with contextlib.suppress(ResultsError):
+            return read_result(path, check_key=False).model.get("revision")
+    return None
+
+
+def folders_of_revision(results_dir: str | Path, revision: str) -> list[Path]:
+    """Every results sub-folder holding results of these weights: the ones whose name ends in the revision's
+    8 digits, then folders of the old layout (no such ending) whose results record this revision."""
+    root, short = Path(results_dir), short_revision(revision)
+    if not root.is_dir():
+        return []
+    folders = sorted(p for p in root.iterdir() if p.is_dir())
+    named = [p for p in folders if short and (m := _REVISION_SUFFIX.search(p.name)) and m[1] == short]
+    legacy = [p for p in folders if not _REVISION_SUFFIX.search(p.name) and "--" not in p.name
+              and _folder_revision(p) == revision]
+    return named + legacy
+
+
+def results_of_revision(results_dir: str | Path, revision: str) -> list[Result]:
+    """Every result of the weights with this revision, in whichever results sub-folder it lies (the folder
+    named after the model, one written under another name or location of the same weights, the old layout)."""
+    from biobench.store.storage import iter_results
+
+    return [result for folder in folders_of_revision(results_dir, revision)
+            for _, result in iter_results(results_dir, folder.name) if result.model.get("revision") == revision]
+
+
+def results_folder(results_dir: str | Path, display: str, revision: str | None) -> Path:
+    """Where the results of a model go and are found: `<results>/<display name>--<8 digits of revision>`.
+    When that folder does not exist yet, an existing folder of the same weights is used instead (the model
+    was moved, copied or renamed, or its results predate this naming), so finished runs are found and skipped."""
+    preferred = Path(results_dir) / results_slug(display, revision)
+    if preferred.is_dir() or revision is None or short_revision(revision) is None:
+        return preferred
+    existing = folders_of_revision(results_dir, revision)
+    return existing[0] if existing else preferred
