@@ -30,23 +30,7 @@ from biobench.commands import (
 )
 from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Every option's help ends with its default, unless the help already says it or there is none to say
-    (None, off): `biobench eval --help` answers "what happens if I leave this out" for every option."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if (action.option_strings and default is not None and default is not False and default != []
-                and default is not argparse.SUPPRESS and "default" not in text.lower()):
-            text += " (default: %(default)s)"
-        return text
-
-
-class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
-    """For subcommands whose description or examples are laid out by hand."""
+from biobench.runtime.console import HelpFormatter, RawDescriptionHelpFormatter
 
 
 def _with_defaults(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,8 @@ from biobench.store.lineage import Lineage
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# a hub model id, org/name (the one pattern: eval.models resolves --model with it too)
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def human_tokens(n: Any) -> str:
@@ -33,7 +34,7 @@ def human_tokens(n: Any) -> str:
 
 
 def is_hub_id(text: str) -> bool:
-    return bool(_HUB_ID.match(text))
+    return bool(HUB_ID.match(text))
 
 
 def folder_name(path: str) -> str:

@@ -21,12 +21,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from biobench import __version__
 from biobench.errors import ConfigError
+from biobench.runtime.checkout import package_dirs, source_root
 from biobench.runtime.files import atomic_write
 
 APP = '''"""The biobench leaderboard as a Hugging Face Space (written by `biobench space init`, biobench {version}).
@@ -111,17 +111,6 @@ def _one_line(value: str, option: str) -> str:
     return value.strip()
 
 
-def source_root() -> Path | None:
-    """The checkout this biobench runs from (the folder with its pyproject.toml), None for an installed wheel."""
-    root = Path(__file__).resolve().parent.parent
-    pyproject = root / "pyproject.toml"
-    try:
-        meta = tomllib.loads(pyproject.read_text(encoding="utf-8")) if pyproject.is_file() else {}
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    return root if meta.get("project", {}).get("name") == "biobench" else None
-
-
 def build_wheel(dest: str | Path, root: Path | None = None) -> Path:
     """Build a wheel of the biobench checkout at `root` (default: the one running) into `dest`; returns its path.
     The sources (pyproject.toml, README, the package folders it maps) are copied to a temporary folder first, so
@@ -130,8 +119,7 @@ def build_wheel(dest: str | Path, root: Path | None = None) -> Path:
     if root is None:
         raise ConfigError("this biobench is not run from a source checkout, so `space init` cannot build its wheel; "
                           "pass --requirement (e.g. git+https://github.com/ORG/biobench@COMMIT)")
-    meta = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    folders = sorted(set(meta["tool"]["setuptools"]["package-dir"].values()))
+    folders = sorted(set(package_dirs(root).values()))
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="biobench-wheel-") as tmp:

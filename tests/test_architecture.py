@@ -7,11 +7,11 @@ import ast
 from pathlib import Path
 
 import pytest
+from biobench.runtime.checkout import package_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 # the folder each import name lives in (pyproject's package-dir); biobench.* that is not a subpackage is bench/
-PACKAGE_DIRS = {"biobench.tasks": "tasks", "biobench.heads": "heads", "biobench.training": "training",
-                "biobench.leaderboard": "leaderboard", "biobench": "bench"}
+PACKAGE_DIRS = package_dirs(ROOT)
 
 
 def module_name(path: Path) -> str:
@@ -182,7 +182,8 @@ LAYERS = {
     "tasks": ("biobench.tasks", "biobench.runtime", "biobench.errors"),
     # heads score their dev selection with the one F1 (biobench.metrics: numpy only, no project import)
     "heads": ("biobench.heads", "biobench.tasks", "biobench.metrics", "biobench.runtime", "biobench.errors"),
-    "training": ("biobench.training", "biobench.runtime", "biobench.errors"),
+    # training writes the lineage record the store reads (biobench_pretrain.json): its Freeze is the store's
+    "training": ("biobench.training", "biobench.store.lineage", "biobench.runtime", "biobench.errors"),
     # the evaluation engine: protocols, model loading, the fine-tuning loop, the grid and its parallel runs; it
     # writes results through the store and never imports the board, the service, the commands or the UI
     "bench/eval": ("biobench.eval", "biobench.tasks", "biobench.heads", "biobench.store", "biobench.stats",

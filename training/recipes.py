@@ -14,17 +14,11 @@ from dataclasses import dataclass, field, replace
 
 from biobench.errors import ConfigError
 
+# the frozen-layer record is the lineage's (the contract between the trainer that writes biobench_pretrain.json
+# and the store that reads it): one class for both
+from biobench.store.lineage import Freeze
+
 PHASE_TAGS = {"clm": 0, "phase1": 0, "decay": 1, "phase2": 1}
-
-
-@dataclass(frozen=True)
-class Freeze:
-    first: int
-    last: int  # inclusive
-    phase: str  # "clm" (phase 1) or "decay" (phase 2)
-
-    def to_json(self) -> dict:
-        return {"layers": [self.first, self.last], "phase": self.phase}
 
 
 @dataclass(frozen=True)

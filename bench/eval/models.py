@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
-import re
 from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -19,14 +18,13 @@ from typing import Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
-from biobench.names import display_name
+from biobench.names import HUB_ID, display_name
 from biobench.runtime.device import attention_implementation, default_dtype
 from biobench.runtime.weights import untrusted_weights
 from biobench.store.layout import model_slug, results_folder, results_slug
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
 
 _BY_NAME = {a.name.lower(): a for a in ALIASES}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 ROBERTA_LIKE = {"roberta", "camembert", "xlm-roberta", "xlm_roberta"}
 
@@ -77,7 +75,7 @@ def resolve_model(name: str) -> ModelRef:
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
         raise ModelLoadError(f"model folder {name} does not exist (pass --model a Hugging Face model folder, "
                              "an alias from `biobench models`, or a hub id org/name)")
-    if _HUB_ID.match(name):
+    if HUB_ID.match(name):
         return ModelRef(name, None, name, None)
     close = difflib.get_close_matches(name.lower(), list(_BY_NAME), n=1, cutoff=0.5)
     hint = f"did you mean '{_BY_NAME[close[0]].name}'? " if close else ""

@@ -79,7 +79,9 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
 
 # ---------------------------------------------------------------- command line, environment, output
 def base_parser(description: str) -> argparse.ArgumentParser:
-    from biobench.cli import HelpFormatter  # biobench's: a default shown once, and only when there is one
+    from biobench.runtime.console import (
+        HelpFormatter,  # biobench's: a default shown once, and only when there is one
+    )
 
     parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes on 2 CPU cores")

@@ -26,10 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from biobench.runtime.checkout import package_dirs
+
 ROOT = Path(__file__).resolve().parents[2]
-# where each import package of pyproject.toml's package-dir lives in a checkout
-PACKAGE_DIRS = {"bench": "biobench", "heads": "biobench/heads", "tasks": "biobench/tasks",
-                "training": "biobench/training", "leaderboard": "biobench/leaderboard"}
+# checkout folder -> where its import package lies in an import tree (bench -> biobench, heads -> biobench/heads)
+PACKAGE_DIRS = {folder: package.replace(".", "/") for package, folder in package_dirs(ROOT).items()}
 
 
 def encoder_and_tokenizer(name: str, train_texts: list[str]):

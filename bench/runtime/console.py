@@ -1,4 +1,5 @@
-"""The one rich Console of the commands: the terminal's width on a terminal, no width limit off one.
+"""What every command's output shares: the one rich Console (the terminal's width on a terminal, no width limit off
+one) and the help formatter (each option's default said once).
 
 Why: rich falls back to 80 columns when stdout is not a terminal (a pipe, a log file, `| less`), so tables of
 CIs and paths wrapped mid-cell in exactly the places people keep output. Off a terminal nothing is wrapped; a
@@ -7,6 +8,7 @@ reader's pager or editor handles long lines. $COLUMNS still wins, as rich docume
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any
@@ -22,3 +24,20 @@ def console(file: Any = None) -> Any:
     on_terminal = hasattr(stream, "isatty") and stream.isatty()
     width = None if on_terminal or os.environ.get("COLUMNS") else UNBOUNDED
     return Console(file=file, width=width)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it or there is none to say
+    (None, off): `biobench eval --help` answers "what happens if I leave this out" for every option."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and default is not None and default is not False and default != []
+                and default is not argparse.SUPPRESS and "default" not in text.lower()):
+            text += " (default: %(default)s)"
+        return text
+
+
+class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """For subcommands whose description or examples are laid out by hand."""
