@@ -3,19 +3,18 @@
 A head name covers one or more task kinds; `get_head(name, kind)` builds the HeadSpec (biobench.heads.base)
 that the one fine-tuning loop (biobench.eval.finetune) talks to. An entry's `defaults` is its typed config
 (biobench.heads.config: fields, defaults, checks); `as_dict(kind)` of it is what a result records next to the
-head's name. The protocol knobs that come with a head (its learning rate, gradient clipping) and the default
-head per protocol live with the rest of the protocol in `biobench.eval.protocols`; evidence for every number is in
-docs/PROTOCOL.md.
+head's name. The protocol knobs a head brings with it (its own learning rate, gradient clipping, dev selection
+metric) are its entry's `knobs`; the default head per protocol and task kind is the protocol's
+(`biobench.eval.protocols.DEFAULTS`). Evidence for every number is in docs/PROTOCOL.md.
 
-Torch-free at import (the registry is read by `biobench tasks` and the protocol hash); building a head
-imports its module.
+Torch-free at import (the registry is read by `biobench tasks` and the protocol hash): each factory below is a
+small function that imports its head's module when a head is built.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from biobench.errors import ConfigError
@@ -33,39 +32,72 @@ SEQUENCE_KINDS = ("classification", "relation", "multilabel")
 
 @dataclass(frozen=True)
 class HeadEntry:
-    """A named head: the task kinds it fits, its factory ("module:function(kind, config)"), its typed
-    default config, and the dev metrics it computes itself (besides biobench.metrics.METRICS)."""
+    """A named head: the task kinds it fits, its factory (kind, typed config) -> HeadSpec, its typed default
+    config, the dev metrics it computes itself (besides biobench.metrics.METRICS) and the protocol knobs it
+    brings (None = the protocol's value)."""
 
     kinds: tuple[str, ...]
-    factory: str
+    factory: Callable[[str, Any], Any]
     defaults: HeadConfig
     summary: str = ""
     selection_metrics: tuple[str, ...] = ()  # dev metrics the head computes itself (HeadSpec.selection_metrics)
+    knobs: Mapping[str, Any] = field(default_factory=dict)  # head_lr, grad_clip, dev_metric
+
+
+def _linear_head(kind: str, config: Any):
+    from biobench.heads.sequence import linear_head
+
+    return linear_head(kind, config)
+
+
+def _hf_sequence_head(kind: str, config: Any):
+    from biobench.heads.sequence import hf_sequence_head
+
+    return hf_sequence_head(kind, config)
+
+
+def _span_head(kind: str, config: Any):
+    from biobench.heads.span_ner import span_head
+
+    return span_head(kind, config)
+
+
+def _hf_token_head(kind: str, config: Any):
+    from biobench.heads.token_ner import hf_token_head
+
+    return hf_token_head(kind, config)
+
+
+# What the span heads bring to the protocol: Rian-T/tabib configs/base/ner_span_bert.yaml (learning_rate 1e-3 for
+# the head, gradient_clip 10) and the harness's compute_metrics in src/tabib/models/bert_span_ner.py (`eval_f1` =
+# micro-F1 of the argmax class over the sampled dev spans), which biobench.heads.span_ner computes.
+_SPAN_KNOBS = {"head_lr": 1e-3, "grad_clip": 10.0, "dev_metric": "sampled_span_f1"}
 
 
 HEAD_SPECS: dict[str, HeadEntry] = {
     # fr (Rian-T/tabib bert_text_cls / bert_multilabel_cls): linear layer on the first token.
     "linear": HeadEntry(
-        SEQUENCE_KINDS, "biobench.heads.sequence:linear_head", LinearConfig(),
+        SEQUENCE_KINDS, _linear_head, LinearConfig(),
         summary="linear on CLS; softmax CE, or (multilabel) BCE with pos_weight neg/pos, p > 0.5, "
                 "top-1 label when none passes"),
     # en (BioClinical-ModernBERT src/tasks/sequence_classification.py): the model's own HF head.
     "hf-sequence": HeadEntry(
-        SEQUENCE_KINDS, "biobench.heads.sequence:hf_sequence_head", HfSequenceConfig(),
+        SEQUENCE_KINDS, _hf_sequence_head, HfSequenceConfig(),
         summary="AutoModelForSequenceClassification; CE, or (multilabel) plain BCE, logit > 0"),
     # fr NER (Rian-T/tabib bert_span_ner.py + configs/base/ner_span_bert.yaml).
     "span": HeadEntry(
-        ("ner",), "biobench.heads.span_ner:span_head", SpanConfig(),
+        ("ner",), _span_head, SpanConfig(),
         summary="sub-word spans (<= 40): gated BiLSTM -> one BIOUL CRF (marginals) + biaffine, "
-                "BCE over sampled spans, best non-O label > 0.5", selection_metrics=("sampled_span_f1",)),
+                "BCE over sampled spans, best non-O label > 0.5", selection_metrics=("sampled_span_f1",),
+        knobs=_SPAN_KNOBS),
     # the same head over words (sub-words mean-pooled): spans always cover whole words.
     "span-words": HeadEntry(
-        ("ner",), "biobench.heads.span_ner:span_head", SpanConfig(unit="word"),
+        ("ner",), _span_head, SpanConfig(unit="word"),
         summary="the span head over words (mean of their sub-words) instead of sub-words",
-        selection_metrics=("sampled_span_f1",)),
+        selection_metrics=("sampled_span_f1",), knobs=_SPAN_KNOBS),
     # en NER (BioClinical-ModernBERT src/tasks/token_classification.py).
     "hf-token": HeadEntry(
-        ("ner",), "biobench.heads.token_ner:hf_token_head", TokenConfig(),
+        ("ner",), _hf_token_head, TokenConfig(),
         summary="AutoModelForTokenClassification; BIO on the first sub-word of each word (-100 elsewhere)"),
 }
 
@@ -92,6 +124,9 @@ def head_config(name: str, kind: str, config: Mapping[str, Any] | None = None, o
 
 def get_head(name: str, kind: str, config: Mapping[str, Any] | None = None):
     """The HeadSpec of head `name` for a task kind, with its default config updated by `config`."""
-    typed = head_config(name, kind, config)
-    module, attr = head_entry(name, kind).factory.split(":")
-    return getattr(importlib.import_module(module), attr)(kind, typed)
+    return head_entry(name, kind).factory(kind, head_config(name, kind, config))
+
+
+def heads_help() -> str:
+    """Each head with the task kinds it fits (the --head help, from this registry)."""
+    return "; ".join(f"{name} ({'/'.join(entry.kinds)})" for name, entry in HEAD_SPECS.items())

@@ -72,7 +72,7 @@ def test_the_protocol_lives_in_one_module():
     assert set(protocols.SEEDS) == set(PROTOCOL_NAMES) == {p for p, _ in protocols.PROTOCOLS}
     assert protocols.task_seeds(get_spec("quaero-emea")) == tuple(range(42, 51))
     assert protocols.task_seeds(get_spec("gad")) == (42, 43, 44, 45, 46)
-    assert not hasattr(HEAD_SPECS["span"], "training")  # head lr and clipping: protocols.HEAD_KNOBS
+    assert HEAD_SPECS["span"].knobs == {"head_lr": 1e-3, "grad_clip": 10.0, "dev_metric": "sampled_span_f1"}
 
 
 def test_span_head_has_the_harness_sizes_and_is_hashed():

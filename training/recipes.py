@@ -98,3 +98,8 @@ def describe() -> str:
             phases.append(f"phase {i + 1}: {what}, {p.schedule}, {length}{frozen}")
         lines.append(f"{r.name}\n  {r.description}\n  " + "\n  ".join(phases))
     return "\n".join(lines)
+
+
+def recipes_help() -> str:
+    """The recipe names (the --recipe help, from RECIPES); `biobench pretrain --list` describes each."""
+    return " | ".join(f"{name} (causal LMs, e.g. Gemma-3)" if recipe.decoder else name for name, recipe in RECIPES.items())

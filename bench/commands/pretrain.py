@@ -14,6 +14,7 @@ from pathlib import Path
 
 from biobench.errors import ConfigError
 from biobench.runtime.batching import AUTO, batch_size_value
+from biobench.training.recipes import recipes_help
 
 SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 # CPU defaults for preset models: a run of a few million tokens finishes in minutes.
@@ -35,8 +36,7 @@ def add_parser(subparsers) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--list", action="store_true", help="show the recipes and their phases, then exit")
-    p.add_argument("--recipe", default="detour", help="detour | mlm | detour-freeze-low | detour-freeze-mid | "
-                   "detour-freeze-low-decay | decoder-control (Gemma-3 models) (default: detour)")
+    p.add_argument("--recipe", default="detour", help=f"{recipes_help()} (default: detour)")
     p.add_argument("--model", help="hub id, local folder, or preset:tiny / preset:small / preset:tiny-decoder "
                    "(tokenizer trained on the corpus)")
     p.add_argument("--corpus", help="text file/folder, JSONL(.gz) with a text field, or a hub dataset id")

@@ -1,9 +1,8 @@
 """The paper's fine-tuning protocols (Appendix E; docs/PROTOCOL.md) as data, CLI overrides, and a stable hash.
 
 The protocol lives here, in one place: the seeds of each protocol (`SEEDS`), its knobs per task kind
-(`PROTOCOLS`), its default head and dev selection per kind (`DEFAULTS`), and the knobs a head brings with it
-(`HEAD_KNOBS`: head learning rate, gradient clipping, selection metric). The heads themselves (architecture
-and typed config) are biobench.heads; the protocol *names* a task spec may give are vocabulary of the spec
+(`PROTOCOLS`), its default head and dev selection per kind (`DEFAULTS`). A head and the knobs it brings with it
+(head learning rate, gradient clipping, selection metric: its `knobs`) are biobench.heads.HEAD_SPECS; the protocol *names* a task spec may give are vocabulary of the spec
 format (biobench.tasks.schema.PROTOCOL_NAMES, next to TASK_KINDS) because the task registry validates specs
 and may import nothing from bench but errors and the runtime layer; `SEEDS` covers exactly those names
 (tests/test_eval_protocols.py).
@@ -21,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ConfigError
+from biobench.heads import heads_help
 from biobench.runtime.batching import AUTO, batch_size_value
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def task_seeds(spec: Any) -> tuple[int, ...]:
 
 
 # (protocol, kind) -> knobs; max_length comes from the task spec, head_lr None = same as lr (a head may bring
-# its own: HEAD_KNOBS). Evidence per value: docs/PROTOCOL.md.
+# its own: its biobench.heads.HEAD_SPECS entry's knobs). Evidence per value: docs/PROTOCOL.md.
 # fr (Rian-T/tabib configs/base/{cls_bert,multilabel_bert_4096,ner_span_bert}.yaml): AdamW wd 0.01, 10% warmup,
 # best dev checkpoint. en (BioClinical-ModernBERT, the Trainer's defaults): one lr 5e-5 for encoder and head,
 # no warmup, linear decay to 0, wd 0.01, batch 16, 10 epochs (20 for NER).
@@ -100,7 +100,7 @@ PROTOCOLS: dict[tuple[str, str], dict[str, Any]] = {
 
 # (protocol, kind) -> (default head, dev selection metric). fr: bert_text_cls / bert_multilabel_cls / span NER,
 # selected on weighted-F1 (the harness's eval_f1 for classification), micro-F1 (eval_f1_micro), and for NER the
-# span head's own selection (HEAD_KNOBS; exact-span micro-F1 for another head); en: the model's own HF heads,
+# span head's own selection (its registry entry's knobs; exact-span micro-F1 for another head); en: the model's own HF heads,
 # selected on weighted-F1, seqeval micro-F1 (= exact word-span micro-F1 on flat BIO, which our span metric
 # computes).
 DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
@@ -113,13 +113,6 @@ DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
     ("en", "multilabel"): ("hf-sequence", "weighted_f1"),
     ("en", "ner"): ("hf-token", "micro_f1"),
 }
-
-
-# head -> the protocol knobs that come with it (None = the protocol's). The span heads: T
-# configs/base/ner_span_bert.yaml (learning_rate 1e-3 for the head, gradient_clip 10) and T's compute_metrics
-# (`eval_f1` = micro-F1 of the argmax class over the sampled dev spans), which biobench.heads.span_ner computes.
-_SPAN_KNOBS = {"head_lr": 1e-3, "grad_clip": 10.0, "dev_metric": "sampled_span_f1"}
-HEAD_KNOBS: dict[str, dict[str, Any]] = {"span": _SPAN_KNOBS, "span-words": _SPAN_KNOBS}
 
 
 def default_head(protocol: str, kind: str) -> str:
@@ -147,8 +140,7 @@ OVERRIDES: dict[str, tuple[str, type, str]] = {
     "--warmup-ratio": ("warmup_ratio", float, "fraction of steps with linear warmup"),
     "--weight-decay": ("weight_decay", float, "AdamW weight decay"),
     "--eval-every": ("eval_every", int, "evaluate on dev every N steps (default: every epoch)"),
-    "--head": ("head", str, "task head, an entry of biobench.heads.HEAD_SPECS: linear, hf-sequence (sequence "
-               "tasks), span, hf-token (NER); default: the task spec's, else its protocol's"),
+    "--head": ("head", str, f"task head: {heads_help()}; default: the task spec's, else its protocol's"),
 }
 
 
@@ -210,7 +202,7 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
     overrides.pop("head", None)
     head = head or default_head(protocol, kind)
     entry = head_entry(head, kind, origin)
-    knobs = {k: v for k, v in HEAD_KNOBS.get(head, {}).items() if v is not None}
+    knobs = {k: v for k, v in entry.knobs.items() if v is not None}
     dev_metric = dev_metric or knobs.pop("dev_metric", None) or default_dev_metric(protocol, kind)
     knobs.pop("dev_metric", None)
     selectable = (*METRICS, *entry.selection_metrics)
