@@ -19,8 +19,8 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from biobench.board.compare import average_markdown, compare, compare_average, task_mdd
 from biobench.board.entries import Board
+from biobench.board.entry_pairs import average_markdown, compare, compare_average, task_mdd
 from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
 from biobench.leaderboard.service_views import (
@@ -44,7 +44,7 @@ from biobench.leaderboard.tables import (
 from biobench.service.submission import PublicPolicy, task_protocols
 
 LANG_NAMES = {"fr": "French", "en": "English"}
-# the Compare table's columns as the app shows them (biobench.board.compare's names are the export's)
+# the Compare table's columns as the app shows them (biobench.board.entry_pairs' names are the export's)
 COMPARE_HEADERS = {"task": "Task", "A": "A (%)", "B": "B (%)", "diff": "A - B (points)",
                    "ci_low": "95% CI low (points)", "ci_high": "95% CI high (points)", "p_value": "p",
                    "method": "Test"}

@@ -4,6 +4,8 @@ named as such in the exports; degenerate test predictions carry a mark and their
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from biobench.board.board import build_board
 from biobench.board.dataset import results_frame, summary_lines
@@ -116,3 +118,39 @@ def test_the_smoke_box_starts_ticked_only_when_every_measured_row_is_smoke(board
     _write(tmp_path, "q", "diamed", 42, 0.4, overrides=SMOKE)
     assert smoke_only(build_board([tmp_path], significance=False))
     assert not smoke_only(build_board([], significance=False))  # the paper's rows only: nothing to include
+
+
+def test_compare_tab_lists_the_settings_a_smoke_row_differs_in_and_runs_no_test(board):
+    """The function the Compare tab calls (`board.entry_pairs.compare_entries`): a protocol row against its own
+    smoke row differs in the smoke overrides, so the task gets its difference and no p-value."""
+    from biobench.board.entry_pairs import compare, compare_entries, same_protocol
+
+    (smoke,) = [e for e in board.lang_entries("fr") if e.smoke]
+    pair = compare_entries(board, "fr", "m", smoke.key, n_boot=50)
+    assert pair.refused == ("diamed",) and pair.average is None
+    assert [d.text() for d in pair.differences["diamed"]] == [
+        "smoke overrides none vs epochs 1 (protocol 15), limit_train 200"]
+    assert pair.warning().startswith("A and B were run with different settings (diamed: smoke overrides none vs "
+                                     "epochs 1 (protocol 15), limit_train 200); no significance test on 1 task(s)")
+    frame = compare(board, "fr", "m", smoke.key, n_boot=50)
+    assert frame["method"].tolist() == ["no test: different protocols"] and frame["diff"].iloc[0] == pytest.approx(-38.0)
+    assert not same_protocol(board, "fr", "m", smoke.key) and same_protocol(board, "fr", "m", "n")
+    allowed = compare_entries(board, "fr", "m", smoke.key, n_boot=50, allow_different_protocols=True)
+    assert allowed.refused == () and allowed.tasks[0].comparison.method == "paired bootstrap"
+
+
+def test_compare_paper_marks_smoke_and_degenerate_measured_rows(tmp_path, capsys):
+    """Issue 39: `compare --paper` listed a degenerate 0.00 smoke run as "measured" with no mark. Now the
+    measured cell carries ⚑ / ⚠ and the lines below say what they stand for."""
+    from biobench import cli
+
+    _write(tmp_path, "s", "diamed", 42, 0.0, overrides=SMOKE, degenerate=DEGENERATE)
+    assert cli.main(["compare", "s", "--paper", "--results", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "0.00 ⚑⚠" in out
+    assert "⚑ smoke run: epochs 1 (protocol 15), limit_train 200" in err
+    assert ("⚠ diamed seed 42: degenerate: the same class (a) for every one of the 2 test examples (likely: the "
+            "classifier collapsed to one class: the budget (13 steps) is far below the protocol's 11,250 steps)") in err
+    assert cli.main(["compare", "s", "--paper", "--results", str(tmp_path), "--json"]) == 0
+    (diamed,) = [r for r in json.loads(capsys.readouterr().out)["languages"]["fr"] if r["task"] == "diamed"]
+    assert diamed["marks"] == "⚑⚠" and diamed["notes"][0] == "smoke run: epochs 1 (protocol 15), limit_train 200"

@@ -7,13 +7,14 @@ import random
 
 import pytest
 from biobench import cli
-from biobench.board.pairs import compare
+from biobench.board.folder_pairs import compare
 from biobench.errors import ConfigError, ResultsError
 from biobench.metrics import score
 from biobench.store import Result, result_path, run_key, write_result
 
 
-def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=80, gold_shift=0, lang="en"):
+def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=80, gold_shift=0, lang="en",
+                protocol=None, overrides=None):
     gold = [("a", "b", "c")[(i + gold_shift) % 3] for i in range(n)]
     for seed in seeds:
         rng = random.Random(f"{slug}{seed}")
@@ -22,7 +23,8 @@ def write_model(root, slug: str, accuracy: float, seeds=(1, 2, 3), task="t", n=8
         rows = [{"id": str(i), "gold": g, "pred": p} for i, (g, p) in enumerate(zip(gold, pred, strict=True))]
         write_result(result_path(root, slug, task, seed), Result(
             model={"id": slug, "slug": slug}, task={"id": task, "lang": lang, "kind": "classification"},
-            seed=seed, protocol={"hash": "p"}, key=run_key("r", "d", "p", seed), metrics={"test": metrics}), rows)
+            seed=seed, protocol=protocol or {"hash": "p"}, key=run_key("r", "d", "p", seed), metrics={"test": metrics},
+            details={"overrides": overrides} if overrides else {}), rows)
 
 
 def test_better_model_wins_significantly(tmp_path):
@@ -101,3 +103,57 @@ def test_models_given_as_absolute_model_folders(tmp_path):
     write_model(results, slugs[1], 0.5)
     report = compare(results, str(models / "detour" / "final"), str(models / "mlm" / "final"), n_boot=100)
     assert (report["a"], report["b"]) == tuple(slugs) and report["tasks"][0]["diff"] > 0
+
+
+def test_different_protocols_get_no_test_unless_asked(tmp_path, capsys):
+    """Issue 39: epochs 2 / lr 5e-5 against epochs 3 / lr 1e-3 got p = 0.002 without a word. Now the settings
+    that differ are listed, the task gets its difference but no interval or p-value, and is out of the average;
+    --allow-different-protocols tests it anyway and still says so."""
+    write_model(tmp_path, "good", 0.95, protocol={"hash": "p1", "epochs": 2, "lr": 5e-5, "max_length": 128})
+    write_model(tmp_path, "bad", 0.4, protocol={"hash": "p2", "epochs": 3, "lr": 1e-3, "max_length": 128})
+    report = compare(tmp_path, "good", "bad", n_boot=200, average=True)
+    row = report["tasks"][0]
+    assert report["same_protocol"] is False and report["refused"] == ["t"]
+    assert report["differences"] == {"t": ["epochs 2 vs 3", "lr 5e-05 vs 0.001"]} == {"t": row["differences"]}
+    assert row["diff"] > 0.3 and row["p_value"] != row["p_value"] and row["method"] == "no test: different protocols"
+    assert report["averages"] == {}
+    assert report["warning"] == (
+        "A and B were run with different settings (t: epochs 2 vs 3; lr 5e-05 vs 0.001); no significance test on "
+        "1 task(s), since the difference may come from the settings, not the models. Rerun one with the other's "
+        "settings, or pass --allow-different-protocols to test anyway.")
+    allowed = compare(tmp_path, "good", "bad", n_boot=200, average=True, allow_different_protocols=True)
+    assert allowed["tasks"][0]["p_value"] < 0.05 and allowed["refused"] == [] and allowed["averages"]["en"]["tasks"] == ["t"]
+    assert allowed["warning"].endswith("(--allow-different-protocols): a difference may come from the settings, "
+                                       "not the models.")
+    assert cli.main(["compare", "good", "bad", "--results", str(tmp_path), "--n-boot", "50"]) == 0
+    out, err = capsys.readouterr()
+    assert "t ≠" in out and "no test" in out
+    assert "≠ A and B were run with different settings (t: epochs 2 vs 3; lr 5e-05 vs 0.001)" in err
+    assert cli.main(["compare", "good", "bad", "--results", str(tmp_path), "--n-boot", "50",
+                     "--allow-different-protocols", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tasks"][0]["p_value"] < 0.05
+
+
+def test_a_smoke_run_against_a_protocol_run_differs_in_its_overrides(tmp_path):
+    same = {"hash": "p", "epochs": 15, "lr": 2e-5}
+    write_model(tmp_path, "a", 0.9, protocol=same)
+    write_model(tmp_path, "b", 0.5, protocol=same)
+    assert compare(tmp_path, "a", "b", n_boot=50)["same_protocol"] is True
+    write_model(tmp_path, "c", 0.5, protocol={"hash": "q", "epochs": 1, "lr": 2e-5},
+                overrides={"epochs": {"run": 1, "protocol": 15}})
+    report = compare(tmp_path, "a", "c", n_boot=50)
+    assert report["differences"]["t"] == ["epochs 15 vs 1", "smoke overrides none vs epochs 1 (protocol 15)"]
+
+
+def test_protocol_differences_in_the_library():
+    """The function the Compare tab calls: per setting, each side's values; a setting one side lacks (older
+    files) is no difference; several seeds with one value each are one value."""
+    from biobench.store.comparison import TaskRuns, compare_pair, protocol_differences, run_settings
+
+    a = [run_settings({"epochs": 2, "head": "span", "head_config": {"max_width": 10}}, "", "abc")] * 2
+    b = [run_settings({"epochs": 2, "head": "hf-token"}, "", "abd")]
+    assert [d.text() for d in protocol_differences(a, b)] == [
+        "head span vs hf-token", "test data (checksum; e.g. another sample unit) abc vs abd"]
+    assert protocol_differences(a, a) == [] and protocol_differences(a, []) == []
+    pair = compare_pair([TaskRuns("x", [0.5, 0.6], [0.4, 0.45], a, b)], n_boot=10)
+    assert pair.refused == ("x",) and not pair.same_protocol and pair.tasks[0].comparison.tested is False

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from biobench.board import scan as R
 from biobench.board.board import build_board, lineage_text, size_bucket
-from biobench.board.compare import compare
+from biobench.board.entry_pairs import compare
 from biobench.leaderboard.tables import Filters, language_frame, render_html, render_text, select
 from scipy import stats as sps
 
@@ -148,7 +148,7 @@ def test_no_reference_hides_paper_rows():
 
 
 def test_compare_tab_task_average_and_task_view_mdd(board):
-    from biobench.board.compare import average_markdown, compare_average, task_mdd
+    from biobench.board.entry_pairs import average_markdown, compare_average, task_mdd
     from biobench.leaderboard.app import task_seed_frame
 
     per_task = compare(board, "fr", "local__tiny-detour", "minilm", n_boot=200).set_index("task")
@@ -170,7 +170,7 @@ def test_board_does_not_import_compare():
     import sys
 
     code = ("import sys, biobench.board.board; "
-            "assert 'biobench.board.compare' not in sys.modules and 'torch' not in sys.modules")
+            "assert 'biobench.board.entry_pairs' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -279,10 +279,10 @@ def test_full_disk_in_the_cli_is_one_error_line(tmp_path, monkeypatch, fill_disk
 
 
 def test_one_comparison_in_fractions_with_its_fallbacks():
-    """store.compare is the one A-vs-B: paired bootstrap with aligned predictions, Welch's t with >= 2 seeds
+    """store.comparison is the one A-vs-B: paired bootstrap with aligned predictions, Welch's t with >= 2 seeds
     each, else the difference of the means; the CLI and the Compare tab format it (percent at the edge)."""
     from biobench.stats import TaskPredictions, prediction_macro_f1
-    from biobench.store.compare import MEANS_ONLY, PAIRED, WELCH, compare_task
+    from biobench.store.comparison import MEANS_ONLY, PAIRED, WELCH, compare_task
 
     gold = ["a", "b"] * 20
     preds_a, preds_b = [gold, gold], [["a"] * 40, ["b"] * 40]

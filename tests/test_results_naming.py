@@ -8,7 +8,7 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from biobench.board.pairs import compare
+from biobench.board.folder_pairs import compare
 from biobench.eval import runner
 from biobench.eval.models import inspect_model
 from biobench.store.layout import results_slug, short_revision

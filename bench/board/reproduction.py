@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from biobench.aliases import ALIASES
 from biobench.board.entries import Board, Entry
+from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK
 
 REPRODUCED, DIFFERS, NO_DATA = "reproduced", "differs", "no data"
 
@@ -39,6 +40,8 @@ class Verdict:
     tolerance: str  # how the interval was made: "95% CI (k seeds)", "MDD floor ±x (1 seed)", ""
     verdict: str
     clipped: bool = False  # the interval was cut to the score's range [0, 100] (a floor or CI reaching past it)
+    marks: str = ""  # ⚑ a smoke run (protocol overrides), ⚠ degenerate test predictions (biobench.store.trust)
+    notes: tuple[str, ...] = ()  # what the marks stand for: the overrides, each degenerate seed's finding
 
     @property
     def difference(self) -> float | None:
@@ -126,12 +129,25 @@ def reproduction(board: Board, entry: Entry, floor_of: Callable[[str], float | N
         reported_avg = paper.paper_avg if paper.paper_avg is not None else (
             sum(paper.cells[t].mean for t in tasks) / len(tasks) if tasks and all(t in paper.cells for t in tasks)
             else None)
-    return [*rows, average_verdict(tasks, entry, reported_avg, floors)]
+    return [with_marks(v, entry, tasks) for v in (*rows, average_verdict(tasks, entry, reported_avg, floors))]
+
+
+def with_marks(verdict: Verdict, entry: Entry, tasks: list[str]) -> Verdict:
+    """The verdict with the marks of what produced its score: ⚑ when the entry is a smoke row (its overrides),
+    ⚠ when a seed of the task (for the average: of any of `tasks`) has degenerate test predictions."""
+    if verdict.measured is None:
+        return verdict
+    covered = tasks if verdict.task == "average" else [verdict.task]
+    degenerate = [f"{task} seed {seed}: {why}" for task in covered if task in entry.cells
+                  for seed, why in sorted(entry.cells[task].degenerate.items())]
+    marks = (SMOKE_MARK if entry.smoke else "") + (DEGENERATE_MARK if degenerate else "")
+    notes = ((f"smoke run: {entry.smoke}",) if entry.smoke else ()) + tuple(degenerate)
+    return replace(verdict, marks=marks, notes=notes)
 
 
 def board_floor(board: Board, entry: Entry) -> Callable[[str], float | None]:
     """The MDD floor (points) of one-seed tasks from the entry's saved predictions."""
-    from biobench.board.compare import task_mdd
+    from biobench.board.entry_pairs import task_mdd
 
     def floor(task: str) -> float | None:
         mdd = task_mdd(board, entry.lang, task).get(entry.key)
@@ -158,4 +174,4 @@ def verdict_rows(verdicts: list[Verdict]) -> list[dict[str, object]]:
 
     return [{"task": v.task, "seeds": v.seeds, "measured": r(v.measured), "low": r(v.low), "high": r(v.high),
              "reported": r(v.reported), "difference": r(v.difference), "tolerance": v.tolerance,
-             "verdict": v.verdict, "clipped": v.clipped} for v in verdicts]
+             "verdict": v.verdict, "clipped": v.clipped, "marks": v.marks, "notes": list(v.notes)} for v in verdicts]

@@ -1,5 +1,5 @@
 """Significance from the board's predictions: the per-task alignment of models' predictions, the pair of
-two models (A-vs-B comparisons in board.compare) and the top groups (cached by board.cache)."""
+two models (A-vs-B comparisons in board.entry_pairs) and the top groups (cached by board.cache)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from biobench.board.pairs import compare, model_folder
+from biobench.board.folder_pairs import compare, model_folder
 from biobench.errors import ConfigError
 
 
@@ -33,6 +33,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--average", action="store_true",
                         help="also test the task average (per language): test examples resampled within each "
                         "task, seeds per model, the average recomputed over the tasks both models have")
+    parser.add_argument("--allow-different-protocols", action="store_true",
+                        help="test a task even when A's and B's runs differ in protocol settings (epochs, lr, max "
+                        "length, head, smoke overrides, ...); by default such a task gets its difference only, "
+                        "since it may come from the settings, not the models")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
@@ -45,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.model_b:
         raise ConfigError("compare needs two models (A B), or one model with --paper")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot, args.average)
+    report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot, args.average,
+                     args.allow_different_protocols)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -56,17 +61,20 @@ def run(args: argparse.Namespace) -> int:
     for column in ("task", "seeds A/B", "A", "B", "A - B", "95% CI", "p"):
         table.add_column(column, justify="left" if column == "task" else "right")
     for row in report["tasks"]:
-        style = "bold" if row["p_value"] < 0.05 else None
-        table.add_row(row["task"], f"{len(row['seeds_a'])}/{len(row['seeds_b'])}", f"{100 * row['mean_a']:.2f}",
-                      f"{100 * row['mean_b']:.2f}", f"{100 * row['diff']:+.2f}",
-                      f"[{100 * row['ci_low']:+.2f}, {100 * row['ci_high']:+.2f}]", f"{row['p_value']:.3f}",
-                      style=style)
+        tested = row["p_value"] == row["p_value"]  # NaN: no test (different protocols)
+        style = "bold" if tested and row["p_value"] < 0.05 else None
+        table.add_row(row["task"] + (" ≠" if row["differences"] else ""), f"{len(row['seeds_a'])}/{len(row['seeds_b'])}",
+                      f"{100 * row['mean_a']:.2f}", f"{100 * row['mean_b']:.2f}", f"{100 * row['diff']:+.2f}",
+                      f"[{100 * row['ci_low']:+.2f}, {100 * row['ci_high']:+.2f}]" if tested else "–",
+                      f"{row['p_value']:.3f}" if tested else "no test", style=style)
     for lang, avg in report.get("averages", {}).items():
         table.add_row(f"average {lang}", f"{len(avg['tasks'])} tasks", f"{100 * avg['mean_a']:.2f}",
                       f"{100 * avg['mean_b']:.2f}", f"{100 * avg['diff']:+.2f}",
                       f"[{100 * avg['ci_low']:+.2f}, {100 * avg['ci_high']:+.2f}]", f"{avg['p_value']:.3f}",
                       style="bold" if avg["p_value"] < 0.05 else None, end_section=False)
     console().print(table)
+    if report["warning"]:
+        print(f"≠ {report['warning']}", file=sys.stderr)
     print("bold: p < 0.05 (paired bootstrap over test examples x seeds)", file=sys.stderr)
     if report.get("averages"):
         print("average rows: the mean over those tasks of the seed-mean macro-F1, bootstrapped by resampling test "
@@ -96,7 +104,7 @@ def run_paper(args: argparse.Namespace) -> int:
     def num(x: float | None, sign: str = "") -> str:
         return "–" if x is None else f"{x:{sign}.2f}"
 
-    clipped = False
+    clipped, notes = False, []
     for lang, rows in report.items():
         table = Table(title=f"{key} vs the paper ({lang}; test macro-F1, %)", title_justify="left")
         for column in ("task", "seeds", "measured", "interval", "reported", "difference", "verdict"):
@@ -105,7 +113,8 @@ def run_paper(args: argparse.Namespace) -> int:
         for row in shown:
             interval = f"[{num(row['low'])}, {num(row['high'])}]" if row["low"] is not None else "–"
             clipped |= bool(row["clipped"])
-            table.add_row(row["task"], str(row["seeds"] or "–"), num(row["measured"]),
+            notes += [note for note in row["notes"] if note not in notes]  # the smoke note repeats on every row
+            table.add_row(row["task"], str(row["seeds"] or "–"), num(row["measured"]) + (f" {row['marks']}" if row["marks"] else ""),
                           interval + ("*" if row["clipped"] else ""), num(row["reported"]),
                           num(row["difference"], "+"), row["verdict"], style="bold" if row["task"] == "average" else None)
         console().print(table)
@@ -113,6 +122,9 @@ def run_paper(args: argparse.Namespace) -> int:
         if missing:
             print(f"{lang}: {len(missing)} of the paper's tasks not measured ({', '.join(missing)}); the average "
                   "needs all of them", file=sys.stderr)
+    for note in notes:
+        mark = "⚑" if note.startswith("smoke run:") else "⚠"
+        print(f"{mark} {note}", file=sys.stderr)
     if clipped:
         print("*: the interval reached past the score's range and is clipped to [0, 100]", file=sys.stderr)
     print("reproduced: the reported value lies in the interval (95% CI over seeds; with one seed the MDD floor from "

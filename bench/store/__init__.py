@@ -7,7 +7,8 @@
             walk and the skip / overwrite decision.
 - pairing:  alignment of several models' test predictions for paired statistics.
 - summary:  per-task seed summaries and the minimum detectable difference (fractions).
-- compare:  A versus B per task and on the task average (fractions; callers format percent).
+- comparison: A versus B per task and on the task average, and the protocol settings in which their runs
+            differ (fractions; callers format percent).
 - trust:    smoke runs (protocol overrides) and degenerate test predictions with their likely reason: what the
             console, eval's summary, the leaderboard, the exports and the model card mark.
 - analysis: typed records of the analysis outputs (CKA, CKA trajectory, needle, transplant) and of a

@@ -1,7 +1,8 @@
-"""Two models' results folders compared task by task: which folder a model name means, its runs per task, the
-aligned test predictions of two models and the paired bootstrap of A - B (per task and on the task average).
+"""Two models' results folders compared task by task: which folder a model name means, its runs per task and
+the aligned test predictions of two models, handed to the one A-vs-B computation
+(`biobench.store.comparison.compare_pair`: per task, the task average, the protocol settings that differ).
 
-What `biobench compare` computes; the command only parses and prints. Torch-free: a local model folder is
+What `biobench compare` prints; the command only parses and formats. Torch-free: a local model folder is
 matched to its results by the sha256 of its weights (biobench.eval.models, imported lazily, loads no model).
 """
 
@@ -16,6 +17,7 @@ from biobench.store import Result
 
 if TYPE_CHECKING:
     from biobench.stats import TaskPredictions
+    from biobench.store.comparison import TaskComparison
 
 TaskRuns = dict[int, tuple[Path, Result]]  # seed -> (result file, result) of one model on one task
 
@@ -108,30 +110,32 @@ def _scores(runs: TaskRuns) -> list[float]:
     return [runs[seed][1].macro_f1 for seed in sorted(runs)]
 
 
-def compare_task(task: str, runs_a: TaskRuns, runs_b: TaskRuns, n_boot: int) -> dict[str, Any]:
-    from biobench.store.compare import compare_task as compare_scores
+def _settings(runs: TaskRuns) -> list[dict[str, str]]:
+    from biobench.store.comparison import run_settings
+    from biobench.store.trust import describe_overrides, overrides
 
-    paired = task_predictions(task, runs_a, runs_b)
-    c = compare_scores(_scores(runs_a), _scores(runs_b), paired, n_boot)
+    return [run_settings(result.protocol, describe_overrides(overrides(result)), result.key.get("data_checksum"))
+            for _, result in (runs[seed] for seed in sorted(runs))]
+
+
+def _row(task: str, runs_a: TaskRuns, runs_b: TaskRuns, compared: TaskComparison, n_test: int) -> dict[str, Any]:
+    c = compared.comparison
     first = next(iter(runs_a.values()))[1]
     return {"task": task, "lang": first.task["lang"], "kind": first.task["kind"],
-            "n_test": len(paired.gold), "seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b),
+            "n_test": n_test, "seeds_a": sorted(runs_a), "seeds_b": sorted(runs_b),
             "mean_a": c.mean_a, "mean_b": c.mean_b, "diff": c.diff, "ci_low": c.ci_low,
-            "ci_high": c.ci_high, "p_value": c.p_value, "n_boot": c.n_boot}
-
-
-def compare_average(tasks: list[str], runs_a: dict[str, TaskRuns], runs_b: dict[str, TaskRuns],
-                    n_boot: int) -> dict[str, Any]:
-    """A - B on the task-averaged macro-F1 over `tasks` (biobench.store.compare.compare_average)."""
-    from biobench.store.compare import compare_average as compare_tasks
-
-    c = compare_tasks([task_predictions(t, runs_a[t], runs_b[t]) for t in tasks], n_boot)
-    return {"tasks": list(c.tasks), "mean_a": c.mean_a, "mean_b": c.mean_b, "diff": c.diff, "ci_low": c.ci_low,
-            "ci_high": c.ci_high, "p_value": c.p_value, "n_boot": c.n_boot}
+            "ci_high": c.ci_high, "p_value": c.p_value, "n_boot": c.n_boot, "method": c.method,
+            "differences": [d.text() for d in compared.differences]}
 
 
 def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None = None, lang: str | None = None,
-            n_boot: int = 1000, average: bool = False) -> dict[str, Any]:
+            n_boot: int = 1000, average: bool = False, allow_different_protocols: bool = False) -> dict[str, Any]:
+    """What `biobench compare A B` prints: per task (and with `average`, per language) A - B from
+    `biobench.store.comparison.compare_pair`, the settings in which the two models' runs differ, and the tasks
+    left without a test because of them (unless `allow_different_protocols`)."""
+    from biobench.store.comparison import TaskRuns as PairRuns
+    from biobench.store.comparison import compare_pair
+
     folder_a, folder_b = model_folder(results, model_a), model_folder(results, model_b)
     runs_a, runs_b = _load_task_runs(folder_a), _load_task_runs(folder_b)
     common = [t for t in runs_a if t in runs_b]
@@ -145,11 +149,30 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
         common = [t for t in common if next(iter(runs_a[t].values()))[1].task["lang"] == lang]
     if not common:
         raise ConfigError(f"{display_of(folder_a)} and {display_of(folder_b)} have no task in common in {results}")
-    rows = [compare_task(t, runs_a[t], runs_b[t], n_boot) for t in common]
+    by_lang: dict[str, list[str]] = {}
+    for t in common:
+        by_lang.setdefault(str(next(iter(runs_a[t].values()))[1].task["lang"]), []).append(t)
+    rows, averages, refused, differences, warnings = {}, {}, [], {}, []
+    for lg, lang_tasks in sorted(by_lang.items()):
+        paired = {t: task_predictions(t, runs_a[t], runs_b[t]) for t in lang_tasks}
+        pair = compare_pair([PairRuns(t, _scores(runs_a[t]), _scores(runs_b[t]), _settings(runs_a[t]),
+                                      _settings(runs_b[t]), paired[t]) for t in lang_tasks], n_boot, average=average,
+                            allow_different_protocols=allow_different_protocols)
+        for compared in pair.tasks:
+            rows[compared.task] = _row(compared.task, runs_a[compared.task], runs_b[compared.task], compared,
+                                         len(paired[compared.task].gold))
+        if pair.average is not None:
+            c = pair.average
+            averages[lg] = {"tasks": list(c.tasks), "mean_a": c.mean_a, "mean_b": c.mean_b, "diff": c.diff,
+                            "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value, "n_boot": c.n_boot}
+        refused += pair.refused
+        differences.update({t: [d.text() for d in diffs] for t, diffs in pair.differences.items()})
+        if pair.warning():
+            warnings.append(pair.warning())
     report = {"a": display_of(folder_a), "b": display_of(folder_b), "folder_a": folder_a.name,
-              "folder_b": folder_b.name, "results_dir": str(results), "tasks": rows}
+              "folder_b": folder_b.name, "results_dir": str(results), "tasks": [rows[t] for t in common],
+              "same_protocol": not differences, "differences": differences, "refused": refused,
+              "warning": " ".join(warnings)}
     if average:
-        langs = sorted({r["lang"] for r in rows})
-        report["averages"] = {lg: compare_average([r["task"] for r in rows if r["lang"] == lg], runs_a, runs_b, n_boot)
-                              for lg in langs}
+        report["averages"] = averages
     return report

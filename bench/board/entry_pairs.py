@@ -1,0 +1,114 @@
+"""The Compare tab's A-vs-B on the board: two entries' runs handed to the one A-vs-B computation
+(`biobench.store.comparison.compare_pair`: per task, the task average, the protocol settings in which the two
+rows' runs differ), formatted in percentage points for the app; and per-model detectable differences.
+
+The predictions are paired by `significance.paired_predictions` (the one alignment shared with
+`biobench compare`). `compare_entries` is what the UI calls; `compare` / `compare_average` are its table and
+average in the app's units.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from biobench import stats
+from biobench.board.entries import Board, Entry
+from biobench.board.significance import aligned_predictions, paired_predictions
+from biobench.store.comparison import PAIRED, PairComparison, TaskRuns, compare_pair, run_settings
+from biobench.store.summary import detectable_difference
+
+COMPARE_COLUMNS = ["task", "A", "B", "diff", "ci_low", "ci_high", "p_value", "method"]
+
+
+def _fractions(entry: Entry, task: str) -> list[float]:
+    """A model's seed scores on `task` as fractions, in seed order; a reported (paper) row: its mean."""
+    runs = entry.runs.get(task)
+    return [r.score for r in runs] if runs else [entry.cells[task].mean / 100]
+
+
+def _settings(entry: Entry, task: str) -> list[dict[str, str]]:
+    """Each run's protocol settings (`run_settings`); a reported (paper) row records none: [] (never differs)."""
+    return [run_settings(r.details.get("protocol"), r.smoke, (r.details.get("key") or {}).get("data_checksum"))
+            for r in entry.runs.get(task, [])]
+
+
+def compare_entries(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000, seed: int = 0,
+                    allow_different_protocols: bool = False) -> PairComparison | None:
+    """Rows `key_a` and `key_b` of `lang` compared on every task both have (`compare_pair`); None when either
+    row is missing. `.warning()` says which settings differ; tasks whose protocols differ get no test unless
+    `allow_different_protocols`. A reported (paper) row has its means only and no recorded settings."""
+    a, b = board.entry(key_a, lang), board.entry(key_b, lang)
+    if a is None or b is None:
+        return None
+    tasks = [TaskRuns(task, _fractions(a, task), _fractions(b, task), _settings(a, task), _settings(b, task),
+                      paired_predictions(board, task, a, b))
+             for task in board.columns(lang) if task in a.cells and task in b.cells]
+    return compare_pair(tasks, n_boot, seed, allow_different_protocols=allow_different_protocols)
+
+
+def same_protocol(board: Board, lang: str, key_a: str, key_b: str) -> bool:
+    """True when the two rows' runs share their protocol settings on every common task (no test is run): what
+    a default pair should satisfy."""
+    pair = compare_entries(board, lang, key_a, key_b, n_boot=1)
+    return pair is not None and pair.same_protocol
+
+
+def compare_frame(pair: PairComparison | None, n_boot: int = 1000) -> pd.DataFrame:
+    """`compare_entries`' tasks as the Compare table: percentage points, one row per task."""
+    rows = []
+    for compared in pair.tasks if pair is not None else ():
+        c = compared.comparison
+        row = {"task": compared.task, **c.scaled(100)}
+        if c.method == PAIRED:
+            row["method"] = f"paired bootstrap ({n_boot} x examples, seeds)"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+
+
+def average_dict(pair: PairComparison | None) -> dict | None:
+    """`compare_entries`' task average in percentage points (None when no task has aligned predictions)."""
+    if pair is None or pair.average is None:
+        return None
+    c = pair.average
+    scaled = c.scaled(100)
+    return {"tasks": list(c.tasks), "A": scaled["A"], "B": scaled["B"], "diff": scaled["diff"],
+            "ci_low": scaled["ci_low"], "ci_high": scaled["ci_high"], "p_value": c.p_value, "n_boot": c.n_boot}
+
+
+def compare(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000, seed: int = 0,
+            allow_different_protocols: bool = False) -> pd.DataFrame:
+    """Per-task A - B in percentage points (`compare_entries`: paired bootstrap when both have aligned
+    predictions, Welch's t over seeds when both have >= 2 seeds, else the difference of the means; no test
+    where the protocols differ unless allowed)."""
+    return compare_frame(compare_entries(board, lang, key_a, key_b, n_boot, seed, allow_different_protocols), n_boot)
+
+
+def compare_average(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000, seed: int = 0,
+                    allow_different_protocols: bool = False) -> dict | None:
+    """A - B on the average over the tasks where both have aligned predictions and (unless allowed) the same
+    protocol, in percentage points. None when no task qualifies. This average can differ from the table's
+    Avg, which also counts tasks without predictions."""
+    return average_dict(compare_entries(board, lang, key_a, key_b, n_boot, seed, allow_different_protocols))
+
+
+def average_markdown(avg: dict | None) -> str:
+    if avg is None:
+        return "*Task average: no task with predictions for both models.*"
+    return (f"**Task average** over {len(avg['tasks'])} task(s) with predictions ({', '.join(avg['tasks'])}): "
+            f"A {avg['A']:.2f}, B {avg['B']:.2f}, A - B **{avg['diff']:+.2f}** points, 95% CI "
+            f"[{avg['ci_low']:+.2f}, {avg['ci_high']:+.2f}], p = {avg['p_value']:.3f} (paired bootstrap, "
+            f"{avg['n_boot']} replicates: test examples resampled within each task, seeds per model).")
+
+
+def task_mdd(board: Board, lang: str, task: str, n_boot: int = 1000, seed: int = 0) -> dict[str, stats.DetectableDifference]:
+    """Per measured model with predictions on `task`: the minimum detectable difference at 80% power
+    (`store.summary.detectable_difference`), in the metric's units (fractions)."""
+    out = {}
+    for e in board.lang_entries(lang):
+        if e.source != "measured" or task not in e.runs:
+            continue
+        aligned = aligned_predictions(board, task, [e])
+        if aligned is None:
+            continue
+        first = e.runs[task][0]
+        out[e.key] = detectable_difference(aligned.gold, aligned.preds[e.key], first.kind, first.labels, n_boot, seed)
+    return out
