@@ -17,7 +17,7 @@ def test_leaderboard_never_imports_torch():
     code = (
         "import sys, json\n"
         "from biobench.commands import leaderboard as cmd\n"
-        "from biobench.board import board, compare, pairs, scan\nfrom biobench.leaderboard import app, plots, tables\n"
+        "from biobench.board import board, entry_pairs, folder_pairs, scan\nfrom biobench.leaderboard import app, plots, tables\n"
         f"b = board.build_board([{str(FIXTURES)!r}], n_boot=50)\n"
         "app.build_app(b)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'matplotlib'))))\n"
