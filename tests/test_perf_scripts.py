@@ -69,8 +69,11 @@ def test_mfu_report_uses_the_training_formula():
     assert out["mfu_dense_attention"] == pytest.approx((6000 + 12 * 3 * 10 * 100) * 2 / 1e6)
 
 
-def test_finish_prints_ratio_last_and_writes_json(tmp_path, capsys):
+def test_finish_prints_ratio_last_and_writes_json(tmp_path, capsys, monkeypatch):
+    from biobench.perf import perf_common
     from biobench.perf.perf_common import PeakMemory, finish, print_table
+
+    monkeypatch.setattr(perf_common, "ARM_WINDOWS", [])  # no arm measured: no disturbance flag
 
     with PeakMemory("cpu") as memory:
         blob = bytearray(50 * 2**20)
@@ -189,3 +192,94 @@ def test_parallel_speed_arms_and_speedups():
     assert by["2"]["speedup"] == pytest.approx(2.0) and by["4"]["speedup"] == pytest.approx(1.25)
     assert by["2"]["predictions_identical_to_1"] and not by["4"]["predictions_identical_to_1"]
     assert by["2"]["threads_per_run"] == 1 and by["4"]["threads_per_run"] == 1  # 4 runs share 2 threads: 1 each
+
+
+def _stat(busy: int, idle: int, iowait: int = 0) -> str:
+    """A /proc/stat text whose `cpu` line has `busy` user ticks and the given idle/iowait (other fields 0)."""
+    return (f"cpu  {busy} 0 0 {idle} {iowait} 0 0 0 7 0\ncpu0 {busy} 0 0 {idle} {iowait} 0 0 0 0 0\n"
+            "intr 1 2 3\n")
+
+
+def _clock(readings: list[str], cpu: list[float], wall: list[float], cores: int = 2):
+    from biobench.perf.perf_common import ArmClock, proc_stat_ticks
+
+    texts, cpus, walls = iter(readings), iter(cpu), iter(wall)
+    clock = ArmClock(ticks=lambda: proc_stat_ticks(next(texts)), cpu=lambda: next(cpus),
+                     clock=lambda: next(walls), cores=cores, hz=100)
+    with clock:
+        pass
+    return clock.window
+
+
+def test_proc_stat_ticks_reads_the_cpu_line():
+    from biobench.perf.perf_common import proc_stat_ticks
+
+    assert proc_stat_ticks("cpu  10 2 3 100 5 1 1 0 4 0\n") == (17, 122)  # guest (4) is inside user already
+    assert proc_stat_ticks("intr 1\n") is None
+
+
+def test_an_arm_alone_on_the_machine_is_not_flagged():
+    # 10 s on 2 cores; the machine was busy 10.5 CPU-s, the arm itself used 10 CPU-s: others 0.5/20 = 2.5%
+    window = _clock([_stat(0, 0), _stat(1050, 950)], cpu=[1.0, 11.0], wall=[0.0, 10.0])
+    assert window.others_share == pytest.approx(0.025)
+    assert not window.disturbed and window.flag == ""
+
+
+def test_an_arm_beside_a_busy_neighbour_is_flagged():
+    from biobench.perf.perf_common import DISTURBED_SHARE, disturbance_summary
+
+    # the machine was busy 18 CPU-s of 20 while the arm used 8: others used 10/20 = 50% of the cores
+    busy = _clock([_stat(500, 0), _stat(2300, 200)], cpu=[0.0, 8.0], wall=[5.0, 15.0])
+    assert busy.others_share == pytest.approx(0.5) and busy.disturbed
+    assert busy.flag == "DISTURBED (others used 50% of 2 cores)"
+    assert busy.to_dict()["disturbed"] is True and busy.to_dict()["machine_busy_s"] == 18.0
+    # just under and just over the threshold (iowait counts as idle)
+    under = _clock([_stat(0, 0), _stat(int(200 * DISTURBED_SHARE) - 1, 0, 50)], cpu=[0.0, 0.0], wall=[0.0, 1.0])
+    over = _clock([_stat(0, 0), _stat(int(200 * DISTURBED_SHARE) + 1, 0, 50)], cpu=[0.0, 0.0], wall=[0.0, 1.0])
+    assert not under.disturbed and over.disturbed
+    quiet = _clock([_stat(0, 0), _stat(100, 100)], cpu=[0.0, 1.0], wall=[0.0, 1.0])
+    assert disturbance_summary([("a", quiet)]) == ""
+    assert disturbance_summary([("a", quiet), ("b", busy)]) == "DISTURBED: 1 of 2 arms (others' share of the cores: b 50%)"
+    unknown = _clock(["", ""], cpu=[0.0, 1.0], wall=[0.0, 1.0])  # no /proc/stat: never flagged, said so
+    assert unknown.others_share is None and not unknown.disturbed and "unknown" in unknown.flag
+
+
+def test_arms_alternate_and_report_medians(monkeypatch, capsys):
+    from biobench.perf import perf_common
+
+    assert perf_common.alternating(["a", "b"], 3) == ["a", "b", "b", "a", "a", "b"]
+    values = iter([3.0, 10.0, 20.0, 1.0, 2.0, 30.0])
+    calls = []
+
+    def run(arm):
+        calls.append(arm)
+        return {"rate": next(values), "cpu": {"others_share": 0.4 if len(calls) == 2 else 0.0, "cores": 2,
+                                              "disturbed": len(calls) == 2}}
+
+    out = perf_common.run_arms(["a", "b"], run, 3, "rate")
+    assert calls == ["a", "b", "b", "a", "a", "b"]
+    assert out["a"]["rate"] == 2.0 and out["a"]["rate_all"] == [3.0, 1.0, 2.0]
+    assert out["b"]["rate"] == 20.0 and out["b"]["disturbed_runs"] == 1
+    assert "b: rate 10.00 DISTURBED (others used 40% of 2 cores)" in capsys.readouterr().out
+
+
+def test_finish_prints_the_flag_beside_the_ratio(monkeypatch, capsys):
+    from biobench.perf import perf_common
+
+    busy = _clock([_stat(0, 0), _stat(200, 0)], cpu=[0.0, 0.0], wall=[0.0, 1.0])
+    monkeypatch.setattr(perf_common, "ARM_WINDOWS", [("cold", busy)])
+    report: dict = {}
+    perf_common.finish(report, None, 2.0)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2].startswith("load average: ")
+    assert lines[-1] == "ratio: 2.00  DISTURBED: 1 of 1 arms (others' share of the cores: cold 100%)"
+    assert report["disturbance"]["arms"][0]["arm"] == "cold" and report["disturbance"]["arms"][0]["disturbed"]
+
+
+def test_run_isolated_adds_the_arms_window(monkeypatch):
+    from biobench.perf import perf_common
+
+    monkeypatch.setattr(perf_common, "ARM_WINDOWS", [])
+    out = perf_common.run_isolated(dict, isolate=False, arm_name="x", a=1)
+    assert out["a"] == 1 and set(out["cpu"]) >= {"own_cpu_s", "machine_busy_s", "others_share", "disturbed"}
+    assert [name for name, _ in perf_common.ARM_WINDOWS] == ["x"]

@@ -36,6 +36,7 @@ from biobench.perf.perf_common import (
     init_arm,
     offline_environment,
     print_table,
+    run_arms,
     run_isolated,
     safe_ratio,
     script,
@@ -374,6 +375,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--hf-group-by-length", action="store_true",
                         help="give the Trainer baseline length-grouped batches too")
     parser.add_argument("--in-process", action="store_true", help="run arms in this process (debugging)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each arm, alternating (A B, B A, ...); "
+                        "medians reported")
     args = parser.parse_args(argv)
     check_arms(parser, args.arms, ARMS)
     return args
@@ -399,10 +402,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"script": "finetune_speed", "tasks": {}}
     rows = []
     for setup in setups(args):
-        arms = {}
-        for name in args.arms.split(","):
-            print(f"[{setup['task']}] running {name} ...", flush=True)
-            arms[name] = run_isolated(ARMS[name], setup, isolate=not args.in_process)
+        print(f"[{setup['task']}] running {args.arms} x {args.repeats}, alternating ...", flush=True)
+        arms = run_arms(args.arms.split(","), lambda name, setup=setup: run_isolated(
+            ARMS[name], setup, isolate=not args.in_process, arm_name=f"{setup['task']} {name}"),
+            args.repeats, "tokens_per_s")
         ratio = safe_ratio(arms.get("biobench", {}).get("tokens_per_s"), arms.get("hf-trainer", {}).get("tokens_per_s"))
         report["tasks"][setup["task"]] = {"setup": setup, "arms": arms, "ratio": ratio}
         for arm in arms.values():

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.metrics import score
-from biobench.perf.perf_common import base_parser, finish, print_table, run_isolated, script
+from biobench.perf.perf_common import arm_flag, base_parser, finish, print_table, run_isolated, script
 from biobench.runtime.files import disk_full_guard
 
 LABELS = [f"label-{i}" for i in range(8)]
@@ -281,29 +281,32 @@ def main(argv: list[str] | None = None) -> int:
         timeout = args.groups_timeout
         start = (results, cache, args.n_boot, not args.no_app, timeout)
         if arm == "gradio floor":
-            out = run_isolated(gradio_floor)
+            out = run_isolated(gradio_floor, arm_name=arm)
         elif arm.endswith("(baseline)"):
-            out = run_isolated(start_up_of, str(args.baseline), results, str(root / "cache-baseline"), *start[2:])
+            out = run_isolated(start_up_of, str(args.baseline), results, str(root / "cache-baseline"), *start[2:],
+                               arm_name=arm)
         else:
-            out = run_isolated(start_up, *map(str, start[:2]), *start[2:])
+            out = run_isolated(start_up, *map(str, start[:2]), *start[2:], arm_name=arm)
         runs.setdefault(arm, []).append(out)
         groups = out.get("groups_s", "floor")
         print(f"{arm}: served in {out['total_s']:.2f} s, groups "
               + ("-" if groups == "floor" else f"in {groups:.2f} s" if groups is not None
                  else f"not done in {args.groups_timeout:g} s ({out['tasks_done']}/{len(tasks)} tasks)")
-              + (f", peak {out['peak_mb']:.0f} MiB (with the worker {out['tree_peak_mb']:.0f})" if "peak_mb" in out else ""),
-              flush=True)
+              + (f", peak {out['peak_mb']:.0f} MiB (with the worker {out['tree_peak_mb']:.0f})" if "peak_mb" in out else "")
+              + f", load {' '.join(f'{x:.2f}' for x in os.getloadavg())} {arm_flag(out)}".rstrip(), flush=True)
     rows = []
     for arm, outs in runs.items():  # the median run of each arm (by served time)
         out = sorted(outs, key=lambda o: o["total_s"])[len(outs) // 2]
         groups_s = out.get("groups_s", out["total_s"])
         rows.append({"arm": arm, "groups": 0, "peak_mb": None, "tree_peak_mb": None, **out, "groups_s": groups_s, "runs": len(outs),
                      "served_s_all": [o["total_s"] for o in outs],
+                     "disturbed": f"{sum(bool(o['cpu']['disturbed']) for o in outs)}/{len(outs)}",
                      "per_file_ms": None if groups_s is None else round(1000 * groups_s / files, 3)})
     print_table(rows, [("arm", "start", "s"), ("board_s", "board s", ".2f"), ("app_s", "app s", ".2f"),
                        ("total_s", "served s", ".2f"), ("groups_s", "groups s", ".2f"),
                        ("per_file_ms", "groups ms/file", ".2f"), ("groups", "tasks", "d"),
-                       ("peak_mb", "peak MiB", ".0f"), ("tree_peak_mb", "+worker MiB", ".0f"), ("runs", "runs", "d")])
+                       ("peak_mb", "peak MiB", ".0f"), ("tree_peak_mb", "+worker MiB", ".0f"), ("runs", "runs", "d"),
+                       ("disturbed", "disturbed", "")])
     report = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "files": files,
               "generated_s": round(generated_s, 1), "arms": rows,
               "environment": {"created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.perf.perf_common import (
+    arm_flag,
     base_parser,
     environment,
     finish,
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             arms[str(value)].append(run_arm(args, value, threads))
             last = arms[str(value)][-1]
             print(f"  {last.get('runs', 0)} run(s) in {last['wall_s']:.1f} s" + (
-                f"; failed: {last['error']}" if last["rc"] else ""), flush=True)
+                f"; failed: {last['error']}" if last["rc"] else "") + f" {arm_flag(last)}".rstrip(), flush=True)
     rows = summarize(arms, threads)
     print_table(rows, [("parallel", "--parallel", ""), ("ok", "ok", "d"), ("runs", "runs", "d"),
                        ("wall_s", "wall s", ".1f"), ("runs_per_hour", "runs/hour", ",.0f"),

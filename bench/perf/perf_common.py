@@ -5,6 +5,11 @@ arm runs in its own fresh process (spawn) — no warm caches or allocator state 
 peak-memory figure that belongs to that arm alone. Peak memory is torch.cuda.max_memory_allocated on CUDA and
 the process RSS sampled by a background thread on CPU (tracemalloc does not see torch's allocator). Every
 script prints its table, writes its JSON with --out, and prints `ratio: X.XX` as its last line.
+
+The machine is shared, so every arm measured through `run_isolated` also records its own CPU time and the
+machine's busy CPU over its window (/proc/stat): an arm during which other processes used more than
+DISTURBED_SHARE of the cores is flagged, the flag is printed next to its figure and next to the final ratio,
+and `run_arms` alternates arms (A B, B A, ...) and reports each arm's median over repeats.
 """
 
 from __future__ import annotations
@@ -170,26 +175,185 @@ def script(main: Callable[[], Any]) -> int:
 
 
 def finish(report: dict[str, Any], out: Path | None, ratio: float | None) -> int:
-    """Write the JSON (when asked) and print the headline ratio as the very last line."""
+    """Write the JSON (when asked) and print the load average, then the headline ratio as the very last line,
+    with the disturbance flag beside it when an arm of this run was disturbed (`disturbance_summary`)."""
     report["ratio"] = ratio
+    flag = disturbance_summary()
+    report["disturbance"] = {"flag": flag, "loadavg": [round(x, 2) for x in os.getloadavg()],
+                             "arms": [{"arm": name, **w.to_dict()} for name, w in ARM_WINDOWS]}
     if out is not None:
         atomic_write(out, json.dumps(report, indent=2, default=str))  # a full disk: one line, no .tmp left
         print(f"wrote {out}")
-    print(f"ratio: {ratio:.2f}" if ratio is not None else "ratio: nan", flush=True)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    text = f"ratio: {ratio:.2f}" if ratio is not None else "ratio: nan"
+    print(f"{text}  {flag}" if flag else text, flush=True)
     return 0 if ratio is not None else 1
 
 
-# ---------------------------------------------------------------- isolation, memory
-def run_isolated(fn: Callable[..., dict[str, Any]], *args: Any, isolate: bool = True, **kwargs: Any) -> dict[str, Any]:
-    """fn(*args, **kwargs) in a fresh spawned process (fn must be importable by name), so each arm starts
-    cold and its peak RSS is its own. `isolate=False` runs it here (tests, debugging)."""
-    if not isolate:
-        return fn(*args, **kwargs)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+# ---------------------------------------------------------------- disturbance
+# Why: this machine is shared. One busy neighbour turned a 1.69x fine-tuning lead into 0.31x (issue 42), and a
+# disturbed figure read later looks exactly like a regression. So every arm records its own CPU time and the
+# machine's busy CPU over its window; what the others used is the difference, as a share of all cores.
+DISTURBED_SHARE = 0.10  # others using more than this share of the cores during an arm flags it
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(fn, *args, **kwargs).result()
+
+def proc_stat_ticks(text: str | None = None) -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all cores since boot from the `cpu` line of /proc/stat (`text`: its
+    content, for tests); None where there is no /proc/stat. Idle is idle + iowait; guest time is already
+    inside user and nice, so only the first eight fields are summed."""
+    if text is None:
+        try:
+            text = Path("/proc/stat").read_text()
+        except OSError:
+            return None
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            ticks = [int(v) for v in fields[1:9]]
+            total = sum(ticks)
+            return total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0), total
+    return None
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process and of its children that were waited for (a spawned arm, its workers)."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@dataclass(frozen=True)
+class CpuWindow:
+    """One arm's window: wall seconds, the arm's own CPU seconds, and the CPU seconds all cores were busy
+    (None where /proc/stat is missing)."""
+
+    wall_s: float
+    own_cpu_s: float
+    machine_busy_s: float | None
+    cores: int
+
+    @property
+    def others_share(self) -> float | None:
+        """The share of all cores used by other processes during the window (0-1)."""
+        if self.machine_busy_s is None or self.wall_s <= 0:
+            return None
+        return max(0.0, self.machine_busy_s - self.own_cpu_s) / (self.wall_s * self.cores)
+
+    @property
+    def disturbed(self) -> bool:
+        share = self.others_share
+        return share is not None and share > DISTURBED_SHARE
+
+    @property
+    def flag(self) -> str:
+        """'' for a quiet arm, else what disturbed it, printed next to its figure."""
+        share = self.others_share
+        if share is None:
+            return "(disturbance unknown: no /proc/stat)"
+        return f"DISTURBED (others used {share:.0%} of {self.cores} cores)" if self.disturbed else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        share = self.others_share
+        return {"wall_s": round(self.wall_s, 3), "own_cpu_s": round(self.own_cpu_s, 3),
+                "machine_busy_s": None if self.machine_busy_s is None else round(self.machine_busy_s, 3),
+                "cores": self.cores, "others_share": None if share is None else round(share, 3),
+                "disturbed": self.disturbed}
+
+
+class ArmClock:
+    """Measures one arm's CpuWindow: `with ArmClock() as clock: ...; clock.window`. `ticks` and `cpu` read
+    /proc/stat and this process's CPU time (replaced by fakes in tests)."""
+
+    def __init__(self, ticks: Callable[[], tuple[int, int] | None] = proc_stat_ticks,
+                 cpu: Callable[[], float] = own_cpu_s, clock: Callable[[], float] = time.perf_counter,
+                 cores: int | None = None, hz: int | None = None):
+        self.ticks, self.cpu, self.clock = ticks, cpu, clock
+        self.cores = cores or os.cpu_count() or 1
+        self.hz = hz or (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+        self.window: CpuWindow | None = None
+
+    def __enter__(self) -> ArmClock:
+        self._start = (self.clock(), self.cpu(), self.ticks())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        wall0, cpu0, ticks0 = self._start
+        wall1, cpu1, ticks1 = self.clock(), self.cpu(), self.ticks()
+        busy = None if ticks0 is None or ticks1 is None else (ticks1[0] - ticks0[0]) / self.hz
+        self.window = CpuWindow(wall1 - wall0, cpu1 - cpu0, busy, self.cores)
+
+
+ARM_WINDOWS: list[tuple[str, CpuWindow]] = []  # every arm run_isolated measured in this process, in order
+
+
+def disturbance_summary(windows: Sequence[tuple[str, CpuWindow]] | None = None) -> str:
+    """'' when every arm was quiet, else 'DISTURBED: 2 of 5 arms (cold 35%, warm 12%)'."""
+    windows = ARM_WINDOWS if windows is None else windows
+    bad = [(name, w) for name, w in windows if w.disturbed]
+    if not bad:
+        return ""
+    shown = ", ".join(f"{name} {w.others_share:.0%}" for name, w in bad)
+    return f"DISTURBED: {len(bad)} of {len(windows)} arms (others' share of the cores: {shown})"
+
+
+def alternating(arms: Sequence[str], repeats: int) -> list[str]:
+    """The order to run `arms` `repeats` times: as given, then reversed, and so on (A B, B A, A B ...), so
+    that a load that drifts during the run weighs on every arm alike; report each arm's median."""
+    rounds = [list(arms) if r % 2 == 0 else list(reversed(arms)) for r in range(max(1, repeats))]
+    return [arm for round_ in rounds for arm in round_]
+
+
+def median_run(runs: Sequence[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The run whose `key` is the median of the runs (the lower middle of an even count), with every run's value
+    and how many of them were disturbed."""
+    ordered = sorted(runs, key=lambda r: (r.get(key) is None, r.get(key) or 0))
+    out = dict(ordered[(len(ordered) - 1) // 2])
+    out[f"{key}_all"] = [r.get(key) for r in runs]
+    out["disturbed_runs"] = sum(bool(r.get("cpu", {}).get("disturbed")) for r in runs)
+    return out
+
+
+def arm_flag(out: dict[str, Any]) -> str:
+    """The disturbance flag of an arm's result dict (its `cpu` window, as run_isolated adds it)."""
+    cpu = out.get("cpu") or {}
+    if cpu.get("others_share") is None:
+        return ""
+    return f"DISTURBED (others used {cpu['others_share']:.0%} of {cpu['cores']} cores)" if cpu["disturbed"] else ""
+
+
+def run_arms(arms: Sequence[str], run: Callable[[str], dict[str, Any]], repeats: int, key: str) -> dict[str, Any]:
+    """Each arm `repeats` times in `alternating` order (`run(arm)` measures one, through run_isolated); each
+    run is printed with its disturbance flag; per arm the `median_run` by `key`."""
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    for arm in alternating(arms, repeats):
+        out = run(arm)
+        runs[arm].append(out)
+        print(f"  {arm}: {key} {fmt(out.get(key), ',.2f')} {arm_flag(out)}".rstrip(), flush=True)
+    return {arm: median_run(outs, key) for arm, outs in runs.items()}
+
+
+# ---------------------------------------------------------------- isolation, memory
+def run_isolated(fn: Callable[..., dict[str, Any]], *args: Any, isolate: bool = True, arm_name: str | None = None,
+                 **kwargs: Any) -> dict[str, Any]:
+    """fn(*args, **kwargs) in a fresh spawned process (fn must be importable by name), so each arm starts
+    cold and its peak RSS is its own. `isolate=False` runs it here (tests, debugging). The arm's CpuWindow
+    (its own CPU time, the machine's busy CPU, whether others disturbed it) is added to a dict result as
+    `cpu` and kept in ARM_WINDOWS under `arm_name` (default: fn's name) for `finish`."""
+    with ArmClock() as clock:
+        if not isolate:
+            out = fn(*args, **kwargs)
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                out = pool.submit(fn, *args, **kwargs).result()
+    assert clock.window is not None
+    ARM_WINDOWS.append((arm_name or getattr(fn, "__name__", "arm"), clock.window))
+    if isinstance(out, dict):
+        out = {**out, "cpu": clock.window.to_dict()}
+    return out
 
 
 def rss_mb() -> float:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
 import numpy as np
 import torch
-from biobench.perf.perf_common import script
+from biobench.perf.perf_common import ARM_WINDOWS, ArmClock, alternating, disturbance_summary, script
 from biobench.runtime.files import atomic_write
 
 GPU_NEED_TOKENS_PER_S = 300_000  # ModernBERT-base on one H100, see docstring
@@ -86,19 +87,24 @@ def main(argv: list[str] | None = None) -> dict:
     packed = _corpus(max(4 * args.batch * args.seq_len, 1 << 22), args.vocab, args.seq_len)
     builder = BatchBuilder(packed, Masker(SPECIAL, 4, args.vocab, seed=0), args.batch, args.micro)
     rates: dict[str, list[float]] = {"biobench": [], "row-by-row": []}
-    for r in range(args.repeats):
-        t0 = time.perf_counter()
-        builder.step(r * args.batch, "mlm", 0.3)
-        rates["biobench"].append(args.batch * args.seq_len / (time.perf_counter() - t0))
-        t0 = time.perf_counter()
-        tokens = _row_by_row_step(packed, r * args.batch, args.baseline_rows, args.micro, args.vocab)
-        rates["row-by-row"].append(tokens / (time.perf_counter() - t0))
+    for i, arm in enumerate(alternating(list(rates), args.repeats)):
+        r = i // 2
+        with ArmClock() as clock:
+            t0 = time.perf_counter()
+            if arm == "biobench":
+                builder.step(r * args.batch, "mlm", 0.3)
+                tokens = args.batch * args.seq_len
+            else:
+                tokens = _row_by_row_step(packed, r * args.batch, args.baseline_rows, args.micro, args.vocab)
+            rates[arm].append(tokens / (time.perf_counter() - t0))
+        ARM_WINDOWS.append((arm, clock.window))
     medians = {arm: statistics.median(v) for arm, v in rates.items()}
     result = {"seq_len": args.seq_len, "batch": args.batch, "micro": args.micro, "vocab": args.vocab,
               "repeats": args.repeats, "tokens_per_s": rates, "median_tokens_per_s": medians,
               "gpu_need_tokens_per_s": GPU_NEED_TOKENS_PER_S,
               "x_gpu_need": {arm: m / GPU_NEED_TOKENS_PER_S for arm, m in medians.items()},
-              "ratio": medians["biobench"] / medians["row-by-row"]}
+              "ratio": medians["biobench"] / medians["row-by-row"],
+              "disturbance": {"flag": disturbance_summary(), "arms": [{"arm": a, **w.to_dict()} for a, w in ARM_WINDOWS]}}
     print(f"batch builder, one core, {args.batch} x {args.seq_len} tokens, vocabulary {args.vocab}, "
           f"median of {args.repeats}")
     print(f"{'arm':<12} {'tokens/s':>14} {'x one H100 need (300k/s)':>26}")
@@ -106,7 +112,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{arm:<12} {m:>14,.0f} {m / GPU_NEED_TOKENS_PER_S:>26.1f}")
     if args.out:
         atomic_write(args.out, json.dumps(result, indent=2))
-    print(f"ratio: {result['ratio']:.2f}")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"ratio: {result['ratio']:.2f}  {result['disturbance']['flag']}".rstrip())
     return result
 
 

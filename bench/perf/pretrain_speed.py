@@ -32,6 +32,7 @@ from biobench.perf.perf_common import (
     mfu_report,
     offline_environment,
     print_table,
+    run_arms,
     run_isolated,
     safe_ratio,
     script,
@@ -246,6 +247,8 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--peak-flops", type=float, default=None,
                         help="bf16 peak FLOP/s for MFU (measured with a big matmul when on CUDA and not given)")
     parser.add_argument("--in-process", action="store_true", help="run arms in this process (debugging)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each arm, alternating (A B, B A, ...); "
+                        "medians reported")
     args = parser.parse_args(argv)
     check_arms(parser, args.arms, ARMS)
     if args.quick:
@@ -272,10 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         if device.startswith("cuda") and not setup["peak_flops"]:
             setup["peak_flops"] = matmul_peak_flops(device)
             print(f"measured bf16 matmul peak: {setup['peak_flops'] / 1e12:.1f} TFLOP/s", flush=True)
-        arms = {}
-        for name in args.arms.split(","):
-            print(f"running {name} ...", flush=True)
-            arms[name] = run_isolated(ARMS[name], setup, isolate=not args.in_process)
+        print(f"running {args.arms} x {args.repeats}, alternating ...", flush=True)
+        arms = run_arms(args.arms.split(","), lambda name: run_isolated(
+            ARMS[name], setup, isolate=not args.in_process, arm_name=name), args.repeats, "tokens_per_s")
     ratio = safe_ratio(arms.get("biobench", {}).get("tokens_per_s"), arms.get("hf-trainer", {}).get("tokens_per_s"))
     rows = [{**arm, "peak_mb": arm["memory"]["peak_mb"], "added_mb": arm["memory"]["added_mb"]}
             for arm in arms.values()]

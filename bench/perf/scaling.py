@@ -18,6 +18,8 @@ import contextlib
 from typing import Any
 
 from biobench.perf.perf_common import (
+    ARM_WINDOWS,
+    ArmClock,
     PeakMemory,
     VocabSpec,
     base_parser,
@@ -94,11 +96,14 @@ def measure(mode: str, seq_len: int, args, device: str) -> dict[str, Any]:
     model.to(device).train()
     step = make_step(mode, model, seq_len, args.batch_size, device, device.startswith("cuda"), args.seed)
     try:
-        with PeakMemory(device) as memory:
+        with PeakMemory(device) as memory, ArmClock() as clock:
             times = time_call(step, device, args.repeats, args.warmup)
+        assert clock.window is not None
+        ARM_WINDOWS.append((f"{mode} {seq_len}", clock.window))
         row = {"mode": mode, "seq_len": seq_len, "step_s": median(times), "times_s": [round(t, 4) for t in times],
                "tokens_per_s": args.batch_size * seq_len / median(times), "peak_mb": memory.peak_mb,
-               "added_mb": memory.peak_mb - memory.start_mb, "memory": memory.to_dict()}
+               "added_mb": memory.peak_mb - memory.start_mb, "memory": memory.to_dict(),
+               "cpu": clock.window.to_dict(), "flag": clock.window.flag}
     except torch.OutOfMemoryError:
         row = {"mode": mode, "seq_len": seq_len, "error": "out of memory"}
     del model, step
@@ -142,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
     print_table(rows, [("mode", "mode", ""), ("seq_len", "seq len", "d"), ("step_s", "s/step", ".3f"),
                        ("tokens_per_s", "tokens/s", ",.0f"), ("peak_mb", "peak MiB", ",.0f"),
-                       ("added_mb", "added MiB", ",.0f"), ("error", "error", "")])
+                       ("added_mb", "added MiB", ",.0f"), ("error", "error", ""), ("flag", "disturbed", "")])
     per_token = {r["seq_len"]: r["step_s"] / r["seq_len"] for r in rows if r["mode"] == "mlm" and "step_s" in r}
     ratio = per_token[max(per_token)] / per_token[min(per_token)] if len(per_token) > 1 else None
     report = {"script": "scaling", "shape": args.shape, "params": shape_params(args.shape),

@@ -134,8 +134,15 @@ def run_arm(argv: list[str], tree: Path | None, out: Path) -> dict:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    subprocess.run([sys.executable, __file__, *argv, "--out", str(out)], env=env, check=True)
-    return json.loads(out.read_text())
+    from biobench.perf.perf_common import (  # here: an arm's process may be the baseline's
+        ARM_WINDOWS,
+        ArmClock,
+    )
+
+    with ArmClock() as clock:  # its own CPU time (a waited-for child) and the machine's, over its window
+        subprocess.run([sys.executable, __file__, *argv, "--out", str(out)], env=env, check=True)
+    ARM_WINDOWS.append(("baseline" if tree is not None else "this checkout", clock.window))
+    return {**json.loads(out.read_text()), "cpu": clock.window.to_dict(), "flag": clock.window.flag}
 
 
 def side_by_side(args: argparse.Namespace, argv: list[str]) -> dict:
@@ -194,7 +201,12 @@ def main() -> None:
         argv = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
                 if value is not None and key not in ("baseline", "out", "compare", "quick")]
         result = side_by_side(args, argv)
-        print(f"train ratio: {result['train_ratio']:.2f}  eval ratio: {result['eval_ratio']:.2f}")
+        from biobench.perf.perf_common import disturbance_summary
+
+        result["disturbance"] = disturbance_summary()
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"train ratio: {result['train_ratio']:.2f}  eval ratio: {result['eval_ratio']:.2f}  "
+              f"{result['disturbance']}".rstrip())
     else:
         result = measure(args)
     text = json.dumps(result, indent=1)
