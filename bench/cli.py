@@ -20,6 +20,7 @@ from biobench.commands import (
     demo,
     leaderboard,
     models,
+    prefetch,
     pretrain,
     queue,
     results,
@@ -46,7 +47,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 # Subcommands in the order --help lists them. Imported explicitly: a missing or broken command module is an
 # ImportError at start-up, never a subcommand that silently disappears.
 COMMANDS: dict[str, ModuleType] = {
-    "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "compare": compare,
+    "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "prefetch": prefetch, "compare": compare,
     "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
     "results": results, "submit": submit, "worker": worker, "queue": queue, "space": space,
 }

@@ -225,3 +225,12 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
     for task, reason in plan.unavailable.items():
         rows.append(RunStatus(grid, plan.name, task, None, "no data", reason))
     return rows
+
+
+def grid_specs(grid: Grid, extra_task_files: list[Path] | tuple = ()) -> list:
+    """The task specs of a grid: its task ids, or every paper task of its language (with its task files)."""
+    from biobench.tasks.registry import get_spec, list_specs
+
+    task_files = [*grid.task_files, *extra_task_files]
+    return ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
+            else list_specs(lang=grid.lang, task_files=task_files))
