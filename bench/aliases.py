@@ -47,7 +47,7 @@ ALIASES: tuple[Alias, ...] = (
     Alias("CamemBERT", "almanach/camembert-base", "fr", "general-domain French RoBERTa (paper baseline, Table 1)"),
     Alias("BioBERT", "dmis-lab/biobert-v1.1", "en", "English biomedical BERT (PubMed), v1.1 as used by BLUE/BLURB"),
     Alias("SciBERT", "allenai/scibert_scivocab_uncased", "en", "English scientific BERT (SciVocab, uncased)"),
-    # The Large releases: the ids the authors name on their model cards (issue 28). Not checked against the hub
+    # The Large releases: the ids the authors name on their model cards. Not checked against the hub
     # here (no hub access where they were added): UNVERIFIED says so in `biobench models --json`.
     Alias("ModernCamemBERT-bio-large", "almanach/ModernCamemBERT-bio-large", "fr",
           f"the paper's French Large model (CLM detour, 25B tokens); {UNVERIFIED}"),

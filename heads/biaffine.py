@@ -2,7 +2,7 @@
 
 Candidate spans are stored as a band: (start unit w, width k+1) for k < max_width, so memory grows with
 units x max_width, not units squared (a 1024-subword window has 1022 units). The biaffine scorer is
-begin(w) . end(w+k) / sqrt(size) per class plus one learned bias (T `BiaffineSpanScorer`), computed in
+begin(w) . end(w+k) / sqrt(size) per class plus one learned bias (Rian-T/tabib `BiaffineSpanScorer`), computed in
 blocks of max_width begins (`banded_products`).
 """
 
@@ -63,10 +63,10 @@ def decode_spans(probs: torch.Tensor, valid: torch.Tensor, threshold: float = 0.
                  unit_chars: Sequence[Sequence[tuple[int, int]]] | None = None
                  ) -> list[list[tuple[int, int, int, float]]]:
     """Per sequence, the spans (first unit, last unit inclusive, label index, prob) the harness keeps
-    (T `BERTSpanNERAdapter.predict` and `_filter_overlapping_predictions`): each candidate span takes its
+    (Rian-T/tabib `BERTSpanNERAdapter.predict` and `_filter_overlapping_predictions`): each candidate span takes its
     best non-O class, kept when its probability exceeds `threshold`; then, within a label, spans are taken
     by decreasing probability, then decreasing length in characters (`unit_chars`: each sequence's unit
-    character ranges; in units without it), then T's enumeration order (first unit, then last unit: a
+    character ranges; in units without it), then Rian-T/tabib's enumeration order (first unit, then last unit: a
     stable sort over spans listed start-major), and one overlapping an already kept span is dropped, so
     nested entities of different labels survive. Exact ties are common: a sigmoid is exactly 1.0 in float32
     above a logit of ~16.7. probs (N, W, K, classes) with class 0 = O, valid (N, W, K); label index = class - 1."""

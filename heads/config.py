@@ -38,7 +38,7 @@ class HeadConfig:
 
 @dataclass(frozen=True)
 class LinearConfig(HeadConfig):
-    """`linear` (fr, T bert_multilabel_cls): p > threshold, a document with no label above it gets its single
+    """`linear` (fr, Rian-T/tabib bert_multilabel_cls): p > threshold, a document with no label above it gets its single
     most probable label."""
 
     threshold: float = 0.5
@@ -54,7 +54,7 @@ class LinearConfig(HeadConfig):
 
 @dataclass(frozen=True)
 class HfSequenceConfig(LinearConfig):
-    """`hf-sequence` (en, B): logit > 0 (= p > 0.5), no fallback."""
+    """`hf-sequence` (en, lindvalllab/BioClinical-ModernBERT): logit > 0 (= p > 0.5), no fallback."""
 
     threshold: float = 0.5
     fallback_top1: bool = False
@@ -62,12 +62,12 @@ class HfSequenceConfig(LinearConfig):
 
 @dataclass(frozen=True)
 class TokenConfig(HeadConfig):
-    """`hf-token` (en, B): the model's own token-classification head has no knob of ours."""
+    """`hf-token` (en, lindvalllab/BioClinical-ModernBERT): the model's own token-classification head has no knob of ours."""
 
 
 @dataclass(frozen=True)
 class SpanConfig(HeadConfig):
-    """`span` / `span-words`: T `configs/base/ner_span_bert.yaml` backend_args. `unit` is what a span is made
+    """`span` / `span-words`: Rian-T/tabib `configs/base/ner_span_bert.yaml` backend_args. `unit` is what a span is made
     of: "subword" (the harness: tokenizer tokens, special tokens excluded) or "word" (the word-level variant);
     `max_width` counts units. Training samples every gold span plus the first `negatives` others in order,
     shuffled, at most `max_spans` per window; decoding keeps, per candidate span, its best non-O label when

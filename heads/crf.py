@@ -1,8 +1,8 @@
 """The tagging half of the span-NER head: one linear-chain CRF over O + BIOUL tags of every class, as the
-authors' harness runs it (T `src/tabib/models/bert_span_ner.py` `BIOULTagger`, `src/tabib/models/crf.py`
+authors' harness runs it (Rian-T/tabib `src/tabib/models/bert_span_ner.py` `BIOULTagger`, `src/tabib/models/crf.py`
 `BIOULDecoder(allow_overlap=True, allow_juxtaposition=True, learnable_transitions=True)`).
 
-Tag layout: 0 = O, then for class c (class 0 is the "O" span class itself, as in T's label map) the tags
+Tag layout: 0 = O, then for class c (class 0 is the "O" span class itself, as in Rian-T/tabib's label map) the tags
 I = 1 + 4c, B = 2 + 4c, L = 3 + 4c, U = 4 + 4c. Transitions, start and end scores are learned, forbidden ones
 are held at IMPOSSIBLE. The CRF is never trained by its own likelihood: its forward-backward marginals
 give, per class and candidate span, min(log P(no hole), log P(begins), log P(ends)) (nlstruct's bound), a
@@ -17,7 +17,7 @@ from torch import nn
 
 O = 0  # noqa: E741 - the scheme's own letter (the outside tag)
 I_, B_, L_, U_ = range(4)  # offsets of a class's tags after 1 + 4c
-IMPOSSIBLE = -1e5  # T's value; finite, so log-sum-exp over forbidden paths never gives NaN gradients
+IMPOSSIBLE = -1e5  # Rian-T/tabib's value; finite, so log-sum-exp over forbidden paths never gives NaN gradients
 # exp of anything below this is < 1.7e-38, nothing next to the exp(0) = 1 of a log-sum-exp's largest term (and
 # next to any sum float32 can tell from 1); clamped there first, exp takes its fast path: on this CPU (AVX512)
 # exp of a (4, 45, 45) tensor of mostly IMPOSSIBLE-sized arguments took 497 us, 46 us once clamped
@@ -38,7 +38,7 @@ def tag(kind: int, cls: int) -> int:
 
 def bioul_constraints(n_classes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(forbidden transitions (T, T), forbidden starts (T,), forbidden ends (T,)) over T = 1 + 4 n_classes
-    tags: BIOUL grammar with overlapping entities of one class and juxtaposition allowed (T's settings)."""
+    tags: BIOUL grammar with overlapping entities of one class and juxtaposition allowed (Rian-T/tabib's settings)."""
     n_tags = 1 + 4 * n_classes
     allowed = torch.zeros(n_tags, n_tags, dtype=torch.bool)
     allowed[O, O] = True
@@ -183,7 +183,7 @@ def band_index(n_units: int, max_width: int, device: torch.device | None = None)
 
 def span_log_scores(log_marginals: torch.Tensor, n_classes: int, band: int, eps: float = 1e-8) -> torch.Tensor:
     """Per class, the tagger's log-score (N, W, K, classes) of the span [w, w + k]:
-    min(log P(no O inside), log P(begins at w), log P(ends at w + k)) (T `BIOULTagger.forward`)."""
+    min(log P(no O inside), log P(begins at w), log P(ends at w + k)) (Rian-T/tabib `BIOULTagger.forward`)."""
     n, w, _ = log_marginals.shape
     per_class = log_marginals[..., 1:].reshape(n, w, n_classes, 4)
     begins = torch.logsumexp(per_class[..., [B_, U_]], dim=-1)

@@ -158,7 +158,7 @@ class SequenceHead:
 
     def pos_weight(self, labels: Sequence[str], train_examples: Sequence[Any]) -> torch.Tensor:
         """negatives / positives per label in train; a label with no positive gets negatives / 1 (= the number
-        of train examples), as T's compute_pos_weights clips the count (it cannot change the loss: such a
+        of train examples), as Rian-T/tabib's compute_pos_weights clips the count (it cannot change the loss: such a
         label has no positive target to weight)."""
         n = len(train_examples)
         positives = torch.tensor([sum(lab in ex.labels for ex in train_examples) for lab in labels],

@@ -1,4 +1,4 @@
-"""The paper's span-NER head as the authors' harness runs it (T `src/tabib/models/bert_span_ner.py`:
+"""The paper's span-NER head as the authors' harness runs it (Rian-T/tabib `src/tabib/models/bert_span_ner.py`:
 `BERTSpanNER`, `BIOULTagger`, `BiaffineSpanScorer`, `_prepare_spans`, `_training_forward`, `predict`).
 
 encoder sub-words -> units (`unit` "subword": the sub-words themselves, special tokens excluded; "word": the
@@ -12,12 +12,12 @@ mean over classes, then over the batch's sampled spans; no CRF likelihood term (
 its marginals). Sampling, per window: every gold span, then the first `negatives` non-gold spans in
 (start, end) order, shuffled together (fixed generator), at most `max_spans` kept. Decoding: per candidate
 span, its best non-O class if its sigmoid exceeds `threshold`; overlaps within a label removed.
-Dev selection (`sampled_span_f1`, T `compute_metrics`): micro-F1 of the argmax class over each window's
+Dev selection (`sampled_span_f1`, Rian-T/tabib `compute_metrics`): micro-F1 of the argmax class over each window's
 sampled spans, a positive counting when its argmax is its gold class, a prediction when it is not O.
 
-Differences from T, all in docs/PROTOCOL.md: documents longer than `max_length` are read in overlapping
-windows merged back by character offsets (T truncates); gold spans wider than `max_width` are not trained
-(T trains them but can never predict them); an entity maps to the units its characters touch.
+Differences from Rian-T/tabib, all in docs/PROTOCOL.md: documents longer than `max_length` are read in overlapping
+windows merged back by character offsets (Rian-T/tabib truncates); gold spans wider than `max_width` are not trained
+(Rian-T/tabib trains them but can never predict them); an entity maps to the units its characters touch.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class WindowSpans(list):
 
 def sample_spans(gold: Sequence[tuple[int, int, int]], n_units: int, max_width: int, negatives: int,
                  max_spans: int, rng: random.Random) -> list[tuple[int, int, int]]:
-    """T `_prepare_spans` + `SpanNERDataCollator`: the gold (first, last, class) spans, then the first
+    """Rian-T/tabib `_prepare_spans` + `SpanNERDataCollator`: the gold (first, last, class) spans, then the first
     `negatives` other spans (first, last, 0) of width <= max_width in (first, last) order, shuffled
     together, the first `max_spans` kept."""
     taken = {(b, e) for b, e, _ in gold}
@@ -81,7 +81,7 @@ class SpanNerSpec:
     config: SpanConfig = field(default_factory=SpanConfig)
     overlap: float = 0.25  # share of a window's subwords repeated as context in the next window
     sampled: bool = True  # draw the training / selection spans (hf-token borrows featurize without them)
-    # training batches uniformly shuffled, not length-grouped (biobench.eval.finetune._train_loader): T trains the
+    # training batches uniformly shuffled, not length-grouped (biobench.eval.finetune._train_loader): Rian-T/tabib trains the
     # span head with the HF Trainer's default RandomSampler (no `group_by_length` in its configs)
     train_order: str = "random"
 
@@ -99,7 +99,7 @@ class SpanNerSpec:
             raise ConfigError(f"max_length {max_length} leaves no room for text after the tokenizer's "
                               f"{len(prefix) + len(suffix)} special tokens; use a larger --max-length (e.g. 128)")
         label_index = {label: i for i, label in enumerate(labels)}
-        rng = random.Random(0)  # one shuffle per task, like T's (its samples are drawn once, at tokenisation)
+        rng = random.Random(0)  # one shuffle per task, like Rian-T/tabib's (its samples are drawn once, at tokenisation)
         features: list[dict[str, Any]] = []
         n_entities = inexact = unplaced = 0
         encoded = tokenize_documents(tokenizer, [ex.text for ex in examples])
@@ -185,7 +185,7 @@ class SpanNerSpec:
         return [list(s) for s in sorted({(e.start, e.end, e.label) for e in example.entities})]
 
     def selection_metrics(self, feature_predictions: Sequence[WindowSpans]) -> dict[str, float]:
-        """T's `compute_metrics` `f1` over every window's sampled spans (SELECTION_METRIC)."""
+        """Rian-T/tabib's `compute_metrics` `f1` over every window's sampled spans (SELECTION_METRIC)."""
         from biobench.metrics import f1_from_totals
 
         totals = np.array([getattr(p, "tally", (0, 0, 0)) for p in feature_predictions] or [(0, 0, 0)], dtype=float)
@@ -266,7 +266,7 @@ def bidirectional_lstm(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor, re
 
 
 class GatedBiLSTM(nn.Module):
-    """T `BiLSTMContextualizer`: input projected to `size` (GELU) when it differs, then `layers` one-layer
+    """Rian-T/tabib `BiLSTMContextualizer`: input projected to `size` (GELU) when it differs, then `layers` one-layer
     BiLSTMs, each added through a sigmoid gate and a LayerNorm: x = LN(x (1 - g) + dropout(lstm(x)) g)."""
 
     def __init__(self, input_size: int, size: int, layers: int, dropout: float):
@@ -312,7 +312,7 @@ class SpanNerModel(HeadModel):
         sub-word for unit "subword"), between the window's first special token ([CLS]: lead = 1) and its
         last ([SEP], right after each window's last unit: tail = 1) when the tokenizer has them. Why: T's
         BiLSTM and CRF run over every position of `input_ids`, special tokens included; spans never start or
-        end on them (T `_inference_forward` spans from 1 to len - 2), so `span_logits` cuts them off after."""
+        end on them (Rian-T/tabib `_inference_forward` spans from 1 to len - 2), so `span_logits` cuts them off after."""
         out = self.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
         start, end = batch["unit_start"], batch["unit_end"]
@@ -359,7 +359,7 @@ class SpanNerModel(HeadModel):
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         """BCE with logits on a one-hot class target over the sampled spans: mean over classes, then over
-        spans (T `_training_forward`)."""
+        spans (Rian-T/tabib `_training_forward`)."""
         logits, _ = self.span_logits(batch)
         samples = batch["samples"]
         chosen = self.sampled(logits, samples)

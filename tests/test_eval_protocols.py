@@ -81,7 +81,7 @@ def test_span_head_has_the_harness_sizes_and_is_hashed():
                                "biaffine_size": 64, "dropout": 0.4, "tagger_weight": 1.0, "biaffine_weight": 1.0,
                                "threshold": 0.5, "negatives": 500, "max_spans": 512}
     assert (ner.max_steps, ner.lr, ner.head_lr, ner.batch_size, ner.weight_decay, ner.grad_clip) == \
-        (4000, 5e-5, 1e-3, 16, 0.01, 10.0)  # paper Appendix E; clipping from T's ner_span_bert.yaml
+        (4000, 5e-5, 1e-3, 16, 0.01, 10.0)  # paper Appendix E; clipping from Rian-T/tabib's ner_span_bert.yaml
     en_span = resolve_protocol("en", "ner", 512, {"head": "span"})
     en_token = resolve_protocol("en", "ner", 512)
     assert (en_span.head, en_span.head_lr, en_span.grad_clip, en_span.epochs) == ("span", 1e-3, 10.0, 20)

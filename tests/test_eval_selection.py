@@ -39,7 +39,7 @@ ZEROS = [{"weighted_f1": 0.0, "macro_f1": 0.0}, {"weighted_f1": 0.0, "macro_f1":
 @pytest.mark.parametrize(("script", "best_epoch"), [
     (ZEROS[:3], 2),  # ties at 0: the higher dev headline metric (exact-span macro-F1 for NER) wins
     (ZEROS, 4),  # a positive selection score beats any 0, whatever the headline metric
-    ([{"weighted_f1": 0.5, "macro_f1": 0.1}, {"weighted_f1": 0.5, "macro_f1": 0.9}], 1),  # T: first of equal
+    ([{"weighted_f1": 0.5, "macro_f1": 0.1}, {"weighted_f1": 0.5, "macro_f1": 0.9}], 1),  # Rian-T/tabib: first of equal
     ([{"weighted_f1": 0.0, "macro_f1": 0.0}, {"weighted_f1": 0.0, "macro_f1": 0.0}], 1),
 ])
 def test_ties_at_zero_are_broken_by_the_headline_metric(script, best_epoch, toy_classification, monkeypatch):

@@ -350,7 +350,7 @@ def test_decoding_keeps_the_best_non_o_label_per_span_and_no_same_label_overlap(
 
 
 def _harness_filter(entities):
-    """T `_filter_overlapping_predictions("no_overlapping_same_label")` written out: a stable sort of the
+    """Rian-T/tabib `_filter_overlapping_predictions("no_overlapping_same_label")` written out: a stable sort of the
     spans (enumerated start-major) by (-confidence, -characters), then same-label character overlaps dropped."""
     kept = []
     for ent in sorted(entities, key=lambda e: (-e[3], -(e[1] - e[0]))):
@@ -368,7 +368,7 @@ def test_tied_probabilities_are_broken_as_the_harness_breaks_them():
         probs[0, b, e - b, 1] = 1.0
     valid = band_valid(torch.tensor([7]), 7, 4)
     ours = decode_spans(probs, valid, 0.5, [chars])[0]
-    candidates = [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in  # T's enumeration: (start, end) order
+    candidates = [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in  # Rian-T/tabib's enumeration: (start, end) order
                   sorted((b, k + b, 0, 1.0) for b in range(7) for k in range(4) if probs[0, b, k, 1] > 0.5)]
     expected = _harness_filter(candidates)
     assert [(chars[b][0], chars[e][1], lab, p) for b, e, lab, p in ours] == expected
@@ -432,7 +432,7 @@ def test_word_units_are_the_mean_of_their_subwords(tiny_tokenizer, tiny_encoder)
 
 
 def test_bilstm_and_crf_run_over_cls_and_sep_as_the_harness_does(tiny_tokenizer, tiny_encoder):
-    """T's contextualizer and CRF see every input position: [CLS], the units, [SEP] right after the last
+    """Rian-T/tabib's contextualizer and CRF see every input position: [CLS], the units, [SEP] right after the last
     unit of each window (padding after it); span logits keep the units only."""
     head = small_head(dropout=0.0)
     features = head.featurize(TRAIN[:2], tiny_tokenizer, 64, LABELS)

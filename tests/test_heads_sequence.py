@@ -101,7 +101,7 @@ def test_featurize_collate_gold_and_unknown_labels(tiny_tokenizer):
 def test_multilabel_pos_weight_is_neg_over_pos_and_the_harness_value_without_positives():
     train = [MultilabelExample(str(i), "t", labs) for i, labs in enumerate([("a",), ("a", "b"), (), ("a",)])]
     weights = MULTILABEL.pos_weight(["a", "b", "c"], train)
-    # c never positive: T's compute_pos_weights clips its count to 1, so its weight is negatives / 1 = 4
+    # c never positive: Rian-T/tabib's compute_pos_weights clips its count to 1, so its weight is negatives / 1 = 4
     assert weights.tolist() == pytest.approx([1 / 3, 3.0, 4.0])
     model = MULTILABEL.build(_encoder_stub(), ["a", "b", "c"], train)
     assert model.loss_fn.pos_weight.tolist() == pytest.approx([1 / 3, 3.0, 4.0])  # what the loss uses

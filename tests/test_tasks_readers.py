@@ -87,7 +87,7 @@ def test_brat_missing_ann_policies(tmp_path):
 
 
 def test_brat_line_samples_as_the_harness_splits_them(caplog):
-    """T `_split_by_lines`: one sample per non-blank line, entities kept whole in their line (offsets line-relative,
+    """Rian-T/tabib `_split_by_lines`: one sample per non-blank line, entities kept whole in their line (offsets line-relative,
     fragments too), an entity across a line boundary dropped and counted."""
     from biobench.tasks.schema import NerExample
 

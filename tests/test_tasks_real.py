@@ -22,7 +22,7 @@ COUNTS = {
     "chemprot-13": (4169, 2427, 3469),
     "gad": (4261, 535, 534),
     "hoc": (1295, 186, 371),
-    "quaero-emea": (706, 649, 578),  # one sample per non-blank line of the 11/12/15 documents, as T reads them
+    "quaero-emea": (706, 649, 578),  # one sample per non-blank line of the 11/12/15 documents, as Rian-T/tabib reads them
     "quaero-medline": (833, 832, 833),
     "fracco-30": (1030, 129, 129),  # 1,288 of the 1,300 annotated documents keep a top-30 expression (tests/test_tasks_fracco.py)
     "fracco-100": (1036, 130, 129),  # 1,295 keep a top-100 expression
@@ -56,7 +56,7 @@ def test_entity_mention_counts(shared_data):
     assert sum(_mentions(load_task(get_spec("quaero-medline"), shared_data), "test").values()) == 3103
 
 
-# (samples, entities) per split as the authors' harness builds them (T src/tabib/data/brat.py): EMEA one sample per
+# (samples, entities) per split as the authors' harness builds them (Rian-T/tabib src/tabib/data/brat.py): EMEA one sample per
 # non-blank line (EMEAAdapter, chunk_size=-1; T ner_span.md: "706 samples train"), MEDLINE one per title file
 # (MEDLINEAdapter, chunk_size=0); no entity of either corpus crosses a line boundary.
 HARNESS_SIZES = {

@@ -194,7 +194,7 @@ class DevSelection:
     harnesses' Trainer keeps it (`load_best_model_at_end`: a later checkpoint must be strictly better), except
     at a score of 0: there a later state with a higher headline metric on dev (`metric`: exact-span macro-F1
     for NER) wins, so a run whose selection score stays 0 (the span head's sampled-span F1 early in training)
-    does not keep a state that predicts nothing over a later one that predicts (issue 26)."""
+    does not keep a state that predicts nothing over a later one that predicts (docs/PROTOCOL.md, "Steps before the span head predicts")."""
 
     score: float = -1.0
     tie_break: float = -1.0  # the kept state's dev headline metric
@@ -309,7 +309,7 @@ class _Run:
 def _train_loader(task: PreparedTask, protocol: Protocol, seed: int):
     """Batches of the train features in an order drawn from `seed` (lists of features, collated per
     micro-batch): length-grouped, or uniformly shuffled for a head whose `train_order` is "random" (the span
-    heads: T trains them with the Trainer's default RandomSampler, `group_by_length` unset)."""
+    heads: Rian-T/tabib trains them with the Trainer's default RandomSampler, `group_by_length` unset)."""
     from biobench.runtime.batching import LengthGroupedSampler
     from torch.utils.data import DataLoader, RandomSampler
 

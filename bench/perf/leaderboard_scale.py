@@ -15,8 +15,8 @@ the same folder in the same run, cold and warm, each arm with its own cache: the
 by side under the same load. `--groups-timeout S` stops waiting for the groups after S seconds and reports how
 many tasks were done (a slow baseline then gives a lower bound instead of holding the run). `--dir` with
 `--reuse` keeps a folder generated earlier with the same sizes (writing 100,000 files takes minutes).
-Goals: warm under 5 s at 80 x 19 x 9 on a 2-core machine, cold linear in the number of files (issue 13 §5);
-first page under 10 s and groups under 20 s cold, under 1 GB (issue 30 §2).
+Goals: warm under 5 s at 80 x 19 x 9 on a 2-core machine, cold linear in the number of files;
+first page under 10 s and groups under 20 s cold, under 1 GB (docs/performance.md).
 
     .venv/bin/python -m biobench.perf.leaderboard_scale --quick
     .venv/bin/python -m biobench.perf.leaderboard_scale --models 80 --tasks 19 --seeds 9 --out scale.json

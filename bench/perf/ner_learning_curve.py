@@ -1,6 +1,6 @@
 """Learning curve of an NER head: dev and test scores every `--eval-every` steps of ONE fine-tuning run.
 
-Why a script of its own: issue 26 asks whether the span head learns as fast as the harness's (a learning
+Why a script of its own: to see whether the span head learns as fast as the harness's (a learning
 curve, not a single point) next to `span-words` and `hf-token` on the same budget. `biobench eval` scores test
 once, with the state best on dev; here every dev evaluation of the run also scores test with the current
 weights, so one run of N steps gives the whole curve (same schedule, warmup and seed as `biobench eval

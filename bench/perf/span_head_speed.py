@@ -2,8 +2,8 @@
 AdamW) and predict() on fixed batches, real (non-pad) input tokens per second, medians over repeats, and
 the process's peak memory (RSS) after prediction and after training.
 
-Why a script of its own: issue 19 replaced the span head and asked what it costs; issue 26 found 26.7
-tokens/s at max_length 1024 and asked for a faster compute path with the same outputs
+Why a script of its own: the span head is the costliest head of the French protocol (it once trained at 26.7
+tokens/s at max_length 1024), and its faster compute path must keep the same outputs
 (tests/test_heads_ner_compute.py holds the equality). `--baseline REV` measures the heads of another git
 revision in the same run, side by side: each arm runs in its own fresh process, the baseline with the
 package tree of REV first on its path (the script only uses the API both share: `get_head`, featurize /

@@ -41,7 +41,7 @@ _ABSOLUTE = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`:;,()<>|]+/)*([^\s/'\"`:;,()
 
 def hide_paths(text: str) -> str:
     """`text` with every absolute path shown as its last component (`/srv/queue/x.json` -> `x.json`): what a
-    public page may say about a server's files (issue 27: visitors never see a server path)."""
+    public page may say about a server's files (docs/RELIABILITY.md: visitors never see a server path)."""
     return _ABSOLUTE.sub(lambda m: m[1], str(text))
 
 

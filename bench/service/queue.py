@@ -11,7 +11,7 @@ next claim (generation + 1) resumes the request. The resumed eval skips every fi
 run key, so no result is computed twice or lost. A worker that finds a higher generation than its own has lost
 the lease and stops.
 
-Why every field is checked where a request is read: a public queue holds files from strangers (issue 27). A
+Why every field is checked where a request is read: a public queue holds files from strangers (docs/RELIABILITY.md). A
 request id becomes a log file name, tasks and overrides become an eval command line, seeds become result
 names. A request that is not one biobench writes is refused with one reason: the worker marks it `failed`
 (or, when it cannot even be rewritten, reports it as a problem) and goes on to the next; a lease that is not

@@ -5,7 +5,7 @@ log whose last lines go into a failed request, and stop the run at once when the
 with the worker (PR_SET_PDEATHSIG on Linux), so a `kill -9` of the worker leaves no orphan training on; the next
 worker resumes the request and the eval skips what is finished by its run keys.
 
-Why the worker survives anything in a request (issue 27): the queue may be public. A request is checked
+Why the worker survives anything in a request: the queue may be public. A request is checked
 field by field when it is read (biobench.service.queue), the worker checks that it can publish before it
 claims anything, and whatever goes wrong with one claimed request — its results folder, its log, the child,
 the publishing — ends that request as `failed` with one line, never `running` with the worker gone.

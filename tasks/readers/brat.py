@@ -161,7 +161,7 @@ def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | No
     """NerExamples (raw text, no tokens), optionally keeping only some entity labels.
 
     sample_unit "document" (default): one example per document. "line": one per non-blank line (split_lines),
-    as the authors' harness reads QUAERO EMEA (T `src/tabib/data/brat.py` `_split_by_lines`, used by
+    as the authors' harness reads QUAERO EMEA (Rian-T/tabib `src/tabib/data/brat.py` `_split_by_lines`, used by
     `EMEAAdapter` with `chunk_size=-1`)."""
     if sample_unit not in SAMPLE_UNITS:
         raise DataError(f"sample_unit {sample_unit!r} is not one of {', '.join(SAMPLE_UNITS)}; fix the task spec's "
@@ -184,10 +184,10 @@ def ner_examples(docs: Iterable[BratDocument], entity_labels: Iterable[str] | No
 def split_lines(doc_id: str, text: str, entities: Sequence[Entity]) -> tuple[list[NerExample], int]:
     """(one example per non-blank line, the number of entities that lie in no single line).
 
-    Why: the authors' harness trains and scores QUAERO EMEA line by line (T `_split_by_lines`): lines split at
+    Why: the authors' harness trains and scores QUAERO EMEA line by line (Rian-T/tabib `_split_by_lines`): lines split at
     newline characters only, blank or whitespace-only lines skipped, an entity kept in the line holding it whole (offsets
     made line-relative), an entity crossing a line boundary kept nowhere. A line's example id is
-    `<doc>_line<k>@<c>`: k the line's index among all lines (blank ones included, as T numbers them), c the
+    `<doc>_line<k>@<c>`: k the line's index among all lines (blank ones included, as Rian-T/tabib numbers them), c the
     document character offset of its first character, so a line's spans map back to the document."""
     bounds, start = [], 0
     for k, line in enumerate(text.split("\n")):
