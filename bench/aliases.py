@@ -61,7 +61,8 @@ ALIASES: tuple[Alias, ...] = (
 
 def package_folder(alias: Alias) -> Path | None:
     """The model folder inside the alias's PyPI package, when that package is installed."""
-    if not alias.package or importlib.util.find_spec(alias.package) is None:
+    spec = importlib.util.find_spec(alias.package) if alias.package else None
+    if spec is None or spec.origin is None:
         return None
-    folder = Path(importlib.util.find_spec(alias.package).origin).parent / "model"
+    folder = Path(spec.origin).parent / "model"
     return folder if (folder / "config.json").is_file() else None

@@ -36,7 +36,8 @@ from biobench.runtime.console import HelpFormatter, RawDescriptionHelpFormatter
 
 def _with_defaults(parser: argparse.ArgumentParser) -> None:
     """Give every (sub)parser the default-showing formatter, keeping hand-laid-out descriptions as they are."""
-    raw = issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter)
+    raw = isinstance(parser.formatter_class, type) and issubclass(parser.formatter_class,
+                                                                  argparse.RawDescriptionHelpFormatter)
     parser.formatter_class = RawDescriptionHelpFormatter if raw else HelpFormatter
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

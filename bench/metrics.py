@@ -51,7 +51,7 @@ def items(value: Any) -> set[tuple]:
     return {tuple(v) if isinstance(v, list | tuple) else (v,) for v in value}
 
 
-def _distinct(values: Sequence[Any]) -> Sequence[Any]:
+def _distinct(values: Sequence[Any]) -> Sequence[Any] | set[Any]:
     """The distinct values of a list when they are hashable (labels), else the list itself: the labels of a
     list are those of its distinct values, and a board's 1,000 predictions hold a handful of labels."""
     try:

@@ -72,6 +72,7 @@ def lineage_name(lineage: Mapping[str, Any] | Lineage) -> str:
     the recipe name are added."""
     record = lineage if isinstance(lineage, Lineage) else Lineage.from_dict(
         {**lineage, "recipe": lineage.get("recipe") or "pretrained"})
+    assert record is not None  # from_dict gives None only for a record without a recipe, and it has one
     parts = [record.recipe, base_model_name(record.base_model or None), human_tokens(record.tokens.get("seen"))]
     if record.frozen and "freeze" not in record.recipe:
         parts.append("frozen " + ",".join(f"{f.first}-{f.last}@{f.phase or '?'}" for f in record.frozen))

@@ -187,7 +187,9 @@ def _scores_of_counts(metric: CountMetric, counts: Sequence[np.ndarray], example
     integers, so float32 products give the same totals as float64 (`_exact_in_float32`) at half the cost."""
     n_boot, n = examples.shape
     out = [np.empty((n_boot, c.shape[0])) for c in counts]
-    blocks, block, cols = [], [], 0
+    blocks: list[list[int]] = []
+    block: list[int] = []
+    cols = 0
     for i, c in enumerate(counts):
         if block and cols + c.shape[0] * c.shape[2] > MAX_PRODUCT_COLUMNS:
             blocks.append(block)

@@ -20,7 +20,7 @@ from typing import Any
 
 from biobench.errors import ConfigError
 from biobench.tasks.options import check_fetch, check_source
-from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS
+from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS, ProtocolName, TaskKind
 
 # The paper's 19 tasks in paper order. The same list is `"paper_task": true` in specs/*.json and the task
 # column of bench/board/reference/paper_results.csv: tests/test_tasks_registry.py checks the three agree.
@@ -71,9 +71,9 @@ class TaskSpec:
 
     id: str
     lang: str
-    kind: str
+    kind: TaskKind
     max_length: int
-    protocol: str
+    protocol: ProtocolName
     sources: tuple[Source, ...]
     seeds: tuple[int, ...] = ()  # the spec's own seeds; () = its protocol's (biobench.eval.protocols.task_seeds)
     metric: str = "macro_f1"  # headline test metric (biobench.metrics.METRICS)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError
@@ -29,6 +29,7 @@ from biobench.eval.protocols import (
 )
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
+from biobench.store.storage import Decision
 from biobench.store.summary import TaskScores, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
 from biobench.tasks.registry import TaskSpec
@@ -50,6 +51,10 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+# where a planned run stands in this process: still to run, finished here, or found finished (skipped)
+RunState = Literal["pending", "done", "skipped"]
+
+
 @dataclass
 class PlannedRun:
     task: TaskSpec
@@ -58,8 +63,8 @@ class PlannedRun:
     key: dict[str, Any]
     protocol: Protocol
     default: Protocol | None = None  # the task's own protocol (no overrides): what a smoke run departs from
-    decision: str = "new"  # new | skip | overwrite
-    status: str = "pending"  # pending | done | skipped
+    decision: Decision = "new"
+    status: RunState = "pending"
     macro_f1: float | None = None
 
 

@@ -19,7 +19,7 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from biobench.errors import BiobenchError
 
@@ -97,8 +97,21 @@ def parse_json(text: str | bytes, source: str | Path = "<json>", max_depth: int 
         raise UnsafeJSONError(source, f"not valid JSON: {err}") from None
 
 
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads itself runs
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed types the C scanner's argument as the class  # the C scanner json.loads itself runs
 _JSON_SPACE = " \t\n\r"  # what json.loads skips around a value (str.strip would skip more)
+
+
+def object_at(data: Any, key: str) -> dict[str, Any]:
+    """`data[key]` when `data` is a JSON object holding an object there, else {}: the parts of an untrusted
+    record that must be objects are read through this, so a list or a number there is no crash."""
+    value = data.get(key) if isinstance(data, dict) else None
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def list_at(data: Any, key: str) -> list[Any]:
+    """`data[key]` when `data` is a JSON object holding a list there, else []."""
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, list) else []
 
 
 def read_json(path: str | Path, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ResultsError
+from biobench.runtime.jsonfile import object_at
 from biobench.store.storage import read_json_file
 
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
@@ -62,7 +63,7 @@ class CKAReport:
             layer = r.get("layer")
             if isinstance(layer, int) and not isinstance(layer, bool) and divergence is not None:
                 layers.append(CKALayer(layer, divergence, _number(r.get("ratio"))))
-        models = data.get("models") if isinstance(data.get("models"), dict) else {}
+        models = object_at(data, "models")
         return cls(models, layers, source)
 
 

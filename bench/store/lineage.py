@@ -5,7 +5,7 @@ Why a record: display names, the board's lineage column, the efficiency table an
 recipe, base model, tokens, freezes, compute and hardware out of the raw dictionary with their own guards. Here
 the file's dictionary loads once into typed fields; `to_dict` gives back exactly what was loaded (fields this
 version does not type stay in `extra`), so reading a lineage never loses what a newer pretraining recorded.
-Written by biobench.training (as the dictionary: training sits beside the store and does not import it).
+Written by biobench.training as the dictionary; training imports only this module of the store (its `Freeze`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from biobench.runtime.jsonfile import list_at, object_at
 
 _TYPED = ("recipe", "phase", "base_model", "tokens", "frozen", "compute", "hardware")
 
@@ -55,13 +57,13 @@ class Lineage:
         or no recipe). Malformed parts are left out of the typed fields, never raised on."""
         if not isinstance(data, Mapping) or not data.get("recipe"):
             return None
-        tokens = data.get("tokens") if isinstance(data.get("tokens"), Mapping) else {}
+        tokens = object_at(data, "tokens")
         frozen = []
-        for f in data.get("frozen") if isinstance(data.get("frozen"), list) else []:
+        for f in list_at(data, "frozen"):
             layers = f.get("layers") if isinstance(f, Mapping) else None
             if isinstance(layers, list) and len(layers) == 2 and all(isinstance(x, int) for x in layers):
                 frozen.append(Freeze(layers[0], layers[1], str(f["phase"]) if f.get("phase") else None))
-        compute = data.get("compute") if isinstance(data.get("compute"), Mapping) else {}
+        compute = object_at(data, "compute")
         return cls(str(data["recipe"]), str(data["phase"]) if data.get("phase") else None,
                    str(data.get("base_model") or ""),
                    {k: n for k, v in tokens.items() if (n := _count(v)) is not None}, tuple(frozen), dict(compute),

@@ -49,11 +49,11 @@ def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[
     listed in `dropped` (the leaderboard). None when no seed is left."""
     out = AlignedPredictions([], [], {})
 
-    def differs(group: str, source: str, reference: str, reason: str) -> None:
+    def differs(group: str, source: str | None, reference: str | None, reason: str) -> None:
         if strict:
             raise ResultsError(f"{source}: its test examples (ids/gold) differ from {reference}; the two runs were "
                                "scored on different data, so they cannot be compared pairwise")
-        out.dropped.append((group, source, reason))
+        out.dropped.append((group, str(source), reason))
 
     examples = first_source = None
     for group, seeds in groups.items():

@@ -15,9 +15,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from biobench.errors import ResultsError
+from biobench.runtime.jsonfile import object_at
 
 SCHEMA = "biobench.result/1"
 KEY_FIELDS = ("model_revision", "data_checksum", "protocol_hash", "seed")
@@ -86,8 +87,9 @@ class Result:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             found = data.get("schema") if isinstance(data, dict) else type(data).__name__
             raise ResultsError(f"{source}: not a biobench result (schema {found!r}, expected {SCHEMA!r})")
-        task = data.get("task") if isinstance(data.get("task"), dict) else {"id": data.get("task")}
-        test = data["metrics"].get("test") if isinstance(data.get("metrics"), dict) else None
+        raw_task = data.get("task")
+        task: dict[str, Any] = raw_task if isinstance(raw_task, dict) else {"id": raw_task}
+        test = object_at(data, "metrics").get("test")
         missing = [f for f in REQUIRED_FIELDS if f not in data]
         if check_key:
             missing += [f"key.{f}" for f in KEY_FIELDS
@@ -97,6 +99,7 @@ class Result:
             isinstance(test, dict) and "macro_f1" in test) else []
         if missing:
             raise ResultsError(f"{source}: result file lacks field(s) {', '.join(missing)} (schema {SCHEMA})")
+        assert isinstance(test, dict)  # checked above: a result without metrics.test.macro_f1 was refused
         value = test["macro_f1"]
         if isinstance(value, bool) or not isinstance(value, int | float) or not (
                 math.isfinite(value) and 0.0 <= value <= 1.0):
@@ -190,6 +193,15 @@ def predictions_path(path: str | Path) -> Path:
     return path.with_name(path.name.removesuffix(".json") + ".predictions.jsonl")
 
 
-def run_key(model_revision: str, data_checksum: str, protocol_hash: str, seed: int) -> dict[str, Any]:
+class RunKey(TypedDict):
+    """What identifies a run (KEY_FIELDS): the same key means the same weights, data, protocol and seed."""
+
+    model_revision: str
+    data_checksum: str
+    protocol_hash: str
+    seed: int
+
+
+def run_key(model_revision: str, data_checksum: str, protocol_hash: str, seed: int) -> RunKey:
     return {"model_revision": model_revision, "data_checksum": data_checksum,
             "protocol_hash": protocol_hash, "seed": seed}

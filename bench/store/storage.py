@@ -148,11 +148,16 @@ def decide(path: str | Path, key: Mapping[str, Any], overwrite: bool = False,
     )
 
 
+def _seed_of(path: Path) -> int:
+    match = SEED_FILE.match(path.name)
+    return int(match[1]) if match else -1
+
+
 def iter_results(results_dir: str | Path, model_slug: str | None = None,
                  task_id: str | None = None) -> Iterator[tuple[Path, Result]]:
     """(path, result) for every `<results>/<slug>/<task>/seed-<n>.json`, sorted; corrupt files raise."""
     root = Path(results_dir)
     pattern = f"{model_slug or '*'}/{task_id or '*'}/seed-*.json"
     paths = [p for p in root.glob(pattern) if SEED_FILE.match(p.name)]
-    for path in sorted(paths, key=lambda p: (p.parent.parent.name, p.parent.name, int(SEED_FILE.match(p.name)[1]))):
+    for path in sorted(paths, key=lambda p: (p.parent.parent.name, p.parent.name, _seed_of(p))):
         yield path, read_result(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from biobench.runtime.jsonfile import object_at
 from biobench.store.record import Result
 
 # protocol knobs a result tells apart without a recorded `overrides` (older files): a subset is never the protocol's
@@ -71,7 +72,8 @@ def protocol_label(described: str) -> str:
 def split_smoke(results: Iterable[Result]) -> tuple[list[Result], list[Result]]:
     """(protocol runs, smoke runs) of `results`, order kept: what a model card's model-index may state as the
     protocol's scores, and what it must leave out."""
-    protocol, smoke = [], []
+    protocol: list[Result] = []
+    smoke: list[Result] = []
     for result in results:
         (smoke if is_smoke(result) else protocol).append(result)
     return protocol, smoke
@@ -117,7 +119,7 @@ def _symptom(kind: str, head: Mapping[str, Any]) -> str:
 def budget_reason(result: Result) -> str:
     """Why a run may not have learnt, from its recorded budget (steps run against the protocol's) and overrides:
     'the budget (60 steps) is far below the protocol's 4,000 steps'; a protocol-budget run says so."""
-    budget = result.details.get("budget") if isinstance(result.details.get("budget"), Mapping) else {}
+    budget = object_at(result.details, "budget")
     steps, planned = budget.get("steps"), budget.get("protocol_steps")
     reasons = []
     if isinstance(steps, int) and isinstance(planned, int) and planned > 0 and steps < planned:
@@ -143,7 +145,7 @@ def degenerate_note(result: Result, predictions: Sequence[Any], gold: Sequence[A
     finding = find_degenerate(kind, predictions, gold)
     if finding is None:
         return None
-    head = result.details.get("head") if isinstance(result.details.get("head"), Mapping) else {}
+    head = object_at(result.details, "head")
     symptom = ("almost " if finding.startswith("only ") else "") + _symptom(kind, head)
     return {"finding": finding, "reason": f"{symptom}: {budget_reason(result)}"}
 
