@@ -16,7 +16,7 @@ from biobench.tasks.registry import PAPER_TASKS, add_task_arguments, get_spec, l
 
 FIX = Path(__file__).parent / "fixtures" / "tasks"
 TABLE8 = {"diamed": 2048, "meddialog-fr": 4096, "fracco-30": 4096, "fracco-100": 4096, "cantemist": 4096,
-          "distemist": 4096, "quaero-emea": 256, "quaero-medline": 256, "chemprot": 512, "phenotyping": 8192,
+          "distemist": 4096, "quaero-emea": 1024, "quaero-medline": 1024, "chemprot": 512, "phenotyping": 8192,
           "cos": 512, "social-history": 512, "deid": 8192, "anatem": 512, "bc5cdr": 512, "jnlpba": 512,
           "ncbi-disease": 512, "gad": 512, "hoc": 512}
 
@@ -108,7 +108,7 @@ def test_tasks_json_cli(capsys, tmp_path, monkeypatch):
     assert rows["my-specialty"]["available"] and rows["my-specialty"]["splits"] == {"train": 3, "dev": 2, "test": 2}
     assert rows["demo-cls"]["splits"] == {"train": 400, "dev": 100, "test": 100}
     assert not rows["anatem"]["available"] and "anatem-typed/train.conll.gz" in rows["anatem"]["reason"]
-    assert rows["quaero-emea"]["max_length"] == 256
+    assert rows["quaero-emea"]["max_length"] == 1024
     heads = {t: (rows[t]["head"], rows[t]["metric"], rows[t]["dev_metric"]) for t in ("quaero-emea", "ncbi-disease",
                                                                                     "fracco-100", "hoc", "demo-cls")}
     assert heads == {"quaero-emea": ("span", "macro_f1", "sampled_span_f1"), "ncbi-disease": ("hf-token", "macro_f1", "micro_f1"),
