@@ -47,6 +47,7 @@ from biobench.runtime.paths import UnsafePathError, safe_member
 from biobench.tasks.archives import CHUNK, Limits, Member, Unpacker, check_readable, one_line, write_stream
 from biobench.tasks.loading import locate, resolve_path
 from biobench.tasks.options import CONVERTER_OPTIONS
+from biobench.tasks.readers import meddialog
 from biobench.tasks.registry import TaskSpec
 
 CONVERTERS = tuple(CONVERTER_OPTIONS)  # each converter's options: tasks/options.py
@@ -62,6 +63,24 @@ def fetch_info(spec: TaskSpec) -> Mapping[str, Any]:
     if convert is not None and convert not in CONVERTERS:
         raise DataError(f"task '{spec.id}': fetch.convert {convert!r} is not one of {', '.join(CONVERTERS)}")
     return spec.fetch
+
+
+def add_info(info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The fetch entry `data add` uses: `info` with its `add` entry (convert, options, note) in place, if any."""
+    add = info.get("add")
+    if not add:
+        return info
+    return {**{k: v for k, v in info.items() if k not in ("add", "files", "options")}, "files": [], **add}
+
+
+def hub_url(url: str) -> str:
+    """A download URL on the Hugging Face hub, moved to $HF_ENDPOINT when that names another endpoint (a mirror,
+    or the loopback hub of the tests), as the hub libraries do for `datasets.load_dataset`."""
+    from biobench.tasks.hub import DEFAULT_ENDPOINT, endpoint
+
+    if url.startswith(DEFAULT_ENDPOINT + "/") and endpoint() != DEFAULT_ENDPOINT:
+        return endpoint() + url[len(DEFAULT_ENDPOINT):]
+    return url
 
 
 def _sha256_file(path: Path) -> str:
@@ -158,6 +177,7 @@ class Inputs:
 
     files: list[tuple[Mapping[str, Any], Path, str]]
     unpacker: Unpacker
+    log: Log = print  # what a converter reports (rows it dropped)
 
     def members(self) -> list[Member]:
         return [m for _, path, label in self.files for m in self.unpacker.members(path, label)]
@@ -279,8 +299,44 @@ def _convert_join(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Pa
         raise _missing(task_id, missing, members, inputs)
 
 
+def _member_bytes(member: Member, limit: int) -> bytes:
+    with member.open() as src:
+        data = src.read(limit + 1)
+    if len(data) > limit:
+        raise DataError(f"{member.what}: over the {limit:,} bytes such a file may have; is it the release's file?")
+    return data
+
+
+def _convert_meddialog_release(task_id: str, inputs: Inputs, info: Mapping[str, Any], out: Path) -> None:
+    """MedDialog-FR's two release files (given as they are, or inside an archive) -> the hub copy's parquet files
+    (`text`, `labels_raw`; one per split), built as the harness builds them (tasks/readers/meddialog.py)."""
+    from datasets import Dataset, Features, Sequence, Value
+
+    members = inputs.members()
+    wanted = {"labels": meddialog.LABELS_FILE, "texts": meddialog.TEXTS_FILE}
+    found = {key: next((m for m in members if _suffix_match(m.name, name)), None) for key, name in wanted.items()}
+    missing = [wanted[key] for key, m in found.items() if m is None]
+    if missing:
+        raise _missing(task_id, missing, members, inputs)
+    labels, texts = found["labels"], found["texts"]
+    where = {m.name: m.source if m.name == Path(m.source).name else m.what for m in (labels, texts)}  # a file given as is: its path
+    splits = meddialog.release_splits(_member_bytes(labels, meddialog.MAX_FILE_BYTES),
+                                      _member_bytes(texts, meddialog.MAX_FILE_BYTES), where[labels.name],
+                                      where[texts.name], inputs.log)
+    features = Features({"text": Value("string"), "labels_raw": Sequence(Value("string"))})  # the hub copy's
+    for split, target in info.get("options", {}).get("splits", {}).items():
+        rows = splits.get(split, [])
+        if not rows:
+            raise DataError(f"task '{task_id}': {where[labels.name]} gives no labelled sample to split {split!r}; "
+                            "nothing was installed")
+        dest = _layout(out, target)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        Dataset.from_list(rows, features=features).to_parquet(str(dest))
+
+
 CONVERTER_FUNCTIONS = {"files": _convert_files, "extract": _convert_extract, "extract_tree": _convert_extract_tree,
-                       "repack": _convert_repack, "join": _convert_join}
+                       "repack": _convert_repack, "join": _convert_join,
+                       "meddialog_release": _convert_meddialog_release}
 
 
 def _convert(spec: TaskSpec, info: Mapping[str, Any], inputs: Inputs, out: Path) -> None:
@@ -409,19 +465,22 @@ def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Lo
             if not entry.get("sha256"):
                 log(f"  note: {entry.get('sha256_note') or 'no sha256 pinned for this file'}")
             dest = staging / "download" / f"{i}-{name}"
-            download(entry["url"], dest, entry.get("sha256"), timeout=timeout, log=log)
+            url = hub_url(entry["url"])
+            download(url, dest, entry.get("sha256"), timeout=timeout, log=log)
             if entry.get("to") is None:
-                check_readable(dest, entry["url"], limits)
-            files.append((entry, dest, entry["url"]))
+                check_readable(dest, url, limits)
+            files.append((entry, dest, url))
         with Unpacker(staging / "nested", limits, sum(p.stat().st_size for _, p, _ in files)) as unpacker:
-            _convert(spec, info, Inputs(files, unpacker), staging / "out")
+            _convert(spec, info, Inputs(files, unpacker, log), staging / "out")
         return _install(spec, info, staging, data_dir, log)
 
 
 def add_task(spec: TaskSpec, data_dir: Path, files: Sequence[str | Path], *, log: Log = print,
              limits: Limits | None = None) -> list[Path]:
-    """Install data the user downloaded (archives as distributed): check, convert, install."""
-    info = fetch_info(spec)
+    """Install data the user downloaded (archives as distributed): check, convert, install. A spec whose
+    `fetch.add` names another converter (MedDialog-FR: fetch takes the authors' hub copy, add the original
+    release's files) installs the given files with that one."""
+    info = add_info(fetch_info(spec))
     limits = limits or Limits.from_env()
     if info.get("convert") is None:
         raise DataError(f"task '{spec.id}': no converter for its data: {info.get('note') or spec.access}")
@@ -446,7 +505,7 @@ def add_task(spec: TaskSpec, data_dir: Path, files: Sequence[str | Path], *, log
         inputs = [({}, path, str(path)) for path in paths]
     with _staged(spec, data_dir, log) as staging:
         with Unpacker(staging / "nested", limits, sum(p.stat().st_size for p in paths)) as unpacker:
-            _convert(spec, info, Inputs(inputs, unpacker), staging / "out")
+            _convert(spec, info, Inputs(inputs, unpacker, log), staging / "out")
         return _install(spec, info, staging, data_dir, log)
 
 
@@ -465,7 +524,9 @@ def fix_command(spec: TaskSpec, data_dir: Path | None) -> str:
     if info.get("gated"):
         return f"biobench data add {spec.id} FILE...{where}   ({'; '.join(f.get('url', '') for f in info.get('files', ()))})"
     if info.get("convert") and info.get("files"):
-        return f"biobench data fetch {spec.id}{where}"
+        add = info.get("add")
+        also = f", or biobench data add {spec.id} FILE...{where} ({add.get('note', 'files you hold')})" if add else ""
+        return f"biobench data fetch {spec.id}{where}{also}"
     return f"see `biobench tasks --all`: {spec.access or 'no download source known'}"
 
 

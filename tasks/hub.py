@@ -56,7 +56,8 @@ def probe_timeout_s() -> float:
         return 3.0
 
 
-def _endpoint() -> str:
+def endpoint() -> str:
+    """The hub's address: $HF_ENDPOINT (a mirror), else huggingface.co; what the hub libraries use too."""
     return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
 
 
@@ -128,19 +129,19 @@ def ensure_hub_mode() -> bool:
     _PROBE_FAILED.clear()
     if offline_requested():
         return False
-    endpoint, timeout_s = _endpoint(), probe_timeout_s()
-    recent = recent_answer(endpoint)
+    address, timeout_s = endpoint(), probe_timeout_s()
+    recent = recent_answer(address)
     if recent is not None:
         answered, why, age = recent
         when = f"{age:.0f} s ago"
     else:
-        why = probe(endpoint, timeout_s)
+        why = probe(address, timeout_s)
         answered, when = why is None, f"probe timeout {timeout_s:g} s"
-        _remember(endpoint, why)
+        _remember(address, why)
     if answered:
         return True
     go_offline()
-    _PROBE_FAILED.append(f"the hub ({endpoint}) did not answer biobench's {timeout_s:g} s probe, so this run is offline")
-    print(f"hub: {endpoint} is unreachable ({why}; {when if recent is None else 'probed ' + when}); running offline "
+    _PROBE_FAILED.append(f"the hub ({address}) did not answer biobench's {timeout_s:g} s probe, so this run is offline")
+    print(f"hub: {address} is unreachable ({why}; {when if recent is None else 'probed ' + when}); running offline "
           "(local folders, the Hugging Face cache and installed packages only)", file=sys.stderr)
     return False

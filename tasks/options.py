@@ -35,7 +35,8 @@ GENERATED_OPTIONS: tuple[str, ...] = synthetic.OPTIONS
 
 # the fetch entry (tasks/fetch.py): its keys, each file's keys, and per converter the options it reads
 # ("expect", the pinned contents, is read for every converter by fetch.expected_contents)
-FETCH_KEYS: tuple[str, ...] = ("licence", "gated", "convert", "files", "options", "note")
+FETCH_KEYS: tuple[str, ...] = ("licence", "gated", "convert", "files", "options", "note", "add")
+ADD_KEYS: tuple[str, ...] = ("convert", "options", "note")  # fetch.add: how `data add` installs other files (fetch.add_info)
 FETCH_FILE_KEYS: tuple[str, ...] = ("url", "name", "sha256", "sha256_note", "to")
 CONVERTER_OPTIONS: dict[str, tuple[str, ...]] = {
     "files": ("expect",),
@@ -43,6 +44,7 @@ CONVERTER_OPTIONS: dict[str, tuple[str, ...]] = {
     "extract_tree": ("patterns", "to", "expect"),
     "repack": ("sets", "expect"),
     "join": ("join", "expect"),
+    "meddialog_release": ("splits",),
 }
 
 
@@ -98,3 +100,10 @@ def check_fetch(fetch: Mapping[str, Any], origin: str) -> None:
         check_keys(entry, FETCH_FILE_KEYS, f"{origin}: fetch.files #{i}")
     check_keys(fetch.get("options") or {}, CONVERTER_OPTIONS.get(convert, ("expect",)),
                f"{origin}: fetch.options (convert {convert!r})")
+    add = fetch.get("add")
+    if add is not None:
+        check_keys(add, ADD_KEYS, f"{origin}: fetch.add")
+        if add.get("convert") not in CONVERTER_OPTIONS:
+            check_keys([str(add.get("convert"))], CONVERTER_OPTIONS, f"{origin}: fetch.add.convert", what="converter")
+        check_keys(add.get("options") or {}, CONVERTER_OPTIONS[add["convert"]],
+                   f"{origin}: fetch.add.options (convert {add['convert']!r})")

@@ -110,7 +110,7 @@ def test_a_recent_answer_is_reused_by_the_next_process(fresh_probe, capsys):
     assert hub.ensure_hub_mode() is False and len(calls) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "s ago); running offline" in err[1]
-    assert hub.recent_answer(hub._endpoint(), now=__import__("time").time() + hub.PROBE_TTL_S + 1) is None
+    assert hub.recent_answer(hub.endpoint(), now=__import__("time").time() + hub.PROBE_TTL_S + 1) is None
     hub._answer_file().write_text("{not json")  # a corrupt answer file: probe again, never fail
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         fresh_probe.delenv(name, raising=False)
