@@ -16,6 +16,7 @@ from biobench.commands import (
     analyze,
     card,
     compare,
+    contamination,
     data,
     demo,
     leaderboard,
@@ -49,6 +50,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 # ImportError at start-up, never a subcommand that silently disappears.
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "prefetch": prefetch, "compare": compare,
+    "contamination": contamination,
     "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
     "results": results, "submit": submit, "worker": worker, "queue": queue, "space": space,
 }

@@ -199,6 +199,11 @@ LAYERS = {
     "bench/service": ("biobench.service", "biobench.board", "biobench.store", "biobench.eval.protocols",
                       "biobench.ranges", "biobench.eval.models", "biobench.names", "biobench.aliases", "biobench.tasks",
                       "biobench.runtime", "biobench.errors"),
+    # the Python API: what the commands call (evaluation, results, comparison, pretraining, contamination); above
+    # the engine, the board model and training, below the commands; never the UI, the service or the commands
+    "bench/api": ("biobench.api", "biobench.analysis", "biobench.eval", "biobench.tasks", "biobench.board", "biobench.store",
+                  "biobench.training", "biobench.stats", "biobench.metrics", "biobench.names", "biobench.aliases",
+                  "biobench.ranges", "biobench.runtime", "biobench.errors"),
     "leaderboard": ("biobench.leaderboard", "biobench.board", "biobench.store", "biobench.stats", "biobench.names",
                     "biobench.aliases", "biobench.runtime", "biobench.errors",
                     # the Submit tab and its Queue view: the request queue, not the worker that runs evaluations
@@ -215,7 +220,7 @@ def test_each_layer_imports_only_what_the_architecture_page_allows(folder):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/board", "bench/service", "bench/analysis", "bench/eval",
+LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/board", "bench/service", "bench/analysis", "bench/eval", "bench/api",
                    "tasks", "heads", "training"]
 
 

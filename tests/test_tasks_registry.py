@@ -147,7 +147,7 @@ def test_tasks_table_cli(capsys, tmp_path):
 
 def test_tasks_lists_from_files_and_counts_once_per_data_version(capsys, tmp_path, monkeypatch):
     """Without --counts nothing is read; --counts reads once, then reuses the counts until a file changes."""
-    import biobench.commands.tasks as tasks_command
+    import biobench.api.catalog as tasks_command
 
     monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "user"

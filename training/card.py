@@ -48,6 +48,20 @@ def _tokens(n: int | None) -> str:
     return str(n)
 
 
+def _corpus_rows(record: Any) -> list[str]:
+    """The corpus files a run recorded (training.corpus.corpus_record): name, size and sha256 prefix, so a reader
+    (and `biobench eval --check-contamination`) knows exactly which text the model saw."""
+    if not isinstance(record, dict):
+        return []
+    files = [f for f in record.get("files") or [] if isinstance(f, dict)]
+    if not files:
+        return [f"| corpus files | hub dataset `{record.get('hub')}` |"] if record.get("hub") else []
+    shown = ", ".join(f"`{Path(str(f.get('path'))).name}` ({f.get('bytes', 0):,} bytes, sha256 "
+                      f"{str(f.get('sha256'))[:12]})" for f in files[:5])
+    more = f" and {record.get('n_files', len(files)) - 5} more" if record.get("n_files", len(files)) > 5 else ""
+    return [f"| corpus files | {shown}{more}; {record.get('bytes') or 0:,} bytes in all |"]
+
+
 def card_metadata(meta: dict[str, Any], language: str | None = None, license: str | None = None) -> dict[str, Any]:
     """The YAML header: what the hub indexes."""
     base = meta.get("base_model", "")
@@ -80,6 +94,7 @@ def card_text(meta: dict[str, Any], throughput: dict[int, dict[str, Any]], hardw
              "| | |", "|---|---|",
              f"| base model | `{meta.get('base_model')}` |",
              f"| corpus | `{meta.get('corpus')}` |",
+             *_corpus_rows(meta.get("corpus_record")),
              f"| tokens seen | {tokens.get('seen', 0):,} (phase 1 {tokens.get('phase1', 0):,}, phase 2 {tokens.get('phase2', 0):,}) |",
              f"| attention per phase | {', '.join(f'{k}: {v}' for k, v in (meta.get('attention') or {}).items()) or '-'} |",
              f"| frozen layers | {meta.get('frozen') or 'none'} |",

@@ -462,7 +462,14 @@ class Trainer:
                              "tokens_per_step": self.plan.tokens_per_step, "micro_batch_size": self.plan.micro,
                              "accumulation_steps": self.plan.accumulation},
                 "attn_implementation": self.model.config._attn_implementation or self.attn,
-                "hardware": _hardware(self.dist.device), "compute": self._compute()}
+                "hardware": _hardware(self.dist.device), "compute": self._compute(),
+                "corpus_record": self._corpus_record()}
+
+    def _corpus_record(self) -> dict[str, Any]:
+        """The corpus files (paths, sizes, sha256), hashed once per run (training.corpus.corpus_record)."""
+        if getattr(self, "_corpus", None) is None:
+            self._corpus = corpus.corpus_record(str(self.cfg.corpus), self.cfg.text_field)
+        return self._corpus
 
     def _compute(self) -> dict[str, Any]:
         """Training time so far, summed from train_log.jsonl (each step's tokens / its tokens/s; a resumed run's

@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from biobench.board.folder_pairs import compare, model_folder
+from biobench.api import compare
+from biobench.board.folder_pairs import model_folder
 from biobench.errors import ConfigError
 
 
@@ -42,15 +43,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.n_boot < 1:
+    if args.n_boot < 1:  # also checked by the API; before --paper, which does not bootstrap A - B
         raise ConfigError(f"--n-boot {args.n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")
     if args.paper:
         return run_paper(args)
     if not args.model_b:
         raise ConfigError("compare needs two models (A B), or one model with --paper")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    report = compare(Path(args.results), args.model_a, args.model_b, tasks, args.lang, args.n_boot, args.average,
-                     args.allow_different_protocols)
+    report = compare(args.model_a, args.model_b, args.results, tasks=tasks, lang=args.lang, n_boot=args.n_boot,
+                     average=args.average, allow_different_protocols=args.allow_different_protocols)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -61,6 +61,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder, dynamic shapes (first "
                         "batches slower while it compiles; same protocol, so existing results still count)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
+    parser.add_argument("--check-contamination", action="store_true", help="for a `biobench pretrain` checkpoint: "
+                        "before training, measure each task's shared word 13-grams with the corpus its model card "
+                        "records (`biobench contamination`) and store the result in each run's record")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--report-to", choices=["none", "tensorboard", "wandb"], default="none",
@@ -70,21 +73,6 @@ def add_parser(subparsers) -> None:
     add_task_arguments(parser)
     add_protocol_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def select_tasks(args: argparse.Namespace) -> tuple[list[Any], bool]:
-    """The specs to run and whether unavailable ones may be skipped (only for a --lang / default selection)."""
-    from biobench.tasks.registry import get_spec, list_specs
-
-    if args.tasks:
-        ids = list(dict.fromkeys(t.strip() for t in args.tasks.split(",") if t.strip()))
-        if not ids:
-            from biobench.errors import ConfigError
-
-            raise ConfigError(f"--tasks {args.tasks!r} names no task; give task ids (`biobench tasks`) or --lang fr|en")
-        return [get_spec(t, args.task_file) for t in ids], False
-    specs = list_specs(lang=args.lang, task_files=args.task_file)
-    return specs, True
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -108,31 +96,25 @@ def run(args: argparse.Namespace) -> int:
         from biobench.errors import ConfigError
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
+    from biobench.api.evaluation import plan_evaluation, seed_list, select_specs
     from biobench.eval.protocols import overrides_from_args
-    from biobench.eval.runner import parse_shard, plan_grid
-    from biobench.ranges import parse_seeds
-    from biobench.tasks.loading import load_task, resolve_data_dir
 
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    specs, lenient = select_tasks(args)
-    data_dir = resolve_data_dir(args.data_dir)
-    seeds = parse_seeds(args.seeds) if args.seeds else None
 
     def plan(overwrite: bool):
-        return plan_grid(
-            args.model, specs, lambda spec: load_task(spec, data_dir), args.results, seeds=seeds,
-            overrides=overrides_from_args(args), overwrite=overwrite, shard=parse_shard(args.shard),
-            skip_unavailable=lenient, name=args.name,
-        )
+        return plan_evaluation(args.model, args.tasks, lang=args.lang, seeds=args.seeds, data_dir=args.data_dir,
+                               results=args.results, name=args.name, task_files=args.task_file,
+                               overwrite=overwrite, shard=args.shard, overrides=overrides_from_args(args))
 
     if args.dry_run:
         from biobench.eval.grid import plan_rows
 
         return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
-                                       lambda: unresolved_runs(specs, seeds)), args, 0)
+                                       lambda: unresolved_runs(select_specs(args.tasks, args.lang, args.task_file)[0],
+                                                               seed_list(args.seeds))), args, 0)
     grid_plan = plan(args.overwrite)
     run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
@@ -173,22 +155,23 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     """Say what the plan will do, run its pending runs (`parallel` of them at once: --parallel, else the grid
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid."""
-    from biobench.eval.runner import Execution, execute, summarize
+    from biobench.api.evaluation import execute_plan
+    from biobench.eval.runner import Execution, summarize
 
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
         print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
               f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
-    parallel = args.parallel or parallel or 1
-    if parallel == 1:
-        execute(plan, device=args.device, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-                compile_encoder=args.compile, report_to=args.report_to, micro_batch=micro_batch(args))
-    else:
-        from biobench.eval.parallel import execute_parallel
+    if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
+        from biobench.api.contamination import attach_to_plan
 
-        execute_parallel(plan, parallel, Execution(args.device, args.trust_remote_code, args.compile,
-                                                   args.report_to, micro_batch(args)),
-                         threads=args.threads, progress=not args.no_progress)
+        report = attach_to_plan(plan)
+        for task, splits in report["tasks"].items():
+            test = splits.get("test", {})
+            print(f"contamination {task}: {test.get('contaminated', 0)}/{test.get('examples', 0)} test examples share a "
+                  f"{report['n']}-gram with the corpus (longest run {test.get('longest', 0)} words)", file=sys.stderr)
+    execute_plan(plan, Execution(args.device, args.trust_remote_code, args.compile, args.report_to, micro_batch(args)),
+                 parallel=args.parallel or parallel or 1, threads=args.threads, progress=not args.no_progress)
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))

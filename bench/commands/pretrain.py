@@ -7,28 +7,15 @@ or `accelerate launch -m biobench.cli pretrain ...` (DDP; --fsdp for large model
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 from pathlib import Path
 
+from biobench.api.pretraining import parse_tokens
 from biobench.errors import ConfigError
-from biobench.runtime.batching import AUTO, batch_size_value
+from biobench.runtime.batching import batch_size_value
 from biobench.training.recipes import recipes_help
 
-SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
-# CPU defaults for preset models: a run of a few million tokens finishes in minutes.
-CPU_PRESET_DEFAULTS = {"seq_len": 512, "batch_size": 16}
-PAPER_DEFAULTS = {"seq_len": 8192, "batch_size": 384}
-
-
-def parse_tokens(text: str) -> int:
-    """'2M' -> 2_000_000, '1.5B', '500K', '12345'."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMBGT]?)\s*", str(text).upper())
-    if not m:
-        raise ConfigError(f"token count {text!r}: expected a number with an optional K/M/B suffix, e.g. 2M")
-    return int(round(float(m.group(1)) * SUFFIXES[m.group(2)]))
-
+__all__ = ["add_parser", "parse_tokens", "run"]
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -90,28 +77,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def resolve_defaults(args) -> dict:
-    """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512), explicit flags win."""
-    from biobench.runtime.device import resolve_device
-
-    on_cpu = resolve_device(args.device).startswith("cpu")
-    base = CPU_PRESET_DEFAULTS if on_cpu and args.model.startswith("preset:") else PAPER_DEFAULTS
-    seq_len = args.seq_len or base["seq_len"]
-    batch = args.batch_size if isinstance(args.batch_size, int) else base["batch_size"]
-    auto = AUTO in (args.batch_size, args.micro_batch_size)
-    micro = AUTO if auto else args.micro_batch_size or (16 if on_cpu else 4)
-    return {"seq_len": seq_len, "batch_size": batch, "micro_batch_size": micro, "on_cpu": on_cpu}
-
-
-def cpu_threads(requested: int | None) -> int:
-    """Explicit --threads, else the idle cores (>= 1): oversubscribed OpenMP threads spin and run 2-3x
-    slower on a loaded machine than one thread does (measured on the 2-core dev box)."""
-    if requested:
-        return requested
-    cores = os.cpu_count() or 1
-    return max(1, min(cores, cores - round(os.getloadavg()[0])))
-
-
 def run(args) -> int:
     from biobench.training import recipes
 
@@ -122,36 +87,27 @@ def run(args) -> int:
                                         ("--tokens", args.tokens), ("--out", args.out)) if not value]
     if missing:
         raise ConfigError(f"biobench pretrain needs {', '.join(missing)} (or --list to see the recipes)")
-    from biobench.runtime.files import output_folder
+    from biobench.api.pretraining import pretrain
 
-    output_folder(args.out, "--out")
-    from biobench.training.trainer import PretrainConfig, train
+    def announce(cfg, threads: int) -> None:
+        print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "
+              f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
+              f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {threads} CPU threads, out {cfg.out}", flush=True)
 
-    geometry = resolve_defaults(args)
-    import torch
-
-    if geometry.pop("on_cpu"):
-        torch.set_num_threads(cpu_threads(args.threads))
-    cfg = PretrainConfig(
-        recipe=args.recipe, model=args.model, corpus=args.corpus, out=args.out, tokens=parse_tokens(args.tokens),
-        decay_ratio=args.decay_ratio, lr=args.lr, weight_decay=args.weight_decay,
-        warmup_tokens=parse_tokens(args.warmup_tokens), grad_clip=args.grad_clip or None, freeze=args.freeze,
-        save_every=parse_tokens(args.save_every) if args.save_every else None, resume=args.resume,
-        save_minutes=args.save_minutes or None,
-        doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed, text_field=args.text_field, max_documents=args.max_documents,
-        cache_dir=args.cache_dir, device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
-        gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile, language=args.language, license=args.license,
-        loader_workers=args.loader_workers, report_to=args.report_to, **geometry,
-    )
-    recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
-    print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "
-          f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
-          f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {torch.get_num_threads()} CPU threads, out {cfg.out}",
-          flush=True)
     try:
-        final = train(cfg)
+        final = pretrain(
+            args.model, args.corpus, args.tokens, args.out, recipe=args.recipe, decay_ratio=args.decay_ratio,
+            lr=args.lr, weight_decay=args.weight_decay, warmup_tokens=args.warmup_tokens,
+            grad_clip=args.grad_clip or None, freeze=args.freeze, save_every=args.save_every, resume=args.resume,
+            save_minutes=args.save_minutes or None, doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed,
+            text_field=args.text_field, max_documents=args.max_documents, cache_dir=args.cache_dir,
+            device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
+            gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile,
+            language=args.language, license=args.license, loader_workers=args.loader_workers,
+            report_to=args.report_to, batch_size=args.batch_size, seq_len=args.seq_len,
+            micro_batch_size=args.micro_batch_size, threads=args.threads, announce=announce)
     except KeyboardInterrupt:
-        print(f"interrupted; {kept(cfg.out)}", file=sys.stderr)
+        print(f"interrupted; {kept(args.out)}", file=sys.stderr)
         return 130
     if final is not None:
         print(f"done: {final}")

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
-from biobench.errors import DataError
-from biobench.eval.protocols import resolve_task_protocol
-from biobench.runtime.files import atomic_write
-from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir, source_fingerprint
+from biobench.api.catalog import task_rows
+from biobench.tasks.loading import resolve_data_dir
 from biobench.tasks.registry import add_task_arguments, list_specs
 
 
@@ -37,58 +34,6 @@ def add_parser(subparsers: Any) -> None:
                         "(cached in $BIOBENCH_CACHE/tasks, default ~/.cache/biobench/tasks, until the files change)")
     add_task_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def cache_dir() -> Path:
-    from biobench.runtime.files import cache_home
-
-    return cache_home("tasks")
-
-
-def _counts(spec: Any, data_dir: Any) -> dict[str, Any]:
-    """Split sizes, labels and checksum of a task's data: from the cache when its files are unchanged."""
-    fingerprint = source_fingerprint(spec, data_dir)
-    path = cache_dir() / f"{fingerprint.split(':')[-1][:32]}.json" if fingerprint else None
-    if path is not None and path.is_file():
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            pass  # unreadable cache entry: counted again below
-    task = load_task(spec, data_dir)
-    counts = {"source": task.source, "checksum": task.checksum, "n_labels": len(task.labels),
-              "labels": list(task.labels), "splits": {k: len(v) for k, v in task.splits.items()}}
-    if path is not None:
-        try:
-            atomic_write(path, json.dumps(counts))
-        except OSError:
-            pass  # a read-only or full cache only costs the next call its speed
-    return counts
-
-
-def task_status(spec: Any, data_dir: Any, counts: bool = False) -> dict[str, Any]:
-    """One row of the listing: the spec's facts (with the head, metric and dev metric it resolves to, and the
-    spec's label inventory) plus where the data was found (files checked, not read). With `counts`, the data is
-    read (or its cached counts reused): split sizes, checksum and the labels found in it. A bad head or metric
-    in the spec is one ConfigError naming the spec file."""
-    protocol = resolve_task_protocol(spec)
-    row: dict[str, Any] = {
-        "id": spec.id, "lang": spec.lang, "kind": spec.kind, "max_length": spec.max_length,
-        "protocol": spec.protocol, "head": protocol.head, "metric": protocol.metric,
-        "dev_metric": protocol.dev_metric, "labels": list(spec.labels) if spec.labels else None,
-        "paper_task": spec.paper_task, "credentialed": spec.credentialed,
-        "available": False, "source": None, "splits": None, "reason": None,
-    }
-    source, where = locate(spec, data_dir)
-    if source is None:
-        row["reason"] = missing_message(spec, data_dir, where)
-        return row
-    row.update(available=True, source=where)
-    if counts:
-        try:
-            row.update(_counts(spec, data_dir))
-        except DataError as err:
-            row.update(available=False, reason=str(err))
-    return row
 
 
 def _short_source(row: dict[str, Any], data_dir: Any) -> str:
@@ -130,8 +75,7 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: lis
 
 def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
-    specs = list_specs(args.lang, args.task_file, include_extra=args.all)
-    rows = [task_status(s, data_dir, args.counts) for s in specs]
+    rows = task_rows(args.lang, data_dir, args.task_file, include_extra=args.all, counts=args.counts)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0

@@ -77,6 +77,9 @@ class GridPlan:
     data: dict[str, TaskData]
     unavailable: dict[str, str] = field(default_factory=dict)
     shard: tuple[int, int] = (0, 1)
+    # task id -> fields every run of the task records beside its scores (e.g. `contamination`, the n-gram overlap
+    # of the task with the checkpoint's pretraining corpus): measured once per grid, not part of any run key
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -176,6 +179,7 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
             "versions": versions(),
             "device": device,
             **({"compile": True} if outcome.compiled else {}),  # execution detail: absent (not false) when off
+            **plan.annotations.get(run.task.id, {}),
         },
     )
     note = degenerate_note(result, outcome.test_predictions, task.gold["test"])

@@ -1,0 +1,87 @@
+"""`pretrain`: continued pretraining with a recipe (the CLM detour and its controls), from Python or the CLI.
+
+`biobench pretrain` parses its options and calls `pretrain` here; the batch geometry defaults (the paper's
+384 x 8192, or 16 x 512 for a preset model on a CPU) and the CPU thread choice live here once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError
+
+SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+# CPU defaults for preset models: a run of a few million tokens finishes in minutes.
+CPU_PRESET_DEFAULTS = {"seq_len": 512, "batch_size": 16}
+PAPER_DEFAULTS = {"seq_len": 8192, "batch_size": 384}
+
+
+def parse_tokens(text: str | int) -> int:
+    """'2M' -> 2_000_000, '1.5B', '500K', '12345' (an int is taken as it is)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ConfigError(f"token count {text}: give a positive number, e.g. 2M")
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMBGT]?)\s*", str(text).upper())
+    if not m:
+        raise ConfigError(f"token count {text!r}: expected a number with an optional K/M/B suffix, e.g. 2M")
+    return int(round(float(m.group(1)) * SUFFIXES[m.group(2)]))
+
+
+def resolve_geometry(model: str, device: str | None, batch_size: int | str | None, seq_len: int | None,
+                     micro_batch_size: int | str | None) -> dict[str, Any]:
+    """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512); explicit values win."""
+    from biobench.runtime.batching import AUTO
+    from biobench.runtime.device import resolve_device
+
+    on_cpu = resolve_device(device).startswith("cpu")
+    base = CPU_PRESET_DEFAULTS if on_cpu and model.startswith("preset:") else PAPER_DEFAULTS
+    auto = AUTO in (batch_size, micro_batch_size)
+    return {"seq_len": seq_len or base["seq_len"],
+            "batch_size": batch_size if isinstance(batch_size, int) else base["batch_size"],
+            "micro_batch_size": AUTO if auto else micro_batch_size or (16 if on_cpu else 4), "on_cpu": on_cpu}
+
+
+def cpu_threads(requested: int | None) -> int:
+    """Explicit threads, else the idle cores (>= 1): oversubscribed OpenMP threads spin and run 2-3x
+    slower on a loaded machine than one thread does (measured on the 2-core dev box)."""
+    if requested:
+        return requested
+    cores = os.cpu_count() or 1
+    return max(1, min(cores, cores - round(os.getloadavg()[0])))
+
+
+def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path, recipe: str = "detour", *,
+             batch_size: int | str | None = None, seq_len: int | None = None,
+             micro_batch_size: int | str | None = None, warmup_tokens: str | int = "100M",
+             save_every: str | int | None = None, threads: int | None = None,
+             announce: Callable[[Any, int], None] | None = None, **options: Any) -> Path | None:
+    """Continued-pretrain `model` (hub id, local folder or preset:tiny / preset:small) on `corpus` (a text file,
+    a folder of .txt / .jsonl(.gz), or a hub dataset id) for `tokens` of phase 1 ('2M', '10B' or an int) with
+    `recipe` (`biobench pretrain --list`), writing init/, phase1/, final/ under `out`. `options` are the other
+    fields of `biobench.training.trainer.PretrainConfig` (lr, decay_ratio, freeze, seed, device, ...). Returns
+    the final checkpoint folder (None when this process is not the one that saves, under torchrun)."""
+    from biobench.runtime.files import output_folder
+    from biobench.training import recipes
+    from biobench.training.trainer import PretrainConfig, train
+
+    output_folder(out, "--out")
+    geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
+    import torch
+
+    if geometry.pop("on_cpu"):
+        torch.set_num_threads(cpu_threads(threads))
+    try:
+        cfg = PretrainConfig(recipe=recipe, model=model, corpus=str(corpus), out=Path(out), tokens=parse_tokens(tokens),
+                             warmup_tokens=parse_tokens(warmup_tokens),
+                             save_every=parse_tokens(save_every) if save_every else None, **geometry, **options)
+    except TypeError as err:
+        raise ConfigError(f"pretrain: {err} (options are PretrainConfig's fields)") from None
+    recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
+    if announce is not None:
+        announce(cfg, torch.get_num_threads())
+    return train(cfg)

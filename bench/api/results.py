@@ -1,0 +1,167 @@
+"""`Results`: a set of result records (one per model, task and seed) as the Python API returns them.
+
+Why a class of its own: `evaluate` and `load_results` hand a notebook the same thing, the records exactly as the
+store reads them (`biobench.store.Result`), plus two tables built by the store's own summaries (mean, std and
+interval from `store.summary.TaskScores`, the minimum detectable difference from the seeds' predictions, the
+trust flags from `store.trust`), so a DataFrame never disagrees with `eval`'s summary or the leaderboard.
+Scores are fractions, as in the result files. pandas is imported when a table is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from biobench.store.record import Result
+from biobench.store.trust import degenerate, degenerate_text, describe_overrides, overrides
+
+if TYPE_CHECKING:  # numpy and pandas load when a table is asked for: `import biobench` stays instant
+    import pandas as pd
+
+SUMMARY_COLUMNS = ("model", "task", "lang", "kind", "seeds", "n", "mean", "std", "ci_low", "ci_high", "mdd",
+                   "mdd_many_seeds", "smoke", "degenerate", "contamination")
+RUN_COLUMNS = ("model", "slug", "task", "lang", "kind", "seed", "macro_f1", "metric", "smoke", "degenerate",
+               "contamination", "path")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A result file that could not be read (path and the reader's one-line reason): reported, never fatal."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class Results:
+    """Result records, each with the file it was read from. `records` are `biobench.store.Result` objects;
+    `problems` the files that were refused (a corrupt file never hides the others)."""
+
+    records: list[Result] = field(default_factory=list)
+    paths: list[Path | None] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def from_files(cls, paths: Iterable[Path]) -> Results:
+        """The results in these files, read by the store's one reader; unreadable files become `problems`."""
+        from biobench.errors import ResultsError
+        from biobench.store import read_result
+
+        out = cls()
+        for path in paths:
+            try:
+                out.add(read_result(path), path)
+            except ResultsError as err:
+                out.problems.append(Problem(str(path), str(err)))
+        return out
+
+    def add(self, record: Result, path: Path | None = None) -> None:
+        self.records.append(record)
+        self.paths.append(path)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self.records)
+
+    def __repr__(self) -> str:
+        models = sorted({_model_name(r) for r in self.records})
+        tasks = sorted({r.task_id for r in self.records})
+        return (f"Results({len(self.records)} run(s): {len(models)} model(s) {models[:3]}"
+                f"{'...' if len(models) > 3 else ''}, {len(tasks)} task(s)"
+                + (f", {len(self.problems)} unreadable file(s)" if self.problems else "") + ")")
+
+    @property
+    def models(self) -> list[str]:
+        """The display names of the models, in order of first appearance."""
+        return list(dict.fromkeys(_model_name(r) for r in self.records))
+
+    def filter(self, model: str | None = None, task: str | None = None, lang: str | None = None) -> Results:
+        """The records of one model (display name or results folder), task and/or language."""
+        keep = [(r, p) for r, p in zip(self.records, self.paths, strict=True)
+                if (model is None or model in (_model_name(r), r.slug))
+                and (task is None or r.task_id == task) and (lang is None or r.task.get("lang") == lang)]
+        return Results([r for r, _ in keep], [p for _, p in keep], list(self.problems))
+
+    def runs(self) -> list[dict[str, Any]]:
+        """One dict per run (the rows of `to_pandas`)."""
+        rows = []
+        for record, path in zip(self.records, self.paths, strict=True):
+            note = degenerate(record)
+            rows.append({"model": _model_name(record), "slug": record.slug, "task": record.task_id,
+                         "lang": record.task.get("lang", ""), "kind": record.task.get("kind", ""),
+                         "seed": record.seed, "macro_f1": record.macro_f1, "metric": record.metric,
+                         "smoke": describe_overrides(overrides(record)),
+                         "degenerate": degenerate_text(note) if note else "",
+                         "contamination": _contamination_share(record),
+                         "path": str(path) if path is not None else None})
+        return rows
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per run: model, slug (results folder), task, lang, kind, seed, macro_f1 (a fraction), the
+        headline metric's name, smoke (the protocol overrides, '' for a protocol run), degenerate (the finding
+        and its likely reason, ''), contamination (the measured share of test examples sharing an n-gram with
+        the pretraining corpus, None when not measured) and path."""
+        import pandas as pd
+
+        return pd.DataFrame(self.runs(), columns=list(RUN_COLUMNS))
+
+    def summary_rows(self, mdd: bool = True) -> list[dict[str, Any]]:
+        """One dict per (model, task, smoke overrides): the rows of `summary` (fractions)."""
+        from biobench.store.summary import TaskScores, summary_row
+
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, record in enumerate(self.records):
+            key = (_model_name(record), record.task_id, describe_overrides(overrides(record)))
+            groups.setdefault(key, []).append(i)
+        rows = []
+        for (model, task, smoke), members in groups.items():
+            first = self.records[members[0]]
+            scores = TaskScores(task, str(first.task.get("lang", "")), str(first.task.get("kind", "")))
+            notes, shares = [], []
+            for i in members:
+                record = self.records[i]
+                scores.add(record.seed, record.macro_f1, self.paths[i])
+                if (note := degenerate(record)) is not None:
+                    notes.append(f"seed {record.seed}: {degenerate_text(note)}")
+                if (share := _contamination_share(record)) is not None:
+                    shares.append(share)
+            row = summary_row(scores, mdd=mdd and all(self.paths[i] is not None for i in members),
+                              labels=first.task.get("labels") or ())
+            rows.append({"model": model, "task": task, "lang": row["lang"], "kind": row["kind"],
+                         "seeds": sorted(row["scores"]), "n": row["n"], "mean": row.get("mean"),
+                         "std": row.get("std") if row["n"] > 1 else None,
+                         "ci_low": row.get("ci_low") if row["n"] > 1 else None,
+                         "ci_high": row.get("ci_high") if row["n"] > 1 else None,
+                         "mdd": row.get("mdd"), "mdd_many_seeds": row.get("mdd_many_seeds"),
+                         "smoke": smoke, "degenerate": "; ".join(notes),
+                         "contamination": max(shares) if shares else None})
+        return rows
+
+    def summary(self, mdd: bool = True) -> pd.DataFrame:
+        """One row per (model, task, smoke overrides): seeds, n, mean, std, 95% t-interval (ci_low, ci_high,
+        clipped to [0, 1]), the minimum detectable difference at 80% power (mdd; mdd_many_seeds: the floor more
+        seeds cannot lower; from the saved predictions, `mdd=False` skips it), and the trust flags: smoke (the
+        protocol overrides of a smoke run, never averaged with the protocol's seeds), degenerate (seeds whose
+        test predictions are degenerate, with the likely reason) and contamination (the largest measured share
+        of test examples sharing an n-gram with the model's pretraining corpus, None when not measured)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.summary_rows(mdd), columns=list(SUMMARY_COLUMNS))
+
+
+def _model_name(record: Result) -> str:
+    return str(record.model.get("name") or record.slug or "?")
+
+
+def _contamination_share(record: Result) -> float | None:
+    """The share of test examples found in the pretraining corpus, when the run recorded a check."""
+    found = record.details.get("contamination")
+    if isinstance(found, dict):
+        share = (found.get("splits") or {}).get("test", {}).get("share") if isinstance(found.get("splits"), dict) else None
+        if isinstance(share, int | float) and not isinstance(share, bool):
+            return float(share)
+    return None
