@@ -7,7 +7,6 @@ bash scripts/setup.sh
 bash scripts/install_browser.sh || echo "note: chromium not installed; the browser test will be skipped"
 bash scripts/install_slurm.sh || echo "note: SLURM not installed; the one-node cluster tests will be skipped"
 .venv/bin/ruff check .
-bash scripts/typecheck.sh  # mypy over the library packages pyproject.toml lists
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?
