@@ -159,3 +159,38 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def main() -> int:
+    """`python -m tests.slurm_cluster DIR`: start the cluster by hand (the perf script, a walk-through), print the
+    SLURM_CONF to export, and stop it on Ctrl-C or SIGTERM."""
+    import signal
+    import sys
+
+    if len(sys.argv) != 2:
+        print("usage: python -m tests.slurm_cluster DIR", file=sys.stderr)
+        return 2
+    reason = missing_reason()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 1
+    cluster = SlurmCluster(Path(sys.argv[1]).resolve())
+    reason = cluster.start()
+    if reason:
+        cluster.stop()
+        print(f"the cluster did not start: {reason}", file=sys.stderr)
+        return 1
+    print(f"export SLURM_CONF={cluster.conf}   # the one-node cluster is idle; Ctrl-C stops it", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while cluster.controller_up():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
