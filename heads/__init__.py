@@ -42,6 +42,10 @@ class HeadEntry:
     summary: str = ""
     selection_metrics: tuple[str, ...] = ()  # dev metrics the head computes itself (HeadSpec.selection_metrics)
     knobs: Mapping[str, Any] = field(default_factory=dict)  # head_lr, grad_clip, dev_metric
+    # kind -> (loss, decision rule) in words, and the harness file they follow: the protocol table
+    # (biobench.eval.protocols.protocol_rows, `biobench tasks --protocol`) shows them per task
+    rules: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    source: str = ""
 
 
 def _linear_head(kind: str, config: Any):
@@ -72,6 +76,8 @@ def _hf_token_head(kind: str, config: Any):
 # the head, gradient_clip 10) and the harness's compute_metrics in src/tabib/models/bert_span_ner.py (`eval_f1` =
 # micro-F1 of the argmax class over the sampled dev spans), which biobench.heads.span_ner computes.
 _SPAN_KNOBS = {"head_lr": 1e-3, "grad_clip": 10.0, "dev_metric": "sampled_span_f1"}
+_SPAN_RULES = ("BCE over sampled spans (O a class), no CRF NLL", "best non-O label p > 0.5, no same-label overlap")
+_SPAN_SOURCE = "tabib src/tabib/models/bert_span_ner.py, configs/base/ner_span_bert.yaml"
 
 
 HEAD_SPECS: dict[str, HeadEntry] = {
@@ -79,26 +85,35 @@ HEAD_SPECS: dict[str, HeadEntry] = {
     "linear": HeadEntry(
         SEQUENCE_KINDS, _linear_head, LinearConfig(),
         summary="linear on CLS; softmax CE, or (multilabel) BCE with pos_weight neg/pos, p > 0.5, "
-                "top-1 label when none passes"),
+                "top-1 label when none passes",
+        rules={"classification": ("CE", "argmax"), "relation": ("CE", "argmax"),
+               "multilabel": ("BCE, pos_weight neg/pos", "p > 0.5, none -> top-1")},
+        source="tabib src/tabib/models/bert_multilabel_cls.py (multilabel loss and decision); linear on the first "
+               "token as issue 10 asks (docs/PROTOCOL.md)"),
     # en (BioClinical-ModernBERT src/tasks/sequence_classification.py): the model's own HF head.
     "hf-sequence": HeadEntry(
         SEQUENCE_KINDS, _hf_sequence_head, HfSequenceConfig(),
-        summary="AutoModelForSequenceClassification; CE, or (multilabel) plain BCE, logit > 0"),
+        summary="AutoModelForSequenceClassification; CE, or (multilabel) plain BCE, logit > 0",
+        rules={"classification": ("CE (model's own)", "argmax"), "relation": ("CE (model's own)", "argmax"),
+               "multilabel": ("plain BCE (model's own)", "logit > 0, no fallback")},
+        source="BioClinical-ModernBERT src/tasks/sequence_classification.py, src/metrics/metrics.py"),
     # fr NER (Rian-T/tabib bert_span_ner.py + configs/base/ner_span_bert.yaml).
     "span": HeadEntry(
         ("ner",), _span_head, SpanConfig(),
         summary="sub-word spans (<= 40): gated BiLSTM -> one BIOUL CRF (marginals) + biaffine, "
                 "BCE over sampled spans, best non-O label > 0.5", selection_metrics=("sampled_span_f1",),
-        knobs=_SPAN_KNOBS),
+        knobs=_SPAN_KNOBS, rules={"ner": _SPAN_RULES}, source=_SPAN_SOURCE),
     # the same head over words (sub-words mean-pooled): spans always cover whole words.
     "span-words": HeadEntry(
         ("ner",), _span_head, SpanConfig(unit="word"),
         summary="the span head over words (mean of their sub-words) instead of sub-words",
-        selection_metrics=("sampled_span_f1",), knobs=_SPAN_KNOBS),
+        selection_metrics=("sampled_span_f1",), knobs=_SPAN_KNOBS, rules={"ner": _SPAN_RULES}, source=_SPAN_SOURCE),
     # en NER (BioClinical-ModernBERT src/tasks/token_classification.py).
     "hf-token": HeadEntry(
         ("ner",), _hf_token_head, TokenConfig(),
-        summary="AutoModelForTokenClassification; BIO on the first sub-word of each word (-100 elsewhere)"),
+        summary="AutoModelForTokenClassification; BIO on the first sub-word of each word (-100 elsewhere)",
+        rules={"ner": ("CE on first sub-words (model's own)", "word argmax -> BIO entities")},
+        source="BioClinical-ModernBERT src/tasks/token_classification.py"),
 }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from biobench.leaderboard.tables import md
+from biobench.service.submission import protocol_markdown
 
 PAPER = "A Causal Language Modeling Detour Improves Encoder Continued Pretraining"
 ARXIV = "2605.12438"
@@ -24,31 +25,10 @@ BIBTEX = f"""@article{{biobench_detour_2026,
 LANGS = {"fr": "French", "en": "English"}
 
 
-def _metric(name: Any) -> str:
-    return str(name or "?").replace("_f1", "-F1").replace("_", " ")
-
-
-def _steps(row: dict[str, Any]) -> str:
-    if row.get("max_steps"):
-        every = f", dev every {row['eval_every']}" if row.get("eval_every") else ""
-        return f"{row['max_steps']} steps{every}"
-    return f"{row['epochs']} epochs" if row.get("epochs") else "?"
-
-
-def _lr(row: dict[str, Any]) -> str:
-    lr, head = row.get("lr"), row.get("head_lr")
-    return f"{lr:g}" if head in (None, lr) else f"{lr:g} / head {head:g}"
-
-
 def protocol_table(rows: Sequence[dict[str, Any]], lang: str) -> str:
-    """The Markdown table of one language's tasks (rows from task_protocols)."""
-    lines = ["| task | kind | head | headline | dev selection | training | batch | lr | max length | seeds |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in (r for r in rows if r.get("lang") == lang):
-        lines.append(f"| **{md(r['task'])}** | {md(r['kind'])} | {md(r['head'])} | {md(_metric(r['metric']))} | "
-                     f"{md(_metric(r['dev_metric']))} | {md(_steps(r))} | {r['batch_size']} | {md(_lr(r))} | "
-                     f"{r['max_length']} | {md(r['seeds'])} |")
-    return "\n".join(lines)
+    """The Markdown table of one language's tasks (rows from task_protocols): the same table, row for row, as
+    docs/PROTOCOL.md's and `biobench tasks --protocol --markdown`."""
+    return protocol_markdown([r for r in rows if r.get("lang") == lang])
 
 
 def task_list(rows: Sequence[dict[str, Any]], lang: str) -> str:
@@ -76,7 +56,9 @@ def about_markdown(rows: Sequence[dict[str, Any]], queue: bool = False) -> str:
         "Every run records its resolved protocol, whose hash is part of the run's key: results made with other "
         "settings (a smoke run with fewer epochs or examples) are never merged with protocol runs. The reasons "
         "for each choice, with the harness files they come from, are in the repository's `docs/PROTOCOL.md`. "
-        "All runs: AdamW, weight decay 0.01, linear decay after the warmup, best dev checkpoint used for test.",
+        "All runs: AdamW (no weight decay on biases and norms), linear decay after the warmup, best dev checkpoint "
+        "used for test. Where each value comes from (the paper's section or the harness file) is "
+        "`biobench tasks --protocol`.",
     ]
     for lang in langs:
         parts += [f"### {LANGS[lang]}", protocol_table(rows, lang), "", task_list(rows, lang)]

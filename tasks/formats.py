@@ -91,21 +91,38 @@ def _rows(found: list, entry: EntryRead) -> list:
 class Format:
     read: Callable[[EntryRead], list]
     options: tuple[str, ...]  # the source options its reader reads (tasks/options.py refuses any other)
+    unit: str = "row"  # what one example is (the protocol table's "sample unit")
 
 
 FORMATS: dict[str, Format] = {
-    "iob": Format(_iob, iob.OPTIONS),
-    "brat": Format(_brat, brat.OPTIONS),
-    "brat_codes": Format(_brat_codes, brat.CODE_OPTIONS),
-    "hf": Format(lambda e: _rows(hf.dataset_rows(hf.load_local(e.path), str(e.path)), e), rows.OPTIONS),
+    "iob": Format(_iob, iob.OPTIONS, "sentence"),
+    "brat": Format(_brat, brat.OPTIONS, "document"),  # or a line: sample_unit_of
+    "brat_codes": Format(_brat_codes, brat.CODE_OPTIONS, "document"),
+    "hf": Format(lambda e: _rows(hf.dataset_rows(hf.load_local(e.path), str(e.path)), e), rows.OPTIONS, "parquet row"),
     "phenotype_csv": Format(lambda e: _rows(clinical.phenotype_rows(e.path, resolve_path(e.base, e.options["notes"])), e),
-                            clinical.PHENOTYPE_OPTIONS + rows.OPTIONS),
+                            clinical.PHENOTYPE_OPTIONS + rows.OPTIONS, "note"),
     "physionet_deid": Format(lambda e: _rows(clinical.deid_rows(e.path, resolve_path(e.base, e.options["masked"])), e),
-                             clinical.DEID_OPTIONS + rows.OPTIONS),
-    "cos_snippets": Format(lambda e: clinical.cos_snippet_examples(e.path), ()),
-    "social_history": Format(lambda e: clinical.social_history_examples(e.path), ()),
+                             clinical.DEID_OPTIONS + rows.OPTIONS, "note"),
+    "cos_snippets": Format(lambda e: clinical.cos_snippet_examples(e.path), (), "snippet"),
+    "social_history": Format(lambda e: clinical.social_history_examples(e.path), (), "document"),
     **{fmt: Format(lambda e, fmt=fmt: _rows(tabular.read_table(e.path, fmt, e.options), e),
                    tabular.DELIMITED_OPTIONS + rows.OPTIONS) for fmt in ("tsv", "csv")},
-    **{fmt: Format(lambda e, fmt=fmt: _rows(tabular.read_table(e.path, fmt, e.options), e), rows.OPTIONS)
+    **{fmt: Format(lambda e, fmt=fmt: _rows(tabular.read_table(e.path, fmt, e.options), e), rows.OPTIONS,
+                   "record" if fmt == "json" else "line")
        for fmt in ("jsonl", "json")},
 }
+
+
+def sample_unit_of(source: Any) -> str:
+    """What one example of a task source is, in words (a tasks.registry.Source): its format's unit, a BRAT
+    source's `sample_unit` option ("non-blank line"), rows merged by `group_pattern`, a hub source's row."""
+    options = source.options or {}
+    if source.type == "generated":
+        return "generated example"
+    if options.get("group_pattern"):
+        return "rows grouped by id (group_pattern)"
+    if source.type == "hub":
+        return "hub row"
+    if source.format == "brat" and options.get("sample_unit") == "line":
+        return "non-blank line of a document"
+    return FORMATS[source.format].unit

@@ -103,6 +103,7 @@ def test_about_tab_gives_each_paper_tasks_protocol_how_to_submit_and_the_citatio
     assert [r["task"] for r in rows if r["lang"] == "fr"] + [r["task"] for r in rows if r["lang"] == "en"] == list(PAPER_TASKS)
     text = about_markdown(rows, queue=True)
     assert "8 French, 11 English tasks" in text and "arXiv:2605.12438" in text and "biobench submit" in text
-    assert "| **quaero-emea** | ner | span | macro-F1 | sampled span-F1 | 4000 steps, dev every 500 | 16 | " \
-           "5e-05 / head 0.001 | 1024 | 42-50 (9) |" in text
-    assert "| **diamed** | classification | linear | macro-F1 | weighted-F1 | 15 epochs | 4 | 2e-05 | 2048 | 42-50 (9) |" in text
+    assert "| **quaero-emea** | ner | non-blank line of a document | 1024 | 4000 steps, dev every 500 | 16 | " \
+           "5e-05 / head 0.001 | 10% | 0.01 | 10.0 | span |" in text
+    assert "| **diamed** | classification | record | 2048 | 15 epochs, dev after each | 4 | 2e-05 | 10% | 0.01 | 1.0 | " \
+           "linear | CE | argmax | macro-F1 | weighted-F1 | 42-50 (9) |" in text

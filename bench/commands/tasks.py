@@ -30,6 +30,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--lang", choices=["fr", "en"], help="only tasks in this language")
     parser.add_argument("--all", action="store_true", help="also list extra tasks (demo, cantemist-es, e3c-fr)")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--protocol", action="store_true", help="per task, everything that decides its score (sample "
+                        "unit, max length, steps, batch, lrs, warmup, weight decay, head, loss, decision rule, metric, "
+                        "dev selection, seeds), each with its source (paper section or harness file); with --json as "
+                        "JSON, with --markdown as docs/PROTOCOL.md's tables")
+    parser.add_argument("--markdown", action="store_true", help="with --protocol: the Markdown tables of "
+                        "docs/PROTOCOL.md (values, then sources)")
     parser.add_argument("--counts", action="store_true", help="read the data for split sizes and the labels found "
                         "(cached in $BIOBENCH_CACHE/tasks, default ~/.cache/biobench/tasks, until the files change)")
     add_task_arguments(parser)
@@ -73,8 +79,28 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: lis
                       highlight=False, markup=False)
 
 
+def _protocol(specs: list[Any], as_json: bool, markdown: bool) -> int:
+    from biobench.eval.protocols import PROTOCOL_FIELDS, protocol_markdown, protocol_row, sources_markdown
+
+    rows = [protocol_row(s) for s in specs]
+    if as_json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    elif markdown:
+        print(protocol_markdown(rows) + "\n\n" + sources_markdown(rows))
+    else:
+        width = max(len(label) for _, label in PROTOCOL_FIELDS)
+        for row in rows:
+            print(f"{row['task']} ({row['lang']}, {row['kind']}{'' if row['paper_task'] else ', extra'})")
+            for key, label in PROTOCOL_FIELDS:
+                setting = row["settings"][key]
+                print(f"  {label:<{width}}  {setting['value']}  [{setting['source']}]")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
+    if args.protocol:
+        return _protocol(list_specs(args.lang, args.task_file, include_extra=args.all), args.json, args.markdown)
     rows = task_rows(args.lang, data_dir, args.task_file, include_extra=args.all, counts=args.counts)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -259,3 +259,136 @@ def protocol_overrides(protocol: Protocol, run: Protocol) -> dict[str, dict[str,
 def protocol_steps(protocol: Protocol, n_train: int) -> int:
     """The optimiser steps `protocol` runs on `n_train` examples: its step budget, else epochs x batches."""
     return protocol.max_steps or (protocol.epochs or 1) * -(-n_train // protocol.batch_size)
+
+
+# ---------------------------------------------------------------------------------------------- the protocol table
+# Where each value of a task's protocol comes from: `biobench tasks --protocol`, the leaderboard's About tab and
+# docs/PROTOCOL.md's table are all `protocol_rows` (tests/test_protocol_paper.py holds them to the paper).
+PAPER = "paper arXiv 2605.12438"
+KNOB_SOURCES: dict[tuple[str, str], str] = {
+    ("fr", "classification"): "tabib configs/base/cls_bert.yaml",
+    ("fr", "relation"): "tabib configs/base/cls_bert.yaml",
+    ("fr", "multilabel"): "tabib configs/base/multilabel_bert_4096.yaml",
+    ("fr", "ner"): f"{PAPER} Appendix H (NER: batch 16); tabib configs/base/ner_span_bert.yaml",
+    **{("en", kind): f"{PAPER} Appendix E (follows BioClinical-ModernBERT); BioClinical-ModernBERT "
+                     "src/tasks/sequence_classification.py" for kind in ("classification", "relation", "multilabel")},
+    ("en", "ner"): f"{PAPER} Appendix E (follows BioClinical-ModernBERT); BioClinical-ModernBERT "
+                   "src/tasks/token_classification.py",
+}
+_FR_LINEAR = "docs/PROTOCOL.md (issue 10: linear on the first token; tabib loads AutoModelForSequenceClassification)"
+HEAD_SOURCES: dict[tuple[str, str], str] = {  # the default head per protocol and kind (DEFAULTS)
+    **{("fr", kind): _FR_LINEAR for kind in ("classification", "relation", "multilabel")},
+    ("fr", "ner"): "tabib configs/base/ner_span_bert.yaml (model: bert_span_ner)",
+    **{("en", kind): f"{PAPER} Appendix E (follows BioClinical-ModernBERT: the model's own HF head)"
+       for kind in ("classification", "relation", "multilabel", "ner")},
+}
+DEV_SOURCES: dict[tuple[str, str], str] = {  # the default dev selection per protocol and kind (DEFAULTS)
+    ("fr", "classification"): "tabib configs/base/cls_bert.yaml (metric_for_best_model)",
+    ("fr", "relation"): "tabib configs/base/cls_bert.yaml (metric_for_best_model)",
+    ("fr", "multilabel"): "tabib configs/base/multilabel_bert_4096.yaml (metric_for_best_model)",
+    ("fr", "ner"): "exact-span micro-F1 for a head without its own (docs/PROTOCOL.md)",
+    **{("en", kind): "BioClinical-ModernBERT src/tasks/sequence_classification.py (metric_for_best_model)"
+       for kind in ("classification", "relation", "multilabel")},
+    ("en", "ner"): "BioClinical-ModernBERT src/tasks/token_classification.py (metric_for_best_model: seqeval f1)",
+}
+MAX_LENGTH_SOURCES: dict[tuple[str, str], str] = {("fr", "ner"): f"{PAPER} Appendix H, Table 8; tabib "
+                                                                 "configs/base/ner_span_bert.yaml"}
+PAPER_SOURCES = {"max_length": f"{PAPER} Table 8", "metric": f"{PAPER} Table 8, Appendix E (macro-F1)",
+                 "seeds": f"{PAPER} §3.5 (9 seeds per French task, 5 per English one; Tables 1-2)"}
+# (key, label) of each row's settings, in the order the table shows them
+PROTOCOL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("sample_unit", "sample unit"), ("max_length", "max length"), ("training", "training"), ("batch_size", "batch"),
+    ("lr", "lr"), ("warmup", "warmup"), ("weight_decay", "weight decay"), ("grad_clip", "grad clip"),
+    ("head", "head"), ("loss", "loss"), ("decision", "decision rule"), ("metric", "headline"),
+    ("dev_metric", "dev selection"), ("seeds", "seeds"),
+)
+
+
+def _training(p: Protocol) -> str:
+    if p.max_steps:
+        return f"{p.max_steps} steps" + (f", dev every {p.eval_every}" if p.eval_every else "")
+    return f"{p.epochs} epochs, dev after each"
+
+
+def _lr(p: Protocol) -> str:
+    return f"{p.lr:g}" if p.head_lr in (None, p.lr) else f"{p.lr:g} / head {p.head_lr:g}"
+
+
+def _metric_name(name: str) -> str:
+    return name.replace("_f1", "-F1").replace("_", " ")
+
+
+def seeds_text(seeds: tuple[int, ...]) -> str:
+    """`42-50 (9)` for a run of consecutive seeds, else the list."""
+    if not seeds:
+        return ""
+    if list(seeds) == list(range(min(seeds), max(seeds) + 1)):
+        return f"{min(seeds)}-{max(seeds)} ({len(seeds)})"
+    return f"{', '.join(map(str, seeds))} ({len(seeds)})"
+
+
+def protocol_row(spec: TaskSpec) -> dict[str, Any]:
+    """Everything that decides a task's score, each value with where it comes from: {"task", "lang", "kind",
+    "paper_task", "settings": {field: {"value", "source"}}} (fields: PROTOCOL_FIELDS). The values are the
+    resolved protocol (resolve_task_protocol, the one a run hashes), not a copy of it."""
+    from biobench.heads import head_entry
+    from biobench.tasks.formats import sample_unit_of
+
+    p = resolve_task_protocol(spec)
+    origin = spec_origin(spec)
+    entry = head_entry(p.head, spec.kind)
+    knobs = KNOB_SOURCES.get((spec.protocol, spec.kind), "")
+    head_src = f"{knobs}; head: {entry.source}" if p.head_lr != p.lr or p.grad_clip != 1.0 else knobs
+    loss, decision = entry.rules.get(spec.kind, ("", ""))
+    paper = spec.paper_task
+    first = spec.sources[0]
+    settings = {
+        "sample_unit": (sample_unit_of(first), f"{origin} (source 1: {first.describe()}"
+                                               f"{', sample_unit ' + first.options['sample_unit'] if 'sample_unit' in first.options else ''})"),
+        "max_length": (p.max_length, MAX_LENGTH_SOURCES.get((spec.protocol, spec.kind), PAPER_SOURCES["max_length"])
+                       if paper else origin),
+        "training": (_training(p), knobs),
+        "batch_size": (p.batch_size, knobs),
+        "lr": (_lr(p), head_src),
+        "warmup": (f"{p.warmup_ratio:.0%}", knobs),
+        "weight_decay": (p.weight_decay, knobs),
+        "grad_clip": (p.grad_clip, f"head: {entry.source}" if p.grad_clip != 1.0 else "the HF Trainer's default max_grad_norm"),
+        "head": (p.head, origin if spec.head else HEAD_SOURCES[(spec.protocol, spec.kind)]),
+        "loss": (loss, entry.source),
+        "decision": (decision, entry.source),
+        "metric": (_metric_name(p.metric), PAPER_SOURCES["metric"] if paper and p.metric == "macro_f1" else origin),
+        "dev_metric": (_metric_name(p.dev_metric), origin if spec.dev_metric and spec.dev_metric != default_dev_metric(spec.protocol, spec.kind)
+                       else f"head: {entry.source}" if "dev_metric" in entry.knobs
+                       else DEV_SOURCES[(spec.protocol, spec.kind)]),
+        "seeds": (seeds_text(task_seeds(spec)), origin if spec.seeds else PAPER_SOURCES["seeds"]),
+    }
+    return {"task": spec.id, "lang": spec.lang, "kind": spec.kind, "paper_task": spec.paper_task,
+            "settings": {key: {"value": value, "source": source} for key, (value, source) in settings.items()}}
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def protocol_markdown(rows: list[dict[str, Any]]) -> str:
+    """The Markdown table of the rows' values, one task a row (the About tab per language, docs/PROTOCOL.md for
+    all paper tasks)."""
+    lines = ["| task | kind | " + " | ".join(label for _, label in PROTOCOL_FIELDS) + " |",
+             "|---|---|" + "---|" * len(PROTOCOL_FIELDS)]
+    for row in rows:
+        cells = [_cell(row["settings"][key]["value"]) for key, _ in PROTOCOL_FIELDS]
+        lines.append(f"| **{_cell(row['task'])}** | {_cell(row['kind'])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def sources_markdown(rows: list[dict[str, Any]]) -> str:
+    """Where the table's values come from: per setting, each distinct source with the tasks it holds for."""
+    lines = ["| setting | tasks | source |", "|---|---|---|"]
+    for key, label in PROTOCOL_FIELDS:
+        by_source: dict[str, list[str]] = {}
+        for row in rows:
+            by_source.setdefault(row["settings"][key]["source"], []).append(row["task"])
+        for source, tasks in by_source.items():
+            shown = "all" if len(tasks) == len(rows) else ", ".join(tasks)
+            lines.append(f"| {label} | {_cell(shown)} | {_cell(source)} |")
+    return "\n".join(lines)

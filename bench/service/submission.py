@@ -80,24 +80,21 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
 
 
 def task_protocols(lang: str | None = None) -> list[dict[str, Any]]:
-    """What a request for each of the paper's tasks gets (the protocol `submit` hashes into it): kind, head,
-    headline and dev metrics, steps, batch, learning rates, max length and seeds; the leaderboard's About tab
-    shows them (it imports neither the protocols nor the task registry itself)."""
-    from biobench.eval.protocols import resolve_task_protocol, task_seeds
+    """What a request for each of the paper's tasks gets (the protocol `submit` hashes into it): per task the rows
+    of biobench.eval.protocols.protocol_row (every setting with its source) and the task's description; the
+    leaderboard's About tab shows them (it imports neither the protocols nor the task registry itself)."""
+    from biobench.eval.protocols import protocol_row
     from biobench.tasks.registry import list_specs
 
-    rows = []
-    for spec in list_specs(lang=lang):
-        if not spec.paper_task:
-            continue
-        p = resolve_task_protocol(spec)
-        seeds = task_seeds(spec)
-        rows.append({"task": spec.id, "lang": spec.lang, "kind": spec.kind, "head": p.head,
-                     "metric": p.metric, "dev_metric": p.dev_metric, "epochs": p.epochs, "max_steps": p.max_steps,
-                     "eval_every": p.eval_every, "batch_size": p.batch_size, "lr": p.lr, "head_lr": p.head_lr,
-                     "max_length": p.max_length, "seeds": f"{min(seeds)}-{max(seeds)} ({len(seeds)})" if seeds else "",
-                     "description": spec.description})
-    return rows
+    return [{**protocol_row(spec), "description": spec.description} for spec in list_specs(lang=lang) if spec.paper_task]
+
+
+def protocol_markdown(rows: list[dict[str, Any]]) -> str:
+    """The Markdown table of task_protocols rows: the one table docs/PROTOCOL.md and `biobench tasks --protocol
+    --markdown` show too (biobench.eval.protocols.protocol_markdown)."""
+    from biobench.eval.protocols import protocol_markdown as table
+
+    return table(rows)
 
 
 @dataclass(frozen=True)
