@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except BiobenchError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return getattr(err, "exit_code", 2)
     except KeyboardInterrupt:
         print("interrupted; finished results are kept", file=sys.stderr)
         return 130

@@ -27,3 +27,12 @@ class ResultsError(BiobenchError):
 
 class DiskFullError(BiobenchError):
     """The disk (or quota) filled up while writing; names the folder, the bytes needed and what is safe."""
+
+
+class StoppedError(BiobenchError):
+    """A command stopped at a safe point on a scheduler's signal (SIGTERM, SIGUSR1): the message says what was
+    kept and how it resumes; the exit code is the shell's for that signal (128 + its number)."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum

@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 from biobench.api.results import Results
 from biobench.errors import ConfigError
+from biobench.eval.claims import RunClaims
 from biobench.eval.runner import Execution, GridPlan
+from biobench.runtime.interrupts import StopRequest
 
 Lang = Literal["fr", "en"]
 
@@ -76,19 +78,22 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
 
 
 def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: int | str = 1,
-                 threads: int | None = None, progress: bool = True) -> GridPlan:
-    """Train and write every pending run of the plan, one after the other or `parallel` at once."""
+                 threads: int | None = None, progress: bool = True, claims: RunClaims | None = None,
+                 stop: StopRequest | None = None) -> GridPlan:
+    """Train and write every pending run of the plan, one after the other or `parallel` at once. With `claims`
+    (biobench.eval.claims.RunClaims) each run is claimed first, so several processes on one grid share it;
+    `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError)."""
     from biobench.eval.runner import execute
 
     execution = execution or Execution()
     if parallel in (1, None):
         execute(plan, device=execution.device, progress=progress, trust_remote_code=execution.trust_remote_code,
                 compile_encoder=execution.compile_encoder, report_to=execution.report_to,
-                micro_batch=execution.micro_batch)
+                micro_batch=execution.micro_batch, claims=claims, stop=stop)
     else:
         from biobench.eval.parallel import execute_parallel
 
-        execute_parallel(plan, parallel, execution, threads=threads, progress=progress)
+        execute_parallel(plan, parallel, execution, threads=threads, progress=progress, claims=claims, stop=stop)
     return plan
 
 

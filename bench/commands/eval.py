@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -51,6 +52,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--overwrite", action="store_true", help="redo runs that already have a result")
     parser.add_argument("--shard", metavar="I/N", help="run the I-th of N deterministic parts of the grid "
                         "(0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
+    parser.add_argument("--no-claims", action="store_true", help="do not claim runs (by default each run is "
+                        "claimed next to its result before it trains, so any number of eval processes on one grid "
+                        "— a SLURM array, two terminals — do every run exactly once, each taking the next "
+                        "unfinished run)")
+    parser.add_argument("--claim-seconds", type=claim_seconds, default=None, metavar="S",
+                        help="how long a claim lives without renewal (default 300; renewed every S/5 while the run "
+                        "trains): a killed process's run is redone after at most S seconds")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
                         "on a machine shared by many jobs); with --parallel N, shared: each run gets threads/N")
@@ -73,6 +81,45 @@ def add_parser(subparsers) -> None:
     add_task_arguments(parser)
     add_protocol_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def claim_seconds(text: str) -> float:
+    """argparse type of --claim-seconds: a finite number of seconds within the lease bounds."""
+    from biobench.eval.claims import MIN_CLAIM_S
+    from biobench.runtime.leases import MAX_LEASE_S
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and MIN_CLAIM_S <= value <= MAX_LEASE_S):
+        raise argparse.ArgumentTypeError(f"expected seconds from {MIN_CLAIM_S:.0f} to {MAX_LEASE_S:.0f}, got {text!r}")
+    return value
+
+
+def make_claims(args: argparse.Namespace):
+    """The run claims of this process (None with --no-claims)."""
+    from biobench.eval.claims import DEFAULT_CLAIM_S, RunClaims
+
+    if args.no_claims:
+        return None
+    return RunClaims(args.claim_seconds or DEFAULT_CLAIM_S)
+
+
+@contextlib.contextmanager
+def wall_clock(args: argparse.Namespace):
+    """The whole eval under SIGTERM/SIGUSR1 stop handling and this process's claims (released on the way out)."""
+    from biobench.eval.runner import STOP_MESSAGE
+    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
+
+    claims = make_claims(args)
+    try:
+        with stop_on_signal(None, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as stop:
+            args.stop, args.claims = stop, claims
+            yield
+    finally:
+        if claims is not None:
+            claims.close()
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -115,8 +162,9 @@ def run(args: argparse.Namespace) -> int:
         return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
                                        lambda: unresolved_runs(select_specs(args.tasks, args.lang, args.task_file)[0],
                                                                seed_list(args.seeds))), args, 0)
-    grid_plan = plan(args.overwrite)
-    run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
+    with wall_clock(args):
+        grid_plan = plan(args.overwrite)
+        run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
 
 
@@ -171,7 +219,8 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
             print(f"contamination {task}: {test.get('contaminated', 0)}/{test.get('examples', 0)} test examples share a "
                   f"{report['n']}-gram with the corpus (longest run {test.get('longest', 0)} words)", file=sys.stderr)
     execute_plan(plan, Execution(args.device, args.trust_remote_code, args.compile, args.report_to, micro_batch(args)),
-                 parallel=args.parallel or parallel or 1, threads=args.threads, progress=not args.no_progress)
+                 parallel=args.parallel or parallel or 1, threads=args.threads, progress=not args.no_progress,
+                 claims=getattr(args, "claims", None), stop=getattr(args, "stop", None))
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))
@@ -225,10 +274,15 @@ def run_config(args: argparse.Namespace) -> int:
 
         rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True), unresolved)
         return print_dry_run(rows, args, len(grids))
-    for grid in grids:
-        for entry in grid.models:
-            plan = plan_model(grid, entry, overwrite=args.overwrite)
-            run_plan(plan, args, f"[{grid.name}] {plan.name}", parallel=grid.parallel)
+    with wall_clock(args):
+        for grid in grids:
+            for entry in grid.models:
+                plan = plan_model(grid, entry, overwrite=args.overwrite)
+                if args.stop.requested:  # a signal while this model was planned
+                    from biobench.eval.runner import stopped
+
+                    raise stopped(plan, args.stop, lambda line: print(line, file=sys.stderr))
+                run_plan(plan, args, f"[{grid.name}] {plan.name}", parallel=grid.parallel)
     return 0
 
 

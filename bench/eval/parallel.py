@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from biobench.errors import BiobenchError, ConfigError
 
 if TYPE_CHECKING:  # the runner (scipy, the store) loads when a grid runs, not when eval parses --parallel
+    from biobench.eval.claims import RunClaims
     from biobench.eval.runner import Execution, GridPlan, PlannedRun
+    from biobench.runtime.interrupts import StopRequest
 
 AUTO = "auto"
 MAX_PARALLEL = 64  # above this a typo (--parallel 500), not a plan: each run holds a model copy
@@ -132,23 +134,38 @@ def _child_main(slot: int, plan: GridPlan, execution: Execution, inbox: Any, out
     become_child(parent_pid)
     import torch
     from biobench.eval.runner import RunSession
+    from biobench.runtime.interrupts import Abandoned, StopRequest
     from biobench.runtime.progress import quiet_library_bars
 
     quiet_library_bars()
     index = None
+    # the parent stops a child with SIGTERM: a run in training is abandoned at once, a result being written is
+    # finished first (the run's claim, held by the parent, is released once the child is gone)
+    stop, busy = StopRequest(), [False]
+
+    def on_term(signum: int, frame: Any) -> None:
+        stop.signal_name = "SIGTERM"
+        if stop._abandonable or not busy[0]:  # training, or waiting for work: nothing to finish
+            raise Abandoned("SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         session = RunSession(plan, execution, log=lambda msg: print(msg, file=sys.stderr, flush=True))
         outbox.put(("ready", slot, _free_memory(session.device)))
-        while True:
+        while not stop.requested:
             message = inbox.get()
             if message[0] == "stop":
                 return
             _, index, threads = message
             torch.set_num_threads(threads)
             run = plan.runs[index]
-            train_s = session.run(run, progress=False)
+            busy[0] = True
+            train_s = session.run(run, progress=False, stop=stop)
+            busy[0] = False
             outbox.put(("done", slot, index, run.macro_f1, train_s, _peak_memory(session.device)))
             index = None
+    except Abandoned:
+        return
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which stops the grid
         outbox.put(("failed", slot, index, _picklable(err), f"{type(err).__name__}: {err}",
                     traceback.format_exc()))
@@ -167,8 +184,9 @@ class _Child:
 class _Pool:
     """The children of one parallel grid and the runs still to hand out."""
 
-    def __init__(self, plan: GridPlan, execution: Execution, pending: list[int], share: int):
-        self.plan, self.execution, self.share = plan, execution, share
+    def __init__(self, plan: GridPlan, execution: Execution, pending: list[int], share: int,
+                 claims: RunClaims | None = None):
+        self.plan, self.execution, self.share, self.claims = plan, execution, share, claims
         self.todo = deque(pending)
         self.context = multiprocessing.get_context("spawn")
         self.outbox = self.context.Queue()
@@ -184,14 +202,55 @@ class _Pool:
                 process.start()
             self.children.append(_Child(slot, process, inbox))
 
+    def next_run(self) -> int | None:
+        """The next pending run this process may train: with claims, the next one it manages to claim (runs
+        held by other processes are marked 'held', runs they finished meanwhile 'skipped')."""
+        from biobench.eval.runner import finished_elsewhere
+
+        while self.todo:
+            index = self.todo.popleft()
+            run = self.plan.runs[index]
+            if self.claims is None:
+                return index
+            if not self.claims.claim(run.path):
+                run.status = "held"
+                continue
+            if finished_elsewhere(self.plan, run):
+                self.claims.release(run.path, finished=True)
+                continue
+            return index
+        return None
+
     def assign(self, child: _Child) -> None:
         """The next pending run to an idle child, or stop it when none is left."""
-        if self.todo:
-            child.index = self.todo.popleft()
+        index = self.next_run()
+        if index is not None:
+            child.index = index
             child.inbox.put(("run", child.index, self.share))
         else:
             child.index, child.stopping = None, True
             child.inbox.put(("stop",))
+
+    def finished(self, index: int) -> None:
+        """A child wrote this run's result: its claim goes (result first, then release)."""
+        if self.claims is not None:
+            self.claims.release(self.plan.runs[index].path, finished=True)
+
+    def release_in_flight(self) -> None:
+        """After the children are gone: the claims of the runs they were training, released; a run whose result
+        was written before its child stopped counts as finished (its result is kept, never redone)."""
+        from biobench.eval.runner import finished_elsewhere
+
+        if self.claims is None:
+            return
+        for child in self.children:
+            if child.index is not None:
+                run = self.plan.runs[child.index]
+                done = finished_elsewhere(self.plan, run)
+                if done:
+                    run.status = "done"
+                self.claims.release(run.path, finished=done)
+                child.index = None
 
     def live(self) -> list[_Child]:
         return [c for c in self.children if not (c.stopping and not c.process.is_alive())]
@@ -234,23 +293,6 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.previous)
 
 
-class _sigterm_interrupts:
-    """SIGTERM (a scheduler's stop, `kill`) ends the parent like Ctrl-C, so its children are stopped too."""
-
-    def __enter__(self) -> None:
-        self.main = threading.current_thread() is threading.main_thread()
-        if self.main:
-            self.previous = signal.signal(signal.SIGTERM, self._interrupt)
-
-    @staticmethod
-    def _interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.main:
-            signal.signal(signal.SIGTERM, self.previous)
-
-
 def _raise_failure(plan: GridPlan, index: int | None, err: BaseException | None, line: str, trace: str,
                    log: Callable[[str], None]) -> None:
     where = f"{plan.runs[index].task.id} seed {plan.runs[index].seed}: " if index is not None else ""
@@ -262,20 +304,31 @@ def _raise_failure(plan: GridPlan, index: int | None, err: BaseException | None,
 
 def execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, threads: int | None = None,
                      log: Callable[[str], None] | None = None, progress: bool = True,
-                     probe: Probe | None = None) -> list[PlannedRun]:
+                     probe: Probe | None = None, claims: RunClaims | None = None,
+                     stop: StopRequest | None = None) -> list[PlannedRun]:
     """Train the pending runs of `plan` up to `parallel` at once ("auto": as many as fit the device); the
     same result files, lines and resume rules as runner.execute, which runs them when one at a time is all
     there is to do (`progress`: its bars). `probe` replaces the first run's measured memory (tests simulate a
-    GPU with it)."""
+    GPU with it). `claims` and `stop` as in runner.execute: this process claims each run before a child trains
+    it and holds (renews) the claims of all its children; a stop signal stops the children at once, releases
+    their claims, requeues the SLURM job and raises StoppedError."""
     import torch
-    from biobench.eval.runner import execute, finished_message
+    from biobench.eval.runner import STOP_MESSAGE, execute, finished_message, held_line, stopped
     from biobench.runtime.device import resolve_device
+    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
     from biobench.runtime.progress import finished_line
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     pending = [i for i, r in enumerate(plan.runs) if r.status == "pending"]
+    if claims is not None:
+        for run in plan.runs:
+            if run.status == "skipped":
+                claims.tidy(run.path)
     if not pending:
         return plan.runs
+    if stop is None:
+        with stop_on_signal(log, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as own:
+            return execute_parallel(plan, parallel, execution, threads, log, progress, probe, claims, own)
     device = resolve_device(execution.device)
     auto = parallel == AUTO
     if auto and not device.startswith("cuda") and probe is None:
@@ -285,11 +338,11 @@ def execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, 
     if not auto and target <= 1:
         return execute(plan, device=execution.device, progress=progress, trust_remote_code=execution.trust_remote_code,
                        log=log, compile_encoder=execution.compile_encoder, report_to=execution.report_to,
-                       micro_batch=execution.micro_batch)
+                       micro_batch=execution.micro_batch, claims=claims, stop=stop)
     total_threads = threads or torch.get_num_threads()
     for name, reason in plan.unavailable.items():
         log(f"skipping task {name}: {reason}")
-    pool = _Pool(plan, execution, pending, thread_share(total_threads, 1 if auto else target))
+    pool = _Pool(plan, execution, pending, thread_share(total_threads, 1 if auto else target), claims)
     if auto:
         log(f"--parallel auto: the first run trains alone on {device} to measure its peak memory")
     else:
@@ -297,37 +350,43 @@ def execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, 
     first_free: int | None = None
     finished = 0
     failed = True
-    with _sigterm_interrupts():
-        try:
-            pool.start(1 if auto else target)
-            while pool.live():
-                try:
-                    message = pool.outbox.get(timeout=POLL_S)
-                except queue.Empty:
-                    pool.check_alive()
-                    continue
-                kind, slot = message[0], message[1]
-                child = pool.children[slot]
-                if kind == "failed":
-                    _raise_failure(plan, *message[2:], log)
-                if kind == "ready":
-                    first_free = message[2] if first_free is None else first_free
-                    pool.assign(child)
-                    continue
-                index, macro_f1, train_s, peak = message[2:]
-                run = plan.runs[index]
-                run.status, run.macro_f1 = "done", macro_f1
-                finished += 1
-                finished_line(finished_message(plan, run, finished, len(pending), train_s))
-                if auto:
-                    auto = False
-                    target = _decide(probe, first_free, peak, device, log)
-                    pool.share = thread_share(total_threads, target)
-                    pool.start(min(target - 1, len(pool.todo)))
+    try:
+        pool.start(1 if auto else target)
+        while pool.live() and not stop.requested:
+            try:
+                message = pool.outbox.get(timeout=POLL_S)
+            except queue.Empty:
+                pool.check_alive()
+                continue
+            kind, slot = message[0], message[1]
+            child = pool.children[slot]
+            if kind == "failed":
+                _raise_failure(plan, *message[2:], log)
+            if kind == "ready":
+                first_free = message[2] if first_free is None else first_free
                 pool.assign(child)
-            failed = False
-        finally:
-            pool.stop(at_once=failed)
+                continue
+            index, macro_f1, train_s, peak = message[2:]
+            run = plan.runs[index]
+            run.status, run.macro_f1 = "done", macro_f1
+            child.index = None
+            pool.finished(index)
+            finished += 1
+            finished_line(finished_message(plan, run, finished, len(pending), train_s))
+            if auto:
+                auto = False
+                target = _decide(probe, first_free, peak, device, log)
+                pool.share = thread_share(total_threads, target)
+                pool.start(min(target - 1, len(pool.todo)))
+            pool.assign(child)
+        failed = stop.requested
+    finally:
+        pool.stop(at_once=failed)
+        pool.release_in_flight()
+    if stop.requested:
+        raise stopped(plan, stop, log)
+    if (line := held_line(plan, claims)) is not None:
+        log(line)
     return plan.runs
 
 

@@ -8,17 +8,20 @@ same deterministic grid across processes (SLURM array, one process per GPU) that
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import platform
 import re
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biobench import __version__
-from biobench.errors import BiobenchError, ConfigError, DataError
+from biobench.errors import BiobenchError, ConfigError, DataError, ResultsError, StoppedError
+from biobench.eval.claims import DEFAULT_CLAIM_S, RunClaims
 from biobench.eval.models import ModelIdentity, ModelInfo, identify_model
 from biobench.eval.protocols import (
     Protocol,
@@ -28,6 +31,7 @@ from biobench.eval.protocols import (
     task_seeds,
 )
 from biobench.metrics import EXTRA_METRICS, extra_metrics
+from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.storage import Decision
 from biobench.store.summary import TaskScores, summary_row
@@ -52,7 +56,7 @@ def parse_shard(text: str | None) -> tuple[int, int]:
 
 
 # where a planned run stands in this process: still to run, finished here, or found finished (skipped)
-RunState = Literal["pending", "done", "skipped"]
+RunState = Literal["pending", "done", "skipped", "held"]  # held: another process's claim
 
 
 @dataclass
@@ -80,6 +84,7 @@ class GridPlan:
     # task id -> fields every run of the task records beside its scores (e.g. `contamination`, the n-gram overlap
     # of the task with the checkpoint's pretraining corpus): measured once per grid, not part of any run key
     annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    planned_at: float = field(default_factory=time.time)  # a result written after this is another process's
 
     @property
     def name(self) -> str:
@@ -242,8 +247,10 @@ class RunSession:
                          "cannot be predicted; they count as misses in the metrics")
         return self.prepared[cache_key]
 
-    def run(self, run: PlannedRun, progress: bool = False) -> float:
-        """Train one run, write its result and predictions, mark it done; returns its training seconds."""
+    def run(self, run: PlannedRun, progress: bool = False, stop: StopRequest | None = None) -> float:
+        """Train one run, write its result and predictions, mark it done; returns its training seconds. With
+        `stop`, a stop signal during the training abandons it (`Abandoned`: nothing written); one during the
+        writing lets the writing finish."""
         from biobench.eval.finetune import finetune
         from biobench.runtime.reporting import make_reporter, report_dir
 
@@ -253,9 +260,10 @@ class RunSession:
                                config={"model": plan.name, "model_revision": self.info.revision,
                                        "task": run.task.id, "seed": run.seed, "protocol": run.protocol.to_dict()})
         try:
-            outcome = finetune(task, copy.deepcopy(self.pristine), self.pad_id, run.protocol, run.seed, self.device,
-                               progress, compile_encoder=execution.compile_encoder, report=report,
-                               micro_batch=execution.micro_batch)
+            with stop.abandonable() if stop is not None else contextlib.nullcontext():
+                outcome = finetune(task, copy.deepcopy(self.pristine), self.pad_id, run.protocol, run.seed,
+                                   self.device, progress, compile_encoder=execution.compile_encoder, report=report,
+                                   micro_batch=execution.micro_batch)
         finally:
             report.close()
         rows = [{"id": ex.id, "gold": gold, "pred": pred}
@@ -278,29 +286,116 @@ def finished_message(plan: GridPlan, run: PlannedRun, done: int, total: int, tra
             f"({train_s:.0f} s training){run_line(read_result(run.path))}")
 
 
+def finished_elsewhere(plan: GridPlan, run: PlannedRun) -> bool:
+    """After claiming a run: whether another process wrote its result since this plan was made (with
+    --overwrite, a result older than the plan is the one to replace). Marks the run skipped when so."""
+    try:
+        written = run.path.stat().st_mtime
+    except OSError:
+        return False
+    if run.decision == "overwrite" and written < plan.planned_at:
+        return False
+    try:
+        result = read_result(run.path)
+    except ResultsError:
+        return False
+    if result.key != run.key:
+        return False
+    run.status, run.macro_f1 = "skipped", result.macro_f1
+    return True
+
+
+STOP_MESSAGE = ("stopping: the run in flight is abandoned (its claim released, nothing of it written); "
+                "send it again to stop at once")
+
+
+def stopped(plan: GridPlan, stop: StopRequest, log: Callable[[str], None]) -> StoppedError:
+    """The error that ends an eval stopped by a signal, after asking SLURM to requeue the job when inside one
+    (runtime.slurm.requeue_self): what is kept and how it resumes, in one line."""
+    from biobench.runtime.slurm import requeue_self
+
+    requeued = requeue_self(log)
+    kept = sum(r.status in ("done", "skipped") for r in plan.grid)
+    how = "the requeued job resumes it" if requeued else "rerun the same command to resume"
+    return StoppedError(f"stopped by {stop.signal_name}: {kept} finished result(s) of {plan.name} in "
+                        f"{plan.results_dir / plan.slug} are kept, no run was left half-written; {how}",
+                        stop.signum or 15)
+
+
+def held_line(plan: GridPlan, claims: RunClaims | None) -> str | None:
+    """What a process says about the runs other processes hold when it has nothing left to claim."""
+    held = [r for r in plan.runs if r.status == "held"]
+    if not held:
+        return None
+    lease = claims.lease_s if claims is not None else DEFAULT_CLAIM_S
+    return (f"{len(held)} run(s) of {plan.name} are held by other processes, which finish them (a holder that died "
+            f"leaves a claim that expires {lease:.0f} s after its last renewal; the next eval on this grid redoes "
+            "it); `biobench eval ... --dry-run` shows who holds what")
+
+
 def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
             log: Callable[[str], None] | None = None, compile_encoder: bool = False,
-            report_to: str | None = None, micro_batch: int | str | None = None) -> list[PlannedRun]:
+            report_to: str | None = None, micro_batch: int | str | None = None,
+            claims: RunClaims | None = None, stop: StopRequest | None = None) -> list[PlannedRun]:
     """Train and write every pending run of the plan; features are built once per task. `compile_encoder`
     (--compile) changes kernels, not the protocol: the run keys, hence skipping, do not depend on it.
-    One run after the other in this process; biobench.eval.parallel runs several at once in their own."""
+    One run after the other in this process; biobench.eval.parallel runs several at once in their own.
+
+    With `claims` (eval's default), each run is claimed before it trains (bench/eval/claims.py): a run another
+    process holds is left to it (status 'held'), one it finished meanwhile is skipped. `stop`: the request of
+    the command's stop_on_signal (SIGTERM/SIGUSR1); without one, this call installs its own. On a stop signal
+    the run in flight is abandoned, its claim released, the job requeued when inside SLURM, and StoppedError
+    raised."""
     pending = [r for r in plan.runs if r.status == "pending"]
     execution = Execution(device, trust_remote_code, compile_encoder, report_to, micro_batch)
     log = log or (lambda msg: print(msg, file=sys.stderr))
+    if claims is not None:
+        for run in plan.runs:
+            if run.status == "skipped":
+                claims.tidy(run.path)
     if not pending:
         return plan.runs
+    if stop is None:
+        with stop_on_signal(log, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as own:
+            return execute(plan, device, progress, trust_remote_code, log, compile_encoder, report_to, micro_batch,
+                           claims, own)
     from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
 
     quiet_library_bars()
-    session = RunSession(plan, execution, log)
     for name, reason in plan.unavailable.items():
         log(f"skipping task {name}: {reason}")
+    session: RunSession | None = None
     bar = progress_bar(progress, iterable=pending, desc=f"grid {plan.name}")
-    for done_count, run in enumerate(bar, start=1):
-        bar.set_postfix(task=run.task.id, seed=run.seed)
-        train_s = session.run(run, progress)
-        finished_line(finished_message(plan, run, done_count, len(pending), train_s))
-    bar.close()
+    done_count = 0
+    try:
+        for run in bar:
+            if stop.requested:
+                break
+            if claims is not None and not claims.claim(run.path):
+                run.status = "held"
+                continue
+            finished = False
+            try:
+                if claims is not None and finished_elsewhere(plan, run):
+                    finished = True
+                    continue
+                bar.set_postfix(task=run.task.id, seed=run.seed)
+                session = session or RunSession(plan, execution, log)
+                train_s = session.run(run, progress, stop)
+                finished = True
+            except Abandoned:
+                break
+            finally:
+                if claims is not None:
+                    claims.release(run.path, finished)
+            done_count += 1
+            finished_line(finished_message(plan, run, done_count, len(pending), train_s))
+    finally:
+        bar.close()
+    if stop.requested:
+        raise stopped(plan, stop, log)
+    if (line := held_line(plan, claims)) is not None:
+        log(line)
     return plan.runs
 
 

@@ -4,9 +4,9 @@ Layout of a queue (a folder or a hub dataset, biobench.service.storage):
     requests/<id>.json          the request: what to run, its status and history (written by its lease holder)
     leases/<id>/<generation>.json  one file per claim; the highest generation is the current lease
 
-Why leases by generation: claiming is "create the next generation's file, only if it does not exist" — one
-atomic step on a folder (O_EXCL) and on the hub (a commit on the revision that was read), so two workers never
-both claim. A worker renews its lease while it runs; a killed worker stops renewing, the lease expires, and the
+Why leases by generation (biobench.runtime.leases, the one lease mechanism, which eval's run claims share):
+claiming is "create the next generation's file, only if it does not exist" — one atomic step on a folder
+(link(2)) and on the hub (a commit on the revision that was read), so two workers never both claim. A worker renews its lease while it runs; a killed worker stops renewing, the lease expires, and the
 next claim (generation + 1) resumes the request. The resumed eval skips every finished (model, task, seed) by its
 run key, so no result is computed twice or lost. A worker that finds a higher generation than its own has lost
 the lease and stops.
@@ -23,15 +23,14 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
-import math
 import re
 import time
 from dataclasses import MISSING, asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.ranges import MAX_SEEDS, SEED_MAX
+from biobench.runtime import leases
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
 from biobench.service.storage import Storage
@@ -44,8 +43,8 @@ STATUSES = ("pending-review", "pending", "running", "finished", "failed", "rejec
 ACTIVE = ("pending-review", "pending", "running", "finished")  # a new equal request is refused; failed may retry
 MAX_REQUEST_BYTES = 64 * 1024  # what one request may weigh when submitted (a 256-seed request is ~3 KiB)
 MAX_TASKS = 64
-MAX_GENERATION = 999_999  # lease names have six digits
-MAX_LEASE_S = 7 * 24 * 3600.0  # a lease further ahead than a week is not one a worker wrote: expired
+MAX_GENERATION = leases.MAX_GENERATION  # also the bound of a request's attempts
+MAX_LEASE_S = leases.MAX_LEASE_S
 _TEXT_LIMITS = {"model": 500, "revision": 200, "precision": 20, "protocol_hash": 128, "key": 128, "submitter": 100,
                 "submitted_at": 40, "name": 200, "started_at": 40, "finished_at": 40, "worker": 200, "results": 500}
 _OPTIONAL = {"lang", "seeds", "name", "started_at", "finished_at", "worker", "results"}
@@ -53,7 +52,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def now_iso(clock: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if clock is None else clock, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return leases.now_iso(time.time() if clock is None else clock)
 
 
 @dataclass
@@ -344,37 +343,30 @@ def review(storage: Storage, request_id: str, approve: bool, reason: str = "", c
 
 @dataclass
 class Lease:
+    """A request this worker holds: its lease is generation `generation` of `leases/<id>/` (runtime.leases)."""
+
     request: Request
-    worker: str
-    generation: int
-    expires: float
+    held: leases.Lease
+
+    @property
+    def worker(self) -> str:
+        return self.held.holder.worker
+
+    @property
+    def generation(self) -> int:
+        return self.held.generation
+
+    @property
+    def expires(self) -> float:
+        return self.held.expires
 
     @property
     def path(self) -> str:
-        return f"{LEASES}/{self.request.id}/{self.generation:06d}.json"
+        return self.held.path
 
 
-def _current_lease(storage: Storage, request_id: str, now: float | None = None) -> tuple[int, float]:
-    """(highest generation, when it expires). A lease that is not one a worker writes — not JSON, not an
-    object, a FIFO, an `expires` that is not a finite time within MAX_LEASE_S — counts as expired (0)."""
-    prefix = f"{LEASES}/{request_id}/"
-    generations = sorted(int(p[len(prefix):-5]) for p in storage.list(f"{LEASES}/{request_id}")
-                         if re.fullmatch(re.escape(prefix) + r"\d{6}\.json", p))
-    if not generations:
-        return 0, 0.0
-    latest = generations[-1]
-    try:
-        data = parse_json(storage.read(f"{prefix}{latest:06d}.json", 4096) or b"{}", "lease")
-        expires = data.get("expires", 0) if isinstance(data, dict) else 0
-        expires = float(expires) if isinstance(expires, int | float) and not isinstance(expires, bool) else 0.0
-    except (UnsafeJSONError, OverflowError):
-        expires = 0.0
-    limit = (time.time() if now is None else now) + MAX_LEASE_S
-    return latest, expires if math.isfinite(expires) and expires <= limit else 0.0
-
-
-def _lease_bytes(worker: str, expires: float) -> bytes:
-    return json.dumps({"worker": worker, "expires": expires, "expires_at": now_iso(expires)}).encode()
+def lease_folder(request_id: str) -> str:
+    return f"{LEASES}/{request_id}"
 
 
 def _fail_unclaimable(storage: Storage, request: Request, reason: str, clock: float | None) -> None:
@@ -401,14 +393,10 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
         if request.status not in ("pending", "running"):
             continue
         try:
-            generation, expires = _current_lease(storage, request.id, now)
-            if expires > now:
-                continue  # someone holds it
-            if generation >= MAX_GENERATION:
-                raise ConfigError(f"claimed {generation} times (leases/{request.id}/{generation:06d}.json); resubmit")
-            claim = Lease(request, worker, generation + 1, now + lease_s)
-            if not storage.create(claim.path, _lease_bytes(worker, claim.expires)):
-                continue  # another worker claimed it first
+            held = leases.acquire(storage, lease_folder(request.id), leases.Holder.here(worker), lease_s, now)
+            if held is None:
+                continue  # someone holds it, or claimed it first
+            claim = Lease(request, held)
         except (ConfigError, ResultsError) as err:  # a lease folder that is a file, a symlink, unwritable
             reason = hide_paths(str(err).replace(storage.label, "the queue"))
             _fail_unclaimable(storage, request, reason, clock)
@@ -425,17 +413,12 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
 
 def holds(storage: Storage, lease: Lease) -> bool:
     """Whether no later claim exists (the lease was not taken over after it expired)."""
-    generation, _ = _current_lease(storage, lease.request.id)
-    return generation == lease.generation
+    return leases.holds(storage, lease.held)
 
 
 def renew(storage: Storage, lease: Lease, lease_s: float, clock: float | None = None) -> bool:
     """Extend the lease; False when it was lost (a later generation exists) — the caller must stop."""
-    if not holds(storage, lease):
-        return False
-    lease.expires = (time.time() if clock is None else clock) + lease_s
-    storage.write(lease.path, _lease_bytes(lease.worker, lease.expires))
-    return True
+    return leases.renew(storage, lease.held, lease_s, clock)
 
 
 def finish(storage: Storage, lease: Lease, status: str, log_tail: list[str], results: str | None = None,

@@ -13,14 +13,13 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from biobench.errors import BiobenchError, ConfigError, DiskFullError, ResultsError
-from biobench.runtime.files import atomic_write, disk_full_message, file_mode, is_disk_full
+from biobench.runtime.files import atomic_write, create_new, disk_full_message, is_disk_full
 from biobench.runtime.jsonfile import read_bytes
 from biobench.runtime.paths import HF_DATASETS
 
@@ -125,25 +124,13 @@ class FolderStorage:
             atomic_write(target, data)
 
     def create(self, path: str, data: bytes) -> bool:
-        """Write a temporary file, then hard-link it to the name: link() fails when the name exists, and a
-        reader never sees the file before its bytes are complete (an empty claim would read as expired)."""
+        """Create the file only if it does not exist (runtime.files.create_new: a temporary file hard-linked
+        to the name, so a reader never sees it before its bytes are complete)."""
         with self._os_errors("create", path, len(data)):
             target = self._path(path)
             target.parent.mkdir(parents=True, exist_ok=True)
             self._path(path)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, file_mode())
-                os.link(tmp, target)
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
-            return True
+            return create_new(target, data)
 
 
 class HubStorage:

@@ -24,6 +24,7 @@ from biobench.store.record import (
     SCHEMA,
     SEED_FILE,
     Result,
+    claim_path,
     new_result,
     predictions_path,
     result_path,
@@ -40,7 +41,7 @@ from biobench.store.storage import (
 )
 
 __all__ = [
-    "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "decide",
+    "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "claim_path", "decide",
     "iter_results", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
     "result_path", "run_key", "write_result",
 ]

@@ -193,6 +193,13 @@ def predictions_path(path: str | Path) -> Path:
     return path.with_name(path.name.removesuffix(".json") + ".predictions.jsonl")
 
 
+def claim_path(path: str | Path) -> Path:
+    """`seed-<n>.claim/` beside `seed-<n>.json`: the folder of the run's claim (a runtime.leases lease folder,
+    bench/eval/claims.py), derived from the result's path so that claims follow results wherever they live."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".json") + ".claim")
+
+
 class RunKey(TypedDict):
     """What identifies a run (KEY_FIELDS): the same key means the same weights, data, protocol and seed."""
 

@@ -1,0 +1,49 @@
+"""What a process needs to know about the SLURM job it runs in, and how it asks SLURM to run it again.
+
+Why a function of its own: eval (a run cut by the wall clock) and pretrain (a checkpoint written on SIGUSR1)
+both end the same way inside a job — `scontrol requeue $SLURM_JOB_ID`, so the job goes back to the queue and
+resumes from its results or checkpoint without anyone watching (the job must be requeueable: `#SBATCH
+--requeue`, or the cluster's JobRequeue=1). One home, so both say the same things when it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+
+REQUEUE_TIMEOUT_S = 60.0  # scontrol hangs while the controller is unreachable
+_JOB_ID = re.compile(r"\d{1,20}")
+
+
+def job_id() -> str | None:
+    """$SLURM_JOB_ID when this process runs inside a SLURM job (an array element has its own), else None."""
+    value = os.environ.get("SLURM_JOB_ID", "").strip()
+    return value if _JOB_ID.fullmatch(value) else None
+
+
+def requeue_self(log: Callable[[str], None]) -> bool:
+    """Inside a SLURM job, `scontrol requeue $SLURM_JOB_ID` and say so in one line; True when SLURM accepted.
+    Outside a job (no SLURM_JOB_ID) nothing happens (False). A failure (no scontrol, a job that is not
+    requeueable, a controller that does not answer) is one line, never an exception: the caller is stopping."""
+    job = job_id()
+    if job is None:
+        return False
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        log(f"cannot requeue SLURM job {job}: no scontrol on PATH; resubmit the job to resume")
+        return False
+    try:
+        done = subprocess.run([scontrol, "requeue", job], capture_output=True, text=True, timeout=REQUEUE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        log(f"cannot requeue SLURM job {job}: {type(err).__name__}: {err}; resubmit the job to resume")
+        return False
+    if done.returncode != 0:
+        why = " ".join((done.stderr or done.stdout).split())[:300] or f"exit code {done.returncode}"
+        log(f"cannot requeue SLURM job {job}: scontrol said: {why} (is the job submitted with --requeue?); "
+            "resubmit the job to resume")
+        return False
+    log(f"requeued SLURM job {job} (scontrol requeue {job}): it goes back to the queue and resumes where it stopped")
+    return True

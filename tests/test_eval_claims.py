@@ -1,0 +1,338 @@
+"""Run claims and the one lease mechanism (runtime.leases): atomic claims, takeover of expired ones by exactly one
+taker, hostile claim files as one warning line, work stealing across processes with every run done once,
+kill -9 then redo, and the wall clock (SIGUSR1/SIGTERM: the run abandoned, its claim released, the job requeued)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from biobench.eval import runner
+from biobench.eval.claims import RunClaims, read_claim
+from biobench.runtime import leases
+from biobench.runtime.leases import FolderLeases, Holder
+from biobench.store import claim_path, read_result
+
+from tests.test_eval_runner import DATA, OVERRIDES, spec
+
+OTHER = Holder("node7:4242", "node7", 4242, slurm_job_id="901", slurm_array_job_id="900", slurm_array_task_id="1")
+
+
+def plant(result: Path, holder: Holder, expires: float, generation: int = 1) -> Path:
+    """A claim as another process (on another host) would have written it."""
+    folder = claim_path(result)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{generation:06d}.json"
+    path.write_bytes(leases.encode(holder, expires))
+    return path
+
+
+# ---------------------------------------------------------------- the lease mechanism
+def test_a_lease_is_taken_once_renewed_released_and_taken_again(tmp_path):
+    files = FolderLeases(tmp_path)
+    me, you = Holder.here("me"), OTHER
+    first = leases.acquire(files, "job.claim", me, 60)
+    assert first is not None and first.generation == 1
+    assert leases.acquire(files, "job.claim", you, 60) is None  # held
+    assert leases.renew(files, first, 120) and leases.holds(files, first)
+    state = leases.read_state(files, "job.claim")
+    assert state.holder == me and state.expires == pytest.approx(time.time() + 120, abs=5)
+    assert leases.release(files, first)
+    state = leases.read_state(files, "job.claim")
+    assert state.released and state.free() and state.generation == 2
+    second = leases.acquire(files, "job.claim", you, 60)
+    assert second is not None and second.generation == 3
+    assert not leases.renew(files, first, 60) and not leases.release(files, first)  # lost: nothing to do
+
+
+def test_an_expired_lease_is_taken_over_and_its_old_holder_learns_it_lost(tmp_path):
+    files = FolderLeases(tmp_path)
+    old = leases.acquire(files, "x", OTHER, 60, now=time.time() - 120)  # expired a minute ago
+    assert old is not None
+    taken = leases.acquire(files, "x", Holder.here(), 60)
+    assert taken is not None and taken.generation == 2
+    assert not leases.renew(files, old, 60)  # the stalled holder must stop
+
+
+def test_two_takers_racing_for_an_expired_claim_one_wins(tmp_path):
+    files = FolderLeases(tmp_path)
+    for round_ in range(30):
+        folder = f"run{round_}.claim"
+        assert leases.acquire(files, folder, OTHER, 1, now=time.time() - 10) is not None
+        barrier, won = threading.Barrier(4), []
+
+        def take(n: int, folder: str = folder, barrier: threading.Barrier = barrier, won: list = won) -> None:
+            state = leases.read_state(files, folder)  # every taker sees the same expired generation 1
+            barrier.wait()
+            lease = leases.acquire(files, folder, Holder(f"taker{n}"), 60, state=state)
+            if lease is not None:
+                won.append(n)
+
+        threads = [threading.Thread(target=take, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1, f"round {round_}: {won} all took the claim"
+        assert sorted(p.name for p in (tmp_path / folder).iterdir()) == ["000001.json", "000002.json"]
+
+
+def test_a_dead_process_of_this_machine_frees_its_claim_at_once(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        holder = Holder("c", "here", child.pid, machine=Holder.here().machine, started=leases._start_time(child.pid))
+        files = FolderLeases(tmp_path)
+        assert leases.acquire(files, "r", holder, 600) is not None
+        assert leases.acquire(files, "r", Holder.here(), 600) is None  # alive: held
+    finally:
+        child.kill()
+        child.wait()
+    assert leases.acquire(files, "r", Holder.here(), 600) is not None  # gone: taken without waiting 600 s
+
+
+def test_an_earlier_life_of_this_slurm_job_frees_its_claim(tmp_path, monkeypatch):
+    files = FolderLeases(tmp_path)
+    before = Holder("w", "node1", 10, slurm_job_id="77", slurm_restart_count=None)
+    assert leases.acquire(files, "r", before, 600) is not None
+    monkeypatch.setenv("SLURM_JOB_ID", "78")
+    assert leases.acquire(files, "r", Holder.here(), 600) is None  # another job: held
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    lease = leases.acquire(files, "r", Holder.here(), 600)  # the requeued job itself: its old claim is its own
+    assert lease is not None and lease.holder.slurm_job_id == "77" and lease.holder.slurm_restart_count == "1"
+
+
+HOSTILE = {
+    "huge": b"{" + b" " * 10_000 + b"}",
+    "not json": b"\x00garbage{",
+    "a list": b"[1, 2]",
+    "expires a text": json.dumps({"worker": "w", "expires": "tomorrow"}).encode(),
+    "expires NaN": b'{"worker": "w", "expires": NaN}',
+    "expires Infinity": b'{"worker": "w", "expires": Infinity}',
+    "expires 1e400": b'{"worker": "w", "expires": 1e400}',
+    "expires in a century": json.dumps({"worker": "w", "expires": time.time() + 3e9}).encode(),
+    "pid a text": json.dumps({"worker": "w", "expires": time.time() + 600, "pid": "1"}).encode(),
+    "worker with a newline": json.dumps({"worker": "w\n", "expires": time.time() + 600}).encode(),
+    "deep": b'{"worker": "w", "expires": 1, "x": ' + b"[" * 100 + b"]" * 100 + b"}",
+}
+
+
+@pytest.mark.parametrize("name", [*HOSTILE, "fifo"])
+def test_a_hostile_claim_file_is_one_warning_line_and_counts_as_expired(tmp_path, name):
+    result = tmp_path / "m" / "t" / "seed-1.json"
+    folder = claim_path(result)
+    folder.mkdir(parents=True)
+    if name == "fifo":
+        os.mkfifo(folder / "000001.json")
+    else:
+        (folder / "000001.json").write_bytes(HOSTILE[name])
+    lines: list[str] = []
+    claims = RunClaims(60, warn=lines.append)
+    try:
+        assert claims.claim(result)  # taken over, without blocking on the FIFO or trusting the file
+        assert read_claim(result).holder == claims.holder
+        assert not RunClaims(60, holder=OTHER, warn=lines.append).claim(result)
+    finally:
+        claims.close()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("warning: ") and "000001.json" in lines[0] and "treated as expired" in lines[0]
+    assert "\n" not in lines[0]
+
+
+def test_a_symlinked_claim_folder_is_refused_in_one_line(tmp_path):
+    result = tmp_path / "m" / "t" / "seed-1.json"
+    result.parent.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    claim_path(result).symlink_to(elsewhere)
+    lines: list[str] = []
+    assert not RunClaims(60, warn=lines.append).claim(result)
+    assert len(lines) == 1 and "is a symlink" in lines[0] and not list(elsewhere.iterdir())
+
+
+def test_claims_are_renewed_while_held_and_released_after_the_result(tmp_path):
+    result = tmp_path / "seed-1.json"
+    claims = RunClaims(1.0)
+    try:
+        assert claims.claim(result)
+        first = read_claim(result).expires
+        time.sleep(1.5)  # past the first expiry: the heartbeat (every 0.2 s) kept it alive
+        info = read_claim(result)
+        assert info.held and info.expires > first
+        assert not RunClaims(1.0, holder=OTHER).claim(result)
+        result.write_text("{}")
+        claims.release(result, finished=True)
+        assert not claim_path(result).exists()  # result first, then the claim goes: nothing left
+    finally:
+        claims.close()
+
+
+# ---------------------------------------------------------------- the runner with claims
+def plan(model_dir, results, **kw):
+    return runner.plan_grid(str(model_dir), [spec("t1", seeds=(1, 2, 3))], lambda s: DATA[s.id], results,
+                            overrides=OVERRIDES, **kw)
+
+
+def test_a_run_held_elsewhere_is_left_to_its_holder_until_its_claim_expires(tiny_mlm_dir, tmp_path):
+    grid = plan(tiny_mlm_dir, tmp_path)
+    held = grid.runs[1].path
+    plant(held, OTHER, time.time() + 3)  # another host's live claim, about to stop being renewed
+    logged: list[str] = []
+    claims = RunClaims(60)
+    try:
+        runner.execute(grid, device="cpu", progress=False, claims=claims, log=logged.append)
+    finally:
+        claims.close()
+    assert [r.status for r in grid.runs] == ["done", "held", "done"]
+    assert not held.exists() and read_claim(held).holder == OTHER
+    assert any("1 run(s) of" in line and "held by other processes" in line for line in logged)
+    assert not claim_path(grid.runs[0].path).exists()  # released after its result
+    time.sleep(max(0.0, read_claim(held).expires - time.time()) + 0.1)  # the holder died: its claim expires
+    again = plan(tiny_mlm_dir, tmp_path)
+    claims = RunClaims(60)
+    try:
+        runner.execute(again, device="cpu", progress=False, claims=claims)
+    finally:
+        claims.close()
+    assert [r.status for r in again.runs] == ["skipped", "done", "skipped"]
+    assert read_result(held).seed == 2 and not claim_path(held).exists()
+
+
+def test_a_run_finished_by_another_process_after_the_plan_is_not_redone(tiny_mlm_dir, tmp_path):
+    done_elsewhere = plan(tiny_mlm_dir, tmp_path / "other")
+    runner.execute(done_elsewhere, device="cpu", progress=False)
+    grid = plan(tiny_mlm_dir, tmp_path / "mine")
+    for ours, theirs in zip(grid.runs, done_elsewhere.runs, strict=True):  # written while this plan waited
+        ours.path.parent.mkdir(parents=True, exist_ok=True)
+        ours.path.write_bytes(theirs.path.read_bytes())
+    claims = RunClaims(60)
+    try:
+        runner.execute(grid, device="cpu", progress=False, claims=claims)
+    finally:
+        claims.close()
+    assert [r.status for r in grid.runs] == ["skipped"] * 3  # nothing trained twice
+    assert not list((tmp_path / "mine").rglob("*.claim"))
+
+
+# ---------------------------------------------------------------- several processes (slow)
+TINY_RUN = {"epochs": 1, "limit_train": 40, "max_length": 32}
+
+
+def grid_file(tmp_path: Path, model: Path, results: str, tasks=("demo-cls", "demo-multilabel"), seeds="1-3",
+              overrides=TINY_RUN) -> Path:
+    table = ", ".join(f"{k} = {v}" for k, v in overrides.items())
+    path = tmp_path / f"{results}.toml"
+    path.write_text(f'results = "{results}"\n[[grid]]\nname = "g"\ntasks = {json.dumps(list(tasks))}\n'
+                    f'seeds = "{seeds}"\noverrides = {{ {table} }}\nmodels = [{{ model = "{model}" }}]\n')
+    return path
+
+
+def eval_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "biobench.cli", "eval", "--no-progress", "--threads", "1", *args]
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.mark.slow
+def test_three_processes_drain_a_grid_of_unequal_runs_each_run_once(tiny_mlm_dir, tmp_path):
+    shared = grid_file(tmp_path, tiny_mlm_dir, "shared")
+    workers = [subprocess.Popen(eval_command("--config", str(shared)), env=ENV, stderr=subprocess.PIPE, text=True)
+               for _ in range(3)]
+    logs = [w.communicate(timeout=900)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0, 0], logs
+    trained = [line for log in logs for line in log.splitlines() if "test macro-F1" in line]
+    assert len(trained) == 6, trained  # every run once: none twice, none skipped
+    assert sum(bool([ln for ln in log.splitlines() if "test macro-F1" in ln]) for log in logs) >= 2  # shared
+    results = sorted((tmp_path / "shared").rglob("seed-*.json"))
+    assert len(results) == 6 and not list((tmp_path / "shared").rglob("*.claim"))
+    alone = grid_file(tmp_path, tiny_mlm_dir, "alone")
+    subprocess.run(eval_command("--config", str(alone), "--no-claims"), env=ENV, check=True, capture_output=True)
+    for path in results:
+        twin = tmp_path / "alone" / path.relative_to(tmp_path / "shared")
+        predictions = path.with_name(path.name.replace(".json", ".predictions.jsonl"))
+        assert predictions.read_bytes() == twin.with_name(predictions.name).read_bytes(), path
+        assert read_result(path).key == read_result(twin).key
+
+
+def wait_for(condition, timeout: float = 240.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, "timed out"
+        assert process is None or process.poll() is None, process.communicate()[1]
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_process_killed_with_sigkill_leaves_a_claim_that_expires_and_is_redone(tiny_mlm_dir, tmp_path):
+    long_run = ["--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--epochs", "40",
+                "--limit-train", "40", "--max-length", "32", "--results", str(tmp_path)]
+    victim = subprocess.Popen(eval_command(*long_run, "--claim-seconds", "20"), env=ENV, stderr=subprocess.PIPE,
+                              text=True)
+    claims = lambda: [p for p in tmp_path.rglob("seed-1.claim") if any(p.iterdir())]  # noqa: E731
+    wait_for(claims, process=victim)
+    time.sleep(1)
+    victim.kill()
+    victim.wait()
+    folder = claims()[0]
+    lease = folder / "000001.json"
+    record = json.loads(lease.read_text())
+    record["machine"], record["host"] = "another-node/pid:[1]", "node9"  # as if it ran on another host
+    lease.write_text(json.dumps(record))
+    result = folder.with_name("seed-1.json")
+    quick = ["--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--epochs", "1",
+             "--limit-train", "40", "--max-length", "32", "--results", str(tmp_path)]
+    early = subprocess.run(eval_command(*quick), env=ENV, capture_output=True, text=True, timeout=600)
+    assert early.returncode == 0 and not result.exists(), early.stderr  # the claim still looks alive: left alone
+    assert "1 run(s) of" in early.stderr and "held by other processes" in early.stderr
+    time.sleep(max(0.0, record["expires"] - time.time()) + 0.5)
+    # a different protocol (epochs) is a different run key, but the same result file and claim: the claim decides
+    late = subprocess.run(eval_command(*quick), env=ENV, capture_output=True, text=True, timeout=600)
+    assert late.returncode == 0, late.stderr
+    assert late.stderr.count("test macro-F1") == 1 and result.exists() and not folder.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGUSR1 in a SLURM job", "SIGTERM with --parallel 2"])
+def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(tiny_mlm_dir, tmp_path, how):
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    calls = tmp_path / "scontrol.calls"
+    (fake_bin / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (fake_bin / "scontrol").chmod(0o755)
+    env = {**ENV, "PATH": f"{fake_bin}:{os.environ['PATH']}"}
+    env.pop("SLURM_JOB_ID", None)
+    parallel: list[str] = []
+    if how.startswith("SIGUSR1"):
+        env["SLURM_JOB_ID"], sig = "4242", signal.SIGUSR1
+    else:
+        sig, parallel = signal.SIGTERM, ["--parallel", "2"]
+    results = tmp_path / "results"
+    process = subprocess.Popen(eval_command("--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1-2",
+                                            "--epochs", "200", "--limit-train", "40", "--max-length", "32",
+                                            "--results", str(results), *parallel),
+                               env=env, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(list(results.rglob("*.claim"))) >= (2 if parallel else 1), process=process)
+    time.sleep(3)  # into the training
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + sig, err
+    assert "Traceback" not in err
+    assert not list(results.rglob("seed-*.json")) and not list(results.rglob("*.predictions.jsonl"))
+    for folder in results.rglob("*.claim"):  # released: free at once for the next process
+        info = read_claim(folder.with_name(folder.name.replace(".claim", ".json")))
+        assert not info.held
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"error: stopped by {sig.name}: 0 finished result(s)")
+    if sig == signal.SIGUSR1:
+        assert calls.read_text() == "requeue 4242\n"
+        assert "requeued SLURM job 4242" in err and last.endswith("the requeued job resumes it")
+    else:
+        assert not calls.exists() and last.endswith("rerun the same command to resume")
