@@ -48,7 +48,7 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
              results: str | Path = "results", name: str | None = None, task_files: Sequence[str | Path] = (),
              overwrite: bool = False, device: str | None = None, parallel: int | str = 1,
              progress: bool = True, trust_remote_code: bool = False,
-             check_contamination: bool = False, **overrides: Any) -> Results:
+             check_contamination: bool = False, claims: bool = True, **overrides: Any) -> Results:
     """Fine-tune and score `model` (an alias from `biobench models`, a hub id or a local Hugging Face folder) on
     `tasks` (ids; default: every task of `lang`, or all, that has data) x `seeds` (default: each task's protocol
     seeds), writing one result file per run under `results/<name>--<revision>/<task>/seed-<n>.json`. Finished
@@ -56,7 +56,9 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     (epochs=1, limit_train=500, limit_eval=200, max_length=128, lr=5e-5, batch_size=8, ...): such runs are
     smoke runs, flagged in `Results.summary()`. `check_contamination`: for a `biobench pretrain` checkpoint,
     also measure the n-gram overlap of each task with the corpus its model card records and store it in each
-    run's record. Returns the grid's results (this call's and those already there)."""
+    run's record. `claims` (default): each run is claimed next to its result before it trains, so a notebook and
+    an `eval` (or several) on the same runs never train one twice. Returns the grid's results (this call's and
+    those already there)."""
     from biobench.api.evaluation import execute_plan, plan_evaluation, plan_results
     from biobench.eval.runner import Execution
 
@@ -66,7 +68,14 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
         from biobench.api.contamination import attach_to_plan
 
         attach_to_plan(plan)
-    execute_plan(plan, Execution(device, trust_remote_code), parallel=parallel, progress=progress)
+    from biobench.eval.claims import RunClaims
+
+    held = RunClaims() if claims else None
+    try:
+        execute_plan(plan, Execution(device, trust_remote_code), parallel=parallel, progress=progress, claims=held)
+    finally:
+        if held is not None:
+            held.close()
     return plan_results(plan)
 
 
