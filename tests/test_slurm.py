@@ -9,6 +9,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,112 @@ def test_srun_two_process_pretraining_equals_torchrun(slurm_cluster, tmp_path):
     losses = {name: [json.loads(x)["loss"] for x in (tmp_path / name / "train_log.jsonl").read_text().splitlines()]
               for name in ("torchrun", "srun")}
     assert len(losses["srun"]) == 4 and losses["srun"] == losses["torchrun"]
+
+
+def _train_in_process(corpus: Path, out: Path, tokens: int, recipe: str, micro: int):
+    """The uninterrupted reference: the same configuration as `_pretrain_args`, on one thread."""
+    import torch
+    from biobench.training.trainer import PretrainConfig, train
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same kernels as the --threads 1 job
+    try:
+        return train(PretrainConfig(recipe=recipe, model="preset:tiny", corpus=str(corpus), out=out, tokens=tokens,
+                                    batch_size=4, seq_len=64, micro_batch_size=micro, decay_ratio=0.34, lr=1e-3,
+                                    progress=False, device="cpu", cache_dir=out.parent / f"cache-{out.name}"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_pretraining_job_requeued_by_sigusr1_resumes_to_the_uninterrupted_weights(slurm_cluster, tmp_path):
+    """The wall-clock warning (`#SBATCH --signal=B:USR1@N`; sent here at once with `scancel --signal=USR1 --batch`,
+    the same signal to the same process, instead of waiting up to 30 s for the controller's time-limit check):
+    pretrain saves its resumable checkpoint, requeues its job, and the requeued job (the same batch script, no
+    --resume in it) continues to the weights of an uninterrupted run, bit for bit."""
+    import torch
+
+    corpus = _corpus(tmp_path)
+    tokens = 45 * 4 * 64  # 45 + 15 steps: time to be signalled in the middle
+    full = _train_in_process(corpus, tmp_path / "full", tokens, "mlm", micro=2)
+    out = tmp_path / "job"
+    script = tmp_path / "pretrain.sbatch"
+    command = " ".join(shlex.quote(a) for a in [sys.executable, *_pretrain_args(corpus, out, tokens, "mlm", micro=2)])
+    # exec: the batch shell becomes biobench, so the B: signal reaches it (bash would run a trap only after its
+    # child exits)
+    script.write_text(f"#!/bin/bash\n#SBATCH --requeue\n#SBATCH --open-mode=append\nexport OMP_NUM_THREADS=1\n"
+                      f"echo start restart=${{SLURM_RESTART_COUNT:-0}}\nexec {command}\n")
+    log = tmp_path / "job.out"
+    job = slurm_cluster.sbatch("--chdir", str(tmp_path), "-o", str(log), str(script))
+    train_log = out / "train_log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (train_log.exists() and len(train_log.read_text().splitlines()) >= 3):
+        assert time.monotonic() < deadline and slurm_cluster.states(job) != ["FAILED"], log.read_text()
+        time.sleep(0.05)
+    slurm_cluster.client("scancel", "--signal=USR1", "--batch", str(job))
+    states = slurm_cluster.wait(job, timeout=240)
+    text = log.read_text()
+    assert states == ["COMPLETED"], text[-3000:]
+    assert "start restart=0" in text and "start restart=1" in text
+    assert "SIGUSR1: stopping after this step to save a resumable checkpoint" in text
+    assert f"requeued SLURM job {job}" in text and "SLURM job restart 1: resuming from" in text
+    resumed_from = int(text.split("SLURM job restart 1: resuming from ")[1].split("resume-")[1].split()[0])
+    assert 3 * 4 * 64 <= resumed_from < tokens  # it stopped in the middle, not before or after
+    a, b = _weights(full), _weights(out / "final")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _toy_grid(folder: Path, model: Path, results: str, n_train: int) -> Path:
+    """A 2-task x 2-seed grid of generated toy tasks (classification and NER) on the tiny model."""
+    tasks = {"toy-cls": ("classification", "demo-cls"), "toy-ner": ("ner", "demo-ner")}
+    for n, (task, (kind, generator)) in enumerate(tasks.items()):
+        (folder / f"{task}.json").write_text(json.dumps({
+            "id": task, "lang": "fr", "kind": kind, "max_length": 64, "protocol": "fr", "paper_task": False,
+            "metric": "macro_f1" if kind == "classification" else "micro_f1",
+            "sources": [{"type": "generated", "generator": generator,
+                         "options": {"seed": n, "n_train": n_train, "n_dev": 16, "n_test": 16}}]}))
+    grid = folder / f"grid-{results}.toml"
+    grid.write_text(f'results = "{results}"\ntask_files = ["toy-cls.json", "toy-ner.json"]\n\n[[grid]]\n'
+                    f'name = "toy"\ntasks = ["toy-cls", "toy-ner"]\nseeds = "42-43"\n'
+                    f'overrides = {{ epochs = 2, batch_size = 8 }}\nmodels = [{{ model = "{model}", name = "tiny" }}]\n')
+    return grid
+
+
+def _predictions(results: Path) -> dict[str, bytes]:
+    from biobench.store.record import predictions_path
+
+    return {f"{p.parent.name}/{p.name}": predictions_path(p).read_bytes() for p in sorted(results.glob("*/*/seed-*.json"))}
+
+
+@pytest.mark.slow
+def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster, tiny_mlm_dir, tmp_path):
+    """Two array elements drain a 2-task x 2-seed grid with run claims; one element is requeued with `scontrol
+    requeue` while it trains a run (eval abandons it, releases its claim; the element restarts and takes the next
+    unfinished run). Every result exists once, predictions are byte-identical to a sequential run, no claim is left."""
+    sequential = _toy_grid(tmp_path, tiny_mlm_dir, "results-seq", n_train=160)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    eval_args = ["--device", "cpu", "--threads", "1", "--no-progress"]
+    done = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(sequential), "--no-claims",
+                           *eval_args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    grid = _toy_grid(tmp_path, tiny_mlm_dir, "results", n_train=160)
+    command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid),
+                                                *eval_args])
+    script = tmp_path / "eval.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --requeue\n#SBATCH --open-mode=append\nexport OMP_NUM_THREADS=1\n"
+                      f"echo element $SLURM_ARRAY_TASK_ID restart=${{SLURM_RESTART_COUNT:-0}}\nexec {command}\n")
+    job = slurm_cluster.sbatch("--array=0-1", "--chdir", str(tmp_path), "-o", str(tmp_path / "eval-%a.out"), str(script))
+    results = tmp_path / "results"
+    deadline = time.monotonic() + 180
+    while not list(results.glob("*/*/seed-*.claim")):  # a run is claimed: it trains
+        assert time.monotonic() < deadline, [p.read_text() for p in tmp_path.glob("eval-*.out")]
+        time.sleep(0.05)
+    slurm_cluster.client("scontrol", "requeue", f"{job}_0")
+    states = slurm_cluster.wait(job, timeout=600)
+    logs = {p.name: p.read_text() for p in sorted(tmp_path.glob("eval-*.out"))}
+    assert states == ["COMPLETED", "COMPLETED"], logs
+    assert "element 0 restart=1" in logs["eval-0.out"], logs  # the requeued element ran again
+    assert list(results.glob("*/*/*.claim")) == []
+    assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
+        sorted(p.relative_to(tmp_path / "results-seq").as_posix() for p in (tmp_path / "results-seq").glob("*/*/seed-*.json"))
+    assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(tmp_path / "results-seq")

@@ -24,7 +24,7 @@ from biobench.runtime.batching import AUTO, micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
-from biobench.runtime.interrupts import StopRequest, stop_on_signal
+from biobench.runtime.interrupts import SIGNALS, WALL_CLOCK_SIGNALS, StopRequest, stop_on_signal
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.randomness import rng_state, set_rng_state
 from biobench.runtime.reporting import NoReport, make_reporter, report_dir
@@ -36,6 +36,7 @@ from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
 from biobench.training.recipes import Recipe, get_recipe
 
+STOP_SIGNALS = tuple(dict.fromkeys((*SIGNALS, *WALL_CLOCK_SIGNALS)))  # SIGINT, SIGTERM, SIGUSR1
 ROLLING = "resume-"  # <out>/resume-<tokens>/: the timer's and a signal's checkpoint (only the latest is kept)
 
 
@@ -358,7 +359,9 @@ class Trainer:
                                     config={"recipe": self.cfg.recipe, "model": self.cfg.model,
                                             "tokens": self.cfg.tokens, "out": str(self.out)})
         try:
-            with stop_on_signal(self._print if self.dist.main else lambda _: None) as self.stop:
+            # Ctrl-C, and what a scheduler sends before the wall clock ends a job: SIGTERM, or SIGUSR1 where the
+            # job asked for a warning (`#SBATCH --signal=B:USR1@120`); the command requeues a SLURM job after it
+            with stop_on_signal(self._print if self.dist.main else lambda _: None, signals=STOP_SIGNALS) as self.stop:
                 for phase_index in range(self.state.phase, len(self.recipe.phases)):
                     if not self._run_phase(phase_index, bar):
                         return None

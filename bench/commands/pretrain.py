@@ -7,6 +7,8 @@ or `accelerate launch -m biobench.cli pretrain ...` (DDP; --fsdp for large model
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -98,7 +100,8 @@ def run(args) -> int:
         final = pretrain(
             args.model, args.corpus, args.tokens, args.out, recipe=args.recipe, decay_ratio=args.decay_ratio,
             lr=args.lr, weight_decay=args.weight_decay, warmup_tokens=args.warmup_tokens,
-            grad_clip=args.grad_clip or None, freeze=args.freeze, save_every=args.save_every, resume=args.resume,
+            grad_clip=args.grad_clip or None, freeze=args.freeze, save_every=args.save_every,
+            resume=args.resume if args.resume is not None else requeued_resume(args.out),
             save_minutes=args.save_minutes or None, doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed,
             text_field=args.text_field, max_documents=args.max_documents, cache_dir=args.cache_dir,
             device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
@@ -106,12 +109,38 @@ def run(args) -> int:
             language=args.language, license=args.license, loader_workers=args.loader_workers,
             report_to=args.report_to, batch_size=args.batch_size, seq_len=args.seq_len,
             micro_batch_size=args.micro_batch_size, threads=args.threads, announce=announce)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print(f"interrupted; {kept(args.out)}", file=sys.stderr)
+        requeue_after(stop)
         return 130
     if final is not None:
         print(f"done: {final}")
     return 0
+
+
+def requeued_resume(out: Path) -> bool | None:
+    """A SLURM job that was requeued (SLURM_RESTART_COUNT > 0) runs its batch script again, with the same
+    command: it resumes from the latest checkpoint under --out without --resume, as if it had been given."""
+    from biobench.runtime.slurm import restart_count
+    from biobench.training import checkpoint
+
+    restarts = restart_count()
+    if not restarts or not out.is_dir() or checkpoint.latest(out) is None:
+        return None
+    print(f"SLURM job restart {restarts}: resuming from {checkpoint.latest(out)} (--resume)", flush=True)
+    return True
+
+
+def requeue_after(stop: KeyboardInterrupt) -> None:
+    """After the checkpoint a wall-clock signal (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, or SIGTERM) made
+    it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it resumes there."""
+    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS
+    from biobench.runtime.slurm import requeue_self
+    from biobench.training.trainer import Stopped
+
+    wall_clock = {signal.Signals(s).name for s in WALL_CLOCK_SIGNALS}
+    if isinstance(stop, Stopped) and str(stop) in wall_clock and os.environ.get("RANK", "0") == "0":
+        requeue_self(lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def kept(out: Path) -> str:

@@ -47,3 +47,10 @@ def requeue_self(log: Callable[[str], None]) -> bool:
         return False
     log(f"requeued SLURM job {job} (scontrol requeue {job}): it goes back to the queue and resumes where it stopped")
     return True
+
+
+def restart_count() -> int:
+    """How many times SLURM started this job before ($SLURM_RESTART_COUNT: 0 at the first start, 1 after one
+    requeue); 0 outside a job. `pretrain` resumes on its own when it is above 0."""
+    value = os.environ.get("SLURM_RESTART_COUNT", "").strip() if job_id() else ""
+    return int(value) if value.isdigit() and len(value) < 6 else 0
