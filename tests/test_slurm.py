@@ -193,7 +193,8 @@ def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster
     states = slurm_cluster.wait(job, timeout=600)
     logs = {p.name: p.read_text() for p in sorted(tmp_path.glob("eval-*.out"))}
     assert states == ["COMPLETED", "COMPLETED"], logs
-    assert "element 0 restart=1" in logs["eval-0.out"], logs  # the requeued element ran again
+    first, _, second = logs["eval-0.out"].partition("element 0 restart=1")
+    assert "DUE TO JOB REQUEUE" in first and "abandoned" in first and second, logs  # stopped, then ran again
     assert list(results.glob("*/*/*.claim")) == []
     assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
         sorted(p.relative_to(tmp_path / "results-seq").as_posix() for p in (tmp_path / "results-seq").glob("*/*/seed-*.json"))
