@@ -20,7 +20,7 @@ SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
 # a hub model id, org/name (the one pattern: eval.models resolves --model with it too)
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # checked with fullmatch
 
 
 def human_tokens(n: Any) -> str:
@@ -34,7 +34,7 @@ def human_tokens(n: Any) -> str:
 
 
 def is_hub_id(text: str) -> bool:
-    return bool(HUB_ID.match(text))
+    return bool(HUB_ID.fullmatch(text))
 
 
 def folder_name(path: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from biobench.errors import ConfigError
 
@@ -74,3 +75,33 @@ def finite_number(value: object, option: str, *, positive: bool = False, minimum
     if maximum is not None and number > maximum:
         raise ConfigError(f"bad {option} value {number:g}: must be at most {maximum:g}")
     return number
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values an option may take: from `low` to `high`, `above` excluding `low` itself (a learning rate is
+    above 0), `below` excluding `high` (a warmup ratio is below 1). Why every number has one: a finite number can
+    still be absurd (`--max-steps 1e30` trains forever, `max_length 1e30` allocates without end), and one table
+    of bounds per setting (eval's protocol overrides, pretraining's config) checks the CLI, a grid or config
+    file, a queued request and the web form alike."""
+
+    low: float
+    high: float
+    above: bool = False
+    below: bool = False
+    integer: bool = False
+
+    def text(self) -> str:
+        low = f"above {self.low:g}" if self.above else f"from {self.low:g}"
+        return f"{low} {'to below' if self.below else 'to'} {self.high:g}"
+
+    def check(self, value: object, option: str) -> float:
+        """`value` as a finite number within the bounds (ConfigError naming `option` and the range otherwise);
+        an integer setting refuses fractions."""
+        number = finite_number(value, option)
+        if (number < self.low or number > self.high or (self.above and number == self.low)
+                or (self.below and number == self.high)):
+            raise ConfigError(f"bad {option} value {str(value)[:40]!r}: must be {self.text()}")
+        if self.integer and not number.is_integer():
+            raise ConfigError(f"bad {option} value {str(value)[:40]!r}: must be a whole number {self.text()}")
+        return number

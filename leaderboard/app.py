@@ -41,6 +41,7 @@ from biobench.leaderboard.tables import (
     render_html,
     select,
 )
+from biobench.runtime.files import csv_text
 from biobench.service.submission import PublicPolicy, task_protocols
 
 LANG_NAMES = {"fr": "French", "en": "English"}
@@ -491,7 +492,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             keep = {(lang, e.name) for lang in board.langs for e in select(board, lang, f)}
             frame = frame[[(r.lang, r.model) in keep for r in frame.itertuples()]]
             path = tmp / "biobench-leaderboard.csv"
-            frame.to_csv(path, index=False)
+            path.write_text(csv_text(frame), encoding="utf-8")  # formula cells neutralised (OWASP)
             return [render_html(board, lang, f) for lang in tables] + [str(path)]
 
         for control in controls.inputs:

@@ -185,7 +185,9 @@ def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueT
 
 def visitor(request: gr.Request | None) -> str:
     """Who submits through the form: the logged-in hub user, else a short hash of the visitor's address (the
-    per-submitter limit counts by it; the address itself is never stored)."""
+    per-submitter limit counts by it; the address itself is never stored). The address is the connection's,
+    or what X-Forwarded-For says only when the connection comes from a proxy the operator trusts
+    (`--trusted-proxy`, biobench.service.submission.trust_proxies)."""
     import hashlib
 
     if request is not None and getattr(request, "username", None):
@@ -202,13 +204,15 @@ def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lan
 
     if not (model or "").strip():
         return "error: give a model"
+    if not policy.limiter.allow():
+        return "error: this leaderboard takes a few submissions a minute from all visitors together; try again in a minute"
     try:
         overrides = {k: int(v) if isinstance(v, float) and v.is_integer() else v  # checked by submit_request
                      for k, v in numbers.items() if v not in (None, "", 0)}
         model_id, pinned = vet_public_model(model, revision, policy)
         request, note = submit_request(model_id, queue, revision=pinned, tasks=(tasks or "").strip() or None,
                                        lang=None if (tasks or "").strip() else lang, seeds=(seeds or "").strip() or None,
-                                       overrides=overrides, submitter=submitter, max_pending=policy.max_pending,
+                                       overrides=overrides, submitter=submitter, max_pending=policy.max_pending, max_queued=policy.max_queued,
                                        resolve=False)
     except BiobenchError as err:
         return f"error: {md(hide_paths(str(err).replace(queue, 'the queue')))}"

@@ -18,7 +18,7 @@ import pandas as pd
 from biobench.board.entries import Board, Entry, fmt
 from biobench.errors import ConfigError
 from biobench.names import human_tokens
-from biobench.runtime.files import atomic_write
+from biobench.runtime.files import atomic_write, csv_text
 from biobench.store.lineage import Lineage
 from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, protocol_label
 
@@ -130,7 +130,7 @@ def write_export(board: Board, path: str | Path) -> Path:
         return dataset.write_parquet(dataset.board_runs(board), path)
     frame = export_frame(board)
     if path.suffix.lower() == ".csv":
-        atomic_write(path, frame.to_csv(index=False))  # a full disk: one line, no 0-byte file
+        atomic_write(path, csv_text(frame))  # formula cells neutralised; a full disk: one line, no 0-byte file
     elif path.suffix.lower() == ".json":
         atomic_write(path, frame.to_json(orient="records", indent=1))
     else:

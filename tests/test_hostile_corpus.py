@@ -618,11 +618,11 @@ def test_the_form_accepts_only_what_a_public_leaderboard_accepts(tmp_path, tiny_
     import shutil
 
     from biobench.leaderboard.service_views import form_submit, queue_frame
-    from biobench.service.submission import PublicPolicy, vet_public_model
+    from biobench.service.submission import PublicPolicy, RateLimit, vet_public_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     queue_dir = str(tmp_path / "q")
-    hub_only = PublicPolicy()
+    hub_only = PublicPolicy(limiter=RateLimit(0))  # the global rate: test_the_form_flood_is_bounded
 
     def answer(model, revision="", policy=hub_only, seeds="", numbers=None, who="v1"):
         return form_submit(queue_dir, policy, model, revision, "fr", "demo-cls", seeds, numbers or {}, who)
@@ -648,7 +648,7 @@ def test_the_form_accepts_only_what_a_public_leaderboard_accepts(tmp_path, tiny_
     # local folders only when the operator lists where, and never a path in the answer
     allowed = tmp_path / "allowed"
     shutil.copytree(tiny_mlm_dir, allowed / "tiny")
-    local = PublicPolicy(local_roots=(allowed,))
+    local = PublicPolicy(local_roots=(allowed,), limiter=RateLimit(0))
     assert answer(str(allowed / "tiny"), policy=local).startswith("submitted `")
     assert local.refusal() in answer(str(tiny_mlm_dir), policy=local)  # outside the listed folders
     # bounded seeds, finite numbers, a per-visitor limit

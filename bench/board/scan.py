@@ -99,7 +99,7 @@ def _reason(err: Exception, path: Path) -> str:
 def _check_ids(path: Path, task_id: str, lang: Any, predictions: Any) -> None:
     """A task id, language and predictions file name from a result become tabs, element ids and file names:
     each must look like the ones biobench writes, or the file is a Problem (never a tab, never a path)."""
-    if not isinstance(lang, str) or not LANG_CODE.match(lang):
+    if not isinstance(lang, str) or not LANG_CODE.fullmatch(lang):
         raise ResultsError(f"{path}: task.lang {str(lang)[:80]!r} is not a language code (like fr, en)")
     try:
         safe_name(task_id, "task.id")
@@ -286,7 +286,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
             if kind:
                 scan.analyses[kind].append(Path(name_str))
                 continue
-            if not store.SEED_FILE.match(name):
+            if not store.SEED_FILE.fullmatch(name):
                 continue
             path, rel = Path(name_str), name_str[prefix:]
             present.add(rel)

@@ -150,11 +150,12 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
 
     def plan(overwrite: bool):
         return plan_evaluation(args.model, args.tasks, lang=args.lang, seeds=args.seeds, data_dir=args.data_dir,
                                results=args.results, name=args.name, task_files=args.task_file,
-                               overwrite=overwrite, shard=args.shard, overrides=overrides_from_args(args))
+                               overwrite=overwrite, shard=args.shard, overrides=overrides)
 
     if args.dry_run:
         from biobench.eval.grid import plan_rows
@@ -230,7 +231,7 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
 
 def micro_batch(args: argparse.Namespace) -> str | None:
     """`--batch-size auto`: micro-batches with gradient accumulation (a number is a protocol override instead)."""
-    return "auto" if args.batch_size == "auto" else None
+    return "auto" if str(args.batch_size).strip().lower() == "auto" else None
 
 
 def run_config(args: argparse.Namespace) -> int:

@@ -33,6 +33,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "commit only — a public form must not point the worker at the server's files)")
     p.add_argument("--max-pending", type=int, default=3, metavar="N", help="requests one visitor of the Submit form "
                    "may have waiting (0: no limit)")
+    p.add_argument("--max-queued", type=int, default=100, metavar="N", help="requests the whole queue may have "
+                   "waiting before the Submit form refuses more (0: no limit; default 100)")
+    p.add_argument("--max-submissions-per-minute", type=int, default=10, metavar="N", help="submissions the form "
+                   "accepts per minute from all visitors together (0: no limit; default 10)")
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDR", help="an address or network "
+                   "(10.0.0.0/8) of a reverse proxy in front of this server whose X-Forwarded-For names the visitor "
+                   "(repeatable; default none: the connection's address is the visitor's, whatever headers say)")
     p.add_argument("--refresh-minutes", type=float, default=0, help="rescan the results this often while serving "
                    "(default: 0, only with the Refresh button)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
@@ -45,20 +52,24 @@ def run(args: argparse.Namespace) -> int:
     from biobench.errors import ConfigError
     from biobench.leaderboard.tables import render_text, write_export
     from biobench.ranges import finite_number
-    from biobench.service.submission import PublicPolicy
+    from biobench.service.submission import PublicPolicy, RateLimit, trust_proxies
 
     if args.port is not None and not 1 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: a port is a number from 1 to 65535")
     finite_number(args.refresh_minutes, "--refresh-minutes", minimum=0)
     if args.n_boot < 1:
         raise ConfigError(f"--n-boot {args.n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")
-    if args.max_pending < 0:
-        raise ConfigError(f"--max-pending {args.max_pending}: give 0 (no limit) or more")
+    for flag, value in (("--max-pending", args.max_pending), ("--max-queued", args.max_queued),
+                        ("--max-submissions-per-minute", args.max_submissions_per_minute)):
+        if value < 0:
+            raise ConfigError(f"{flag} {value}: give 0 (no limit) or more")
     roots = tuple(Path(r) for r in args.allow_local_models)
     odd = next((r for r in roots if not r.is_dir()), None)
     if odd is not None:
         raise ConfigError(f"--allow-local-models {odd}: not a folder")
-    policy = PublicPolicy(local_roots=roots, max_pending=args.max_pending)
+    policy = PublicPolicy(local_roots=roots, max_pending=args.max_pending, max_queued=args.max_queued,
+                          limiter=RateLimit(args.max_submissions_per_minute))
+    trust_proxies(args.trusted_proxy)
     missing = [r for r in args.results if not str(r).startswith("hf://") and not Path(r).exists()]
     if missing:
         raise ConfigError(f"--results {missing[0]}: no such folder or file; pass a folder written by `biobench eval "

@@ -27,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--review", choices=["on", "off"], help="configure: new requests wait for approval (on) or not")
     p.add_argument("--max-pending", type=int, metavar="N", help="configure: requests one submitter may have "
                    "waiting (0: no limit)")
+    p.add_argument("--max-queued", type=int, metavar="N", help="configure: requests the whole queue may have "
+                   "waiting (0: no limit)")
     p.add_argument("--dry-run", metavar="DIR", help="hub queue only: work in DIR instead of committing")
     p.set_defaults(func=run)
 
@@ -51,9 +53,13 @@ def run(args: argparse.Namespace) -> int:
             if args.max_pending < 0:
                 raise ConfigError(f"--max-pending {args.max_pending}: give 0 (no limit) or more")
             settings.max_pending = args.max_pending
+        if args.max_queued is not None:
+            if args.max_queued < 0:
+                raise ConfigError(f"--max-queued {args.max_queued}: give 0 (no limit) or more")
+            settings.max_queued = args.max_queued
         queue.write_settings(storage, settings)
         print(f"{storage.label}: review {'on' if settings.review else 'off'}, max pending per submitter "
-              f"{settings.max_pending or 'unlimited'}")
+              f"{settings.max_pending or 'unlimited'}, max waiting in the queue {settings.max_queued or 'unlimited'}")
         return 0
     requests, problems = queue.scan_requests(storage)
     for r in requests:

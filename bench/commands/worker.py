@@ -26,6 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--once", action="store_true", help="run one request (or none) and exit")
     p.add_argument("--max-hours", type=float, metavar="H", help="stop claiming after H hours (default: run until "
                    "stopped, polling an empty queue)")
+    p.add_argument("--request-hours", type=float, default=48.0, metavar="H", help="stop a request's eval after H "
+                   "hours and fail it in one line (finished runs are kept; default 48)")
     p.add_argument("--data-dir", metavar="DIR", help="task data folder (default: $BIOBENCH_DATA)")
     p.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
     p.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     finite_number(args.poll_seconds, "--poll-seconds", positive=True, maximum=24 * 3600)
     if args.max_hours is not None:
         finite_number(args.max_hours, "--max-hours", positive=True, maximum=24 * 365)
+    finite_number(args.request_hours, "--request-hours", positive=True, maximum=24 * 365)
     if args.renew_seconds >= args.lease_seconds:
         raise ConfigError(f"--renew-seconds ({args.renew_seconds:g}) must be below --lease-seconds "
                           f"({args.lease_seconds:g}), or a running request looks abandoned")
@@ -60,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     storage = open_storage(args.queue, dry_run=dry / "queue" if dry and args.queue.startswith(HF_DATASETS) else None)
     config = WorkerConfig(
         results=args.results, data_dir=args.data_dir, lease_s=args.lease_seconds, renew_s=args.renew_seconds,
-        poll_s=args.poll_seconds, once=args.once, max_hours=args.max_hours, device=args.device,
+        poll_s=args.poll_seconds, once=args.once, max_hours=args.max_hours, request_hours=args.request_hours,
+        device=args.device,
         parallel=args.parallel,
         results_dry_run=dry / "results" if dry and args.results.startswith(HF_DATASETS) else None)
     run_worker(storage, config)

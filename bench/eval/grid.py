@@ -25,15 +25,14 @@ the same plan and runner, so a grid file and single commands share results and s
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.parallel import check_parallel
-from biobench.eval.protocols import OVERRIDES
-from biobench.runtime.jsonfile import UnsafeJSONError, read_bytes
+from biobench.eval.protocols import OVERRIDES, check_override
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
 
@@ -82,12 +81,12 @@ def _overrides(value: Any, where: str) -> dict[str, Any]:
         if dest not in OVERRIDE_NAMES:
             raise ConfigError(f"{where}: unknown override {key!r}; overridable: {', '.join(sorted(OVERRIDE_NAMES))}")
         try:
-            out[dest] = OVERRIDE_NAMES[dest](raw)
-            if out[dest] == "auto":
-                raise ConfigError(f"{where}: batch_size = \"auto\" is how a run uses the device, not a protocol "
-                                  "setting: pass --batch-size auto on the command line")
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: override {key} = {raw!r} is not a valid value") from None
+            out[dest] = check_override(dest, raw)  # the one table of ranges (protocols.OVERRIDE_RANGES)
+        except ConfigError as err:
+            raise ConfigError(f"{where}: override {key}: {err}") from None
+        if out[dest] == "auto":
+            raise ConfigError(f"{where}: batch_size = \"auto\" is how a run uses the device, not a protocol "
+                              "setting: pass --batch-size auto on the command line")
     return out
 
 
@@ -109,15 +108,13 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     """Every [[grid]] of a grid file, validated; ConfigError naming the file and the grid on bad input."""
     path = Path(path)
     try:
-        raw = tomllib.loads(read_bytes(path, MAX_GRID_BYTES).decode("utf-8"))
+        raw = parse_toml(read_bytes(path, MAX_GRID_BYTES), path)
     except FileNotFoundError:
         raise ConfigError(f"grid file {path} does not exist") from None
-    except UnsafeJSONError as err:  # a FIFO or /dev/zero given as --config: refused, never read without end
-        raise ConfigError(f"grid file {path}: {err.reason}") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except UnsafeJSONError as err:  # a FIFO or /dev/zero given as --config, not TOML, nested 100k deep
+        raise ConfigError(f"{path}: {err.reason}") from None
+    except OSError as err:
         raise ConfigError(f"grid file {path}: unreadable ({err})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML ({err})") from None
     _check_keys(raw, TOP_KEYS, str(path))
     tables = raw.get("grid")
     if not isinstance(tables, list) or not tables:

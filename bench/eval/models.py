@@ -75,7 +75,7 @@ def resolve_model(name: str) -> ModelRef:
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
         raise ModelLoadError(f"model folder {name} does not exist (pass --model a Hugging Face model folder, "
                              "an alias from `biobench models`, or a hub id org/name)")
-    if HUB_ID.match(name):
+    if HUB_ID.fullmatch(name):
         return ModelRef(name, None, name, None)
     close = difflib.get_close_matches(name.lower(), list(_BY_NAME), n=1, cutoff=0.5)
     hint = f"did you mean '{_BY_NAME[close[0]].name}'? " if close else ""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ConfigError
 from biobench.heads import heads_help
+from biobench.ranges import Bounds
 from biobench.runtime.batching import AUTO, batch_size_value
 
 if TYPE_CHECKING:
@@ -144,26 +145,46 @@ OVERRIDES: dict[str, tuple[str, type, str]] = {
 }
 
 
+# Protocol field -> the values an override may ask for (biobench.ranges.Bounds): the one table the CLI, a grid
+# file, a queued request and the Submit form are all checked against (`check_override`). The bounds are far
+# above the paper's protocols (15 epochs, 4,000 steps, batch 16-384 on 8 GPUs, 8,192 tokens, lr 2e-5..1e-3) and
+# far below a run that never ends: 100,000,000 steps at batch 1 is weeks of a GPU.
+OVERRIDE_RANGES: dict[str, Bounds] = {
+    "epochs": Bounds(1, 1000, integer=True),
+    "max_steps": Bounds(1, 10_000_000, integer=True),
+    "batch_size": Bounds(1, 8192, integer=True),
+    "lr": Bounds(0, 1, above=True),
+    "head_lr": Bounds(0, 1, above=True),
+    "max_length": Bounds(8, 131_072, integer=True),
+    "limit_train": Bounds(1, 100_000_000, integer=True),
+    "limit_eval": Bounds(1, 100_000_000, integer=True),
+    "warmup_ratio": Bounds(0, 1, below=True),
+    "weight_decay": Bounds(0, 10),
+    "eval_every": Bounds(1, 10_000_000, integer=True),
+}
+
+
 def add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("protocol overrides (recorded in every result)")
-    for flag, (dest, kind, text) in OVERRIDES.items():
+    for flag, (dest, _, text) in OVERRIDES.items():
         shown = text if "default" in text else f"{text} (default: the task's protocol, docs/PROTOCOL.md)"
-        group.add_argument(flag, dest=dest, type=kind, default=None, metavar=dest.upper(), help=shown)
+        # read as text and parsed by `check_override` (type and OVERRIDE_RANGES): a bad value is one error line
+        # naming the range, never argparse's usage block
+        group.add_argument(flag, dest=dest, type=str, default=None, metavar=dest.upper(), help=shown)
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The protocol overrides given on the command line (`--batch-size auto` is an execution choice, not one),
     each checked by `check_override` (argparse's `float` lets `nan` and `inf` through)."""
     return {dest: check_override(dest, getattr(args, dest)) for dest, _, _ in OVERRIDES.values()
-            if getattr(args, dest, None) is not None and getattr(args, dest) != AUTO}
+            if getattr(args, dest, None) is not None and str(getattr(args, dest)).strip().lower() != AUTO}
 
 
 def check_override(dest: str, value: Any) -> Any:
-    """One override value as its flag's type would parse it, numbers finite and not negative; ConfigError
-    naming the flag otherwise. Why here: a `--lr nan` run trains, then writes a result every reader refuses;
-    a request read from a queue carries overrides from strangers."""
-    from biobench.ranges import finite_number
-
+    """One override value as its flag's type would parse it, numbers within the flag's `OVERRIDE_RANGES`;
+    ConfigError naming the flag and the range otherwise. Why here: a `--lr nan` run trains, then writes a result
+    every reader refuses; `--max-steps 1e30` never ends; a request read from a queue carries overrides from
+    strangers, and the grid file and the form pass through here too."""
     flag = next((f for f, (d, _, _) in OVERRIDES.items() if d == dest), None)
     if flag is None:
         raise ConfigError(f"unknown protocol override {str(dest)[:40]!r}; known: {', '.join(d for d, _, _ in OVERRIDES.values())}")
@@ -174,8 +195,8 @@ def check_override(dest: str, value: Any) -> Any:
         parsed = kind(str(value))
     except (TypeError, ValueError, argparse.ArgumentTypeError) as err:
         raise ConfigError(f"bad {flag} value {str(value)[:40]!r}: {err}") from None
-    if isinstance(parsed, int | float) and not isinstance(parsed, bool):
-        finite_number(parsed, flag, minimum=0)
+    if isinstance(parsed, int | float) and not isinstance(parsed, bool) and dest in OVERRIDE_RANGES:
+        OVERRIDE_RANGES[dest].check(parsed, flag)
     return parsed
 
 

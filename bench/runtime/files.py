@@ -153,3 +153,21 @@ def cache_home(name: str) -> Path:
     """biobench's cache folder for one kind of thing ($BIOBENCH_CACHE/<name>, default ~/.cache/biobench/<name>):
     tokens, tasks, leaderboard, results, worker — one root, so one variable moves them all."""
     return Path(os.environ.get("BIOBENCH_CACHE", Path.home() / ".cache" / "biobench")) / name
+
+
+# What a spreadsheet reads as the start of a formula (OWASP "CSV Injection": =, +, -, @, tab, carriage return).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def formula_safe(value: object) -> object:
+    """A cell a spreadsheet shows as text: a string starting with a formula character gets a leading `'`, as
+    OWASP's CSV-injection guidance says (a model named `=HYPERLINK(...)` would otherwise be a live link in the
+    exported table); numbers and other values are unchanged."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
+def csv_text(frame) -> str:  # noqa: ANN001 - a pandas DataFrame (pandas is imported by the caller)
+    """The CSV every biobench CSV writer writes (`leaderboard --export x.csv`, the board's download): no index,
+    every text cell and header through `formula_safe`."""
+    safe = frame.rename(columns=formula_safe).map(formula_safe) if len(frame.columns) else frame
+    return safe.to_csv(index=False)

@@ -97,6 +97,22 @@ def parse_json(text: str | bytes, source: str | Path = "<json>", max_depth: int 
         raise UnsafeJSONError(source, f"not valid JSON: {err}") from None
 
 
+def parse_toml(data: bytes, source: str | Path) -> dict[str, Any]:
+    """A TOML document (grid files, task specs, pretraining configs) as tomllib reads it, or UnsafeJSONError
+    naming `source`: not UTF-8, not TOML (with tomllib's line and column), or nested so deeply that tomllib's
+    recursion gives up (a 100,000-deep inline array was a 3,000-line RecursionError)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise UnsafeJSONError(source, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UnsafeJSONError(source, f"not valid TOML ({err})") from None
+    except RecursionError:
+        raise UnsafeJSONError(source, "TOML nested too deeply; refused") from None
+
+
 _SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed types the C scanner's argument as the class  # the C scanner json.loads itself runs
 _JSON_SPACE = " \t\n\r"  # what json.loads skips around a value (str.strip would skip more)
 

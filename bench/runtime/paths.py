@@ -18,9 +18,9 @@ from biobench.errors import BiobenchError
 
 # What biobench writes as a folder name (model slugs, task ids, results folders): no separators, no leading dot.
 HF_DATASETS = "hf://datasets/"  # how a results dataset or a queue on the hub is named everywhere
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
 # A language code as task specs write it (fr, en, es).
-LANG_CODE = re.compile(r"^[a-z]{2,3}$")
+LANG_CODE = re.compile(r"[a-z]{2,3}")
 
 
 class UnsafePathError(BiobenchError):
@@ -30,7 +30,7 @@ class UnsafePathError(BiobenchError):
 def safe_name(value: object, what: str = "name") -> str:
     """`value` as a single path component when it looks like a name biobench writes; UnsafePathError otherwise."""
     text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
-    if text is None or not SAFE_NAME.match(text):
+    if text is None or not SAFE_NAME.fullmatch(text):
         raise UnsafePathError(f"{what} {str(value)[:80]!r} is not a plain name (letters, digits, '.', '_', '-'; "
                               "no '/', no leading '.')")
     return text

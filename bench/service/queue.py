@@ -37,6 +37,7 @@ from biobench.service.storage import Storage
 
 REQUESTS = "requests"
 LEASES = "leases"
+REVIEWS = "reviews"  # reviews/<id>.json: the one decision on a pending-review request (`review`)
 SETTINGS = "queue.json"  # the operator's settings of this queue (review, per-submitter limit)
 # pending-review waits for `biobench queue approve`; rejected is the operator's no
 STATUSES = ("pending-review", "pending", "running", "finished", "failed", "rejected")
@@ -129,7 +130,7 @@ def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
     for name, limit in _TEXT_LIMITS.items():
         if name in values and not (name in _OPTIONAL and values[name] is None):
             _text(values[name], name, limit)
-    if values["lang"] is not None and not (isinstance(values["lang"], str) and LANG_CODE.match(values["lang"])):
+    if values["lang"] is not None and not (isinstance(values["lang"], str) and LANG_CODE.fullmatch(values["lang"])):
         raise ValueError(f"lang {str(values['lang'])[:20]!r} is not a language code")
     tasks = values["tasks"]
     if not isinstance(tasks, list) or len(tasks) > MAX_TASKS:
@@ -265,6 +266,7 @@ class Settings:
 
     review: bool = False
     max_pending: int = 0
+    max_queued: int = 0  # requests waiting in the whole queue (0: no limit)
 
 
 def read_settings(storage: Storage) -> Settings:
@@ -273,11 +275,13 @@ def read_settings(storage: Storage) -> Settings:
         raw = parse_json(data, SETTINGS) if data else {}
     except UnsafeJSONError as err:
         raise ConfigError(f"{storage.label}/{SETTINGS}: {err.reason}; rewrite it with `biobench queue configure`") from None
-    review, limit = (raw.get("review", False), raw.get("max_pending", 0)) if isinstance(raw, dict) else (None, None)
-    if not isinstance(review, bool) or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ConfigError(f"{storage.label}/{SETTINGS}: expected {{\"review\": true|false, \"max_pending\": N}}; "
-                          "rewrite it with `biobench queue configure`")
-    return Settings(review, limit)
+    if not isinstance(raw, dict):
+        raw = {"review": None}
+    review, limits = raw.get("review", False), (raw.get("max_pending", 0), raw.get("max_queued", 0))
+    if not isinstance(review, bool) or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in limits):
+        raise ConfigError(f"{storage.label}/{SETTINGS}: expected {{\"review\": true|false, \"max_pending\": N, "
+                          "\"max_queued\": N}; rewrite it with `biobench queue configure`")
+    return Settings(review, *limits)
 
 
 def write_settings(storage: Storage, settings: Settings) -> None:
@@ -287,10 +291,11 @@ def write_settings(storage: Storage, settings: Settings) -> None:
 def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tasks: list[str],
            seeds: list[int] | None, overrides: dict[str, Any], task_protocols: dict[str, str],
            name: str | None = None, submitter: str | None = None, precision: str = "auto",
-           clock: float | None = None, max_pending: int | None = None) -> Request:
+           clock: float | None = None, max_pending: int | None = None, max_queued: int | None = None) -> Request:
     """Write a request (pending, or pending-review when the queue's settings ask for review); the same
     model + revision + protocol already waiting, running or finished is refused in one line naming the
-    existing request, and so is a submitter over the pending limit (`max_pending`, else the queue's)."""
+    existing request, and so is a submitter over the pending limit (`max_pending`, else the queue's) and a
+    queue over its cap of waiting requests (the lower of `max_queued` and the queue's, 0 being no limit)."""
     if not tasks:
         raise ConfigError("no task to run: give --tasks ID[,ID...] or --lang fr|en")
     settings = read_settings(storage)
@@ -307,6 +312,11 @@ def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tas
     if limit and waiting >= limit:
         raise ConfigError(f"{who} already has {waiting} request(s) waiting in {storage.label} (the limit is "
                           f"{limit}); submit again when one has run")
+    cap = min((n for n in (settings.max_queued, max_queued or 0) if n), default=0)
+    queued = sum(r.status in ("pending-review", "pending") for r in existing)
+    if cap and queued >= cap:
+        raise ConfigError(f"the queue {storage.label} already has {queued} request(s) waiting (the limit is {cap}); "
+                          "submit again when some have run")
     stamp = now_iso(clock)
     request = Request(
         id=f"{stamp.replace('-', '').replace(':', '')}-{_slug(name or model.rsplit('/', 1)[-1])}-{key[:8]}",
@@ -328,10 +338,25 @@ def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tas
 
 def review(storage: Storage, request_id: str, approve: bool, reason: str = "", clock: float | None = None) -> Request:
     """The operator's decision on a request waiting in pending-review: approve -> pending (workers take it),
-    reject -> rejected with `reason` as its log line."""
+    reject -> rejected with `reason` as its log line.
+
+    Why a decision file: two operators (or one, twice) may approve and reject at once; each would read the
+    request, edit it and rewrite it, and both would report success (a rejected request could then run). The
+    decision is first created as `reviews/<id>.json` with the queue's one atomic step (`Storage.create`, what a
+    lease claim uses): exactly one review creates it and rewrites the request; the other is told in one line."""
     request = read_request(storage, request_id)
     if request.status != "pending-review":
         raise ConfigError(f"request {request.id} is {request.status}, not pending-review; nothing changed")
+    decision = {"decision": "approve" if approve else "reject", "reason": reason[:300], "at": now_iso(clock)}
+    if not storage.create(f"{REVIEWS}/{request.id}.json", json.dumps(decision).encode()):
+        try:
+            earlier = parse_json(storage.read(f"{REVIEWS}/{request.id}.json", 4096) or b"{}", "review")
+            said = earlier.get("decision") if isinstance(earlier, dict) else None
+        except UnsafeJSONError:
+            said = None
+        done = {"approve": "approved", "reject": "rejected"}.get(str(said), "decided")
+        raise ConfigError(f"request {request.id} was already {done} by another review ({REVIEWS}/{request.id}.json); "
+                          "nothing changed")
     if approve:
         request.status = "pending"
     else:
@@ -383,7 +408,7 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
     now = time.time() if clock is None else clock
     check_layout = getattr(storage, "check_layout", None)
     if check_layout is not None:
-        check_layout((REQUESTS, LEASES))  # requests/ or leases/ linked elsewhere: stop, one line
+        check_layout((REQUESTS, LEASES, REVIEWS))  # requests/ or leases/ linked elsewhere: stop, one line
     requests, bad = scan_requests(storage)
     for problem in bad:
         fail_problem(storage, problem, clock)

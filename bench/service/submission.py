@@ -12,7 +12,7 @@ the server holds, so the form cannot be used to probe the server's files.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ from biobench.errors import BiobenchError, ConfigError
 from biobench.service import queue
 from biobench.service.storage import open_storage
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | None]:
@@ -58,7 +58,8 @@ def task_ids(tasks: str | None, lang: str | None) -> list[str] | None:
 def submit_request(model: str, queue_location: str, *, revision: str | None = None, tasks: str | None = None,
                    lang: str | None = None, seeds: str | None = None, overrides: dict[str, Any] | None = None,
                    name: str | None = None, submitter: str | None = None, dry_run: str | None = None,
-                   max_pending: int | None = None, resolve: bool = True) -> tuple[queue.Request, str | None]:
+                   max_pending: int | None = None, max_queued: int | None = None,
+                   resolve: bool = True) -> tuple[queue.Request, str | None]:
     """Check everything a request holds (tasks, bounded seeds, finite overrides) before anything is resolved
     or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
@@ -75,7 +76,8 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     target, resolved, note = resolve_revision(model, revision) if resolve else (model, revision or "unresolved", None)
     request = queue.submit(
         storage, model=target, revision=resolved, lang=lang, tasks=[s.id for s in specs], seeds=seed_list,
-        overrides=overrides, task_protocols=task_protocols, name=name, submitter=submitter, max_pending=max_pending)
+        overrides=overrides, task_protocols=task_protocols, name=name, submitter=submitter, max_pending=max_pending,
+        max_queued=max_queued)
     return request, note
 
 
@@ -97,13 +99,64 @@ def protocol_markdown(rows: list[dict[str, Any]]) -> str:
     return table(rows)
 
 
+class RateLimit:
+    """At most `per_minute` events in any 60 s (a sliding window), shared by every thread of the app. Why a
+    global limit besides the per-visitor one: a visitor is an address, and a stranger with many addresses (or a
+    botnet) is many visitors; this bounds what the whole form can add to the queue per minute."""
+
+    def __init__(self, per_minute: int) -> None:
+        import collections
+        import threading
+
+        self.per_minute = per_minute
+        self._times: collections.deque[float] = collections.deque()
+        self._lock = threading.Lock()
+
+    def allow(self, now: float | None = None) -> bool:
+        """Whether one more event fits (and count it when it does); 0 per minute: no limit."""
+        import time
+
+        if self.per_minute <= 0:
+            return True
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            while self._times and self._times[0] <= now - 60:
+                self._times.popleft()
+            if len(self._times) >= self.per_minute:
+                return False
+            self._times.append(now)
+            return True
+
+
+def trust_proxies(proxies: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Make the server believe `X-Forwarded-For` only from these addresses or networks (the operator's
+    `--trusted-proxy`; none: the connection's own address is the visitor's). Why: uvicorn, which serves Gradio,
+    rewrites the client address from `X-Forwarded-For` for any request from 127.0.0.1 by default, so a client
+    that sent a new header each time was a new visitor each time (286 requests in 30 s against a limit of 3).
+    Its trusted list is FORWARDED_ALLOW_IPS, read when the server starts: set here, before launching."""
+    import ipaddress
+    import os
+
+    checked = []
+    for proxy in proxies:
+        try:
+            checked.append(str(ipaddress.ip_network(proxy.strip(), strict=False)))
+        except ValueError:
+            raise ConfigError(f"--trusted-proxy {proxy[:60]!r}: expected an IP address or network (10.0.0.0/8)") from None
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(checked)  # "" trusts no one
+    return tuple(checked)
+
+
 @dataclass(frozen=True)
 class PublicPolicy:
     """What the public form accepts. `local_roots`: folders under which local model folders are accepted
-    (empty: hub ids only); `max_pending`: requests one visitor may have waiting."""
+    (empty: hub ids only); `max_pending`: requests one visitor may have waiting; `max_queued`: requests the
+    whole queue may have waiting (0: no limit); `limiter`: submissions per minute from all visitors together."""
 
     local_roots: tuple[Path, ...] = ()
     max_pending: int = 3
+    max_queued: int = 100
+    limiter: RateLimit = field(default_factory=lambda: RateLimit(10), compare=False)
 
     def refusal(self) -> str:
         local = " or a model folder under the folders this leaderboard accepts" if self.local_roots else ""
@@ -138,14 +191,14 @@ def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api
     never passed by the worker either); when it cannot be asked, the commit given is queued and the worker's
     loader refuses pickled weights and custom code."""
     model, revision = model.strip(), (revision or "").strip() or None
-    if revision is not None and not COMMIT.match(revision):
+    if revision is not None and not COMMIT.fullmatch(revision):
         raise ConfigError("the revision must be a full commit id (40 hex digits) of the model's hub repository")
     from biobench.eval.models import find_alias
 
     alias = find_alias(model)
     if alias is not None and alias.hub_id:
         model = alias.hub_id
-    if HUB_ID.match(model) and not model.startswith("."):
+    if HUB_ID.fullmatch(model) and not model.startswith("."):
         meta = _hub_metadata(model, revision, api)
         if meta is None:
             if revision is None:

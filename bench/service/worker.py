@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 from biobench.errors import BiobenchError, ConfigError, DiskFullError
 from biobench.eval.protocols import OVERRIDES
 from biobench.runtime.children import die_with_parent
-from biobench.runtime.files import cache_home
+from biobench.runtime.files import cache_home, disk_full_guard
 from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name
 from biobench.service import queue
 from biobench.service.storage import Storage
@@ -41,7 +42,8 @@ class WorkerConfig:
     renew_s: float = 60.0
     poll_s: float = 30.0
     once: bool = False
-    max_hours: float | None = None
+    max_hours: float | None = None  # the worker's own life: it stops claiming after this
+    request_hours: float = 48.0  # one request's wall-clock: past it, its eval is stopped and the request failed
     results_dry_run: Path | None = None  # hub results: write the dataset folder here instead of pushing
     device: str | None = None
     parallel: int | str | None = None  # eval's --parallel: runs of a request at once on the device
@@ -181,6 +183,45 @@ def _finish_quietly(storage: Storage, lease: queue.Lease, tail: list[str]) -> No
         pass  # the queue itself is unwritable: the lease expires and the next claim retries
 
 
+PROBE = ".space-check"  # the small file the worker writes (and removes) in its log folder before each claim
+
+
+def _write_synced(path: Path, text: str, mode: str) -> None:
+    """Write `text` to `path` and fsync it: a full disk shows here (ENOSPC), not later in a silent child."""
+    with path.open(mode, encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def log_tail(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last `lines` lines of a log, reading at most its last `max_bytes`; [] for anything but a regular file
+    (a log replaced by a device must not be read without end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return []
+        os.lseek(fd, max(0, info.st_size - max_bytes), os.SEEK_SET)
+        data = os.read(fd, max_bytes)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace").splitlines()[-lines:]
+
+
+def check_log_space(log_dir: Path) -> None:
+    """DiskFullError (one `disk full writing to ...` line) when the log folder cannot take a small write. Why:
+    with the log disk full, every eval child died without a line and the worker went on claiming, failing
+    each request with an empty log tail; it now stops claiming instead."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    probe = log_dir / PROBE
+    try:
+        with disk_full_guard(log_dir, 4096, lambda: "no request was claimed"):
+            _write_synced(probe, " " * 4096, "w")
+    finally:
+        probe.unlink(missing_ok=True)
+
+
 def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callable[[str], None],
          command: Command | None) -> str:
     request = lease.request
@@ -191,13 +232,24 @@ def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callab
             else [config.python, "-m", "biobench.cli", *eval_arguments(request, local, config)])
     log(f"{request.id}: running {request.model} on {len(request.tasks)} task(s) (claim {lease.generation}, "
         f"log {log_path})")
-    with log_path.open("w", encoding="utf-8") as out:
+    safe = lambda: "the queue and earlier results are safe"  # noqa: E731
+    limit_s = config.request_hours * 3600
+    with disk_full_guard(config.log_dir, 0, safe), log_path.open("w", encoding="utf-8") as out:
         child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  preexec_fn=die_with_parent, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            next_renewal = time.time() + config.renew_s
+            started = time.time()
+            next_renewal = started + config.renew_s
             while child.poll() is None:
                 time.sleep(min(1.0, config.renew_s))
+                if time.time() - started > limit_s:
+                    child.kill()
+                    child.wait()
+                    line = (f"stopped after {config.request_hours:g} hour(s), the limit of one request on this "
+                            "worker (--request-hours); finished runs are kept")
+                    queue.finish(storage, lease, "failed", [line])
+                    log(f"{request.id}: failed: {line}")
+                    return "failed"
                 if time.time() >= next_renewal:
                     if not queue.renew(storage, lease, config.lease_s):
                         log(f"{request.id}: lease taken over by another worker; stopped")
@@ -207,8 +259,10 @@ def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callab
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    tail = [hide_paths(line) for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]]
-    if child.returncode != 0:
+    tail = [hide_paths(line) for line in log_tail(log_path)]
+    if child.returncode != 0:  # a child that died for want of space says nothing: the worker's own write tells
+        with disk_full_guard(config.log_dir, 0, safe):
+            _write_synced(log_path, f"biobench worker: eval exited with {child.returncode}\n", "a")
         queue.finish(storage, lease, "failed", tail)
         log(f"{request.id}: failed (exit {child.returncode}); last line: {tail[-1] if tail else '(no output)'}")
         return "failed"
@@ -234,6 +288,7 @@ def run_worker(storage: Storage, config: WorkerConfig, log: Callable[[str], None
     done = 0
     reported: set[tuple[str, str]] = set()
     while deadline is None or time.time() < deadline:
+        check_log_space(config.log_dir)  # a full log disk stops the worker before it claims anything
         problems: list[queue.QueueProblem] = []
         lease = queue.claim_next(storage, worker, config.lease_s, problems=problems)
         for problem in problems:

@@ -23,7 +23,7 @@ from biobench.runtime.jsonfile import object_at
 SCHEMA = "biobench.result/1"
 KEY_FIELDS = ("model_revision", "data_checksum", "protocol_hash", "seed")
 REQUIRED_FIELDS = ("model", "task", "seed", "protocol", "key", "metrics")
-SEED_FILE = re.compile(r"^seed-(-?\d+)\.json$")
+SEED_FILE = re.compile(r"seed-(-?\d+)\.json\Z")  # \Z, not $: "seed-1.json\n" is no seed file
 # the order of a result file's fields (docs/FORMATS.md); fields a writer leaves out are skipped
 FIELD_ORDER = ("schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
                "best_epoch", "best_step", "history", "budget", "overrides", "degenerate", "timings", "versions", "device", "created", "predictions")

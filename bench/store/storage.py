@@ -33,7 +33,7 @@ Decision = Literal["new", "skip", "overwrite"]
 def _finished(path: Path) -> str:
     """What a full disk cannot harm: the finished results of the results folder `path` belongs to."""
     root = path.parent.parent.parent
-    n = sum(1 for p in root.glob("*/*/seed-*.json") if SEED_FILE.match(p.name))
+    n = sum(1 for p in root.glob("*/*/seed-*.json") if SEED_FILE.fullmatch(p.name))
     return f"{n} finished result(s) under {root} are safe"
 
 
@@ -149,7 +149,7 @@ def decide(path: str | Path, key: Mapping[str, Any], overwrite: bool = False,
 
 
 def _seed_of(path: Path) -> int:
-    match = SEED_FILE.match(path.name)
+    match = SEED_FILE.fullmatch(path.name)
     return int(match[1]) if match else -1
 
 
@@ -158,6 +158,6 @@ def iter_results(results_dir: str | Path, model_slug: str | None = None,
     """(path, result) for every `<results>/<slug>/<task>/seed-<n>.json`, sorted; corrupt files raise."""
     root = Path(results_dir)
     pattern = f"{model_slug or '*'}/{task_id or '*'}/seed-*.json"
-    paths = [p for p in root.glob(pattern) if SEED_FILE.match(p.name)]
+    paths = [p for p in root.glob(pattern) if SEED_FILE.fullmatch(p.name)]
     for path in sorted(paths, key=lambda p: (p.parent.parent.name, p.parent.name, _seed_of(p))):
         yield path, read_result(path)
