@@ -338,25 +338,98 @@ def _groups_vs_best(gold: list, preds: Mapping[str, Sequence[Sequence]], metric:
                 raise ValueError(f"predictions of length {len(p)} do not align with {n} gold examples")
     models = list(preds)
     counts = [np.stack([metric.counts(gold, p) for p in preds[m]]) for m in models]  # (S, n, k) each
-    means = {m: float(np.mean([float(metric.score(per_seed.sum(axis=0))) for per_seed in c]))
-             for m, c in zip(models, counts, strict=True)}
+    observed = {m: seed_scores(metric, c) for m, c in zip(models, counts, strict=True)}
+    if len(models) == 1:
+        return models[0], {}
+    scores = dict(zip(models, _scores_of_counts(metric, counts, replicate_examples(n, n_boot, seed)), strict=True))
+    return groups_from_replicates(observed, scores, n, n_boot, seed)
+
+
+def seed_scores(metric: CountMetric, counts: np.ndarray) -> list[float]:
+    """The metric of each seed from its (S, n, k) per-example counts (the observed scores)."""
+    return [float(metric.score(per_seed.sum(axis=0))) for per_seed in counts]
+
+
+def replicate_examples(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n) test-example indices of every replicate: the first draw of `_draws`, the same for every pair
+    (each pair's generator starts at `seed`), so also the resample of the rank intervals."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+
+
+def replicate_scores(metric: CountMetric, counts: Sequence[np.ndarray], n: int, n_boot: int,
+                     seed: int) -> list[np.ndarray]:
+    """Each model's (n_boot, S) scores on every replicate (`_scores_of_counts`): per model, whatever the other
+    models, so a board caches them per model and recomputes only a new model's (bench/board/cache.py)."""
+    return _scores_of_counts(metric, counts, replicate_examples(n, n_boot, seed))
+
+
+def groups_from_replicates(observed: Mapping[str, Sequence[float]], scores: Mapping[str, np.ndarray], n: int,
+                           n_boot: int, seed: int) -> tuple[str, dict[str, BootstrapResult]]:
+    """The best model and its bootstrap against every other from each model's observed per-seed scores and
+    (n_boot, S) replicate scores: the seed draws of each pair as `paired_bootstrap` draws them."""
+    means = {m: float(np.mean(list(obs))) for m, obs in observed.items()}
     best = max(means, key=lambda m: (means[m], m))
-    s_best = len(preds[best])
+    s_best = scores[best].shape[1]
     draws = {}  # seeds of the other model -> (examples, seeds of best, seeds of the other), as paired_bootstrap draws
-    for m in models:
-        if m != best and len(preds[m]) not in draws:
-            draws[len(preds[m])] = _draws(np.random.default_rng(seed), n, s_best, len(preds[m]), n_boot)
+    for m in means:
+        if m != best and scores[m].shape[1] not in draws:
+            draws[scores[m].shape[1]] = _draws(np.random.default_rng(seed), n, s_best, scores[m].shape[1], n_boot)
     if not draws:
         return best, {}
-    examples, seeds_best, _ = next(iter(draws.values()))
-    scores = dict(zip(models, _scores_of_counts(metric, counts, examples), strict=True))
-    best_means = _seed_means(scores[best], seeds_best)
+    best_means = _seed_means(scores[best], next(iter(draws.values()))[1])
     vs_best = {}
-    for m in models:
+    for m in means:
         if m != best:
-            reps = best_means - _seed_means(scores[m], draws[len(preds[m])][2])
+            reps = best_means - _seed_means(scores[m], draws[scores[m].shape[1]][2])
             vs_best[m] = _bootstrap_result(means[best] - means[m], reps, 0.95)
     return best, vs_best
+
+
+# --- rank intervals ---------------------------------------------------------------------------------------
+
+
+def rank_replicates(scores: Mapping[str, np.ndarray], n: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, M) seed-mean score of each model (in `scores` order) on every replicate: the test examples of
+    `replicate_examples` and, for a model of S seeds, the seeds a pair of S-seed models draws for its second
+    model (`_draws(..., S, S, ...)[2]`): every model of a board of S-seed models is averaged over the same
+    seed draws as in its significance pair, and two identical models get identical replicates."""
+    seed_draws: dict[int, np.ndarray] = {}
+    columns = []
+    for s in scores.values():
+        k = s.shape[1]
+        if k not in seed_draws:
+            seed_draws[k] = _draws(np.random.default_rng(seed), n, k, k, n_boot)[2]
+        columns.append(_seed_means(s, seed_draws[k]))
+    return np.stack(columns, axis=1) if columns else np.empty((n_boot, 0))
+
+
+@dataclass(frozen=True)
+class RankInterval:
+    """A model's rank on a table (1 = best) with its bootstrap interval: `low`-`high` holds its rank in
+    `confidence` of the replicates."""
+
+    rank: int
+    low: int
+    high: int
+
+    def __str__(self) -> str:
+        return f"{self.low}-{self.high}"
+
+
+def rank_intervals(replicates: np.ndarray, observed: Sequence[float], confidence: float = 0.95) -> list[RankInterval]:
+    """Each model's rank (1 + the models strictly better; ties share the better rank) on the observed scores and
+    its `confidence` interval over the (n_boot, M) replicate scores (lower and higher empirical quantiles)."""
+    b, m = replicates.shape
+    ranks = np.empty((b, m), dtype=np.int64)
+    for r in range(b):
+        ordered = np.sort(replicates[r])
+        ranks[r] = m - np.searchsorted(ordered, replicates[r], side="right") + 1
+    alpha = (1 - confidence) / 2
+    low = np.quantile(ranks, alpha, axis=0, method="lower")
+    high = np.quantile(ranks, 1 - alpha, axis=0, method="higher")
+    obs = np.asarray(observed, dtype=np.float64)
+    rank = [int((obs > v).sum()) + 1 for v in obs]
+    return [RankInterval(rank[j], int(low[j]), int(high[j])) for j in range(m)]
 
 
 # --- the task average (the freeze experiment's p = 0.25) ------------------------------------------------

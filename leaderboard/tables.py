@@ -74,6 +74,13 @@ def seeds_text(e: Entry) -> str:
     return str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
 
 
+def rank_text(board: Board, lang: str, task: str | None, key: str) -> str | None:
+    """A model's 95% rank interval on a task (None: the language's average) as "2-5", or None where the board
+    has none (a reported row, a partial average, significance not computed yet)."""
+    interval = board.ranks.get((lang, task), {}).get(key)
+    return None if interval is None else str(interval)
+
+
 def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.DataFrame:
     """Numeric table for one language (percent), in display order; avg is the partial mean when partial."""
     tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
@@ -83,12 +90,13 @@ def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.
         row = {"model": e.name, "source": e.source}
         row.update({t: (e.cells[t].mean if t in e.cells else math.nan) for t in tasks})
         row.update(
-            avg=avg.value if avg.value is not None else math.nan, avg_tasks=f"{avg.k}/{avg.n}", partial=avg.partial,
+            avg=avg.value if avg.value is not None else math.nan, avg_rank=rank_text(board, lang, None, e.key),
+            avg_tasks=f"{avg.k}/{avg.n}", partial=avg.partial,
             n_seeds=seeds_text(e), context=e.context, size=e.size, recipe=e.recipe, lineage=e.lineage,
             protocol=protocol_label(e.smoke),
         )
         rows.append(row)
-    cols = ["model", "source", *tasks, "avg", "avg_tasks", "partial", "n_seeds", "context", "size", "recipe", "lineage",
+    cols = ["model", "source", *tasks, "avg", "avg_rank", "avg_tasks", "partial", "n_seeds", "context", "size", "recipe", "lineage",
             "protocol"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -96,7 +104,8 @@ def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.
 def export_frame(board: Board) -> pd.DataFrame:
     """One row per (language, model): lang, model, one column per task id, avg, n_seeds, source, protocol
     ('protocol', or 'smoke: <overrides>' for a smoke row), then avg_partial / avg_tasks (a partial average is never
-    written to `avg`) and paper_avg for reported rows."""
+    written to `avg`), paper_avg for reported rows, and the 95% rank intervals ("2-5", docs/EVALUATION.md) on
+    the average (avg_rank) and on each task (<task>_rank) where the significance was computed."""
     tasks = [t for lang in board.langs for t in board.columns(lang)]
     rows = []
     for lang in board.langs:
@@ -114,9 +123,12 @@ def export_frame(board: Board) -> pd.DataFrame:
                 avg_partial=round(avg.value, 4) if avg.value is not None and avg.partial else None,
                 avg_tasks=f"{avg.k}/{avg.n}",
                 paper_avg=e.paper_avg,
+                avg_rank=rank_text(board, lang, None, e.key),
             )
+            row.update({f"{t}_rank": rank_text(board, lang, t, e.key) for t in tasks})
             rows.append(row)
-    cols = ["lang", "model", *tasks, "avg", "n_seeds", "source", "protocol", "avg_partial", "avg_tasks", "paper_avg"]
+    cols = ["lang", "model", *tasks, "avg", "n_seeds", "source", "protocol", "avg_partial", "avg_tasks", "paper_avg",
+            "avg_rank", *(f"{t}_rank" for t in tasks)]
     return pd.DataFrame(rows, columns=cols).astype({"n_seeds": "Int64"})
 
 
@@ -216,7 +228,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
     )
     out = [
         f'<div class="lb-scroll"><table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>'
-        f'<th class="avg" title="mean over the {len(bench)} benchmark tasks">Avg</th>{head}'
+        f'<th class="avg" title="mean over the {len(bench)} benchmark tasks">Avg</th>'
+        '<th class="rank" title="95% rank interval on the average (bootstrap over test examples and seeds)">'
+        f'Rank</th>{head}'
         "<th>Seeds</th><th>Context</th><th>Size</th>"
         '<th class="meta">Recipe / lineage</th></tr></thead><tbody>'
     ]
@@ -240,6 +254,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
             cls = ' class="top"' if group is not None and group.in_top(e.key) else ""
             if group is not None and e.key in group.vs_best:
                 title += f"; vs best p={group.vs_best[e.key].p_value:.3f}"
+            rank = rank_text(board, lang, t, e.key)
+            if rank is not None:
+                title += f"; 95% rank interval {rank}"
             if c.degenerate:  # the seeds whose test predictions were degenerate, each with its likely reason
                 title += "; " + "; ".join(f"seed {seed}: {why}" for seed, why in sorted(c.degenerate.items()))
                 text += f' <span class="degenerate">{DEGENERATE_MARK}</span>'
@@ -261,7 +278,8 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
         size = e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
         out.append(
             f'<tr class="{esc(e.source)}" id="{esc(row_anchor(lang, e.key))}"><td class="model" title="{esc(e.source)}">'
-            f'{name}</td><td class="avg">{avg_text}</td>{"".join(cells)}'
+            f'{name}</td><td class="avg">{avg_text}</td><td class="rank">{esc(rank_text(board, lang, None, e.key) or "—")}</td>'
+            f'{"".join(cells)}'
             f"<td>{esc(seeds_text(e))}</td><td>{esc(e.context or '?')}</td><td>{esc(size)}</td>"
             f'<td class="meta">{esc(e.lineage or e.recipe)}</td></tr>'
         )
@@ -283,6 +301,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
     if any(lang == k[0] for k in board.groups):
         legend.append("Shaded: top significance group — not significantly worse than the best measured model "
                       "of the task (paired bootstrap over test examples and seeds, p ≥ 0.05).")
+    if (lang, None) in board.ranks or any(k[0] == lang for k in board.ranks):
+        legend.append("Rank: the 95% interval of the model's rank on the average (e.g. 2-5), from the same "
+                      "bootstrap over test examples and seeds; hover a cell for its task's interval.")
     legend += [f"*{i} {esc(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(out) + '<div class="lb-notes">' + "<br>".join(legend) + "</div>"
 

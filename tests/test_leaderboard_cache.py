@@ -30,6 +30,7 @@ def test_cache_gives_the_computed_groups_and_invalidates_one_task(tmp_path):
     warm = cached_groups(warm_board, n_boot=200, cache_dir=cache)
     assert warm == {"tasks": 9, "cached": 9, "computed": 0}
     assert warm_board.groups == fresh.groups and warm_board.problems == fresh.problems  # problems replayed
+    assert warm_board.ranks == cold.ranks == fresh.ranks
 
     other = build_board([results], significance=False)
     assert cached_groups(other, n_boot=100, cache_dir=cache)["computed"] == 9  # other bootstrap settings
@@ -40,10 +41,12 @@ def test_cache_gives_the_computed_groups_and_invalidates_one_task(tmp_path):
     changed = build_board([results], significance=False)
     assert cached_groups(changed, n_boot=200, cache_dir=cache) == {"tasks": 9, "cached": 8, "computed": 1}
 
-    for path in cache.iterdir():
-        path.write_bytes(b"\x80 truncated")
+    for path in cache.rglob("*"):  # the groups, their replicates, the runs' facts and the models' scores
+        if path.is_file():
+            path.write_bytes(b"\x80 truncated")
     broken = build_board([results], significance=False)
     assert cached_groups(broken, n_boot=200, cache_dir=cache)["computed"] == 9 and broken.groups == fresh.groups
+    assert broken.ranks == fresh.ranks and fresh.ranks
 
 
 def test_scale_script_folder_builds_a_board(tmp_path):

@@ -22,7 +22,8 @@ def reference_export(tmp_path_factory):
 
 def test_export_columns_and_rows(reference_export):
     df = reference_export
-    assert list(df.columns) == ["lang", "model", *FR8, *EN11, "avg", "n_seeds", "source", "protocol", "avg_partial", "avg_tasks", "paper_avg"]
+    assert list(df.columns) == ["lang", "model", *FR8, *EN11, "avg", "n_seeds", "source", "protocol", "avg_partial",
+                                "avg_tasks", "paper_avg", "avg_rank", *(f"{t}_rank" for t in FR8 + EN11)]
     assert len(df) == 17 and set(df.source) == {"reported"}
     assert (df[df.lang == "fr"].n_seeds == 9).all() and (df[df.lang == "en"].n_seeds == 5).all()
     assert df[df.lang == "fr"][EN11].isna().all().all()

@@ -1,12 +1,14 @@
-"""On-disk cache of the per-task significance groups, keyed by the runs they were computed from.
+"""On-disk cache of the per-task significance groups and rank intervals, keyed by the runs they were computed from.
 
 Why: the significance groups (paired bootstrap of every measured model against the best, per task) are
 recomputed from every predictions file at each start, which grows with models x tasks x seeds (minutes for a
 public board). A task's groups depend only on that task's runs and the bootstrap settings, so each task gets a
 fingerprint (sha256 over, per run: model, seed, run key, and the predictions file's size and mtime; plus
 n_boot, seed, alpha and the cache version): a new or changed result invalidates only its task. The groups are
-computed by `significance.compute_groups` itself, on a board holding just that task, so cached and fresh groups are
-identical. Problems found while computing (an unreadable predictions file) are cached with the groups, so a
+computed by `significance.task_bootstrap` itself, as `compute_groups` does, so cached and fresh groups are
+identical. Below that, each model's replicate scores on a task and each predictions file's facts are kept under
+`replicates/` (`ReplicateCache`), keyed by their own inputs: a task invalidated by one new model recomputes only
+that model's (and the pairs and ranks, a few vector operations), bit for bit what a full recompute gives. Problems found while computing (an unreadable predictions file) are cached with the groups, so a
 warm start lists them too. The cache files are JSON (never unpickled: a cache folder may be shared), written
 with the project's one atomic writer. No torch here.
 """
@@ -29,13 +31,13 @@ from typing import Any, BinaryIO
 
 from biobench.board.entries import Board, Entry
 from biobench.board.scan import Problem
-from biobench.board.significance import compute_groups
+from biobench.board.significance import RunFacts, TaskBootstrap, average_ranks, task_bootstrap
 from biobench.errors import BiobenchError, DiskFullError
 from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
-from biobench.stats import BootstrapResult, SignificanceGroups
+from biobench.stats import BootstrapResult, RankInterval, SignificanceGroups
 
-VERSION = 2  # 2: JSON files (1 was pickled)
+VERSION = 3  # 2: JSON files (1 was pickled); 3: rank intervals and the replicate seed-means beside the groups
 
 
 def default_dir() -> Path:
@@ -69,12 +71,86 @@ def _task_only(task: str, entries: list[Entry]) -> list[Entry]:
     return [replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries]
 
 
-def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float):
-    """compute_groups on a board that holds only this task's runs: (groups or None, problems, seconds)."""
+MAX_FACTS_BYTES = 256 * 2**20
+MAX_SCORES_BYTES = 64 * 2**20
+
+
+class ReplicateCache:
+    """significance.ReplicateStore on disk, for one task: the facts of its predictions files (one JSON per task,
+    keyed by path, size and mtime) and each model's (n_boot + 1, S) replicate scores (one .npy per model and
+    inputs, read with allow_pickle=False and checked for shape, dtype and finiteness). Anything unreadable,
+    foreign or of another shape is a miss, recomputed and rewritten; a read-only or full folder only costs speed."""
+
+    def __init__(self, folder: Path, lang: str, task: str):
+        self.folder = folder
+        name = hashlib.sha256(json.dumps([lang, task]).encode()).hexdigest()[:32]
+        self.facts_path = folder / f"facts-{name}.json"
+        self.changed = False
+        try:
+            data = read_json(self.facts_path, MAX_FACTS_BYTES)
+            self.known = data["runs"] if isinstance(data, dict) and data.get("v") == VERSION and isinstance(
+                data.get("runs"), dict) else {}
+        except (OSError, BiobenchError, KeyError):
+            self.known = {}
+
+    def facts(self, path: str, stamp: tuple[int, int] | None) -> RunFacts | None:
+        entry = self.known.get(path)
+        if stamp is None or not (isinstance(entry, list) and len(entry) == 5 and entry[:2] == list(stamp)
+                                 and isinstance(entry[2], str) and isinstance(entry[3], int)
+                                 and isinstance(entry[4], list)):
+            return None
+        return RunFacts(entry[2], entry[3], tuple(entry[4]))
+
+    def put_facts(self, path: str, stamp: tuple[int, int] | None, facts: RunFacts) -> None:
+        if stamp is not None:
+            self.known[path] = [*stamp, facts.examples, facts.n, list(facts.labels)]
+            self.changed = True
+
+    def scores(self, key: str, shape: tuple[int, int]) -> Any:
+        import numpy as np
+
+        path = self.folder / f"scores-{key[:40]}.npy"
+        try:
+            if path.stat().st_size > MAX_SCORES_BYTES:
+                return None
+            value = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None
+        if value.shape != shape or value.dtype != np.float64 or not np.isfinite(value).all():
+            return None
+        return value
+
+    def put_scores(self, key: str, value: Any) -> None:
+        import io
+
+        import numpy as np
+
+        buffer = io.BytesIO()
+        np.save(buffer, value, allow_pickle=False)
+        try:
+            atomic_write(self.folder / f"scores-{key[:40]}.npy", buffer.getvalue())
+        except (OSError, DiskFullError):
+            pass
+
+    def save(self) -> None:
+        if self.changed:
+            try:
+                atomic_write(self.facts_path, json.dumps({"v": VERSION, "runs": self.known}, default=str))
+            except (OSError, DiskFullError):
+                pass
+
+
+def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float,
+             folder: str | None = None):
+    """task_bootstrap on a board that holds only this task's runs, with the model replicate scores kept under
+    `folder`: (TaskBootstrap or None, problems, seconds)."""
     t0 = time.perf_counter()
     sub = Board(_task_only(task, entries), {lang: [task]}, {}, [], {})
-    compute_groups(sub, n_boot=n_boot, seed=seed, alpha=alpha)
-    return sub.groups.get((lang, task)), sub.problems, time.perf_counter() - t0
+    store = ReplicateCache(Path(folder), lang, task) if folder else None
+    result = task_bootstrap(sub, task, sub.entries, n_boot=n_boot, seed=seed, alpha=alpha, store=store)
+    if store is not None:
+        store.save()
+    return result, sub.problems, time.perf_counter() - t0
 
 
 def _compute_star(args: tuple) -> tuple:
@@ -109,7 +185,8 @@ def worker_count(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1, MAX_WORKERS))
 
 
-def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool) -> Iterator[tuple]:
+def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool,
+              folder: str | None = None) -> Iterator[tuple]:
     """`_compute` of each missed task, in order: here, or (`process`, more than one task) in worker processes,
     task i in worker i mod `worker_count`. Why processes: reading thousands of predictions files is Python work
     that holds the GIL, so in a thread it slows the app being built beside it (measured: the first page later
@@ -118,7 +195,7 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
     `python -c` (not multiprocessing's spawn, which re-runs the parent's main script: an app.py calling
     launch() at top level would start a second server). The pipes carry pickles between this process and its
     own children only. If a worker fails, the tasks not yet returned are computed here."""
-    jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha) for lang, task, entries in misses]
+    jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
     done = 0
     if process and WORKER_PROCESS and len(jobs) > 1:
         n = worker_count(len(jobs))
@@ -148,10 +225,11 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
                   cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
                   progress: Callable[[int, int], None] | None = None, process: bool = False) -> dict[str, int]:
-    """Fill board.groups like significance.compute_groups, reading and writing each task's result under cache_dir
-    (None: compute without a cache). Returns {"tasks", "cached", "computed"}; `log` gets a line per slow
-    computed task and a summary; `progress(done, total)` is called after each task. `process`: compute the
-    tasks missing from the cache in a worker process (`_computed`)."""
+    """Fill board.groups and board.ranks like significance.compute_groups, reading and writing each task's result
+    under cache_dir (None: compute without a cache), then the rank intervals on each language's average.
+    Returns {"tasks", "cached", "computed"}; `log` gets a line per slow computed task and a summary;
+    `progress(done, total)` is called after each task. `process`: compute the tasks missing from the cache in
+    worker processes (`_computed`)."""
     folder = Path(cache_dir) if cache_dir is not None else None
     counts = {"tasks": 0, "cached": 0, "computed": 0}
     started = time.perf_counter()
@@ -166,43 +244,62 @@ def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float 
         progress(0, len(todo))
     paths = [folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json"
              if folder else None for lang, task, entries in todo]
-    hits = [_read(path) for path in paths]
-    computed = _computed([t for t, hit in zip(todo, hits, strict=True) if hit is None], n_boot, seed, alpha, process)
+    hits = [_read(path, n_boot) for path in paths]
+    computed = _computed([t for t, hit in zip(todo, hits, strict=True) if hit is None], n_boot, seed, alpha, process,
+                         str(folder / "replicates") if folder else None)
+    done: dict[tuple[str, str], TaskBootstrap | None] = {}
     for i, ((lang, task, entries), path, hit) in enumerate(zip(todo, paths, hits, strict=True), 1):
         counts["tasks"] += 1
         if hit is not None:
-            groups, problems = hit
+            result, problems = hit
             counts["cached"] += 1
         else:
-            groups, problems, seconds = next(computed)
+            result, problems, seconds = next(computed)
             counts["computed"] += 1
-            _write(path, (groups, problems))
+            _write(path, (result, problems))
             if log and seconds >= 0.5:  # a progress line where it is slow
                 log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, {seconds:.1f} s")
-        if groups is not None:
-            board.groups[(lang, task)] = groups
+        done[(lang, task)] = result
+        if result is not None:
+            board.groups[(lang, task)] = result.groups
+            board.ranks[(lang, task)] = result.ranks
         board.problems.extend(p for p in problems if p not in board.problems)
         if progress:
             progress(i, len(todo))
     computed.close()
+    for lang in board.langs:
+        average = average_ranks([done.get((lang, t)) for t in board.benchmark.get(lang, [])])
+        if average:
+            board.ranks[(lang, None)] = average
     if log and counts["tasks"]:
         log(f"significance groups: {counts['tasks']} tasks ({counts['cached']} from the cache, {counts['computed']} "
             f"computed) in {time.perf_counter() - started:.1f} s")
     return counts
 
 
-def _to_json(groups: SignificanceGroups | None, problems: list[Problem]) -> str:
-    g = None if groups is None else {
-        "best": groups.best, "top": sorted(groups.top), "alpha": groups.alpha,
-        "vs_best": {m: vars(b) for m, b in groups.vs_best.items()}}
-    return json.dumps({"v": VERSION, "groups": g, "problems": [vars(p) for p in problems]})
+def _to_json(result: TaskBootstrap | None, problems: list[Problem]) -> str:
+    g = r = None
+    if result is not None:
+        groups = result.groups
+        g = {"best": groups.best, "top": sorted(groups.top), "alpha": groups.alpha,
+             "vs_best": {m: vars(b) for m, b in groups.vs_best.items()}}
+        r = {"models": result.models, "observed": result.observed,
+             "ranks": {m: [v.rank, v.low, v.high] for m, v in result.ranks.items()}}
+    return json.dumps({"v": VERSION, "groups": g, "ranks": r, "problems": [vars(p) for p in problems]})
 
 
-def _from_json(data: Any) -> tuple[SignificanceGroups | None, list[Problem]]:
-    """The cached value of a parsed cache file; ValueError when it is not of the shape `_to_json` writes."""
+def _rank_of(value: Any) -> RankInterval:
+    if not (isinstance(value, list) and len(value) == 3 and all(type(v) is int and v >= 1 for v in value)):
+        raise ValueError("a rank interval of another shape")
+    return RankInterval(*value)
+
+
+def _from_json(data: Any, replicates: Callable[[int], Any]) -> tuple[TaskBootstrap | None, list[Problem]]:
+    """The cached value of a parsed cache file; ValueError when it is not of the shape `_to_json` writes.
+    `replicates(models)` reads the task's replicate seed-means (ValueError when they do not fit)."""
     if not isinstance(data, dict) or data.get("v") != VERSION:
         raise ValueError("another cache version or shape")
-    g, problems = data.get("groups"), data.get("problems")
+    g, r, problems = data.get("groups"), data.get("ranks"), data.get("problems")
     if not isinstance(problems, list) or not all(
             isinstance(p, dict) and set(p) == {"path", "reason"} and all(isinstance(v, str) for v in p.values())
             for p in problems):
@@ -213,28 +310,57 @@ def _from_json(data: Any) -> tuple[SignificanceGroups | None, list[Problem]]:
             and all(isinstance(m, str) for m in g["top"]) and isinstance(g.get("alpha"), int | float)
             and isinstance(g.get("vs_best"), dict) and all(isinstance(b, dict) for b in g["vs_best"].values())):
         raise ValueError("groups of another shape")
+    if not (isinstance(r, dict) and isinstance(r.get("models"), list) and all(isinstance(m, str) for m in r["models"])
+            and isinstance(r.get("observed"), list) and len(r["observed"]) == len(r["models"])
+            and all(isinstance(v, int | float) for v in r["observed"]) and isinstance(r.get("ranks"), dict)
+            and set(r["ranks"]) == set(r["models"])):
+        raise ValueError("ranks of another shape")
     vs_best = {str(m): BootstrapResult(**b) for m, b in g["vs_best"].items()}  # TypeError on other fields
-    return SignificanceGroups(g["best"], frozenset(g["top"]), vs_best, g["alpha"]), [Problem(**p) for p in problems]
+    groups = SignificanceGroups(g["best"], frozenset(g["top"]), vs_best, g["alpha"])
+    ranks = {m: _rank_of(v) for m, v in r["ranks"].items()}
+    result = TaskBootstrap(groups, ranks, r["models"], [float(v) for v in r["observed"]], replicates(len(r["models"])))
+    return result, [Problem(**p) for p in problems]
 
 
 MAX_CACHE_BYTES = 64 * 2**20
 
 
-def _read(path: Path | None):
-    """The cached (groups, problems) at `path`, or None (a miss: the caller computes and rewrites the file) when
-    it is absent, not a regular file, too large or deep, truncated, stale or of another shape."""
+def _read(path: Path | None, n_boot: int = 0):
+    """The cached (TaskBootstrap or None, problems) at `path` (its replicate seed-means beside it, .npy), or None
+    (a miss: the caller computes and rewrites the files) when either is absent, not a regular file, too large or
+    deep, truncated, stale or of another shape."""
     if path is None:
         return None
+
+    def replicates(models: int) -> Any:
+        import numpy as np
+
+        npy = path.with_suffix(".npy")
+        if npy.stat().st_size > MAX_CACHE_BYTES:
+            raise ValueError("replicates too large")
+        value = np.load(npy, allow_pickle=False)
+        if value.shape != (n_boot, models) or value.dtype != np.float64 or not np.isfinite(value).all():
+            raise ValueError("replicates of another shape")
+        return value
+
     try:
-        return _from_json(read_json(path, MAX_CACHE_BYTES))
-    except (OSError, ValueError, TypeError, BiobenchError):
+        return _from_json(read_json(path, MAX_CACHE_BYTES), replicates)
+    except (OSError, ValueError, TypeError, EOFError, BiobenchError):
         return None
 
 
-def _write(path: Path | None, value: tuple[SignificanceGroups | None, list[Problem]]) -> None:
+def _write(path: Path | None, value: tuple[TaskBootstrap | None, list[Problem]]) -> None:
     if path is None:
         return
     try:
+        if value[0] is not None:  # the replicates first: a groups file names a task whose replicates are there
+            import io
+
+            import numpy as np
+
+            buffer = io.BytesIO()
+            np.save(buffer, value[0].replicates, allow_pickle=False)
+            atomic_write(path.with_suffix(".npy"), buffer.getvalue())
         atomic_write(path, _to_json(*value))
     except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
         pass

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.board import scan as R
-from biobench.stats import SeedSummary, SignificanceGroups
+from biobench.stats import RankInterval, SeedSummary, SignificanceGroups
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class Board:
     problems: list[R.Problem]
     analyses: dict[str, list[Path]]
     groups: dict[tuple[str, str], SignificanceGroups] = field(default_factory=dict)
+    # (lang, task) -> model key -> its 95% rank interval on that task; (lang, None): on the language's average
+    ranks: dict[tuple[str, str | None], dict[str, RankInterval]] = field(default_factory=dict)
     stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
     significance: Any = None  # cache.BackgroundGroups while/after the groups are computed in the background
 

@@ -1,15 +1,81 @@
 """Significance from the board's predictions: the per-task alignment of models' predictions, the pair of
-two models (A-vs-B comparisons in board.entry_pairs) and the top groups (cached by board.cache)."""
+two models (A-vs-B comparisons in board.entry_pairs), the top groups and the rank intervals (cached by
+board.cache).
+
+A task's groups and rank intervals come from each model's replicate scores (its (n_boot, S) macro-F1 on every
+bootstrap resample of the test examples, `stats.replicate_scores`), which depend on that model's predictions,
+the task's label axis and the bootstrap settings only: `task_bootstrap` takes them from a store when it has
+them (bench/board/cache.py keys them by those inputs), so a new model costs its own predictions, not the
+board's. Pairs and ranks are then a few vector operations over the cached scores, the same ones a full
+recompute runs, so incremental and full results are equal to the last bit (tests/test_rank_intervals.py).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+import numpy as np
 from biobench.board import scan as R
 from biobench.board.entries import Board, Entry
 from biobench.errors import ResultsError
-from biobench.stats import TaskPredictions, prediction_macro_f1, significance_groups
-from biobench.store import AlignedPredictions, align_predictions
+from biobench.stats import (
+    RankInterval,
+    SignificanceGroups,
+    TaskPredictions,
+    groups_from_replicates,
+    macro_f1_metric,
+    prediction_macro_f1,
+    rank_intervals,
+    rank_replicates,
+    replicate_scores,
+    seed_scores,
+)
+from biobench.store import AlignedPredictions, PredictionColumns, align_predictions
+
+REPLICATES_VERSION = 1  # the inputs and layout of a model's cached replicate scores
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What pairing and the label axis need of a predictions file: a digest of its test examples (ids and gold,
+    in order), their number, and the labels it holds (gold and predictions)."""
+
+    examples: str
+    n: int
+    labels: tuple
+
+
+def run_facts(columns: PredictionColumns) -> RunFacts:
+    from biobench.metrics import labels_in
+
+    digest = hashlib.sha256(json.dumps([columns.ids, columns.gold], default=str).encode()).hexdigest()
+    return RunFacts(digest, len(columns.gold), tuple(labels_in(columns.gold, columns.pred)))
+
+
+class ReplicateStore(Protocol):
+    """Where task_bootstrap finds and keeps run facts and model replicate scores (cache.ReplicateCache)."""
+
+    def facts(self, path: str, stamp: tuple[int, int] | None) -> RunFacts | None: ...
+    def put_facts(self, path: str, stamp: tuple[int, int] | None, facts: RunFacts) -> None: ...
+    def scores(self, key: str, shape: tuple[int, int]) -> np.ndarray | None: ...
+    def put_scores(self, key: str, value: np.ndarray) -> None: ...
+
+
+@dataclass
+class TaskBootstrap:
+    """One task's significance: the top group, each model's rank interval, and the (n_boot, M) replicate
+    seed-means of `models` (the language average's rank intervals average them over tasks)."""
+
+    groups: SignificanceGroups
+    ranks: dict[str, RankInterval]
+    models: list[str]
+    observed: list[float]  # each model's seed-mean macro-F1 (fraction), in `models` order
+    replicates: np.ndarray
 
 
 def _report(problems: list[R.Problem], problem: R.Problem) -> None:
@@ -47,15 +113,110 @@ def paired_predictions(board: Board, task: str, a: Entry, b: Entry) -> TaskPredi
 
 
 def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
-    """Fill board.groups[(lang, task)] for every task with predictions from at least two models."""
+    """Fill board.groups[(lang, task)] and board.ranks[(lang, task)] for every task with predictions from at
+    least two models, and board.ranks[(lang, None)] for each language's average (no cache: board.cache's
+    cached_groups is this with each model's replicate scores kept on disk)."""
     for lang in board.langs:
         measured = [e for e in board.lang_entries(lang) if e.source == "measured" and not e.smoke]  # protocol rows
+        done: dict[str, TaskBootstrap | None] = {}
         for task in board.columns(lang):
             with_task = [e for e in measured if task in e.runs]
-            aligned = aligned_predictions(board, task, with_task)
-            if aligned is None or len(aligned.preds) < 2:
+            if not with_task:
                 continue
-            first = with_task[0].runs[task][0]
-            metric = prediction_macro_f1(aligned.gold, *(p for seeds in aligned.preds.values() for p in seeds),
-                                         kind=first.kind, labels=first.labels)
-            board.groups[(lang, task)] = significance_groups(aligned.gold, aligned.preds, metric, n_boot, seed, alpha)
+            done[task] = result = task_bootstrap(board, task, with_task, n_boot, seed, alpha)
+            if result is not None:
+                board.groups[(lang, task)] = result.groups
+                board.ranks[(lang, task)] = result.ranks
+        average = average_ranks([done.get(t) for t in board.benchmark.get(lang, [])])
+        if average:
+            board.ranks[(lang, None)] = average
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def task_bootstrap(board: Board, task: str, entries: Sequence[Entry], n_boot: int = 1000, seed: int = 0,
+                   alpha: float = 0.05, store: ReplicateStore | None = None) -> TaskBootstrap | None:
+    """The groups and rank intervals of `task` over `entries` (None with fewer than two aligned models):
+    pairing as `aligned_predictions` does (on each file's examples digest), each model's replicate scores
+    from `store` when it holds them for these inputs, computed (and kept there) otherwise."""
+    runs: list[tuple[R.Run, RunFacts]] = []
+    loaded: dict[str, PredictionColumns] = {}
+    groups: dict[str, list[tuple[str, PredictionColumns]]] = {}
+    for entry in entries:
+        for run in entry.runs.get(task, []):
+            if run.predictions is None:
+                continue
+            path = str(run.predictions)
+            stamp = _stamp(path)
+            facts = store.facts(path, stamp) if store is not None else None
+            if facts is None:
+                try:
+                    loaded[path] = R.load_predictions(run.predictions)
+                except ResultsError as err:
+                    _report(board.problems, R.problem_of(err, run.predictions, "unreadable predictions"))
+                    continue
+                facts = run_facts(loaded[path])
+                if store is not None:
+                    store.put_facts(path, stamp, facts)
+            # the one alignment (store.align_predictions) on digests: its `pred` carries the run's index here
+            groups.setdefault(entry.key, []).append((path, PredictionColumns((facts.examples,), (), (len(runs),))))
+            runs.append((run, facts))
+    aligned = align_predictions(groups, strict=False)
+    for _, source, reason in aligned.dropped if aligned else ():
+        _report(board.problems, R.Problem(source, reason))
+    if aligned is None or len(aligned.preds) < 2:
+        return None
+    kept = {m: [runs[i] for (i,) in seeds] for m, seeds in aligned.preds.items()}
+    first = entries[0].runs[task][0]
+    found = sorted({lab for model_runs in kept.values() for _, f in model_runs for lab in f.labels}, key=str)
+    axis = list(dict.fromkeys([*first.labels, *found]))  # prediction_macro_f1's axis, from the runs' facts
+    metric = macro_f1_metric(axis, keep_absent=first.kind == "multilabel")
+    n = next(iter(kept.values()))[0][1].n
+    settings = json.dumps({"v": REPLICATES_VERSION, "axis": axis, "multilabel": first.kind == "multilabel", "n": n,
+                           "n_boot": n_boot, "seed": seed}, default=str)
+    keys = {m: hashlib.sha256(json.dumps([settings, [[str(r.predictions), *(_stamp(str(r.predictions)) or ())]
+                                                     for r, _ in model_runs]]).encode()).hexdigest()
+            for m, model_runs in kept.items()}
+    values: dict[str, Any] = {m: store.scores(keys[m], (n_boot + 1, len(kept[m]))) if store is not None else None
+                              for m in kept}
+    missing = [m for m in kept if values[m] is None]
+    if missing:
+        def columns(run: R.Run) -> PredictionColumns:
+            return loaded.get(str(run.predictions)) or R.load_predictions(run.predictions)
+
+        gold = list(columns(next(iter(kept.values()))[0][0]).gold)
+        counts = [np.stack([metric.counts(gold, list(columns(r).pred)) for r, _ in kept[m]]) for m in missing]
+        for m, c, reps in zip(missing, counts, replicate_scores(metric, counts, n, n_boot, seed), strict=True):
+            values[m] = np.vstack([np.asarray(seed_scores(metric, c))[None, :], reps])
+            if store is not None:
+                store.put_scores(keys[m], values[m])
+    observed = {m: [float(v) for v in values[m][0]] for m in kept}
+    scores = {m: values[m][1:] for m in kept}
+    best, vs_best = groups_from_replicates(observed, scores, n, n_boot, seed)
+    top = frozenset([best, *(m for m, r in vs_best.items() if r.p_value >= alpha)])
+    models = list(kept)
+    means = [float(np.mean(observed[m])) for m in models]
+    replicates = rank_replicates(scores, n, n_boot, seed)
+    ranks = dict(zip(models, rank_intervals(replicates, means), strict=True))
+    return TaskBootstrap(SignificanceGroups(best, top, vs_best, alpha), ranks, models, means, replicates)
+
+
+def average_ranks(tasks: Sequence[TaskBootstrap | None]) -> dict[str, RankInterval]:
+    """Rank intervals on a language's average: the models measured on every one of `tasks` (the language's
+    benchmark tasks; none when one of them has no bootstrap), each replicate's score the mean over tasks of the
+    model's replicate seed-means (every task resampled on its own, with its own test examples)."""
+    if not tasks or any(t is None for t in tasks):
+        return {}
+    models = [m for m in tasks[0].models if all(m in t.models for t in tasks)]
+    if len(models) < 2:
+        return {}
+    index = [{m: i for i, m in enumerate(t.models)} for t in tasks]
+    replicates = sum(t.replicates[:, [ix[m] for m in models]] for t, ix in zip(tasks, index, strict=True)) / len(tasks)
+    observed = [sum(t.observed[ix[m]] for t, ix in zip(tasks, index, strict=True)) / len(tasks) for m in models]
+    return dict(zip(models, rank_intervals(replicates, observed), strict=True))

@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
                            n_boot=args.n_boot, cache_dir=None if args.no_cache else default_dir(),
                            log=lambda line: print(line, file=sys.stderr, flush=True))
 
-    board = scan(False if quick else "background")
+    # --export writes the rank intervals, so it waits for the significance (through the cache); --print-table not
+    board = scan(bool(args.export) if quick else "background")
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:
