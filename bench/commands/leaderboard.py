@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     def scan(significance: bool | str):
         return build_board(args.results, reference=not args.no_reference, significance=significance,
                            n_boot=args.n_boot, cache_dir=None if args.no_cache else default_dir(),
-                           log=lambda line: print(line, file=sys.stderr, flush=True))
+                           log=None if quick else lambda line: print(line, file=sys.stderr, flush=True))
 
     # --export writes the rank intervals, so it waits for the significance (through the cache); --print-table not
     board = scan(bool(args.export) if quick else "background")

@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None = None):
                         "earlier run with the same sizes and seed")
     parser.add_argument("--baseline", type=Path, default=None, help="another biobench checkout to time on the same "
                         "folder in the same run (cold and warm arms marked 'baseline')")
+    parser.add_argument("--add-model", action="store_true", help="after the warm starts, add one model to the "
+                        "folder and time a start on a copy of each warm cache ('+1 model' arms); removed after")
     parser.add_argument("--groups-timeout", type=float, default=None, help="seconds to wait for the groups of a "
                         "start before reporting the tasks done so far")
     args = parser.parse_args(argv)
@@ -86,13 +88,15 @@ def benchmark_tasks(n: int) -> list[tuple[str, str]]:
     return tasks[:n]
 
 
-def generate(root: Path, models: int, tasks: list[tuple[str, str]], seeds: int, examples: int, seed: int = 0) -> int:
-    """Write the synthetic results folder; returns the number of result files."""
+def generate(root: Path, models: int, tasks: list[tuple[str, str]], seeds: int, examples: int, seed: int = 0,
+             only: int | None = None) -> int:
+    """Write the synthetic results folder (`only`: just model number `only`, e.g. one more model, models - 1 being
+    the spread's last); returns the number of result files."""
     n = 0
     for ti, (lang, task) in enumerate(tasks):
         rng = random.Random(seed * 1000 + ti)
         gold = [rng.choice(LABELS) for _ in range(examples)]
-        for m in range(models):
+        for m in range(models) if only is None else [only]:
             slug = f"synthetic__model-{m:03d}"
             error = 0.1 + 0.4 * m / max(models - 1, 1)  # models spread from 90% to 50% accuracy
             folder = root / slug / task
@@ -275,7 +279,16 @@ def main(argv: list[str] | None = None) -> int:
               for r in range(max(1, args.repeats))]  # the baseline first every other round: load drifts
     arms = ["cold", *(["cold (baseline)"] if args.baseline else [])] + [arm for r in rounds for arm in r]
     _read_all(results)  # "cold" is an empty scan index and groups cache, not a cold OS page cache
-    for arm in arms:
+    grow = ["+1 model", *(["+1 model (baseline)"] if args.baseline else [])] if args.add_model else []
+    added = results / f"synthetic__model-{args.models:03d}"
+    for arm in arms + grow:
+        if arm.startswith("+1 model") and not added.exists():  # one more model on the warm board, then a start
+            generate(results, args.models, tasks, args.seeds, args.examples, args.seed, only=args.models)
+            _read_all(added)
+        if arm.startswith("+1 model"):  # on a copy of the warm caches: the next run's warm starts stay warm
+            own = root / ("cache-baseline" if arm.endswith("(baseline)") else "cache")
+            shutil.rmtree(own.with_name(own.name + "-grown"), ignore_errors=True)
+            shutil.copytree(own, own.with_name(own.name + "-grown"))
         if arm == "warm (baseline)" and runs["cold (baseline)"][0]["groups_s"] is None and arm not in runs:
             _seed_groups(cache, root / "cache-baseline")
         timeout = args.groups_timeout
@@ -283,10 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         if arm == "gradio floor":
             out = run_isolated(gradio_floor, arm_name=arm)
         elif arm.endswith("(baseline)"):
-            out = run_isolated(start_up_of, str(args.baseline), results, str(root / "cache-baseline"), *start[2:],
+            baseline_cache = root / ("cache-baseline-grown" if arm.startswith("+1") else "cache-baseline")
+            out = run_isolated(start_up_of, str(args.baseline), results, str(baseline_cache), *start[2:],
                                arm_name=arm)
         else:
-            out = run_isolated(start_up, *map(str, start[:2]), *start[2:], arm_name=arm)
+            own_cache = root / "cache-grown" if arm.startswith("+1") else cache
+            out = run_isolated(start_up, str(results), str(own_cache), *start[2:], arm_name=arm)
         runs.setdefault(arm, []).append(out)
         groups = out.get("groups_s", "floor")
         print(f"{arm}: served in {out['total_s']:.2f} s, groups "
@@ -294,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
                  else f"not done in {args.groups_timeout:g} s ({out['tasks_done']}/{len(tasks)} tasks)")
               + (f", peak {out['peak_mb']:.0f} MiB (with the worker {out['tree_peak_mb']:.0f})" if "peak_mb" in out else "")
               + f", load {' '.join(f'{x:.2f}' for x in os.getloadavg())} {arm_flag(out)}".rstrip(), flush=True)
+    shutil.rmtree(added, ignore_errors=True)  # the folder stays the one --reuse expects
+    for grown in ("cache-grown", "cache-baseline-grown"):
+        shutil.rmtree(root / grown, ignore_errors=True)
     rows = []
     for arm, outs in runs.items():  # the median run of each arm (by served time)
         out = sorted(outs, key=lambda o: o["total_s"])[len(outs) // 2]
