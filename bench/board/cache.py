@@ -128,14 +128,15 @@ class ReplicateCache:
         buffer = io.BytesIO()
         np.save(buffer, value, allow_pickle=False)
         try:
-            atomic_write(self.folder / f"scores-{key[:40]}.npy", buffer.getvalue())
+            atomic_write(self.folder / f"scores-{key[:40]}.npy", buffer.getvalue(), durable=False)
         except (OSError, DiskFullError):
             pass
 
     def save(self) -> None:
         if self.changed:
             try:
-                atomic_write(self.facts_path, json.dumps({"v": VERSION, "runs": self.known}, default=str))
+                atomic_write(self.facts_path, json.dumps({"v": VERSION, "runs": self.known}, default=str),
+                             durable=False)
             except (OSError, DiskFullError):
                 pass
 

@@ -76,8 +76,11 @@ def disk_full_guard(folder: str | Path, needed: int, safe: Callable[[], str] | N
         raise DiskFullError(disk_full_message(Path(folder), needed, safe() if safe else "earlier files are safe")) from None
 
 
-def atomic_write(path: str | Path, data: str | bytes, safe: Callable[[], str] | None = None) -> None:
-    """Write `data` (text as UTF-8) to `path` atomically, with the umask's mode; DiskFullError when full."""
+def atomic_write(path: str | Path, data: str | bytes, safe: Callable[[], str] | None = None,
+                 durable: bool = True) -> None:
+    """Write `data` (text as UTF-8) to `path` atomically, with the umask's mode; DiskFullError when full.
+    `durable=False` skips the fsync: for cache files a crash may lose (still never half-written: the rename is
+    atomic), where the fsync cost more than the file (3.3 ms each here: 19 s for a 300-model board's scores)."""
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +90,8 @@ def atomic_write(path: str | Path, data: str | bytes, safe: Callable[[], str] | 
             os.fchmod(handle.fileno(), file_mode())
             handle.write(payload)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
 
 
