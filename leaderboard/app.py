@@ -567,6 +567,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             refresh_inputs = [*controls.inputs, compare_tab.lang, compare_tab.a, compare_tab.b]
             refresh_button.click(on_refresh, refresh_inputs, refresh_outputs)
             auto_refresh.tick(on_refresh, refresh_inputs, refresh_outputs)
+    app.biobench_board = lambda: live.board  # what the JSON routes read (leaderboard/api.py), refreshes included
     return app
 
 
@@ -582,8 +583,11 @@ JUMP_JS = """(id) => { if (!id) return; setTimeout(() => { const row = document.
 
 
 def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app_options) -> None:
-    """Serve the app (blocking); `app_options` go to build_app (queue, rebuild, refresh_minutes)."""
-    build_app(board, **app_options).launch(server_name=host, server_port=port, **LAUNCH_OPTIONS)
+    """Serve the app and its JSON routes (/api/v1/..., leaderboard/api.py), blocking; `app_options` go to
+    build_app (queue, rebuild, refresh_minutes)."""
+    from biobench.leaderboard.api import serve
+
+    serve(build_app(board, **app_options), server_name=host, server_port=port, **LAUNCH_OPTIONS)
 
 
 def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:

@@ -40,6 +40,7 @@ Settings, each overridable by an environment variable (a Space's "Variables and 
 
 import os
 
+from biobench.leaderboard.api import serve
 from biobench.leaderboard.app import LAUNCH_OPTIONS, build_space_app
 from biobench.leaderboard.space import serve_host
 
@@ -50,7 +51,7 @@ REFRESH_MINUTES = float(os.environ.get("BIOBENCH_REFRESH_MINUTES", {refresh!r}))
 demo = build_space_app(RESULTS, queue=QUEUE, refresh_minutes=REFRESH_MINUTES)
 
 if __name__ == "__main__":
-    demo.launch(server_name=serve_host(), **LAUNCH_OPTIONS)
+    serve(demo, server_name=serve_host(), **LAUNCH_OPTIONS)  # the pages and their JSON (/api/v1/...)
 '''
 
 README = '''---

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from biobench.board.entries import Board, Entry, fmt
+from biobench.board.entries import Board, Cell, Entry, fmt
 from biobench.errors import ConfigError
 from biobench.names import human_tokens
 from biobench.runtime.files import atomic_write, csv_text
@@ -34,6 +34,7 @@ class Filters:
     sort_by: str = "Avg"
     show_ci: bool = True
     include_smoke: bool = False  # smoke rows (protocol overrides) are shown and ranked only when asked for
+    hide_contaminated: bool = False  # cells whose test set overlaps the model's pretraining corpus show no score
 
 
 def select(board: Board, lang: str, filters: Filters = Filters()) -> list[Entry]:
@@ -183,6 +184,7 @@ CSS = """
 .lb-table .ci {color: #777; font-size: 10px; margin-left: 2px;}
 .lb-table .extra {color: #777;}
 .lb-table .smoke, .lb-table .degenerate {color: #b45309; cursor: help;}
+.lb-table .contaminated {color: #b91c1c; cursor: help;}
 .lb-notes {font-size: 12px; color: #444;}
 .lb-scroll {overflow-x: auto; max-width: 100%;}
 .lb-empty {color: #555; font-style: italic;}
@@ -205,6 +207,15 @@ def short_task(task: str) -> str:
 def row_anchor(lang: str, key: str) -> str:
     """The id of a model's row in a language table (the Queue tab links to it): letters, digits and '-' only."""
     return "row-" + "".join(c if c.isalnum() else "-" for c in f"{lang}-{key}")
+
+
+CONTAMINATED_MARK = "⚠"  # with the overlap in the tooltip (a degenerate cell's ⚠ says its own reason)
+
+
+def contamination_title(cell: Cell) -> str:
+    """A contaminated cell's tooltip: the share of its test examples found in the model's pretraining corpus."""
+    return (f"contamination: {100 * (cell.contamination or 0.0):.1f}% of the test examples share a word 13-gram with "
+            "the model's pretraining corpus (biobench eval --check-contamination)")
 
 
 def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
@@ -242,8 +253,12 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
             if c is None:
                 cells.append('<td title="not run">—</td>')
                 continue
+            if filters.hide_contaminated and c.contaminated():
+                cells.append(f'<td title="{esc(contamination_title(c))}; hidden by the filter">'
+                             f'<span class="contaminated">{CONTAMINATED_MARK}</span></td>')
+                continue
             text = _mark(fmt(c.mean), col_ranks[t].get(i))
-            title = "reported in the paper (mean over seeds)"
+            title = "reported in the paper (mean over seeds); contamination not measured"
             if c.summary is not None:
                 s = c.summary
                 ci = "no CI with one seed" if s.n < 2 else f"95% CI [{fmt(s.ci_low)}, {fmt(s.ci_high)}]"
@@ -260,6 +275,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
             if c.degenerate:  # the seeds whose test predictions were degenerate, each with its likely reason
                 title += "; " + "; ".join(f"seed {seed}: {why}" for seed, why in sorted(c.degenerate.items()))
                 text += f' <span class="degenerate">{DEGENERATE_MARK}</span>'
+            if c.contaminated():
+                title += "; " + contamination_title(c)
+                text += f' <span class="contaminated">{CONTAMINATED_MARK}</span>'
             cells.append(f'<td{cls} title="{esc(title)}">{text}</td>')
         if avg.value is None:
             avg_text = "—"

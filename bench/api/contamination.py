@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from biobench.board.entries import CONTAMINATION_THRESHOLD
 from biobench.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from biobench.eval.runner import GridPlan
 
-THRESHOLD = 0.01  # the board marks a model x task cell when over 1% of its test examples share an n-gram
 
 
 def task_texts(specs: Sequence[Any], data_dir: str | Path | None, lenient: bool
@@ -107,6 +107,6 @@ def attach_to_plan(plan: GridPlan, n: int = 13) -> dict[str, Any]:
     report = check(texts, _documents(sources, str(record.get("text_field") or "text")), n=n)
     for task, splits in report["tasks"].items():
         plan.annotations.setdefault(task, {})["contamination"] = {
-            "n": n, "corpus": [_public(s) for s in sources], "threshold": THRESHOLD,
+            "n": n, "corpus": [_public(s) for s in sources], "threshold": CONTAMINATION_THRESHOLD,
             "splits": {split: {k: v for k, v in found.items() if k != "ids"} for split, found in splits.items()}}
     return report

@@ -48,6 +48,19 @@ def lineage_text(lineage: Any) -> str:
     return " · ".join(parts)
 
 
+def contamination_share(runs: Iterable[R.Run]) -> float | None:
+    """The largest share of test examples found in the pretraining corpus among the runs' recorded checks
+    (`contamination.splits.test.share`, a fraction); None when no run recorded one."""
+    shares = []
+    for run in runs:
+        found = run.details.get("contamination")
+        test = found.get("splits", {}).get("test") if isinstance(found, dict) and isinstance(found.get("splits"), dict) else None
+        share = test.get("share") if isinstance(test, dict) else None
+        if isinstance(share, int | float) and not isinstance(share, bool) and 0 <= share <= 1:
+            shares.append(float(share))
+    return max(shares) if shares else None
+
+
 def smoke_key(slug: str, smoke: str) -> str:
     """The entry key of a model's smoke row: its results folder and a digest of the overrides (one row per
     set of overrides, none merged with the protocol row's seeds)."""
@@ -78,7 +91,8 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
             }
             summary = scores.summary(scale=100.0)  # the store's seed summary, in percent
             cells[task] = Cell(summary.mean, summary, {s: 100 * v for s, v in scores.scores.items()}, per_label,
-                               {r.seed: r.degenerate for r in task_runs if r.degenerate})
+                               {r.seed: r.degenerate for r in task_runs if r.degenerate},
+                               contamination_share(task_runs))
         meta = model_runs[0].model_meta
         lineage = Lineage.from_dict(meta.get("lineage"))
         params = meta.get("params") if isinstance(meta.get("params"), int) else None

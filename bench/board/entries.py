@@ -17,6 +17,9 @@ from typing import Any
 from biobench.board import scan as R
 from biobench.stats import RankInterval, SeedSummary, SignificanceGroups
 
+# a cell is marked when more than 1% of its test examples share a 13-gram with the model's pretraining corpus
+CONTAMINATION_THRESHOLD = 0.01
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -27,6 +30,12 @@ class Cell:
     seeds: dict[int, float] = field(default_factory=dict)
     per_label: dict[str, float] = field(default_factory=dict)
     degenerate: dict[int, str] = field(default_factory=dict)  # seed -> its degenerate test predictions and why
+    # the share of test examples sharing a word n-gram with the model's pretraining corpus (the largest over its
+    # seeds' records, `biobench eval --check-contamination`); None: not measured (always for the paper's rows)
+    contamination: float | None = None
+
+    def contaminated(self, threshold: float = CONTAMINATION_THRESHOLD) -> bool:
+        return self.contamination is not None and self.contamination > threshold
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,7 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
     )
 
 
-BOARD_DETAILS = ("timings", "device", "dev_score", "created")
+BOARD_DETAILS = ("timings", "device", "dev_score", "created", "contamination")
 TRUST_FIELDS = ("overrides", "degenerate")  # what store.trust reads besides the protocol
 TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
 INDEX_VERSION = 2  # 2: the trust fields (overrides, degenerate) are kept
