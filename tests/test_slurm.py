@@ -199,3 +199,39 @@ def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster
     assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
         sorted(p.relative_to(tmp_path / "results-seq").as_posix() for p in (tmp_path / "results-seq").glob("*/*/seed-*.json"))
     assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(tmp_path / "results-seq")
+
+
+def test_requeue_names_the_array_element_not_the_array(monkeypatch):
+    from biobench.runtime.slurm import requeue_target
+
+    for name in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        monkeypatch.delenv(name, raising=False)
+    assert requeue_target() is None
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    assert requeue_target() == "7"
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    assert requeue_target() == "7_1"  # element 1 carries the array's id: `scontrol requeue 7` would take both
+
+
+@pytest.mark.slow
+def test_an_array_element_requeues_itself_and_no_other(slurm_cluster, tmp_path):
+    """On SLURM the element whose SLURM_JOB_ID is the array's own id exists (measured: array 7 = elements 8 and 7);
+    requeue_self from it puts back that element only, the other one runs to its end once."""
+    script = tmp_path / "element.sbatch"
+    script.write_text(f"""#!/bin/bash
+#SBATCH --requeue
+#SBATCH --open-mode=append
+echo "job $SLURM_JOB_ID array $SLURM_ARRAY_JOB_ID task $SLURM_ARRAY_TASK_ID restart ${{SLURM_RESTART_COUNT:-0}}"
+if [ "$SLURM_JOB_ID" = "$SLURM_ARRAY_JOB_ID" ] && [ "${{SLURM_RESTART_COUNT:-0}}" = 0 ]; then
+  exec {shlex.quote(sys.executable)} -c "from biobench.runtime.slurm import requeue_self; import time; requeue_self(print); time.sleep(30)"
+fi
+sleep 4
+""")
+    job = slurm_cluster.sbatch("--array=0-1", "--chdir", str(tmp_path), "-o", str(tmp_path / "el-%a.out"), str(script))
+    assert slurm_cluster.wait(job, timeout=120) == ["COMPLETED", "COMPLETED"]
+    logs = [(tmp_path / f"el-{i}.out").read_text() for i in (0, 1)]
+    requeued = [log for log in logs if "restart 1" in log]
+    assert len(requeued) == 1 and f"requeued SLURM job {job}_" in requeued[0], logs
+    other = next(log for log in logs if log is not requeued[0])
+    assert other.count("restart 0") == 1 and "restart 1" not in other, logs  # never stopped, never started again

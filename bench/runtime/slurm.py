@@ -24,11 +24,25 @@ def job_id() -> str | None:
     return value if _JOB_ID.fullmatch(value) else None
 
 
+def requeue_target() -> str | None:
+    """What `scontrol requeue` must name to put back this job and nothing else: `<array job id>_<task id>` for
+    an array element, else $SLURM_JOB_ID. Why not always $SLURM_JOB_ID: one element of an array carries the
+    array's own id as its SLURM_JOB_ID (measured on SLURM 22.05: elements 0 and 1 of array 7 had job ids 8 and
+    7), and `scontrol requeue 7` requeues every element of the array, killing the others' runs in flight."""
+    job = job_id()
+    array = os.environ.get("SLURM_ARRAY_JOB_ID", "").strip()
+    task = os.environ.get("SLURM_ARRAY_TASK_ID", "").strip()
+    if job is not None and _JOB_ID.fullmatch(array) and _JOB_ID.fullmatch(task):
+        return f"{array}_{task}"
+    return job
+
+
 def requeue_self(log: Callable[[str], None]) -> bool:
-    """Inside a SLURM job, `scontrol requeue $SLURM_JOB_ID` and say so in one line; True when SLURM accepted.
+    """Inside a SLURM job, `scontrol requeue` of this job (this element of an array: `requeue_target`) and say so
+    in one line; True when SLURM accepted.
     Outside a job (no SLURM_JOB_ID) nothing happens (False). A failure (no scontrol, a job that is not
     requeueable, a controller that does not answer) is one line, never an exception: the caller is stopping."""
-    job = job_id()
+    job = requeue_target()
     if job is None:
         return False
     scontrol = shutil.which("scontrol")
