@@ -88,11 +88,12 @@ def prefetch_model(name: str, log: Log = print) -> Item:
         return Item("model", name, "missing", str(err))
     if ref.path is not None:
         return Item("model", name, "ready", f"local folder {ref.path}")
-    from biobench.tasks.hub import ensure_hub_mode, offline_reason
+    from biobench.tasks.hub import ensure_hub_mode, offline_reason, offline_requested
     from huggingface_hub import snapshot_download
 
     ensure_hub_mode()
-    log(f"{name}: downloading {ref.hub_id} into the Hugging Face cache")
+    log(f"{name}: checking {ref.hub_id} in the Hugging Face cache (offline)" if offline_requested() else
+        f"{name}: downloading {ref.hub_id} into the Hugging Face cache")
     try:
         snapshot = Path(snapshot_download(ref.hub_id, ignore_patterns=OTHER_FRAMEWORKS))
     except Exception as err:  # network, gated, unknown repo: one line each
