@@ -336,3 +336,9 @@ def print_summary(summary: dict[str, Any]) -> None:
             console.print(f"[red]{DEGENERATE_MARK}[/] {row['task']} seed {seed}: {text}", highlight=False)
     for task, reason in summary["unavailable"].items():
         console.print(f"[yellow]not run[/] {task}: {reason}", highlight=False)
+    for lang, avg in summary["languages"].items():
+        if avg.get("benchmark") and avg.get("missing"):
+            name = {"fr": "French", "en": "English"}.get(lang, lang)
+            console.print(f"[yellow]no {name} average[/]: the paper's average is over its {avg['tasks_expected']} "
+                          f"{name} tasks; missing: {', '.join(avg['missing'])} (no result for the protocol's seeds; "
+                          "`biobench data status` shows how to get a task's data)", highlight=False)

@@ -34,7 +34,7 @@ from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.storage import Decision
-from biobench.store.summary import TaskScores, summary_row
+from biobench.store.summary import TaskScores, language_average, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
 from biobench.tasks.registry import TaskSpec
 from biobench.tasks.schema import TaskData
@@ -427,12 +427,10 @@ def summarize(plan: GridPlan) -> dict[str, Any]:
         if notes:
             row["degenerate"] = notes
         tasks.append(row)
-    languages: dict[str, dict[str, Any]] = {}
-    for lang in sorted({t["lang"] for t in tasks}):
-        means = [t["mean"] for t in tasks if t["lang"] == lang and "mean" in t]
-        n_tasks = sum(t["lang"] == lang for t in tasks)
-        languages[lang] = {"mean": sum(means) / len(means) if means else None, "n_tasks": len(means),
-                           "tasks_expected": n_tasks}
+    from biobench.tasks.registry import list_specs
+
+    languages = {lang: language_average([t for t in tasks if t["lang"] == lang], [s.id for s in list_specs(lang)])
+                 for lang in sorted({t["lang"] for t in tasks})}
     return {
         "model": plan.model_record(),
         "results_dir": str(plan.results_dir),

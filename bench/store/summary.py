@@ -97,6 +97,24 @@ def summary_row(scores: TaskScores, expected: int | None = None, mdd: bool = Tru
     return row
 
 
+def language_average(rows: Sequence[dict[str, Any]], benchmark: Sequence[str]) -> dict[str, Any]:
+    """The average of one language's task means (`rows`: summary_row rows of that language).
+
+    When the rows hold a task of the language's benchmark (`benchmark`: the paper's tasks of that language, in
+    paper order) the average is the paper's: over exactly those tasks, and None (with the `missing` ones named)
+    unless every one of them has a mean: a mean over 7 of the 8 French tasks is not the French average and
+    is never printed as one. Rows of extra tasks only (the generated demo tasks): the mean of those present."""
+    means = {r["task"]: r["mean"] for r in rows if "mean" in r}
+    if any(r["task"] in benchmark for r in rows):
+        missing = [t for t in benchmark if t not in means]
+        mean = None if missing else sum(means[t] for t in benchmark) / len(benchmark)
+        return {"mean": mean, "n_tasks": len(benchmark) - len(missing), "tasks_expected": len(benchmark),
+                "benchmark": True, "missing": missing}
+    present = list(means.values())
+    return {"mean": sum(present) / len(present) if present else None, "n_tasks": len(present),
+            "tasks_expected": len(rows), "benchmark": False, "missing": [r["task"] for r in rows if "mean" not in r]}
+
+
 def model_summaries(results: Iterable[Result], where: str) -> list[dict[str, Any]]:
     """Per task of one model's `results`, sorted by task id: the headline test metric (the protocol's `metric`,
     macro-F1 by default) per seed and its mean over seeds, as the model card's `model-index` rows (task_id, kind,
