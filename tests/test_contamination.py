@@ -121,6 +121,20 @@ def test_eval_check_contamination_stores_the_check_in_each_record(tmp_path, tiny
     assert record.details["contamination"]["splits"]["test"]["contaminated"] == 1
     assert record.details["contamination"]["corpus"] == ["corpus/part-0.jsonl.gz"]  # the recorded file, no server path
     assert results.summary(mdd=False)["contamination"].tolist() == [pytest.approx(1 / 8)]
+    # the model's metadata: base model and training data (the corpus files by name) from its lineage
+    assert record.model["metadata"] == {"license": None, "base_model": "preset:tiny",
+                                        "training_data": ["part-0.jsonl.gz"], "open_weights": None}
+
+
+def test_model_card_metadata_is_read_from_its_yaml_header(tmp_path):
+    from biobench.eval.models import card_metadata
+
+    card = tmp_path / "README.md"
+    card.write_text("---\nlicense: apache-2.0\nbase_model: almanach/moderncamembert-base\ndatasets:\n- rntc/e3c\n---\n# x\n")
+    assert card_metadata(card, None) == {"license": "apache-2.0", "base_model": "almanach/moderncamembert-base",
+                                         "training_data": ["rntc/e3c"], "open_weights": None}
+    card.write_text("---\nlicense: [unclosed\n---\n")
+    assert card_metadata(card, {"base_model": "/srv/models/base"})["base_model"] == "base"  # never a server path
 
 
 def test_check_contamination_refuses_a_model_without_a_recorded_corpus(tmp_path, tiny_mlm_dir):

@@ -184,9 +184,43 @@ class ModelInfo:
     architecture: str | None
     lineage: dict[str, Any] | None
     source: str
+    # what a reader needs to judge the model (license, base_model, training_data, open_weights), from its model
+    # card and a pretraining checkpoint's lineage; None values when not stated (docs/LEADERBOARD.md)
+    metadata: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MAX_CARD_BYTES = 2**20
+
+
+def card_metadata(card_path: Path | None, lineage: dict[str, Any] | None) -> dict[str, Any]:
+    """License, base model, training data (corpus names) and open weights from a model card's YAML header
+    (README.md: `license`, `base_model`, `datasets`) and, for a `biobench pretrain` checkpoint, its lineage (the
+    base model and the corpus files it recorded, by name). A card that cannot be read states nothing."""
+    header: dict[str, Any] = {}
+    if card_path is not None and card_path.is_file() and card_path.stat().st_size <= MAX_CARD_BYTES:
+        try:
+            from huggingface_hub.repocard import metadata_load
+
+            header = metadata_load(card_path) or {}
+        except Exception:  # a malformed YAML header (any of the parser's errors) states nothing
+            header = {}
+    lineage = lineage or {}
+    record = lineage.get("corpus_record") if isinstance(lineage.get("corpus_record"), dict) else {}
+    corpus = [Path(str(f.get("path"))).name for f in record.get("files") or [] if isinstance(f, dict)]
+    if not corpus and record.get("hub"):
+        corpus = [str(record["hub"])]
+    datasets = header.get("datasets")
+    training = ([str(d) for d in datasets] if isinstance(datasets, list) else [str(datasets)] if datasets
+                else corpus or None)
+    base = header.get("base_model") or lineage.get("base_model")
+    license_ = header.get("license")
+    return {"license": str(license_) if license_ else None,
+            "base_model": str(base) if isinstance(base, str) and not Path(base).is_absolute() else
+            (Path(str(base)).name if base else None),
+            "training_data": training, "open_weights": None}
 
 
 def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
@@ -208,6 +242,7 @@ def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
         id=ref.id, alias=ref.alias, slug=results_slug(name, revision), revision=revision, params=None,
         context=usable_context(config, tokenizer_config), architecture=architectures[0],
         lineage=lineage, source=ref.source,
+        metadata=card_metadata(_model_file(ref, "README.md", required=False) if ref.path else None, lineage),
     )
 
 
