@@ -36,3 +36,7 @@ class StoppedError(BiobenchError):
     def __init__(self, message: str, signum: int):
         super().__init__(message)
         self.exit_code = 128 + signum
+
+
+class TrainingDivergedError(BiobenchError):
+    """A training whose loss or gradient became NaN or infinite: stopped before the weights are updated."""

@@ -183,7 +183,8 @@ LAYERS = {
     # heads score their dev selection with the one F1 (biobench.metrics: numpy only, no project import)
     "heads": ("biobench.heads", "biobench.tasks", "biobench.metrics", "biobench.runtime", "biobench.errors"),
     # training writes the lineage record the store reads (biobench_pretrain.json): its Freeze is the store's
-    "training": ("biobench.training", "biobench.store.lineage", "biobench.runtime", "biobench.errors"),
+    # ... and states its config's bounds with the one bounds type (biobench.ranges.Bounds)
+    "training": ("biobench.training", "biobench.store.lineage", "biobench.runtime", "biobench.errors", "biobench.ranges"),
     # the evaluation engine: protocols, model loading, the fine-tuning loop, the grid and its parallel runs; it
     # writes results through the store and never imports the board, the service, the commands or the UI
     "bench/eval": ("biobench.eval", "biobench.tasks", "biobench.heads", "biobench.store", "biobench.stats",

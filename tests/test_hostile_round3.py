@@ -196,3 +196,42 @@ def test_formula_cells_are_text_in_every_csv(tmp_path, capsys):
 
     assert [formula_safe(n) for n in hc.FORMULA_NAMES] == [f"'{n}" for n in hc.FORMULA_NAMES]
     assert formula_safe(-2.5) == -2.5 and formula_safe("ok") == "ok"  # numbers and plain text unchanged
+
+
+def test_pretraining_settings_are_bounded_and_a_nan_loss_stops_at_its_step(tmp_path, monkeypatch):
+    """`--weight-decay nan` trained to 29 NaN tensors and exit 0 on main: every PretrainConfig number is checked
+    against its field's bounds before anything loads; a loss or gradient that becomes NaN stops the run before
+    the weights change, in one line naming the step and the last good checkpoint (which stays)."""
+    import math
+
+    import torch
+    from biobench.errors import ConfigError, TrainingDivergedError
+    from biobench.training.trainer import PretrainConfig, train
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"Le patient présente une fièvre et une toux, note {i}."}) + "\n"
+                              for i in range(200)))
+    base = dict(recipe="detour", model="preset:tiny", corpus=str(corpus), out=tmp_path / "run", tokens=6 * 4 * 64,
+                batch_size=4, seq_len=64, micro_batch_size=2, decay_ratio=0.5, progress=False,
+                cache_dir=tmp_path / "cache", lr=1e-3)
+    for field, value in (("weight_decay", math.nan), ("grad_clip", math.nan), ("lr", math.nan), ("lr", -1.0),
+                         ("save_minutes", math.nan), ("save_minutes", -5.0), ("save_minutes", math.inf)):
+        with pytest.raises(ConfigError, match=f"bad --{field.replace('_', '-')} value"):
+            PretrainConfig(**{**base, field: value}).check()
+    real, calls = torch.nn.utils.clip_grad_norm_, []
+
+    def poisoned(params, clip):  # the gradient of the 4th step overflows
+        calls.append(1)
+        norm = real(params, clip)
+        return torch.tensor(math.nan) if len(calls) == 4 else norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", poisoned)
+    with pytest.raises(TrainingDivergedError) as err:
+        train(PretrainConfig(**base, save_every=2 * 4 * 64))
+    message = str(err.value)
+    assert "\n" not in message and "at step 4" in message and "step-512" in message, message
+    from safetensors.torch import load_file
+
+    weights = load_file(tmp_path / "run" / "step-512" / "model.safetensors")
+    assert all(torch.isfinite(t).all() for t in weights.values())  # the last good checkpoint stays, finite
+    assert not (tmp_path / "run" / "final").exists()

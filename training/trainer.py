@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from biobench.errors import ConfigError
+from biobench.errors import ConfigError, TrainingDivergedError
+from biobench.ranges import Bounds
 from biobench.runtime.batching import AUTO, micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
@@ -50,26 +51,27 @@ class PretrainConfig:
     model: str
     corpus: str
     out: Path
-    tokens: int  # phase-1 budget; phase 2 runs decay_ratio of it
-    decay_ratio: float = 0.10
-    batch_size: int = 384  # global, in sequences
-    seq_len: int = 8192
+    tokens: int = field(metadata={"bounds": Bounds(1, 1e15, integer=True)})  # phase 1; phase 2 runs decay_ratio of it
+    decay_ratio: float = field(default=0.10, metadata={"bounds": Bounds(0, 1, above=True)})
+    batch_size: int = field(default=384, metadata={"bounds": Bounds(1, 1 << 20, integer=True)})  # global, sequences
+    seq_len: int = field(default=8192, metadata={"bounds": Bounds(8, 1 << 20, integer=True)})
     micro_batch_size: int | str | None = None  # per process; None = the whole per-process batch; "auto": fits
-    lr: float = optim.PAPER["lr"]
+    lr: float = field(default=optim.PAPER["lr"], metadata={"bounds": Bounds(0, 1, above=True)})
     betas: tuple[float, float] = optim.PAPER["betas"]
-    eps: float = optim.PAPER["eps"]
-    weight_decay: float = optim.PAPER["weight_decay"]
-    warmup_tokens: int = schedules.PAPER_WARMUP_TOKENS
-    grad_clip: float | None = 1.0
+    eps: float = field(default=optim.PAPER["eps"], metadata={"bounds": Bounds(0, 1, above=True)})
+    weight_decay: float = field(default=optim.PAPER["weight_decay"], metadata={"bounds": Bounds(0, 10)})
+    warmup_tokens: int = field(default=schedules.PAPER_WARMUP_TOKENS, metadata={"bounds": Bounds(0, 1e15, integer=True)})
+    grad_clip: float | None = field(default=1.0, metadata={"bounds": Bounds(0, 1e6)})  # None or 0: off
     freeze: list[str] = field(default_factory=list)
-    save_every: int | None = None  # tokens; step-<tokens>/ checkpoints, all kept
-    save_minutes: float | None = 30.0  # a rolling resume-<tokens>/ checkpoint this often (only the latest is kept)
+    save_every: int | None = field(default=None, metadata={"bounds": Bounds(1, 1e15, integer=True)})  # tokens; step-<tokens>/, all kept
+    # a rolling resume-<tokens>/ checkpoint this often (only the latest is kept); None or 0: only on a signal
+    save_minutes: float | None = field(default=30.0, metadata={"bounds": Bounds(0, 10**6)})
     resume: str | bool | None = None
     doc_mask: bool = False
-    seed: int = 0  # model init (presets) and MLM masking
+    seed: int = field(default=0, metadata={"bounds": Bounds(0, 2**32 - 1, integer=True)})  # model init, MLM masking
     data_seed: int | None = None  # packed-sequence order; None = seed (the seed-noise control fixes it)
     text_field: str = "text"
-    max_documents: int | None = None
+    max_documents: int | None = field(default=None, metadata={"bounds": Bounds(1, 1e12, integer=True)})
     cache_dir: Path | None = None
     device: str | None = None
     precision: str = "auto"  # auto (bf16 on CUDA) | bf16 | fp32
@@ -83,6 +85,20 @@ class PretrainConfig:
     loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
     report_to: str | None = None  # "tensorboard" / "wandb": scalars also to <out>/<backend>/ (runtime/reporting.py)
     stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
+
+    def check(self) -> PretrainConfig:
+        """Every number within the bounds its field states (ConfigError naming the flag otherwise), checked before
+        anything is loaded: `--weight-decay nan` once trained to a checkpoint of NaN tensors, `--lr nan` was a
+        traceback and `--save-minutes -5` was accepted. Returns the config."""
+        for spec in fields(self):
+            bounds, value = spec.metadata.get("bounds"), getattr(self, spec.name)
+            if bounds is not None and value is not None:
+                bounds.check(value, f"--{spec.name.replace('_', '-')}")
+        if not (isinstance(self.betas, tuple | list) and len(self.betas) == 2):
+            raise ConfigError(f"betas {self.betas!r}: expected two numbers")
+        for beta in self.betas:
+            Bounds(0, 1, below=True).check(beta, "betas")
+        return self
 
     def to_json(self) -> dict[str, Any]:
         """The config as JSON values (paths as strings, tuples as lists) that `from_json` turns back into it:
@@ -423,12 +439,24 @@ class Trainer:
         loss = distributed.all_reduce_sum(loss_sum, self.dist) / count
         clip = self.cfg.grad_clip if self.cfg.grad_clip else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, clip) if trainable else torch.zeros(())
+        if not (math.isfinite(float(loss)) and math.isfinite(float(grad_norm))):
+            # before the optimiser step: the weights stay those of the last good step, and no checkpoint of
+            # NaN tensors is written (the rolling and step checkpoints on disk are the last good ones)
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDivergedError(
+                f"the loss became {float(loss)} (gradient norm {float(grad_norm)}) at step {self.state.global_step + 1}"
+                f" (phase {phase.name}); stopped before updating the weights. {self._last_good()}; lower --lr "
+                "or set --grad-clip, then resume")
         lr = self.cfg.lr * schedules.multiplier(phase.schedule, self.state.step, total, self.plan.warmup)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return float(loss), float(grad_norm), lr
+
+    def _last_good(self) -> str:
+        folder = checkpoint.latest(self.out) if self.out.is_dir() else None
+        return f"the last good checkpoint is {folder}" if folder is not None else "no checkpoint was written yet"
 
     def _log_step(self, phase_index: int, objective: str, loss: float, grad_norm: float, lr: float,
                   tokens_per_s: float, bar) -> None:
@@ -536,8 +564,19 @@ class Trainer:
     def _trim_log(self, last_step: int) -> None:
         """Drop log lines past the checkpoint a run resumes from (a fresh run starts an empty log)."""
         log = self.out / "train_log.jsonl"
-        if log.exists():
-            keep = [line for line in log.read_text().splitlines() if json.loads(line)["step"] <= last_step]
+        if log.exists() or log.is_symlink():
+            from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
+
+            try:  # bounded and regular files only: a FIFO or junk in --out is one line, never a hang or traceback
+                records = [record for _, record in iter_jsonl(log, max_bytes=1 << 30)]
+                if not all(isinstance(r, dict) and isinstance(r.get("step"), int) for r in records):
+                    raise UnsafeJSONError(log, "a record without a step")
+            except (UnsafeJSONError, OSError, EOFError) as err:
+                reason = err.reason if isinstance(err, UnsafeJSONError) else str(err)
+                raise ConfigError(f"{log} is not a biobench training log ({reason}); move it out of --out or choose "
+                                  "another --out") from None
+            lines = [line for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]  # checked above
+            keep = [line for line, record in zip(lines, records, strict=True) if record["step"] <= last_step]
             atomic_write(log, "".join(line + "\n" for line in keep))
 
     def _print(self, message: str) -> None:
@@ -547,7 +586,7 @@ class Trainer:
 
 def train(cfg: PretrainConfig) -> Path | None:
     """Run (or resume) a recipe; returns <out>/final, or None when stopped early by stop_after_steps."""
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg.check())
     try:
         return trainer.run()
     finally:

@@ -81,6 +81,7 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
                              save_every=parse_tokens(save_every) if save_every else None, **geometry, **options)
     except TypeError as err:
         raise ConfigError(f"pretrain: {err} (options are PretrainConfig's fields)") from None
+    cfg.check()  # nan, inf, negative settings refused before anything loads (PretrainConfig states the bounds)
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
     if announce is not None:
         announce(cfg, torch.get_num_threads())
