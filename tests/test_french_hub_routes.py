@@ -256,3 +256,22 @@ def test_a_cell_over_the_csv_limit_names_its_line():
     lines[3] = lines[3].split("\t")[0] + "\ttrain\t" + "[" * 200_000
     with pytest.raises(DataError, match=r"^labels.csv:4: not a tab-separated row \(field larger than field limit"):
         release_splits("\n".join(lines).encode(), texts_tsv.encode(), "labels.csv", "texts.csv")
+
+
+def test_eval_runs_meddialog_from_the_hub_copy(monkeypatch, tmp_path, tiny_mlm_dir, capsys):
+    """`biobench eval` with no local MedDialog-FR data trains on the hub copy (its `hub` source) and records it."""
+    import json
+
+    labels_tsv, texts_tsv = release_files()
+    with serving_hub(monkeypatch, tmp_path) as hub:
+        hub.datasets[("rntc/tabib-meddialog-fr", "main")] = Repo(meddialog_hub_files(labels_tsv, texts_tsv))
+        args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "meddialog-fr", "--seeds", "42", "--epochs", "1",
+                "--max-length", "32", "--data-dir", str(tmp_path / "empty"), "--results", str(tmp_path / "results"),
+                "--no-progress", "--json"]
+        assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in summary["runs"]] == ["done"]
+    from biobench.store import read_result
+
+    result = read_result(summary["runs"][0]["path"])
+    assert result.task["source"] == "hub:rntc/tabib-meddialog-fr" and result.task["data_version"] == "tabib-meddialog-fr"
