@@ -187,17 +187,49 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
     for row in rows:
         seed = f"seed {row.seed}" if row.seed is not None else "-"
         detail = f"  ({row.detail})" if row.detail and row.status != UNRESOLVED else ""
-        print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{detail}")
+        held = f"  (by {row.holder}, until {row.expires})" if row.status == "claimed" else ""
+        print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{held}{detail}")
         if row.status == UNRESOLVED and (row.grid, row.model) not in said:
             said.add((row.grid, row.model))
             print(f"{row.model}: {UNRESOLVED}, so whether its runs are done is unknown: {row.detail}", file=sys.stderr)
+    print_progress(rows)
     done = sum(r.status == "done" for r in rows)
+    claimed = sum(r.status == "claimed" for r in rows)
     runs = sum(r.seed is not None for r in rows)
     unresolved = sum(r.status == UNRESOLVED for r in rows)
+    models = len({(r.grid, r.model) for r in rows})
+    tasks = len({r.task for r in rows if r.seed is not None})
     print(f"{runs} run(s)" + (f" in {n_grids} grid(s)" if n_grids else "") + f": {done} done, {runs - done} to run"
+          + (f" ({claimed} claimed now)" if claimed else "")
           + (f" ({unresolved} with the revision unresolved)" if unresolved else "")
-          + (f"; {len(rows) - runs} line(s) could not be planned" if len(rows) > runs else ""), file=sys.stderr)
+          + (f"; {len(rows) - runs} line(s) could not be planned" if len(rows) > runs else "")
+          + f"; {models} model(s) x {tasks} task(s)", file=sys.stderr)
     return 0
+
+
+def print_progress(rows) -> None:
+    """Progress across the grid (stderr): done / claimed / left per (grid, model, task), then who holds claims
+    (host, pid, SLURM job ids) and until when — what a SLURM array's progress looks like from a login node."""
+    from collections import Counter
+
+    if not any(r.status in ("done", "claimed") for r in rows):
+        return
+    counts: dict[tuple[str, str, str], Counter] = {}
+    for row in rows:
+        if row.seed is not None:
+            counts.setdefault((row.grid, row.model, row.task), Counter())[row.status] += 1
+    print("progress (done / claimed / left):", file=sys.stderr)
+    for (grid, model, task), count in counts.items():
+        left = sum(count.values()) - count["done"] - count["claimed"]
+        print(f"  {grid}\t{model}\t{task}\t{count['done']} / {count['claimed']} / {left}", file=sys.stderr)
+    holders: dict[str, list] = {}
+    for row in rows:
+        if row.status == "claimed":
+            holders.setdefault(row.holder, []).append(row)
+    for holder, held in holders.items():
+        runs = ", ".join(f"{r.task} seed {r.seed}" for r in held[:4]) + (" ..." if len(held) > 4 else "")
+        print(f"  claimed by {holder}: {runs} (until {max(r.expires for r in held)} unless renewed)",
+              file=sys.stderr)
 
 
 def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parallel: int | str | None = None) -> None:

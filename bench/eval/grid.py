@@ -173,8 +173,10 @@ class RunStatus:
     model: str  # display name
     task: str
     seed: int | None
-    status: str  # done | to run | conflict | no data | cannot plan | revision unresolved
+    status: str  # done | to run | claimed | conflict | no data | cannot plan | revision unresolved
     detail: str = ""
+    holder: str = ""  # a claimed run: who holds it (host, pid, SLURM job ids)
+    expires: str = ""  # a claimed run: when its claim expires unless renewed (UTC)
 
 
 def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
@@ -215,10 +217,19 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
         return [RunStatus(grid, model, task, seed, UNRESOLVED, str(err)) for task, seed in unresolved()]
     except BiobenchError as err:
         return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
+    from biobench.eval.claims import read_claim
+    from biobench.runtime.leases import now_iso
+
     rows = []
     for run in plan.grid:
         status, detail = run_status(run.path, run.key)
-        rows.append(RunStatus(grid, plan.name, run.task.id, run.seed, status, detail))
+        row = RunStatus(grid, plan.name, run.task.id, run.seed, status, detail)
+        if status == "to run" and (claim := read_claim(run.path)) is not None:
+            if claim.held and claim.holder is not None:
+                row.status, row.holder, row.expires = "claimed", claim.holder.describe(), now_iso(claim.expires)
+            elif claim.problem:
+                row.detail = claim.problem
+        rows.append(row)
     for task, reason in plan.unavailable.items():
         rows.append(RunStatus(grid, plan.name, task, None, "no data", reason))
     return rows
