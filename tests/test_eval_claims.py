@@ -356,3 +356,104 @@ def test_dry_run_shows_done_claimed_left_per_task_and_who_holds_what(tiny_mlm_di
     assert "progress (done / claimed / left):" in err and "\tdemo-cls\t0 / 1 / 2" in err
     assert "  claimed by node7 pid 4242 (SLURM job 901, array 900_1): demo-cls seed 2 (until 20" in err
     assert "3 run(s): 0 done, 3 to run (1 claimed now); 1 model(s) x 1 task(s)" in err
+
+
+# ---------------------------------------------------------------- --launcher
+def launch_cli(tmp_path, model, *extra, path_dirs=()):
+    grid = grid_file(tmp_path, model, "launched", tasks=("demo-cls",), seeds="1")
+    env = {**ENV, "PATH": ":".join([*map(str, path_dirs), os.path.dirname(sys.executable)])}  # no real SLURM
+    return subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid), "--launcher", "slurm",
+                           "--log-dir", str(tmp_path / "logs"), *extra], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def fake_slurm(tmp_path, partitions="gpu*\ncpu\n") -> Path:
+    """sinfo answering with `partitions`, and an sbatch that records its call and refuses (nothing is run)."""
+    folder = tmp_path / "fake-slurm"
+    folder.mkdir(exist_ok=True)
+    (folder / "sinfo").write_text(f"#!/bin/sh\nprintf '{partitions}'\n")
+    (folder / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/sbatch.calls\necho refused >&2\nexit 1\n")
+    (folder / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in ("sinfo", "sbatch", "srun"):
+        (folder / tool).chmod(0o755)
+    return folder
+
+
+def test_launcher_slurm_without_sbatch_is_one_line(tiny_mlm_dir, tmp_path):
+    done = launch_cli(tmp_path, tiny_mlm_dir)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "error: --launcher slurm: no sbatch or srun on PATH" in done.stderr and not (tmp_path / "logs").exists()
+
+
+def test_launcher_slurm_refuses_an_unknown_partition_in_one_line(tiny_mlm_dir, tmp_path):
+    done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "h100", path_dirs=[fake_slurm(tmp_path)])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "error: --partition h100: not a partition of this cluster (sinfo lists: gpu, cpu)" in done.stderr
+    assert not (tmp_path / "sbatch.calls").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
+def test_launcher_slurm_refuses_an_unwritable_results_folder_in_one_line(tiny_mlm_dir, tmp_path):
+    locked = tmp_path / "launched"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", path_dirs=[fake_slurm(tmp_path)])
+    finally:
+        locked.chmod(0o700)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is not writable from here" in done.stderr and not (tmp_path / "sbatch.calls").exists()
+
+
+def test_launcher_slurm_refuses_a_results_path_that_is_a_file_in_one_line(tiny_mlm_dir, tmp_path):
+    (tmp_path / "launched").write_text("not a folder")
+    done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", path_dirs=[fake_slurm(tmp_path)])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is not writable from here" in done.stderr and not (tmp_path / "sbatch.calls").exists()
+
+
+def test_launcher_slurm_bad_time_and_slurm_arg_are_one_line(tiny_mlm_dir, tmp_path):
+    for extra, message in ((["--time", "soon"], "--time 'soon': give HH:MM:SS"),
+                           (["--slurm-arg", "qos"], "--slurm-arg 'qos': give KEY=VALUE")):
+        done = launch_cli(tmp_path, tiny_mlm_dir, *extra, path_dirs=[fake_slurm(tmp_path)])
+        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_refused_sbatch_is_one_line_after_the_grid_was_resolved(tiny_mlm_dir, tmp_path):
+    done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", "--workers", "2", "--epochs", "2",
+                      path_dirs=[fake_slurm(tmp_path)])
+    # submitit lets sbatch's own stderr through ("refused"), then the one error line
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == "error: sbatch refused the array: refused"
+    assert (tmp_path / "sbatch.calls").exists()
+    resolved = (tmp_path / "logs" / "grid.toml").read_text()
+    from biobench.eval.grid import read_grid_file
+
+    grid = read_grid_file(tmp_path / "logs" / "grid.toml")[0]
+    assert grid.results == (tmp_path / "launched").resolve() and grid.models[0].model == str(tiny_mlm_dir.resolve())
+    assert grid.overrides["epochs"] == 2 and grid.tasks == ["demo-cls"], resolved  # the command line's override
+
+
+def test_resolved_grid_file_round_trips(tmp_path):
+    from biobench.eval.grid import read_grid_file, resolved_grid_file
+
+    source = tmp_path / "g.toml"
+    source.write_text('results = "res"\n[[grid]]\nname = "a"\nlang = "fr"\nseeds = "42-44"\nparallel = 2\n'
+                      'overrides = { epochs = 3 }\nmodels = [{ model = "DrBERT", name = "Dr \\"B\\"", '
+                      'overrides = { lr = 5e-5 } }]\n')
+    grids = read_grid_file(source)
+    copy = tmp_path / "elsewhere" / "grid.toml"
+    copy.parent.mkdir()
+    copy.write_text(resolved_grid_file(grids, {"max_length": 128}))
+    again = read_grid_file(copy)[0]
+    assert again.results == tmp_path / "res" and again.lang == "fr" and again.seeds == "42-44"
+    assert again.overrides == {"epochs": 3, "max_length": 128} and again.parallel == 2
+    assert again.models[0].name == 'Dr "B"' and again.models[0].overrides == {"lr": 5e-5}
+
+
+def test_worker_launcher_slurm_refuses_an_unknown_partition_in_one_line(tmp_path):
+    env = {**ENV, "PATH": f"{fake_slurm(tmp_path)}:{os.path.dirname(sys.executable)}"}
+    done = subprocess.run([sys.executable, "-m", "biobench.cli", "worker", "--queue", str(tmp_path / "q"), "--results",
+                           str(tmp_path / "r"), "--launcher", "slurm", "--partition", "a100"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr == ("error: --partition a100: not a partition of this cluster "
+                                                    "(sinfo lists: gpu, cpu)\n")

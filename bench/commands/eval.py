@@ -80,6 +80,9 @@ def add_parser(subparsers) -> None:
                              "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
     add_protocol_arguments(parser)
+    from biobench.commands.launch import add_launcher_arguments
+
+    add_launcher_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -137,6 +140,12 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
+    if args.launcher == "slurm" and not args.dry_run:
+        return launch_slurm(args)
+    if args.launcher == "local" and args.workers:  # the same workers on this machine: today's --parallel
+        from biobench.eval.parallel import parallel_value
+
+        args.parallel = parallel_value(str(args.workers))
     if args.config:
         return run_config(args)
     if args.grid:
@@ -266,11 +275,89 @@ def micro_batch(args: argparse.Namespace) -> str | None:
     return "auto" if str(args.batch_size).strip().lower() == "auto" else None
 
 
+def selected_grids(args: argparse.Namespace) -> list:
+    """The grids of --config, only those named by --grid when given."""
+    from biobench.errors import ConfigError
+    from biobench.eval.grid import read_grid_file
+
+    grids = read_grid_file(args.config)
+    if args.grid:
+        unknown = [g for g in args.grid if g not in {grid.name for grid in grids}]
+        if unknown:
+            raise ConfigError(f"{args.config}: no grid named {', '.join(unknown)} (grids: "
+                              f"{', '.join(g.name for g in grids)})")
+        grids = [g for g in grids if g.name in args.grid]
+    return grids
+
+
+# what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid)
+PASSED_FLAGS = {"threads": "--threads", "device": "--device", "claim_seconds": "--claim-seconds",
+                "parallel": "--parallel", "report_to": "--report-to"}
+PASSED_SWITCHES = {"compile": "--compile", "trust_remote_code": "--trust-remote-code", "overwrite": "--overwrite",
+                   "no_claims": "--no-claims"}
+
+
+def launch_slurm(args: argparse.Namespace) -> int:
+    """`eval --config G --launcher slurm`: resolve the grid now, write it to the log folder, submit --workers
+    array elements that each run `biobench eval --config <that grid>` (claiming runs), print where to look."""
+    from datetime import UTC, datetime
+
+    from biobench.commands import launch
+    from biobench.errors import ConfigError
+    from biobench.eval.grid import resolved_grid_file
+    from biobench.eval.models import identify_model
+    from biobench.eval.protocols import overrides_from_args
+
+    if not args.config:
+        raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")
+    if args.shard:
+        raise ConfigError("--launcher slurm shares the grid by claims; drop --shard")
+    workers = args.workers or 8
+    if not 1 <= workers <= launch.MAX_WORKERS:
+        raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
+    for flag, value in (("--gpus-per-task", args.gpus_per_task), ("--array-parallelism", args.array_parallelism),
+                        ("--cpus-per-task", args.cpus_per_task)):
+        if value is not None and not 0 <= value <= 10_000:
+            raise ConfigError(f"{flag} {value}: give a number from 0 to 10000")
+    time_min, extra = launch.minutes(args.time), launch.slurm_args(args.slurm_arg)
+    launch.import_submitit()
+    launch.check_slurm(args.partition)
+    grids = selected_grids(args)
+    for grid in grids:
+        launch.check_writable(Path(grid.results), f"results folder of grid {grid.name!r}")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    log_dir = Path(args.log_dir or Path("biobench-slurm") / f"{Path(args.config).stem}-{stamp}").resolve()
+    launch.check_writable(log_dir, "--log-dir")
+    revisions = {}
+    for grid in grids:  # pinned now: what the models are at submit time (also: each one resolves from here)
+        for entry in grid.models:
+            identity = identify_model(entry.model, grid.results, entry.name)
+            revisions[f"{grid.name}/{identity.name}"] = identity.info.revision
+    grid_file = log_dir / "grid.toml"
+    grid_file.write_text(resolved_grid_file(grids, overrides_from_args(args), [Path(f) for f in args.task_file],
+                                            args.data_dir), encoding="utf-8")
+    argv = ["eval", "--config", str(grid_file), "--no-progress"]
+    argv += [part for dest, flag in PASSED_FLAGS.items() if getattr(args, dest, None) not in (None, "none")
+             for part in (flag, str(getattr(args, dest)))]
+    argv += [flag for dest, flag in PASSED_SWITCHES.items() if getattr(args, dest, False)]
+    if micro_batch(args):
+        argv += ["--batch-size", "auto"]
+    job = launch.submit(launch.SlurmLaunch(
+        argv, workers, log_dir, f"biobench-{Path(args.config).stem}"[:60], args.partition, args.account,
+        args.gpus_per_task, args.cpus_per_task, time_min, args.array_parallelism, extra,
+        record={"grid": str(grid_file), "grid_source": str(Path(args.config).resolve()), "revisions": revisions}))
+    print(f"submitted SLURM array {job}: {workers} worker(s) on {sum(len(g.models) for g in grids)} model(s) of "
+          f"{len(grids)} grid(s), each claiming the next unfinished run")
+    print(f"logs: {log_dir}/{job}_<element>/ (launch.json and the resolved grid.toml beside them)")
+    print(f"progress: biobench eval --config {grid_file} --dry-run")
+    return 0
+
+
 def run_config(args: argparse.Namespace) -> int:
     """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run, or with
     --dry-run the list of runs and whether each is done."""
     from biobench.errors import ConfigError
-    from biobench.eval.grid import dry_run, read_grid_file
+    from biobench.eval.grid import dry_run
     from biobench.eval.protocols import overrides_from_args
     from biobench.eval.runner import parse_shard, plan_grid
     from biobench.ranges import parse_seeds
@@ -279,13 +366,7 @@ def run_config(args: argparse.Namespace) -> int:
 
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
-    grids = read_grid_file(args.config)
-    if args.grid:
-        unknown = [g for g in args.grid if g not in {grid.name for grid in grids}]
-        if unknown:
-            raise ConfigError(f"{args.config}: no grid named {', '.join(unknown)} (grids: "
-                              f"{', '.join(g.name for g in grids)})")
-        grids = [g for g in grids if g.name in args.grid]
+    grids = selected_grids(args)
     cli_overrides = overrides_from_args(args)
 
     def plan_model(grid, entry, overwrite: bool = False):

@@ -39,6 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-seconds", type=float, default=30.0, help="look for new requests this often")
     p.add_argument("--dry-run", metavar="DIR", help="hub queue/results: work in DIR and record the hub operations "
                    "in DIR/operations.jsonl instead of committing")
+    from biobench.commands.launch import add_launcher_arguments
+
+    add_launcher_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.renew_seconds >= args.lease_seconds:
         raise ConfigError(f"--renew-seconds ({args.renew_seconds:g}) must be below --lease-seconds "
                           f"({args.lease_seconds:g}), or a running request looks abandoned")
+    if args.launcher == "slurm":
+        return launch_workers(args)
     dry = Path(args.dry_run) if args.dry_run else None
     storage = open_storage(args.queue, dry_run=dry / "queue" if dry and args.queue.startswith(HF_DATASETS) else None)
     config = WorkerConfig(
@@ -69,3 +74,46 @@ def run(args: argparse.Namespace) -> int:
         results_dry_run=dry / "results" if dry and args.results.startswith(HF_DATASETS) else None)
     run_worker(storage, config)
     return 0
+
+
+def launch_workers(args: argparse.Namespace) -> int:
+    """`worker --launcher slurm`: --workers queue workers as one SLURM array (each claims requests by lease)."""
+    from datetime import UTC, datetime
+
+    from biobench.commands import launch
+    from biobench.errors import ConfigError
+    from biobench.runtime.paths import HF_DATASETS
+
+    workers = args.workers or 8
+    if not 1 <= workers <= launch.MAX_WORKERS:
+        raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
+    time_min, extra = launch.minutes(args.time), launch.slurm_args(args.slurm_arg)
+    launch.import_submitit()
+    launch.check_slurm(args.partition)
+    for what, where in (("--queue", args.queue), ("--results", args.results)):
+        if not where.startswith(HF_DATASETS):
+            launch.check_writable(Path(where).resolve(), what)
+    argv = ["worker", "--queue", _absolute(args.queue), "--results", _absolute(args.results),
+            "--max-hours", str(args.max_hours if args.max_hours else max(time_min / 60 - 0.25, 0.1)),
+            "--lease-seconds", str(args.lease_seconds), "--renew-seconds", str(args.renew_seconds),
+            "--poll-seconds", str(args.poll_seconds)]
+    for flag, value in (("--data-dir", args.data_dir and str(Path(args.data_dir).resolve())),
+                        ("--device", args.device), ("--parallel", args.parallel)):
+        if value:
+            argv += [flag, str(value)]
+    argv += ["--once"] if args.once else []
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    log_dir = Path(args.log_dir or Path("biobench-slurm") / f"worker-{stamp}").resolve()
+    job = launch.submit(launch.SlurmLaunch(argv, workers, log_dir, "biobench-worker", args.partition, args.account,
+                                           args.gpus_per_task, args.cpus_per_task, time_min,
+                                           args.array_parallelism, extra))
+    print(f"submitted SLURM array {job}: {workers} queue worker(s) on {args.queue}")
+    print(f"logs: {log_dir}/{job}_<element>/")
+    print(f"progress: biobench queue --queue {args.queue} list")
+    return 0
+
+
+def _absolute(where: str) -> str:
+    from biobench.runtime.paths import HF_DATASETS
+
+    return where if where.startswith(HF_DATASETS) else str(Path(where).resolve())

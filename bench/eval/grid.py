@@ -25,6 +25,7 @@ the same plan and runner, so a grid file and single commands share results and s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,57 @@ def grid_specs(grid: Grid, extra_task_files: list[Path] | tuple = ()) -> list:
     task_files = [*grid.task_files, *extra_task_files]
     return ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
             else list_specs(lang=grid.lang, task_files=task_files))
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML value for the types a grid holds (JSON's string escapes are TOML's basic-string escapes)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def resolved_grid_file(grids: list[Grid], overrides: dict[str, Any] | None = None,
+                       task_files: list[Path] | tuple = (), data_dir: str | Path | None = None) -> str:
+    """The grids as one self-contained grid file: every path absolute (it is read from another folder, e.g. a
+    SLURM job's log folder), the command line's protocol overrides, task files and data folder merged in — what
+    `eval --launcher slurm` decides at submit time, so every array element runs exactly this."""
+    lines = ["# written by biobench eval --launcher: the grid as resolved at submit time (paths absolute)", ""]
+    for grid in grids:
+        table: dict[str, Any] = {"name": grid.name}
+        if grid.tasks:
+            table["tasks"] = grid.tasks
+        else:
+            table["lang"] = grid.lang
+        if grid.seeds:
+            table["seeds"] = grid.seeds
+        merged = {**grid.overrides, **(overrides or {})}
+        if merged:
+            table["overrides"] = merged
+        table["results"] = str(Path(grid.results).resolve())
+        folder = grid.data_dir or data_dir
+        if folder:
+            table["data_dir"] = str(Path(folder).resolve())
+        files = [str(Path(f).resolve()) for f in [*grid.task_files, *task_files]]
+        if files:
+            table["task_files"] = files
+        if grid.parallel is not None:
+            table["parallel"] = grid.parallel
+        lines.append("[[grid]]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
+        models = []
+        for entry in grid.models:
+            model = str(Path(entry.model).resolve()) if Path(entry.model).is_dir() else entry.model
+            item = {"model": model, **({"name": entry.name} if entry.name else {}),
+                    **({"overrides": entry.overrides} if entry.overrides else {})}
+            models.append(_toml_value(item))
+        lines.append("models = [\n  " + ",\n  ".join(models) + ",\n]")
+        lines.append("")
+    return "\n".join(lines)

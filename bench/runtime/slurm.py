@@ -45,6 +45,9 @@ def requeue_self(log: Callable[[str], None]) -> bool:
     job = requeue_target()
     if job is None:
         return False
+    if os.environ.get("BIOBENCH_REQUEUED_BY") == "submitit":  # a `--launcher slurm` worker: submitit requeues it
+        log(f"SLURM job {job} is requeued by submitit (its checkpoint), not here")
+        return False
     scontrol = shutil.which("scontrol")
     if scontrol is None:
         log(f"cannot requeue SLURM job {job}: no scontrol on PATH; resubmit the job to resume")
