@@ -80,7 +80,7 @@ def add_parser(subparsers) -> None:
                              "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
     add_protocol_arguments(parser)
-    from biobench.commands.launch import add_launcher_arguments
+    from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(parser)
     parser.set_defaults(func=run)
@@ -302,11 +302,11 @@ def launch_slurm(args: argparse.Namespace) -> int:
     array elements that each run `biobench eval --config <that grid>` (claiming runs), print where to look."""
     from datetime import UTC, datetime
 
-    from biobench.commands import launch
     from biobench.errors import ConfigError
     from biobench.eval.grid import resolved_grid_file
     from biobench.eval.models import identify_model
     from biobench.eval.protocols import overrides_from_args
+    from biobench.runtime import launch
 
     if not args.config:
         raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")

@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-seconds", type=float, default=30.0, help="look for new requests this often")
     p.add_argument("--dry-run", metavar="DIR", help="hub queue/results: work in DIR and record the hub operations "
                    "in DIR/operations.jsonl instead of committing")
-    from biobench.commands.launch import add_launcher_arguments
+    from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(p)
     p.set_defaults(func=run)
@@ -80,8 +80,8 @@ def launch_workers(args: argparse.Namespace) -> int:
     """`worker --launcher slurm`: --workers queue workers as one SLURM array (each claims requests by lease)."""
     from datetime import UTC, datetime
 
-    from biobench.commands import launch
     from biobench.errors import ConfigError
+    from biobench.runtime import launch
     from biobench.runtime.paths import HF_DATASETS
 
     workers = args.workers or 8

@@ -12,6 +12,9 @@ Everything a job needs is decided here, at submit time: the grid as resolved now
 line's overrides merged) written to the log folder, the python and biobench of this environment, and the
 models' revisions (recorded in launch.json). A submit that cannot work fails at once in one line: submitit
 missing, no `sbatch` on PATH, a partition `sinfo` does not list, a results folder that is not writable.
+
+In the runtime layer because it knows nothing of biobench but how to start its command line (`python -m
+biobench.cli ARGV` in each element); the eval and worker commands decide the ARGV.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +36,7 @@ from biobench.errors import ConfigError
 SLURM_ARG = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,40})=([^\x00-\x1f]{0,200})")
 TIME = re.compile(r"(?:(\d{1,3})-)?(\d{1,3})(?::(\d{1,2}))?(?::(\d{1,2}))?")
 MAX_WORKERS = 10_000
+STOP_WAIT_S = 60.0  # submitit warns 90 s before the limit: the child gets 60 of them to stop
 
 
 def add_launcher_arguments(parser: Any) -> None:
@@ -153,23 +158,39 @@ except ImportError:  # pragma: no cover - depends on the extra
 
 
 class CommandWorker(_Checkpointable):  # type: ignore[misc,valid-type]
-    """One array element: run the biobench command line `argv` in this process (the submitting environment's
-    python, which submitit records). On the time limit submitit calls `checkpoint` (Checkpointable's: resubmit
-    the same call) and requeues the element: the claims make the rerun resume where the grid is."""
+    """One array element: run the biobench command line `argv` with the submitting environment's python (which
+    submitit records), as a child process. On the time limit submitit calls `checkpoint`: the child gets
+    SIGTERM and stops at a safe point (the run in training abandoned, its claim released), then Checkpointable
+    resubmits the same call and submitit requeues the element; the claims make the rerun resume. A child, not a
+    call in this process: the signals stay submitit's here and eval's there."""
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = list(argv)
+        self.child: subprocess.Popen | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"argv": self.argv, "child": None}
 
     def __call__(self) -> int:
-        from biobench.cli import main
-
-        # submitit owns the wall clock here (its USR2 handler checkpoints and requeues): eval must not requeue
-        # the element a second time (runtime.slurm.requeue_self reads this)
-        os.environ["BIOBENCH_REQUEUED_BY"] = "submitit"
-        code = main(self.argv)
+        # submitit owns the wall clock here: eval must not requeue the element a second time (runtime.slurm)
+        env = {**os.environ, "BIOBENCH_REQUEUED_BY": "submitit"}
+        self.child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *self.argv], env=env)
+        code = self.child.wait()
+        self.child = None
         if code:
             raise RuntimeError(f"biobench {' '.join(self.argv[:1])} exited with {code}; see this log")
         return code
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        child, self.child = self.child, None
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        return super().checkpoint(*args, **kwargs)  # type: ignore[misc]
 
 
 def submit(launch: SlurmLaunch) -> str:
@@ -200,10 +221,14 @@ def submit(launch: SlurmLaunch) -> str:
         text = " ".join(str(err).split())[:400]
         raise ConfigError(f"sbatch refused the array: {text}") from None
     job_id = str(jobs[0].job_id).split("_")[0]
-    from biobench import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        biobench_version = version("biobench")
+    except PackageNotFoundError:
+        biobench_version = "unknown"
     record = {"job_id": job_id, "workers": launch.workers, "argv": ["biobench", *launch.argv],
-              "python": sys.executable, "biobench": __version__,
+              "python": sys.executable, "biobench": biobench_version,
               "biobench_path": str(Path(__file__).resolve().parents[1]), "submitted": time.time(),
               "sbatch": settings, **launch.record}
     (launch.log_dir / "launch.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
