@@ -157,7 +157,7 @@ except ImportError:  # pragma: no cover - depends on the extra
     _Checkpointable = object  # type: ignore[assignment,misc]
 
 
-class CommandWorker(_Checkpointable):  # type: ignore[misc,valid-type]
+class CommandWorker(_Checkpointable):
     """One array element: run the biobench command line `argv` with the submitting environment's python (which
     submitit records), as a child process. On the time limit submitit calls `checkpoint`: the child gets
     SIGTERM and stops at a safe point (the run in training abandoned, its claim released), then Checkpointable
@@ -190,7 +190,7 @@ class CommandWorker(_Checkpointable):  # type: ignore[misc,valid-type]
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-        return super().checkpoint(*args, **kwargs)  # type: ignore[misc]
+        return super().checkpoint(*args, **kwargs)
 
 
 def submit(launch: SlurmLaunch) -> str:
