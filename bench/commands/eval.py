@@ -348,7 +348,7 @@ def launch_slurm(args: argparse.Namespace) -> int:
         record={"grid": str(grid_file), "grid_source": str(Path(args.config).resolve()), "revisions": revisions}))
     print(f"submitted SLURM array {job}: {workers} worker(s) on {sum(len(g.models) for g in grids)} model(s) of "
           f"{len(grids)} grid(s), each claiming the next unfinished run")
-    print(f"logs: {log_dir}/{job}_<element>/ (launch.json and the resolved grid.toml beside them)")
+    print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err (launch.json and the resolved grid.toml beside them)")
     print(f"progress: biobench eval --config {grid_file} --dry-run")
     return 0
 

@@ -108,7 +108,7 @@ def launch_workers(args: argparse.Namespace) -> int:
                                            args.gpus_per_task, args.cpus_per_task, time_min,
                                            args.array_parallelism, extra))
     print(f"submitted SLURM array {job}: {workers} queue worker(s) on {args.queue}")
-    print(f"logs: {log_dir}/{job}_<element>/")
+    print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err")
     print(f"progress: biobench queue --queue {args.queue} list")
     return 0
 

@@ -200,7 +200,7 @@ def submit(launch: SlurmLaunch) -> str:
     check_slurm(launch.partition)
     check_writable(launch.log_dir, "--log-dir")
     try:
-        executor = submitit.AutoExecutor(folder=str(launch.log_dir / "%A_%a"), cluster="slurm")
+        executor = submitit.AutoExecutor(folder=str(launch.log_dir), cluster="slurm")  # submitit adds %A_%a
     except Exception as err:  # submitit's own checks of the cluster
         raise ConfigError(f"--launcher slurm: {' '.join(str(err).split())[:300]}") from None
     settings: dict[str, Any] = {"name": launch.name, "timeout_min": launch.time_min, "tasks_per_node": 1,
