@@ -95,8 +95,9 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
         if not folder.is_dir():
             raise ResultsError(f"{folder}: no such results folder (give a folder written by `biobench eval`, a "
                                "results.parquet or hf://datasets/ORG/NAME)")
-    paths = sorted((p for folder in folders for p in folder.glob("*/*/seed-*.json") if SEED_FILE.match(p.name)),
-                   key=lambda p: (str(p.parent.parent), p.parent.name, int(SEED_FILE.match(p.name)[1])))
+    seeds = {p: int(found[1]) for folder in folders for p in folder.glob("*/*/seed-*.json")
+             if (found := SEED_FILE.match(p.name))}
+    paths = sorted(seeds, key=lambda p: (str(p.parent.parent), p.parent.name, seeds[p]))
     out = Results.from_files(paths)
     out.problems.extend(Problem(p.path, p.reason) for p in refused)
     return out

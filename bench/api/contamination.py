@@ -85,8 +85,9 @@ def corpus_of(lineage: dict[str, Any] | None) -> list[str]:
     if not lineage or not lineage.get("corpus"):
         raise ConfigError("--check-contamination needs a `biobench pretrain` checkpoint (its biobench_pretrain.json "
                           "names the corpus); for another model run `biobench contamination --corpus ...`")
-    record = lineage.get("corpus_record") if isinstance(lineage.get("corpus_record"), dict) else {}
-    files = [f.get("path") for f in record.get("files") or [] if isinstance(f, dict) and f.get("path")]
+    record = lineage.get("corpus_record")
+    record = record if isinstance(record, dict) else {}
+    files = [str(f["path"]) for f in record.get("files") or [] if isinstance(f, dict) and f.get("path")]
     sources = files or [str(lineage["corpus"])]
     missing = [s for s in sources if not Path(s).exists() and (files or Path(s).is_absolute())]
     if missing:
@@ -100,10 +101,12 @@ def attach_to_plan(plan: GridPlan, n: int = 13) -> dict[str, Any]:
     so every run of the task records it (`contamination` in the result file)."""
     from biobench.analysis.contamination import check
 
-    sources = corpus_of(plan.model.info.lineage)
+    lineage = plan.model.info.lineage or {}
+    sources = corpus_of(lineage)
     texts = {(task, split): [(str(ex.id), ex.text) for ex in examples]
              for task, data in plan.data.items() for split, examples in data.splits.items()}
-    record = plan.model.info.lineage.get("corpus_record") if isinstance(plan.model.info.lineage.get("corpus_record"), dict) else {}
+    record = lineage.get("corpus_record")
+    record = record if isinstance(record, dict) else {}
     report = check(texts, _documents(sources, str(record.get("text_field") or "text")), n=n)
     for task, splits in report["tasks"].items():
         plan.annotations.setdefault(task, {})["contamination"] = {

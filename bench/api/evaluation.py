@@ -47,7 +47,7 @@ def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
         return parse_seeds(seeds)
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         return [seeds]
-    values = list(seeds)
+    values: list[Any] = [seeds] if isinstance(seeds, bool) else list(seeds)  # a bool is refused just below
     if not values or not all(isinstance(s, int) and not isinstance(s, bool) for s in values):
         raise ConfigError(f"seeds {values!r}: give integers, e.g. [42, 43] or '42-50'")
     return values

@@ -7,12 +7,13 @@ import argparse
 EPILOG = """examples:
   biobench results push my-org/biobench-results --results results/
   biobench results push my-org/biobench-results --results results/ --dry-run shared/   # write, do not upload
-  biobench leaderboard --results hf://datasets/my-org/biobench-results                  # browse it back"""
+  biobench leaderboard --results hf://datasets/my-org/biobench-results                  # browse it back
+  biobench results export --format every-eval-ever --results results/ --out eee/      # one file per model"""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "results", help="share results as a Hugging Face dataset (push)",
+        "results", help="share results as a Hugging Face dataset (push) or export them (export)",
         description="Results as a Hugging Face dataset: one parquet row per (model, task, seed) with the run key, "
         "metrics, the whole result and its predictions, plus a dataset card.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -30,6 +31,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     push.add_argument("--token", help="hub token (default: HF_TOKEN or `hf auth login`'s)")
     push.add_argument("--message", default="biobench results", help="commit message")
     push.set_defaults(func=run_push)
+    export = sub.add_parser("export", help="write results in another tool's schema (every-eval-ever)",
+                            description="Write results folders in the Every Eval Ever schema (evaleval/every_eval_ever, "
+                            "eval.schema.json 0.3.0): OUT/data/biobench/<developer>/<model>/<uuid>.json, one file per "
+                            "model, one entry per task (seed mean, std, 95%% interval, smoke and degenerate flags).",
+                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    export.add_argument("--format", dest="fmt", required=True, choices=["every-eval-ever"], help="the schema")
+    export.add_argument("--results", nargs="+", action="extend", required=True, metavar="DIR",
+                        help="results folder(s) written by `biobench eval`, a results.parquet or hf://datasets/ORG/NAME")
+    export.add_argument("--out", required=True, metavar="OUT", help="folder to write into (created when missing)")
+    export.set_defaults(func=run_export)
 
 
 def run_push(args: argparse.Namespace) -> int:
@@ -52,4 +63,16 @@ def run_push(args: argparse.Namespace) -> int:
         return 0
     url = dataset.push(runs, args.repo_id, private=args.private, token=args.token, message=args.message)
     print(f"pushed {len(runs)} rows to hf://datasets/{args.repo_id} ({url})")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    import biobench
+    from biobench.api.export import export
+
+    results = biobench.load_results(args.results)
+    for problem in results.problems:
+        print(f"warning: {problem.path}: {problem.reason} (left out)")
+    written = export(results, args.out, args.fmt)
+    print(f"wrote {len(written)} file(s) ({len(results)} runs, {args.fmt}) under {args.out}")
     return 0

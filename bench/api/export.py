@@ -1,0 +1,164 @@
+"""Results in the Every Eval Ever schema (evaleval/every_eval_ever, `eval.schema.json`, version 0.3.0), so that
+other tools read biobench's scores: `biobench results export --format every-eval-ever`.
+
+Why this shape: the schema's datastore keeps one aggregate file per (collection, developer, model) at
+`data/<collection>/<developer>/<model>/<uuid>.json`; ours is the collection `biobench`, one file per model with
+one `evaluation_results` entry per (task, smoke overrides). The score is the seed mean of the test macro-F1 (a
+fraction), with the seeds' standard deviation and 95% t-interval from the store's own summary
+(`Results.summary_rows`, what `eval` and the leaderboard print). A smoke run's overrides and a degenerate run's
+finding travel in `score_details.details` (the schema's free-form strings), with the seeds, the protocol hash and
+the metric, so a reader never takes a smoke score for the protocol's. No server path is written: model ids go
+through `runtime.paths.public_model`, and result file paths are never copied. The file's uuid is derived from
+the model's results folder, so exporting again replaces the file instead of adding a second one.
+A copy of the schema, its license and source: bench/api/schemas/ (tests/test_export.py validates against it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from biobench.api.results import Results, _model_name
+from biobench.runtime.files import atomic_write, output_folder
+from biobench.runtime.paths import public_model
+
+SCHEMA_VERSION = "0.3.0"
+COLLECTION = "biobench"
+Format = Literal["every-eval-ever"]
+FORMATS: tuple[Format, ...] = ("every-eval-ever",)
+_NAMESPACE = uuid.UUID("6f1c3d0e-8a5b-4b8e-9f0a-5b1e0c2d7a41")  # biobench's own uuid5 namespace for file names
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _component(text: str, fallback: str) -> str:
+    """A path component of the datastore layout: letters, digits, '.', '_' and '-' only, never hidden."""
+    cleaned = _UNSAFE.sub("-", text).strip("-.")
+    return cleaned[:100] or fallback
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _strings(values: Mapping[str, Any]) -> dict[str, str]:
+    """The schema's `additional_details`: string values only; unknown (None / '') values left out."""
+    return {k: _text(v) for k, v in values.items() if v is not None and v != "" and v != []}
+
+
+def _availability(open_weights: Any) -> str:
+    return "open_weights" if open_weights is True else "closed_weights" if open_weights is False else "unknown"
+
+
+def model_info(record: Any) -> dict[str, Any]:
+    """The schema's `model_info` from a result's `model` object (display name, public id, metadata)."""
+    model = record.model
+    public_id = public_model(str(model.get("id") or record.slug or "unknown"))
+    meta = model.get("metadata") if isinstance(model.get("metadata"), dict) else {}
+    info: dict[str, Any] = {"name": _model_name(record), "id": public_id}
+    if "/" in public_id:
+        info["developer"] = public_id.split("/", 1)[0]
+    info["additional_details"] = {
+        "deployment_type": "self_deployed", "model_availability": _availability(meta.get("open_weights")),
+        **_strings({"revision": model.get("revision"), "params": model.get("params"), "context": model.get("context"),
+                    "architecture": model.get("architecture"), "license": meta.get("license"),
+                    "base_model": meta.get("base_model"), "training_data": meta.get("training_data"),
+                    "results_folder": record.slug}),
+    }
+    return info
+
+
+def _protocol_details(record: Any) -> dict[str, str]:
+    """The protocol settings that produced a run (epochs, lr, batch size, ...): the schema's generation_config
+    is about text generation, so they go in its free-form `additional_details`."""
+    protocol = record.protocol if isinstance(record.protocol, dict) else {}
+    return _strings({k: v for k, v in sorted(protocol.items()) if isinstance(v, str | int | float | bool | list)})
+
+
+def evaluation_result(row: dict[str, Any], first: Any) -> dict[str, Any]:
+    """One `evaluation_results` entry: a summary row of `Results.summary_rows` and its first run's record."""
+    smoke, task = row["smoke"], row["task"]
+    details = _strings({
+        "seeds": ",".join(str(s) for s in row["seeds"]), "lang": row["lang"], "kind": row["kind"],
+        "protocol": "protocol" if not smoke else f"smoke: {smoke}", "smoke_overrides": smoke,
+        "degenerate": row["degenerate"], "contamination_share": row["contamination"],
+        "protocol_hash": first.key.get("protocol_hash") or first.protocol.get("hash"),
+        "data_checksum": first.key.get("data_checksum") or first.task.get("data_checksum"),
+    })
+    score: dict[str, Any] = {"score": float(row["mean"]), "details": details}
+    uncertainty: dict[str, Any] = {"num_samples": int(row["n"])}
+    if row.get("std") is not None:
+        uncertainty["standard_deviation"] = float(row["std"])
+    if row.get("ci_low") is not None and row.get("ci_high") is not None:
+        uncertainty["confidence_interval"] = {"lower": float(row["ci_low"]), "upper": float(row["ci_high"]),
+                                              "confidence_level": 0.95, "method": "t-interval over seeds"}
+    score["uncertainty"] = uncertainty
+    return {
+        "evaluation_result_id": f"{task}/{first.metric}" + (f"/smoke:{smoke}" if smoke else ""),
+        "evaluation_name": task if not smoke else f"{task} (smoke run: {smoke})",
+        "source_data": {"dataset_name": task, "source_type": "other",
+                        "additional_details": _strings({"lang": row["lang"], "kind": row["kind"]})},
+        "metric_config": {
+            "evaluation_description": f"test {first.metric} of a fine-tuned encoder, mean over seeds "
+                                      "(biobench, arXiv 2605.12438)",
+            "metric_id": "f1_macro", "metric_name": first.metric, "metric_kind": "f1", "metric_unit": "proportion",
+            "lower_is_better": False, "score_type": "continuous", "min_score": 0.0, "max_score": 1.0,
+        },
+        "score_details": score,
+        "generation_config": {"additional_details": _protocol_details(first)},
+    }
+
+
+def every_eval_ever_records(results: Results, retrieved: float | None = None) -> dict[str, dict[str, Any]]:
+    """{datastore-relative path: the aggregate record} for each model of `results`."""
+    from biobench import __version__
+
+    stamp = str(int(time.time() if retrieved is None else retrieved))
+    rows = results.summary_rows(mdd=False)
+    firsts: dict[tuple[str, str], Any] = {}
+    for record in results.records:
+        firsts.setdefault((_model_name(record), record.task_id), record)
+    out: dict[str, dict[str, Any]] = {}
+    for model in results.models:
+        first_record = next(r for r in results.records if _model_name(r) == model)
+        info = model_info(first_record)
+        entries = [evaluation_result(row, firsts[(model, row["task"])]) for row in rows if row["model"] == model]
+        name = _component(info["id"].rsplit("/", 1)[-1] if "/" in info["id"] else model, "model")
+        developer = _component(info.get("developer", ""), "unknown")
+        file_id = uuid.uuid5(_NAMESPACE, f"{COLLECTION}/{first_record.slug or model}")
+        out[f"data/{COLLECTION}/{developer}/{name}/{file_id}.json"] = {
+            "schema_version": SCHEMA_VERSION,
+            "evaluation_id": f"{COLLECTION}/{info['id']}/{stamp}",
+            "retrieved_timestamp": stamp,
+            "source_metadata": {"source_name": "biobench", "source_type": "evaluation_run",
+                                "source_organization_name": "biobench", "evaluator_relationship": "third_party",
+                                "additional_details": {"paper": "https://arxiv.org/abs/2605.12438"}},
+            "eval_library": {"name": "biobench", "version": __version__},
+            "model_info": info,
+            "evaluation_results": entries,
+        }
+    return out
+
+
+def export(results: Results, out: str | Path, fmt: Format = "every-eval-ever",
+           retrieved: float | None = None) -> list[Path]:
+    """Write `results` under `out` in `fmt` (`data/biobench/<developer>/<model>/<uuid>.json`, one file per
+    model); the paths written."""
+    if fmt not in FORMATS:
+        from biobench.errors import ConfigError
+
+        raise ConfigError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
+    root = output_folder(out, "--out")
+    written = []
+    for relative, record in every_eval_ever_records(results, retrieved).items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(record, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+        written.append(path)
+    return written
