@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     export = sub.add_parser("export", help="write results in another tool's schema (every-eval-ever)",
                             description="Write results folders in the Every Eval Ever schema (evaleval/every_eval_ever, "
                             "eval.schema.json 0.3.0): OUT/data/biobench/<developer>/<model>/<uuid>.json, one file per "
-                            "model, one entry per task (seed mean, std, 95%% interval, smoke and degenerate flags).",
+                            "model, one entry per task (seed mean, std, 95% interval, smoke and degenerate flags).",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     export.add_argument("--format", dest="fmt", required=True, choices=["every-eval-ever"], help="the schema")
     export.add_argument("--results", nargs="+", action="extend", required=True, metavar="DIR",
