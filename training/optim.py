@@ -13,8 +13,7 @@ kernel launch per tensor per step (hundreds for ModernBERT-base) on a GPU.
 from __future__ import annotations
 
 import torch
-
-PAPER = dict(lr=2e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=1e-5)
+from biobench.training.config import PAPER_OPTIMIZER as PAPER
 
 
 class DecoupledAdamW(torch.optim.Adam):

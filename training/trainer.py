@@ -14,13 +14,12 @@ import json
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from biobench.errors import ConfigError, TrainingDivergedError
-from biobench.ranges import Bounds
 from biobench.runtime.batching import AUTO, micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
@@ -32,6 +31,7 @@ from biobench.runtime.reporting import NoReport, make_reporter, report_dir
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
+from biobench.training.config import PretrainConfig
 from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import PackedCorpus, document_positions, step_digest
@@ -43,83 +43,6 @@ ROLLING = "resume-"  # <out>/resume-<tokens>/: the timer's and a signal's checkp
 
 class Stopped(KeyboardInterrupt):
     """The run stopped on a signal after saving a resumable checkpoint (the command says which)."""
-
-
-@dataclass
-class PretrainConfig:
-    recipe: str
-    model: str
-    corpus: str
-    out: Path
-    tokens: int = field(metadata={"bounds": Bounds(1, 1e15, integer=True)})  # phase 1; phase 2 runs decay_ratio of it
-    decay_ratio: float = field(default=0.10, metadata={"bounds": Bounds(0, 1, above=True)})
-    batch_size: int = field(default=384, metadata={"bounds": Bounds(1, 1 << 20, integer=True)})  # global, sequences
-    seq_len: int = field(default=8192, metadata={"bounds": Bounds(8, 1 << 20, integer=True)})
-    micro_batch_size: int | str | None = None  # per process; None = the whole per-process batch; "auto": fits
-    lr: float = field(default=optim.PAPER["lr"], metadata={"bounds": Bounds(0, 1, above=True)})
-    betas: tuple[float, float] = optim.PAPER["betas"]
-    eps: float = field(default=optim.PAPER["eps"], metadata={"bounds": Bounds(0, 1, above=True)})
-    weight_decay: float = field(default=optim.PAPER["weight_decay"], metadata={"bounds": Bounds(0, 10)})
-    warmup_tokens: int = field(default=schedules.PAPER_WARMUP_TOKENS, metadata={"bounds": Bounds(0, 1e15, integer=True)})
-    grad_clip: float | None = field(default=1.0, metadata={"bounds": Bounds(0, 1e6)})  # None or 0: off
-    freeze: list[str] = field(default_factory=list)
-    save_every: int | None = field(default=None, metadata={"bounds": Bounds(1, 1e15, integer=True)})  # tokens; step-<tokens>/, all kept
-    # a rolling resume-<tokens>/ checkpoint this often (only the latest is kept); None or 0: only on a signal
-    save_minutes: float | None = field(default=30.0, metadata={"bounds": Bounds(0, 10**6)})
-    resume: str | bool | None = None
-    doc_mask: bool = False
-    seed: int = field(default=0, metadata={"bounds": Bounds(0, 2**32 - 1, integer=True)})  # model init, MLM masking
-    data_seed: int | None = None  # packed-sequence order; None = seed (the seed-noise control fixes it)
-    text_field: str = "text"
-    max_documents: int | None = field(default=None, metadata={"bounds": Bounds(1, 1e12, integer=True)})
-    cache_dir: Path | None = None
-    device: str | None = None
-    precision: str = "auto"  # auto (bf16 on CUDA) | bf16 | fp32
-    attn: str | None = None
-    fsdp: bool = False
-    gradient_checkpointing: bool = False  # recompute activations in backward: long sequences on less memory
-    progress: bool = True
-    language: str | None = None  # model-card metadata (ISO 639-1), e.g. fr
-    license: str | None = None  # model-card licence id, e.g. apache-2.0
-    compile: bool = False  # torch.compile the encoder (fixed shapes: packed sequences)
-    loader_workers: int | None = None  # batch-building processes; None = 2 on CUDA, 0 (main process) on CPU
-    report_to: str | None = None  # "tensorboard" / "wandb": scalars also to <out>/<backend>/ (runtime/reporting.py)
-    stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps
-
-    def check(self) -> PretrainConfig:
-        """Every number within the bounds its field states (ConfigError naming the flag otherwise), checked before
-        anything is loaded: `--weight-decay nan` once trained to a checkpoint of NaN tensors, `--lr nan` was a
-        traceback and `--save-minutes -5` was accepted. Returns the config."""
-        for spec in fields(self):
-            bounds, value = spec.metadata.get("bounds"), getattr(self, spec.name)
-            if bounds is not None and value is not None:
-                bounds.check(value, f"--{spec.name.replace('_', '-')}")
-        if not (isinstance(self.betas, tuple | list) and len(self.betas) == 2):
-            raise ConfigError(f"betas {self.betas!r}: expected two numbers")
-        for beta in self.betas:
-            Bounds(0, 1, below=True).check(beta, "betas")
-        return self
-
-    def to_json(self) -> dict[str, Any]:
-        """The config as JSON values (paths as strings, tuples as lists) that `from_json` turns back into it:
-        saved with the resume state, so a checkpoint says how it was trained."""
-        return {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
-                for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PretrainConfig:
-        """The config `to_json` saved; ConfigError naming the fields this version does not know."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ConfigError(f"saved pretraining config has unknown field(s) {', '.join(unknown)}")
-        values = dict(data)
-        for name in ("out", "cache_dir"):
-            if values.get(name) is not None:
-                values[name] = Path(values[name])
-        if values.get("betas") is not None:
-            values["betas"] = tuple(values["betas"])
-        return cls(**values)
 
 
 @dataclass

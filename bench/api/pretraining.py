@@ -15,9 +15,10 @@ from typing import Any
 from biobench.errors import ConfigError
 
 SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
-# CPU defaults for preset models: a run of a few million tokens finishes in minutes.
+# CPU defaults for preset models: a run of a few million tokens finishes in minutes. The paper's geometry is
+# PretrainConfig's own defaults (training/trainer.py), read from there.
 CPU_PRESET_DEFAULTS = {"seq_len": 512, "batch_size": 16}
-PAPER_DEFAULTS = {"seq_len": 8192, "batch_size": 384}
+CONFIG_FILE = "pretrain_config.toml"  # the resolved config, beside the checkpoints: `pretrain --config` reads it
 
 
 def parse_tokens(text: str | int) -> int:
@@ -37,9 +38,11 @@ def resolve_geometry(model: str, device: str | None, batch_size: int | str | Non
     """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512); explicit values win."""
     from biobench.runtime.batching import AUTO
     from biobench.runtime.device import resolve_device
+    from biobench.training.config import config_defaults
 
     on_cpu = resolve_device(device).startswith("cpu")
-    base = CPU_PRESET_DEFAULTS if on_cpu and model.startswith("preset:") else PAPER_DEFAULTS
+    paper = config_defaults()
+    base = CPU_PRESET_DEFAULTS if on_cpu and model.startswith("preset:") else {k: paper[k] for k in CPU_PRESET_DEFAULTS}
     auto = AUTO in (batch_size, micro_batch_size)
     return {"seq_len": seq_len or base["seq_len"],
             "batch_size": batch_size if isinstance(batch_size, int) else base["batch_size"],
@@ -55,34 +58,58 @@ def cpu_threads(requested: int | None) -> int:
     return max(1, min(cores, cores - round(os.getloadavg()[0])))
 
 
-def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path, recipe: str = "detour", *,
+def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path, recipe: str | None = None, *,
              batch_size: int | str | None = None, seq_len: int | None = None,
-             micro_batch_size: int | str | None = None, warmup_tokens: str | int = "100M",
+             micro_batch_size: int | str | None = None, warmup_tokens: str | int | None = None,
              save_every: str | int | None = None, threads: int | None = None,
              announce: Callable[[Any, int], None] | None = None, **options: Any) -> Path | None:
     """Continued-pretrain `model` (hub id, local folder or preset:tiny / preset:small) on `corpus` (a text file,
     a folder of .txt / .jsonl(.gz), or a hub dataset id) for `tokens` of phase 1 ('2M', '10B' or an int) with
-    `recipe` (`biobench pretrain --list`), writing init/, phase1/, final/ under `out`. `options` are the other
-    fields of `biobench.training.trainer.PretrainConfig` (lr, decay_ratio, freeze, seed, device, ...). Returns
-    the final checkpoint folder (None when this process is not the one that saves, under torchrun)."""
+    `recipe` (`biobench pretrain --list`; default: PretrainConfig's, the detour), writing init/, phase1/, final/
+    and the resolved config (pretrain_config.toml) under `out`. `options` are the other fields of
+    `biobench.training.trainer.PretrainConfig` (lr, decay_ratio, freeze, seed, device, ...); what is left out
+    takes that class's default. Returns the final checkpoint folder (None when this process is not the one that
+    saves, under torchrun)."""
     from biobench.runtime.files import output_folder
     from biobench.training import recipes
-    from biobench.training.trainer import PretrainConfig, train
+    from biobench.training.config import PretrainConfig
+    from biobench.training.trainer import train
 
-    output_folder(out, "--out")
     geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
     import torch
 
     if geometry.pop("on_cpu"):
         torch.set_num_threads(cpu_threads(threads))
+    given = {"recipe": recipe, "warmup_tokens": parse_tokens(warmup_tokens) if warmup_tokens is not None else None,
+             "save_every": parse_tokens(save_every) if save_every else None}
     try:
-        cfg = PretrainConfig(recipe=recipe, model=model, corpus=str(corpus), out=Path(out), tokens=parse_tokens(tokens),
-                             warmup_tokens=parse_tokens(warmup_tokens),
-                             save_every=parse_tokens(save_every) if save_every else None, **geometry, **options)
+        cfg = PretrainConfig(model=model, corpus=str(corpus), out=Path(out), tokens=parse_tokens(tokens), **geometry,
+                             **{k: v for k, v in given.items() if v is not None}, **options)
     except TypeError as err:
         raise ConfigError(f"pretrain: {err} (options are PretrainConfig's fields)") from None
     cfg.check()  # nan, inf, negative settings refused before anything loads (PretrainConfig states the bounds)
+    output_folder(out, "--out")
+    write_config(cfg, Path(out) / CONFIG_FILE)
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
     if announce is not None:
         announce(cfg, torch.get_num_threads())
     return train(cfg)
+
+
+def write_config(cfg: Any, path: Path) -> None:
+    """The resolved config as TOML, beside the checkpoints: `biobench pretrain --config <out>/pretrain_config.toml`
+    runs the same recipe again (unset settings are left out; `resume` is not written: a run resumes on purpose)."""
+    import json
+    from dataclasses import fields
+
+    from biobench.runtime.files import atomic_write
+
+    lines = ["# biobench pretrain: the resolved settings of this run (biobench pretrain --config THIS_FILE)"]
+    for spec in fields(cfg):
+        value = getattr(cfg, spec.name)
+        if value is None or spec.name in ("resume", "stop_after_steps"):
+            continue
+        value = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+        # JSON's strings, numbers, booleans and arrays of them are TOML's too
+        lines.append(f"{spec.name} = {json.dumps(value, ensure_ascii=False)}")
+    atomic_write(path, "\n".join(lines) + "\n")

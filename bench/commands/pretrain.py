@@ -11,13 +11,16 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from biobench.api.pretraining import parse_tokens
 from biobench.errors import ConfigError
 from biobench.runtime.batching import batch_size_value
-from biobench.training.recipes import recipes_help
 
 __all__ = ["add_parser", "parse_tokens", "run"]
+
+MAX_CONFIG_BYTES = 1 << 20  # a pretraining config is a few dozen lines
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -25,58 +28,103 @@ def add_parser(subparsers) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--list", action="store_true", help="show the recipes and their phases, then exit")
-    p.add_argument("--recipe", default="detour", help=f"{recipes_help()} (default: detour)")
-    p.add_argument("--model", help="hub id, local folder, or preset:tiny / preset:small / preset:tiny-decoder "
-                   "(tokenizer trained on the corpus)")
-    p.add_argument("--corpus", help="text file/folder, JSONL(.gz) with a text field, or a hub dataset id")
-    p.add_argument("--text-field", default="text", help="JSON field holding the text (default: text)")
-    p.add_argument("--tokens", help="phase-1 token budget, e.g. 2M, 10B; phase 2 runs --decay-ratio of it")
-    p.add_argument("--out", type=Path, help="output folder: init/, phase1/, final/, step-*/, train_log.jsonl")
-    p.add_argument("--decay-ratio", type=float, default=0.10, help="phase-2 length / phase-1 length (default 0.10)")
-    p.add_argument("--freeze", action="append", default=[], metavar="A-B@clm|@decay",
-                   help="also freeze layers A..B in the CLM (phase 1) or decay (phase 2) phase; repeatable")
-    p.add_argument("--batch-size", type=batch_size_value, help="global batch in sequences (default 384; 16 for "
-                   "presets on CPU); 'auto' keeps that default and sets --micro-batch-size auto")
-    p.add_argument("--seq-len", type=int, help="packed sequence length (default 8192; 512 for presets on CPU)")
-    p.add_argument("--micro-batch-size", type=batch_size_value, help="sequences per forward pass per process "
-                   "(gradient accumulation reaches --batch-size; default: 16 on CPU, 4 on GPU); 'auto': the largest "
-                   "that fits the GPU (halving on out-of-memory), the whole per-process batch on CPU")
-    p.add_argument("--lr", type=float, default=2e-4, help="peak learning rate (default 2e-4)")
-    p.add_argument("--weight-decay", type=float, default=1e-5, help="decoupled weight decay (default 1e-5)")
-    p.add_argument("--warmup-tokens", default="100M", help="phase-1 warmup, capped at 10%% of phase 1 (default 100M)")
-    p.add_argument("--grad-clip", type=float, default=1.0, help="gradient-norm clipping, 0 = off (default 1.0)")
-    p.add_argument("--save-every", help="also checkpoint every N tokens (e.g. 500M) to step-<tokens>/")
-    p.add_argument("--save-minutes", type=float, default=30.0, help="a resumable checkpoint every N minutes of "
-                   "training to resume-<tokens>/, replacing the previous one; Ctrl-C or SIGTERM also writes one "
-                   "after the current step (default 30; 0 = only on a signal)")
-    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="DIR",
-                   help="continue from DIR, or from the latest checkpoint under --out")
-    p.add_argument("--doc-mask", action="store_true",
-                   help="restart positions per document and block cross-document attention (sdpa/eager)")
-    p.add_argument("--seed", type=int, default=0, help="model init (presets) and MLM masking (default 0)")
-    p.add_argument("--data-seed", type=int, help="order of the packed sequences (default: --seed); fix it and vary "
-                   "--seed for the seed-noise control (train_log.jsonl's data_digest shows the order is identical)")
-    p.add_argument("--max-documents", type=int, help="read at most this many documents of the corpus")
-    p.add_argument("--cache-dir", type=Path, help="tokenised-corpus cache (default ~/.cache/biobench/tokens)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when available)")
-    p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
-                   help="auto = bf16 autocast on CUDA, fp32 on CPU")
-    p.add_argument("--attn", choices=["sdpa", "eager", "flash_attention_2"],
-                   help="attention backend (default: flash_attention_2 on CUDA when installed, else sdpa)")
+    p.add_argument("--config", type=Path, metavar="RUN.toml",
+                   help="settings from a TOML file (keys: the flags' names; flags given here override it); every "
+                        "run writes its resolved settings to <out>/pretrain_config.toml in this form")
+    add_config_flags(p)
     p.add_argument("--threads", type=int, help="CPU threads (default: the cores not already busy, "
                    "from the load average: a shared machine is faster with fewer threads)")
-    p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 instead of DDP (multi-GPU)")
-    p.add_argument("--gradient-checkpointing", action="store_true",
-                   help="recompute activations in the backward pass (less memory at 8192 tokens, ~30%% slower)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--language", help="model-card language (ISO 639-1, e.g. fr)")
-    p.add_argument("--license", help="model-card licence id (e.g. apache-2.0; default: none stated)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the encoder (first steps slower while it compiles)")
-    p.add_argument("--report-to", choices=["none", "tensorboard", "wandb"], default="none",
-                   help="also report loss, lr, grad norm, tokens/s and MFU per step, to <out>/tensorboard/ or "
-                        "<out>/wandb/ (needs the 'tensorboard' or 'wandb' extra)")
-    p.add_argument("--loader-workers", type=int, help="batch-building processes (default: 2 on CUDA, 0 on CPU)")
     p.set_defaults(func=run)
+
+
+def _flag_type(kind: Any) -> Any:
+    """An argparse type from a setting's `cli` type: token counts ('2M'), batch sizes ('auto' too), or as given."""
+    if kind == "tokens":
+        return parse_tokens
+    if kind == "batch":
+        return batch_size_value
+    return kind
+
+
+def add_config_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per PretrainConfig setting that has a help text (training/trainer.py states each setting once:
+    its default, bounds and help); every flag defaults to None, meaning "not given here", so that a --config
+    file's value stands unless the flag is given."""
+    from dataclasses import MISSING, fields
+
+    from biobench.training.config import PretrainConfig
+
+    for spec in fields(PretrainConfig):
+        text, cli = spec.metadata.get("help"), dict(spec.metadata.get("cli") or {})
+        if not text:
+            continue
+        flag = "--" + spec.name.replace("_", "-")
+        default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
+        if default is True:  # on unless turned off: --no-progress
+            p.add_argument("--no-" + spec.name.replace("_", "-"), dest=spec.name, action="store_false", default=None,
+                           help=f"no {text[0].lower()}{text[1:]}")
+            continue
+        if default is False:
+            p.add_argument(flag, dest=spec.name, action="store_true", default=None, help=text)
+            continue
+        if default not in (MISSING, None, []) and "default" not in text:
+            text += f" (default: {default})"
+        if "type" in cli:
+            cli["type"] = _flag_type(cli["type"])
+        elif "action" not in cli and "nargs" not in cli:
+            cli["type"] = type(default) if isinstance(default, int | float) and not isinstance(default, bool) else str
+        p.add_argument(flag, dest=spec.name, default=None, help=text, **cli)
+
+
+def config_file(path: Path) -> dict[str, Any]:
+    """The settings of a `--config` TOML file, checked: a bounded regular file, keys that are settings (dashes or
+    underscores; an unknown one is refused with the closest name), values of the setting's kind. Numbers are
+    checked against their bounds with everything else, when the config is built."""
+    from dataclasses import MISSING, fields
+
+    from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+    from biobench.tasks.options import check_keys
+    from biobench.training.config import PretrainConfig
+
+    try:
+        raw = parse_toml(read_bytes(path, MAX_CONFIG_BYTES), path)
+    except UnsafeJSONError as err:
+        raise ConfigError(str(err)) from None
+    except OSError as err:
+        raise ConfigError(f"--config {path}: cannot read it ({err.strerror or err})") from None
+    settings = {spec.name: spec for spec in fields(PretrainConfig)}
+    values = {str(key).replace("-", "_"): value for key, value in raw.items()}
+    check_keys(values, settings, f"--config {path}", "setting")
+    for name, value in values.items():
+        spec = settings[name]
+        default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
+        kind = (spec.metadata.get("cli") or {}).get("type")
+        ok = (isinstance(value, str | int) and not isinstance(value, bool) if kind in ("tokens", "batch") else
+              isinstance(value, bool) if isinstance(default, bool) else
+              isinstance(value, list) and all(isinstance(v, str | int | float) for v in value)
+              if isinstance(default, list | tuple) else
+              isinstance(value, int | float) and not isinstance(value, bool) if isinstance(default, int | float) else
+              isinstance(value, str | bool))
+        if not ok:
+            raise ConfigError(f"--config {path}: {name} = {str(value)[:40]!r}: expected {_kind_name(default, kind)}")
+        if kind == "tokens":
+            values[name] = parse_tokens(value)
+        elif kind == "batch":
+            values[name] = batch_size_value(str(value))
+        elif spec.name in ("out", "cache_dir"):
+            values[name] = Path(value)
+        elif isinstance(default, tuple):
+            values[name] = tuple(value)
+    return values
+
+
+def _kind_name(default: Any, kind: Any) -> str:
+    if kind == "tokens":
+        return "a token count (e.g. 2M)"
+    if kind == "batch":
+        return "a batch size (a number, or auto)"
+    return ("true or false" if isinstance(default, bool) else "a list" if isinstance(default, list | tuple)
+            else "a number" if isinstance(default, int | float) else "text")
 
 
 def run(args) -> int:
@@ -85,10 +133,15 @@ def run(args) -> int:
     if args.list:
         print(recipes.describe())
         return 0
-    missing = [flag for flag, value in (("--model", args.model), ("--corpus", args.corpus),
-                                        ("--tokens", args.tokens), ("--out", args.out)) if not value]
+    from biobench.training.config import PretrainConfig
+
+    settings = config_file(args.config) if args.config else {}
+    settings.update({name: value for name, value in vars(args).items()
+                     if name in PretrainConfig.__dataclass_fields__ and value is not None})
+    missing = [f"--{name}" for name in ("model", "corpus", "tokens", "out") if settings.get(name) in (None, "")]
     if missing:
-        raise ConfigError(f"biobench pretrain needs {', '.join(missing)} (or --list to see the recipes)")
+        raise ConfigError(f"biobench pretrain needs {', '.join(missing)}, as flags or in --config "
+                          "(or --list to see the recipes)")
     from biobench.api.pretraining import pretrain
 
     def announce(cfg, threads: int) -> None:
@@ -96,21 +149,19 @@ def run(args) -> int:
               f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
               f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {threads} CPU threads, out {cfg.out}", flush=True)
 
+    out = Path(settings.pop("out"))
+    if settings.get("resume") is None:
+        settings["resume"] = requeued_resume(out)
+    for off_when_zero in ("grad_clip", "save_minutes"):  # 0 = off on the command line; None in the config
+        if settings.get(off_when_zero) == 0:
+            settings[off_when_zero] = None
+    if settings.get("report_to") == "none":
+        settings["report_to"] = None
     try:
-        final = pretrain(
-            args.model, args.corpus, args.tokens, args.out, recipe=args.recipe, decay_ratio=args.decay_ratio,
-            lr=args.lr, weight_decay=args.weight_decay, warmup_tokens=args.warmup_tokens,
-            grad_clip=args.grad_clip or None, freeze=args.freeze, save_every=args.save_every,
-            resume=args.resume if args.resume is not None else requeued_resume(args.out),
-            save_minutes=args.save_minutes or None, doc_mask=args.doc_mask, seed=args.seed, data_seed=args.data_seed,
-            text_field=args.text_field, max_documents=args.max_documents, cache_dir=args.cache_dir,
-            device=args.device, precision=args.precision, attn=args.attn, fsdp=args.fsdp,
-            gradient_checkpointing=args.gradient_checkpointing, progress=not args.no_progress, compile=args.compile,
-            language=args.language, license=args.license, loader_workers=args.loader_workers,
-            report_to=args.report_to, batch_size=args.batch_size, seq_len=args.seq_len,
-            micro_batch_size=args.micro_batch_size, threads=args.threads, announce=announce)
+        final = pretrain(settings.pop("model"), settings.pop("corpus"), settings.pop("tokens"), out,
+                         threads=args.threads, announce=announce, **settings)
     except KeyboardInterrupt as stop:
-        print(f"interrupted; {kept(args.out)}", file=sys.stderr)
+        print(f"interrupted; {kept(out)}", file=sys.stderr)
         requeue_after(stop)
         return 130
     if final is not None:

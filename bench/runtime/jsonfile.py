@@ -113,7 +113,8 @@ def parse_toml(data: bytes, source: str | Path) -> dict[str, Any]:
         raise UnsafeJSONError(source, "TOML nested too deeply; refused") from None
 
 
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # typeshed types the C scanner's argument as the class  # the C scanner json.loads itself runs
+# the C scanner json.loads itself runs (typeshed types its argument as the scanner class, hence the ignore)
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 _JSON_SPACE = " \t\n\r"  # what json.loads skips around a value (str.strip would skip more)
 
 
