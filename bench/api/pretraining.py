@@ -80,7 +80,7 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
 
     if geometry.pop("on_cpu"):
         torch.set_num_threads(cpu_threads(threads))
-    given = {"recipe": recipe, "warmup_tokens": parse_tokens(warmup_tokens) if warmup_tokens is not None else None,
+    given: dict[str, Any] = {"recipe": recipe, "warmup_tokens": parse_tokens(warmup_tokens) if warmup_tokens is not None else None,
              "save_every": parse_tokens(save_every) if save_every else None}
     try:
         cfg = PretrainConfig(model=model, corpus=str(corpus), out=Path(out), tokens=parse_tokens(tokens), **geometry,
