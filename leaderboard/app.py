@@ -38,11 +38,14 @@ from biobench.leaderboard.tables import (
     export_frame,
     md,
     model_detail,
+    model_rows,
     render_html,
-    select,
+    smoke_counts,
+    smoke_only,
 )
 from biobench.runtime.files import csv_text
 from biobench.service.submission import PublicPolicy, task_protocols
+from biobench.store.trust import SMOKE_MARK
 
 LANG_NAMES = {"fr": "French", "en": "English"}
 # the Compare table's columns as the app shows them (biobench.board.entry_pairs' names are the export's)
@@ -227,6 +230,7 @@ class Live:
     """The board every callback reads when it runs: a refresh replaces it, and every view follows."""
 
     board: Board
+    status_logged: bool = False  # the significance groups' final line went to the server log
 
     @property
     def significance(self):  # cache.BackgroundGroups while/after the groups are computed in the background
@@ -239,7 +243,8 @@ class Live:
 
 @dataclass
 class Controls:
-    """The filters above the tables (their values are every table callback's inputs) and the CSV download."""
+    """The filters above the tables, the smoke toggle and the CSV download. Callbacks read their values by
+    component (`values[controls.sizes]`: gradio passes a dict when inputs are a set), never by position."""
 
     sources: gr.CheckboxGroup
     sizes: gr.CheckboxGroup
@@ -247,46 +252,71 @@ class Controls:
     recipes: gr.CheckboxGroup
     sort_by: gr.Dropdown
     show_ci: gr.Checkbox
-    download: gr.DownloadButton
     include_smoke: gr.Checkbox
+    download: gr.DownloadButton
 
     @property
-    def inputs(self) -> list:
-        return [self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci, self.include_smoke]
+    def inputs(self) -> set:
+        return {self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci, self.include_smoke}
+
+    def filters(self, values: dict, **changed) -> Filters:
+        """The filters the controls' `values` select (`changed`: values that replace the controls', by name)."""
+        picked = {name: values.get(getattr(self, name)) for name in ("sources", "sizes", "contexts", "recipes",
+                                                                       "sort_by", "show_ci", "include_smoke")}
+        picked.update(changed)
+        return Filters(sources=picked["sources"] or [], sizes=picked["sizes"], contexts=picked["contexts"],
+                       recipes=picked["recipes"], sort_by=picked["sort_by"] or "Avg", show_ci=bool(picked["show_ci"]),
+                       include_smoke=bool(picked["include_smoke"]))
 
 
-def _controls(board: Board) -> Controls:
+def smoke_toggle_label(board: Board) -> str:
+    """The toggle's label with its count: what ticking it adds to the tables."""
+    cells, models = smoke_counts(board)
+    return (f"Show smoke runs ({SMOKE_MARK} {cells} result{'' if cells == 1 else 's'} of {models} "
+            f"model{'' if models == 1 else 's'})")
+
+
+SMOKE_BANNER = (f"**{SMOKE_MARK} Every measured result on this board is a smoke run** (protocol overrides: fewer "
+                "epochs or steps, a train subset, a shorter max length...). They check that a model and the pipeline "
+                "work; they are not the protocol's scores and do not compare with the paper's. Hover a ⚑ cell for "
+                "its overrides.")
+
+
+def _toolbar(board: Board, refreshable: bool) -> tuple[gr.Checkbox, gr.Button | None, gr.Markdown | None]:
+    """Above the tabs: the smoke toggle (visible, with its count) and, with a rebuild, Refresh and its note."""
+    with gr.Row(equal_height=True):
+        include_smoke = gr.Checkbox(value=smoke_only(board), label=smoke_toggle_label(board), scale=0,
+                                    min_width=320, elem_id="lb-include-smoke",
+                                    info="runs with protocol overrides (⚑): shown and ranked only when ticked")
+        button = note = None
+        if refreshable:
+            button = gr.Button("Refresh results", size="sm", scale=0, elem_id="lb-refresh")
+            note = gr.Markdown(elem_id="lb-refresh-note")
+    return include_smoke, button, note
+
+
+def _controls(board: Board, include_smoke: gr.Checkbox) -> Controls:
     """The filters, in a closed accordion: open, they take ~470 px above every tab."""
     with gr.Accordion("Filters, sorting and CSV download", open=False, elem_id="lb-filters"):
-        return _control_rows(board)
+        with gr.Row():
+            sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
+            sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
+            contexts = gr.CheckboxGroup(_choices(board, "context"), value=_choices(board, "context"), label="Context")
+            recipes = gr.CheckboxGroup(_choices(board, "recipe"), value=_choices(board, "recipe"), label="Recipe")
+        with gr.Row():
+            all_tasks = [t for lang in board.langs for t in board.columns(lang)]
+            sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
+            show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
+            download = gr.DownloadButton("Download CSV (filtered rows)")
+    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, include_smoke, download)
 
 
-def _control_rows(board: Board) -> Controls:
-    with gr.Row():
-        sources = gr.CheckboxGroup(["measured", "reported"], value=["measured", "reported"], label="Rows")
-        sizes = gr.CheckboxGroup(_choices(board, "size"), value=_choices(board, "size"), label="Size")
-        contexts = gr.CheckboxGroup(_choices(board, "context"), value=_choices(board, "context"), label="Context")
-        recipes = gr.CheckboxGroup(_choices(board, "recipe"), value=_choices(board, "recipe"), label="Recipe")
-    with gr.Row():
-        all_tasks = [t for lang in board.langs for t in board.columns(lang)]
-        sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
-        show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
-        include_smoke = gr.Checkbox(value=smoke_only(board), label="Include smoke runs", elem_id="lb-include-smoke",
-                                    info="runs with protocol overrides (⚑): shown and ranked only when ticked")
-        download = gr.DownloadButton("Download CSV (filtered rows)")
-    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, download, include_smoke)
-
-
-def smoke_only(board: Board) -> bool:
-    """Whether every measured row is a smoke row (a demo's, a quick check's): then the smoke runs are included
-    from the start (still marked), instead of a board that hides every result it was opened on."""
-    measured = [e for e in board.entries if e.source == "measured"]
-    return bool(measured) and all(e.smoke for e in measured)
-
-
-def filters_of(src, sz, ctx, rec, sort, ci, smoke=False) -> Filters:
-    return Filters(sources=src or [], sizes=sz, contexts=ctx, recipes=rec, sort_by=sort or "Avg", show_ci=bool(ci),
-                   include_smoke=bool(smoke))
+def visitor_status(significance) -> str:
+    """The significance line a visitor sees: progress while the groups are computed, a failure; nothing once
+    they are done (the cache counts and seconds are the server log's, not the page's)."""
+    if significance is None or (significance.finished.is_set() and not significance.error):
+        return ""
+    return significance.status
 
 
 def _first_lang(board: Board) -> str | None:
@@ -358,7 +388,7 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
         average = gr.Markdown()
 
     @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
-    def on_compare(lang_v, a_v, b_v):
+    def show(lang_v: str | None, a_v: str | None, b_v: str | None) -> tuple:
         board = live.board
         if not lang_v:
             return "", pd.DataFrame(columns=list(COMPARE_HEADERS.values())), ""
@@ -376,17 +406,20 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
     def on_lang(lang_v):
         choices = live.model_choices(lang_v)
         pair = default_pair(live.board, lang_v)
-        return gr.update(choices=choices, value=pair[0]), gr.update(choices=choices, value=pair[1]), *on_compare(
+        return gr.update(choices=choices, value=pair[0]), gr.update(choices=choices, value=pair[1]), *show(
             lang_v, *pair)
+
+    def on_compare(values: dict) -> tuple:
+        return show(values[lang], values[a], values[b])
 
     # A and B answer the visitor's picks only (.input, not .change): a refresh or a language change sets both
     # and fills the note and table in the same response, where two .change events, one per dropdown, raced
     # each other with a half-updated pair and the last to return, sometimes the stale one, kept the note
     lang.change(on_lang, lang, [a, b, note, table, average])
-    a.input(on_compare, [lang, a, b], [note, table, average])
-    b.input(on_compare, [lang, a, b], [note, table, average])
+    a.input(on_compare, {lang, a, b}, [note, table, average])
+    b.input(on_compare, {lang, a, b}, [note, table, average])
     app.load(on_lang, lang, [a, b, note, table, average])
-    return CompareTab(lang, a, b, [note, table, average], on_compare)
+    return CompareTab(lang, a, b, [note, table, average], show)
 
 
 def _plots_tab(live: Live, app: gr.Blocks) -> list:
@@ -432,141 +465,250 @@ def _plots_tab(live: Live, app: gr.Blocks) -> list:
     return [*analysis_plots, missing]
 
 
+def other_tasks_html(board: Board, filters: Filters) -> str:
+    """The "Other tasks" tab: per language, the tasks outside the paper (demo, user tasks), one row per model,
+    no average; one line when there are none."""
+    langs = [lang for lang in board.langs if board.extra.get(lang)]
+    if not langs:
+        return ('<div id="lb-other" class="lb-notes">No results on tasks outside the paper: the language tabs show '
+                "every task here.</div>")
+    return '<div id="lb-other">' + "".join(
+        f"<h3>{esc(LANG_NAMES.get(lang, lang))}</h3>" + render_html(board, lang, filters, part="other")
+        for lang in langs) + "</div>"
+
+
+@dataclass
+class Tables:
+    """The score tables (one per paper language, and the Other tasks tab), the CSV download and the function
+    that renders them all for the controls' values."""
+
+    langs: dict[str, gr.HTML]
+    other: gr.HTML
+    download: gr.DownloadButton
+    render: Callable[[Filters], dict]
+
+    @property
+    def outputs(self) -> list:
+        return [*self.langs.values(), self.other, self.download]
+
+
+def _table_tabs(live: Live, controls: Controls, tmp: Path) -> Tables:
+    """A tab per language of the paper (its tasks only), then "Other tasks"."""
+    board = live.board
+    langs = {}
+    for lang in [lang for lang in board.langs if board.benchmark.get(lang)]:
+        with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
+            langs[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}")
+    with gr.Tab("Other tasks", id="tab-other"):
+        other = gr.HTML(other_tasks_html(board, Filters()), elem_id="lb-other-tasks")
+
+    def render(f: Filters) -> dict:
+        board = live.board
+        frame = export_frame(board)
+        keep = {(lang, r.name) for lang in board.langs for r in model_rows(board, lang, f)}
+        frame = frame[[(r.lang, r.model) in keep for r in frame.itertuples()]]
+        if not f.include_smoke:  # the download holds what the tables show
+            frame = frame[~frame.protocol.str.startswith("smoke")]
+        path = tmp / "biobench-leaderboard.csv"
+        path.write_text(csv_text(frame), encoding="utf-8")  # formula cells neutralised (OWASP)
+        return {**{langs[lang]: render_html(board, lang, f) for lang in langs},
+                other: other_tasks_html(board, f), controls.download: str(path)}
+
+    return Tables(langs, other, controls.download, render)
+
+
+def _about_tab(queue: str | None) -> None:
+    with gr.Tab("About", id="tab-about"):
+        gr.Markdown(about_markdown(task_protocols(), queue=queue_writable(queue)[0]), elem_id="lb-about")
+
+
+@dataclass
+class ProblemsTab:
+    table: gr.Dataframe
+    tab: gr.Tab
+    header: gr.Markdown
+
+    @property
+    def outputs(self) -> list:
+        return [self.table, self.tab, self.header]
+
+    def now(self, board: Board) -> dict:
+        """The problems list, its tab label and the header: files found unusable after start-up (analysis
+        files when their figures are drawn, predictions when the significance groups are computed)."""
+        return {self.table: problems_frame(board), self.tab: gr.Tab(label=f"Problems ({len(board.problems)})"),
+                self.header: header_text(board)}
+
+
+def _problems_tab(board: Board, header: gr.Markdown) -> ProblemsTab:
+    with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as tab:
+        table = gr.Dataframe(problems_frame(board), label="Files that could not be used")
+    return ProblemsTab(table, tab, header)
+
+
+def _wire_analysis(app: gr.Blocks, live: Live, analysis_plots: list, problems: ProblemsTab) -> None:
+    figures = analysis_figures(live.board)
+
+    @_safe(lambda msg: [gr.update()] * (len(analysis_plots) - 1) + [f"error: {md(msg)}"]
+           + [gr.update()] * len(problems.outputs))
+    def on_analysis():
+        drawn = figures()
+        return [*(gr.update(value=fig, visible=True) if fig is not None else gr.update(visible=False)
+                  for fig in drawn), missing_analyses_text(drawn), *problems.now(live.board).values()]
+
+    app.load(on_analysis, None, [*analysis_plots, *problems.outputs])
+
+
+def _wire_tables(app: gr.Blocks, live: Live, controls: Controls, tables: Tables, status: gr.Markdown,
+                 poll: gr.Timer, problems: ProblemsTab) -> Callable[[dict], dict]:
+    """The controls re-render the tables; while the significance groups are computed, a poll shows their
+    progress and, once done, the tables with their top-group marks. Returns the tables' callback."""
+
+    @_safe(lambda msg: {**{t: f"<p>error: {esc(msg)}</p>" for t in (*tables.langs.values(), tables.other)},
+                        tables.download: None})
+    def refresh(values: dict) -> dict:
+        return tables.render(controls.filters(values))
+
+    for control in controls.inputs:
+        control.change(refresh, controls.inputs, tables.outputs)
+
+    def on_poll(values: dict) -> dict:
+        significance = live.significance
+        if significance is None or not significance.finished.is_set():
+            return {status: visitor_status(significance)}
+        if significance.error is None and not live.status_logged:
+            live.status_logged = True
+            print(significance.status, flush=True)  # the cache counts: the operator's, not the visitors'
+        return {status: visitor_status(significance), **refresh(values), poll: gr.Timer(active=False),
+                **problems.now(live.board)}
+
+    poll.tick(on_poll, controls.inputs, [status, *tables.outputs, poll, *problems.outputs])
+    app.load(refresh, controls.inputs, tables.outputs)
+    return refresh
+
+
+def _wire_queue_link(tabs: gr.Tabs, queue_tab, tables: Tables, include_smoke: gr.Checkbox) -> None:
+    """Selecting a finished request in the Queue opens the table holding its row (ticking Show smoke runs for a
+    smoke row) and scrolls to the row, which the script outlines."""
+    anchor = gr.Textbox(visible=False, elem_id="lb-jump")
+
+    def on_queue_row(evt: gr.SelectData):
+        found = queue_tab.row_of(evt.index[0] if isinstance(evt.index, list | tuple) else evt.index)
+        if found is None:
+            return gr.update(), gr.update(), ""
+        tab = f"tab-{found.lang}" if found.part == "paper" and found.lang in tables.langs else "tab-other"
+        return gr.Tabs(selected=tab), gr.update(value=True) if found.smoke else gr.update(), found.anchor
+
+    queue_tab.table.select(on_queue_row, None, [tabs, include_smoke, anchor]).then(None, anchor, None, js=JUMP_JS)
+
+
+@dataclass
+class Page:
+    """What the Refresh callback updates, by component."""
+
+    live: Live
+    header: gr.Markdown
+    banner: gr.Markdown
+    status: gr.Markdown
+    poll: gr.Timer
+    controls: Controls
+    tables: Tables
+    refresh_tables: Callable[[dict], dict]
+    compare: CompareTab
+    paper: object
+    problems: ProblemsTab
+
+
+def _wire_refresh(page: Page, button: gr.Button, note: gr.Markdown, timer: gr.Timer,
+                  rebuild: Callable[[], Board]) -> None:
+    live, controls, compare_tab = page.live, page.controls, page.compare
+
+    def on_refresh(values: dict) -> dict:
+        """Scan the results again; the new board replaces the old one for every view. Filter values the old
+        board did not have (a new size, context or recipe) are added checked, so new rows are not hidden by
+        filters built before they existed; Compare is offered the new models."""
+        started = time.perf_counter()
+        before = {attr: set(_choices(live.board, attr)) for attr in ("size", "context", "recipe")}
+        live.board = rebuild()
+        board = live.board
+        picked = {attr: [c for c in _choices(board, attr) if c in (values.get(component) or []) or c not in before[attr]]
+                  for attr, component in (("size", controls.sizes), ("context", controls.contexts),
+                                          ("recipe", controls.recipes))}
+        runs = sum(len(r) for e in board.entries for r in e.runs.values())
+        new_langs = [lang for lang in board.langs if board.benchmark.get(lang) and lang not in page.tables.langs]
+        text = (f"rescanned in {time.perf_counter() - started:.1f} s at {time.strftime('%H:%M:%S')}: "
+                f"{runs} run{'' if runs == 1 else 's'}"
+                + (f"; new language(s) {', '.join(new_langs)} appear after a restart" if new_langs else ""))
+        verdicts = page.paper.choices()
+        lang, a, b = values.get(compare_tab.lang), values.get(compare_tab.a), values.get(compare_tab.b)
+        pair = live.model_choices(lang) if lang else []
+        keys = {key for _, key in pair}
+        keep = (a in keys and b in keys and not (a.startswith("paper:") and b.startswith("paper:")
+                                                 and any(not k.startswith("paper:") for k in keys)))
+        a, b = (a, b) if keep else default_pair(board, lang) if lang else (None, None)
+        include = bool(values.get(controls.include_smoke)) or smoke_only(board)
+        updates = {note: text, page.status: visitor_status(live.significance),
+                   page.poll: gr.Timer(active=live.significance is not None),
+                   page.banner: gr.update(visible=smoke_only(board)),
+                   controls.include_smoke: gr.update(label=smoke_toggle_label(board), value=include),
+                   page.paper.model: gr.update(choices=verdicts, visible=bool(verdicts),
+                                               value=verdicts[0][1] if verdicts else None),
+                   controls.sizes: gr.update(choices=_choices(board, "size"), value=picked["size"]),
+                   controls.contexts: gr.update(choices=_choices(board, "context"), value=picked["context"]),
+                   controls.recipes: gr.update(choices=_choices(board, "recipe"), value=picked["recipe"]),
+                   compare_tab.a: gr.update(choices=pair, value=a), compare_tab.b: gr.update(choices=pair, value=b)}
+        updates.update(zip(compare_tab.outputs, compare_tab.show(lang, a, b), strict=True))
+        updates.update(page.refresh_tables({**values, controls.sizes: picked["size"], controls.contexts:
+                                            picked["context"], controls.recipes: picked["recipe"],
+                                            controls.include_smoke: include}))
+        updates.update(page.problems.now(board))
+        return updates
+
+    outputs = [note, page.status, page.poll, page.banner, *page.tables.outputs, *page.problems.outputs,
+               page.paper.model, controls.include_smoke, controls.sizes, controls.contexts, controls.recipes,
+               compare_tab.a, compare_tab.b, *compare_tab.outputs]
+    inputs = {*controls.inputs, compare_tab.lang, compare_tab.a, compare_tab.b}
+    button.click(on_refresh, inputs, outputs)
+    timer.tick(on_refresh, inputs, outputs)
+
+
 def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], Board] | None = None,
               refresh_minutes: float = 0, submit_policy: PublicPolicy | None = None) -> gr.Blocks:
     """The app over `board`. With `rebuild` (a function that scans the results again), a Refresh button and,
     with `refresh_minutes`, a timer replace the board by a new one: its scan reuses the scan index and its
     significance groups the per-task cache, so only changed tasks are recomputed. `queue`: where the Submit
     tab writes requests (biobench.service); without one the tab shows the `biobench submit` command.
-    Each tab is built (and wired) by its own function; what links them — the language tables, the filters,
-    the significance status, the Problems tab and Refresh — is wired here."""
+    Each tab is built (and wired) by its own function; what links them — the tables and their controls, the
+    significance status, the Problems tab, the Queue's links and Refresh — by the `_wire_*` functions."""
     tmp = Path(tempfile.mkdtemp(prefix="biobench-leaderboard-"))
     live = Live(board)
-    figures = analysis_figures(board)
-
     with gr.Blocks(title="biobench leaderboard") as app:
         header = gr.Markdown(header_text(board))
-        if rebuild is not None:
-            with gr.Row():
-                refresh_button = gr.Button("Refresh results", size="sm", scale=0, elem_id="lb-refresh")
-                refresh_note = gr.Markdown(elem_id="lb-refresh-note")
-            auto_refresh = gr.Timer(60 * refresh_minutes if refresh_minutes else 3600, active=bool(refresh_minutes))
-        status = gr.Markdown(live.significance.status if live.significance else "", elem_id="lb-significance")
+        banner = gr.Markdown(SMOKE_BANNER, visible=smoke_only(board), elem_id="lb-smoke-banner",
+                             elem_classes=["lb-banner"])
+        include_smoke, refresh_button, refresh_note = _toolbar(board, rebuild is not None)
+        status = gr.Markdown(visitor_status(live.significance), elem_id="lb-significance")
         poll = gr.Timer(1.0, active=live.significance is not None)
-        controls = _controls(board)
-        tables = {}
+        controls = _controls(board, include_smoke)
         with gr.Tabs() as tabs:
-            for lang in board.langs:
-                with gr.Tab(LANG_NAMES.get(lang, lang), id=f"tab-{lang}"):
-                    tables[lang] = gr.HTML(render_html(board, lang), elem_id=f"lb-{lang}")
+            tables = _table_tabs(live, controls, tmp)
             _task_tab(live, app)
             compare_tab = _compare_tab(live, app)
             analysis_plots = _plots_tab(live, app)
             paper = build_paper_tab(lambda: live.board)
             queue_tab = build_queue_tab(queue, lambda: live.board)
             build_submit_tab(queue, queue_tab.table, submit_policy)
-            with gr.Tab("About", id="tab-about"):
-                gr.Markdown(about_markdown(task_protocols(), queue=queue_writable(queue)[0]), elem_id="lb-about")
-            with gr.Tab(f"Problems ({len(board.problems)})", id="tab-problems") as problems_tab:
-                problems_table = gr.Dataframe(problems_frame(board), label="Files that could not be used")
-        problem_outputs = [problems_table, problems_tab, header]
-        table_outputs = [*tables.values(), controls.download]
-
-        def problems_now() -> list:
-            """The problems list, its tab label and the header: files found unusable after start-up (analysis
-            files when their figures are drawn, predictions when the significance groups are computed)."""
-            board = live.board
-            return [problems_frame(board), gr.Tab(label=f"Problems ({len(board.problems)})"), header_text(board)]
-
-        @_safe(lambda msg: [gr.update()] * (len(analysis_plots) - 1) + [f"error: {md(msg)}"]
-               + [gr.update()] * len(problem_outputs))
-        def on_analysis():
-            drawn = figures()
-            return [*(gr.update(value=fig, visible=True) if fig is not None else gr.update(visible=False)
-                      for fig in drawn), missing_analyses_text(drawn), *problems_now()]
-
-        @_safe(lambda msg: [f"<p>error: {esc(msg)}</p>"] * len(tables) + [None])
-        def refresh(*values):
-            board, f = live.board, filters_of(*values)
-            frame = export_frame(board)
-            keep = {(lang, e.name) for lang in board.langs for e in select(board, lang, f)}
-            frame = frame[[(r.lang, r.model) in keep for r in frame.itertuples()]]
-            path = tmp / "biobench-leaderboard.csv"
-            path.write_text(csv_text(frame), encoding="utf-8")  # formula cells neutralised (OWASP)
-            return [render_html(board, lang, f) for lang in tables] + [str(path)]
-
-        for control in controls.inputs:
-            control.change(refresh, controls.inputs, table_outputs)
-
-        def on_poll(*values):
-            """While the groups are computed: the status line; once they are: the tables with their top-group
-            marks, and the polling stops (for this page)."""
-            significance = live.significance
-            if significance is None or not significance.finished.is_set():
-                return [significance.status if significance else "", *[gr.update()] * len(table_outputs),
-                        gr.update(), *[gr.update()] * len(problem_outputs)]
-            return [significance.status, *refresh(*values), gr.Timer(active=False), *problems_now()]
-
-        poll.tick(on_poll, controls.inputs, [status, *table_outputs, poll, *problem_outputs])
-        app.load(refresh, controls.inputs, table_outputs)
+            _about_tab(queue)
+            problems = _problems_tab(board, header)
+        refresh_tables = _wire_tables(app, live, controls, tables, status, poll, problems)
+        _wire_analysis(app, live, analysis_plots, problems)
+        _wire_queue_link(tabs, queue_tab, tables, include_smoke)
         app.load(paper.show, paper.model, [paper.table, paper.note])
-        app.load(on_analysis, None, [*analysis_plots, *problem_outputs])
         app.load(queue_tab.frame, None, queue_tab.table)
-        anchor = gr.Textbox(visible=False, elem_id="lb-jump")
-
-        def on_queue_row(evt: gr.SelectData):
-            """A finished request's row: open its language table at the model's row (the script scrolls)."""
-            found = queue_tab.row_of(evt.index[0] if isinstance(evt.index, list | tuple) else evt.index)
-            if found is None or found[0] not in tables:
-                return gr.update(), ""
-            return gr.Tabs(selected=f"tab-{found[0]}"), found[1]
-
-        queue_tab.table.select(on_queue_row, None, [tabs, anchor]).then(None, anchor, None, js=JUMP_JS)
         if rebuild is not None:
-            def on_refresh(src, sz, ctx, rec, sort, ci, smoke, compare_lang, compare_a, compare_b):
-                """Scan the results again; the new board replaces the old one for every view. Filter values the
-                old board did not have (a new size, context or recipe) are added checked, so new rows are not
-                hidden by filters built before they existed; Compare is offered the new models."""
-                started = time.perf_counter()
-                before = {attr: set(_choices(live.board, attr)) for attr in ("size", "context", "recipe")}
-                live.board = rebuild()
-                board = live.board
-                picked = {attr: [c for c in _choices(board, attr) if c in (current or []) or c not in before[attr]]
-                          for attr, current in (("size", sz), ("context", ctx), ("recipe", rec))}
-                runs = sum(len(r) for e in board.entries for r in e.runs.values())
-                new_langs = [lang for lang in board.langs if lang not in tables]
-                note = (f"rescanned in {time.perf_counter() - started:.1f} s at {time.strftime('%H:%M:%S')}: "
-                        f"{runs} run{'' if runs == 1 else 's'}"
-                        + (f"; new language(s) {', '.join(new_langs)} appear after a restart" if new_langs else ""))
-                verdict_choices = paper.choices()
-                filters = [gr.update(choices=_choices(board, attr), value=picked[attr])
-                           for attr in ("size", "context", "recipe")]
-                pair = live.model_choices(compare_lang) if compare_lang else []
-                keys = {key for _, key in pair}
-                keep = (compare_a in keys and compare_b in keys
-                        and not (compare_a.startswith("paper:") and compare_b.startswith("paper:")
-                                 and any(not k.startswith("paper:") for k in keys)))
-                a, b = (compare_a, compare_b) if keep else default_pair(board, compare_lang) if compare_lang else (None, None)
-                # one update per component, by name (gradio takes a mapping when every key is an output), so
-                # adding an output cannot shift the others out of line
-                updates = {refresh_note: note, status: live.significance.status if live.significance else "",
-                           poll: gr.Timer(active=live.significance is not None),
-                           paper.model: gr.update(choices=verdict_choices, visible=bool(verdict_choices),
-                                                  value=verdict_choices[0][1] if verdict_choices else None),
-                           controls.sizes: filters[0], controls.contexts: filters[1], controls.recipes: filters[2],
-                           compare_tab.a: gr.update(choices=pair, value=a), compare_tab.b: gr.update(choices=pair, value=b)}
-                updates.update(zip(compare_tab.outputs, compare_tab.show(compare_lang, a, b), strict=True))
-                updates.update(zip(table_outputs, refresh(src, picked["size"], picked["context"], picked["recipe"],
-                                                          sort, ci, smoke), strict=True))
-                updates.update(zip(problem_outputs, problems_now(), strict=True))
-                return updates
-
-            refresh_outputs = [refresh_note, status, *table_outputs, poll, *problem_outputs, paper.model,
-                               controls.sizes, controls.contexts, controls.recipes, compare_tab.a, compare_tab.b,
-                               *compare_tab.outputs]
-            refresh_inputs = [*controls.inputs, compare_tab.lang, compare_tab.a, compare_tab.b]
-            refresh_button.click(on_refresh, refresh_inputs, refresh_outputs)
-            auto_refresh.tick(on_refresh, refresh_inputs, refresh_outputs)
+            timer = gr.Timer(60 * refresh_minutes if refresh_minutes else 3600, active=bool(refresh_minutes))
+            page = Page(live, header, banner, status, poll, controls, tables, refresh_tables, compare_tab, paper,
+                        problems)
+            _wire_refresh(page, refresh_button, refresh_note, timer, rebuild)
     app.biobench_board = lambda: live.board  # what the JSON routes read (leaderboard/api.py), refreshes included
     return app
 
@@ -576,18 +718,22 @@ def problems_frame(board: Board) -> pd.DataFrame:
 
 
 LAUNCH_OPTIONS = {"css": CSS, "show_error": True}
-# scroll a language table to a row (the Queue tab's link) and outline it for a few seconds
-JUMP_JS = """(id) => { if (!id) return; setTimeout(() => { const row = document.getElementById(id);
-  if (!row) return; row.scrollIntoView({block: "center"}); row.style.outline = "2px solid #f59e0b";
-  setTimeout(() => { row.style.outline = ""; }, 4000); }, 400); }"""
+# scroll a table to a row (the Queue tab's link) and outline it for a few seconds; the row may appear only once
+# the tables re-render (a smoke row, after the toggle is ticked): looked for every 250 ms for up to 10 s
+JUMP_JS = """(id) => { if (!id) return; let tries = 0; const find = () => { const row = document.getElementById(id);
+  if (!row) { if (++tries < 40) setTimeout(find, 250); return; }
+  row.scrollIntoView({block: "center"}); row.style.outline = "2px solid #f59e0b";
+  setTimeout(() => { row.style.outline = ""; }, 4000); }; setTimeout(find, 300); }"""
 
 
 def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app_options) -> None:
-    """Serve the app and its JSON routes (/api/v1/..., leaderboard/api.py), blocking; `app_options` go to
-    build_app (queue, rebuild, refresh_minutes)."""
-    from biobench.leaderboard.api import serve
-
-    serve(build_app(board, **app_options), server_name=host, server_port=port, **LAUNCH_OPTIONS)
+    """Serve the app (blocking); `app_options` go to build_app (queue, rebuild, refresh_minutes). Gradio's own
+    start-up lines (among them its advice to `set share=True`, which would publish the board through a public
+    tunnel) stay quiet: the address is printed here."""
+    app = build_app(board, **app_options)
+    app.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True, **LAUNCH_OPTIONS)
+    print(f"leaderboard at {app.local_url} (Ctrl+C stops it)", flush=True)
+    app.block_thread()
 
 
 def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:

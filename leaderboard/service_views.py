@@ -23,6 +23,7 @@ from biobench.leaderboard.tables import display, md, md_code
 from biobench.names import display_name
 from biobench.runtime.paths import HF_DATASETS, hide_paths, public_model
 from biobench.service.submission import PublicPolicy
+from biobench.store.trust import SMOKE_MARK
 
 LANG_TABS = {"fr": "French", "en": "English"}
 
@@ -84,18 +85,69 @@ def _took(start: str | None, end: str | None) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+def _identities(*names: object) -> set[str]:
+    """The names one model goes by, lowercased: the given ones, and for an alias or its hub id both of them
+    (a request holds what the submitter typed; a result records the hub id the alias resolved to)."""
+    from biobench.aliases import ALIASES
+
+    found = {str(n).strip().lower() for n in names if isinstance(n, str) and n.strip()}
+    for alias in ALIASES:
+        pair = {alias.name.lower(), (alias.hub_id or "").lower()} - {""}
+        if found & pair:
+            found |= pair
+    return found
+
+
+def _same_revision(a: object, b: object) -> bool:
+    """Two recorded revisions name the same weights (a hub commit, maybe shortened, or a folder's 'sha256:' weight
+    hash); an unrecorded one, or two of different kinds (a commit against a weight hash), cannot tell apart."""
+    a, b = str(a or "").lower(), str(b or "").lower()
+    if not a or not b or a.startswith("sha256:") != b.startswith("sha256:"):
+        return True
+    return a.startswith(b) or b.startswith(a)
+
+
 def request_entry(board: Board | None, request) -> Entry | None:
-    """The board row a request's results went to: the measured entry of its language named as the request's
-    model is (names.display_name, the one naming), or evaluated from the same model id."""
+    """The board entry a request's results went to, found by model identity: the alias, hub id or folder the
+    request holds against the entry's recorded id, source, alias and name (`_identities`), the revision when
+    both record one, the request's language and tasks. A request with overrides finds its smoke entry (the one
+    with the same overrides when the board has several), a protocol request its protocol entry."""
     if board is None:
         return None
-    name = display_name({"id": request.model}, request.name)
+    wanted = _identities(request.model, request.name, display_name({"id": request.model}, request.name))
+    found = []
     for e in board.entries:
         if e.source != "measured" or (request.lang and e.lang != request.lang):
             continue
-        if (e.name == name or (e.model_id and e.model_id == request.model)) and any(t in e.cells for t in request.tasks):
-            return e
-    return None
+        meta = next((runs[0].model_meta for runs in e.runs.values() if runs), {})
+        names = _identities(e.model_id, e.base_name or e.name, *(meta.get(k) for k in ("id", "source", "alias", "name")))
+        covered = sum(t in e.cells for t in request.tasks)
+        if covered and names & wanted and _same_revision(meta.get("revision"), request.revision):
+            found.append((bool(e.smoke) == bool(request.overrides), covered, e))
+    return max(found, key=lambda f: f[:2])[2] if found else None
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """Where a finished request's row is: its language, the row's id, which table (the language's paper tasks,
+    or Other tasks) and whether it is a smoke row (shown once Show smoke runs is ticked)."""
+
+    lang: str
+    anchor: str
+    part: str
+    smoke: bool
+
+    @property
+    def label(self) -> str:
+        language = LANG_TABS.get(self.lang, self.lang)
+        return language if self.part == "paper" else f"Other tasks ({language})"
+
+
+def board_row(board: Board, entry: Entry, tasks: list[str]) -> BoardRow:
+    from biobench.leaderboard.tables import model_key, row_anchor
+
+    part = "paper" if any(t in board.benchmark.get(entry.lang, []) for t in tasks if t in entry.cells) else "other"
+    return BoardRow(entry.lang, row_anchor(entry.lang, model_key(entry)), part, bool(entry.smoke))
 
 
 def request_score(entry: Entry | None, tasks: list[str]) -> str:
@@ -129,6 +181,7 @@ def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
     rows = []
     for r in requests:
         entry = request_entry(board, r) if r.status == "finished" else None
+        where = board_row(board, entry, r.tasks) if board is not None and entry is not None else None
         last = hide_paths(r.log_tail[-1]) if r.log_tail else ""
         rows.append({"status": r.status, "request": r.id, "model": public_model(display_name({"id": r.model}, r.name)),
                      "tasks": ", ".join(r.tasks), "seeds": ", ".join(map(str, r.seeds)) if r.seeds else "protocol",
@@ -137,7 +190,8 @@ def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
                      "took": _took(r.started_at, r.finished_at),
                      "outcome": ("results on the board" if entry else "finished; not on the board yet (Refresh)")
                      if r.status == "finished" else last if r.status in ("failed", "rejected") else "",
-                     "board row": f"{LANG_TABS.get(entry.lang, entry.lang)}: {entry.name}" if entry else ""})
+                     "board row": (f"{where.label}: {entry.base_name or entry.name}"
+                                   + (f" {SMOKE_MARK} smoke" if entry.smoke else "")) if entry and where else ""})
     return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
 
 
@@ -146,18 +200,16 @@ class QueueTab:
     table: gr.Dataframe
     refresh: gr.Button
     frame: Callable[[], pd.DataFrame]
-    row_of: Callable[[int], tuple[str, str] | None]  # table row -> (language, row anchor) of its board row
+    row_of: Callable[[int], BoardRow | None]  # a row of the table -> where its results are on the board
 
 
 def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueTab:
     """The Queue tab: every request with its status, times and, once finished, its score and board row
     (selecting a finished request's row opens its language table at that row; the app wires the jump)."""
-    from biobench.leaderboard.tables import row_anchor
-
     def frame() -> pd.DataFrame:
         return queue_frame(queue, get_board())
 
-    def row_of(index: int) -> tuple[str, str] | None:
+    def row_of(index: int) -> BoardRow | None:
         if not queue:
             return None
         from biobench.service.queue import list_requests
@@ -168,8 +220,9 @@ def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueT
             return None
         request_id = current.iloc[index]["request"]
         request = next((r for r in list_requests(open_storage(queue)) if r.id == request_id), None)
-        entry = request_entry(get_board(), request) if request is not None else None
-        return (entry.lang, row_anchor(entry.lang, entry.key)) if entry else None
+        board = get_board()
+        entry = request_entry(board, request) if request is not None else None
+        return board_row(board, entry, request.tasks) if entry is not None and request is not None else None
 
     with gr.Tab("Queue", id="tab-queue"):
         gr.Markdown("Evaluation requests: running, then pending (oldest first), then finished and failed (newest "

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
-from biobench.board.entries import Board, Cell, Entry, fmt
+from biobench.board.entries import Average, Board, Cell, Entry, fmt
 from biobench.errors import ConfigError
 from biobench.names import human_tokens
 from biobench.runtime.files import atomic_write, csv_text
@@ -37,33 +37,119 @@ class Filters:
     hide_contaminated: bool = False  # cells whose test set overlaps the model's pretraining corpus show no score
 
 
-def select(board: Board, lang: str, filters: Filters = Filters()) -> list[Entry]:
-    keep = []
-    for e in board.lang_entries(lang):
-        if e.source not in filters.sources:
-            continue
-        if filters.sizes is not None and e.size not in filters.sizes:
-            continue
-        if filters.contexts is not None and str(e.context) not in filters.contexts:
-            continue
-        if filters.recipes is not None and e.recipe not in filters.recipes:
-            continue
-        if e.smoke and not filters.include_smoke:
-            continue
-        keep.append(e)
-    tasks = board.benchmark.get(lang, [])
-
+def _sort_key(filters: Filters, bench: Sequence[str]) -> Callable[[Entry], tuple]:
     def key(e: Entry) -> tuple:
         if filters.sort_by == "Model":
             return (0, e.name.lower())
         if filters.sort_by in ("Avg", "avg"):
-            avg = e.average(tasks)
+            avg = e.average(bench)
             v = avg.value
             return (avg.partial, -(v if v is not None else -math.inf), e.name.lower())
         cell = e.cells.get(filters.sort_by)
         return (cell is None, -(cell.mean if cell else 0.0), e.name.lower())
 
-    return sorted(keep, key=key)
+    return key
+
+
+def _kept(e: Entry, filters: Filters) -> bool:
+    return (e.source in filters.sources and (filters.sizes is None or e.size in filters.sizes)
+            and (filters.contexts is None or str(e.context) in filters.contexts)
+            and (filters.recipes is None or e.recipe in filters.recipes))
+
+
+def select(board: Board, lang: str, filters: Filters = Filters()) -> list[Entry]:
+    """The board's entries of a language that pass the filters, sorted (one per model and set of overrides: the
+    efficiency table and the detail view read runs per entry; the score tables read `model_rows`)."""
+    keep = [e for e in board.lang_entries(lang) if _kept(e, filters) and (filters.include_smoke or not e.smoke)]
+    return sorted(keep, key=_sort_key(filters, board.benchmark.get(lang, [])))
+
+
+@dataclass
+class ModelRow:
+    """One model in one language as the score tables show it: its protocol runs' cells and, where it has no
+    protocol result and smoke runs are shown, its smoke runs' cells (⚑, their overrides in the tooltip). The
+    board keeps smoke runs in entries of their own (never averaged into the protocol's seeds); a table shows one
+    row per model all the same, named as the model is, never by a results folder's key."""
+
+    entry: Entry  # the model: the name and metadata of its protocol row (else of its smoke row), the cells shown
+    origin: dict[str, Entry]  # task -> the board entry its cell comes from (a smoke entry: a ⚑ cell)
+    hidden: dict[str, Entry]  # task -> a smoke entry not shown there (smoke runs hidden, or a protocol cell)
+
+    @property
+    def key(self) -> str:
+        return self.entry.key
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    def smoke(self, task: str) -> str:
+        """The overrides of the run shown in `task`'s cell ('' for a protocol cell or none)."""
+        origin = self.origin.get(task)
+        return origin.smoke if origin is not None else ""
+
+    def smoke_tasks(self, tasks: Sequence[str]) -> list[str]:
+        return [t for t in tasks if self.smoke(t)]
+
+
+def model_key(e: Entry) -> str:
+    """The model an entry belongs to: its results folder (shared by its protocol and smoke entries)."""
+    return e.slug or e.key
+
+
+def model_rows(board: Board, lang: str, filters: Filters = Filters(), tasks: Sequence[str] | None = None
+               ) -> list[ModelRow]:
+    """One row per model of `lang` that passes the filters and has a cell among `tasks` (default: every column),
+    sorted as `select` sorts. A task a model ran both ways shows its protocol cell; among smoke runs, the one
+    with the most seeds. Rows with the same name get their results folder appended (as the board's entries do)."""
+    from biobench.board.board import _distinct_names
+
+    shown = list(board.columns(lang) if tasks is None else tasks)
+    groups: dict[str, list[Entry]] = {}
+    for e in board.lang_entries(lang):
+        groups.setdefault(model_key(e), []).append(e)
+    rows = []
+    for key, entries in groups.items():
+        protocol = next((e for e in entries if not e.smoke), None)
+        smoke = sorted((e for e in entries if e.smoke), key=lambda e: (-len(e.cells), e.smoke))
+        main = protocol or smoke[0]
+        if not _kept(main, filters):
+            continue
+        origin: dict[str, Entry] = {t: protocol for t in protocol.cells} if protocol else {}
+        hidden: dict[str, Entry] = {}
+        for task in shown:
+            runs = sorted((s for s in smoke if task in s.cells), key=lambda s: -len(s.cells[task].seeds))
+            if task not in origin and runs and filters.include_smoke:
+                origin[task] = runs.pop(0)
+            if runs:
+                hidden[task] = runs[0]
+        origin = {t: origin[t] for t in shown if t in origin}
+        if not origin:  # nothing of this model in these columns (or only smoke runs, hidden)
+            continue
+        merged = replace(main, key=key, name=main.base_name or main.name, smoke="",
+                         cells={t: e.cells[t] for t, e in origin.items()},
+                         runs={t: e.runs.get(t, []) for t, e in origin.items()})
+        rows.append(ModelRow(merged, origin, hidden))
+    _distinct_names([r.entry for r in rows])
+    order = _sort_key(filters, board.benchmark.get(lang, []))
+    return sorted(rows, key=lambda r: order(r.entry))
+
+
+def smoke_counts(board: Board) -> tuple[int, int]:
+    """(smoke results, models with one): the (model, language, task) cells whose scores come from smoke runs
+    only, as the toggle's label counts them."""
+    cells = {(model_key(e), e.lang, t) for e in board.entries if e.smoke for t in e.cells}
+    protocol = {(model_key(e), e.lang, t) for e in board.entries if e.source == "measured" and not e.smoke
+                for t in e.cells}
+    only = cells - protocol
+    return len(only), len({m for m, _, _ in only})
+
+
+def smoke_only(board: Board) -> bool:
+    """Whether every measured row is a smoke row (a demo's, a quick check's): the board then says so in a banner
+    and shows the smoke runs from the start (still marked) instead of hiding every result it was opened on."""
+    measured = [e for e in board.entries if e.source == "measured"]
+    return bool(measured) and all(e.smoke for e in measured)
 
 
 def seeds_text(e: Entry) -> str:
@@ -82,55 +168,137 @@ def rank_text(board: Board, lang: str, task: str | None, key: str) -> str | None
     return None if interval is None else str(interval)
 
 
+# ------------------------------------------------------------------------------------------------ the columns
+View = Literal["frame", "export", "html", "text"]  # language_frame, export_frame, render_html, render_text
+
+
+@dataclass(frozen=True)
+class Cells:
+    """What a column reads for one row of one table."""
+
+    row: ModelRow
+    lang: str
+    avg: Average  # over the language's benchmark tasks
+    board: Board
+
+
+def _protocol(c: Cells) -> str:
+    """'protocol', 'reported', or the smoke overrides of the cells shown ('protocol + smoke: ...' when mixed)."""
+    if c.row.entry.source == "reported":
+        return "reported"
+    smoke = sorted({c.row.smoke(t) for t in c.row.entry.cells} - {""})
+    if not smoke:
+        return "protocol"
+    label = "; ".join(protocol_label(s) for s in smoke)
+    return f"protocol + {label}" if any(not c.row.smoke(t) for t in c.row.entry.cells) else label
+
+
+def _min_seeds(c: Cells) -> int | None:
+    seeds = [int(s) for s in seeds_text(c.row.entry).split("-") if s.isdigit()]
+    return min(seeds) if seeds else None
+
+
+def _size(c: Cells) -> str:
+    e = c.row.entry
+    return e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the score tables, declared once: `language_frame`, `export_frame`, `render_html` and
+    `render_text` each show the columns whose `views` name them, in this table's order. The task columns
+    (one per task) stand where `TASKS` is; a view's special cells (the HTML's model name with its marks, the
+    ranked average) are drawn by the renderer under the column's name."""
+
+    name: str  # the frame's and the export's column name
+    header: str  # the HTML and text tables' header
+    tooltip: str  # the HTML header's title: what the column holds
+    value: Callable[[Cells], Any]  # what the frame and the export hold
+    views: frozenset[View]
+    shown: Callable[[Cells], str] | None = None  # the HTML/text text (default: the value as text); plain text
+    css: str = ""  # the HTML header and cells' class
+
+
+ALL, DATA = frozenset(("frame", "export", "html", "text")), frozenset(("frame", "export"))
+TASKS = Column("<tasks>", "", "", lambda c: None, ALL)  # stands for one column per task
+COLUMNS: tuple[Column, ...] = (
+    Column("lang", "Language", "the table's language", lambda c: c.lang, frozenset({"export"})),
+    Column("model", "Model", "the model (reported: the paper's published numbers)", lambda c: c.row.name, ALL,
+           css="model"),
+    TASKS,
+    Column("avg", "Avg", "mean over the language's benchmark tasks (a partial mean is marked, never ranked)",
+           lambda c: round(c.avg.value, 4) if c.avg.value is not None and not c.avg.partial else None, ALL,
+           css="avg"),
+    Column("avg_rank", "Rank", "95% rank interval on the average (bootstrap over test examples and seeds)",
+           lambda c: rank_text(c.board, c.lang, None, c.row.key), frozenset({"frame", "export", "html"}),
+           shown=lambda c: rank_text(c.board, c.lang, None, c.row.key) or "—", css="rank"),
+    Column("n_seeds", "Seeds", "seeds per task (a range when tasks differ)", _min_seeds, frozenset({"export"})),
+    Column("n_seeds", "Seeds", "seeds per task (a range when tasks differ)", lambda c: seeds_text(c.row.entry),
+           frozenset({"frame", "html", "text"})),
+    Column("source", "Source", "measured here, or reported in the paper", lambda c: c.row.entry.source,
+           frozenset({"frame", "export", "text"})),
+    Column("protocol", "Protocol", "the paper's protocol, or a smoke run's overrides", _protocol, DATA),
+    Column("avg_partial", "Partial avg", "the mean over the benchmark tasks a model has, when it lacks some",
+           lambda c: round(c.avg.value, 4) if c.avg.value is not None and c.avg.partial else None, DATA),
+    Column("avg_tasks", "Avg tasks", "benchmark tasks in the average", lambda c: f"{c.avg.k}/{c.avg.n}", DATA),
+    Column("partial", "Partial", "whether the average lacks benchmark tasks", lambda c: c.avg.partial,
+           frozenset({"frame"})),
+    Column("paper_avg", "Paper avg", "the average the paper prints", lambda c: c.row.entry.paper_avg,
+           frozenset({"export"})),
+    Column("context", "Context", "the model's maximum sequence length", lambda c: c.row.entry.context,
+           frozenset({"frame", "html"}), shown=lambda c: str(c.row.entry.context or "?")),
+    Column("size", "Size", "parameter count class (parameters)", lambda c: c.row.entry.size,
+           frozenset({"frame", "html"}), shown=_size),
+    Column("recipe", "Recipe", "how the model was pretrained", lambda c: c.row.entry.recipe, frozenset({"frame"})),
+    Column("lineage", "Recipe / lineage", "the pretraining recipe, base model and tokens (biobench pretrain)",
+           lambda c: c.row.entry.lineage, frozenset({"frame", "html"}),
+           shown=lambda c: c.row.entry.lineage or c.row.entry.recipe, css="meta"),
+)
+
+
+def columns_of(view: View) -> list[Column]:
+    return [c for c in COLUMNS if view in c.views]
+
+
+def _data_frame(view: View, rows: Sequence[tuple[str, ModelRow]], tasks: Sequence[str], board: Board,
+                scores: Callable[[ModelRow, str], Any]) -> pd.DataFrame:
+    names = [t if col is TASKS else col.name for col in columns_of(view) for t in (tasks if col is TASKS else [""])]
+    records = []
+    for lang, row in rows:
+        cells = Cells(row, lang, row.entry.average(board.benchmark.get(lang, [])), board)
+        record: dict[str, Any] = {}
+        for col in columns_of(view):
+            if col is TASKS:
+                record.update({t: scores(row, t) for t in tasks})
+            else:
+                record[col.name] = col.value(cells)
+        records.append(record)
+    return pd.DataFrame(records, columns=names)
+
+
 def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.DataFrame:
-    """Numeric table for one language (percent), in display order; avg is the partial mean when partial."""
-    tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
-    rows = []
-    for e in select(board, lang, filters):
-        avg = e.average(bench)
-        row = {"model": e.name, "source": e.source}
-        row.update({t: (e.cells[t].mean if t in e.cells else math.nan) for t in tasks})
-        row.update(
-            avg=avg.value if avg.value is not None else math.nan, avg_rank=rank_text(board, lang, None, e.key),
-            avg_tasks=f"{avg.k}/{avg.n}", partial=avg.partial,
-            n_seeds=seeds_text(e), context=e.context, size=e.size, recipe=e.recipe, lineage=e.lineage,
-            protocol=protocol_label(e.smoke),
-        )
-        rows.append(row)
-    cols = ["model", "source", *tasks, "avg", "avg_rank", "avg_tasks", "partial", "n_seeds", "context", "size", "recipe", "lineage",
-            "protocol"]
-    return pd.DataFrame(rows, columns=cols)
+    """Numeric table for one language (percent), one row per model in display order (`model_rows`); avg only when
+    complete (avg_partial otherwise)."""
+    rows = [(lang, r) for r in model_rows(board, lang, filters)]
+    return _data_frame("frame", rows, board.columns(lang), board,
+                       lambda r, t: r.entry.cells[t].mean if t in r.entry.cells else math.nan)
 
 
 def export_frame(board: Board) -> pd.DataFrame:
-    """One row per (language, model): lang, model, one column per task id, avg, n_seeds, source, protocol
-    ('protocol', or 'smoke: <overrides>' for a smoke row), then avg_partial / avg_tasks (a partial average is never
-    written to `avg`), paper_avg for reported rows, and the 95% rank intervals ("2-5", docs/EVALUATION.md) on
-    the average (avg_rank) and on each task (<task>_rank) where the significance was computed."""
+    """One row per (language, model, protocol): a model's smoke runs are a row of their own beside its protocol
+    row (model named alike, `protocol` 'smoke: <overrides>'), so the file never mixes the two; a partial average
+    is never written to `avg` (avg_partial / avg_tasks); paper_avg for reported rows."""
     tasks = [t for lang in board.langs for t in board.columns(lang)]
     rows = []
     for lang in board.langs:
-        bench = board.benchmark.get(lang, [])
         for e in board.lang_entries(lang):
-            avg = e.average(bench)
-            row: dict = {"lang": lang, "model": e.name}
-            row.update({t: round(e.cells[t].mean, 4) if t in e.cells else None for t in tasks})
-            seeds = [int(s) for s in seeds_text(e).split("-") if s.isdigit()]
-            row.update(
-                avg=round(avg.value, 4) if avg.value is not None and not avg.partial else None,
-                n_seeds=min(seeds) if seeds else None,
-                source=e.source,
-                protocol=protocol_label(e.smoke) if e.source == "measured" else "reported",
-                avg_partial=round(avg.value, 4) if avg.value is not None and avg.partial else None,
-                avg_tasks=f"{avg.k}/{avg.n}",
-                paper_avg=e.paper_avg,
-                avg_rank=rank_text(board, lang, None, e.key),
-            )
-            row.update({f"{t}_rank": rank_text(board, lang, t, e.key) for t in tasks})
-            rows.append(row)
-    cols = ["lang", "model", *tasks, "avg", "n_seeds", "source", "protocol", "avg_partial", "avg_tasks", "paper_avg",
-            "avg_rank", *(f"{t}_rank" for t in tasks)]
-    return pd.DataFrame(rows, columns=cols).astype({"n_seeds": "Int64"})
+            named = replace(e, name=e.base_name or e.name) if e.smoke else e
+            rows.append((lang, ModelRow(named, {t: e for t in e.cells}, {})))
+    frame = _data_frame("export", rows, tasks, board,
+                        lambda r, t: round(r.entry.cells[t].mean, 4) if t in r.entry.cells else None)
+    for t in tasks:  # the 95% rank intervals on each task ("2-5", docs/EVALUATION.md), after the table's columns
+        frame[f"{t}_rank"] = [rank_text(board, lang, t, r.entry.key) for lang, r in rows]
+    return frame.astype({"n_seeds": "Int64"})
 
 
 def write_export(board: Board, path: str | Path) -> Path:
@@ -171,8 +339,8 @@ CSS = """
 .lb-table th, .lb-table td {border-bottom: 1px solid #ddd; padding: 3px 5px; text-align: right; white-space: nowrap;
   background: #fff;}
 .lb-table th {background: #f3f4f6; font-weight: 600; font-size: 12px; vertical-align: bottom; line-height: 1.15;}
-.lb-table th.task {white-space: normal; min-width: 44px; max-width: 64px;}
-.lb-table th.task abbr {text-decoration: none; cursor: help;}
+.lb-table th.task {white-space: nowrap; min-width: 40px;}
+.lb-table th abbr {text-decoration: none; cursor: help;}
 .lb-table td.model, .lb-table th.model, .lb-table td.meta, .lb-table th.meta {text-align: left;}
 .lb-table td.model, .lb-table th.model {position: sticky; left: 0; z-index: 2; width: 230px; min-width: 230px;
   max-width: 230px; box-sizing: border-box; white-space: normal; overflow-wrap: anywhere;}
@@ -182,12 +350,12 @@ CSS = """
 .lb-table td.top {background: #e6f4ea;}
 .lb-table tr.reported td.model {font-style: italic;}
 .lb-table .ci {color: #777; font-size: 10px; margin-left: 2px;}
-.lb-table .extra {color: #777;}
 .lb-table .smoke, .lb-table .degenerate {color: #b45309; cursor: help;}
 .lb-table .contaminated {color: #b91c1c; cursor: help;}
 .lb-notes {font-size: 12px; color: #444;}
 .lb-scroll {overflow-x: auto; max-width: 100%;}
 .lb-empty {color: #555; font-style: italic;}
+.lb-banner {background: #fff7ed; border: 1px solid #f59e0b; border-radius: 4px; padding: 6px 10px; color: #7c2d12;}
 """
 
 
@@ -198,15 +366,29 @@ def esc(value: Any) -> str:
 
 
 def short_task(task: str) -> str:
-    """A task id as a narrow column header (HTML): one line per part, words cut to 8 letters
-    ('fracco-morph-topo-100' -> fracco / morph / topo / 100); the full id is the header's tooltip."""
-    parts = [p if p.isdigit() else p[:8] for p in str(task).split("-") if p] or [str(task)]
+    """A task id as a narrow column header (HTML): one line per part, never cut ('fracco-morph-topo-100' ->
+    fracco / morph / topo / 100), so the column is as wide as its longest part; the full id is the tooltip."""
+    parts = [p for p in str(task).split("-") if p] or [str(task)]
     return "<br>".join(esc(p) for p in parts)
 
 
 def row_anchor(lang: str, key: str) -> str:
     """The id of a model's row in a language table (the Queue tab links to it): letters, digits and '-' only."""
     return "row-" + "".join(c if c.isalnum() else "-" for c in f"{lang}-{key}")
+
+
+Part = Literal["paper", "other"]  # a language's paper tasks (its tab), or the tasks outside the paper
+
+
+def table_tasks(board: Board, lang: str, part: Part) -> list[str]:
+    """The paper's tasks of `lang` (its table holds them only), or the other tasks found in its results (demo,
+    user tasks: the "Other tasks" tab)."""
+    return list(board.benchmark.get(lang, [])) if part == "paper" else list(board.extra.get(lang, []))
+
+
+def smoke_title(overrides: str) -> str:
+    """The tooltip of a smoke cell or row: its overrides and what the mark means."""
+    return f"smoke run: protocol overrides {overrides}; not the protocol's score, kept apart from its protocol runs"
 
 
 CONTAMINATED_MARK = "⚠"  # with the overlap in the tooltip (a degenerate cell's ⚠ says its own reason)
@@ -218,117 +400,147 @@ def contamination_title(cell: Cell) -> str:
             "the model's pretraining corpus (biobench eval --check-contamination)")
 
 
-def render_html(board: Board, lang: str, filters: Filters = Filters()) -> str:
-    """The paper-style table for one language as an HTML fragment (table id `lb-table-<lang>`). Every value
-    from results goes through `esc`."""
-    tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
-    entries = select(board, lang, filters)
-    hidden = 0 if filters.include_smoke else sum(bool(e.smoke) for e in board.lang_entries(lang))
-    hint = (f" {hidden} smoke row(s) (protocol overrides) are hidden: tick &quot;Include smoke runs&quot; to see them."
-            if hidden else "")
-    if not entries:
-        return f'<div id="lb-table-{esc(lang)}" class="lb-notes">No {esc(lang)} rows match the filters.{hint}</div>'
-    averages = [e.average(bench) for e in entries]
-    col_ranks = {t: _ranks([e.cells[t].mean if t in e.cells else None for e in entries]) for t in tasks}
+def _task_cell(board: Board, lang: str, row: ModelRow, task: str, rank: int | None, filters: Filters) -> str:
+    c = row.entry.cells.get(task)
+    if c is None:
+        title = "not run"
+        if task in row.hidden:
+            title = f"no protocol run; {_unshown(row, task)}: tick Show smoke runs to see it"
+        return f'<td title="{esc(title)}">—</td>'
+    if filters.hide_contaminated and c.contaminated():
+        return (f'<td title="{esc(contamination_title(c))}; hidden by the filter">'
+                f'<span class="contaminated">{CONTAMINATED_MARK}</span></td>')
+    text = _mark(fmt(c.mean), rank)
+    title = "reported in the paper (mean over seeds); contamination not measured"
+    if c.summary is not None:
+        s = c.summary
+        ci = "no CI with one seed" if s.n < 2 else f"95% CI [{fmt(s.ci_low)}, {fmt(s.ci_high)}]"
+        title = f"mean of {s.n} seeds, sd {fmt(s.std)}, {ci}"
+        if filters.show_ci and s.n >= 2:
+            text += f'<span class="ci">±{fmt(s.half_width)}</span>'
+    origin = row.origin[task]
+    group = board.groups.get((lang, task))
+    cls = ' class="top"' if group is not None and group.in_top(origin.key) else ""
+    if group is not None and origin.key in group.vs_best:
+        title += f"; vs best p={group.vs_best[origin.key].p_value:.3f}"
+    interval = rank_text(board, lang, task, origin.key)
+    if interval is not None:
+        title += f"; 95% rank interval {interval}"
+    if origin.smoke:  # the cell carries the mark; its tooltip the overrides that made it a smoke run
+        title = smoke_title(origin.smoke) + "; " + title
+        text += f' <span class="smoke">{SMOKE_MARK}</span>'
+    elif task in row.hidden:
+        title += f"; {_unshown(row, task)}"
+    if c.degenerate:  # the seeds whose test predictions were degenerate, each with its likely reason
+        title += "; " + "; ".join(f"seed {seed}: {why}" for seed, why in sorted(c.degenerate.items()))
+        text += f' <span class="degenerate">{DEGENERATE_MARK}</span>'
+    if c.contaminated():
+        title += "; " + contamination_title(c)
+        text += f' <span class="contaminated">{CONTAMINATED_MARK}</span>'
+    return f'<td{cls} title="{esc(title)}">{text}</td>'
+
+
+def _unshown(row: ModelRow, task: str) -> str:
+    smoke = row.hidden[task]
+    return f"a smoke run ({smoke.smoke}) scored {fmt(smoke.cells[task].mean)}, not shown"
+
+
+def _header(col: Column, tasks: Sequence[str], bench: Sequence[str]) -> str:
+    if col is TASKS:
+        return "".join(
+            f'<th class="task"><abbr title="{esc(t)}: '
+            f'{"benchmark task, in the average" if t in bench else "not in the paper benchmark: not averaged"}">'
+            f"{short_task(t)}</abbr></th>" for t in tasks)
+    tooltip = f"mean over the {len(bench)} benchmark tasks" if col.name == "avg" else col.tooltip
+    return f'<th class="{col.css}"><abbr title="{esc(tooltip)}">{esc(col.header)}</abbr></th>'
+
+
+def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Part = "paper") -> str:
+    """One table for a language as an HTML fragment: its paper tasks (table id `lb-table-<lang>`), or its other
+    tasks (`lb-other-<lang>`, no average: those tasks are not the paper's). One row per model (`model_rows`); its
+    smoke cells carry ⚑ and their overrides. Every value from results goes through `esc`."""
+    tasks, bench = table_tasks(board, lang, part), board.benchmark.get(lang, [])
+    table_id = f"lb-{'table' if part == 'paper' else 'other'}-{lang}"
+    rows = model_rows(board, lang, filters, tasks)
+    hidden = 0 if filters.include_smoke else sum(
+        bool(r.hidden) for r in model_rows(board, lang, replace(filters, include_smoke=True), tasks))
+    hint = (f" Smoke runs (protocol overrides) of {hidden} model(s) are hidden: tick &quot;Show smoke runs&quot; to "
+            "see them." if hidden else "")
+    if not rows:
+        return f'<div id="{esc(table_id)}" class="lb-notes">No {esc(lang)} rows match the filters.{hint}</div>'
+    columns = [c for c in columns_of("html") if part == "paper" or c.name not in ("avg", "avg_rank")]
+    averages = [r.entry.average(bench) for r in rows]
+    col_ranks = {t: _ranks([r.entry.cells[t].mean if t in r.entry.cells else None for r in rows]) for t in tasks}
     avg_ranks = _ranks([a.value if not a.partial else None for a in averages])
-    head = "".join(
-        f'<th class="task{" extra" if t not in bench else ""}"><abbr title="{esc(t)}: '
-        f'{"benchmark task, in the average" if t in bench else "not in the paper benchmark: not averaged"}">'
-        f"{short_task(t)}</abbr></th>"
-        for t in tasks
-    )
-    out = [
-        f'<div class="lb-scroll"><table id="lb-table-{esc(lang)}" class="lb-table"><thead><tr><th class="model">Model</th>'
-        f'<th class="avg" title="mean over the {len(bench)} benchmark tasks">Avg</th>'
-        '<th class="rank" title="95% rank interval on the average (bootstrap over test examples and seeds)">'
-        f'Rank</th>{head}'
-        "<th>Seeds</th><th>Context</th><th>Size</th>"
-        '<th class="meta">Recipe / lineage</th></tr></thead><tbody>'
-    ]
+    out = [f'<div class="lb-scroll"><table id="{esc(table_id)}" class="lb-table"><thead><tr>'
+           + "".join(_header(col, tasks, bench) for col in columns) + "</tr></thead><tbody>"]
     notes = []
-    for i, (e, avg) in enumerate(zip(entries, averages, strict=True)):
-        cells = []
-        for t in tasks:
-            c = e.cells.get(t)
-            if c is None:
-                cells.append('<td title="not run">—</td>')
-                continue
-            if filters.hide_contaminated and c.contaminated():
-                cells.append(f'<td title="{esc(contamination_title(c))}; hidden by the filter">'
-                             f'<span class="contaminated">{CONTAMINATED_MARK}</span></td>')
-                continue
-            text = _mark(fmt(c.mean), col_ranks[t].get(i))
-            title = "reported in the paper (mean over seeds); contamination not measured"
-            if c.summary is not None:
-                s = c.summary
-                ci = "no CI with one seed" if s.n < 2 else f"95% CI [{fmt(s.ci_low)}, {fmt(s.ci_high)}]"
-                title = f"mean of {s.n} seeds, sd {fmt(s.std)}, {ci}"
-                if filters.show_ci and s.n >= 2:
-                    text += f'<span class="ci">±{fmt(s.half_width)}</span>'
-            group = board.groups.get((lang, t))
-            cls = ' class="top"' if group is not None and group.in_top(e.key) else ""
-            if group is not None and e.key in group.vs_best:
-                title += f"; vs best p={group.vs_best[e.key].p_value:.3f}"
-            rank = rank_text(board, lang, t, e.key)
-            if rank is not None:
-                title += f"; 95% rank interval {rank}"
-            if c.degenerate:  # the seeds whose test predictions were degenerate, each with its likely reason
-                title += "; " + "; ".join(f"seed {seed}: {why}" for seed, why in sorted(c.degenerate.items()))
-                text += f' <span class="degenerate">{DEGENERATE_MARK}</span>'
-            if c.contaminated():
-                title += "; " + contamination_title(c)
-                text += f' <span class="contaminated">{CONTAMINATED_MARK}</span>'
-            cells.append(f'<td{cls} title="{esc(title)}">{text}</td>')
-        if avg.value is None:
-            avg_text = "—"
-        elif avg.partial:
-            notes.append(f"{e.name}: average over {avg.k}/{avg.n} tasks (missing {', '.join(avg.missing)})")
-            avg_text = f'{fmt(avg.value)}<sup title="partial: {avg.k}/{avg.n} tasks">*{len(notes)}</sup>'
-        else:
-            avg_text = _mark(fmt(avg.value), avg_ranks.get(i))
-            if e.paper_avg is not None and fmt(avg.value) != fmt(e.paper_avg):
-                notes.append(f"{e.name}: the mean of the rounded per-task numbers is {fmt(avg.value, 3)}; "
-                             f"the paper reports {fmt(e.paper_avg)} (computed before rounding)")
-                avg_text += f"<sup>*{len(notes)}</sup>"
-        name = esc(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
-        if e.smoke:  # the row's name carries the mark; the tooltip says what made it a smoke run
-            name = (f'<span class="smoke" title="{esc(smoke_title(e))}">{name}</span>')
-        size = e.size + (f" ({e.params / 1e6:.3g}M)" if e.params else "")
-        out.append(
-            f'<tr class="{esc(e.source)}" id="{esc(row_anchor(lang, e.key))}"><td class="model" title="{esc(e.source)}">'
-            f'{name}</td><td class="avg">{avg_text}</td><td class="rank">{esc(rank_text(board, lang, None, e.key) or "—")}</td>'
-            f'{"".join(cells)}'
-            f"<td>{esc(seeds_text(e))}</td><td>{esc(e.context or '?')}</td><td>{esc(size)}</td>"
-            f'<td class="meta">{esc(e.lineage or e.recipe)}</td></tr>'
-        )
+    for i, (row, avg) in enumerate(zip(rows, averages, strict=True)):
+        e, cells = row.entry, Cells(row, lang, avg, board)
+        parts = []
+        for col in columns:
+            if col is TASKS:
+                parts += [_task_cell(board, lang, row, t, col_ranks[t].get(i), filters) for t in tasks]
+            elif col.name == "model":
+                name = esc(e.name) + (" <small>(reported)</small>" if e.source == "reported" else "")
+                smoke = row.smoke_tasks(tasks)
+                if smoke:  # the name says the row holds smoke cells; each cell says which overrides
+                    overrides = "; ".join(sorted({row.smoke(t) for t in smoke}))
+                    name += (f' <span class="smoke" title="{esc(smoke_title(overrides))}">{SMOKE_MARK} smoke '
+                             f"({len(smoke)} task{'' if len(smoke) == 1 else 's'})</span>")
+                parts.append(f'<td class="model" title="{esc(e.source)}">{name}</td>')
+            elif col.name == "avg":
+                parts.append(f'<td class="avg">{_avg_html(row, avg, avg_ranks.get(i), bench, notes)}</td>')
+            else:
+                text = col.shown(cells) if col.shown else "" if col.value(cells) is None else str(col.value(cells))
+                parts.append(f'<td class="{col.css}">{esc(text)}</td>' if col.css else f"<td>{esc(text)}</td>")
+        out.append(f'<tr class="{esc(e.source)}" id="{esc(row_anchor(lang, row.key))}">{"".join(parts)}</tr>')
     out.append("</tbody></table></div>")  # the table scrolls sideways under its sticky Model and Avg columns
-    legend = [
-        "Macro-F1 (%), mean over seeds; <b>bold</b> best, <u>underlined</u> second per column. "
-        "±: half-width of the 95% Student-t CI over seeds (hover a cell for details). "
-        "Reported rows are the paper's published numbers (arXiv 2605.12438), not measured here.",
-    ]
+    legend = ["Macro-F1 (%), mean over seeds; <b>bold</b> best, <u>underlined</u> second per column. "
+              "±: half-width of the 95% Student-t CI over seeds (hover a cell for details). "
+              + ("Reported rows are the paper's published numbers (arXiv 2605.12438), not measured here."
+                 if part == "paper" else "These tasks are not the paper's: no average, no reported rows.")]
     if hidden:
         legend.append(hint.strip())
-    if any(e.smoke for e in entries):
+    if any(row.smoke_tasks(tasks) for row in rows):
         legend.append(f"{SMOKE_MARK} smoke: a run with protocol overrides (fewer epochs or steps, a train or eval "
-                      "subset, another max length...): not the protocol's score, ranked here only because "
-                      "\"include smoke runs\" is ticked (hover the name for its overrides).")
-    if any(c.degenerate for e in entries for c in e.cells.values()):
+                      "subset, another max length...): not the protocol's score, shown and ranked here because "
+                      "\"Show smoke runs\" is ticked (hover a cell for its overrides).")
+    if any(c.degenerate for row in rows for c in row.entry.cells.values()):
         legend.append(f"{DEGENERATE_MARK} degenerate test predictions (no entity, a single class, no label) for at "
                       "least one seed; hover the cell for the likely reason.")
-    if any(lang == k[0] for k in board.groups):
+    if any(lang == k[0] and k[1] in tasks for k in board.groups):
         legend.append("Shaded: top significance group — not significantly worse than the best measured model "
                       "of the task (paired bootstrap over test examples and seeds, p ≥ 0.05).")
     if (lang, None) in board.ranks or any(k[0] == lang for k in board.ranks):
+        legend.append("Rank: the 95% interval of the model's rank on the average (e.g. 2-5), from the same "
+                      "bootstrap over test examples and seeds; hover a cell for its task's interval.")
+    if part == "paper" and any(k[0] == lang for k in board.ranks):
         legend.append("Rank: the 95% interval of the model's rank on the average (e.g. 2-5), from the same "
                       "bootstrap over test examples and seeds; hover a cell for its task's interval.")
     legend += [f"*{i} {esc(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(out) + '<div class="lb-notes">' + "<br>".join(legend) + "</div>"
 
 
-def smoke_title(e: Entry) -> str:
-    """The tooltip of a smoke row: its overrides and what the mark means."""
-    return f"smoke run: protocol overrides {e.smoke}; not the protocol's score, kept apart from its protocol runs"
+def _avg_html(row: ModelRow, avg: Average, rank: int | None, bench: Sequence[str], notes: list[str]) -> str:
+    """The Avg cell: ranked when complete; a partial mean with its footnote; ⚑ when smoke cells are in it."""
+    e = row.entry
+    if avg.value is None:
+        return "—"
+    if avg.partial:
+        notes.append(f"{e.name}: average over {avg.k}/{avg.n} tasks (missing {', '.join(avg.missing)})")
+        text = f'{fmt(avg.value)}<sup title="partial: {avg.k}/{avg.n} tasks">*{len(notes)}</sup>'
+    else:
+        text = _mark(fmt(avg.value), rank)
+        if e.paper_avg is not None and fmt(avg.value) != fmt(e.paper_avg):
+            notes.append(f"{e.name}: the mean of the rounded per-task numbers is {fmt(avg.value, 3)}; "
+                         f"the paper reports {fmt(e.paper_avg)} (computed before rounding)")
+            text += f"<sup>*{len(notes)}</sup>"
+    smoke = row.smoke_tasks(bench)
+    if smoke:
+        text += (f' <span class="smoke" title="{esc(f"{len(smoke)} of its tasks are smoke runs")}">'
+                 f"{SMOKE_MARK}</span>")
+    return text
 
 
 def _align(rows: list[list[str]]) -> list[str]:
@@ -339,32 +551,48 @@ def _align(rows: list[list[str]]) -> list[str]:
 
 def render_text(board: Board, langs: Sequence[str] | None = None, name_width: int = 44,
                 include_smoke: bool = True) -> str:
-    """The leaderboard as plain text for a terminal (the demo prints this). Partial averages get '*', smoke rows
-    carry their mark in the name (listed below with their overrides), degenerate cells '⚠'."""
+    """The leaderboard as plain text for a terminal (the demo prints this): per language its paper tasks, then
+    its other tasks. One row per model; partial averages get '*', smoke cells '⚑' (their overrides listed below),
+    degenerate cells '⚠'."""
     blocks = []
     for lang in langs or board.langs:
-        tasks, bench = board.columns(lang), board.benchmark.get(lang, [])
-        entries = select(board, lang, Filters(include_smoke=include_smoke))
-        if not entries:
-            continue
-        header = ["model", *tasks, "avg", "seeds", "source"]
-        rows, notes = [], []
-        for e in entries:
-            avg = e.average(bench)
-            avg_text = fmt(avg.value)
-            if avg.partial and avg.value is not None:
-                notes.append(f"* {e.name}: partial average over {avg.k}/{avg.n} tasks")
-                avg_text += "*"
-            name = e.name if len(e.name) <= name_width else e.name[: name_width - 1] + "…"
-            cells = [fmt(e.cells[t].mean) + (DEGENERATE_MARK if e.cells[t].degenerate else "") if t in e.cells else "—"
-                     for t in tasks]
-            if e.smoke:
-                notes.append(f"{e.name}: protocol overrides {e.smoke} (not the protocol's score)")
-            notes += [f"{DEGENERATE_MARK} {e.name} · {t} seed {seed}: {why}" for t in tasks if t in e.cells
-                      for seed, why in sorted(e.cells[t].degenerate.items())]
-            rows.append([name, *cells, avg_text, seeds_text(e), e.source])
-        title = {"fr": "French", "en": "English"}.get(lang, lang)
-        blocks.append("\n".join([f"{title} (macro-F1 %, mean over seeds)", *_align([header, *rows]), *notes]))
+        bench = board.benchmark.get(lang, [])
+        language = {"fr": "French", "en": "English"}.get(lang, lang)
+        for part in ("paper", "other"):
+            tasks = table_tasks(board, lang, part)
+            rows = model_rows(board, lang, Filters(include_smoke=include_smoke), tasks)
+            if not rows:
+                continue
+            columns = [c for c in columns_of("text") if part == "paper" or c.name != "avg"]
+            header = [h for c in columns for h in (tasks if c is TASKS else [c.header.lower()])]
+            lines, notes = [], []
+            for row in rows:
+                e, avg = row.entry, row.entry.average(bench)
+                text = []
+                for col in columns:
+                    if col is TASKS:
+                        text += [fmt(e.cells[t].mean) + (SMOKE_MARK if row.smoke(t) else "")
+                                 + (DEGENERATE_MARK if e.cells[t].degenerate else "") if t in e.cells else "—"
+                                 for t in tasks]
+                    elif col.name == "model":
+                        text.append(e.name if len(e.name) <= name_width else e.name[: name_width - 1] + "…")
+                    elif col.name == "avg":
+                        text.append(fmt(avg.value) + ("*" if avg.partial and avg.value is not None else ""))
+                        if avg.partial and avg.value is not None:
+                            notes.append(f"* {e.name}: partial average over {avg.k}/{avg.n} tasks")
+                    else:
+                        cells = Cells(row, lang, avg, board)
+                        text.append(col.shown(cells) if col.shown else str(col.value(cells)))
+                for overrides in sorted({row.smoke(t) for t in row.smoke_tasks(tasks)}):
+                    done = [t for t in tasks if row.smoke(t) == overrides]
+                    notes.append(f"{SMOKE_MARK} {e.name} · {', '.join(done)}: protocol overrides {overrides} "
+                                 "(not the protocol's score)")
+                notes += [f"{DEGENERATE_MARK} {e.name} · {t} seed {seed}: {why}" for t in tasks if t in e.cells
+                          for seed, why in sorted(e.cells[t].degenerate.items())]
+                lines.append(text)
+            title = f"{language} (macro-F1 %, mean over seeds)" if part == "paper" else \
+                f"{language}, other tasks (not the paper's; macro-F1 %, mean over seeds)"
+            blocks.append("\n".join([title, *_align([header, *lines]), *notes]))
     return "\n\n".join(blocks)
 
 

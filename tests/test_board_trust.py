@@ -13,6 +13,7 @@ from biobench.leaderboard.tables import (
     Filters,
     export_frame,
     language_frame,
+    model_rows,
     render_html,
     render_text,
     select,
@@ -55,26 +56,40 @@ def test_a_smoke_run_is_its_own_row_never_merged_into_the_protocols_seeds(board)
     assert not any(board.problems)  # not a duplicate of the protocol run of seed 42
 
 
-def test_ranking_and_averages_use_protocol_rows_unless_smoke_runs_are_included(board):
+def test_one_row_per_model_its_smoke_cells_marked_and_ranked_only_when_shown(board):
     measured = Filters(sources=("measured",))
     assert [e.name for e in select(board, "fr", measured)] == ["m", "n"]
     html = render_html(board, "fr", measured)
     assert "⚑" not in html.split("</table>")[0] and "<b>61.0</b>" in html
-    assert "1 smoke row(s) (protocol overrides) are hidden" in html
+    assert "Smoke runs (protocol overrides) of 1 model(s) are hidden" in html
+    # the hidden smoke cell says what is hidden where the protocol has nothing
+    assert ('title="no protocol run; a smoke run (epochs 1 (protocol 15), limit_train 200) scored 19.2, not shown: '
+            'tick Show smoke runs to see it">—</td>') in html
     included = Filters(sources=("measured",), include_smoke=True)
-    assert [e.name for e in select(board, "fr", included)] == ["m", "m ⚑ smoke", "n"]  # avg 61.0, 59.1, 50.0
+    rows = model_rows(board, "fr", Filters(sources=("measured",), include_smoke=True, sort_by="Model"))
+    assert [r.name for r in rows] == ["m", "n"]  # one row per model, named as the model is
+    m = rows[0]
+    assert m.entry.cells["diamed"].mean == pytest.approx(61.0) and m.smoke("diamed") == ""  # the protocol's cell
+    assert m.smoke("fracco-30") == "epochs 1 (protocol 15), limit_train 200" and m.entry.cells["fracco-30"].mean == \
+        pytest.approx(19.2)
     html = render_html(board, "fr", included)
-    assert ('<span class="smoke" title="smoke run: protocol overrides epochs 1 (protocol 15), limit_train 200; not '
-            "the protocol&#x27;s score, kept apart from its protocol runs\">m ⚑ smoke</span>") in html
-    assert "<b>99.0</b>" in html and "ranked here only because" in html
+    assert html.count('<tr class="measured"') == 2 and "~smoke" not in html
+    cell = next(td for td in html.split("<td") if "19.2" in td)
+    assert cell.startswith(' class="top"') is False and '<span class="smoke">⚑</span>' in cell
+    assert "smoke run: protocol overrides epochs 1 (protocol 15), limit_train 200" in cell
+    diamed = next(td for td in html.split("<td") if "61.0" in td)  # the smoke seed beside it: in the tooltip
+    assert "a smoke run (epochs 1 (protocol 15), limit_train 200) scored 99.0, not shown" in diamed
+    assert "<b>19.2</b>" in html and "shown and ranked here because" in html
 
 
 def test_exports_carry_a_protocol_column(board):
     frame = language_frame(board, "fr", Filters(sources=("measured",), include_smoke=True))
     assert dict(zip(frame.model, frame.protocol, strict=True)) == {
-        "m ⚑ smoke": "smoke: epochs 1 (protocol 15), limit_train 200", "m": "protocol", "n": "protocol"}
-    export = export_frame(board)
-    assert set(export[export.source == "measured"].protocol) == {"protocol", "smoke: epochs 1 (protocol 15), limit_train 200"}
+        "m": "protocol + smoke: epochs 1 (protocol 15), limit_train 200", "n": "protocol"}
+    export = export_frame(board)  # one row per model and protocol: the file never mixes them
+    measured = export[export.source == "measured"]
+    assert sorted(zip(measured.model, measured.protocol, strict=True)) == [
+        ("m", "protocol"), ("m", "smoke: epochs 1 (protocol 15), limit_train 200"), ("n", "protocol")]
     assert set(export[export.source == "reported"].protocol) == {"reported"}
     runs = [r for e in board.entries if e.source == "measured" for rs in e.runs.values() for r in rs]
     rows = results_frame(runs)
@@ -91,7 +106,7 @@ def test_degenerate_predictions_are_marked_with_their_reason(board):
            "collapsed to one class: the budget (13 steps) is far below the protocol&#x27;s 11,250 steps)" in cell
     assert '<span class="degenerate">⚠</span>' in cell and "degenerate test predictions" in html
     text = render_text(board, ["fr"])
-    assert "50.0⚠" in text and "m ⚑ smoke: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
+    assert "50.0⚠" in text and "⚑ m · fracco-30: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
 
 
 def test_verdicts_against_the_paper_read_the_protocol_row(board):

@@ -74,7 +74,9 @@ def test_app_survives_only_broken_results(tmp_path):
     # each language tab says it is empty instead of showing a table
     tables = [c.value for c in app.blocks.values() if type(c).__name__ == "HTML"]
     assert tables == ['<div id="lb-table-fr" class="lb-notes">No fr rows match the filters.</div>',
-                      '<div id="lb-table-en" class="lb-notes">No en rows match the filters.</div>']
+                      '<div id="lb-table-en" class="lb-notes">No en rows match the filters.</div>',
+                      '<div id="lb-other" class="lb-notes">No results on tasks outside the paper: the language tabs '
+                      'show every task here.</div>']
     assert ("Tab", "Problems (1)") in shown  # the broken file is listed with its reason
     problems = shown[("Dataframe", "Files that could not be used")]
     assert [row[0] for row in problems["data"]] == [str(tmp_path / "m" / "diamed" / "seed-42.json")]
@@ -199,8 +201,13 @@ def test_refresh_fills_compare_in_its_own_response(tmp_path):
     on_refresh = dep.fn
     start_a, start_b = default_pair(board, "fr")  # two reported rows: nothing measured yet
     assert start_a.startswith("paper:") and start_b.startswith("paper:")
-    filters = (["measured", "reported"], [], [], [], "Avg", True, True)
-    updates = on_refresh(*filters, "fr", start_a, start_b)
+    by_elem = {getattr(c, "elem_id", None) or getattr(c, "label", None): c for c in app.blocks.values()}
+    # the inputs by component, as gradio passes a set of inputs (their order cannot shift them)
+    inputs = set(dep.inputs)
+    values = {c: {"Rows": ["measured", "reported"], "Sort by": "Avg", "lb-compare-a": start_a,
+                  "lb-compare-b": start_b, "Language": "fr"}.get(c.elem_id or c.label, []) for c in inputs}
+    values[by_elem["lb-include-smoke"]] = True
+    updates = on_refresh(values)
     by_id = {getattr(c, "elem_id", None): v for c, v in updates.items()}
     a, b = default_pair(rebuilt, "fr")
     assert not a.startswith("paper:") and by_id["lb-compare-a"]["value"] == a and by_id["lb-compare-b"]["value"] == b

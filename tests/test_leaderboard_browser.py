@@ -32,6 +32,29 @@ window.alert = window.confirm = window.prompt = function (m) { window.__alerts.p
 """
 
 
+# Every visible score table's headers: the text fits its cell (the label inside is no wider nor taller than the
+# cell), no two headers' boxes overlap, and the scrolling box ends inside the window. Returns what fails.
+HEADER_FIT = """
+const out = [];
+for (const t of document.querySelectorAll('table.lb-table')) {
+  if (!t.offsetParent) continue;
+  const box = t.parentElement.getBoundingClientRect();
+  if (box.right > window.innerWidth + 1) out.push('box ends at ' + box.right + ' > ' + window.innerWidth);
+  const ths = [...t.querySelectorAll('thead th')], rects = ths.map(th => th.getBoundingClientRect());
+  ths.forEach((th, i) => {
+    const label = th.querySelector('abbr') || th, r = label.getBoundingClientRect(), c = rects[i];
+    if (r.width > c.width + 1 || th.scrollWidth > th.clientWidth + 1) out.push('cut: ' + th.innerText);
+    for (let j = i + 1; j < ths.length; j++) {
+      const d = rects[j];
+      if (c.right > d.left + 1 && d.right > c.left + 1 && c.bottom > d.top + 1 && d.bottom > c.top + 1)
+        out.push('overlap: ' + th.innerText + ' / ' + ths[j].innerText);
+    }
+  });
+}
+return out;
+"""
+
+
 def ran_scripts(driver) -> list:
     """What the payloads did so far: alert calls and the __xss flag (empty when nothing ran)."""
     return driver.execute_script("return (window.__alerts || []).concat(window.__xss ? ['__xss=' + window.__xss] : [])")
@@ -79,6 +102,16 @@ def server(tmp_path):
         key=run_key("r", "d", "smoke", 42), metrics={"test": {"macro_f1": 0.192}},
         details={"overrides": {"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 200, "protocol": None}}}),
         [{"id": 1, "gold": ["a"], "pred": ["a"]}, {"id": 2, "gold": ["b"], "pred": ["a"]}])
+    # tasks outside the paper (a demo's, a user's): the Other tasks tab, never a column of the French table
+    write_result(result_path(smoke, "smoke-model", "demo-cls", 42), Result(
+        model={"id": "smoke-model", "slug": "smoke-model", "name": "smoke-model"},
+        task={"id": "demo-cls", "lang": "fr", "kind": "classification"}, seed=42, protocol={"hash": "smoke"},
+        key=run_key("r", "d", "smoke", 42), metrics={"test": {"macro_f1": 0.404}},
+        details={"overrides": {"epochs": {"run": 1, "protocol": 15}}}), [{"id": 1, "gold": "a", "pred": "a"}])
+    write_result(result_path(smoke, "user-model", "my-own-task", 42), Result(
+        model={"id": "user-model", "slug": "user-model", "name": "user-model"},
+        task={"id": "my-own-task", "lang": "fr", "kind": "classification"}, seed=42, protocol={"hash": "p"},
+        key=run_key("r", "d", "p", 42), metrics={"test": {"macro_f1": 0.5}}), [{"id": 1, "gold": "a", "pred": "a"}])
     log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(FIXTURES), str(hostile), str(smoke),
@@ -137,6 +170,7 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     assert "tiny-detour" in text and "full-fr" in text
     headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
     assert headers[:4] == ["Model", "Avg", "fracco\n30", "fracco\n100"]  # narrow task columns, full id as tooltip
+    assert "distemist" in headers and "meddialog\nfr" in headers  # never cut
     assert table.find_element(By.CSS_SELECTOR, "th.task abbr").get_attribute("title").startswith("fracco-30: benchmark")
     assert table.find_elements(By.CSS_SELECTOR, "td.top"), "significance shading is missing"
     browser.execute_script("arguments[0].scrollIntoView();", table)
@@ -164,18 +198,46 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     screenshot(browser, tmp_path, "tab-french-scrolled")
     browser.execute_script("arguments[0].scrollLeft = 0", box)
 
-    # the smoke row: hidden from the ranking (the table says so) until "Include smoke runs" is ticked, then
-    # shown with its mark and its overrides in the tooltip
-    assert "1 smoke row(s) (protocol overrides) are hidden" in browser.find_element(By.TAG_NAME, "body").text
-    browser.execute_script("document.querySelector('#lb-filters .label-wrap, #lb-filters button').click()")
-    WebDriverWait(browser, 30).until(lambda d: d.execute_script("return !!document.querySelector('#lb-include-smoke input')"))
-    browser.execute_script("document.querySelector('#lb-include-smoke input').click()")
+    # the smoke runs: hidden (the table says so) until the toggle above the tabs, with its count, is ticked; then
+    # one row per model, its name and cells marked, the overrides in the tooltips
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "Smoke runs (protocol overrides) of 1 model(s) are hidden" in body
+    assert "Show smoke runs (⚑ 2 results of 1 model)" in body  # fracco-30 and demo-cls
+    toggle = browser.find_element(By.CSS_SELECTOR, "#lb-include-smoke input")
+    assert toggle.is_displayed()  # not inside the closed accordion
+    toggle.click()
     WebDriverWait(browser, 60).until(lambda d: "smoke-model" in d.find_element(By.ID, "lb-table-fr").text)
-    marked = browser.find_element(By.CSS_SELECTOR, "#lb-table-fr span.smoke")
+    marked = browser.find_element(By.CSS_SELECTOR, "#lb-table-fr td.model span.smoke")
     assert "⚑" in marked.text and "epochs 1 (protocol 15), limit_train 200" in marked.get_attribute("title")
+    cell = browser.find_element(By.CSS_SELECTOR, "#lb-table-fr td[title^='smoke run: protocol overrides']")
+    assert "19.2" in cell.text and "⚑" in cell.text
+    assert "~smoke" not in browser.find_element(By.ID, "lb-table-fr").get_attribute("innerHTML")
+    assert 'title="demo-cls:' not in browser.find_element(By.ID, "lb-table-fr").get_attribute("innerHTML")
     screenshot(browser, tmp_path, "tab-french-smoke")
-    browser.execute_script("document.querySelector('#lb-include-smoke input').click()")
-    WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-table-fr").text)
+    # the Other tasks tab: the demo and user tasks, one row per model, the smoke cell marked, no average
+    next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "Other tasks").click()
+    other = WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "lb-other-fr"))
+    headers = [th.text for th in other.find_elements(By.TAG_NAME, "th")]
+    assert headers[:3] == ["Model", "demo\ncls", "my\nown\ntask"] and "Avg" not in headers
+    rows = {r.find_element(By.CSS_SELECTOR, "td.model").text.split(" ⚑")[0]: r.text
+            for r in other.find_elements(By.CSS_SELECTOR, "tbody tr")}
+    assert set(rows) == {"smoke-model", "user-model"} and "40.4 ⚑" in rows["smoke-model"]
+    screenshot(browser, tmp_path, "tab-other-tasks")
+    toggle.click()
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-other-fr").text)
+    next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "French").click()
+
+    # header fit: at 1,280 and 900 px every header's text fits its cell, no two headers overlap, and the
+    # table's box ends inside the window (it scrolls sideways instead of being cut)
+    for width, lang in ((1280, "French"), (1280, "English"), (900, "French"), (900, "English")):
+        browser.set_window_size(width, 1000)
+        next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == lang).click()
+        time.sleep(1)
+        assert browser.execute_script(HEADER_FIT) == [], (width, lang)
+        if width == 900:
+            screenshot(browser, tmp_path, f"tab-{lang.lower()}-900px")
+    browser.set_window_size(1280, 1000)
+    next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "French").click()
 
     # vs paper: no measured model here is one the paper reports: a note says what to evaluate, no empty dropdown
     next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "vs paper").click()

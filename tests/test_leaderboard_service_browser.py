@@ -110,19 +110,18 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         browser.find_element(By.ID, "sb-queue-refresh").click()
         # finished, with its results not rescanned yet ("finished" alone is also a column header)
         WebDriverWait(browser, 30).until(lambda d: "not on the board yet" in text_of(d, "sb-queue"))
-        tab(browser, "French")
-        assert 'title="demo-cls:' not in html_of(browser, "lb-table-fr")  # no column before the refresh
+        tab(browser, "Other tasks")
+        assert 'title="demo-cls:' not in html_of(browser, "lb-other-tasks")  # no column before the refresh
         browser.find_element(By.ID, "lb-refresh").click()
         WebDriverWait(browser, 60).until(lambda d: "rescanned" in text_of(d, "lb-refresh-note"))
-        WebDriverWait(browser, 60).until(lambda d: 'title="demo-cls:' in html_of(d, "lb-table-fr"))
         assert ": 1 run" in text_of(browser, "lb-refresh-note")
-        # the request's run is a smoke run (epochs 1, 40 train examples): its row is hidden until included
-        WebDriverWait(browser, 30).until(lambda d: "1 smoke row(s) (protocol overrides) are hidden" in
-                                         d.find_element(By.TAG_NAME, "body").text)
-        browser.execute_script("document.querySelector('#lb-filters .label-wrap, #lb-filters button').click()")
-        WebDriverWait(browser, 30).until(lambda d: d.execute_script("return !!document.querySelector('#lb-include-smoke input')"))
-        browser.execute_script("document.querySelector('#lb-include-smoke input').click()")
-        WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-table-fr"))  # the new row
+        # the request's run is a smoke run (epochs 1, 40 train examples) on a task outside the paper: the only
+        # measured result, so the board says so in a banner and shows it from the start, marked, in Other tasks
+        WebDriverWait(browser, 60).until(lambda d: 'title="demo-cls:' in html_of(d, "lb-other-tasks"))
+        assert "Every measured result on this board is a smoke run" in text_of(browser, "lb-smoke-banner")
+        assert "Show smoke runs (⚑ 1 result of 1 model)" in browser.find_element(By.TAG_NAME, "body").text
+        assert 'title="demo-cls:' not in html_of(browser, "lb-table-fr")
+        WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-other-tasks"))  # the new row
         screenshot(browser, tmp_path, "service-french-refreshed")
         tab(browser, "Compare")  # the refresh offered the new model: a measured model is preselected
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in (d.find_element(
@@ -131,16 +130,30 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         WebDriverWait(browser, 30).until(lambda d: "Only one measured French model" in text_of(d, "lb-compare-note"))
         assert "biobench eval --model ORG/NAME --lang fr" in text_of(browser, "lb-compare-note")
         screenshot(browser, tmp_path, "service-compare-one-model")
-        tab(browser, "Queue")  # the finished request: its score and its board row, which a click opens
+        # the finished smoke request: its score and its board row, found by model identity; a click on it (with
+        # smoke runs hidden again) ticks the toggle, opens Other tasks and outlines the row
+        field(browser, "lb-include-smoke", "input").click()
+        WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" not in text_of(d, "lb-other-tasks"))
+        tab(browser, "Queue")
         browser.find_element(By.ID, "sb-queue-refresh").click()
-        WebDriverWait(browser, 30).until(lambda d: "French: tiny-modernbert" in text_of(d, "sb-queue"))
+        WebDriverWait(browser, 30).until(lambda d: "Other tasks (French): tiny-modernbert ⚑ smoke" in text_of(d, "sb-queue"))
+        queue_text = text_of(browser, "sb-queue")
+        assert "results on the board" in queue_text and "not on the board yet" not in queue_text
+        score = next(c for c in browser.find_elements(By.CSS_SELECTOR, "#sb-queue [role='gridcell']")
+                     if c.text.strip().replace(".", "", 1).isdigit())
+        assert 0 <= float(score.text) <= 100
+        widths = browser.execute_script(  # no column squeezed to one letter per line
+            "return [...document.querySelectorAll('#sb-queue thead th')].map(th => th.getBoundingClientRect().width)")
+        assert min(widths) > 40, widths
         screenshot(browser, tmp_path, "service-queue")
         cell = next(c for c in browser.find_elements(By.CSS_SELECTOR, "#sb-queue [role='gridcell']")
                     if c.text.strip() == "finished")
         cell.click()
-        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "lb-table-fr").is_displayed())
-        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#lb-table-fr tbody tr") if "tiny-modernbert" in r.text)
+        WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "lb-other-tasks").is_displayed())
+        WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-other-tasks"))
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#lb-other-fr tbody tr") if "tiny-modernbert" in r.text)
         WebDriverWait(browser, 10).until(lambda d: "solid" in (row.get_attribute("style") or ""))
+        screenshot(browser, tmp_path, "service-queue-link")
         print(f"screenshots in {os.environ.get('BIOBENCH_SCREENSHOTS') or tmp_path}")
     finally:
         stop(proc)

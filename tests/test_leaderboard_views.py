@@ -107,3 +107,50 @@ def test_about_tab_gives_each_paper_tasks_protocol_how_to_submit_and_the_citatio
            "5e-05 / head 0.001 | 10% | 0.01 | 10.0 | span |" in text
     assert "| **diamed** | classification | record | 2048 | 15 epochs, dev after each | 4 | 2e-05 | 10% | 0.01 | 1.0 | " \
            "linear | CE | argmax | macro-F1 | weighted-F1 | 42-50 (9) |" in text
+
+
+def test_queue_finds_a_smoke_requests_row_by_model_identity(tmp_path):
+    """The request holds the alias the visitor typed; the result records the hub id it resolved to and the run's
+    overrides (a smoke row): the Queue still finds the row, its score, and where the link goes."""
+    from biobench.leaderboard.service_views import queue_frame, request_entry
+    from biobench.service import queue
+    from biobench.service.storage import FolderStorage
+    from biobench.store import Result, result_path, run_key, write_result
+
+    results = tmp_path / "results"
+    overrides = {"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 40, "protocol": None}}
+    write_result(result_path(results, "sentence-transformers__all-MiniLM-L6-v2", "diamed", 1), Result(
+        model={"id": "sentence-transformers/all-MiniLM-L6-v2", "slug": "sentence-transformers__all-MiniLM-L6-v2",
+               "revision": "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"},
+        task={"id": "diamed", "lang": "fr", "kind": "classification"}, seed=1, protocol={"hash": "s"},
+        key=run_key("r", "d", "s", 1), metrics={"test": {"macro_f1": 0.4}}, details={"overrides": overrides}),
+        [{"id": 1, "gold": "a", "pred": "a"}])
+    board = build_board([results], significance=False)
+    storage = FolderStorage(tmp_path / "queue")
+    queue.submit(storage, model="all-MiniLM-L6-v2", revision="c9745ed1d9f207416be6d2e6f8de32d1f16199bf", lang="fr",
+                 tasks=["diamed"], seeds=[1], overrides={"epochs": 1, "limit_train": 40},
+                 task_protocols={"diamed": "sha256:1"}, submitter="ada", clock=1000.0)
+    lease = queue.claim_next(storage, "w1", 600, clock=1060.0)
+    queue.finish(storage, lease, "finished", [], clock=1100.0)
+    (request,) = queue.list_requests(storage)
+    entry = request_entry(board, request)
+    assert entry is not None and entry.smoke and "~smoke" in entry.key  # the smoke entry, by alias vs hub id
+    done = queue_frame(str(tmp_path / "queue"), board).iloc[0]
+    assert (done["score"], done["outcome"]) == ("40.0", "results on the board")
+    assert done["board row"] == "French: sentence-transformers/all-MiniLM-L6-v2 ⚑ smoke"  # named as the result is
+    request.revision = "0" * 40  # another commit of the same model is not this request's row
+    assert request_entry(board, request) is None
+
+
+def test_a_column_is_declared_once_and_every_view_shows_it(board, monkeypatch):
+    """One entry in `COLUMNS` puts a column in the frame, the export, the HTML and the text table."""
+    from biobench.leaderboard import tables
+
+    column = tables.Column("params_m", "Params (M)", "parameters, millions",
+                           lambda c: round(c.row.entry.params / 1e6, 1) if c.row.entry.params else None, tables.ALL)
+    monkeypatch.setattr(tables, "COLUMNS", (*tables.COLUMNS, column))
+    frame = tables.language_frame(board, "fr")
+    assert frame.columns[-1] == "params_m" and frame.set_index("model").loc["all-MiniLM-L6-v2", "params_m"] == 22.7
+    assert tables.export_frame(board).columns[-1] == "params_m"
+    assert '<abbr title="parameters, millions">Params (M)</abbr>' in tables.render_html(board, "fr")
+    assert "params (m)" in tables.render_text(board, ["fr"]).splitlines()[1]

@@ -68,7 +68,7 @@ def test_eval_records_the_name_and_leaderboard_shows_no_path(tiny_mlm_dir, tmp_p
     (entry,) = board.entries
     assert entry.base_name == "detour · tiny · 2.2M" and entry.model_id == str(ckpt.resolve())
     assert entry.name == "detour · tiny · 2.2M ⚑ smoke"  # trained with overrides: a smoke row
-    for table in (render_html(board, "fr", Filters(include_smoke=True)), render_text(board)):
+    for table in (render_html(board, "fr", Filters(include_smoke=True), part="other"), render_text(board)):
         assert "detour · tiny · 2.2M" in table and str(tmp_path) not in table
 
 

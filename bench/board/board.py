@@ -120,14 +120,16 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
 
 
 def _distinct_names(entries: list[Entry]) -> list[Entry]:
-    """Two models with the same display name in one language (e.g. the seed-noise control: same recipe, base
-    and budget) get their results folder name appended, so rows and legends stay tellable apart."""
-    count: dict[tuple[str, str], int] = defaultdict(int)
-    for e in entries:
-        count[(e.lang, e.name)] += 1
-    for e in entries:
-        if count[(e.lang, e.name)] > 1:
-            e.name = f"{e.name} ({e.key})"
+    """Two rows with the same display name in one language get told apart: a model's smoke rows by their
+    overrides ('X ⚑ smoke (epochs 1 (protocol 15))'), two models (e.g. the seed-noise control: same recipe, base
+    and budget) by their results folder, never by an internal key."""
+    for tell in (lambda e: e.smoke, lambda e: e.slug or e.key):
+        count: dict[tuple[str, str], int] = defaultdict(int)
+        for e in entries:
+            count[(e.lang, e.name)] += 1
+        for e in entries:
+            if count[(e.lang, e.name)] > 1 and tell(e):
+                e.name = f"{e.name} ({tell(e)})"
     return entries
 
 
