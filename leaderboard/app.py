@@ -20,7 +20,14 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 from biobench.board.entries import Board
-from biobench.board.entry_pairs import average_markdown, compare, compare_average, task_mdd
+from biobench.board.entry_pairs import (
+    average_dict,
+    average_markdown,
+    compare_entries,
+    compare_frame,
+    same_protocol,
+    task_mdd,
+)
 from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
 from biobench.leaderboard.service_views import (
@@ -139,12 +146,12 @@ def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     def shared(a, b) -> int:
         return len(set(a.cells) & set(b.cells))
 
-    if len(measured) >= 2:
-        pairs = [(shared(a, b), -i, -j, a.key, b.key) for i, a in enumerate(measured)
-                 for j, b in enumerate(measured) if i < j]
+    if len(measured) >= 2:  # the same protocol first (a test is possible), then the most tasks shared
+        pairs = [(bool(shared(a, b)) and same_protocol(board, lang, a.key, b.key), shared(a, b), -i, -j, a.key, b.key)
+                 for i, a in enumerate(measured) for j, b in enumerate(measured) if i < j]
         best = max(pairs)
-        if best[0]:
-            return best[3], best[4]
+        if best[1]:
+            return best[4], best[5]
     if measured:
         a = measured[0]
         paper = paper_entry(board, a)
@@ -382,25 +389,35 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
             lang = gr.Dropdown(live.board.langs, value=_first_lang(live.board), label="Language")
             a = gr.Dropdown([], label="Model A", elem_id="lb-compare-a")
             b = gr.Dropdown([], label="Model B", elem_id="lb-compare-b")
+            allow = gr.Checkbox(False, label="Test across different protocols", scale=0, min_width=240,
+                                elem_id="lb-compare-allow")
         note = gr.Markdown(elem_id="lb-compare-note")
         table = gr.Dataframe(label="A - B per task (percentage points)", interactive=False, wrap=True,
                              headers=list(COMPARE_HEADERS.values()), elem_id="lb-compare-table")
         average = gr.Markdown()
 
     @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
-    def show(lang_v: str | None, a_v: str | None, b_v: str | None) -> tuple:
+    def show(lang_v: str | None, a_v: str | None, b_v: str | None, allow: bool = False) -> tuple:
+        """The note, table and average for a pair; where A and B differ in protocol settings, the note lists
+        them and no task gets a significance test unless the visitor ticks `allow`."""
         board = live.board
         if not lang_v:
             return "", pd.DataFrame(columns=list(COMPARE_HEADERS.values())), ""
         if not (a_v and b_v):
             return (compare_note(board, lang_v, a_v, b_v, 0), pd.DataFrame(columns=list(COMPARE_HEADERS.values())),
                     "")
-        rows = compare(board, lang_v, a_v, b_v)
+        pair = compare_entries(board, lang_v, a_v, b_v, allow_different_protocols=bool(allow))
+        rows = compare_frame(pair)
         frame = display(rows.rename(columns=COMPARE_HEADERS),
                         {"A (%)": "score", "B (%)": "score", "A - B (points)": "difference",
                          "95% CI low (points)": "difference", "95% CI high (points)": "difference", "p": "p"})
-        return (compare_note(board, lang_v, a_v, b_v, len(rows)), frame,
-                average_markdown(compare_average(board, lang_v, a_v, b_v)) if len(rows) else "")
+        note = compare_note(board, lang_v, a_v, b_v, len(rows))
+        if pair is not None and not pair.same_protocol:
+            note = (f"**{SMOKE_MARK} A and B were run with different protocol settings**: {md(pair.warning())} "
+                    + ("Tested anyway, as asked: a difference in settings is not a difference of models."
+                       if allow else "No significance test across different protocols; tick \"Test across "
+                       "different protocols\" to run one anyway.") + ("\n\n" + note if note else ""))
+        return note, frame, average_markdown(average_dict(pair)) if len(rows) else ""
 
     @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
     def on_lang(lang_v):
@@ -410,14 +427,15 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
             lang_v, *pair)
 
     def on_compare(values: dict) -> tuple:
-        return show(values[lang], values[a], values[b])
+        return show(values[lang], values[a], values[b], values[allow])
 
     # A and B answer the visitor's picks only (.input, not .change): a refresh or a language change sets both
     # and fills the note and table in the same response, where two .change events, one per dropdown, raced
     # each other with a half-updated pair and the last to return, sometimes the stale one, kept the note
     lang.change(on_lang, lang, [a, b, note, table, average])
-    a.input(on_compare, {lang, a, b}, [note, table, average])
-    b.input(on_compare, {lang, a, b}, [note, table, average])
+    a.input(on_compare, {lang, a, b, allow}, [note, table, average])
+    b.input(on_compare, {lang, a, b, allow}, [note, table, average])
+    allow.input(on_compare, {lang, a, b, allow}, [note, table, average])
     app.load(on_lang, lang, [a, b, note, table, average])
     return CompareTab(lang, a, b, [note, table, average], show)
 

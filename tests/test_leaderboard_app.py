@@ -216,3 +216,37 @@ def test_refresh_fills_compare_in_its_own_response(tmp_path):
     assert by_id["lb-compare-note"] == compare_note(rebuilt, "fr", a, b, len(table))
     triggers = {(app.blocks[t[0]].elem_id, t[1]) for d in app.fns.values() if d.name == "on_compare" for t in d.targets}
     assert triggers == {("lb-compare-a", "input"), ("lb-compare-b", "input")}  # the visitor's picks only
+
+
+def test_compare_lists_different_protocol_settings_and_tests_only_when_asked(tmp_path):
+    """Two models trained with different settings (epochs 2 / lr 5e-5 vs epochs 3 / lr 1e-3): the Compare tab's
+    default pair is two models that share their protocol; a pair that does not gets the settings listed and no
+    p-value unless the visitor ticks "Test across different protocols"."""
+    from biobench.leaderboard.app import default_pair
+    from biobench.store import Result, result_path, run_key, write_result
+
+    def write(slug, seed, score, epochs, lr):
+        write_result(result_path(tmp_path, slug, "diamed", seed), Result(
+            model={"id": slug, "slug": slug, "name": slug}, task={"id": "diamed", "lang": "fr", "kind": "classification"},
+            seed=seed, protocol={"hash": f"h{epochs}", "epochs": epochs, "lr": lr},
+            key=run_key("r", "d", f"h{epochs}", seed), metrics={"test": {"macro_f1": score}}),
+            [{"id": i, "gold": "ab"[i % 2], "pred": "ab"[(i * seed) % 2]} for i in range(8)])
+
+    for seed in (1, 2, 3):
+        write("a-model", seed, 0.5 + seed / 100, 2, 5e-5)
+        write("b-model", seed, 0.6 + seed / 100, 3, 1e-3)
+        write("c-model", seed, 0.55 + seed / 100, 2, 5e-5)
+    board = build_board([tmp_path], reference=False, significance=False)
+    assert set(default_pair(board, "fr")) == {"a-model", "c-model"}  # the pair sharing a protocol
+    app = build_app(board)
+    dep = next(d for d in app.fns.values() if d.name == "on_compare")
+    by_id = {c.elem_id: c for c in dep.inputs}
+    values = {by_id["lb-compare-a"]: "a-model", by_id["lb-compare-b"]: "b-model", by_id["lb-compare-allow"]: False}
+    values[next(c for c in dep.inputs if c.elem_id not in by_id or c.label == "Language")] = "fr"
+    note, table, _ = dep.fn(values)
+    assert "A and B were run with different protocol settings" in note and "epochs 2 vs 3" in note
+    assert "lr 5e-05 vs 0.001" in note and "No significance test across different protocols" in note
+    assert table.data["p"].isna().all()
+    values[by_id["lb-compare-allow"]] = True
+    note, table, _ = dep.fn(values)
+    assert "Tested anyway, as asked" in note and table.data["p"].notna().all()
