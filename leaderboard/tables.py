@@ -217,6 +217,7 @@ class Column:
     views: frozenset[View]
     shown: Callable[[Cells], str] | None = None  # the HTML/text text (default: the value as text); plain text
     css: str = ""  # the HTML header and cells' class
+    pinned: bool = False  # the HTML shows it left of the task columns (Model and Avg stay put when it scrolls)
 
 
 ALL, DATA = frozenset(("frame", "export", "html", "text")), frozenset(("frame", "export"))
@@ -224,14 +225,11 @@ TASKS = Column("<tasks>", "", "", lambda c: None, ALL)  # stands for one column 
 COLUMNS: tuple[Column, ...] = (
     Column("lang", "Language", "the table's language", lambda c: c.lang, frozenset({"export"})),
     Column("model", "Model", "the model (reported: the paper's published numbers)", lambda c: c.row.name, ALL,
-           css="model"),
+           css="model", pinned=True),
     TASKS,
     Column("avg", "Avg", "mean over the language's benchmark tasks (a partial mean is marked, never ranked)",
            lambda c: round(c.avg.value, 4) if c.avg.value is not None and not c.avg.partial else None, ALL,
-           css="avg"),
-    Column("avg_rank", "Rank", "95% rank interval on the average (bootstrap over test examples and seeds)",
-           lambda c: rank_text(c.board, c.lang, None, c.row.key), frozenset({"frame", "export", "html"}),
-           shown=lambda c: rank_text(c.board, c.lang, None, c.row.key) or "—", css="rank"),
+           css="avg", pinned=True),
     Column("n_seeds", "Seeds", "seeds per task (a range when tasks differ)", _min_seeds, frozenset({"export"})),
     Column("n_seeds", "Seeds", "seeds per task (a range when tasks differ)", lambda c: seeds_text(c.row.entry),
            frozenset({"frame", "html", "text"})),
@@ -245,6 +243,9 @@ COLUMNS: tuple[Column, ...] = (
            frozenset({"frame"})),
     Column("paper_avg", "Paper avg", "the average the paper prints", lambda c: c.row.entry.paper_avg,
            frozenset({"export"})),
+    Column("avg_rank", "Rank", "95% rank interval on the average (bootstrap over test examples and seeds)",
+           lambda c: rank_text(c.board, c.lang, None, c.row.key), frozenset({"frame", "export", "html"}),
+           shown=lambda c: rank_text(c.board, c.lang, None, c.row.key) or "—", css="rank", pinned=True),
     Column("context", "Context", "the model's maximum sequence length", lambda c: c.row.entry.context,
            frozenset({"frame", "html"}), shown=lambda c: str(c.row.entry.context or "?")),
     Column("size", "Size", "parameter count class (parameters)", lambda c: c.row.entry.size,
@@ -462,13 +463,14 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     tasks, bench = table_tasks(board, lang, part), board.benchmark.get(lang, [])
     table_id = f"lb-{'table' if part == 'paper' else 'other'}-{lang}"
     rows = model_rows(board, lang, filters, tasks)
-    hidden = 0 if filters.include_smoke else sum(
-        bool(r.hidden) for r in model_rows(board, lang, replace(filters, include_smoke=True), tasks))
+    hidden = 0 if filters.include_smoke else sum(  # the models the toggle would add ⚑ cells to
+        bool(r.smoke_tasks(tasks)) for r in model_rows(board, lang, replace(filters, include_smoke=True), tasks))
     hint = (f" Smoke runs (protocol overrides) of {hidden} model(s) are hidden: tick &quot;Show smoke runs&quot; to "
             "see them." if hidden else "")
     if not rows:
         return f'<div id="{esc(table_id)}" class="lb-notes">No {esc(lang)} rows match the filters.{hint}</div>'
     columns = [c for c in columns_of("html") if part == "paper" or c.name not in ("avg", "avg_rank")]
+    columns = [c for c in columns if c.pinned] + [c for c in columns if not c.pinned]
     averages = [r.entry.average(bench) for r in rows]
     col_ranks = {t: _ranks([r.entry.cells[t].mean if t in r.entry.cells else None for r in rows]) for t in tasks}
     avg_ranks = _ranks([a.value if not a.partial else None for a in averages])

@@ -215,7 +215,7 @@ def test_refresh_fills_compare_in_its_own_response(tmp_path):
     assert len(table) > 0 and {"A (%)", "B (%)"} <= set(table.columns)  # two measured models share tasks
     assert by_id["lb-compare-note"] == compare_note(rebuilt, "fr", a, b, len(table))
     triggers = {(app.blocks[t[0]].elem_id, t[1]) for d in app.fns.values() if d.name == "on_compare" for t in d.targets}
-    assert triggers == {("lb-compare-a", "input"), ("lb-compare-b", "input")}  # the visitor's picks only
+    assert triggers == {("lb-compare-a", "input"), ("lb-compare-b", "input"), ("lb-compare-allow", "input")}  # the visitor's picks only
 
 
 def test_compare_lists_different_protocol_settings_and_tests_only_when_asked(tmp_path):

@@ -169,7 +169,7 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     assert "MLM baseline (Base, 10B) (reported)" in text
     assert "tiny-detour" in text and "full-fr" in text
     headers = [th.text for th in table.find_elements(By.TAG_NAME, "th")]
-    assert headers[:4] == ["Model", "Avg", "fracco\n30", "fracco\n100"]  # narrow task columns, full id as tooltip
+    assert headers[:4] == ["Model", "Avg", "Rank", "fracco\n30"]  # narrow task columns, full id as tooltip
     assert "distemist" in headers and "meddialog\nfr" in headers  # never cut
     assert table.find_element(By.CSS_SELECTOR, "th.task abbr").get_attribute("title").startswith("fracco-30: benchmark")
     assert table.find_elements(By.CSS_SELECTOR, "td.top"), "significance shading is missing"
