@@ -136,7 +136,9 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" not in text_of(d, "lb-other-tasks"))
         tab(browser, "Queue")
         browser.find_element(By.ID, "sb-queue-refresh").click()
-        WebDriverWait(browser, 30).until(lambda d: "Other tasks (French): tiny-modernbert ⚑ smoke" in text_of(d, "sb-queue"))
+        # the row is named after the model's folder, which pytest numbers (tiny-modernbert0, ...)
+        board_row = f"Other tasks (French): {tiny_mlm_dir.name} ⚑ smoke"
+        WebDriverWait(browser, 30).until(lambda d: board_row in text_of(d, "sb-queue"))
         queue_text = text_of(browser, "sb-queue")
         assert "results on the board" in queue_text and "not on the board yet" not in queue_text
         score = next(c for c in browser.find_elements(By.CSS_SELECTOR, "#sb-queue [role='gridcell']")
