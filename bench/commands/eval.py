@@ -377,7 +377,8 @@ def run_config(args: argparse.Namespace) -> int:
         data_dir = grid.data_dir or args.data_dir
         return plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
                          overrides={**grid.overrides, **entry.overrides, **cli_overrides}, overwrite=overwrite,
-                         shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name)
+                         shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name,
+                         metadata=entry.metadata)
 
     if args.dry_run:
         def unresolved(grid, entry):

@@ -16,6 +16,7 @@ whether its result already exists before hours are spent. A file holds one or mo
     models = [
       { model = "ModernCamemBERT-bio" },
       { model = "runs/mlm/final", name = "MLM baseline (Base, 10B)", overrides = { lr = 5e-5 } },
+      { model = "runs/mlm/final", metadata = { license = "mit", training_data = ["pubmed-2024"] } },
     ]
 
 Paths in the file (results, data_dir, local model folders, task files) are relative to the file. Each
@@ -34,11 +35,12 @@ from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.parallel import check_parallel
 from biobench.eval.protocols import OVERRIDES, check_override
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+from biobench.store.metadata import check_metadata
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
 
 GRID_KEYS = {"name", "tasks", "lang", "seeds", "overrides", "models", "results", "data_dir", "task_files", "parallel"}
-MODEL_KEYS = {"model", "name", "overrides"}
+MODEL_KEYS = {"model", "name", "overrides", "metadata"}
 TOP_KEYS = {"grid", "results", "data_dir", "task_files", "parallel"}
 OVERRIDE_NAMES = {dest: kind for dest, kind, _ in OVERRIDES.values()}
 
@@ -48,6 +50,8 @@ class GridModel:
     model: str
     name: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    # stated model metadata (params, context, license, ...; biobench.store.metadata): wins over the model card's
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,8 @@ def read_grid_file(path: str | Path) -> list[Grid]:
                 raise ConfigError(f"{where}: model #{i} needs model = \"ALIAS, ORG/NAME or FOLDER\"")
             _check_keys(entry, MODEL_KEYS, f"{where} model #{i}")
             parsed.append(GridModel(_model_text(base, entry["model"]), entry.get("name"),
-                                    _overrides(entry.get("overrides"), f"{where} model #{i}")))
+                                    _overrides(entry.get("overrides"), f"{where} model #{i}"),
+                                    check_metadata(entry.get("metadata"), f"{where} model #{i}")))
         results = table.get("results", raw.get("results", "results"))
         data_dir = table.get("data_dir", raw.get("data_dir"))
         task_files = table.get("task_files", raw.get("task_files", []))
@@ -292,7 +297,8 @@ def resolved_grid_file(grids: list[Grid], overrides: dict[str, Any] | None = Non
         for entry in grid.models:
             model = str(Path(entry.model).resolve()) if Path(entry.model).is_dir() else entry.model
             item = {"model": model, **({"name": entry.name} if entry.name else {}),
-                    **({"overrides": entry.overrides} if entry.overrides else {})}
+                    **({"overrides": entry.overrides} if entry.overrides else {}),
+                    **({"metadata": entry.metadata} if entry.metadata else {})}
             models.append(_toml_value(item))
         lines.append("models = [\n  " + ",\n  ".join(models) + ",\n]")
         lines.append("")

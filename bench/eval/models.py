@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -255,20 +255,25 @@ class ModelIdentity:
     info: ModelInfo
     name: str
     slug: str
+    stated: dict[str, Any] = field(default_factory=dict)  # metadata stated in a grid file (store.metadata)
 
     def record(self, info: ModelInfo | None = None) -> dict[str, Any]:
         """The result's `model` object: the identity plus its display name and results folder (`info`: the
-        same model as loaded, with its parameter count and architecture filled in)."""
-        return {**(info or self.info).to_dict(), "slug": self.slug, "name": self.name}
+        same model as loaded, with its parameter count and architecture filled in), with the stated metadata
+        over the card's and the measured values (biobench.store.metadata.apply_metadata)."""
+        from biobench.store.metadata import apply_metadata
+
+        return apply_metadata({**(info or self.info).to_dict(), "slug": self.slug, "name": self.name}, self.stated)
 
 
-def identify_model(model: str, results_dir: str | Path, name: str | None = None) -> ModelIdentity:
+def identify_model(model: str, results_dir: str | Path, name: str | None = None,
+                   stated: dict[str, Any] | None = None) -> ModelIdentity:
     """Resolve an alias, hub id or local folder once: its revision (without loading weights), its display name
     (`name` when given) and the results folder its runs go to (biobench.store.layout.results_folder)."""
     ref = resolve_model(model)
     info = inspect_model(ref)
     display = display_name(info.to_dict(), name)
-    return ModelIdentity(ref, info, display, results_folder(results_dir, display, info.revision).name)
+    return ModelIdentity(ref, info, display, results_folder(results_dir, display, info.revision).name, dict(stated or {}))
 
 
 @contextlib.contextmanager

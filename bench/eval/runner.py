@@ -103,11 +103,12 @@ class GridPlan:
 def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir: str | Path,
               seeds: Sequence[int] | None = None, overrides: dict[str, Any] | None = None,
               overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False,
-              name: str | None = None) -> GridPlan:
+              name: str | None = None, metadata: dict[str, Any] | None = None) -> GridPlan:
     """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
     With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal.
-    `name` is the display name to record (default: names.display_name of the model)."""
-    identity = identify_model(model, results_dir, name)
+    `name` is the display name to record (default: names.display_name of the model); `metadata` the model
+    metadata stated in a grid file (validated by store.metadata.check_metadata), recorded over the card's."""
+    identity = identify_model(model, results_dir, name, metadata)
     info, slug = identity.info, identity.slug
     data: dict[str, TaskData] = {}
     unavailable: dict[str, str] = {}
