@@ -514,12 +514,13 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     if any(lang == k[0] and k[1] in tasks for k in board.groups):
         legend.append("Shaded: top significance group — not significantly worse than the best measured model "
                       "of the task (paired bootstrap over test examples and seeds, p ≥ 0.05).")
-    if (lang, None) in board.ranks or any(k[0] == lang for k in board.ranks):
-        legend.append("Rank: the 95% interval of the model's rank on the average (e.g. 2-5), from the same "
-                      "bootstrap over test examples and seeds; hover a cell for its task's interval.")
+    # only the paper's table has a Rank column (Other tasks has no average to rank on); both tables' cells
+    # carry their task's rank interval in the hover
     if part == "paper" and any(k[0] == lang for k in board.ranks):
         legend.append("Rank: the 95% interval of the model's rank on the average (e.g. 2-5), from the same "
                       "bootstrap over test examples and seeds; hover a cell for its task's interval.")
+    elif part == "other" and any(k[0] == lang and k[1] in tasks for k in board.ranks):
+        legend.append("Hover a cell for its task's 95% rank interval (bootstrap over test examples and seeds).")
     legend += [f"*{i} {esc(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(out) + '<div class="lb-notes">' + "<br>".join(legend) + "</div>"
 

@@ -250,3 +250,18 @@ def test_compare_lists_different_protocol_settings_and_tests_only_when_asked(tmp
     values[by_id["lb-compare-allow"]] = True
     note, table, _ = dep.fn(values)
     assert "Tested anyway, as asked" in note and table.data["p"].notna().all()
+
+
+def test_the_rank_legend_is_where_a_rank_column_is(monkeypatch):
+    """The paper's table has a Rank column and says once what it means; Other tasks has none (no average to rank
+    on), so its legend says only that a cell's hover holds its task's rank interval."""
+    from biobench.leaderboard.tables import Filters, render_html
+
+    board = build_board([FIXTURES], n_boot=100)
+    assert ("fr", "diamed") in board.ranks
+    paper = render_html(board, "fr")
+    assert paper.count("Rank: the 95% interval") == 1 and 'class="rank"' in paper
+    monkeypatch.setitem(board.extra, "fr", ["diamed"])  # a ranked task shown in Other tasks
+    other = render_html(board, "fr", Filters(), part="other")
+    assert "Rank:" not in other and 'class="rank"' not in other
+    assert "Hover a cell for its task's 95% rank interval" in other and "95% rank interval 1" in other
