@@ -260,20 +260,24 @@ class Controls:
     sort_by: gr.Dropdown
     show_ci: gr.Checkbox
     include_smoke: gr.Checkbox
+    hide_contaminated: gr.Checkbox
     download: gr.DownloadButton
 
     @property
     def inputs(self) -> set:
-        return {self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci, self.include_smoke}
+        return {self.sources, self.sizes, self.contexts, self.recipes, self.sort_by, self.show_ci, self.include_smoke,
+                self.hide_contaminated}
 
     def filters(self, values: dict, **changed) -> Filters:
         """The filters the controls' `values` select (`changed`: values that replace the controls', by name)."""
         picked = {name: values.get(getattr(self, name)) for name in ("sources", "sizes", "contexts", "recipes",
-                                                                       "sort_by", "show_ci", "include_smoke")}
+                                                                       "sort_by", "show_ci", "include_smoke",
+                                                                       "hide_contaminated")}
         picked.update(changed)
         return Filters(sources=picked["sources"] or [], sizes=picked["sizes"], contexts=picked["contexts"],
                        recipes=picked["recipes"], sort_by=picked["sort_by"] or "Avg", show_ci=bool(picked["show_ci"]),
-                       include_smoke=bool(picked["include_smoke"]))
+                       include_smoke=bool(picked["include_smoke"]),
+                       hide_contaminated=bool(picked["hide_contaminated"]))
 
 
 def smoke_toggle_label(board: Board) -> str:
@@ -314,8 +318,11 @@ def _controls(board: Board, include_smoke: gr.Checkbox) -> Controls:
             all_tasks = [t for lang in board.langs for t in board.columns(lang)]
             sort_by = gr.Dropdown(["Avg", "Model", *all_tasks], value="Avg", label="Sort by")
             show_ci = gr.Checkbox(value=True, label="Show 95% CI half-widths")
+            # a cell whose test examples share 13-grams with the model's pretraining corpus (biobench
+            # contamination, recorded by eval --check-contamination) shows ⚠ and its share; this hides its score
+            hide_contaminated = gr.Checkbox(value=False, label="Hide contaminated cells", elem_id="lb-hide-contaminated")
             download = gr.DownloadButton("Download CSV (filtered rows)")
-    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, include_smoke, download)
+    return Controls(sources, sizes, contexts, recipes, sort_by, show_ci, include_smoke, hide_contaminated, download)
 
 
 def visitor_status(significance) -> str:

@@ -265,3 +265,19 @@ def test_the_rank_legend_is_where_a_rank_column_is(monkeypatch):
     other = render_html(board, "fr", Filters(), part="other")
     assert "Rank:" not in other and 'class="rank"' not in other
     assert "Hover a cell for its task's 95% rank interval" in other and "95% rank interval 1" in other
+
+
+def test_the_contamination_filter_is_a_control_of_every_table(tmp_path):
+    """'Hide contaminated cells' is one of the filters every table refreshes on, and ticking it is what
+    Filters.hide_contaminated means (tests/test_leaderboard_json.py checks what that hides)."""
+    from biobench.leaderboard.app import Controls
+
+    app = build_app(build_board([FIXTURES], significance=False))
+    by_elem = {getattr(c, "elem_id", None): c for c in app.blocks.values()}
+    box = by_elem["lb-hide-contaminated"]
+    refresh = next(d for d in app.fns.values() if d.name == "refresh")
+    assert box in set(refresh.inputs) and box.value is False
+    controls = Controls(*[object() for _ in range(9)])
+    values = {controls.sources: ["measured"], controls.hide_contaminated: True}
+    assert controls.filters(values).hide_contaminated is True
+    assert controls.filters({**values, controls.hide_contaminated: False}).hide_contaminated is False
