@@ -76,7 +76,7 @@ def test_eval_batch_size_auto_on_cpu_records_it_and_keeps_the_run_key(tiny_mlm_d
               "--limit-train", "16", "--max-length", "32", "--results", str(tmp_path), "--no-progress", "--json"]
     assert main([*common, "--batch-size", "auto"]) == 0
     capsys.readouterr()
-    (path,) = tmp_path.glob("*/demo-cls/seed-3.json")
+    (path,) = tmp_path.glob("*/demo-cls/seed-3.smoke-*.json")  # --epochs 1: a smoke run
     result = json.loads(path.read_text())
     batch = result["protocol"]["batch_size"]
     assert result["batching"] == {"batch_size": batch, "micro_batch_size": batch, "accumulation_steps": 1,

@@ -57,7 +57,8 @@ def test_shards_partition_the_grid(tiny_mlm_dir, tmp_path):
     parts = [plan(tiny_mlm_dir, tmp_path, shard=(i, 2)).runs for i in range(2)]
     got = [(r.task.id, r.seed) for part in parts for r in part]
     assert sorted(got) == sorted((r.task.id, r.seed) for r in whole.runs) and len(got) == len(set(got))
-    assert plan(tiny_mlm_dir, tmp_path, seeds=[7]).runs[0].path.name == "seed-7.json"
+    smoke = plan(tiny_mlm_dir, tmp_path, seeds=[7]).runs[0]  # OVERRIDES: a smoke run, named by its protocol hash
+    assert smoke.path.name == f"seed-7.smoke-{smoke.protocol.hash[:12]}.json"
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +141,29 @@ def test_the_summary_gives_seed_statistics_and_the_detectable_difference(finishe
     assert t2["mdd"] >= t2["mdd_many_seeds"] > 0
 
 
-def test_a_result_of_another_protocol_stops_the_plan_and_stays(finished, tiny_mlm_dir):
+def test_a_run_of_another_protocol_gets_its_own_file_and_both_stay(finished, tiny_mlm_dir):
+    """Issue 39: a check then another protocol for the same seed used to stop with "holds a result of another
+    run ... pass --overwrite". Runs of different protocols never collide; both files stay."""
+    first, results = finished
+    before = snapshot(results)
+    other = plan(tiny_mlm_dir, results, overrides=dict(OVERRIDES, epochs=1), specs=[spec("t1", seeds=(1,))])
+    (run,) = other.runs
+    assert run.decision == "new" and run.path.parent == first.runs[0].path.parent and run.path != first.runs[0].path
+    runner.execute(other, progress=False)
+    assert all(snapshot(results)[p] == before[p] for p in before)  # nothing finished was touched
+    assert read_result(run.path).protocol["epochs"] == 1 and read_result(first.runs[0].path).protocol["epochs"] == 2
+
+
+def test_a_result_of_another_run_on_the_same_path_stops_the_plan_and_stays(finished, tiny_mlm_dir):
+    """Same protocol, other data (another checksum): the same run's file holds another run's result, which only
+    --overwrite replaces."""
     _, results = finished
     before = snapshot(results)
-    with pytest.raises(ResultsError, match=r"holds a result of another run \(protocol \(epochs 2 -> 1\)\)"):
-        plan(tiny_mlm_dir, results, overrides=dict(OVERRIDES, epochs=1))
+    changed = toy_data("t1", n=15)
+    with pytest.raises(ResultsError, match=r"holds a result of another run \(data_checksum sha256:t1 -> sha256:t1x\); "
+                       r"not overwriting it: pass --overwrite"):
+        plan(tiny_mlm_dir, results, specs=[spec("t1")],
+             loader=lambda s: TaskData(s.id, changed.kind, changed.splits, changed.labels, changed.source, "sha256:t1x"))
     assert snapshot(results) == before
 
 
@@ -173,8 +192,8 @@ def test_interrupted_grid_resumes_losing_only_the_run_in_flight(tiny_mlm_dir, tm
     with pytest.raises(KeyboardInterrupt):
         runner.execute(plan(tiny_mlm_dir, tmp_path), progress=False)
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("seed-*.json"))
-    slug = written[0].split("/")[0]
-    assert written == [f"{slug}/t1/seed-1.json", f"{slug}/t1/seed-2.json"]
+    slug, smoke = written[0].split("/")[0], written[0].split(".")[1]
+    assert written == [f"{slug}/t1/seed-1.{smoke}.json", f"{slug}/t1/seed-2.{smoke}.json"]
     assert not list(tmp_path.rglob("*.tmp"))
     monkeypatch.setattr(biobench.eval.finetune, "finetune", real)
     resumed = plan(tiny_mlm_dir, tmp_path)
@@ -305,5 +324,54 @@ def test_full_disk_ends_the_grid_with_one_line_and_the_finished_result_whole(tin
     first = p.runs[0].path
     assert str(err.value).startswith(f"disk full writing to {first.parent}: ")
     assert f"1 finished result(s) under {tmp_path} are safe" in str(err.value) and "\n" not in str(err.value)
-    assert sorted(x.name for x in first.parent.iterdir()) == ["seed-1.json", "seed-1.predictions.jsonl"]
+    stem = first.name.removesuffix(".json")
+    assert sorted(x.name for x in first.parent.iterdir()) == [f"{stem}.json", f"{stem}.predictions.jsonl"]
     assert read_result(first).to_json() == first.read_text()  # whole
+
+
+def test_a_check_then_the_protocol_run_of_the_same_seed_both_succeed_and_both_stay(tiny_mlm_dir, tmp_path):
+    """"Check, then run for real": the smoke run goes to seed-1.smoke-<hash>.json, the protocol run to
+    seed-1.json; a rerun of either is skipped, and the board reads both as separate rows."""
+    from biobench.board.board import build_board
+
+    one = [spec("t1", seeds=(1,))]
+    check = plan(tiny_mlm_dir, tmp_path, specs=one)
+    runner.execute(check, progress=False)
+    real = plan(tiny_mlm_dir, tmp_path, specs=one, overrides={"max_length": 32, "epochs": 2})
+    assert real.runs[0].decision == "new"
+    runner.execute(real, progress=False)
+    protocol = plan(tiny_mlm_dir, tmp_path, specs=one, overrides=None)
+    assert protocol.runs[0].path.name == "seed-1.json" and protocol.runs[0].decision == "new"
+    runner.execute(protocol, progress=False)
+    names = sorted(p.name for p in check.runs[0].path.parent.glob("seed-*.json"))
+    assert len(names) == 3 and names[0] == "seed-1.json" and all(n.startswith("seed-1.smoke-") for n in names[1:])
+    again = [plan(tiny_mlm_dir, tmp_path, specs=one, overrides=o) for o in (OVERRIDES, None)]
+    assert [p.runs[0].decision for p in again] == ["skip", "skip"]
+    board = build_board([tmp_path], reference=False, significance=False)
+    rows = [e for e in board.lang_entries("en") if "t1" in e.cells]
+    assert len(rows) == 3 and sum(not e.smoke for e in rows) == 1 and not board.problems
+
+
+def test_an_older_folders_smoke_run_at_the_protocol_path_is_read_skipped_and_named(tiny_mlm_dir, tmp_path):
+    """Before smoke runs had their own file, a check was written to seed-<n>.json: it still reads, the same
+    check is skipped there (not redone), and the protocol run of that seed says how to keep both."""
+    import shutil
+
+    from biobench.store import iter_results, predictions_path
+
+    one = [spec("t1", seeds=(1,))]
+    check = plan(tiny_mlm_dir, tmp_path, specs=one)
+    runner.execute(check, progress=False)
+    new = check.runs[0].path
+    old = new.with_name("seed-1.json")
+    shutil.move(new, old)
+    shutil.move(predictions_path(new), predictions_path(old))
+    assert [p.name for p, _ in iter_results(tmp_path)] == ["seed-1.json"]
+    rerun = plan(tiny_mlm_dir, tmp_path, specs=one)
+    assert (rerun.runs[0].path, rerun.runs[0].decision) == (old, "skip")
+    with pytest.raises(ResultsError) as err:
+        plan(tiny_mlm_dir, tmp_path, specs=one, overrides=None)
+    assert str(err.value) == (
+        f"{old} holds a smoke run (protocol overrides) written by an older biobench where the protocol run of seed 1 "
+        f"now goes; keep both: mv {old} {new} && mv {predictions_path(old)} {predictions_path(new)} (or pass "
+        "--overwrite to replace it)")

@@ -27,7 +27,7 @@ from biobench.errors import ConfigError, ResultsError
 from biobench.runtime.files import atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
-from biobench.store import read_json_file
+from biobench.store import predictions_path, read_json_file, result_path
 from biobench.store.lineage import Lineage
 from biobench.store.storage import MAX_PREDICTIONS_BYTES
 from biobench.store.trust import protocol_label
@@ -266,13 +266,16 @@ def _write_row(out: Path, row: Any) -> None:
         raise ValueError(f"its result is not usable: {err.reason}") from None
     if not isinstance(result, dict):
         raise ValueError(f"its result is a JSON {type(result).__name__}, not an object")
+    key = result.get("key") if isinstance(result.get("key"), dict) else {}
+    smoke = str(key.get("protocol_hash", "")) if result.get("overrides") else None  # beside the protocol run's seed
+    path = result_path(out, row.model_slug, row.task, seed, smoke)  # ValueError: a smoke row without a hex hash
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(row.predictions, str):
-        (folder / f"seed-{seed}.predictions.jsonl").write_text(row.predictions, encoding="utf-8")
-        result["predictions"] = f"seed-{seed}.predictions.jsonl"
+        predictions_path(path).write_text(row.predictions, encoding="utf-8")
+        result["predictions"] = predictions_path(path).name
     else:
         result["predictions"] = None
-    (folder / f"seed-{seed}.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+    path.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 def _marker(out: Path, digest: str) -> list[Problem] | None:

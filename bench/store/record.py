@@ -23,7 +23,11 @@ from biobench.runtime.jsonfile import object_at
 SCHEMA = "biobench.result/1"
 KEY_FIELDS = ("model_revision", "data_checksum", "protocol_hash", "seed")
 REQUIRED_FIELDS = ("model", "task", "seed", "protocol", "key", "metrics")
-SEED_FILE = re.compile(r"seed-(-?\d+)\.json\Z")  # \Z, not $: "seed-1.json\n" is no seed file
+# seed-<n>.json: a run of the task's own protocol; seed-<n>.smoke-<12 hex>.json: a run with protocol overrides
+# (a smoke run), named by its protocol's hash, so a check and the real run of one seed sit side by side.
+# \Z, not $: "seed-1.json\n" is no seed file
+SEED_FILE = re.compile(r"seed-(-?\d+)(?:\.smoke-([0-9a-f]{12}))?\.json\Z")
+SMOKE_NAME_DIGITS = 12
 # the order of a result file's fields (docs/FORMATS.md); fields a writer leaves out are skipped
 FIELD_ORDER = ("schema", "model", "task", "seed", "protocol", "key", "head", "metrics", "dev_metric", "dev_score",
                "best_epoch", "best_step", "history", "budget", "overrides", "degenerate", "timings", "versions", "device", "created", "predictions")
@@ -183,8 +187,22 @@ def new_result(model: dict[str, Any], task: dict[str, Any], seed: int, protocol:
     return Result(model, task, seed, protocol, key, metrics, {**details, "created": created})
 
 
-def result_path(results_dir: str | Path, model_slug: str, task_id: str, seed: int) -> Path:
-    return Path(results_dir) / model_slug / task_id / f"seed-{seed}.json"
+def result_path(results_dir: str | Path, model_slug: str, task_id: str, seed: int, smoke_protocol: str | None = None
+                ) -> Path:
+    """Where the result of one run lives: `<results>/<model>/<task>/seed-<n>.json` for a run of the task's own
+    protocol; for a smoke run (protocol overrides, `smoke_protocol`: its protocol hash, hex)
+    `seed-<n>.smoke-<12 hex of that hash>.json` beside it. Why: results of different protocols for the same seed
+    never collide (a 1-epoch check, then the protocol run of that seed, keep both), while a protocol run keeps
+    the name older folders use; `--overwrite` is left for redoing the same run. The one home of this layout:
+    anything stored next to a result (claims, predictions) derives its name from this path."""
+    folder = Path(results_dir) / model_slug / task_id
+    if smoke_protocol is None:
+        return folder / f"seed-{seed}.json"
+    digits = smoke_protocol[:SMOKE_NAME_DIGITS].lower()
+    if len(digits) < SMOKE_NAME_DIGITS or digits.strip("0123456789abcdef"):
+        raise ValueError(f"a smoke run's protocol hash must be hex (at least {SMOKE_NAME_DIGITS} digits), "
+                         f"not {smoke_protocol[:40]!r}")
+    return folder / f"seed-{seed}.smoke-{digits}.json"
 
 
 def predictions_path(path: str | Path) -> Path:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from biobench.errors import ResultsError
 from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, parse_json, read_json
-from biobench.store.record import KEY_FIELDS, SEED_FILE, Result, predictions_path
+from biobench.store.record import KEY_FIELDS, SEED_FILE, Result, predictions_path, result_path
 
 MAX_RESULT_BYTES = 8 * 2**20  # a result with a long history is ~100 KB; a 300 MB "result" is refused
 MAX_PREDICTIONS_BYTES = 2**30
@@ -126,6 +126,10 @@ def _key_difference(old: Result, key: Mapping[str, Any], protocol: Mapping[str, 
     return "; ".join(parts)
 
 
+def _is_hex(value: object) -> bool:
+    return isinstance(value, str) and len(value) >= 12 and all(c in "0123456789abcdef" for c in value.lower())
+
+
 def decide(path: str | Path, key: Mapping[str, Any], overwrite: bool = False,
            protocol: Mapping[str, Any] | None = None) -> Decision:
     """What to do for a planned run whose result goes to `path`:
@@ -142,6 +146,14 @@ def decide(path: str | Path, key: Mapping[str, Any], overwrite: bool = False,
         raise ResultsError(f"{err}; fix or delete it, or pass --overwrite to redo this run") from None
     if all(old.key.get(f) == key.get(f) for f in KEY_FIELDS):
         return "skip"
+    if old.details.get("overrides") and path.name == f"seed-{old.seed}.json" and _is_hex(old.key.get("protocol_hash")):
+        # a smoke run written by a biobench that stored it where protocol runs go: it has a place of its own now
+        beside = result_path(path.parent.parent.parent, path.parent.parent.name, path.parent.name, old.seed,
+                             str(old.key["protocol_hash"]))
+        raise ResultsError(
+            f"{path} holds a smoke run (protocol overrides) written by an older biobench where the protocol run of "
+            f"seed {old.seed} now goes; keep both: mv {path} {beside} && mv {predictions_path(path)} "
+            f"{predictions_path(beside)} (or pass --overwrite to replace it)")
     raise ResultsError(
         f"{path} holds a result of another run ({_key_difference(old, key, protocol)}); not overwriting it: "
         "pass --overwrite to replace it, or --results DIR to keep both"
