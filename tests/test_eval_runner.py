@@ -375,3 +375,15 @@ def test_an_older_folders_smoke_run_at_the_protocol_path_is_read_skipped_and_nam
         f"{old} holds a smoke run (protocol overrides) written by an older biobench where the protocol run of seed 1 "
         f"now goes; keep both: mv {old} {new} && mv {predictions_path(old)} {predictions_path(new)} (or pass "
         "--overwrite to replace it)")
+
+
+def test_quick_gives_each_task_kind_its_budget_and_explicit_flags_win(tiny_mlm_dir, tmp_path):
+    from biobench.eval.protocols import QUICK
+
+    quick = plan(tiny_mlm_dir, tmp_path, overrides=None, quick=True)
+    assert {r.task.id: r.protocol.max_steps for r in quick.runs} == {
+        "t1": QUICK[("en", "classification")]["max_steps"], "t2": QUICK[("fr", "classification")]["max_steps"]}
+    assert all(r.quick and r.protocol.batch_size == 8 and ".smoke-" in r.path.name for r in quick.runs)
+    mine = plan(tiny_mlm_dir, tmp_path, overrides={"max_steps": 7}, quick=True)
+    assert {r.protocol.max_steps for r in mine.runs} == {7} and {r.protocol.limit_train for r in mine.runs} == {1000}
+    assert QUICK[("fr", "ner")]["max_steps"] >= 300  # the span head predicts nothing for ~200 steps

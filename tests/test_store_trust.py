@@ -84,7 +84,10 @@ def test_a_train_limit_is_named_in_the_reason():
 
 
 def test_the_recorded_note_is_read_back_and_a_sound_run_has_none():
-    assert degenerate(result("ner", degenerate={"finding": "x", "reason": "y"})) == {"finding": "x", "reason": "y"}
+    assert degenerate(result("ner", degenerate={"finding": "x", "reason": "y"})) == {
+        "finding": "x", "reason": "y",
+        "fix": "biobench data status (is t's data whole?), then biobench eval --model m --tasks t --seeds 42 --head "
+               "<another head>"}
     assert degenerate(result("ner")) is None
     assert degenerate(result("ner", degenerate="garbage")) is None  # another writer's field is not trusted blindly
 
@@ -108,7 +111,8 @@ def test_the_console_line_and_evals_summary_say_smoke_and_degenerate(capsys):
     run = result("ner", overrides={"max_steps": {"run": 60, "protocol": 4000}}, degenerate=note)
     assert run_line(run) == (" [smoke run: max_steps 60 (protocol 4,000)] — degenerate: no entity predicted in any of "
                              "the 2 test examples (likely: no span above the 0.5 threshold: the budget (60 steps) is "
-                             "far below the protocol's 4,000 steps)")
+                             "far below the protocol's 4,000 steps); run: biobench eval --model m --tasks t --seeds 42 "
+                             "--quick")
     assert run_line(result("ner")) == ""
     print_summary({"model": {"name": "m"}, "unavailable": {}, "languages": {},
                    "tasks": [{"task": "quaero-emea", "lang": "fr", "kind": "ner", "n": 1, "seeds_expected": 1,
@@ -118,3 +122,30 @@ def test_the_console_line_and_evals_summary_say_smoke_and_degenerate(capsys):
     assert "quaero-emea ⚑ ⚠" in out
     assert "⚑ smoke run quaero-emea: protocol overrides max_steps 60 (protocol 4,000); not the protocol's score" in out
     assert "⚠ quaero-emea seed 42: degenerate: no entity predicted in any of the 2 test examples (likely: no span" in out
+
+
+def test_every_degenerate_line_ends_with_the_command_that_would_fix_it():
+    """Issue 39: the ⚠ line explained the cause but not what to run. A smoke run below the quick budget: --quick;
+    a --quick run: the protocol's own budget; a protocol run: the data, then another head."""
+    from biobench.store.trust import fix_command
+
+    note = {"finding": "f", "reason": "r"}
+    smoke = result("ner", overrides={"epochs": {"run": 1, "protocol": 20}}, degenerate=note)
+    assert degenerate_text(degenerate(smoke)).endswith("; run: biobench eval --model m --tasks t --seeds 42 --quick")
+    quick = result("ner", overrides={"max_steps": {"run": 300, "protocol": 4000}}, degenerate=note, quick=True)
+    assert fix_command(quick) == "biobench eval --model m --tasks t --seeds 42"
+    named = result("ner", overrides={"epochs": {"run": 1, "protocol": 20}})
+    named.model["alias"] = "my model"
+    assert fix_command(named) == 'biobench eval --model "my model" --tasks t --seeds 42 --quick'
+
+
+def test_a_zero_score_with_varied_predictions_is_degenerate_too():
+    """Issue 39: a user task at --epochs 1 scored 0.00 with no ⚠ (its predictions varied, none was right)."""
+    from biobench.store.trust import degenerate_note
+
+    run = result("classification", overrides={"epochs": {"run": 1, "protocol": 10}})
+    run.metrics["test"]["macro_f1"] = 0.0
+    note = degenerate_note(run, ["a", "b", "a"], ["b", "a", "b"])
+    assert note is not None and note["finding"] == "a test macro_f1 of 0.00: none of the 3 test predictions is right"
+    run.metrics["test"]["macro_f1"] = 0.4
+    assert degenerate_note(run, ["a", "b", "a"], ["b", "b", "a"]) is None

@@ -79,7 +79,7 @@ def add_parser(subparsers) -> None:
                              "<tensorboard|wandb>/seed-<n>/ (needs the 'tensorboard' or 'wandb' extra; one W&B "
                              "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
-    add_protocol_arguments(parser)
+    add_protocol_arguments(parser, quick=True)
     from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(parser)
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     def plan(overwrite: bool):
         return plan_evaluation(args.model, args.tasks, lang=args.lang, seeds=args.seeds, data_dir=args.data_dir,
                                results=args.results, name=args.name, task_files=args.task_file,
-                               overwrite=overwrite, shard=args.shard, overrides=overrides)
+                               overwrite=overwrite, shard=args.shard, overrides=overrides, quick=args.quick)
 
     if args.dry_run:
         from biobench.eval.grid import plan_rows
@@ -378,7 +378,7 @@ def run_config(args: argparse.Namespace) -> int:
         return plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
                          overrides={**grid.overrides, **entry.overrides, **cli_overrides}, overwrite=overwrite,
                          shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name,
-                         metadata=entry.metadata)
+                         metadata=entry.metadata, quick=args.quick)
 
     if args.dry_run:
         def unresolved(grid, entry):

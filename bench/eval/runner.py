@@ -27,6 +27,7 @@ from biobench.eval.protocols import (
     Protocol,
     protocol_overrides,
     protocol_steps,
+    quick_overrides,
     resolve_task_protocol,
     task_seeds,
 )
@@ -67,6 +68,7 @@ class PlannedRun:
     key: dict[str, Any]
     protocol: Protocol
     default: Protocol | None = None  # the task's own protocol (no overrides): what a smoke run departs from
+    quick: bool = False  # planned with --quick (protocols.QUICK): recorded, so a ⚠ can say what to run next
     decision: Decision = "new"
     status: RunState = "pending"
     macro_f1: float | None = None
@@ -103,11 +105,12 @@ class GridPlan:
 def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir: str | Path,
               seeds: Sequence[int] | None = None, overrides: dict[str, Any] | None = None,
               overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False,
-              name: str | None = None, metadata: dict[str, Any] | None = None) -> GridPlan:
+              name: str | None = None, metadata: dict[str, Any] | None = None, quick: bool = False) -> GridPlan:
     """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
     With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal.
     `name` is the display name to record (default: names.display_name of the model); `metadata` the model
-    metadata stated in a grid file (validated by store.metadata.check_metadata), recorded over the card's."""
+    metadata stated in a grid file (validated by store.metadata.check_metadata), recorded over the card's.
+    `quick`: each task runs with its kind's `--quick` budget (protocols.QUICK), `overrides` winning."""
     identity = identify_model(model, results_dir, name, metadata)
     info, slug = identity.info, identity.slug
     data: dict[str, TaskData] = {}
@@ -124,15 +127,16 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
                 raise
             unavailable[spec.id] = str(err)
             continue
-        protocol = resolve_task_protocol(spec, overrides, info.context)
-        default = resolve_task_protocol(spec, None, info.context) if overrides else protocol
+        task_overrides = quick_overrides(spec.protocol, spec.kind, overrides) if quick else overrides
+        protocol = resolve_task_protocol(spec, task_overrides, info.context)
+        default = resolve_task_protocol(spec, None, info.context) if task_overrides else protocol
         smoke = protocol.hash if protocol_overrides(default, protocol) else None  # its own file, beside the protocol's
         for seed in (seeds or task_seeds(spec)):
             key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
             path = result_path(results_dir, slug, spec.id, seed, smoke)
             if smoke is not None and not path.exists():
                 path = _older_smoke_file(result_path(results_dir, slug, spec.id, seed), key) or path
-            grid.append(PlannedRun(spec, seed, path, key, protocol, default))
+            grid.append(PlannedRun(spec, seed, path, key, protocol, default, quick))
     if not grid:
         reasons = "; ".join(f"{t}: {why}" for t, why in unavailable.items())
         raise DataError(f"no task could be loaded ({reasons})" if reasons else "no task selected")
@@ -193,6 +197,7 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
             "budget": {"steps": outcome.steps, "protocol_steps": protocol_steps(default, n_train),
                        "protocol_train": n_train},
             **({"overrides": overrides_found} if (overrides_found := protocol_overrides(default, run.protocol)) else {}),
+            **({"quick": True} if run.quick and overrides_found else {}),
             "timings": outcome.timings,
             "versions": versions(),
             "device": device,

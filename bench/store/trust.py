@@ -136,13 +136,32 @@ def budget_reason(result: Result) -> str:
     return "; ".join(reasons)
 
 
+def fix_command(result: Result) -> str:
+    """The command that would give this run's model a score that means something, for the end of a ⚠ line: a
+    smoke run below the `--quick` budget gets `--quick` (a budget per task kind that learns: the span head
+    predicts nothing for its first ~200 steps); a `--quick` run, the protocol's own budget; a protocol run, a
+    look at the task's data."""
+    model = result.model if isinstance(result.model, Mapping) else {}
+    name = str(model.get("alias") or model.get("id") or model.get("slug") or "MODEL")
+    shown = f'"{name}"' if any(c.isspace() for c in name) else name
+    run = f"biobench eval --model {shown} --tasks {result.task_id} --seeds {result.seed}"
+    if not is_smoke(result):
+        return f"biobench data status (is {result.task_id}'s data whole?), then {run} --head <another head>"
+    return run if result.details.get("quick") else f"{run} --quick"
+
+
 def degenerate_note(result: Result, predictions: Sequence[Any], gold: Sequence[Any] | None = None
                     ) -> dict[str, str] | None:
     """{"finding", "reason"} for a result whose test predictions are degenerate (the writer records it as the
     result's `degenerate`), None otherwise. The reason joins the head's symptom and the budget's shortfall:
-    'no span above the 0.5 threshold: the budget (60 steps) is far below the protocol's 4,000 steps'."""
+    'no span above the 0.5 threshold: the budget (60 steps) is far below the protocol's 4,000 steps'. A test
+    score of 0 with predictions that vary is degenerate too (nothing predicted is right: a user task at one
+    epoch scored 0.00 with no mark)."""
     kind = str(result.task.get("kind", ""))
     finding = find_degenerate(kind, predictions, gold)
+    if finding is None and predictions and _score(result) == 0.0:
+        return {"finding": f"a test {result.metric} of 0.00: none of the {len(predictions):,} test predictions is "
+                           "right", "reason": budget_reason(result)}
     if finding is None:
         return None
     head = object_at(result.details, "head")
@@ -150,14 +169,23 @@ def degenerate_note(result: Result, predictions: Sequence[Any], gold: Sequence[A
     return {"finding": finding, "reason": f"{symptom}: {budget_reason(result)}"}
 
 
+def _score(result: Result) -> float | None:
+    test = result.metrics.get("test") if isinstance(result.metrics, Mapping) else None
+    value = test.get(result.metric) if isinstance(test, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def degenerate(result: Result) -> dict[str, str] | None:
-    """The recorded `degenerate` note of a result ({"finding", "reason"}), None when its predictions were not."""
+    """The recorded `degenerate` note of a result ({"finding", "reason", "fix"}), None when its predictions
+    were not. `fix` (`fix_command`) is worked out on reading, so older files get it too."""
     note = result.details.get("degenerate")
     if isinstance(note, Mapping) and isinstance(note.get("finding"), str):
-        return {"finding": note["finding"], "reason": str(note.get("reason", ""))}
+        return {"finding": note["finding"], "reason": str(note.get("reason", "")), "fix": fix_command(result)}
     return None
 
 
 def degenerate_text(note: Mapping[str, str]) -> str:
-    """One line for a console, a summary or a tooltip: 'degenerate: <finding> (likely: <reason>)'."""
-    return f"degenerate: {note['finding']} (likely: {note['reason']})"
+    """One line for a console, a summary or a tooltip: 'degenerate: <finding> (likely: <reason>); run: <fix>',
+    the command that would fix it last."""
+    fix = f"; run: {note['fix']}" if note.get("fix") else ""
+    return f"degenerate: {note['finding']} (likely: {note['reason']}){fix}"
