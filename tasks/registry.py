@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
-from biobench.tasks.options import check_fetch, check_source
+from biobench.tasks.options import check_fetch, check_keys, check_source
 from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS, ProtocolName, TaskKind
 
 # The paper's 19 tasks in paper order. The same list is `"paper_task": true` in specs/*.json and the task
@@ -109,9 +109,7 @@ _SOURCE_FIELDS = {f for f in Source.__dataclass_fields__}
 
 def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = None) -> TaskSpec:
     """Validate a raw spec mapping (from JSON/TOML) and build a TaskSpec; errors name `origin`."""
-    unknown = set(data) - _FIELDS
-    if unknown:
-        raise ConfigError(f"{origin}: unknown spec field(s) {sorted(unknown)}; allowed: {sorted(_FIELDS)}")
+    check_keys(data, _FIELDS, origin, "spec field")
     for key in ("id", "lang", "kind", "max_length", "protocol", "sources"):
         if key not in data:
             raise ConfigError(f"{origin}: missing required field '{key}'")
@@ -121,12 +119,10 @@ def spec_from_dict(data: Mapping[str, Any], origin: str, base_dir: str | None = 
         raise ConfigError(f"{origin}: protocol '{data['protocol']}' must be 'fr' or 'en'")
     sources = []
     for i, raw in enumerate(data["sources"]):
-        extra = set(raw) - _SOURCE_FIELDS
-        if extra or raw.get("type") not in SOURCE_TYPES:
-            raise ConfigError(
-                f"{origin}: source #{i + 1} is invalid (type must be one of {SOURCE_TYPES}; "
-                f"unknown keys {sorted(extra)})"
-            )
+        check_keys(raw, _SOURCE_FIELDS, f"{origin}: source #{i + 1}")  # a typo ('formt') names the key it meant
+        if raw.get("type") not in SOURCE_TYPES:
+            raise ConfigError(f"{origin}: source #{i + 1}: type {str(raw.get('type'))[:40]!r} is not one of "
+                              f"{', '.join(SOURCE_TYPES)}")
         check_source(raw, i + 1, origin)
         sources.append(Source(**raw))
     if not sources:

@@ -27,7 +27,9 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
     folders = sorted({r.split("/")[0] for r in results})  # display name + 8 digits of the weights' revision
     assert [f.split("_")[0] for f in folders] == ["detour", "mlm"]
     assert all(re.fullmatch(r"[a-z]+_tiny_[\w.]+--[0-9a-f]{8}", f) for f in folders), folders
-    assert results == [f"{m}/{t}/seed-42.json" for m in folders for t in ("demo-cls", "demo-multilabel", "demo-ner")]
+    # the demo's budgets are protocol overrides: smoke runs, each in its own file beside the protocol's seed-42.json
+    assert [re.sub(r"\.smoke-[0-9a-f]{12}\.json$", ".smoke.json", r) for r in results] == [
+        f"{m}/{t}/seed-42.smoke.json" for m in folders for t in ("demo-cls", "demo-multilabel", "demo-ner")]
     finished = [line for line in captured.err.splitlines() if ": test macro-F1 " in line]
     assert len(finished) == 6 and "detour · tiny · " in finished[0]  # one line per run despite --no-progress
     assert "demo-ner" in out and "biobench leaderboard --results" in out

@@ -11,6 +11,7 @@ import pytest
 from biobench.board.folder_pairs import compare
 from biobench.eval import runner
 from biobench.eval.models import inspect_model
+from biobench.store import read_result
 from biobench.store.layout import results_slug, short_revision
 from biobench.tasks.schema import ClassificationExample, TaskData
 
@@ -64,7 +65,9 @@ def test_two_final_folders_keep_separate_results_and_a_moved_copy_finds_its_own(
     for plan in plans:
         runner.execute(plan, device="cpu", progress=False)  # the second is not refused as "another run"
     finished = [line for line in capsys.readouterr().err.splitlines() if "test macro-F1" in line]
-    assert len(finished) == 2 and finished[0].startswith("[1/1] detour/final · t seed 1: test macro-F1 0.")
+    assert len(finished) == 2 and finished[0].startswith("[1/1] detour/final · t seed 1: test macro-F1 ")
+    score = float(finished[0].split("test macro-F1 ")[1].split()[0])  # percent, as tables print it
+    assert score == round(100 * read_result(plans[0].runs[0].path).macro_f1, 2)
     paths = [plan.runs[0].path for plan in plans]
     assert paths[0].parent.parent != paths[1].parent.parent and all(p.is_file() for p in paths)
     assert {p.parent.parent.name for p in paths} == {f"detour__final--{short_revision(plan.model.info.revision)}"

@@ -210,7 +210,9 @@ def test_a_variant_spec_states_only_what_differs_and_resolves_to_the_whole_spec(
     ({"extends": "fracco-30"}, "a spec that extends 'fracco-30' still needs its own 'id'"),
     ({"id": "x", "extends": "fracco-30", "sources": [{}, {}]}, "needs as many entries as the parent's (1"),
     ({"id": "x", "extends": "fracco-30", "sources": [{"options": {"top_kk": 5}}]}, "unknown key 'top_kk': did you mean 'top_k'?"),
-    ({"id": "x", "extends": "fracco-30", "epochs": 3}, "unknown spec field(s) ['epochs']"),
+    ({"id": "x", "extends": "fracco-30", "epochs": 3}, "unknown spec field 'epochs': (valid here: "),
+    ({"id": "x", "extends": "fracco-30", "sources": [{"formt": "iob"}]},
+     "source #1: unknown key 'formt': did you mean 'format'? (valid here: "),
 ])
 def test_a_bad_variant_is_one_error_naming_its_file(tmp_path, variant, error):
     from biobench.errors import ConfigError

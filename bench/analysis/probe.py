@@ -156,5 +156,5 @@ def evaluate(model: str, spec: TaskSpec, task: TaskData, seeds: Sequence[int], r
         )
         rows = [{"id": ex.id, "gold": g, "pred": p} for ex, g, p in zip(splits["test"], gold["test"], preds, strict=True)]
         store.write_result(path, result, rows)
-        log(f"seed {seed}: test macro-F1 {metrics['test']['macro_f1']:.4f} -> {path}")
+        log(f"seed {seed}: test macro-F1 {100 * metrics['test']['macro_f1']:.2f} -> {path}")
     return {seed: path for seed, (path, _) in todo.items()}

@@ -299,8 +299,9 @@ class RunSession:
 
 def finished_message(plan: GridPlan, run: PlannedRun, done: int, total: int, train_s: float) -> str:
     """The one line printed per finished run, by the sequential and the parallel grid alike; the smoke and
-    degenerate marks come from the result just written (a parallel run wrote it in another process)."""
-    return (f"[{done}/{total}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 {run.macro_f1:.4f} "
+    degenerate marks come from the result just written (a parallel run wrote it in another process). The score
+    in percent with two decimals, as eval's table and the leaderboard print it (42.07, not 0.4207)."""
+    return (f"[{done}/{total}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 {100 * run.macro_f1:.2f} "
             f"({train_s:.0f} s training){run_line(read_result(run.path))}")
 
 
