@@ -81,7 +81,9 @@ def test_local_commands_run_on_generated_data(tmp_path, monkeypatch, capsys, tin
     out = capsys.readouterr().out
     assert ran.count("tasks") >= 2 and "data" in ran and "eval" in ran
     assert "my-specialty" in out and "test macro-F1" in out
-    assert list((tmp_path / "results").glob("*/my-specialty/seed-1.json"))
+    # --epochs 1 is a protocol override: a smoke run, in a file of its own beside seed-1.json
+    assert [p.name for p in (tmp_path / "results").glob("*/my-specialty/seed-1*.json")] == [
+        next((tmp_path / "results").glob("*/my-specialty/seed-1.smoke-*.json")).name]
 
 
 @pytest.mark.parametrize("word", ["we", "our", "us", "session", "helper", "was built", "agent"])

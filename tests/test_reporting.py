@@ -76,8 +76,9 @@ def test_eval_cli_reports_per_run_beside_its_result(tiny_mlm_dir, tmp_path, caps
             "--report-to", "tensorboard"]
     assert cli.main(args) == 0
     result = json.loads(capsys.readouterr().out)["runs"][0]
-    (seed_file,) = tmp_path.glob("*/demo-cls/seed-1.json")
-    scalars = _scalars(seed_file.parent / "tensorboard" / "seed-1")
+    (seed_file,) = tmp_path.glob("*/demo-cls/seed-1.smoke-*.json")  # --epochs 1: a smoke run, in its own file
+    assert result["path"] == str(seed_file)
+    scalars = _scalars(seed_file.parent / "tensorboard" / seed_file.name.removesuffix(".json"))
     assert "train/loss" in scalars and len(scalars["dev/macro_f1"]) == 1
     assert result["status"] == "done"
     scan = scan_results([tmp_path])

@@ -95,9 +95,11 @@ def test_old_layout_is_read_and_a_different_model_no_longer_collides(two_finals,
     plan = _plan(first, results)
     runner.execute(plan, device="cpu", progress=False)
     old = results / "detour__final"  # what biobench named both `final/` folders before
-    plan.runs[0].path.parent.parent.rename(old)
+    written = plan.runs[0].path
+    assert written.is_file() and written.name.startswith("seed-1.smoke-")  # _plan's overrides: a smoke run
+    written.parent.parent.rename(old)
     resumed = _plan(first, results)
-    assert resumed.runs[0].status == "skipped" and resumed.runs[0].path == old / "t" / "seed-1.json"
+    assert resumed.runs[0].status == "skipped" and resumed.runs[0].path == old / "t" / written.name
     other = _plan(second, results)  # other weights, same old name: a folder of its own, not a refusal
     assert other.runs[0].decision == "new" and other.runs[0].path.parent.parent.name.endswith(
         "--" + short_revision(inspect_model(str(second)).revision))

@@ -273,7 +273,7 @@ class RunSession:
         from biobench.runtime.reporting import make_reporter, report_dir
 
         plan, execution, task = self.plan, self.execution, self.task(run)
-        report = make_reporter(execution.report_to, report_dir(run.path.parent, execution.report_to, run.seed),
+        report = make_reporter(execution.report_to, report_dir(run.path.parent, execution.report_to, run.path),
                                name=f"{plan.name} · {run.task.id} · seed {run.seed}",
                                config={"model": plan.name, "model_revision": self.info.revision,
                                        "task": run.task.id, "seed": run.seed, "protocol": run.protocol.to_dict()})

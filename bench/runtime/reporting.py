@@ -7,8 +7,8 @@ history) stay the record; the reporters are views. Each run reports to `<folder>
 (`report_dir`): `tensorboard --logdir DIR` then shows:
 - pretraining: `<out>/tensorboard/` with train/loss, train/lr, train/grad_norm, train/tokens_per_s, train/mfu
   against the global step;
-- fine-tuning: `<results>/<model>/<task>/tensorboard/seed-<n>/` with train/loss and dev/<metric> at each
-  evaluation.
+- fine-tuning: `<results>/<model>/<task>/tensorboard/seed-<n>/` (a smoke run: `seed-<n>.smoke-<hex>/`, named
+  as its result file) with train/loss and dev/<metric> at each evaluation.
 With wandb the same scalars go to one W&B run per pretraining run or per fine-tuning seed, named and configured
 (model, task, seed, protocol) so runs group in its UI; its files are under `<out>/wandb/` and
 `<results>/<model>/<task>/wandb/seed-<n>/`. `WANDB_PROJECT` names the project (default biobench) and
@@ -88,11 +88,13 @@ class WandbReport:
         self.run.finish()
 
 
-def report_dir(folder: Path, report_to: str | None, seed: int | None = None) -> Path:
-    """Where a run's reporter writes: `<folder>/<backend>/` (pretraining), `<folder>/<backend>/seed-<n>/`
-    (a fine-tuning seed, `folder` being its task's results folder)."""
+def report_dir(folder: Path, report_to: str | None, result_file: Path | None = None) -> Path:
+    """Where a run's reporter writes: `<folder>/<backend>/` (pretraining), `<folder>/<backend>/<result stem>/`
+    for a fine-tuning run, `folder` being its task's results folder and `result_file` its result
+    (store.result_path): `seed-<n>/`, or `seed-<n>.smoke-<hex>/` for a smoke run, so that a check and the
+    protocol run of one seed never mix their curves."""
     path = Path(folder) / str(report_to or "none")
-    return path / f"seed-{seed}" if seed is not None else path
+    return path / Path(result_file).name.removesuffix(".json") if result_file is not None else path
 
 
 def make_reporter(report_to: str | None, log_dir: Path, name: str | None = None,
