@@ -287,13 +287,12 @@ def test_a_process_killed_with_sigkill_leaves_a_claim_that_expires_and_is_redone
     record["machine"], record["host"] = "another-node/pid:[1]", "node9"  # as if it ran on another host
     lease.write_text(json.dumps(record))
     result = folder.with_name(folder.name.removesuffix(".claim") + ".json")  # a smoke run: seed-1.smoke-<hex>
-    quick = ["--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--epochs", "1",
-             "--limit-train", "40", "--max-length", "32", "--results", str(tmp_path)]
+    quick = long_run  # the same run (a different protocol now has a result file and claim of its own)
     early = subprocess.run(eval_command(*quick), env=ENV, capture_output=True, text=True, timeout=600)
     assert early.returncode == 0 and not result.exists(), early.stderr  # the claim still looks alive: left alone
     assert "1 run(s) of" in early.stderr and "held by other processes" in early.stderr
     time.sleep(max(0.0, record["expires"] - time.time()) + 0.5)
-    # a different protocol (epochs) is a different run key, but the same result file and claim: the claim decides
+    # the claim expired: the run is redone by the next process
     late = subprocess.run(eval_command(*quick), env=ENV, capture_output=True, text=True, timeout=600)
     assert late.returncode == 0, late.stderr
     assert late.stderr.count("test macro-F1") == 1 and result.exists() and not folder.exists()

@@ -235,7 +235,7 @@ def test_submit_then_worker_once_evaluates_and_publishes(tiny_mlm_dir, tmp_path,
     assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
     request = queue.list_requests(FolderStorage(q))[0]
     assert request.status == "finished" and request.results == str(results)
-    result = json.loads(next(results.glob("*/demo-cls/seed-1.json")).read_text())
+    result = json.loads(next(results.glob("*/demo-cls/seed-1.smoke-*.json")).read_text())  # --epochs 1: smoke
     assert result["model"]["revision"] == request.revision and result["protocol"]["epochs"] == 1
     assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
     assert "no pending request" in capsys.readouterr().out
@@ -259,18 +259,19 @@ def test_a_killed_worker_is_resumed_and_each_result_exists_once(tiny_mlm_dir, tm
               "--lease-seconds", "3", "--renew-seconds", "1"]
     first = subprocess.Popen(worker, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600  # a loaded 2-core machine trains slowly
-    while not list(results.glob("*/demo-cls/seed-1.json")) and time.time() < deadline:
+    while not list(results.glob("*/demo-cls/seed-1.smoke-*.json")) and time.time() < deadline:  # --epochs 2: smoke
         time.sleep(0.2)
     first.send_signal(signal.SIGKILL)
     first.wait()
     finished = {p.name: p.read_bytes() for p in results.glob("*/demo-cls/seed-*.json")}
-    assert "seed-1.json" in finished and len(finished) < 3
+    assert any(n.startswith("seed-1.smoke-") for n in finished) and len(finished) < 3
     time.sleep(4)  # the lease expires; the eval child died with its worker, so nothing more is written
     assert {p.name: p.read_bytes() for p in results.glob("*/demo-cls/seed-*.json")} == finished
     second = subprocess.run(worker, env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr
     after = {p.name: p.read_bytes() for p in results.glob("*/demo-cls/seed-*.json")}
-    assert sorted(after) == ["seed-1.json", "seed-2.json", "seed-3.json"]
+    assert sorted(n.split(".")[0] for n in after) == ["seed-1", "seed-2", "seed-3"]
+    assert all(".smoke-" in n for n in after)
     assert all(after[name] == data for name, data in finished.items())  # finished results untouched, not redone
     request = queue.list_requests(FolderStorage(q))[0]
     assert (request.status, request.attempts) == ("finished", 2)
