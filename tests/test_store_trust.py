@@ -149,3 +149,14 @@ def test_a_zero_score_with_varied_predictions_is_degenerate_too():
     assert note is not None and note["finding"] == "a test macro_f1 of 0.00: none of the 3 test predictions is right"
     run.metrics["test"]["macro_f1"] = 0.4
     assert degenerate_note(run, ["a", "b", "a"], ["b", "b", "a"]) is None
+
+
+def test_the_fix_command_of_a_local_model_names_no_server_path():
+    """The ⚠ line's command is shown on the public board: a local model folder appears by its last part only."""
+    from biobench.store.trust import fix_command
+
+    run = Result(model={"id": "/srv/models/detour/final", "slug": "detour_tiny--1234abcd"},
+                 task={"id": "demo-ner", "lang": "fr", "kind": "ner"}, seed=42, protocol={"hash": "h"},
+                 key={}, metrics={"test": {"macro_f1": 0.0}}, details={"overrides": {"epochs": {"run": 1}}})
+    command = fix_command(run)
+    assert "/srv" not in command and command.startswith("biobench eval --model path/to/final --tasks demo-ner")

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from biobench.runtime.jsonfile import object_at
+from biobench.runtime.paths import public_model
 from biobench.store.record import Result
 
 # protocol knobs a result tells apart without a recorded `overrides` (older files): a subset is never the protocol's
@@ -143,6 +144,8 @@ def fix_command(result: Result) -> str:
     look at the task's data."""
     model = result.model if isinstance(result.model, Mapping) else {}
     name = str(model.get("alias") or model.get("id") or model.get("slug") or "MODEL")
+    if name.startswith(("/", "~", ".")):  # a local folder: the board is public and never shows a server path
+        name = f"path/to/{public_model(name)}"
     shown = f'"{name}"' if any(c.isspace() for c in name) else name
     run = f"biobench eval --model {shown} --tasks {result.task_id} --seeds {result.seed}"
     if not is_smoke(result):
