@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.runtime.paths import UnsafePathError, relative_under
 from biobench.tasks.readers import brat, clinical, hf, iob, rows, tabular
 from biobench.tasks.schema import MultilabelExample
 
@@ -21,8 +22,17 @@ TABLE_FORMATS = ("tsv", "csv", "jsonl", "json")
 
 
 def resolve_path(base: Path, rel: str) -> Path:
-    """`base/rel`, accepting the uncompressed file when the spec names `x.gz` (gzip is optional)."""
-    path = base / rel
+    """`base/rel`, accepting the uncompressed file when the spec names `x.gz` (gzip is optional).
+
+    The one place a spec's local path becomes a file, so the one place it is contained: a path in a spec (a
+    built-in one, or a `--task-file` someone shared) stays inside the task's data folder (`base`: the data dir,
+    or the spec file's folder). `../../../../dev/zero` or `/etc/passwd` as a split is one DataError here, not a
+    read outside. The user's own paths come from the command line (`--data-dir`, `--task-file`), never a spec."""
+    try:
+        path = relative_under(base, str(rel), "path")
+    except UnsafePathError as err:
+        raise DataError(f"task spec: {err}; a spec's local paths stay inside its data folder {base} (move the file "
+                        "there, or point --data-dir / the --task-file's folder at where the data is)") from None
     if not path.exists() and rel.endswith(".gz") and (base / rel[:-3]).exists():
         return base / rel[:-3]
     return path

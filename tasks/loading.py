@@ -92,7 +92,11 @@ def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
         if base is None:
             reasons.append("no data dir (pass --data-dir DIR or set BIOBENCH_DATA)")
             continue
-        missing = [p for p in _source_paths(source) if not resolve_path(base, p).exists()]
+        try:
+            missing = [p for p in _source_paths(source) if not resolve_path(base, p).exists()]
+        except DataError as err:  # a path leading out of the data folder: this source is unusable, said once
+            reasons.append(str(err))
+            continue
         if not missing:
             return source, str(base / os.path.commonpath(_source_paths(source)))
         reasons.append(f"missing {', '.join(str(base / m) for m in missing[:3])}" + (" ..." if len(missing) > 3 else ""))

@@ -430,3 +430,42 @@ def round3_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("worker --request-hours inf", ["worker", "--queue", q, "--results", str(tmp / "r"), "--request-hours", "inf"],
          "give a finite number"),
     ]
+
+
+def task_file_cases(root: Path) -> list[tuple[str, Path, str, str]]:
+    """(task id, its --task-file, what is wrong, a phrase of the one line) for task specs whose split files hung
+    `eval`, grew memory until killed or printed a 26-line traceback (issue 40): a FIFO, a link to /dev/zero and
+    a gzip that expands past the bound as splits (the bounded regular-file reader), a split path leading to
+    /dev/zero through `..` and an absolute one (contained in the spec's folder). Each spec sits in its own
+    folder with good train/dev/test files beside it, so only the named split is wrong."""
+    import gzip
+
+    good = {"train": "id\ttext\tlabel\nu1\tToux.\tpneumologie\nu2\tAngor.\tcardiologie\n",
+            "dev": "id\ttext\tlabel\nu3\tToux.\tpneumologie\n", "test": "id\ttext\tlabel\nu4\tAngor.\tcardiologie\n"}
+    cases = []
+    for task, what, test, phrase in [
+        ("split-fifo", "a FIFO as the test split", "fifo.tsv", "not a regular file"),
+        ("split-zero-link", "a link to /dev/zero as the test split", "zero.tsv", "not a regular file"),
+        ("split-gzip-bomb", "a 20 KB gzip that expands past the bound", "bomb.tsv.gz", "expands to over"),
+        ("split-dotdot", "../../../../../dev/zero as the test split", "../../../../../../../../dev/zero",
+         "stay inside its data folder"),
+        ("split-absolute", "an absolute test split", "/etc/hostname", "stay inside its data folder"),
+    ]:
+        folder = root / task
+        folder.mkdir(parents=True)
+        for split, text in good.items():
+            (folder / f"{split}.tsv").write_text(text, encoding="utf-8")
+        if task == "split-fifo":
+            os.mkfifo(folder / test)
+        elif task == "split-zero-link":
+            (folder / test).symlink_to("/dev/zero")
+        elif task == "split-gzip-bomb":
+            with gzip.open(folder / test, "wb") as out:  # the bound is patched down to 1 MiB by the test
+                out.write(b"id\ttext\tlabel\n" + b"x" * (2 * 2**20))
+        spec = {"id": task, "lang": "fr", "kind": "classification", "max_length": 64, "protocol": "fr",
+                "labels": ["cardiologie", "pneumologie"],
+                "sources": [{"type": "local", "format": "tsv",
+                             "splits": {"train": "train.tsv", "dev": "dev.tsv", "test": test}}]}
+        (folder / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        cases.append((task, folder / "spec.json", what, phrase))
+    return cases

@@ -282,3 +282,41 @@ def test_the_form_flood_is_bounded_over_loopback(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_task_split_files_are_regular_bounded_and_inside_the_data_folder(tmp_path, monkeypatch):
+    """Issue 40: a FIFO split hung `eval`, `../../../../../dev/zero` grew memory until killed, an absolute split
+    was a 26-line traceback. Each is one DataError line naming the file; nothing is read from outside the spec's
+    folder; a good task beside them still loads. Through the CLI (a subprocess with a timeout, so a regression
+    fails instead of hanging) the listing names each in its row and exits 0."""
+    import subprocess
+    import sys
+
+    from biobench.errors import DataError
+    from biobench.tasks import registry
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.readers import textio
+
+    monkeypatch.setattr(textio, "MAX_TEXT_BYTES", 2**20)  # the gzip bomb expands to 2 MiB, not 1 GiB
+    cases = hc.task_file_cases(tmp_path / "tasks")
+    before = snapshot(tmp_path / "tasks", tmp_path / "nothing")  # reading writes nothing beside the data
+    for task, spec, what, phrase in cases:
+        with pytest.raises(DataError) as err:
+            load_task(registry.get_spec(task, [spec]))
+        message = str(err.value)
+        assert "\n" not in message and phrase in message, (what, message)
+    good = hc.task_file_cases(tmp_path / "good")[0][1].parent  # the FIFO case's folder, its test split made good
+    spec = json.loads((good / "spec.json").read_text())
+    spec["sources"][0]["splits"]["test"] = "test.tsv"
+    (good / "spec.json").write_text(json.dumps(spec))
+    assert len(load_task(registry.get_spec("split-fifo", [good / "spec.json"])).splits["test"]) == 1
+    argv = [sys.executable, "-m", "biobench.cli", "tasks", "--counts", "--json"]
+    for _, spec, _, _ in cases:
+        argv += ["--task-file", str(spec)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rows = {row["id"]: row for row in json.loads(proc.stdout)}
+    for task, _, what, phrase in cases[:2] + cases[3:]:  # the bomb's bound is the real one in a subprocess
+        assert not rows[task]["available"] and phrase in rows[task]["reason"], (what, rows[task])
+    assert snapshot(tmp_path / "tasks", tmp_path / "nothing") == before

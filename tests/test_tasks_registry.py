@@ -85,7 +85,7 @@ def test_task_file_round_trip(tmp_path):
     shutil.copytree(FIX / "user", tmp_path / "u")
     again = load_task(read_spec_file(tmp_path / "u" / "specialty.json"))
     assert again.checksum == task.checksum
-    ner = load_task(get_spec("my-ner", [FIX / "user" / "ner.toml"]))
+    ner = load_task(get_spec("my-ner", [FIX / "ner.toml"]))
     assert ner.labels == ["Chemical", "Disease"] and len(ner.splits["test"]) == 2
 
 

@@ -19,7 +19,7 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from biobench.errors import BiobenchError
 
@@ -41,10 +41,11 @@ def _human(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def read_bytes(path: str | Path, max_bytes: int) -> bytes:
-    """The bytes of a regular file (links followed) of at most `max_bytes`. A FIFO, device or folder is refused
-    without blocking (opened O_NONBLOCK, checked with fstat on the open descriptor, so a swap between check and
-    read cannot fool it); FileNotFoundError propagates for the caller's own message."""
+def open_regular(path: str | Path, max_bytes: int) -> BinaryIO:
+    """A binary file object on a regular file (links followed) of at most `max_bytes`, for readers that want a
+    handle rather than bytes (pandas, tarfile, gzip on task data). A FIFO, device or folder is refused without
+    blocking (opened O_NONBLOCK, checked with fstat on the open descriptor, so a swap between check and read
+    cannot fool it); FileNotFoundError propagates for the caller's own message. The caller closes it."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
@@ -52,16 +53,17 @@ def read_bytes(path: str | Path, max_bytes: int) -> bytes:
             raise UnsafeJSONError(path, "not a regular file (a FIFO, device or folder); refused")
         if info.st_size > max_bytes:
             raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
-        chunks, left = [], max_bytes + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    finally:
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def read_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file (links followed) of at most `max_bytes` (`open_regular`'s checks); a file
+    that grows past the limit while read is refused too."""
+    with open_regular(path, max_bytes) as fh:
+        data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:  # grew while read
         raise UnsafeJSONError(path, f"file is over the {_human(max_bytes)} limit")
     return data

@@ -66,13 +66,21 @@ def safe_join(root: str | Path, *parts: object, what: str = "name") -> Path:
     return path
 
 
+def relative_under(root: str | Path, rel: str, what: str = "archive member") -> Path:
+    """`root / rel` when `rel` is a relative POSIX path that stays under `root` written as it is: refused when it
+    is absolute, holds a `..` component, a backslash or a NUL (UnsafePathError naming `what`). Links are not
+    followed: for a task's split paths, which may be links the user made inside the data folder (what they lead
+    to is checked by the reader: a regular file, bounded)."""
+    name = PurePosixPath(rel)
+    if (not rel or rel.startswith(("/", "\\")) or name.is_absolute() or ".." in name.parts
+            or "\\" in rel or "\0" in rel or re.match(r"^[A-Za-z]:", rel)):
+        raise UnsafePathError(f"{what} {rel[:120]!r} has an absolute path or a '..' component")
+    return Path(root).joinpath(*[p for p in name.parts if p not in ("", ".")])
+
+
 def safe_member(root: str | Path, member: str) -> Path:
-    """Where an archive member named `member` (a relative POSIX path) goes under `root`: refused when it is
-    absolute, holds a `..` component, a backslash or a NUL, or resolves outside `root`."""
-    name = PurePosixPath(member)
-    if (not member or member.startswith(("/", "\\")) or name.is_absolute() or ".." in name.parts
-            or "\\" in member or "\0" in member or re.match(r"^[A-Za-z]:", member)):
-        raise UnsafePathError(f"archive member {member[:120]!r} has an absolute path or a '..' component")
-    path = Path(root).joinpath(*[p for p in name.parts if p not in ("", ".")])
+    """Where an archive member named `member` (a relative POSIX path) goes under `root`: `relative_under`'s
+    checks, and refused when it resolves outside `root` (a link already there cannot lead a write out)."""
+    path = relative_under(root, member)
     inside(root, path)
     return path

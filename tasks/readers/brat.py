@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from biobench.errors import DataError
+from biobench.tasks.readers.textio import MAX_TEXT_BYTES, open_data, read_text
 from biobench.tasks.schema import Entity, NerExample
 
 log = logging.getLogger(__name__)
@@ -50,19 +51,27 @@ def _raw_pairs(path: Path, member_prefix: str = "") -> Iterator[tuple[str, str, 
             ann = txt.with_suffix(".ann")
             yield (
                 rel[len(member_prefix):],
-                txt.read_text(encoding="utf-8"),
-                ann.read_text(encoding="utf-8") if ann.exists() else None,
+                read_text(txt),
+                read_text(ann) if ann.exists() else None,
                 str(txt.with_suffix("")),
             )
         return
-    if not tarfile.is_tarfile(path):
-        raise DataError(f"{path}: not a folder or a .tar.gz archive of BRAT .txt/.ann files")
     files: dict[str, bytes] = {}
-    with tarfile.open(path, "r:*") as tar:
-        for member in tar:
-            name = member.name.removeprefix("./")
-            if member.isfile() and name.startswith(member_prefix) and name.endswith((".txt", ".ann")):
-                files[name] = tar.extractfile(member).read()
+    with open_data(path) as raw:  # a regular file (never a FIFO or /dev/zero), opened once: checked, then read
+        try:
+            tar = tarfile.open(fileobj=raw, mode="r:*")
+        except (tarfile.TarError, EOFError, OSError):
+            raise DataError(f"{path}: not a folder or a .tar.gz archive of BRAT .txt/.ann files") from None
+        with tar:
+            total = 0  # the members kept are held in memory: bounded as one text file is (a .tar.gz may be a bomb)
+            for member in tar:
+                name = member.name.removeprefix("./")
+                if member.isfile() and name.startswith(member_prefix) and name.endswith((".txt", ".ann")):
+                    total += member.size
+                    if total > MAX_TEXT_BYTES:
+                        raise DataError(f"{path}: its .txt/.ann members expand to over {MAX_TEXT_BYTES >> 20} MiB; "
+                                        "refused (split the archive)")
+                    files[name] = tar.extractfile(member).read(member.size)
     for name in sorted(n for n in files if n.endswith(".txt")):
         stem = name[:-4]
         ann = files.get(stem + ".ann")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from biobench.errors import DataError
 from biobench.tasks.readers.rows import Row
-from biobench.tasks.readers.textio import read_text
+from biobench.tasks.readers.textio import open_data, read_text
 
 PHENOTYPES: tuple[str, ...] = (
     "ADVANCED.CANCER", "ADVANCED.HEART.DISEASE", "ADVANCED.LUNG.DISEASE", "ALCOHOL.ABUSE",
@@ -42,10 +42,13 @@ def phenotype_rows(annotations: str | Path, notes: str | Path, phenotypes: Seque
     """Rows {id, text, labels} in annotation-file order (the order the protocol's random split sees)."""
     import pandas as pd
 
+    def table(path: str | Path, **kwargs: object) -> pd.DataFrame:  # through the bounded regular-file opener
+        with open_data(path) as fh:
+            return pd.read_csv(fh, compression="gzip" if str(path).endswith(".gz") else None, **kwargs)
+
     for path in (annotations, notes):
-        if not Path(path).is_file():
-            raise DataError(f"{path}: file not found")
-    ann = pd.read_csv(annotations)
+        open_data(path).close()  # both checked (missing, a FIFO, too large) before the first is parsed
+    ann = table(annotations)
     missing = [c for c in ("ROW_ID", "NONE", *phenotypes) if c not in ann.columns]
     if missing:
         raise DataError(
@@ -53,7 +56,7 @@ def phenotype_rows(annotations: str | Path, notes: str | Path, phenotypes: Seque
             "phenotype-annotations-mimic 1.20.03 (ROW_ID, one 0/1 column per phenotype, NONE)"
         )
     try:
-        text = pd.read_csv(notes, usecols=["ROW_ID", "TEXT"])
+        text = table(notes, usecols=["ROW_ID", "TEXT"])
     except ValueError as err:
         raise DataError(f"{notes}: expected MIMIC-III NOTEEVENTS.csv(.gz) with ROW_ID and TEXT columns ({err})") from err
     flags = ann[list(phenotypes)].fillna(0).astype(int)

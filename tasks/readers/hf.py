@@ -14,6 +14,7 @@ from typing import Any
 from biobench.errors import DataError
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
 from biobench.tasks.readers.rows import Row
+from biobench.tasks.readers.textio import check_data_file
 
 
 def _label_names(feature: Any) -> list[str] | None:
@@ -40,11 +41,17 @@ def load_local(path: str | Path) -> Any:
     import datasets
 
     path = Path(path)
+    # datasets opens the files itself: each is checked first (a regular file, bounded), so a FIFO or a link to
+    # /dev/zero among them is one line, not a hang
     if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
+        for file in sorted(p for p in path.rglob("*") if not p.is_dir()):
+            check_data_file(file)
         return datasets.load_from_disk(str(path))
     files = sorted(str(p) for p in path.rglob("*.parquet")) if path.is_dir() else [str(path)]
     if not files:
         raise DataError(f"{path}: no .parquet files and no save_to_disk folder here")
+    for file in files:
+        check_data_file(file)
     return datasets.load_dataset("parquet", data_files=files, split="train")
 
 

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
-from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
+from biobench.runtime.jsonfile import MAX_DEPTH, UnsafeJSONError, iter_jsonl, too_deep
 from biobench.tasks.readers.rows import Row
-from biobench.tasks.readers.textio import numbered_lines
+from biobench.tasks.readers.textio import MAX_TEXT_BYTES, check_data_file, numbered_lines
 
 
 def read_jsonl(path: str | Path) -> list[Row]:
     rows = []
+    check_data_file(path, MAX_TEXT_BYTES)  # never a FIFO (iter_jsonl would wait on it) nor an endless file
     try:
-        for lineno, obj in iter_jsonl(path):
+        for lineno, obj in iter_jsonl(path, max_bytes=MAX_TEXT_BYTES):
             if not isinstance(obj, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             rows.append((f"{path}:{lineno}", obj))
@@ -40,8 +41,11 @@ def read_json(path: str | Path) -> list[Row]:
     """A JSON array of objects, or an object holding one such array (e.g. {"data": [...]})."""
     from biobench.tasks.readers.textio import read_text
 
+    text = read_text(path)
+    if too_deep(text):  # json.loads recurses: a file nested 200k deep is a RecursionError, not a message
+        raise DataError(f"{path}: JSON nested too deeply (over {MAX_DEPTH} levels); refused")
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise DataError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from err
     if isinstance(data, dict):
