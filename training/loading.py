@@ -14,6 +14,7 @@ from itertools import islice
 from pathlib import Path
 
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.runtime.memory import check_model_memory
 from biobench.runtime.weights import untrusted_weights
 
 CAUSAL_FAMILIES = ("modernbert",)
@@ -46,10 +47,13 @@ def check_architecture(model_type: str, recipe_name: str, needs_causal: bool, so
 
 
 def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus_documents=None, seed: int = 0,
-         tokenizer_dir: Path | None = None, train_tokenizer: bool = True, decoder: bool = False):
+         tokenizer_dir: Path | None = None, train_tokenizer: bool = True, decoder: bool = False,
+         device: str = "cpu", max_model_gb: float | None = None, sharded: bool = False):
     """(model, tokenizer) for `source`. For presets, the tokenizer is trained on `corpus_documents()` (an
     iterable factory) and saved to `tokenizer_dir`, or read from there when `train_tokenizer` is False (the
-    other ranks, which wait for rank 0). `decoder`: the recipe runs on a causal LM (see the module doc)."""
+    other ranks, which wait for rank 0). `decoder`: the recipe runs on a causal LM (see the module doc).
+    A model whose config implies more than `device` can train, or than `max_model_gb`, is refused before it
+    is built (biobench.runtime.memory); `sharded` (FSDP: each GPU holds a part) checks only that it loads."""
     if source.startswith("preset:"):
         name = source.split(":", 1)[1]
         attn = decoder_attention(attn) if decoder else attn
@@ -66,6 +70,8 @@ def load(source: str, *, recipe_name: str, needs_causal: bool, attn: str, corpus
         hint = " (HF_HUB_OFFLINE=1: only local folders can be loaded)" if offline else ""
         raise ModelLoadError(f"cannot load {where} {source!r}: {str(err).splitlines()[0]}{hint}") from err
     check_architecture(config.model_type, recipe_name, needs_causal, source, decoder)
+    check_model_memory(config.to_dict(), f"{source} (its config.json)", device, training=not sharded,
+                       limit_gb=max_model_gb)
     if decoder:
         from transformers import AutoModelForCausalLM
 
@@ -146,12 +152,16 @@ def _preset(name: str, attn: str, corpus_documents, seed: int, tokenizer_dir: Pa
     return model, tokenizer
 
 
-def load_checkpoint(folder: Path, attn: str):
-    """A biobench checkpoint: AutoModelForCausalLM for decoders (decoder-control), else AutoModelForMaskedLM."""
+def load_checkpoint(folder: Path, attn: str, device: str = "cpu", max_model_gb: float | None = None,
+                    sharded: bool = False):
+    """A biobench checkpoint: AutoModelForCausalLM for decoders (decoder-control), else AutoModelForMaskedLM;
+    its config is checked against the device's memory first, as `load` does (an --out folder may be a copy)."""
     from biobench.training.causal import DECODER_FAMILIES
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    decoder = AutoConfig.from_pretrained(folder).model_type in DECODER_FAMILIES
+    config = AutoConfig.from_pretrained(folder)
+    check_model_memory(config.to_dict(), f"{folder}/config.json", device, training=not sharded, limit_gb=max_model_gb)
+    decoder = config.model_type in DECODER_FAMILIES
     auto = AutoModelForCausalLM if decoder else AutoModelForMaskedLM
     with untrusted_weights(folder, ModelLoadError):
         model = auto.from_pretrained(folder, attn_implementation=decoder_attention(attn) if decoder else attn)

@@ -175,7 +175,8 @@ class Trainer:
         """Load (or build) the model and tokenizer, check the recipe's freezes and masks fit it."""
         cfg = self.cfg
         if self.resume_from is not None:
-            self.model, self.tokenizer = loading.load_checkpoint(self.resume_from, self.attn)
+            self.model, self.tokenizer = loading.load_checkpoint(self.resume_from, self.attn, str(self.dist.device),
+                                                                 cfg.max_model_gb, cfg.fsdp)
         else:
             tok_dir = self.out / "tokenizer" if cfg.model.startswith("preset:") else None
             if tok_dir is not None and self.dist.main:
@@ -211,7 +212,8 @@ class Trainer:
         return loading.load(cfg.model, recipe_name=self.recipe.name, needs_causal=self.recipe.needs_causal,
                             attn=self.attn, corpus_documents=lambda: corpus.iter_documents(cfg.corpus, cfg.text_field),
                             seed=cfg.seed, tokenizer_dir=tok_dir, train_tokenizer=train_tokenizer,
-                            decoder=self.recipe.decoder)
+                            decoder=self.recipe.decoder, device=str(self.dist.device), max_model_gb=cfg.max_model_gb,
+                            sharded=cfg.fsdp)
 
     def _setup_data(self) -> None:
         """Tokenise (or read the cached) corpus and pack it into fixed-length sequences."""

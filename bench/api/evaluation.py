@@ -84,9 +84,13 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     """Train and write every pending run of the plan, one after the other or `parallel` at once. With `claims`
     (biobench.eval.claims.RunClaims) each run is claimed first, so several processes on one grid share it;
     `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError)."""
+    from biobench.eval.models import check_memory
     from biobench.eval.runner import execute
+    from biobench.runtime.device import resolve_device
 
     execution = execution or Execution()
+    if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
+        check_memory(plan.model.ref, resolve_device(execution.device), training=True, limit_gb=execution.max_model_gb)
     if parallel in (1, None):
         execute(plan, device=execution.device, progress=progress, trust_remote_code=execution.trust_remote_code,
                 compile_encoder=execution.compile_encoder, report_to=execution.report_to,

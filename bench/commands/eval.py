@@ -12,6 +12,7 @@ from typing import Any
 
 from biobench.eval.parallel import parallel_value
 from biobench.eval.protocols import add_protocol_arguments
+from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
 
 EPILOG = """examples:
   biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
@@ -69,6 +70,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile the encoder, dynamic shapes (first "
                         "batches slower while it compiles; same protocol, so existing results still count)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code")
+    add_max_model_gb_argument(parser)
     parser.add_argument("--check-contamination", action="store_true", help="for a `biobench pretrain` checkpoint: "
                         "before training, measure each task's shared word 13-grams with the corpus its model card "
                         "records (`biobench contamination`) and store the result in each run's record")
@@ -133,6 +135,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
     check_device(args.device)
+    args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
     results = Path(args.results) if args.results else None
     if results is not None and results.exists() and not results.is_dir():
         raise ConfigError(f"--results {results} is not a folder (a file, FIFO or device); give a results folder")
@@ -248,6 +251,11 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     from biobench.api.evaluation import execute_plan
     from biobench.eval.runner import Execution, summarize
 
+    if any(r.status == "pending" for r in plan.runs):  # a model too big is refused before anything is said or run
+        from biobench.eval.models import check_memory
+        from biobench.runtime.device import resolve_device
+
+        check_memory(plan.model.ref, resolve_device(args.device), limit_gb=getattr(args, "max_model_gb", None))
     skipped = sum(r.status == "skipped" for r in plan.runs)
     if not args.json or skipped:
         print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
@@ -260,7 +268,8 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
             test = splits.get("test", {})
             print(f"contamination {task}: {test.get('contaminated', 0)}/{test.get('examples', 0)} test examples share a "
                   f"{report['n']}-gram with the corpus (longest run {test.get('longest', 0)} words)", file=sys.stderr)
-    execute_plan(plan, Execution(args.device, args.trust_remote_code, args.compile, args.report_to, micro_batch(args)),
+    execute_plan(plan, Execution(args.device, args.trust_remote_code, args.compile, args.report_to, micro_batch(args),
+                                 getattr(args, "max_model_gb", None)),
                  parallel=args.parallel or parallel or 1, threads=args.threads, progress=not args.no_progress,
                  claims=getattr(args, "claims", None), stop=getattr(args, "stop", None))
     summary = summarize(plan)
@@ -292,7 +301,7 @@ def selected_grids(args: argparse.Namespace) -> list:
 
 # what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid)
 PASSED_FLAGS = {"threads": "--threads", "device": "--device", "claim_seconds": "--claim-seconds",
-                "parallel": "--parallel", "report_to": "--report-to"}
+                "parallel": "--parallel", "report_to": "--report-to", "max_model_gb": "--max-model-gb"}
 PASSED_SWITCHES = {"compile": "--compile", "trust_remote_code": "--trust-remote-code", "overwrite": "--overwrite",
                    "no_claims": "--no-claims"}
 

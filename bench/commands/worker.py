@@ -33,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
                    help="each request's runs up to N at once (eval's --parallel; alone or 'auto': as many as fit "
                    "the GPU)")
+    from biobench.runtime.memory import add_max_model_gb_argument
+
+    add_max_model_gb_argument(p)
     p.add_argument("--lease-seconds", type=float, default=600.0, help="a claim expires this long after its last "
                    "renewal")
     p.add_argument("--renew-seconds", type=float, default=60.0, help="renew the claim this often")
@@ -59,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_hours is not None:
         finite_number(args.max_hours, "--max-hours", positive=True, maximum=24 * 365)
     finite_number(args.request_hours, "--request-hours", positive=True, maximum=24 * 365)
+    from biobench.runtime.memory import operator_limit_gb
+
+    max_model_gb = operator_limit_gb(args.max_model_gb)  # checked before the first claim, like the rest
     if args.renew_seconds >= args.lease_seconds:
         raise ConfigError(f"--renew-seconds ({args.renew_seconds:g}) must be below --lease-seconds "
                           f"({args.lease_seconds:g}), or a running request looks abandoned")
@@ -70,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         results=args.results, data_dir=args.data_dir, lease_s=args.lease_seconds, renew_s=args.renew_seconds,
         poll_s=args.poll_seconds, once=args.once, max_hours=args.max_hours, request_hours=args.request_hours,
         device=args.device,
-        parallel=args.parallel,
+        parallel=args.parallel, max_model_gb=max_model_gb,
         results_dry_run=dry / "results" if dry and args.results.startswith(HF_DATASETS) else None)
     run_worker(storage, config)
     return 0
@@ -98,7 +104,8 @@ def launch_workers(args: argparse.Namespace) -> int:
             "--lease-seconds", str(args.lease_seconds), "--renew-seconds", str(args.renew_seconds),
             "--poll-seconds", str(args.poll_seconds)]
     for flag, value in (("--data-dir", args.data_dir and str(Path(args.data_dir).resolve())),
-                        ("--device", args.device), ("--parallel", args.parallel)):
+                        ("--device", args.device), ("--parallel", args.parallel),
+                        ("--max-model-gb", args.max_model_gb)):
         if value:
             argv += [flag, str(value)]
     argv += ["--once"] if args.once else []

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
@@ -23,6 +23,9 @@ from biobench.runtime.device import attention_implementation, default_dtype
 from biobench.runtime.weights import untrusted_weights
 from biobench.store.layout import model_slug, results_folder, results_slug
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
+
+if TYPE_CHECKING:
+    from biobench.runtime.memory import ParamEstimate
 
 _BY_NAME = {a.name.lower(): a for a in ALIASES}
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
@@ -276,6 +279,34 @@ def identify_model(model: str, results_dir: str | Path, name: str | None = None,
     return ModelIdentity(ref, info, display, results_folder(results_dir, display, info.revision).name, dict(stated or {}))
 
 
+def check_memory(name_or_ref: str | ModelRef, device: str, *, training: bool = True, limit_gb: float | None = None,
+                 use_torch: bool = True) -> ParamEstimate:
+    """Refuse in one line (ModelLoadError) a model whose config.json implies more memory than `device` has to
+    fine-tune it (`training`) or load it, or more than the operator's --max-model-gb / $BIOBENCH_MAX_MODEL_GB,
+    before a byte of it is allocated (biobench.runtime.memory). Returns the parameter estimate."""
+    from biobench.runtime.memory import check_model_memory
+
+    ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
+    config, where = model_config(ref)
+    return check_model_memory(config, where, device, training=training, limit_gb=limit_gb, use_torch=use_torch,
+                              weight_bytes=weight_bytes(ref.path) if ref.path else None)
+
+
+def weight_bytes(folder: Path) -> int | None:
+    """The size of a local model folder's weight files (None when it has none: transformers will say so)."""
+    sizes = [p.stat().st_size for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if p.is_file()]
+    return sum(sizes) if sizes else None
+
+
+def model_config(name_or_ref: str | ModelRef) -> tuple[dict[str, Any], str]:
+    """A model's config.json (read bounded) and how to name it in a message: its path for a local folder, the
+    model's name otherwise (the hub cache's path says nothing to the user)."""
+    ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
+    config_path = _model_file(ref, "config.json")
+    where = str(config_path) if ref.path and not ref.alias else f"model {ref.name!r} (its config.json)"
+    return _read_json(config_path), where
+
+
 @contextlib.contextmanager
 def _quiet_transformers():
     """Loading an encoder from an *ForMaskedLM checkpoint lists the unused head weights: expected, silenced."""
@@ -304,6 +335,7 @@ def load_encoder(name_or_ref: str | ModelRef, device: str = "cpu", dtype: Any = 
     if not ref.path:
         ensure_hub_mode()
     info = inspect_model(ref)
+    check_memory(ref, device, training=False)  # a config claiming 2e9 tokens is refused, not allocated
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype or default_dtype(device)}
     attn = attention_implementation(attn_device or device)
     try:
@@ -317,6 +349,12 @@ def load_encoder(name_or_ref: str | ModelRef, device: str = "cpu", dtype: Any = 
         if ref.path:
             raise ModelLoadError(f"cannot load model folder {ref.path}: {str(err).splitlines()[0]}") from None
         raise ModelLoadError(_offline_message(ref)) from None
+    except RuntimeError as err:  # weights whose shapes the config does not describe (a vocab_size edited)
+        if "mismatched_sizes" not in str(err) and "size mismatch" not in str(err):
+            raise
+        raise ModelLoadError(f"cannot load model {ref.name!r}: its weights' shapes differ from what its "
+                             "config.json describes (vocab_size, hidden_size or layers edited?); fix the config"
+                             ) from None
     except ValueError as err:
         hint = "" if trust_remote_code else " (if it needs custom code, pass --trust-remote-code)"
         raise ModelLoadError(f"cannot load model {ref.name!r}: {str(err).splitlines()[0]}{hint}") from None

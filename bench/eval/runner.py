@@ -231,6 +231,7 @@ class Execution:
     compile_encoder: bool = False
     report_to: str | None = None
     micro_batch: int | str | None = None
+    max_model_gb: float | None = None  # --max-model-gb: the operator's cap on a model's float32 weights
 
 
 class RunSession:

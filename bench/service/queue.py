@@ -25,6 +25,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
@@ -400,11 +401,14 @@ def _fail_unclaimable(storage: Storage, request: Request, reason: str, clock: fl
 
 
 def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | None = None,
-               problems: list[QueueProblem] | None = None) -> Lease | None:
+               problems: list[QueueProblem] | None = None,
+               admit: Callable[[Request], str | None] | None = None) -> Lease | None:
     """Claim the oldest request that is pending, or running under an expired lease; None when there is none.
     Malformed request files met on the way are rewritten as failed (`fail_problem`) and appended to `problems`
     (with those that could not be rewritten), so the caller can report them; a request whose leases cannot
-    be read or written is failed with the reason, never left running."""
+    be read or written is failed with the reason, never left running. `admit` (the worker's check that it can
+    run a request: its model's memory) is asked once the lease is held and before the request is marked
+    running: a reason fails the request with that one line, and the next request is claimed."""
     now = time.time() if clock is None else clock
     check_layout = getattr(storage, "check_layout", None)
     if check_layout is not None:
@@ -427,6 +431,12 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
             _fail_unclaimable(storage, request, reason, clock)
             if problems is not None:
                 problems.append(QueueProblem(f"{REQUESTS}/{request.id}.json", reason))
+            continue
+        reason = admit(request) if admit is not None else None
+        if reason:  # held, never marked running: no other worker takes it meanwhile, no eval is started
+            finish(storage, claim, "failed", [f"refused: {reason}"], clock=clock)
+            if problems is not None:
+                problems.append(QueueProblem(f"{REQUESTS}/{request.id}.json", reason, request.id))
             continue
         resumed = request.status == "running"
         request.status, request.worker, request.attempts = "running", worker, request.attempts + 1

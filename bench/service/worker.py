@@ -50,6 +50,7 @@ class WorkerConfig:
     python: str = sys.executable
     worker_id: str = ""
     log_dir: Path = field(default_factory=lambda: cache_home("worker") / "logs")
+    max_model_gb: float | None = None  # --max-model-gb (else $BIOBENCH_MAX_MODEL_GB): the largest model it runs
 
 
 def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConfig) -> list[str]:
@@ -67,6 +68,8 @@ def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConf
         args += ["--device", config.device]
     if config.parallel is not None:
         args += ["--parallel", str(config.parallel)]
+    if config.max_model_gb is not None:
+        args += ["--max-model-gb", f"{config.max_model_gb:g}"]
     flags = {dest: flag for flag, (dest, _, _) in OVERRIDES.items()}
     for dest, value in sorted(request.overrides.items()):
         args += [f"{flags[dest]}={value}"]
@@ -152,6 +155,27 @@ def check_publishable(config: WorkerConfig) -> None:
                           "may write") from None
     if not os.access(folder, os.W_OK):
         raise ConfigError(f"--results {folder} is not writable by this user; give a folder it may write")
+
+
+def memory_refusal(request: queue.Request, config: WorkerConfig) -> str | None:
+    """Why this worker cannot run the request's model (one line), or None: its config.json implies more than
+    the operator's --max-model-gb or the device's memory (biobench.runtime.memory). Asked before the request is
+    marked running, so a model too big fails its request at once and the queue goes on. The device's memory is
+    read without torch (nvidia-smi's total for a GPU; available RAM otherwise): a CUDA context in the worker
+    would take memory from its eval child. A model that cannot be read here is eval's to report, not refused."""
+    from biobench.eval.models import check_memory, model_config
+    from biobench.runtime.memory import device_without_torch
+
+    try:
+        model_config(request.model)
+    except BiobenchError:
+        return None
+    try:
+        check_memory(request.model, device_without_torch(config.device), training=True, limit_gb=config.max_model_gb,
+                     use_torch=False)
+    except BiobenchError as err:
+        return _one_line(err)
+    return None
 
 
 def _one_line(err: BaseException) -> str:
@@ -290,7 +314,8 @@ def run_worker(storage: Storage, config: WorkerConfig, log: Callable[[str], None
     while deadline is None or time.time() < deadline:
         check_log_space(config.log_dir)  # a full log disk stops the worker before it claims anything
         problems: list[queue.QueueProblem] = []
-        lease = queue.claim_next(storage, worker, config.lease_s, problems=problems)
+        lease = queue.claim_next(storage, worker, config.lease_s, problems=problems,
+                                 admit=lambda request: memory_refusal(request, config))
         for problem in problems:
             if (problem.path, problem.reason) not in reported:
                 reported.add((problem.path, problem.reason))
