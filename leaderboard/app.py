@@ -739,7 +739,9 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
 
 
 def problems_frame(board: Board) -> pd.DataFrame:
-    return pd.DataFrame([{"path": p.path, "reason": p.reason} for p in board.problems], columns=["path", "reason"])
+    """The Problems tab: each file relative to its results folder, never a server path (Board.public_problems)."""
+    return pd.DataFrame([{"path": p.path, "reason": p.reason} for p in board.public_problems()],
+                        columns=["path", "reason"])
 
 
 LAUNCH_OPTIONS = {"css": CSS, "show_error": True}

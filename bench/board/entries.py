@@ -92,6 +92,11 @@ class Board:
     ranks: dict[tuple[str, str | None], dict[str, RankInterval]] = field(default_factory=dict)
     stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
     significance: Any = None  # cache.BackgroundGroups while/after the groups are computed in the background
+    roots: list[Path] = field(default_factory=list)  # the results folders scanned (what public paths are relative to)
+
+    def public_problems(self) -> list[R.Problem]:
+        """The problems as a public page shows them: no server path, files relative to their results folder."""
+        return [p.public(self.roots) for p in self.problems]
 
     @property
     def langs(self) -> list[str]:

@@ -24,7 +24,7 @@ from biobench import store
 from biobench.errors import BiobenchError, ResultsError
 from biobench.names import display_name
 from biobench.runtime.jsonfile import read_json
-from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
+from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
 from biobench.store import trust
 from biobench.store.analysis import ANALYSIS_FILES
 
@@ -33,6 +33,36 @@ from biobench.store.analysis import ANALYSIS_FILES
 class Problem:
     path: str
     reason: str
+
+    def public(self, roots: Sequence[str | Path]) -> Problem:
+        """This problem as a public page shows it: its file relative to the results folder it lies in, and any
+        path in its reason likewise (a path outside every results folder by its last part, runtime.paths.hide_paths).
+        Why: the Problems tab showed /tmp/.../cache/results/<sha>/model/task/seed-1.json to every visitor."""
+        return Problem(public_path(self.path, roots), public_text(self.reason, roots))
+
+
+def _root_prefixes(roots: Sequence[str | Path]) -> list[str]:
+    """Each results folder as written and resolved (a symlinked /tmp), longest first, with a trailing separator."""
+    found = {str(p).rstrip(os.sep) + os.sep for root in roots for p in (Path(root), Path(root).resolve())}
+    return sorted(found, key=len, reverse=True)
+
+
+def public_path(path: str, roots: Sequence[str | Path]) -> str:
+    """A file named relative to the results folder holding it (`model--1234abcd/task/seed-1.json`); a results
+    folder itself by its name; anything else by its last part."""
+    text = str(path)
+    for prefix in _root_prefixes(roots):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+        if text + os.sep == prefix:
+            return Path(text).name
+    return hide_paths(text)
+
+
+def public_text(text: str, roots: Sequence[str | Path]) -> str:
+    for prefix in _root_prefixes(roots):
+        text = text.replace(prefix, "")
+    return hide_paths(text)
 
 
 @dataclass(frozen=True)
