@@ -35,6 +35,8 @@ Settings, each overridable by an environment variable (a Space's "Variables and 
   BIOBENCH_RESULTS          results dataset (hf://datasets/ORG/NAME), a results.parquet or a results folder
   BIOBENCH_QUEUE            request queue the Submit tab writes to ("" = show the `biobench submit` command)
   BIOBENCH_REFRESH_MINUTES  rescan the results this often (0 = only with the Refresh button)
+  BIOBENCH_TRUSTED_PROXY    addresses/networks whose X-Forwarded-For names the visitor, comma-separated ("" = none;
+                            "auto" = the hub's proxy, 10.0.0.0/8, on a Space and none elsewhere)
 `python app.py` serves on 127.0.0.1; on a Space (SPACE_ID set) on 0.0.0.0; `--host ADDRESS` chooses.
 """
 
@@ -42,15 +44,18 @@ import os
 
 from biobench.leaderboard.api import serve
 from biobench.leaderboard.app import LAUNCH_OPTIONS, build_space_app
-from biobench.leaderboard.space import serve_host
+from biobench.leaderboard.space import serve_host, space_proxies
+from biobench.service.submission import trust_proxies
 
 RESULTS = os.environ.get("BIOBENCH_RESULTS", {results!r})
 QUEUE = os.environ.get("BIOBENCH_QUEUE", {queue!r}) or None
 REFRESH_MINUTES = float(os.environ.get("BIOBENCH_REFRESH_MINUTES", {refresh!r}))
+TRUSTED_PROXY = os.environ.get("BIOBENCH_TRUSTED_PROXY", {proxy!r})
 
 demo = build_space_app(RESULTS, queue=QUEUE, refresh_minutes=REFRESH_MINUTES)
 
 if __name__ == "__main__":
+    trust_proxies(space_proxies(TRUSTED_PROXY))  # before the server starts: uvicorn reads it then
     serve(demo, server_name=serve_host(), **LAUNCH_OPTIONS)  # the pages and their JSON (/api/v1/...)
 '''
 
@@ -93,6 +98,26 @@ def serve_host(argv: Sequence[str] | None = None, environ: Mapping[str, str] | N
     if environ.get("GRADIO_SERVER_NAME"):
         return environ["GRADIO_SERVER_NAME"]
     return "0.0.0.0" if environ.get("SPACE_ID") else "127.0.0.1"
+
+
+# The hub's proxy, as a Space sees it: every visitor's request reaches the Space's container from the hub's
+# private network (request.client.host is an address like 10.16.3.80, the real client is in X-Forwarded-For,
+# appended by that proxy), and nothing else can connect to the container. So inside a Space, trusting 10.0.0.0/8
+# trusts that proxy alone, and uvicorn takes the rightmost address it did not trust: the one the proxy appended,
+# not one a client wrote. Anywhere else the same network may hold any machine, so "auto" trusts no one there.
+SPACE_PROXY = ("10.0.0.0/8",)
+AUTO = "auto"
+
+
+def space_proxies(setting: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The proxies the Space's app.py trusts (`--trusted-proxy` of `biobench leaderboard`): "auto" is the hub's
+    proxy (SPACE_PROXY) inside a Space runtime (SPACE_ID set) and none elsewhere; "" none; otherwise the
+    comma-separated addresses or networks given (checked by biobench.service.submission.trust_proxies)."""
+    environ = os.environ if environ is None else environ
+    text = str(setting).strip()
+    if text.lower() == AUTO:
+        return SPACE_PROXY if environ.get("SPACE_ID") else ()
+    return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def _gradio_version() -> str:
@@ -154,12 +179,14 @@ def wheel_requirement(wheel: str, space: str | None) -> str:
 
 def write_space(out: str | Path, results: str, queue: str | None = None, refresh_minutes: float = 10.0,
                 title: str = "biobench leaderboard", requirement: str | None = None, space: str | None = None,
-                local_ok: bool = False) -> list[Path]:
+                local_ok: bool = False, trusted_proxy: Sequence[str] | None = None) -> list[Path]:
     """Write README.md (Space metadata), app.py, requirements.txt and (without `requirement`) wheels/biobench-*.whl
     into `out`; returns the paths written. `requirement` replaces the wheel (a git URL, one line); `space`
     (ORG/NAME) makes requirements.txt point at the wheel's URL in that Space. A `results` that is not
-    hf://datasets/… is refused unless `local_ok` (a Space cannot read the folders of the machine that wrote it)."""
+    hf://datasets/… is refused unless `local_ok` (a Space cannot read the folders of the machine that wrote it).
+    `trusted_proxy`: the proxies app.py trusts by default (None: "auto", the hub's proxy inside a Space)."""
     from biobench.names import is_hub_id
+    from biobench.service.submission import check_proxies
 
     out = Path(out)
     title = _one_line(title, "--title")
@@ -178,6 +205,7 @@ def write_space(out: str | Path, results: str, queue: str | None = None, refresh
             raise ConfigError(f"{local[0]}: a Space cannot read a folder of this machine; pass "
                               "hf://datasets/ORG/NAME (`biobench results push` publishes one), or --local-ok to serve "
                               "this folder from a local app.py")
+    proxy = AUTO if trusted_proxy is None else ",".join(check_proxies(list(trusted_proxy)))
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{out} exists and is not a folder; pass a new or existing folder to `biobench space init`")
     existing = [name for name in ("README.md", "app.py", "requirements.txt", WHEELS) if (out / name).exists()]
@@ -197,7 +225,8 @@ def write_space(out: str | Path, results: str, queue: str | None = None, refresh
         "README.md": README.format(title=title, title_yaml=json.dumps(title), gradio=_gradio_version(),
                                    results=results, refresh_text=refresh_text,
                                    queue_line=f" and takes evaluation requests into `{queue}`" if queue else ""),
-        "app.py": APP.format(version=__version__, results=results, queue=queue or "", refresh=f"{refresh_minutes:g}"),
+        "app.py": APP.format(version=__version__, results=results, queue=queue or "", refresh=f"{refresh_minutes:g}",
+                             proxy=proxy),
         "requirements.txt": f"{comment}\n{line}\n",
     }
     for name, text in files.items():

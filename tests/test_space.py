@@ -111,3 +111,50 @@ def test_generated_requirements_install_offline_into_a_fresh_virtualenv(tmp_path
     assert probe.returncode == 0, probe.stderr
     where, host = probe.stdout.split()
     assert where.startswith(purelib) and host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(("setting", "env", "trusted"), [
+    ("auto", {"SPACE_ID": "acme/leaderboard"}, ("10.0.0.0/8",)),  # the hub's proxy, inside a Space
+    ("auto", {}, ()),  # a local trial: the connection's own address is the visitor
+    ("", {"SPACE_ID": "x/y"}, ()),
+    ("127.0.0.1, 10.1.0.0/16", {}, ("127.0.0.1", "10.1.0.0/16")),
+])
+def test_the_space_trusts_forwarded_headers_from_its_own_proxy_only(setting, env, trusted):
+    from biobench.leaderboard.space import space_proxies
+
+    assert space_proxies(setting, env) == trusted
+
+
+def _run_app(app: Path, monkeypatch, env: dict[str, str]) -> tuple[str, dict]:
+    """Run a generated app.py as `python app.py` does, with the server stubbed: FORWARDED_ALLOW_IPS (what uvicorn
+    trusts) and the launch options the app passed."""
+    import runpy
+
+    from biobench.leaderboard import api
+
+    launched: dict = {}
+    monkeypatch.setattr(api, "serve", lambda demo, **options: launched.update(options))
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # uvicorn's own default, which the app must replace
+    for key in ("SPACE_ID", "BIOBENCH_TRUSTED_PROXY"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    runpy.run_path(str(app), run_name="__main__")
+    return os.environ["FORWARDED_ALLOW_IPS"], launched
+
+
+def test_the_generated_app_passes_the_trusted_proxy_to_the_server(tmp_path, monkeypatch):
+    results = Path(__file__).parent / "fixtures" / "results" / "full-fr"
+    write_space(tmp_path / "space", str(results), local_ok=True, requirement="biobench", refresh_minutes=0)
+    app = tmp_path / "space" / "app.py"
+    assert "trust_proxies(space_proxies(TRUSTED_PROXY))" in app.read_text()
+    allowed, launched = _run_app(app, monkeypatch, {"SPACE_ID": "acme/leaderboard"})
+    assert allowed == "10.0.0.0/8" and launched["server_name"] == "0.0.0.0"
+    assert _run_app(app, monkeypatch, {})[0] == ""  # outside a Space no forwarded header is believed
+    assert _run_app(app, monkeypatch, {"SPACE_ID": "a/b", "BIOBENCH_TRUSTED_PROXY": "10.16.0.0/12"})[0] == "10.16.0.0/12"
+    write_space(tmp_path / "mine", str(results), local_ok=True, requirement="biobench", refresh_minutes=0,
+                trusted_proxy=["127.0.0.1"])
+    assert _run_app(tmp_path / "mine" / "app.py", monkeypatch, {})[0] == "127.0.0.1/32"
+    with pytest.raises(ConfigError, match="--trusted-proxy 'nope': expected an IP address"):
+        write_space(tmp_path / "bad", HUB, requirement="biobench", trusted_proxy=["nope"])
+    assert not (tmp_path / "bad").exists()

@@ -40,6 +40,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                       "its URL in that Space (a Space installs requirements.txt before copying the repository)")
     init.add_argument("--local-ok", action="store_true", help="accept a local --results/--queue folder (an app.py "
                       "run on this machine can read it; a Space cannot)")
+    init.add_argument("--trusted-proxy", action="append", default=None, metavar="ADDR",
+                      help="an address or network whose X-Forwarded-For header names the visitor (repeatable; "
+                      "default: the hub's own proxy, 10.0.0.0/8, when app.py runs inside a Space, none elsewhere; "
+                      "the Space variable BIOBENCH_TRUSTED_PROXY overrides it)")
     init.set_defaults(func=run)
 
 
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     written = write_space(args.out, args.results, queue=args.queue, refresh_minutes=args.refresh_minutes,
                           title=args.title, requirement=args.requirement, space=args.space,
-                          local_ok=args.local_ok)
+                          local_ok=args.local_ok, trusted_proxy=args.trusted_proxy)
     print(f"wrote {', '.join(str(p) for p in written)}; run it with `cd {args.out} && python app.py`, publish it "
           f"with `hf upload ORG/NAME {args.out} --repo-type space`")
     return 0

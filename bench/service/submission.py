@@ -134,8 +134,16 @@ def trust_proxies(proxies: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     rewrites the client address from `X-Forwarded-For` for any request from 127.0.0.1 by default, so a client
     that sent a new header each time was a new visitor each time (286 requests in 30 s against a limit of 3).
     Its trusted list is FORWARDED_ALLOW_IPS, read when the server starts: set here, before launching."""
-    import ipaddress
     import os
+
+    checked = check_proxies(proxies)
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(checked)  # "" trusts no one
+    return checked
+
+
+def check_proxies(proxies: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Each --trusted-proxy value as a network ('127.0.0.1' -> '127.0.0.1/32'); one ConfigError line otherwise."""
+    import ipaddress
 
     checked = []
     for proxy in proxies:
@@ -143,7 +151,6 @@ def trust_proxies(proxies: list[str] | tuple[str, ...]) -> tuple[str, ...]:
             checked.append(str(ipaddress.ip_network(proxy.strip(), strict=False)))
         except ValueError:
             raise ConfigError(f"--trusted-proxy {proxy[:60]!r}: expected an IP address or network (10.0.0.0/8)") from None
-    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(checked)  # "" trusts no one
     return tuple(checked)
 
 
