@@ -293,8 +293,10 @@ def check_memory(name_or_ref: str | ModelRef, device: str, *, training: bool = T
 
 
 def weight_bytes(folder: Path) -> int | None:
-    """The size of a local model folder's weight files (None when it has none: transformers will say so)."""
-    sizes = [p.stat().st_size for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if p.is_file()]
+    """The size of a local model folder's safetensors files (None without any). Pickled `.bin` weights are left
+    to the weights-only loader, whose refusal names the file (runtime.weights): a planted pickle is a few bytes,
+    and 'a pickle, refused' says more than 'the config does not describe these weights'."""
+    sizes = [p.stat().st_size for p in folder.glob("*.safetensors") if p.is_file()]
     return sum(sizes) if sizes else None
 
 
