@@ -60,10 +60,12 @@ def _load(name: str | Path):
     """Model and tokenizer source of a folder, alias or cached hub id, in its saved class (heads kept)."""
     import torch
     import transformers
-    from biobench.eval.models import resolve_model
+    from biobench.eval.models import check_memory, resolve_model
     from transformers import AutoConfig
 
-    source = resolve_model(str(name)).source
+    ref = resolve_model(str(name))
+    check_memory(ref, "cpu", training=False)  # before a config's claimed size is allocated (runtime.memory)
+    source = ref.source
     config = AutoConfig.from_pretrained(source)
     cls = getattr(transformers, (config.architectures or ["AutoModel"])[0], transformers.AutoModel)
     with untrusted_weights(source, ModelLoadError):
