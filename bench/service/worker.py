@@ -175,6 +175,8 @@ def memory_refusal(request: queue.Request, config: WorkerConfig) -> str | None:
                      use_torch=False)
     except BiobenchError as err:
         return _one_line(err)
+    except Exception:  # noqa: BLE001 — an unforeseen error here must not strand a held request: eval decides
+        return None
     return None
 
 
