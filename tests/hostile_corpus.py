@@ -516,4 +516,10 @@ def model_config_cases(tmp: Path) -> list[tuple[str, list[str], str, dict[str, s
             ("$BIOBENCH_MAX_MODEL_GB=0.01", minilm, "over this machine's limit of 0.01 GB",
              {"BIOBENCH_MAX_MODEL_GB": "0.01"}),
             ("--max-model-gb -1", [*minilm, "--max-model-gb", "-1"], "give a positive number of GB", {}),
-            ("$BIOBENCH_MAX_MODEL_GB=lots", minilm, "give a positive number of GB", {"BIOBENCH_MAX_MODEL_GB": "lots"})]
+            ("$BIOBENCH_MAX_MODEL_GB=lots", minilm, "give a positive number of GB", {"BIOBENCH_MAX_MODEL_GB": "lots"}),
+            ("worker --max-model-gb nan", ["worker", "--queue", str(tmp / "q"), "--results", results, "--max-model-gb",
+                                           "nan"], "give a positive number of GB", {}),
+            ("pretrain --max-model-gb 0", ["pretrain", "--model", str(tmp / "layers"), "--corpus", str(tmp / "c.txt"),
+                                           "--out", str(tmp / "out"), "--tokens", "1000", "--max-model-gb", "0"],
+             "max-model-gb", {})]
+
