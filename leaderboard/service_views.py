@@ -23,6 +23,7 @@ from biobench.leaderboard.tables import display, md, md_code
 from biobench.names import display_name
 from biobench.runtime.paths import HF_DATASETS, hide_paths, public_model
 from biobench.service.submission import PublicPolicy
+from biobench.store.metadata import LICENSES, MAX_TEXT
 from biobench.store.trust import SMOKE_MARK
 
 LANG_TABS = {"fr": "French", "en": "English"}
@@ -50,9 +51,15 @@ def queue_writable(queue: str | None) -> tuple[bool, str]:
     return False, f"{queue} is not a folder this app may write"
 
 
+# the form's metadata fields -> `biobench submit`'s options (bench/commands/submit.py add_metadata_arguments)
+METADATA_OPTIONS = {"params": "--params", "context": "--context-length", "license": "--license",
+                    "base_model": "--base-model", "training_data": "--training-data", "open_weights": "--open-weights"}
+
+
 def submit_command(model: str, revision: str, lang: str, tasks: str, seeds: str, queue: str | None,
-                   overrides: dict[str, int] | None = None) -> str:
-    """The `biobench submit` command for the form's values (what to run where the app cannot write)."""
+                   overrides: dict[str, int] | None = None, metadata: dict[str, object] | None = None) -> str:
+    """The `biobench submit` command for the form's values (what to run where the app cannot write);
+    `metadata`: the stated metadata, already checked (`metadata_from_fields`)."""
     parts = ["biobench", "submit", model or "MODEL"]
     if revision:
         parts += ["--revision", revision]
@@ -61,6 +68,10 @@ def submit_command(model: str, revision: str, lang: str, tasks: str, seeds: str,
         parts += ["--seeds", seeds]
     for name, value in (overrides or {}).items():
         parts += [f"--{name.replace('_', '-')}", str(value)]
+    for name, value in (metadata or {}).items():
+        text = (",".join(value) if isinstance(value, list) else ("yes" if value else "no") if isinstance(value, bool)
+                else str(value))
+        parts += [METADATA_OPTIONS[name], text]
     parts += ["--queue", queue if queue and queue.startswith(HF_DATASETS) else "QUEUE"]  # never a server path
     return shlex.join(parts)
 
@@ -249,10 +260,18 @@ def visitor(request: gr.Request | None) -> str:
     return f"visitor-{hashlib.sha256(str(host).encode()).hexdigest()[:10]}"
 
 
+def form_metadata(fields: dict[str, object] | None) -> dict[str, object]:
+    """The form's metadata fields as stated metadata, checked by the grid file's validator
+    (biobench.store.metadata); ConfigError in one line otherwise."""
+    from biobench.store.metadata import metadata_from_fields
+
+    return metadata_from_fields("the form", **(fields or {}))
+
+
 def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lang: str, tasks: str, seeds: str,
-                numbers: dict[str, object], submitter: str) -> str:
-    """One form submission checked as public input (`vet_public_model`) and queued; the answer is one line
-    that names no server path."""
+                numbers: dict[str, object], submitter: str, metadata: dict[str, object] | None = None) -> str:
+    """One form submission checked as public input (`vet_public_model`, the metadata by `form_metadata`) and
+    queued; the answer is one line that names no server path."""
     from biobench.service.submission import submit_request, vet_public_model
 
     if not (model or "").strip():
@@ -262,11 +281,12 @@ def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lan
     try:
         overrides = {k: int(v) if isinstance(v, float) and v.is_integer() else v  # checked by submit_request
                      for k, v in numbers.items() if v not in (None, "", 0)}
+        stated = form_metadata(metadata)
         model_id, pinned = vet_public_model(model, revision, policy)
         request, note = submit_request(model_id, queue, revision=pinned, tasks=(tasks or "").strip() or None,
                                        lang=None if (tasks or "").strip() else lang, seeds=(seeds or "").strip() or None,
                                        overrides=overrides, submitter=submitter, max_pending=policy.max_pending, max_queued=policy.max_queued,
-                                       resolve=False)
+                                       resolve=False, metadata=stated)
     except BiobenchError as err:
         return f"error: {md(hide_paths(str(err).replace(queue, 'the queue')))}"
     return f"submitted {md_code(request.id)}" + (f" ({md(hide_paths(note))})" if note else "")
@@ -297,21 +317,38 @@ def build_submit_tab(queue: str | None, table: gr.Dataframe, policy: PublicPolic
                 epochs = gr.Number(label="Epochs", precision=0, elem_id="sb-epochs")
                 max_length = gr.Number(label="Max length", precision=0, elem_id="sb-max-length")
                 limit_train = gr.Number(label="Train examples (limit)", precision=0, elem_id="sb-limit-train")
+        with gr.Accordion("Model metadata (optional: what a reader judges the model by; shown on the board as "
+                          "stated by the submitter, over what the model card says)", open=False):
+            with gr.Row():
+                params = gr.Textbox(label="Parameters (e.g. 110M, 1.5B)", max_length=40, elem_id="sb-params")
+                context = gr.Textbox(label="Context length (tokens)", max_length=40, elem_id="sb-context")
+                license_id = gr.Dropdown(["", *sorted(LICENSES)], value="", label="License", elem_id="sb-license")
+            with gr.Row():
+                base_model = gr.Textbox(label="Base model", max_length=MAX_TEXT, elem_id="sb-base-model")
+                training_data = gr.Textbox(label="Training data (corpus names, comma-separated)", elem_id="sb-training-data")
+                open_weights = gr.Dropdown(["", "yes", "no"], value="", label="Open weights", elem_id="sb-open-weights")
         button = gr.Button("Submit" if writable else "Show the command", elem_id="sb-submit")
         message = gr.Markdown(elem_id="sb-message")
 
         def on_submit(model_v, revision_v, lang_v, tasks_v, seeds_v, epochs_v, max_length_v, limit_train_v,
+                      params_v, context_v, license_v, base_model_v, training_data_v, open_weights_v,
                       request: gr.Request = None):
             numbers = {"epochs": epochs_v, "max_length": max_length_v, "limit_train": limit_train_v}
+            fields = {"params": params_v, "context": context_v, "license": license_v, "base_model": base_model_v,
+                      "training_data": training_data_v, "open_weights": open_weights_v}
             if not writable:
                 safe = {k: v for k, v in numbers.items() if isinstance(v, int | float) and v == v and abs(v) < 1e9 and v}
-                return (f"Run: {md_code(submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, {k: int(v) for k, v in safe.items()}))}",
+                try:
+                    stated = form_metadata(fields)
+                except BiobenchError as err:
+                    return f"error: {md(hide_paths(str(err)))}", queue_frame(queue)
+                return (f"Run: {md_code(submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, {k: int(v) for k, v in safe.items()}, stated))}",
                         queue_frame(queue))
-            return (form_submit(queue, policy, model_v, revision_v, lang_v, tasks_v, seeds_v, numbers, visitor(request)),
-                    queue_frame(queue))
+            return (form_submit(queue, policy, model_v, revision_v, lang_v, tasks_v, seeds_v, numbers, visitor(request),
+                                fields), queue_frame(queue))
 
-        button.click(on_submit, [model, revision, lang, tasks, seeds, epochs, max_length, limit_train],
-                     [message, table])
+        button.click(on_submit, [model, revision, lang, tasks, seeds, epochs, max_length, limit_train, params, context,
+                                 license_id, base_model, training_data, open_weights], [message, table])
 
 
 @dataclass

@@ -48,7 +48,8 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
              results: str | Path = "results", name: str | None = None, task_files: Sequence[str | Path] = (),
              overwrite: bool = False, device: str | None = None, parallel: int | str = 1,
              progress: bool = True, trust_remote_code: bool = False,
-             check_contamination: bool = False, claims: bool = True, **overrides: Any) -> Results:
+             check_contamination: bool = False, claims: bool = True, metadata: dict[str, Any] | None = None,
+             **overrides: Any) -> Results:
     """Fine-tune and score `model` (an alias from `biobench models`, a hub id or a local Hugging Face folder) on
     `tasks` (ids; default: every task of `lang`, or all, that has data) x `seeds` (default: each task's protocol
     seeds), writing one result file per run under `results/<name>--<revision>/<task>/seed-<n>.json`. Finished
@@ -57,13 +58,14 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     smoke runs, flagged in `Results.summary()`. `check_contamination`: for a `biobench pretrain` checkpoint,
     also measure the n-gram overlap of each task with the corpus its model card records and store it in each
     run's record. `claims` (default): each run is claimed next to its result before it trains, so a notebook and
-    an `eval` (or several) on the same runs never train one twice. Returns the grid's results (this call's and
-    those already there)."""
+    an `eval` (or several) on the same runs never train one twice. `metadata`: what you state about the model
+    (params, context, license, base_model, training_data, open_weights; as a grid file's `metadata`), recorded
+    over its model card's and marked as stated. Returns the grid's results (this call's and those already there)."""
     from biobench.api.evaluation import execute_plan, plan_evaluation, plan_results
     from biobench.eval.runner import Execution
 
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
-                           task_files=task_files, overwrite=overwrite, overrides=overrides)
+                           task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata)
     if check_contamination:
         from biobench.api.contamination import attach_to_plan
 

@@ -65,17 +65,22 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
                     seeds: str | int | Sequence[int] | None = None, data_dir: str | Path | None = None,
                     results: str | Path = "results", name: str | None = None, task_files: Sequence[str | Path] = (),
                     overwrite: bool = False, shard: str | None = None,
-                    overrides: dict[str, Any] | None = None, quick: bool = False) -> GridPlan:
+                    overrides: dict[str, Any] | None = None, quick: bool = False,
+                    metadata: dict[str, Any] | None = None) -> GridPlan:
     """Resolve the model, load the tasks, key every run and decide which are done (nothing is trained).
-    `quick`: each task with its kind's `--quick` budget (biobench.eval.protocols.QUICK), `overrides` winning."""
+    `quick`: each task with its kind's `--quick` budget (biobench.eval.protocols.QUICK), `overrides` winning.
+    `metadata`: model metadata stated by the caller (params, license, ...; checked by
+    biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's."""
     from biobench.eval.runner import parse_shard, plan_grid
+    from biobench.store.metadata import check_metadata
     from biobench.tasks.loading import load_task, resolve_data_dir
 
+    stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
     specs, lenient = select_specs(tasks, lang, task_files)
     folder = resolve_data_dir(data_dir)
     return plan_grid(model, specs, lambda spec: load_task(spec, folder), results, seeds=seed_list(seeds),
                      overrides=check_overrides(overrides or {}), overwrite=overwrite, shard=parse_shard(shard),
-                     skip_unavailable=lenient, name=name, quick=quick)
+                     skip_unavailable=lenient, name=name, quick=quick, metadata=stated)
 
 
 def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: int | str = 1,

@@ -45,6 +45,10 @@ def add_parser(subparsers) -> None:
                         "cannot be read here, e.g. offline); train nothing")
     parser.add_argument("--name", help="display name on the leaderboard (default: the alias, or for a `biobench "
                         "pretrain` checkpoint 'recipe · base model · tokens', else the folder name or hub id)")
+    parser.add_argument("--metadata", metavar="JSON", help="model metadata to state, as a grid file's `metadata` "
+                        "table in JSON, e.g. '{\"license\": \"mit\", \"params\": 110000000}' (fields: params, context, "
+                        "license, base_model, training_data, open_weights); recorded over the model card's, marked "
+                        "as stated (what `biobench worker` passes for a request's metadata)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--tasks", help="comma-separated task ids (`biobench tasks`)")
     which.add_argument("--lang", choices=["fr", "en"], help="every paper task of a language")
@@ -136,6 +140,9 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
     check_device(args.device)
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
+    if args.config and args.metadata:
+        raise ConfigError("with --config, each model's metadata comes from the grid file (metadata = { ... }); "
+                          "drop --metadata")
     results = Path(args.results) if args.results else None
     if results is not None and results.exists() and not results.is_dir():
         raise ConfigError(f"--results {results} is not a folder (a file, FIFO or device); give a results folder")
@@ -163,11 +170,13 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
+    metadata = metadata_option(args.metadata)
 
     def plan(overwrite: bool):
         return plan_evaluation(args.model, args.tasks, lang=args.lang, seeds=args.seeds, data_dir=args.data_dir,
                                results=args.results, name=args.name, task_files=args.task_file,
-                               overwrite=overwrite, shard=args.shard, overrides=overrides, quick=args.quick)
+                               overwrite=overwrite, shard=args.shard, overrides=overrides, quick=args.quick,
+                               metadata=metadata)
 
     if args.dry_run:
         from biobench.eval.grid import plan_rows
@@ -179,6 +188,24 @@ def run(args: argparse.Namespace) -> int:
         grid_plan = plan(args.overwrite)
         run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
+
+
+def metadata_option(text: str | None) -> dict[str, Any]:
+    """--metadata JSON as the stated metadata (biobench.store.metadata.check_metadata, the grid file's
+    validator); ConfigError in one line for text that is not a JSON object of known, valid fields."""
+    from biobench.errors import ConfigError
+    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
+    from biobench.store.metadata import check_metadata
+
+    if text is None:
+        return {}
+    if len(text) > 16_384:
+        raise ConfigError(f"--metadata: {len(text):,} characters, over the 16,384 a metadata table needs")
+    try:
+        raw = parse_json(text, "--metadata")
+    except UnsafeJSONError as err:
+        raise ConfigError(f"--metadata: {err.reason}; give a JSON object, e.g. '{{\"license\": \"mit\"}}'") from None
+    return check_metadata(raw, "--metadata")
 
 
 def unresolved_runs(specs, seeds) -> list[tuple[str, int]]:

@@ -9,6 +9,7 @@ from biobench.eval.protocols import add_protocol_arguments
 EPILOG = """examples:
   biobench submit ModernCamemBERT-bio --lang fr --queue queue/
   biobench submit my-org/my-encoder --revision 3f2a9c1 --lang en --seeds 42-44 --queue hf://datasets/my-org/requests
+  biobench submit my-org/my-encoder --lang fr --license mit --params 110M --training-data pubmed,e3c --queue queue/
   biobench worker --queue queue/ --results results/ --once      # run it"""
 
 
@@ -33,18 +34,41 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", metavar="DIR", help="hub queue only: write to DIR and record the hub operations "
                    "in DIR/operations.jsonl instead of committing")
     add_protocol_arguments(p)
+    add_metadata_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_metadata_arguments(p: argparse.ArgumentParser) -> None:
+    """What a submitter may state about the model (the Submit form's fields, a grid file's `metadata`): recorded
+    in the request and, by the worker's eval, in every result, over the model card's and marked as stated."""
+    group = p.add_argument_group("model metadata (stated; wins over the model card's, shown as stated)")
+    group.add_argument("--params", metavar="N", help="parameter count, e.g. 110000000, 110M or 1.5B")
+    group.add_argument("--context-length", metavar="N", help="context length in tokens, e.g. 8192")
+    group.add_argument("--license", help="license id as the hub spells it (apache-2.0, mit, cc-by-4.0, other...)")
+    group.add_argument("--base-model", metavar="ID", help="the model it was trained from (hub id or name)")
+    group.add_argument("--training-data", metavar="NAMES", help="pretraining corpora, comma-separated names")
+    group.add_argument("--open-weights", choices=["yes", "no"], help="whether the weights are public")
+
+
+def metadata_from_args(args: argparse.Namespace) -> dict:
+    from biobench.store.metadata import metadata_from_fields
+
+    return metadata_from_fields("submit", params=args.params, context=args.context_length, license=args.license,
+                                base_model=args.base_model, training_data=args.training_data,
+                                open_weights=args.open_weights)
 
 
 def run(args: argparse.Namespace) -> int:
     from biobench.eval.protocols import overrides_from_args
     from biobench.service.submission import submit_request
 
+    metadata = metadata_from_args(args)  # checked before the model is resolved
     request, note = submit_request(args.model, args.queue, revision=args.revision, tasks=args.tasks, lang=args.lang,
                                    seeds=args.seeds, overrides=overrides_from_args(args), name=args.name,
-                                   submitter=args.submitter, dry_run=args.dry_run)
+                                   submitter=args.submitter, dry_run=args.dry_run, metadata=metadata)
     if note:
         print(f"note: {note}")
     print(f"submitted {request.id}: {request.model} @ {request.revision[:12]}, {len(request.tasks)} task(s), "
-          f"seeds {request.seeds or 'protocol'} -> {args.queue}")
+          f"seeds {request.seeds or 'protocol'} -> {args.queue}"
+          + (f"; stated: {', '.join(sorted(request.metadata))}" if request.metadata else ""))
     return 0

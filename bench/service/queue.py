@@ -82,6 +82,10 @@ class Request:
     attempts: int = 0
     log_tail: list[str] = field(default_factory=list)
     results: str | None = None
+    # model metadata the submitter states (params, license, ...): checked by store.metadata.check_metadata, the
+    # grid file's validator; the worker passes it to eval, whose results record it as `model.metadata.stated`.
+    # Not part of `key`: stating a license does not change what is computed.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return (json.dumps(asdict(self), indent=1, sort_keys=True) + "\n").encode()
@@ -118,6 +122,7 @@ def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
     the id a plain name (it names files), tasks plain names, seeds bounded integers, overrides known flags with
     finite values, texts short and without control characters. Unknown fields are ignored (a newer biobench)."""
     from biobench.eval.protocols import check_override
+    from biobench.store.metadata import check_metadata
 
     known = Request.__dataclass_fields__
     missing = [f for f, spec in known.items() if f not in raw and spec.default is spec.default_factory is MISSING]
@@ -152,6 +157,10 @@ def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
         values["overrides"] = {k: check_override(k, v) for k, v in values["overrides"].items()}
     except ConfigError as err:
         raise ValueError(f"overrides: {err}") from None
+    try:
+        values["metadata"] = check_metadata(values.get("metadata"), "request")
+    except ConfigError as err:
+        raise ValueError(str(err).removeprefix("request: ")) from None
     if values.get("status", "pending") not in STATUSES:
         raise ValueError(f"unknown status {str(values.get('status'))[:40]!r}; expected one of {', '.join(STATUSES)}")
     attempts = values.get("attempts", 0)
@@ -292,7 +301,8 @@ def write_settings(storage: Storage, settings: Settings) -> None:
 def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tasks: list[str],
            seeds: list[int] | None, overrides: dict[str, Any], task_protocols: dict[str, str],
            name: str | None = None, submitter: str | None = None, precision: str = "auto",
-           clock: float | None = None, max_pending: int | None = None, max_queued: int | None = None) -> Request:
+           clock: float | None = None, max_pending: int | None = None, max_queued: int | None = None,
+           metadata: dict[str, Any] | None = None) -> Request:
     """Write a request (pending, or pending-review when the queue's settings ask for review); the same
     model + revision + protocol already waiting, running or finished is refused in one line naming the
     existing request, and so is a submitter over the pending limit (`max_pending`, else the queue's) and a
@@ -323,7 +333,7 @@ def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tas
         id=f"{stamp.replace('-', '').replace(':', '')}-{_slug(name or model.rsplit('/', 1)[-1])}-{key[:8]}",
         model=model, revision=revision, precision=precision, lang=lang, tasks=list(tasks), seeds=seeds,
         overrides=dict(overrides), protocol_hash=phash, key=key, submitter=who, submitted_at=stamp, name=name,
-        status="pending-review" if settings.review else "pending")
+        status="pending-review" if settings.review else "pending", metadata=dict(metadata or {}))
     data = request.to_json()
     try:
         Request.from_json(data, "the new request", request.id)  # what a worker will accept

@@ -19,6 +19,7 @@ from typing import Any
 from biobench.errors import BiobenchError, ConfigError
 from biobench.service import queue
 from biobench.service.storage import open_storage
+from biobench.store.metadata import check_metadata
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -59,9 +60,9 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
                    lang: str | None = None, seeds: str | None = None, overrides: dict[str, Any] | None = None,
                    name: str | None = None, submitter: str | None = None, dry_run: str | None = None,
                    max_pending: int | None = None, max_queued: int | None = None,
-                   resolve: bool = True) -> tuple[queue.Request, str | None]:
-    """Check everything a request holds (tasks, bounded seeds, finite overrides) before anything is resolved
-    or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
+                   resolve: bool = True, metadata: dict[str, Any] | None = None) -> tuple[queue.Request, str | None]:
+    """Check everything a request holds (tasks, bounded seeds, finite overrides, the stated model `metadata` by
+    the grid file's validator) before anything is resolved or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
     from biobench.eval.protocols import check_override, resolve_task_protocol
     from biobench.ranges import parse_seeds
@@ -70,6 +71,7 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     ids = task_ids(tasks, lang)
     seed_list = parse_seeds(seeds) if seeds else None  # bounded before anything is resolved
     overrides = {k: check_override(k, v) for k, v in (overrides or {}).items()}
+    metadata = check_metadata(metadata, "the request")
     storage = open_storage(queue_location, dry_run=dry_run)
     specs = [get_spec(t) for t in ids] if ids is not None else list_specs(lang=lang)
     task_protocols = {spec.id: resolve_task_protocol(spec, overrides).hash for spec in specs}
@@ -77,7 +79,7 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     request = queue.submit(
         storage, model=target, revision=resolved, lang=lang, tasks=[s.id for s in specs], seeds=seed_list,
         overrides=overrides, task_protocols=task_protocols, name=name, submitter=submitter, max_pending=max_pending,
-        max_queued=max_queued)
+        max_queued=max_queued, metadata=metadata)
     return request, note
 
 

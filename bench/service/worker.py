@@ -13,6 +13,7 @@ the publishing — ends that request as `failed` with one line, never `running` 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -73,6 +74,8 @@ def eval_arguments(request: queue.Request, results_dir: Path, config: WorkerConf
     flags = {dest: flag for flag, (dest, _, _) in OVERRIDES.items()}
     for dest, value in sorted(request.overrides.items()):
         args += [f"{flags[dest]}={value}"]
+    if request.metadata:  # checked when the request was read; eval checks it again (store.metadata)
+        args += [f"--metadata={json.dumps(request.metadata, sort_keys=True)}"]
     return args
 
 

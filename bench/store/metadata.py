@@ -98,3 +98,53 @@ def apply_metadata(model: Mapping[str, Any], stated: Mapping[str, Any]) -> dict[
     metadata["stated"] = sorted(stated)
     out["metadata"] = metadata
     return out
+
+
+_COUNT_TEXT = re.compile(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([kKmMbBtT]?)\s*")
+_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+_YES, _NO = {"yes", "true", "1", "open"}, {"no", "false", "0", "closed"}
+
+
+def _count_text(value: Any, field: str, where: str) -> Any:
+    """'110M', '1.5B', '110,000,000' -> a whole number (what a form or a command line gives); anything else is
+    passed on for `check_metadata` to refuse in its own words."""
+    if not isinstance(value, str):
+        return value
+    found = _COUNT_TEXT.fullmatch(value) if len(value) <= 40 else None
+    if found is None:
+        raise ConfigError(f"{where}: metadata {field} must be a whole number (e.g. 110000000, 110M or 1.5B), "
+                          f"not {value[:40]!r}")
+    number = float(found[1].replace(",", "").replace("_", "")) * _SCALE[found[2].lower()]
+    return int(number) if math.isfinite(number) and number.is_integer() else number
+
+
+def metadata_from_fields(where: str, *, params: Any = None, context: Any = None, license: Any = None,
+                         base_model: Any = None, training_data: Any = None, open_weights: Any = None
+                         ) -> dict[str, Any]:
+    """The stated metadata of a form or a command line's options (texts, a form's numbers), validated by
+    `check_metadata`, the grid file's validator: empty fields are not stated; counts take 110M / 1.5B; training
+    data is a comma-separated list of corpus names (or a list); open weights yes/no (or a boolean)."""
+    raw: dict[str, Any] = {}
+    for field, value in (("params", params), ("context", context)):
+        if value is not None and not (isinstance(value, str) and not value.strip()):
+            raw[field] = _count_text(value, field, where)
+    for field, value in (("license", license), ("base_model", base_model)):
+        if isinstance(value, str) and value.strip():
+            raw[field] = value.strip()
+        elif value is not None and not isinstance(value, str):
+            raw[field] = value
+    if isinstance(training_data, str):
+        names = [name.strip() for name in training_data.split(",") if name.strip()]
+        if names:
+            raw["training_data"] = names
+    elif training_data is not None:
+        raw["training_data"] = training_data
+    if isinstance(open_weights, str):
+        text = open_weights.strip().lower()
+        if text:
+            if text not in _YES | _NO:
+                raise ConfigError(f"{where}: metadata open_weights must be yes or no, not {open_weights[:40]!r}")
+            raw["open_weights"] = text in _YES
+    elif open_weights is not None:
+        raw["open_weights"] = open_weights
+    return check_metadata(raw, where)
