@@ -1,11 +1,12 @@
 """The board as data: JSON routes served next to the app's pages, from the same board model the tables read.
 
-    GET /api/v1/leaderboard?lang=fr[&include_smoke=1][&hide_contaminated=1]   rows in the table's order
-    GET /api/v1/models/<name>                                                  one model (display name or key)
+    GET /api/v1/leaderboard?lang=fr[&include_smoke=1][&hide_contaminated=1]   one row per model, the table's order
+    GET /api/v1/models/<name>                                                  one model per language, with metadata
     GET /api/v1/tasks                                                          the tasks per language
 
-Why here, from `tables.select`: a row the page hides (a smoke run unless asked for) is missing from the JSON too,
-in the same order, with the same marks: `smoke` (the overrides), `degenerate` (seed -> finding and reason),
+Why here, from `tables.model_rows`: the JSON has the table's rows, one per model (issue #39's rule): a cell the
+page hides (a smoke run unless asked for) is missing from the JSON too, in the same order, with the same marks:
+a cell's `smoke` (the overrides of the smoke run it shows, ⚑ on the page), `degenerate` (seed -> finding and reason),
 `contamination` (share of test examples in the pretraining corpus; `contaminated` above the board's threshold;
 "not measured" for the paper's rows). Scores are percentages as on the page. No server path is ever sent: a
 model that came from a local folder is named by the folder's name. docs/LEADERBOARD.md documents the schema.
@@ -18,8 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from biobench.board.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
-from biobench.leaderboard.tables import Filters, select
+from biobench.leaderboard.tables import Filters, ModelRow, model_key, model_rows
 from biobench.names import folder_name, is_hub_id
+from biobench.store.trust import SMOKE_MARK
 
 API_PREFIX = "/api/v1"
 NOT_MEASURED = "not measured"
@@ -50,7 +52,8 @@ def cell_json(cell: Cell, reported: bool) -> dict[str, Any]:
     return out
 
 
-def entry_json(board: Board, entry: Entry, with_runs: bool = False) -> dict[str, Any]:
+def entry_json(board: Board, entry: Entry, with_runs: bool = False, metadata_from: list[Entry] | None = None
+               ) -> dict[str, Any]:
     bench = board.benchmark.get(entry.lang, [])
     avg = entry.average(bench)
     reported = entry.source == "reported"
@@ -60,7 +63,7 @@ def entry_json(board: Board, entry: Entry, with_runs: bool = False) -> dict[str,
                     "missing": list(avg.missing)},
         "smoke": entry.smoke or None, "params": entry.params, "context": entry.context, "size": entry.size,
         "recipe": entry.recipe, "lineage": entry.lineage, "model_id": public_model_id(entry.model_id),
-        "metadata": entry_metadata(entry),
+        "metadata": model_metadata(metadata_from or [entry]),
         "cells": {t: cell_json(c, reported) for t, c in entry.cells.items()},
     }
     if reported:
@@ -69,25 +72,80 @@ def entry_json(board: Board, entry: Entry, with_runs: bool = False) -> dict[str,
     return out
 
 
-def entry_metadata(entry: Entry) -> dict[str, Any]:
-    """What a reader needs to judge a model (docs/LEADERBOARD.md): parameters, context, licence, base model,
-    training data, open weights; recorded in the model's results (`model.metadata`), None when unknown."""
-    meta = {"parameters": entry.params, "context_length": entry.context}
-    recorded = next((runs[0].model_meta.get("metadata") for runs in entry.runs.values() if runs), None)
-    if isinstance(recorded, dict):
-        for field in ("license", "base_model", "training_data", "open_weights"):
-            if recorded.get(field) is not None:
-                meta[field] = recorded[field]
+# a result's metadata field -> its name in the JSON and on the Model tab
+METADATA_NAMES = {"params": "parameters", "context": "context_length", "license": "license",
+                  "base_model": "base_model", "training_data": "training_data", "open_weights": "open_weights"}
+_MAX_TEXT, _MAX_NAMES = 200, 50  # what biobench.store.metadata allows a stated value; a card's is cut to it
+
+
+def _text(value: Any) -> str | None:
+    text = " ".join(value.split())[:_MAX_TEXT] if isinstance(value, str) else ""
+    return text or None
+
+
+def _shown(field: str, value: Any) -> Any:
+    """A recorded metadata value as the board may show it: results are untrusted (a public dataset), so a text
+    is one line of at most 200 characters, training data at most 50 of them, open weights a boolean; anything
+    else (a number where a text belongs, a table) is None, unknown."""
+    if field == "open_weights":
+        return value if isinstance(value, bool) else None
+    if field == "training_data" and isinstance(value, list):
+        return [t for v in value[:_MAX_NAMES] if (t := _text(v))] or None
+    return _text(value)
+
+
+def model_metadata(entries: list[Entry]) -> dict[str, Any]:
+    """What a reader needs to judge a model (docs/LEADERBOARD.md): parameters, context length, license, base
+    model, training data, open weights (None when unknown) and `stated`, the fields its submitter stated (a grid
+    file, `--metadata`, the Submit form) rather than read from its model card or config. Read from the results
+    of `entries` (one model: its protocol entry first, then its smoke entries), the first run that records them;
+    the one home of this view, for the JSON and the Model tab."""
+    first = next((e for e in entries if e.params is not None or e.context is not None), entries[0])
+    meta: dict[str, Any] = {"parameters": first.params, "context_length": first.context}
+    recorded: dict[str, Any] = {}
+    for e in entries:
+        found = next((runs[0].model_meta.get("metadata") for runs in e.runs.values() if runs), None)
+        if isinstance(found, dict):
+            recorded = found
+            break
     for field in ("license", "base_model", "training_data", "open_weights"):
-        meta.setdefault(field, None)
+        meta[field] = _shown(field, recorded.get(field))
+    stated = recorded.get("stated") if isinstance(recorded.get("stated"), list) else []
+    meta["stated"] = [METADATA_NAMES[f] for f in METADATA_NAMES if f in stated]
     return meta
+
+
+def _model_entries(board: Board, lang: str, key: str) -> list[Entry]:
+    """A model's entries in a language (its results folder's protocol and smoke entries), protocol first."""
+    found = [e for e in board.lang_entries(lang) if model_key(e) == key]
+    return sorted(found, key=lambda e: (bool(e.smoke), e.smoke))
+
+
+def row_json(board: Board, row: ModelRow, include_smoke: bool) -> dict[str, Any]:
+    """One model of a language as the table shows it (`tables.model_rows`, issue #39's rule: one row per model):
+    its cells, a smoke run's cell marked `smoke` (its overrides, ⚑ on the page) and listed in `smoke_tasks`;
+    with `include_smoke`, `smoke_runs` holds each of its smoke runs (overrides and cells) as a sub-entry."""
+    entries = _model_entries(board, row.entry.lang, row.key) or [row.entry]
+    out = entry_json(board, row.entry, metadata_from=entries)
+    out["smoke"] = None
+    for task, origin in row.origin.items():
+        if origin.smoke:
+            out["cells"][task]["smoke"] = origin.smoke
+    out["smoke_tasks"] = [t for t in out["cells"] if row.smoke(t)]
+    if include_smoke:
+        reported = row.entry.source == "reported"
+        out["smoke_runs"] = [{"key": e.key, "smoke": e.smoke, "cells": {t: cell_json(c, reported)
+                                                                         for t, c in e.cells.items()}}
+                             for e in entries if e.smoke]
+    return out
 
 
 def leaderboard_json(board: Board, lang: str, include_smoke: bool = False,
                      hide_contaminated: bool = False) -> dict[str, Any]:
+    """The language's table as data: one row per model in the table's order (`tables.model_rows`)."""
     if lang not in board.langs:
         return {"error": f"no language {lang!r} on this board; languages: {', '.join(board.langs)}"}
-    rows = [entry_json(board, e) for e in select(board, lang, Filters(include_smoke=include_smoke))]
+    rows = [row_json(board, r, include_smoke) for r in model_rows(board, lang, Filters(include_smoke=include_smoke))]
     if hide_contaminated:
         for row in rows:
             row["cells"] = {t: c if not c["contaminated"] else {"hidden": "contaminated", "contamination": c["contamination"]}
@@ -98,11 +156,40 @@ def leaderboard_json(board: Board, lang: str, include_smoke: bool = False,
             "rows": rows}
 
 
+def model_row_json(board: Board, lang: str, key: str) -> dict[str, Any] | None:
+    """The row of the model `key` (its results folder, `tables.model_key`) in `lang`, smoke runs included: what
+    /api/v1/models/<name> gives per language and the Model tab shows; None when it has no results there."""
+    row = next((r for r in model_rows(board, lang, Filters(include_smoke=True)) if r.key == key), None)
+    return None if row is None else row_json(board, row, include_smoke=True)
+
+
+def model_choices(board: Board, lang: str) -> list[tuple[str, str]]:
+    """(label, key) of every model of a language, one per model as the table lists them (smoke-only models
+    included, marked), measured models first, for the Model tab's dropdown."""
+    rows = sorted(model_rows(board, lang, Filters(include_smoke=True, sort_by="Model")),
+                  key=lambda r: r.entry.source == "reported")
+    return [(r.name + (" (reported)" if r.entry.source == "reported" else "")
+             + (f" {SMOKE_MARK} smoke runs only" if all(o.smoke for o in r.origin.values()) else ""),
+             r.key) for r in rows]
+
+
 def model_json(board: Board, name: str) -> dict[str, Any] | None:
+    """One model: per language its row (`row_json`, smoke runs included as sub-entries), found by its display
+    name, its key, its results folder or the key of one of its rows; None when no model has that name."""
     found = [e for e in board.entries if name in (e.key, e.name, e.base_name, e.slug)]
     if not found:
         return None
-    return {"name": found[0].base_name or found[0].name, "entries": [entry_json(board, e) for e in found]}
+    keys = {(e.lang, model_key(e)) for e in found}
+    languages = {}
+    for lang in board.langs:
+        rows = [r for r in model_rows(board, lang, Filters(include_smoke=True)) if (lang, r.key) in keys]
+        row = min(rows, key=lambda r: r.entry.source != "measured", default=None)  # measured before the paper's
+        if row is not None:
+            languages[lang] = row_json(board, row, include_smoke=True)
+    if not languages:
+        return None
+    first = next(iter(languages.values()))
+    return {"name": first["name"], "key": first["key"], "languages": languages}
 
 
 def tasks_json(board: Board) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from biobench.leaderboard.tables import (
     export_frame,
     md,
     model_detail,
+    model_panel,
     model_rows,
     render_html,
     smoke_counts,
@@ -376,6 +377,39 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
     lang.change(on_lang, lang, [task, *outputs])
     task.change(on_task, [lang, task], outputs)
     app.load(on_task, [lang, task], outputs)
+
+
+def _model_tab(live: Live, app: gr.Blocks) -> None:
+    """The Model tab: pick a language and a model (one per model, as the tables list them) for its metadata —
+    parameters, context, license, base model, training data, open weights, each stated or from its card — and
+    its per-task results, smoke runs marked; the view of /api/v1/models (leaderboard/api.py), nothing recomputed."""
+    from biobench.leaderboard.api import model_choices, model_row_json
+
+    board = live.board
+    with gr.Tab("Model", id="tab-model"):
+        with gr.Row():
+            lang = gr.Dropdown(board.langs, value=_first_lang(board), label="Language", elem_id="lb-model-lang")
+            model = gr.Dropdown([], label="Model", elem_id="lb-model-name")
+        panel = gr.Markdown(elem_id="lb-model-panel")
+        results = gr.Dataframe(label="Per-task results (macro-F1 %, mean over seeds)", interactive=False, wrap=True,
+                               elem_id="lb-model-results")
+
+    @_safe(lambda msg: (f"error: {md(msg)}", pd.DataFrame()))
+    def on_model(lang_v, key):
+        if not (lang_v and key):
+            return model_panel(None)
+        text, frame = model_panel(model_row_json(live.board, lang_v, key))
+        return text, display(frame, {"macro-F1": "score", "± 95% CI": "score"})
+
+    @_safe(lambda msg: (gr.update(), f"error: {md(msg)}", pd.DataFrame()))
+    def on_lang(lang_v):
+        choices = model_choices(live.board, lang_v) if lang_v else []
+        first = next((key for label, key in choices if "(reported)" not in label), choices[0][1] if choices else None)
+        return (gr.update(choices=choices, value=first), *on_model(lang_v, first))
+
+    lang.change(on_lang, lang, [model, panel, results])
+    model.input(on_model, [lang, model], [panel, results])
+    app.load(on_lang, lang, [model, panel, results])
 
 
 @dataclass
@@ -717,6 +751,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
         with gr.Tabs() as tabs:
             tables = _table_tabs(live, controls, tmp)
             _task_tab(live, app)
+            _model_tab(live, app)
             compare_tab = _compare_tab(live, app)
             analysis_plots = _plots_tab(live, app)
             paper = build_paper_tab(lambda: live.board)

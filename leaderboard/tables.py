@@ -757,3 +757,68 @@ def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
                          "device": r.details.get("device"), "protocol": str(protocol.get("hash", ""))[:19]})
         rows.append({"task": task, "seed": "mean", "macro-F1": round(cell.mean, 2)})
     return "\n".join(lines), pd.DataFrame(rows)
+
+
+MODEL_PANEL_COLUMNS = ["task", "macro-F1", "± 95% CI", "seeds", "run"]
+_METADATA_LABELS = {"parameters": "parameters", "context_length": "context length", "license": "license",
+                    "base_model": "base model", "training_data": "training data", "open_weights": "open weights"}
+
+
+def _metadata_text(field: str, value: Any) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if field == "parameters" and isinstance(value, int):
+        return f"{value:,} ({human_tokens(value)})"
+    if field == "context_length" and isinstance(value, int):
+        return f"{value:,} tokens"
+    if isinstance(value, list):
+        return ", ".join(md(v) for v in value)
+    return md(value)
+
+
+def model_panel(row: dict[str, Any] | None) -> tuple[str, pd.DataFrame]:
+    """The Model tab: a model's metadata (each field said to be stated by its submitter or read from its model
+    card / config) and its per-task results, from its row as /api/v1/models gives it (leaderboard/api.py
+    `model_row_json`: the same board model, nothing computed twice). Smoke runs are rows marked ⚑ with their
+    overrides, never averaged with the protocol's seeds. Every value from results is escaped (`md`)."""
+    if row is None:
+        return "Pick a model.", pd.DataFrame(columns=MODEL_PANEL_COLUMNS)
+    meta = row.get("metadata") or {}
+    stated = set(meta.get("stated") or [])
+    reported = row.get("source") == "reported"
+    lines = [f"### {md(row['name'])}", ""]
+    if reported:
+        lines += ["The paper's published numbers (arXiv 2605.12438): no model card was read, nothing stated.", ""]
+    lines += ["| metadata | value | from |", "|---|---|---|"]
+    for field, label in _METADATA_LABELS.items():
+        value = meta.get(field)
+        source = ("stated by the submitter" if field in stated else "—" if value is None
+                  else "model card / config")
+        lines.append(f"| {label} | {_metadata_text(field, value)} | {source if not reported else '—'} |")
+    if row.get("model_id"):
+        lines.append(f"| model | {md_code(row['model_id'])} | |")
+    avg = row.get("average") or {}
+    if avg.get("value") is not None:
+        partial = f" (partial: {avg['tasks']}/{avg['of']} tasks)" if avg.get("partial") else ""
+        smoke_tasks = row.get("smoke_tasks") or []
+        smoke = f" ({SMOKE_MARK} smoke runs on {', '.join(md(t) for t in smoke_tasks)})" if smoke_tasks else ""
+        lines.append(f"| average | {fmt(avg['value'])}{partial}{smoke} | |")
+    rows = []
+
+    def half(cell: dict[str, Any]) -> float | None:
+        low, high = cell.get("ci_low"), cell.get("ci_high")
+        return None if low is None or high is None else round((high - low) / 2, 2)
+
+    def add(task: str, cell: dict[str, Any], run: str) -> None:
+        rows.append({"task": task, "macro-F1": cell.get("mean"), "± 95% CI": half(cell),
+                     "seeds": cell.get("seeds") or ("reported" if reported else None), "run": run})
+
+    for task, cell in (row.get("cells") or {}).items():
+        add(task, cell, f"{SMOKE_MARK} smoke: {cell['smoke']}" if cell.get("smoke") else
+            "paper (reported)" if reported else "protocol")
+        for sub in row.get("smoke_runs") or []:  # the model's other smoke runs of this task, not shown in its cell
+            if task in sub["cells"] and sub["smoke"] != cell.get("smoke"):
+                add(task, sub["cells"][task], f"{SMOKE_MARK} smoke (not in the table): {sub['smoke']}")
+    return "\n".join(lines), pd.DataFrame(rows, columns=MODEL_PANEL_COLUMNS)

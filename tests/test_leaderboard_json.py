@@ -69,15 +69,20 @@ def test_json_routes_serve_the_board_with_its_marks(served):
     assert mine["metadata"]["parameters"] == 22_700_000 and mine["metadata"]["open_weights"] is True
     paper = next(r for r in body["rows"] if r["source"] == "reported")
     assert all(c["contamination"] == "not measured" for c in paper["cells"].values())
-    assert not any(r["smoke"] for r in body["rows"])
+    assert not any(r["smoke_tasks"] or r.get("smoke_runs") for r in body["rows"])
+    # one row per model: its smoke run of fracco-30 is a sub-entry, the table's cell keeps the protocol's seed
     _, smoke = get("/api/v1/leaderboard?lang=fr&include_smoke=1")
-    smoke_row = next(r for r in smoke["rows"] if r["smoke"])
-    assert smoke_row["smoke"] == "epochs 1 (protocol 15)" and smoke_row["cells"]["fracco-30"]["mean"] == pytest.approx(20.0)
+    assert [r["key"] for r in smoke["rows"]].count("my-model--aaaa") == 1 and smoke["smoke_rows_hidden"] == 0
+    mine = next(r for r in smoke["rows"] if r["key"] == "my-model--aaaa")
+    assert mine["cells"]["fracco-30"]["mean"] == pytest.approx(30.0) and "smoke" not in mine["cells"]["fracco-30"]
+    (sub,) = mine["smoke_runs"]
+    assert sub["smoke"] == "epochs 1 (protocol 15)" and sub["cells"]["fracco-30"]["mean"] == pytest.approx(20.0)
     _, hidden = get("/api/v1/leaderboard?lang=fr&hide_contaminated=1")
     assert next(r for r in hidden["rows"] if r["key"] == "my-model--aaaa")["cells"]["quaero-emea"]["hidden"] == "contaminated"
     status, model = get("/api/v1/models/My model")
-    assert status == 200 and {e["key"] for e in model["entries"]} == {"my-model--aaaa", next(
-        e["key"] for e in model["entries"] if e["smoke"])}
+    assert status == 200 and model["key"] == "my-model--aaaa" and list(model["languages"]) == ["fr"]
+    assert model["languages"]["fr"]["smoke_runs"][0]["smoke"] == "epochs 1 (protocol 15)"
+    assert get("/api/v1/models/my-model--aaaa")[1] == model  # by its results folder too
     assert get("/api/v1/models/nobody")[0] == 404 and get("/api/v1/leaderboard?lang=xx")[0] == 404
     _, tasks = get("/api/v1/tasks")
     fr = {t["id"]: t for t in tasks["languages"]["fr"]}
