@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from biobench.errors import DataError
+from biobench.runtime.files import EXPAND_FLOOR, EXPAND_RATIO
 from biobench.runtime.paths import UnsafePathError, safe_member
 
 CHUNK = 1 << 20
@@ -47,10 +48,10 @@ class Limits:
     when the format does not say) and `member_bytes`; all members together at most `ratio` x the inputs' size
     and `total_bytes`. Below `floor` bytes the ratio is not applied (small text compresses arbitrarily well)."""
 
-    ratio: float = 100.0
+    ratio: float = EXPAND_RATIO  # the project's one expansion bound (biobench.runtime.files)
     member_bytes: int = 4 << 30
     total_bytes: int = 16 << 30
-    floor: int = 32 << 20
+    floor: int = EXPAND_FLOOR
 
     @classmethod
     def from_env(cls, ratio: float | None = None, max_bytes: int | None = None) -> Limits:

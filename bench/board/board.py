@@ -181,8 +181,8 @@ def build_board(
     entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
     analyses = {**scan.analyses, "train_log": sorted(scan.analyses.get("train_log", []))}
     stamps = {path: stamp for listing in scan.listings for path, stamp in listing.stamps.items()}
-    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()}, [*unsafe_rows, *scan.problems], analyses,
-                  stamps=stamps, roots=[Path(d) for d in dirs])
+    board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()},
+                  R.collapse([*unsafe_rows, *scan.problems]), analyses, stamps=stamps, roots=[Path(d) for d in dirs])
     if significance == "background":
         board.significance = BackgroundGroups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log).start()
     elif significance:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import shutil
@@ -22,14 +23,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from biobench.board.scan import Problem
+from biobench.board.scan import Problem, collapse
 from biobench.errors import ConfigError, ResultsError
-from biobench.runtime.files import atomic_write, cache_home, disk_full_guard
+from biobench.runtime.files import EXPAND_FLOOR, EXPAND_RATIO, atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.store import predictions_path, read_json_file, result_path
 from biobench.store.lineage import Lineage
-from biobench.store.storage import MAX_PREDICTIONS_BYTES
+from biobench.store.storage import MAX_PREDICTIONS_BYTES, MAX_RESULT_BYTES
 from biobench.store.trust import protocol_label
 
 PARQUET = "results.parquet"
@@ -240,6 +241,13 @@ def download(spec: str) -> Path:
 
 MARKER = ".complete"  # JSON: the parquet's digest and the rows that were not written (Problems lines)
 MAX_MARKER_BYTES = 64 * 2**20  # the digest plus one Problems line per bad row
+# A results dataset is a stranger's file that becomes files on this disk (one result + one predictions file per
+# row): a 1.2 MB parquet of 200,000 rows once wrote 403k files (1.6 GB) and used 4.4 GB of memory. Bounded as
+# archives are: rows counted from the parquet's footer before any is read; every byte written out counts against
+# EXPAND_RATIO x the parquet's size (EXPAND_FLOOR at least, biobench.runtime.files); rows read in batches.
+MAX_DATASET_ROWS = 100_000  # 200 models x 50 tasks x 10 seeds; a real board is a few thousand runs
+MAX_DATASET_BYTES = 4 * 2**30  # the parquet itself (read whole for its digest)
+ROW_BATCH = 256  # rows in memory at once (a row holds a result and its predictions)
 
 
 def _row_folder(out: Path, row: Any) -> tuple[Path, int]:
@@ -257,9 +265,12 @@ def _row_folder(out: Path, row: Any) -> tuple[Path, int]:
     return folder, int(seed)
 
 
-def _write_row(out: Path, row: Any) -> None:
-    """One row's seed-<n>.json (+ predictions) under `out`; UnsafePathError / ValueError when it cannot be."""
+def _write_row(out: Path, row: Any) -> int:
+    """One row's seed-<n>.json (+ predictions) under `out`, returning the bytes written; UnsafePathError /
+    ValueError when it cannot be."""
     folder, seed = _row_folder(out, row)
+    if isinstance(row.result, str) and len(row.result) > MAX_RESULT_BYTES:  # the result reader's own bound
+        raise ValueError(f"its result of {len(row.result):,} characters is over the {MAX_RESULT_BYTES:,} limit")
     try:  # depth-checked before parsing (biobench.runtime.jsonfile): never a RecursionError
         result = parse_json(row.result, "result")
     except UnsafeJSONError as err:
@@ -270,12 +281,13 @@ def _write_row(out: Path, row: Any) -> None:
     smoke = str(key.get("protocol_hash", "")) if result.get("overrides") else None  # beside the protocol run's seed
     path = result_path(out, row.model_slug, row.task, seed, smoke)  # ValueError: a smoke row without a hex hash
     folder.mkdir(parents=True, exist_ok=True)
+    written = 0
     if isinstance(row.predictions, str):
-        predictions_path(path).write_text(row.predictions, encoding="utf-8")
+        written += predictions_path(path).write_text(row.predictions, encoding="utf-8")
         result["predictions"] = predictions_path(path).name
     else:
         result["predictions"] = None
-    path.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+    return written + path.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 def _marker(out: Path, digest: str) -> list[Problem] | None:
@@ -289,35 +301,78 @@ def _marker(out: Path, digest: str) -> list[Problem] | None:
     return None
 
 
+def _rows(parquet: Path, columns: list[str]) -> Iterable[tuple[int, Any]]:
+    """(row number, row) of a results parquet, ROW_BATCH rows in memory at a time; ResultsError when it is not
+    a biobench results parquet or holds more than MAX_DATASET_ROWS rows (counted from its footer, before any
+    row is read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        source = pq.ParquetFile(parquet)
+        rows = source.metadata.num_rows
+        missing = [c for c in columns if c not in source.schema_arrow.names]
+        if missing:
+            raise KeyError(f"no column {missing[0]!r}")
+        batches = source.iter_batches(batch_size=ROW_BATCH, columns=columns)
+    except Exception as err:  # not parquet, or not a biobench results dataset
+        raise ResultsError(f"{parquet}: not a biobench results parquet ({type(err).__name__}: {str(err)[:160]}); "
+                           "write one with `biobench leaderboard --results DIR --export results.parquet`") from None
+    if rows > MAX_DATASET_ROWS:
+        raise ResultsError(f"{parquet}: {rows:,} rows is over the {MAX_DATASET_ROWS:,}-row limit of a results "
+                           "dataset; nothing was written (split it, or read the results folders it came from)")
+    i = 0
+    try:
+        for batch in batches:
+            for row in batch.to_pandas().itertuples(index=False):
+                yield i, row
+                i += 1
+    except (OSError, ValueError) as err:  # pyarrow's errors (a cut or corrupt file) subclass these
+        raise ResultsError(f"{parquet}: cannot read row {i} ({type(err).__name__}: {str(err)[:160]})") from None
+
+
 def materialize(parquet: str | Path, problems: list[Problem] | None = None) -> Path:
     """Write a results.parquet back out as a results folder (<slug>/<task>/seed-<n>.json + predictions) under
     $BIOBENCH_CACHE/results/<sha256 of the parquet>, reused while the parquet is unchanged. A row whose slug,
     task or seed is not a plain name (`../../x`, `/tmp/x`), or whose result is not a JSON object, is not
-    written: it is appended to `problems` (and remembered with the write, so a warm start lists it too)."""
+    written: it is appended to `problems` (and remembered with the write, so a warm start lists it too). A
+    parquet past the bounds above (rows, bytes written out) is one ResultsError and leaves nothing behind."""
     parquet = Path(parquet)
-    digest = hashlib.sha256(parquet.read_bytes()).hexdigest()[:20]
+    try:  # a regular file, bounded: a FIFO or /dev/zero named x.parquet is one line, never a hang
+        raw = read_bytes(parquet, MAX_DATASET_BYTES)
+    except UnsafeJSONError as err:
+        raise ResultsError(f"--results {parquet}: {err.reason}") from None
+    digest = hashlib.sha256(raw).hexdigest()[:20]
+    budget = max(EXPAND_FLOOR, int(EXPAND_RATIO * len(raw)))
+    del raw
     out = cache_root() / digest
     left_out = _marker(out, digest)
     if left_out is not None:
         (problems if problems is not None else []).extend(left_out)
         return out
-    try:
-        frame = pd.read_parquet(parquet, columns=["model_slug", "task", "seed", "result", "predictions"])
-    except Exception as err:  # not parquet, or not a biobench results dataset
-        raise ResultsError(f"{parquet}: not a biobench results parquet ({type(err).__name__}: {str(err)[:160]}); "
-                           "write one with `biobench leaderboard --results DIR --export results.parquet`") from None
+    rows = _rows(parquet, ["model_slug", "task", "seed", "result", "predictions"])
+    first = next(rows, None)  # the row count and the schema are checked before anything is written
     if out.exists():  # an interrupted earlier write (no marker): start over
         shutil.rmtree(out)
     left_out = []
+    written = 0
     # the marker is written last: a killed or full-disk write leaves no marker and is started over next time
     with disk_full_guard(out, parquet.stat().st_size, lambda: f"{parquet} is unchanged",
                          cleanup=lambda: shutil.rmtree(out, ignore_errors=True)):
         out.mkdir(parents=True)
-        for i, row in enumerate(frame.itertuples(index=False)):
-            try:
-                _write_row(out, row)
-            except (UnsafePathError, ValueError, TypeError) as err:
-                left_out.append(Problem(f"{parquet} (row {i})", f"row not used: {err}"))
+        try:
+            for i, row in itertools.chain([first] if first else [], rows):
+                try:
+                    written += _write_row(out, row)
+                except (UnsafePathError, ValueError, TypeError) as err:
+                    left_out.append(Problem(f"{parquet} (row {i})", f"row not used: {err}"))
+                if written > budget:
+                    raise ResultsError(
+                        f"{parquet}: expands to over {budget:,} bytes written out ({EXPAND_RATIO:g}x its size, as "
+                        f"archives are bounded) by row {i}; nothing was kept (a decompression bomb, or split it)")
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+        left_out = collapse(left_out)  # the marker and the Problems tab: a few lines per kind, then a count
         atomic_write(out / MARKER, json.dumps({"digest": digest, "problems": [vars(p) for p in left_out]}))
     (problems if problems is not None else []).extend(left_out)
     return out
@@ -337,6 +392,12 @@ def resolve_sources(dirs: Iterable[str | Path], problems: list[Problem] | None =
             out.append(materialize(snapshot / PARQUET, problems))
         elif text.endswith(".parquet") and Path(text).is_file():
             out.append(materialize(text, problems))
+        elif Path(text).exists() and not Path(text).is_dir():
+            # a FIFO, a device (/dev/zero) or any other file was scanned as an empty folder: exit 0, "does not exist"
+            kind = "a regular file" if Path(text).is_file() else "a FIFO, device or socket"
+            raise ResultsError(f"--results {text}: {kind}, not a results folder or a .parquet results dataset; pass "
+                               "a folder written by `biobench eval --results DIR`, a results.parquet or "
+                               "hf://datasets/ORG/NAME")
         elif (Path(text) / PARQUET).is_file() and not any(Path(text).glob("*/*/seed-*.json")):
             # a dataset's local copy; a results folder that also holds an exported parquet is read as a folder
             out.append(materialize(Path(text) / PARQUET, problems))

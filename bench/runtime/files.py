@@ -26,6 +26,13 @@ from biobench.errors import DiskFullError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
+# How far a compressed input biobench did not write may expand when written out or read (an archive `data add`
+# installs, tasks/archives.Limits; a results dataset the board writes back as files, board/dataset.materialize):
+# at most EXPAND_RATIO x its size, but never less than EXPAND_FLOOR (small text compresses arbitrarily well).
+# One pair of numbers so a bomb is measured the same way wherever it arrives.
+EXPAND_RATIO = 100.0
+EXPAND_FLOOR = 32 << 20
+
 
 def file_mode() -> int:
     """The mode `open()` gives a new file under the current umask (0644 under the usual 022)."""
