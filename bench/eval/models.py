@@ -20,7 +20,7 @@ from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.names import HUB_ID, display_name
 from biobench.runtime.device import attention_implementation, default_dtype
-from biobench.runtime.weights import untrusted_weights
+from biobench.runtime.weights import check_model_files, untrusted_weights
 from biobench.store.layout import model_slug, results_folder, results_slug
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
 
@@ -234,6 +234,9 @@ def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
     config = _read_json(config_path)
     tokenizer_config = _read_json(_model_file(ref, "tokenizer_config.json", required=False))
     if ref.path:
+        # forged headers and tokenizer files: one line while planning (before any claim, data or weights), not the
+        # libraries' tracebacks at load time (docs/RELIABILITY.md)
+        check_model_files(ref.path, ModelLoadError)
         revision = weights_checksum(ref.path)
     else:  # hub cache layout: .../snapshots/<commit>/config.json
         revision = config_path.parent.name if config_path.parent.parent.name == "snapshots" else "unknown"
@@ -360,6 +363,14 @@ def load_encoder(name_or_ref: str | ModelRef, device: str = "cpu", dtype: Any = 
     except ValueError as err:
         hint = "" if trust_remote_code else " (if it needs custom code, pass --trust-remote-code)"
         raise ModelLoadError(f"cannot load model {ref.name!r}: {str(err).splitlines()[0]}{hint}") from None
+    except (RecursionError, Exception) as err:
+        # a hub model's files are only on disk once from_pretrained fetched them: a forged safetensors header
+        # (SafetensorError) or a tokenizer.json nested too deeply (RecursionError) is one line here too
+        if not (isinstance(err, RecursionError) or type(err).__name__ == "SafetensorError"):
+            raise
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0][:200]
+        raise ModelLoadError(f"cannot load model {ref.name!r}: a forged or damaged file ({why}); re-download or "
+                             "re-save the model") from None
     encoder.to(device)
     info = replace(info, params=sum(p.numel() for p in encoder.parameters()), architecture=type(encoder).__name__)
     return encoder, tokenizer, info

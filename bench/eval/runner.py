@@ -140,6 +140,12 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
     if not grid:
         reasons = "; ".join(f"{t}: {why}" for t, why in unavailable.items())
         raise DataError(f"no task could be loaded ({reasons})" if reasons else "no task selected")
+    for folder in sorted({run.path.parent for run in grid}):
+        for part in (folder.parent, folder):  # <results>/<model slug>, <results>/<model slug>/<task>
+            # a file there made every claim fail ("held by other processes", exit 0), or a traceback at the write
+            if part.exists() and not part.is_dir():
+                raise ConfigError(f"--results {results_dir}: {part} is a file (or FIFO, device), where this model's "
+                                  "results folder goes; move it away or give another --results folder")
     index, count = shard
     runs = grid[index::count]
     for run in runs:

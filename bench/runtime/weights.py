@@ -10,6 +10,7 @@ Python code, by design (docs/RELIABILITY.md).
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import warnings
 from collections.abc import Iterator
@@ -48,3 +49,68 @@ def untrusted_weights(source: str | Path, error: type[Exception]) -> Iterator[No
             if is_refused_pickle(err):
                 raise error(refused_message(source)) from None
             raise
+
+
+# --- a model folder's files before a library parses them (issue 40) ---------------------------------------------
+# safetensors and tokenizers read these files in Rust and answer a forged one with a 37- or 49-line traceback
+# (a header length of 100 GiB; a header claiming a 1 TB tensor in a 16-byte file; a tokenizer.json nested 200,000
+# deep, a RecursionError) or 1.3 GB of memory (a 500 MB tokenizer.json). Checked here first, each in one line.
+SAFETENSORS_HEADER_MAX = 100 * 2**20  # safetensors' own limit on its JSON header (N_MAX in its format)
+TOKENIZER_MAX_BYTES = 128 * 2**20  # the largest tokenizer.json in common use is ~35 MB (a 256k vocabulary)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why `path` cannot be a safetensors file (its header length or its tensors' extents past the file), or None."""
+    import json
+    import struct
+
+    from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
+
+    try:
+        with open_regular(path, 2**63 - 1) as fh:  # a regular file: a FIFO here never blocks
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{size} bytes, shorter than a safetensors header"
+            (length,) = struct.unpack("<Q", head)
+            if length > SAFETENSORS_HEADER_MAX or 8 + length > size:
+                return (f"its header claims {length:,} bytes (the file holds {size:,}; safetensors allows "
+                        f"{SAFETENSORS_HEADER_MAX >> 20} MiB)")
+            header = parse_json(fh.read(length), path)
+    except UnsafeJSONError as err:
+        return f"its header is not usable ({err.reason})"
+    except (OSError, json.JSONDecodeError) as err:
+        return f"cannot be read ({err})"
+    if not isinstance(header, dict):
+        return "its header is not a JSON object"
+    data = size - 8 - length
+    for name, tensor in header.items():
+        offsets = tensor.get("data_offsets") if isinstance(tensor, dict) else None
+        if name == "__metadata__":
+            continue
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(isinstance(o, int) for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            return f"tensor {str(name)[:60]!r} has no valid data_offsets"
+        if offsets[1] > data:
+            return f"tensor {str(name)[:60]!r} claims {offsets[1]:,} bytes of data; the file holds {data:,}"
+    return None
+
+
+def check_model_files(folder: str | Path, error: type[Exception]) -> None:
+    """Raise `error` (one line naming the file and the fix) when a local model folder's *.safetensors header or
+    tokenizer.json is forged, cut or out of bounds; what passes is parsed by the libraries as before."""
+    from biobench.runtime.jsonfile import UnsafeJSONError, read_bytes, too_deep
+
+    folder = Path(folder)
+    for path in sorted(folder.glob("*.safetensors")):
+        why = _safetensors_problem(path)
+        if why:
+            raise error(f"{path}: not a usable safetensors file: {why}; re-download or re-save the weights")
+    tokenizer = folder / "tokenizer.json"
+    if tokenizer.exists():
+        try:
+            text = read_bytes(tokenizer, TOKENIZER_MAX_BYTES)
+        except UnsafeJSONError as err:
+            raise error(f"{tokenizer}: {err.reason}; re-download or re-save the tokenizer") from None
+        if too_deep(text.decode("utf-8", errors="replace")):
+            raise error(f"{tokenizer}: JSON nested too deeply to be a tokenizer; re-download or re-save the tokenizer")
