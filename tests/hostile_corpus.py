@@ -523,3 +523,49 @@ def model_config_cases(tmp: Path) -> list[tuple[str, list[str], str, dict[str, s
                                            "--out", str(tmp / "out"), "--tokens", "1000", "--max-model-gb", "0"],
              "max-model-gb", {})]
 
+
+def flood_parquet(path: Path, export: Path, rows: int, predictions_bytes: int = 0) -> Path:
+    """A results.parquet (from a real `--export`, `export`) of `rows` copies of its first row, each with its own
+    seed (so each would become its own result file), and with `predictions_bytes` of predictions per row when
+    given: parquet stores the repeated text once, so a small file claims a large folder (issue 40: 1.2 MB of
+    200,000 rows wrote 403k files, 1.6 GB)."""
+    import pandas as pd
+
+    first = pd.read_parquet(export).iloc[:1]
+    frame = first.loc[first.index.repeat(rows)].reset_index(drop=True)
+    frame["seed"] = range(rows)
+    if predictions_bytes:
+        frame["predictions"] = '{"id": "x", "gold": 0, "pred": 0}\n' * (predictions_bytes // 34)
+    frame.to_parquet(path, index=False)
+    return path
+
+
+def forged_models(tiny: Path, root: Path) -> list[tuple[str, Path, str]]:
+    """(what, a copy of the model folder `tiny` with one file forged, a phrase of the one line) for the model files
+    that printed 37- and 49-line tracebacks or took 1.3 GB (issue 40). Each is a few bytes on disk: the "1 TB"
+    tensor is 8 bytes claiming it, the 500 MB tokenizer a sparse file."""
+    import shutil
+    import struct
+
+    cases = []
+
+    def clone(name: str) -> Path:
+        folder = root / name
+        shutil.copytree(tiny, folder)
+        return folder
+
+    folder = clone("header-100gib")
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", 100 << 30) + b"{}")
+    cases.append(("a safetensors header length of 100 GiB", folder, "header claims 107,374,182,400 bytes"))
+    folder = clone("header-1tb")
+    header = json.dumps({"w": {"dtype": "F32", "shape": [250_000_000_000], "data_offsets": [0, 10**12]}}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 16)
+    cases.append(("a safetensors header claiming a 1 TB tensor", folder, "claims 1,000,000,000,000 bytes"))
+    folder = clone("tokenizer-deep")
+    (folder / "tokenizer.json").write_text('{"version": "1.0", "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    cases.append(("a tokenizer.json nested 200k deep", folder, "nested too deeply"))
+    folder = clone("tokenizer-500mb")
+    with open(folder / "tokenizer.json", "wb") as fh:
+        fh.truncate(500 * 2**20)
+    cases.append(("a 500 MB tokenizer.json", folder, "over the 128 MiB limit"))
+    return cases

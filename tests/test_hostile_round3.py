@@ -320,3 +320,74 @@ def test_task_split_files_are_regular_bounded_and_inside_the_data_folder(tmp_pat
     for task, _, what, phrase in cases[:2] + cases[3:]:  # the bomb's bound is the real one in a subprocess
         assert not rows[task]["available"] and phrase in rows[task]["reason"], (what, rows[task])
     assert snapshot(tmp_path / "tasks", tmp_path / "nothing") == before
+
+
+def _one_error(capsys) -> list[str]:
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return [line for line in (out + err).splitlines() if line.startswith("error: ")]
+
+
+def test_a_results_dataset_is_bounded_in_rows_and_expansion(tmp_path, capsys, cache):
+    """A 1.2 MB parquet of 200,000 rows wrote 403k files (1.6 GB), took 4.4 GB and printed 199,999 warnings
+    (main 05b95a1): refused from its footer's row count in one line; a small parquet whose repeated predictions
+    expand past EXPAND_RATIO x its size is refused in one line and leaves nothing in the cache; 30 copies of one
+    row (29 duplicates) print 5 warnings and one "... and 24 more like this"."""
+    export = tmp_path / "export.parquet"
+    assert cli.main(["leaderboard", "--results", str(hc.FIXTURES), "--no-reference", "--export", str(export)]) == 0
+    capsys.readouterr()
+    flood = hc.flood_parquet(tmp_path / "flood.parquet", export, 200_000)
+    assert flood.stat().st_size < 2 * 2**20
+    bomb = hc.flood_parquet(tmp_path / "bomb.parquet", export, 40, predictions_bytes=2**20)  # 40 MB from ~100 KB
+    assert bomb.stat().st_size < 2**20
+    for path, phrase in ((flood, "200,000 rows is over the 100,000-row limit"), (bomb, "expands to over")):
+        rc = cli.main(["leaderboard", "--results", str(path), "--no-reference", "--export", str(tmp_path / "x.csv")])
+        lines = _one_error(capsys)
+        assert rc != 0 and len(lines) == 1 and phrase in lines[0], lines
+        assert not (cache / "results").exists() or not any((cache / "results").iterdir())  # nothing left behind
+    copies = hc.flood_parquet(tmp_path / "copies.parquet", export, 30)
+    assert cli.main(["leaderboard", "--results", str(copies), "--no-reference", "--export", str(tmp_path / "x.csv")]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 6 and warnings[-1].endswith("... and 24 more like this"), warnings
+
+
+def test_results_that_are_no_folder_are_one_line(tmp_path):
+    """`leaderboard --results` a FIFO or /dev/zero exited 0 with "results folder does not exist" (main 05b95a1).
+    A subprocess with a timeout: a FIFO that is opened would hang the test, not fail it."""
+    import subprocess
+    import sys
+
+    fifo, named = tmp_path / "fifo", tmp_path / "fifo.parquet"
+    os.mkfifo(fifo)
+    os.mkfifo(named)
+    for results in (fifo, named, "/dev/zero"):
+        proc = subprocess.run([sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(results),
+                               "--no-reference", "--export", str(tmp_path / "x.csv")], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")})
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "not a results folder" in lines[0], (results, lines)
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_forged_model_files_and_a_slug_that_is_a_file_are_one_line(tmp_path, capsys, tiny_mlm_dir, monkeypatch):
+    """A safetensors header of 100 GiB or claiming 1 TB, a tokenizer.json nested 200k deep (37- and 49-line
+    tracebacks on main 05b95a1) or of 500 MB (1.3 GB of memory); a results folder where the model's slug is a
+    file (exit 0, "held by other processes"): each `eval` ends in one error line, rc != 0, nothing written."""
+    from biobench.eval.models import identify_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    base = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "1", "--limit-train", "16"]
+    for what, folder, phrase in hc.forged_models(tiny_mlm_dir, tmp_path / "models"):
+        results = tmp_path / "results" / folder.name
+        rc = cli.main(["eval", "--model", str(folder), *base, "--results", str(results)])
+        lines = _one_error(capsys)
+        assert rc != 0 and len(lines) == 1 and phrase in lines[0], (what, lines)
+        assert not list(results.rglob("*.json")), what
+    results = tmp_path / "slug-file"
+    results.mkdir()
+    slug = identify_model(str(tiny_mlm_dir), results).slug
+    (results / slug).write_text("not a folder")
+    rc = cli.main(["eval", "--model", str(tiny_mlm_dir), *base, "--results", str(results)])
+    lines = _one_error(capsys)
+    assert rc != 0 and len(lines) == 1 and "where this model's results folder goes" in lines[0], lines
+    assert (results / slug).read_text() == "not a folder" and [p.name for p in results.iterdir()] == [slug]
