@@ -447,6 +447,8 @@ def task_file_cases(root: Path) -> list[tuple[str, Path, str, str]]:
         ("split-fifo", "a FIFO as the test split", "fifo.tsv", "not a regular file"),
         ("split-zero-link", "a link to /dev/zero as the test split", "zero.tsv", "not a regular file"),
         ("split-gzip-bomb", "a 20 KB gzip that expands past the bound", "bomb.tsv.gz", "expands to over"),
+        ("split-jsonl-bomb", "a gzipped JSONL split that expands past the bound",
+         {"path": "bomb.jsonl.gz", "format": "jsonl"}, "expands to over"),
         ("split-dotdot", "../../../../../dev/zero as the test split", "../../../../../../../../dev/zero",
          "stay inside its data folder"),
         ("split-absolute", "an absolute test split", "/etc/hostname", "stay inside its data folder"),
@@ -462,6 +464,10 @@ def task_file_cases(root: Path) -> list[tuple[str, Path, str, str]]:
         elif task == "split-gzip-bomb":
             with gzip.open(folder / test, "wb") as out:  # the bound is patched down to 1 MiB by the test
                 out.write(b"id\ttext\tlabel\n" + b"x" * (2 * 2**20))
+        elif task == "split-jsonl-bomb":
+            with gzip.open(folder / test["path"], "wt") as out:
+                out.writelines(json.dumps({"id": f"u{i}", "text": "Toux.", "label": "pneumologie"}) + "\n"
+                               for i in range(40_000))  # 2.3 MB of rows from a ~100 KB file
         spec = {"id": task, "lang": "fr", "kind": "classification", "max_length": 64, "protocol": "fr",
                 "labels": ["cardiologie", "pneumologie"],
                 "sources": [{"type": "local", "format": "tsv",

@@ -16,19 +16,23 @@ from typing import Any
 
 from biobench.errors import DataError
 from biobench.runtime.jsonfile import MAX_DEPTH, UnsafeJSONError, iter_jsonl, too_deep
+from biobench.tasks.readers import textio
 from biobench.tasks.readers.rows import Row
-from biobench.tasks.readers.textio import MAX_TEXT_BYTES, check_data_file, numbered_lines
+from biobench.tasks.readers.textio import check_data_file, numbered_lines
 
 
 def read_jsonl(path: str | Path) -> list[Row]:
     rows = []
-    check_data_file(path, MAX_TEXT_BYTES)  # never a FIFO (iter_jsonl would wait on it) nor an endless file
+    bound = textio.MAX_TEXT_BYTES  # the bound of a task file read whole (the rows are held whole too)
+    check_data_file(path, bound)  # never a FIFO (iter_jsonl would wait on it) nor an endless file
     try:
-        for lineno, obj in iter_jsonl(path, max_bytes=MAX_TEXT_BYTES):
+        for lineno, obj in iter_jsonl(path, max_bytes=bound):
             if not isinstance(obj, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             rows.append((f"{path}:{lineno}", obj))
     except UnsafeJSONError as err:
+        if err.source == str(path):  # the file as a whole (over the bound, a .gz that expands past it)
+            raise DataError(f"{path}: {err.reason}") from None
         raise DataError(f"{err.source}: not a JSON object ({err.reason}); one JSON object per line") from None
     except FileNotFoundError as err:
         raise DataError(f"{path}: file not found") from err
