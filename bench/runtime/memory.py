@@ -54,10 +54,11 @@ class ParamEstimate:
         return (self.params or 0) * per_param
 
 
-def _whole(config: dict[str, Any], key: str, where: str, default: int | None = None) -> int | None:
+def _whole(config: dict[str, Any], key: str, where: str) -> int | None:
     """A config value that must be a positive whole number (2e9 in JSON is a float: accepted when whole); a
-    negative, fractional, non-finite or textual one is refused in one line, as transformers would crash on it."""
-    value = config.get(key, default)
+    negative, fractional, non-finite or textual one is refused in one line, as transformers would crash on it.
+    None when the key is absent."""
+    value = config.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or (
@@ -67,27 +68,43 @@ def _whole(config: dict[str, Any], key: str, where: str, default: int | None = N
     return int(value)
 
 
+def _whole_or(config: dict[str, Any], key: str, where: str, default: int) -> int:
+    value = _whole(config, key, where)
+    return default if value is None else value
+
+
+def _sizes(config: dict[str, Any], keys: tuple[str, str, str, str], where: str,
+           layers: str) -> tuple[int, int, int, int] | None:
+    """vocabulary, width, layers, feed-forward width (each checked; the layer count bounded), or None when one
+    of them is absent."""
+    v, h, n, i = (_whole(config, k, where) for k in keys)
+    if n is not None:
+        _check_layers(n, where, layers)
+    if v is None or h is None or n is None or i is None:
+        return None
+    return v, h, n, i
+
+
 def estimate_params(config: dict[str, Any], where: str = "config.json") -> ParamEstimate:
     """The parameters of the AutoModel a config.json describes, counted without building it (module doc)."""
     kind = str(config.get("model_type") or "").lower()
     if kind == "distilbert":
-        v, h, n, i = (_whole(config, k, where) for k in ("vocab_size", "dim", "n_layers", "hidden_dim"))
-        p = _whole(config, "max_position_embeddings", where, 512)
-        if None in (v, h, n, i):
+        sizes = _sizes(config, ("vocab_size", "dim", "n_layers", "hidden_dim"), where, "n_layers")
+        if sizes is None:
             return ParamEstimate(None, "unknown", f"{where}: a DistilBERT config without vocab_size/dim/n_layers/"
                                  "hidden_dim; its memory was not estimated")
-        _check_layers(n, where, "n_layers")
+        v, h, n, i = sizes
+        p = _whole_or(config, "max_position_embeddings", where, 512)
         per_layer = 4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h
         return ParamEstimate(v * h + p * h + 2 * h + n * per_layer, "exact", "DistilBERT")
-    v, h, n, i = (_whole(config, k, where) for k in KEYS)
-    if n is not None:
-        _check_layers(n, where, "num_hidden_layers")
-    if None in (v, h, n, i):
+    sizes = _sizes(config, KEYS, where, "num_hidden_layers")
+    if sizes is None:
         return ParamEstimate(None, "unknown", f"{where}: no {'/'.join(KEYS)}; its memory was not estimated")
+    v, h, n, i = sizes
     if kind in BERT_LIKE:
-        p = _whole(config, "max_position_embeddings", where, 512)
-        t = _whole(config, "type_vocab_size", where, 2)
-        e = _whole(config, "embedding_size", where, h) if kind == "electra" else h
+        p = _whole_or(config, "max_position_embeddings", where, 512)
+        t = _whole_or(config, "type_vocab_size", where, 2)
+        e = _whole_or(config, "embedding_size", where, h) if kind == "electra" else h
         embeddings = v * e + p * e + t * e + 2 * e + (e * h + h if e != h else 0)
         per_layer = 4 * h * h + 2 * h * i + 9 * h + i  # q, k, v, output (+biases), 2 layer norms, feed-forward
         pooler = 0 if kind == "electra" else h * h + h
