@@ -300,6 +300,16 @@ def test_task_split_files_are_regular_bounded_and_inside_the_data_folder(tmp_pat
     monkeypatch.setattr(textio, "MAX_TEXT_BYTES", 2**20)  # the gzip bomb expands to 2 MiB, not 1 GiB
     cases = hc.task_file_cases(tmp_path / "tasks")
     before = snapshot(tmp_path / "tasks", tmp_path / "nothing")  # reading writes nothing beside the data
+    # first through the CLI in a subprocess with a timeout: a FIFO that is opened fails the test, never hangs it
+    argv = [sys.executable, "-m", "biobench.cli", "tasks", "--counts", "--json"]
+    for _, spec, _, _ in cases:
+        argv += ["--task-file", str(spec)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rows = {row["id"]: row for row in json.loads(proc.stdout)}
+    for task, _, what, phrase in [c for c in cases if "bomb" not in c[0]]:  # the real 1 GiB bound in a subprocess
+        assert not rows[task]["available"] and phrase in rows[task]["reason"], (what, rows[task])
     for task, spec, what, phrase in cases:
         with pytest.raises(DataError) as err:
             load_task(registry.get_spec(task, [spec]))
@@ -310,15 +320,6 @@ def test_task_split_files_are_regular_bounded_and_inside_the_data_folder(tmp_pat
     spec["sources"][0]["splits"]["test"] = "test.tsv"
     (good / "spec.json").write_text(json.dumps(spec))
     assert len(load_task(registry.get_spec("split-fifo", [good / "spec.json"])).splits["test"]) == 1
-    argv = [sys.executable, "-m", "biobench.cli", "tasks", "--counts", "--json"]
-    for _, spec, _, _ in cases:
-        argv += ["--task-file", str(spec)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "BIOBENCH_CACHE": str(tmp_path / "cache")})
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    rows = {row["id"]: row for row in json.loads(proc.stdout)}
-    for task, _, what, phrase in [c for c in cases if "bomb" not in c[0]]:  # the real 1 GiB bound in a subprocess
-        assert not rows[task]["available"] and phrase in rows[task]["reason"], (what, rows[task])
     assert snapshot(tmp_path / "tasks", tmp_path / "nothing") == before
 
 
