@@ -45,6 +45,7 @@ from biobench.errors import DataError
 from biobench.runtime.files import disk_full_guard, is_disk_full
 from biobench.runtime.paths import UnsafePathError, safe_member
 from biobench.tasks.archives import CHUNK, Limits, Member, Unpacker, check_readable, one_line, write_stream
+from biobench.tasks.hub import datasets_cached, offline_reason, offline_requested
 from biobench.tasks.loading import locate, resolve_path
 from biobench.tasks.options import CONVERTER_OPTIONS
 from biobench.tasks.readers import meddialog
@@ -513,7 +514,7 @@ def add_task(spec: TaskSpec, data_dir: Path, files: Sequence[str | Path], *, log
 @dataclass(frozen=True)
 class TaskStatus:
     task_id: str
-    state: str  # found | missing | checksum mismatch | generated | hub
+    state: str  # found | missing | checksum mismatch | generated | hub | hub, offline
     detail: str
     fix: str  # the one command (or instruction) that fixes a state other than found
 
@@ -535,9 +536,18 @@ def task_status(spec: TaskSpec, data_dir: Path | None) -> TaskStatus:
     if source is not None and source.type == "generated":
         return TaskStatus(spec.id, "generated", where, "")
     if source is None:
-        hubs = [s.describe() for s in spec.sources if s.type == "hub"]
+        hubs = [s for s in spec.sources if s.type == "hub"]
+        names = ", ".join(s.describe() for s in hubs)
+        if hubs and offline_requested() and not any(datasets_cached(s.dataset) for s in hubs):
+            # offline, the hub copy is no source at all: say so instead of "hub", which reads as available
+            return TaskStatus(spec.id, "hub, offline", f"not local, and {names} is not reachable offline "
+                              f"({offline_reason()}) nor in the datasets cache",
+                              f"{fix_command(spec, data_dir)}; or biobench prefetch --tasks {spec.id} where the hub "
+                              "is reachable (then copy the Hugging Face cache here)")
+        if hubs and offline_requested():
+            return TaskStatus(spec.id, "hub", f"not local; {names} is in the datasets cache (read offline)", "")
         state = "hub" if hubs else "missing"
-        detail = f"not local; loads from {', '.join(hubs)} when the hub is reachable" if hubs else where
+        detail = f"not local; loads from {names} when the hub is reachable" if hubs else where
         return TaskStatus(spec.id, state, detail, fix_command(spec, data_dir))
     bad = []
     base = Path(spec.base_dir) if spec.base_dir else data_dir

@@ -21,6 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
@@ -145,3 +146,11 @@ def ensure_hub_mode() -> bool:
     print(f"hub: {address} is unreachable ({why}; {when if recent is None else 'probed ' + when}); running offline "
           "(local folders, the Hugging Face cache and installed packages only)", file=sys.stderr)
     return False
+
+
+def datasets_cached(dataset: str) -> bool:
+    """Whether the datasets library's cache holds a copy of a hub dataset (what an offline load reads)."""
+    import datasets
+
+    folder = Path(datasets.config.HF_DATASETS_CACHE)
+    return any(folder.glob(f"{dataset.replace('/', '___')}*/*"))

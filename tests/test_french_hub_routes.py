@@ -244,8 +244,9 @@ def test_diamed_and_frasimed_fetch_say_where_the_hub_copy_is_read(tmp_path, caps
     assert "never downloads" in capsys.readouterr().err
     assert main(["data", "status", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "loads from hub:DrBenchmark/DiaMED@refs/convert/parquet" in out
-    assert "loads from hub:rntc/tabib-frasimed-cantemist-doc" in out and "loads from hub:rntc/tabib-meddialog-fr" in out
+    # offline (the tests' default) the row says the hub copy is not reachable; either way it names the copy
+    assert "hub:DrBenchmark/DiaMED@refs/convert/parquet is not reachable offline" in out
+    assert "hub:rntc/tabib-frasimed-cantemist-doc" in out and "hub:rntc/tabib-meddialog-fr" in out
 
 
 def test_a_cell_over_the_csv_limit_names_its_line():
@@ -275,3 +276,22 @@ def test_eval_runs_meddialog_from_the_hub_copy(monkeypatch, tmp_path, tiny_mlm_d
 
     result = read_result(summary["runs"][0]["path"])
     assert result.task["source"] == "hub:rntc/tabib-meddialog-fr" and result.task["data_version"] == "tabib-meddialog-fr"
+
+
+def test_status_offline_says_a_hub_only_task_is_not_reachable_and_how_to_provide_it(monkeypatch, tmp_path, capsys):
+    """Under HF_HUB_OFFLINE=1 a hub-only task (diamed, no local files) is not "hub" (which reads as available)
+    unless the datasets cache holds it: the row says it cannot be reached and names prefetch and data add."""
+    import datasets
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    assert main(["data", "status", "--data-dir", str(tmp_path / "empty")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = out.index(next(line for line in out if line.startswith("diamed ")))
+    assert out[row].split()[1:3] == ["hub,", "offline"]
+    assert "hub:DrBenchmark/DiaMED@refs/convert/parquet is not reachable offline (HF_HUB_OFFLINE=1" in out[row]
+    assert out[row + 1].split(None, 1)[1].startswith("biobench data add diamed FILE...")
+    assert "; or biobench prefetch --tasks diamed where the hub is reachable" in out[row + 1]
+    (tmp_path / "hf-datasets" / "DrBenchmark___DiaMED" / "default").mkdir(parents=True)  # what prefetch leaves
+    status = task_status(get_spec("diamed"), tmp_path / "empty")
+    assert status.state == "hub" and "in the datasets cache (read offline)" in status.detail and not status.fix

@@ -107,14 +107,6 @@ def prefetch_model(name: str, log: Log = print) -> Item:
     return Item("model", name, "fetched", f"{ref.hub_id}@{snapshot.name} (checksums verified)")
 
 
-def _datasets_cached(dataset: str) -> bool:
-    """Whether the datasets library's cache holds a copy of a hub dataset (what an offline load reads)."""
-    import datasets
-
-    folder = Path(datasets.config.HF_DATASETS_CACHE)
-    return any(folder.glob(f"{dataset.replace('/', '___')}*/*"))
-
-
 def prefetch_task(spec, data_dir: Path | None, log: Log = print) -> Item:
     """The task's data where the runs read it, verified against its pinned checksums."""
     from biobench.tasks.fetch import fetch_task, task_status
@@ -137,6 +129,7 @@ def prefetch_task(spec, data_dir: Path | None, log: Log = print) -> Item:
         return Item("data", spec.id, state, after.detail, after.fix)
     hubs = [s for s in spec.sources if s.type == "hub"]
     if hubs:
+        from biobench.tasks.hub import datasets_cached
         from biobench.tasks.readers.hf import load_hub
 
         source = hubs[0]
@@ -146,5 +139,5 @@ def prefetch_task(spec, data_dir: Path | None, log: Log = print) -> Item:
             return Item("data", spec.id, "missing", str(err), f"biobench prefetch --tasks {spec.id} where the hub "
                         "is reachable")
         return Item("data", spec.id, "fetched", f"{source.describe()} in the datasets cache"
-                    + ("" if _datasets_cached(source.dataset) else " (not found under HF_DATASETS_CACHE: check it)"))
+                    + ("" if datasets_cached(source.dataset) else " (not found under HF_DATASETS_CACHE: check it)"))
     return Item("data", spec.id, "missing", status.detail, status.fix)
