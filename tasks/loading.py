@@ -99,7 +99,12 @@ def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
             continue
         if not missing:
             return source, str(base / os.path.commonpath(_source_paths(source)))
-        reasons.append(f"missing {', '.join(str(base / m) for m in missing[:3])}" + (" ..." if len(missing) > 3 else ""))
+        if spec.base_dir:  # a task file's paths: named as written there, relative to the file's folder
+            reasons.append(f"missing {', '.join(missing[:3])}" + (" ..." if len(missing) > 3 else "")
+                           + f" (relative to the task file's folder {base})")
+        else:
+            reasons.append(f"missing {', '.join(str(base / m) for m in missing[:3])}"
+                           + (" ..." if len(missing) > 3 else ""))
     hubs = [s.describe() for s in spec.sources if s.type == "hub"]
     if hubs:
         reasons.append(f"not local; hub fallback {', '.join(hubs)}")
@@ -133,6 +138,9 @@ def missing_message(spec: TaskSpec, data_dir: Path | None, why: str) -> str:
     msg = f"task '{spec.id}': {kind} not found ({why})."
     if spec.access:
         msg += f" {spec.access}"
+    if spec.base_dir:  # --data-dir does not move a task file's paths: the file or its folder needs the fix
+        return msg + (" Put the file(s) there, or correct the path(s) in the task file (its local paths are "
+                      "relative to its own folder; --data-dir does not apply to them)")
     if layout:
         msg += f" Expected layout{where}: {layout}."
     return msg

@@ -140,3 +140,21 @@ def test_unknown_task_suggests_only_a_close_match_else_lists_the_ids():
     message = str(err.value)
     assert "did you mean" not in message and message.startswith("unknown task 'nope'; the task ids are: diamed, ")
     assert "phenotyping" in message and "demo-cls" in message
+
+
+def test_a_task_files_missing_split_file_names_it_as_written_and_the_fix_there(tmp_path, capsys):
+    """A task file's paths are relative to its folder, so --data-dir is no fix: the message names the path as
+    the file writes it, the folder it is read from and the task file to correct."""
+    (tmp_path / "spec").mkdir()
+    _write(tmp_path / "spec" / "all.tsv", "id\ttext\tlabel\nd1\ta b\tx\n")
+    spec_file = _write(tmp_path / "spec" / "mine.json", '{"id": "mine", "lang": "fr", "kind": "classification", '
+                       '"max_length": 64, "protocol": "fr", "sources": [{"type": "local", "format": "tsv", "splits": '
+                       '{"all": "all.tsv"}, "options": {"split_file": "splits.tsv", "path": "all.tsv"}}]}')
+    from biobench.tasks.registry import read_spec_file
+
+    with pytest.raises(DataError) as raised:
+        load_task(read_spec_file(spec_file), tmp_path / "elsewhere")  # as eval --data-dir elsewhere reads it
+    err = str(raised.value)
+    assert err.startswith(f"task 'mine': data not found (missing splits.tsv (relative to the task file's folder "
+                          f"{tmp_path / 'spec'})). Put the file(s) there, or correct the path(s) in the task file")
+    assert "--data-dir does not apply to them" in err and "pass --data-dir" not in err and "Expected layout" not in err
