@@ -233,6 +233,8 @@ def test_submit_then_worker_once_evaluates_and_publishes(tiny_mlm_dir, tmp_path,
     assert main(["submit", str(tiny_mlm_dir), *args, "--queue", str(q)]) == 2
     assert "already pending as request" in capsys.readouterr().err
     assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "demo-cls: macro_f1 " in out and "⚑ smoke run (epochs 1 (protocol " in out  # the score, not only where
     request = queue.list_requests(FolderStorage(q))[0]
     assert request.status == "finished" and request.results == str(results)
     result = json.loads(next(results.glob("*/demo-cls/seed-1.smoke-*.json")).read_text())  # --epochs 1: smoke
@@ -277,3 +279,36 @@ def test_a_killed_worker_is_resumed_and_each_result_exists_once(tiny_mlm_dir, tm
     assert (request.status, request.attempts) == ("finished", 2)
     log = next((tmp_path / "cache" / "worker" / "logs").glob(f"{request.id}.2.log")).read_text()
     assert f"{len(finished)} already done" in log
+
+
+def test_worker_once_prints_each_finished_tasks_score_with_its_smoke_and_degenerate_marks(tmp_path):
+    """`worker --once` says what a request scored, not only where: per task the test score in percent over its
+    seeds, ⚑ with the overrides of a smoke request, and a ⚠ line ending with the command that fixes it — the
+    store's trust code, as eval's summary and the board show them. A protocol run of the same seed (another
+    request's) is not this request's score."""
+    from biobench import store
+
+    storage = FolderStorage(tmp_path / "q")
+    request = submit(storage, revision="sha256:" + "ab" * 32, seeds=(1,))
+    results = tmp_path / "results"
+    model = {"id": "org/enc", "alias": "enc", "slug": "org__enc", "revision": request.revision}
+    note = {"finding": "the same class (neg) for every one of the 9 test examples", "reason": "too few steps"}
+    for task, f1, smoke, details in (("demo-cls", 0.4207, True, {}), ("demo-ml", 0.0, True, {"degenerate": note}),
+                                     ("demo-cls", 0.9, False, {})):
+        key = store.run_key(request.revision, "sha256:d", "p", 1)
+        found = {"overrides": {"epochs": {"run": 1, "protocol": 15}}} if smoke else {}
+        result = store.Result(model, {"id": task, "lang": "en", "kind": "classification"}, 1, {"hash": "p"}, key,
+                              {"test": {"macro_f1": f1}}, {**found, **details})
+        store.write_result(store.result_path(results, "org__enc--abababab", task, 1, "ab" * 8 if smoke else None),
+                           result, [])
+    lines: list[str] = []
+    config = WorkerConfig(results=str(results), once=True, log_dir=tmp_path / "logs")
+    assert run_worker(storage, config, log=lines.append, command=lambda r, d: [sys.executable, "-c", "pass"]) == 1
+    said = [line.removeprefix(f"{request.id}: ") for line in lines if line.startswith(f"{request.id}: ")]
+    assert said[1:] == [
+        "finished; results in " + str(results),
+        "demo-cls: macro_f1 42.07 (seed 1) ⚑ smoke run (epochs 1 (protocol 15)): not the protocol's score",
+        "demo-ml: macro_f1 0.00 (seed 1) ⚑ smoke run (epochs 1 (protocol 15)): not the protocol's score",
+        "⚠ demo-ml seed 1: degenerate: the same class (neg) for every one of the 9 test examples (likely: too few "
+        "steps); run: biobench eval --model enc --tasks demo-ml --seeds 1 --quick"]
+

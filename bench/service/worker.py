@@ -303,7 +303,54 @@ def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callab
         return "failed"
     queue.finish(storage, lease, "finished", tail, results=where)
     log(f"{request.id}: finished; results in {where}")
+    for line in score_lines(request, local):
+        log(f"{request.id}: {line}")
     return "finished"
+
+
+def request_results(request: queue.Request, results_dir: Path) -> list:
+    """The results of this request in a results folder: its weights (revision), tasks and seeds, made with its
+    overrides (a smoke request's runs, not the protocol runs of the same seeds, and the other way round)."""
+    from biobench.store.layout import results_of_revision
+    from biobench.store.trust import overrides
+
+    wanted = {k: str(v) for k, v in request.overrides.items()}
+    return [r for r in results_of_revision(results_dir, request.revision)
+            if r.task_id in request.tasks and (not request.seeds or r.seed in request.seeds)
+            and {k: str(v.get("run")) for k, v in overrides(r).items()} == wanted]
+
+
+def score_lines(request: queue.Request, results_dir: Path) -> list[str]:
+    """What a finished request scored, one line per task (test headline metric in percent, mean over its
+    seeds) with the marks every view uses (store.trust: ⚑ smoke with its overrides, ⚠ degenerate with the
+    command that fixes it), so `worker --once` says what came out, not only where."""
+    from biobench.store.summary import task_scores
+    from biobench.store.trust import (
+        DEGENERATE_MARK,
+        SMOKE_MARK,
+        degenerate,
+        degenerate_text,
+        describe_overrides,
+        overrides,
+    )
+
+    results = request_results(request, results_dir)
+    if not results:
+        return ["no result of this request found in the results folder (see its log)"]
+    lines = []
+    for task, scores in task_scores((None, r) for r in results).items():
+        runs = [r for r in results if r.task_id == task]
+        seeds = ", ".join(str(seed) for seed in sorted(scores.scores))
+        line = f"{task}: {scores.metric} {scores.summary(100.0).mean:.2f} (seed{'s' if len(scores.scores) > 1 else ''} {seeds})"
+        found = overrides(runs[0])
+        if found:
+            line += f" {SMOKE_MARK} smoke run ({describe_overrides(found)}): not the protocol's score"
+        lines.append(line)
+        for run in sorted(runs, key=lambda r: r.seed):
+            note = degenerate(run)
+            if note is not None:
+                lines.append(f"{DEGENERATE_MARK} {task} seed {run.seed}: {degenerate_text(note)}")
+    return lines
 
 
 def run_worker(storage: Storage, config: WorkerConfig, log: Callable[[str], None] = print,
