@@ -312,3 +312,17 @@ def test_worker_once_prints_each_finished_tasks_score_with_its_smoke_and_degener
         "⚠ demo-ml seed 1: degenerate: the same class (neg) for every one of the 9 test examples (likely: too few "
         "steps); run: biobench eval --model enc --tasks demo-ml --seeds 1 --quick"]
 
+
+def test_submit_says_a_smoke_request_is_one_and_what_to_run_next(tmp_path):
+    from biobench.commands.submit import next_steps
+
+    storage = FolderStorage(tmp_path / "q")
+    smoke = submit(storage)  # overrides epochs 1
+    lines = next_steps(smoke, str(tmp_path / "q"))
+    assert lines[0].startswith("⚑ smoke run: protocol overrides epochs 1; its score is a check, not the protocol's")
+    assert lines[1] == (f"next: biobench worker --queue {tmp_path / 'q'} --results results/ --once   (runs it here, "
+                        "then prints its scores; a worker already serving the queue takes it by itself)")
+    assert lines[2].startswith(f"watch: biobench queue list --queue {tmp_path / 'q'}")
+    protocol = queue.submit(storage, model="org/enc", revision="def", lang=None, tasks=list(TASKS), seeds=None,
+                            overrides={}, task_protocols=TASKS, submitter="ada", clock=2000.0)
+    assert [line.split(":")[0] for line in next_steps(protocol, "q")] == ["next", "watch"]  # no ⚑ line

@@ -71,4 +71,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"submitted {request.id}: {request.model} @ {request.revision[:12]}, {len(request.tasks)} task(s), "
           f"seeds {request.seeds or 'protocol'} -> {args.queue}"
           + (f"; stated: {', '.join(sorted(request.metadata))}" if request.metadata else ""))
+    for line in next_steps(request, args.queue):
+        print(line)
     return 0
+
+
+def next_steps(request, queue_location: str) -> list[str]:
+    """What the submitter should know and run next: a request with protocol overrides is a smoke run (its score
+    is a check, marked ⚑, not the protocol's), and how the request gets run and watched."""
+    from biobench.store.trust import SMOKE_MARK, describe_overrides
+
+    lines = []
+    if request.overrides:
+        shown = describe_overrides({k: {"run": v} for k, v in sorted(request.overrides.items())})
+        lines.append(f"{SMOKE_MARK} smoke run: protocol overrides {shown}; its score is a check, not the protocol's "
+                     "(marked ⚑ on the board, ranked only with \"Include smoke runs\"); submit without them for the "
+                     "protocol's score")
+    queue_arg = f"--queue {queue_location}"
+    if request.status == "pending-review":
+        lines.append(f"next: it waits for review: biobench queue approve {request.id} {queue_arg} (a maintainer)")
+    lines.append(f"next: biobench worker {queue_arg} --results results/ --once   (runs it here, then prints its "
+                 "scores; a worker already serving the queue takes it by itself)")
+    lines.append(f"watch: biobench queue list {queue_arg}   (its status; the leaderboard's Queue tab shows the same)")
+    return lines
