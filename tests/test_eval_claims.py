@@ -346,15 +346,16 @@ def test_dry_run_shows_done_claimed_left_per_task_and_who_holds_what(tiny_mlm_di
     claim_path(grid.grid[2].path).mkdir(parents=True)
     (claim_path(grid.grid[2].path) / "000001.json").write_text("[not a claim")
     assert cli.main(["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1-3", "--results",
-                     str(tmp_path), "--dry-run"]) == 0
+                     str(tmp_path), "--dry-run", "--verbose"]) == 0
     out, err = capsys.readouterr()
-    lines = out.splitlines()
+    lines = [line for line in out.splitlines() if "\t" in line]
     assert lines[0].endswith("\tdemo-cls\tseed 1\tto run")
     assert "\tseed 2\tclaimed  (by node7 pid 4242 (SLURM job 901, array 900_1), until 20" in lines[1]
     assert "\tseed 3\tto run  (" in lines[2] and "treated as expired" in lines[2]
-    assert "progress (done / claimed / left):" in err and "\tdemo-cls\t0 / 1 / 2" in err
-    assert "  claimed by node7 pid 4242 (SLURM job 901, array 900_1): demo-cls seed 2 (until 20" in err
-    assert "3 run(s): 0 done, 3 to run (1 claimed now); 1 model(s) x 1 task(s)" in err
+    assert "each cell done/claimed/left" in out and "  demo-cls  0/1/2" in out  # the summary leads
+    assert out.index("  demo-cls  0/1/2") < out.index("\tseed 1\t")
+    assert "claimed by node7 pid 4242 (SLURM job 901, array 900_1): demo-cls seed 2 (until 20" in out
+    assert "3 run(s): 0 done, 3 to run (1 claimed now); 1 model(s) x 1 task(s)" in out
 
 
 # ---------------------------------------------------------------- --launcher

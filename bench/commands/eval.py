@@ -43,6 +43,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list every run (of --model, or of the grids "
                         "of --config) and whether its result is already there ('revision unresolved' when the model "
                         "cannot be read here, e.g. offline); train nothing")
+    parser.add_argument("--verbose", action="store_true", help="with --dry-run: also one line per run (grid, model, "
+                        "task, seed, status, claim holder) and why each unresolved model cannot be read")
     parser.add_argument("--name", help="display name on the leaderboard (default: the alias, or for a `biobench "
                         "pretrain` checkpoint 'recipe · base model · tokens', else the folder name or hub id)")
     parser.add_argument("--metadata", metavar="JSON", help="model metadata to state, as a grid file's `metadata` "
@@ -183,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
 
         return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
                                        lambda: unresolved_runs(select_specs(args.tasks, args.lang, args.task_file)[0],
-                                                               seed_list(args.seeds))), args, 0)
+                                                               seed_list(args.seeds), args.data_dir)), args, 0)
     with wall_clock(args):
         grid_plan = plan(args.overwrite)
         run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
@@ -208,67 +210,130 @@ def metadata_option(text: str | None) -> dict[str, Any]:
     return check_metadata(raw, "--metadata")
 
 
-def unresolved_runs(specs, seeds) -> list[tuple[str, int]]:
-    """(task, seed) of every run a model would make, for a dry run whose model cannot be resolved here."""
+def unresolved_runs(specs, seeds, data_dir=None) -> list[tuple[str, int | None, str | None]]:
+    """(task, seed, None) of every run a model would make, for a dry run whose model cannot be resolved here;
+    a task whose data is not here is one (task, None, what is missing and its fix) instead, as for a model
+    that resolves (the files are looked for, not hashed)."""
     from biobench.eval.protocols import task_seeds
+    from biobench.tasks.fetch import task_status
+    from biobench.tasks.loading import resolve_data_dir
 
-    return [(spec.id, seed) for spec in specs for seed in (seeds or task_seeds(spec))]
+    folder = resolve_data_dir(data_dir)
+    out: list[tuple[str, int | None, str | None]] = []
+    for spec in specs:
+        status = task_status(spec, folder, checksums=False)
+        if status.state in ("found", "generated", "hub"):
+            out += [(spec.id, seed, None) for seed in (seeds or task_seeds(spec))]
+        else:
+            out.append((spec.id, None, f"{status.detail}; fix: {status.fix}"))
+    return out
 
 
 def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
-    """The dry-run table: one line per run (tab-separated), a model's unresolved revision said once."""
+    """The dry run: first what a person reads at a glance (per grid a task x model table of done / claimed /
+    left, the tasks with no data here and how to get them, models whose revision cannot be resolved and how
+    to fetch them, who holds claims, the totals), then with --verbose one line per run (tab-separated)."""
     from biobench.eval.grid import UNRESOLVED
 
     if args.json:
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return 0
-    said = set()
-    for row in rows:
-        seed = f"seed {row.seed}" if row.seed is not None else "-"
-        detail = f"  ({row.detail})" if row.detail and row.status != UNRESOLVED else ""
-        held = f"  (by {row.holder}, until {row.expires})" if row.status == "claimed" else ""
-        print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{held}{detail}")
-        if row.status == UNRESOLVED and (row.grid, row.model) not in said:
-            said.add((row.grid, row.model))
-            print(f"{row.model}: {UNRESOLVED}, so whether its runs are done is unknown: {row.detail}", file=sys.stderr)
-    print_progress(rows)
-    done = sum(r.status == "done" for r in rows)
-    claimed = sum(r.status == "claimed" for r in rows)
-    runs = sum(r.seed is not None for r in rows)
-    unresolved = sum(r.status == UNRESOLVED for r in rows)
-    models = len({(r.grid, r.model) for r in rows})
-    tasks = len({r.task for r in rows if r.seed is not None})
-    print(f"{runs} run(s)" + (f" in {n_grids} grid(s)" if n_grids else "") + f": {done} done, {runs - done} to run"
-          + (f" ({claimed} claimed now)" if claimed else "")
-          + (f" ({unresolved} with the revision unresolved)" if unresolved else "")
-          + (f"; {len(rows) - runs} line(s) could not be planned" if len(rows) > runs else "")
-          + f"; {models} model(s) x {tasks} task(s)", file=sys.stderr)
+    print_grid_summary(rows, args)
+    if args.verbose:
+        said = set()
+        for row in rows:
+            seed = f"seed {row.seed}" if row.seed is not None else "-"
+            detail = f"  ({row.detail})" if row.detail and row.status != UNRESOLVED else ""
+            held = f"  (by {row.holder}, until {row.expires})" if row.status == "claimed" else ""
+            print(f"{row.grid}\t{row.model}\t{row.task}\t{seed}\t{row.status}{held}{detail}")
+            if row.status == UNRESOLVED and (row.grid, row.model) not in said:
+                said.add((row.grid, row.model))
+                print(f"{row.model}: {UNRESOLVED}, so whether its runs are done is unknown: {row.detail}",
+                      file=sys.stderr)
+    else:
+        print("one line per run (status, claim holder, why a model is unresolved): --verbose; all of it: --json")
     return 0
 
 
-def print_progress(rows) -> None:
-    """Progress across the grid (stderr): done / claimed / left per (grid, model, task), then who holds claims
-    (host, pid, SLURM job ids) and until when — what a SLURM array's progress looks like from a login node."""
-    from collections import Counter
+def _cell(statuses: list[str]) -> str:
+    """One task x model cell: done/claimed/left, '?/N' when the model is unresolved (N runs, done or not
+    unknown), 'no data' when the task cannot run here."""
+    from biobench.eval.grid import UNRESOLVED
 
-    if not any(r.status in ("done", "claimed") for r in rows):
-        return
-    counts: dict[tuple[str, str, str], Counter] = {}
-    for row in rows:
-        if row.seed is not None:
-            counts.setdefault((row.grid, row.model, row.task), Counter())[row.status] += 1
-    print("progress (done / claimed / left):", file=sys.stderr)
-    for (grid, model, task), count in counts.items():
-        left = sum(count.values()) - count["done"] - count["claimed"]
-        print(f"  {grid}\t{model}\t{task}\t{count['done']} / {count['claimed']} / {left}", file=sys.stderr)
+    if "no data" in statuses:
+        return "no data"
+    if UNRESOLVED in statuses:
+        return f"?/{len(statuses)}"
+    done, claimed = statuses.count("done"), statuses.count("claimed")
+    return f"{done}/{claimed}/{len(statuses) - done - claimed}"
+
+
+def print_grid_summary(rows, args: argparse.Namespace) -> None:
+    """Per grid a table, tasks down and models across ([1], [2], ... named below it: display names are long),
+    each cell done/claimed/left; then the tasks with no data here, the unresolved models, claim holders and
+    the totals. Stdout: this is the dry run's answer."""
+    from biobench.eval.grid import UNRESOLVED
+
+    grids = list(dict.fromkeys(row.grid for row in rows))
+    for grid in grids:
+        mine = [row for row in rows if row.grid == grid]
+        models = list(dict.fromkeys(row.model for row in mine))
+        tasks = list(dict.fromkeys(row.task for row in mine if row.task != "*"))
+        cells = {(task, model): _cell([r.status for r in mine if r.task == task and r.model == model])
+                 for task in tasks for model in models}
+        heads = [f"[{i}]" for i in range(1, len(models) + 1)]
+        widths = [max([len(heads[i]), *(len(cells[t, m]) for t in tasks)]) for i, m in enumerate(models)]
+        first = max([4, *(len(t) for t in tasks)])
+        label = f"{grid}: " if grid != "-" else ""
+        print(f"{label}{len(models)} model(s) x {len(tasks)} task(s); each cell done/claimed/left "
+              "(?/N: N runs of a model whose revision is unresolved here, done or not unknown)")
+        print("  " + "task".ljust(first) + "".join("  " + h.rjust(w) for h, w in zip(heads, widths, strict=True)))
+        for task in tasks:
+            print("  " + task.ljust(first) + "".join("  " + cells[task, m].rjust(w)
+                                                    for m, w in zip(models, widths, strict=True)))
+        for i, model in enumerate(models, 1):
+            runs = [r for r in mine if r.model == model and r.seed is not None]
+            cannot = next((r.detail for r in mine if r.model == model and r.status == "cannot plan"), None)
+            state = (f"cannot plan: {cannot}" if cannot is not None else
+                     "no task with data here" if not runs else
+                     f"{len(runs)} run(s), revision unresolved" if any(r.status == UNRESOLVED for r in runs) else
+                     f"{sum(r.status == 'done' for r in runs)} of {len(runs)} run(s) done")
+            print(f"  [{i}] {model}: {state}")
+    missing = list(dict.fromkeys(row.task for row in rows if row.status == "no data"))
+    tasks = {row.task for row in rows if row.task != "*"}
+    where = f" --data-dir {args.data_dir}" if getattr(args, "data_dir", None) else ""
+    if missing:
+        print(f"no data here ({len(missing)} of {len(tasks)} task(s), their runs cannot start): {', '.join(missing)}"
+              f" — `biobench data status{where}` says how to get each (`biobench data fetch TASK` for open data, "
+              "`biobench data add TASK FILE...` for files you downloaded)")
+    unresolved = list(dict.fromkeys(row.model for row in rows if row.status == UNRESOLVED))
+    if unresolved:
+        what = f"--config {args.config}" if getattr(args, "config", None) else f"--model {args.model}"
+        print(f"revision unresolved for {len(unresolved)} model(s) (not readable here: offline and not in the Hugging "
+              f"Face cache, or not found): `biobench prefetch {what}` where the hub is reachable fetches them; "
+              "--verbose says why for each")
     holders: dict[str, list] = {}
     for row in rows:
         if row.status == "claimed":
             holders.setdefault(row.holder, []).append(row)
     for holder, held in holders.items():
         runs = ", ".join(f"{r.task} seed {r.seed}" for r in held[:4]) + (" ..." if len(held) > 4 else "")
-        print(f"  claimed by {holder}: {runs} (until {max(r.expires for r in held)} unless renewed)",
-              file=sys.stderr)
+        print(f"claimed by {holder}: {runs} (until {max(r.expires for r in held)} unless renewed)")
+    done = sum(r.status == "done" for r in rows)
+    claimed = sum(r.status == "claimed" for r in rows)
+    conflicts = sum(r.status == "conflict" for r in rows)
+    runs = sum(r.seed is not None for r in rows)
+    n_unresolved = sum(r.status == UNRESOLVED for r in rows)
+    cannot = sum(r.status == "cannot plan" for r in rows)
+    models = len({(r.grid, r.model) for r in rows})
+    grid_count = f" in {len(grids)} grid(s)" if getattr(args, "config", None) else ""
+    print(f"{runs} run(s){grid_count}: {done} done, {runs - done} to run"
+          + (f" ({claimed} claimed now)" if claimed else "")
+          + (f" ({n_unresolved} with the revision unresolved)" if n_unresolved else "")
+          + (f" ({conflicts} conflict(s) with another run's result: --verbose lists them)" if conflicts else "")
+          + (f"; {len(missing)} task(s) with no data" if missing else "")
+          + (f"; {cannot} model(s) could not be planned" if cannot else "")
+          + f"; {models} model(s) x {len(tasks)} task(s)")
 
 
 def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parallel: int | str | None = None) -> None:
@@ -421,7 +486,7 @@ def run_config(args: argparse.Namespace) -> int:
             specs = ([get_spec(t, [*grid.task_files, *args.task_file]) for t in grid.tasks] if grid.tasks
                      else list_specs(lang=grid.lang, task_files=[*grid.task_files, *args.task_file]))
             return unresolved_runs(specs, parse_seeds(grid.seeds, f"{grid.source}: seeds")
-                                   if grid.seeds else None)
+                                   if grid.seeds else None, grid.data_dir or args.data_dir)
 
         rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True), unresolved)
         return print_dry_run(rows, args, len(grids))

@@ -201,8 +201,9 @@ def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
 def dry_run(grids: list[Grid], plan_model, unresolved=None) -> list[RunStatus]:
     """Every run of the grids with its status, planned as `eval` plans (model resolved, data loaded, keys
     computed) but nothing trained or written. `plan_model(grid, model)` returns the runner's Plan; a model or
-    data set that cannot be planned is one row saying why. `unresolved(grid, model)` lists the (task, seed)
-    pairs of a model whose revision cannot be resolved here (offline, not cached): what would run, unkeyed."""
+    data set that cannot be planned is one row saying why. `unresolved(grid, model)` lists the (task, seed,
+    no-data reason or None) of a model whose revision cannot be resolved here (offline, not cached): what would
+    run, unkeyed, and a task whose data is not here as one "no data" row, as for a model that resolves."""
     rows: list[RunStatus] = []
     for grid in grids:
         for entry in grid.models:
@@ -220,7 +221,8 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
     except ModelLoadError as err:
         if unresolved is None:
             return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
-        return [RunStatus(grid, model, task, seed, UNRESOLVED, str(err)) for task, seed in unresolved()]
+        return [RunStatus(grid, model, task, None, "no data", missing) if missing else
+                RunStatus(grid, model, task, seed, UNRESOLVED, str(err)) for task, seed, missing in unresolved()]
     except BiobenchError as err:
         return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
     from biobench.eval.claims import read_claim
