@@ -157,3 +157,15 @@ def test_grid_flags_need_a_config_and_an_existing_grid(tmp_path, tiny_mlm_dir, c
     assert "--grid goes with --config" in capsys.readouterr().err
     assert main(["eval", "--config", str(_grid(tmp_path, tiny_mlm_dir)), "--grid", "nope", "--dry-run"]) == 2
     assert "no grid named nope (grids: tiny)" in capsys.readouterr().err
+
+
+def test_relative_paths_resolve_against_the_grid_files_folder_and_absolute_ones_stay(tmp_path, monkeypatch):
+    """`results = "../../results"` in examples/grids/ is the clone's results/ whatever the current folder."""
+    folder = tmp_path / "clone" / "examples" / "grids"
+    folder.mkdir(parents=True)
+    (folder / "g.toml").write_text(f'results = "../../results"\ndata_dir = "{tmp_path / "data"}"\n'
+                                   '[[grid]]\ntasks = ["demo-cls"]\nmodels = ["x"]\n')
+    monkeypatch.chdir(tmp_path)  # elsewhere: ../../results from here would leave tmp_path
+    grid = read_grid_file(Path("clone/examples/grids/g.toml"))[0]
+    assert grid.results.resolve() == tmp_path / "clone" / "results"
+    assert grid.data_dir == tmp_path / "data"
