@@ -85,12 +85,14 @@ def test_optimizer_state_carries_across_phases(tiny_corpus, tmp_path):
     torch.testing.assert_close(trainer.optimizer.state[params[i]]["exp_avg"], expected, rtol=1e-4, atol=1e-7)
 
 
-def test_resume_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
+def test_resume_reproduces_uninterrupted_run(tiny_corpus, tmp_path, capsys):
     budget = dict(recipe="mlm", tokens=4 * 4 * 64)  # 4 + 2 steps
     full = train(_cfg(tiny_corpus, tmp_path / "full", **budget))
     stopped = train(_cfg(tiny_corpus, tmp_path / "cut", save_every=3 * 4 * 64, stop_after_steps=3, **budget))
     assert stopped is None and (tmp_path / "cut" / "step-768" / checkpoint.STATE).exists()
+    capsys.readouterr()
     resumed = train(_cfg(tiny_corpus, tmp_path / "cut", resume=True, **budget))
+    assert f"resuming from {tmp_path / 'cut' / 'step-768'} (step 3, 768 tokens seen)" in capsys.readouterr().out
     a, b = _weights(full), _weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ConfigError, match=r"was written by recipe 'mlm', not 'detour'"):
@@ -223,6 +225,7 @@ def test_sigint_keeps_a_checkpoint_that_resumes_to_the_uninterrupted_weights(tin
     assert 3 * 4 * 64 <= seen < 90 * 4 * 64
     done = subprocess.run(_cli(tiny_corpus, out, tokens, "--resume"), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert f"resuming from {kept[0]} (step " in done.stdout
     a, b = _weights(full), _weights(out / "final")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

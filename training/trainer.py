@@ -287,6 +287,9 @@ class Trainer:
         if self.resume_from is not None and (self.out / "final" / checkpoint.META).exists():
             self._print(f"{self.out / 'final'} exists: the run is complete")
             return self.out / "final"
+        if self.resume_from is not None:  # which checkpoint, and where in the run: the user can check it is theirs
+            self._print(f"resuming from {self.resume_from} (step {self.state.global_step:,}, "
+                        f"{self.state.tokens['seen']:,} tokens seen)")
         if self.dist.main:
             self.out.mkdir(parents=True, exist_ok=True)  # a hub/local --model never created it before the log
         if self.resume_from is None and self.state.global_step == 0:
