@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from biobench.runtime.progress import quiet_library_bars
+
+    quiet_library_bars()  # before any command imports the hub libraries: no library bars in a log file
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

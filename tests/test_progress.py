@@ -39,3 +39,21 @@ def test_a_fine_tuning_run_in_a_log_says_where_training_and_scoring_are(tiny_mlm
     err = capsys.readouterr().err
     assert "t1 seed 1: training steps: 1/3 (0 s)" in err
     assert "t1 seed 1: scoring dev (inputs): " in err and "t1 seed 1: scoring test (inputs): " in err
+
+
+def test_no_loading_weights_bar_in_a_log(tiny_mlm_dir):
+    """Off a terminal (stderr a pipe), `biobench` silences transformers' own bars before any command loads a
+    model: a log gets no "Loading weights" frames. The same load without biobench's start shows the bar, so the
+    check is not vacuous."""
+    import os
+    import subprocess
+    import sys
+
+    load = f"from transformers import AutoModel; AutoModel.from_pretrained({str(tiny_mlm_dir)!r})"
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    bare = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 0 and "Loading weights" in bare.stderr
+    quiet = subprocess.run([sys.executable, "-c", f"from biobench.cli import main; main(['models', '--json']); {load}"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Loading weights" not in quiet.stderr

@@ -7,6 +7,7 @@ line per evaluation / checkpoint of progress instead. bench/ and training/ both 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -68,12 +69,20 @@ def finished_line(message: str) -> None:
 
 
 def quiet_library_bars() -> None:
-    """Off a terminal, silence the libraries' own bars too (transformers' "Writing model shards", the hub's
-    downloads), which would otherwise fill a log file with carriage-return frames."""
-    if on_terminal():
+    """Unless both stdout and stderr are terminals, silence the libraries' own bars too (transformers'
+    "Loading weights" and "Writing model shards", the hub's downloads), which would otherwise fill a log file
+    with carriage-return frames. Called by `biobench` before any command runs, so it holds for every command
+    and for the processes they start: HF_HUB_DISABLE_PROGRESS_BARS is read by huggingface_hub when it is
+    imported, and transformers takes its own bar switch from it; libraries already imported are told directly
+    (nothing is imported here that was not: the leaderboard's process never loads transformers)."""
+    if on_terminal() and getattr(sys.stdout, "isatty", lambda: False)():
         return
-    from huggingface_hub.utils import disable_progress_bars
-    from transformers.utils import logging as hf_logging
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
 
-    hf_logging.disable_progress_bar()
-    disable_progress_bars()
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
