@@ -82,7 +82,7 @@ def test_grid_file_parallel_key(tmp_path):
 def test_worker_passes_parallel_to_eval():
     from biobench.service.worker import WorkerConfig, eval_arguments
 
-    request = SimpleNamespace(model="m", tasks=["gad"], seeds=[1], name=None, overrides={})
+    request = SimpleNamespace(model="m", tasks=["gad"], seeds=[1], name=None, overrides={}, metadata={})
     args = eval_arguments(request, Path("r"), WorkerConfig(results="r", parallel=2))
     assert args[args.index("--parallel") + 1] == "2"
     assert "--parallel" not in eval_arguments(request, Path("r"), WorkerConfig(results="r"))
