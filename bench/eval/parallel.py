@@ -312,23 +312,22 @@ def execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, 
     GPU with it). `claims` and `stop` as in runner.execute: this process claims each run before a child trains
     it and holds (renews) the claims of all its children; a stop signal stops the children at once, releases
     their claims, requeues the SLURM job and raises StoppedError."""
+    from biobench.eval.runner import with_stop_request
+
+    say = log or (lambda msg: print(msg, file=sys.stderr))
+    return with_stop_request(plan, claims, stop, say, lambda request: _execute_parallel(
+        plan, parallel, execution, threads, say, progress, probe, claims, request))
+
+
+def _execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, threads: int | None,
+                      log: Callable[[str], None], progress: bool, probe: Probe | None, claims: RunClaims | None,
+                      stop: StopRequest) -> list[PlannedRun]:
     import torch
-    from biobench.eval.runner import STOP_MESSAGE, execute, finished_message, held_line, stopped
+    from biobench.eval.runner import execute, finished_message, held_line, stopped
     from biobench.runtime.device import resolve_device
-    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
     from biobench.runtime.progress import finished_line
 
-    log = log or (lambda msg: print(msg, file=sys.stderr))
     pending = [i for i, r in enumerate(plan.runs) if r.status == "pending"]
-    if claims is not None:
-        for run in plan.runs:
-            if run.status == "skipped":
-                claims.tidy(run.path)
-    if not pending:
-        return plan.runs
-    if stop is None:
-        with stop_on_signal(log, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as own:
-            return execute_parallel(plan, parallel, execution, threads, log, progress, probe, claims, own)
     device = resolve_device(execution.device)
     auto = parallel == AUTO
     if auto and not device.startswith("cuda") and probe is None:

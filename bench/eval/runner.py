@@ -359,6 +359,25 @@ def held_line(plan: GridPlan, claims: RunClaims | None) -> str | None:
             "it); `biobench eval ... --dry-run` shows who holds what")
 
 
+def with_stop_request(plan: GridPlan, claims: RunClaims | None, stop: StopRequest | None,
+                      log: Callable[[str], None],
+                      train: Callable[[StopRequest], list[PlannedRun]]) -> list[PlannedRun]:
+    """What execute and parallel.execute_parallel do before training, in one place: tidy the leftover claim
+    folders of finished runs (claims rule 1), return at once when nothing is pending (no signal handler for a
+    grid that is done), and call `train` with the caller's stop request or, without one, with this call's own
+    (stop_on_signal on the wall-clock signals, restored when `train` returns or raises)."""
+    if claims is not None:
+        for run in plan.runs:
+            if run.status == "skipped":
+                claims.tidy(run.path)
+    if not any(r.status == "pending" for r in plan.runs):
+        return plan.runs
+    if stop is not None:
+        return train(stop)
+    with stop_on_signal(log, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as own:
+        return train(own)
+
+
 def execute(plan: GridPlan, device: str | None = None, progress: bool = True, trust_remote_code: bool = False,
             log: Callable[[str], None] | None = None, compile_encoder: bool = False,
             report_to: str | None = None, micro_batch: int | str | None = None,
@@ -372,19 +391,15 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
     the command's stop_on_signal (SIGTERM/SIGUSR1); without one, this call installs its own. On a stop signal
     the run in flight is abandoned, its claim released, the job requeued when inside SLURM, and StoppedError
     raised."""
-    pending = [r for r in plan.runs if r.status == "pending"]
     execution = Execution(device, trust_remote_code, compile_encoder, report_to, micro_batch)
-    log = log or (lambda msg: print(msg, file=sys.stderr))
-    if claims is not None:
-        for run in plan.runs:
-            if run.status == "skipped":
-                claims.tidy(run.path)
-    if not pending:
-        return plan.runs
-    if stop is None:
-        with stop_on_signal(log, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as own:
-            return execute(plan, device, progress, trust_remote_code, log, compile_encoder, report_to, micro_batch,
-                           claims, own)
+    say = log or (lambda msg: print(msg, file=sys.stderr))
+    return with_stop_request(plan, claims, stop, say,
+                             lambda request: _execute(plan, execution, progress, say, claims, request))
+
+
+def _execute(plan: GridPlan, execution: Execution, progress: bool, log: Callable[[str], None],
+             claims: RunClaims | None, stop: StopRequest) -> list[PlannedRun]:
+    pending = [r for r in plan.runs if r.status == "pending"]
     from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
 
     quiet_library_bars()
