@@ -167,16 +167,13 @@ def _predictions(results: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster, tiny_mlm_dir, tmp_path):
+def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster, slurm_toy_reference, tiny_mlm_dir,
+                                                                   tmp_path):
     """Two array elements drain a 2-task x 2-seed grid with run claims; one element is requeued with `scontrol
     requeue` while it trains a run (eval abandons it, releases its claim; the element restarts and takes the next
-    unfinished run). Every result exists once, predictions are byte-identical to a sequential run, no claim is left."""
-    sequential = _toy_grid(tmp_path, tiny_mlm_dir, "results-seq", n_train=160)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    unfinished run). Every result exists once, predictions are byte-identical to a sequential run (conftest's
+    slurm_toy_reference, shared with the launcher's test), no claim is left."""
     eval_args = ["--device", "cpu", "--threads", "1", "--no-progress"]
-    done = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(sequential), "--no-claims",
-                           *eval_args], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
     grid = _toy_grid(tmp_path, tiny_mlm_dir, "results", n_train=160)
     command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid),
                                                 *eval_args])
@@ -197,8 +194,8 @@ def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster
     assert "DUE TO JOB REQUEUE" in first and "abandoned" in first and second, logs  # stopped, then ran again
     assert list(results.glob("*/*/*.claim")) == []
     assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
-        sorted(p.relative_to(tmp_path / "results-seq").as_posix() for p in (tmp_path / "results-seq").glob("*/*/seed-*.json"))
-    assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(tmp_path / "results-seq")
+        sorted(p.relative_to(slurm_toy_reference).as_posix() for p in slurm_toy_reference.glob("*/*/seed-*.json"))
+    assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(slurm_toy_reference)
 
 
 def test_requeue_names_the_array_element_not_the_array(monkeypatch):

@@ -17,20 +17,17 @@ from tests.test_slurm import _predictions, _toy_grid
 
 
 @pytest.mark.slow
-def test_launcher_slurm_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster, tiny_mlm_dir, tmp_path):
+def test_launcher_slurm_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster, slurm_toy_reference,
+                                                                            tiny_mlm_dir, tmp_path):
     """`--launcher slurm --workers 2` submits a 2-element array (printing its id, the log folder and the progress
     command) that drains a 2-task x 2-seed grid with run claims; the element training a run is requeued with
     `scontrol requeue` (eval in it abandons the run and releases its claim; submitit's element runs again). Every
-    result exists once, predictions are byte-identical to a sequential --no-claims run, no claim is left."""
+    result exists once, predictions are byte-identical to a sequential --no-claims run (conftest's
+    slurm_toy_reference, shared with tests/test_slurm.py), no claim is left."""
     from biobench.eval.claims import read_claim
 
     env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
     eval_args = ["--device", "cpu", "--threads", "1", "--no-progress"]
-    sequential = _toy_grid(tmp_path, tiny_mlm_dir, "results-seq", n_train=160)
-    done = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(sequential), "--no-claims",
-                           *eval_args], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-
     grid = _toy_grid(tmp_path, tiny_mlm_dir, "results", n_train=160)
     log_dir = tmp_path / "logs"
     submitted = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid), *eval_args,
@@ -68,5 +65,5 @@ def test_launcher_slurm_array_with_a_forced_requeue_matches_a_sequential_run(slu
     assert requeued.count("Starting with JobEnvironment") == 2, logs  # then submitit ran the element again
     assert list(results.glob("*/*/*.claim")) == []
     assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
-        sorted(p.relative_to(tmp_path / "results-seq").as_posix() for p in (tmp_path / "results-seq").glob("*/*/seed-*.json"))
-    assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(tmp_path / "results-seq")
+        sorted(p.relative_to(slurm_toy_reference).as_posix() for p in slurm_toy_reference.glob("*/*/seed-*.json"))
+    assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(slurm_toy_reference)
