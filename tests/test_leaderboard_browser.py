@@ -90,8 +90,11 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
     raise AssertionError(f"{url} did not answer within {timeout} s")
 
 
-@pytest.fixture
-def server(tmp_path):
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One leaderboard for the module's tests (each opens its own page, hence its own Gradio session): its start
+    (imports, the board scan, the significance bootstrap) is the costly part, and no test changes what it serves."""
+    tmp_path = tmp_path_factory.mktemp("leaderboard-server")
     port = _free_port()
     hostile = tmp_path / "hostile"
     hc.script_results(hostile)
@@ -133,8 +136,10 @@ def server(tmp_path):
         log.close()
 
 
-@pytest.fixture
-def browser(tmp_path):
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium per test module (a test opens its page with browser.get and sets the window size it
+    needs); the alert hook runs in every page it loads."""
     if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()) and not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("chromium / chromedriver not installed (bash scripts/install_browser.sh)")
     webdriver = pytest.importorskip("selenium.webdriver")
@@ -144,7 +149,7 @@ def browser(tmp_path):
     options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+                 "--window-size=1280,1000", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(DRIVER if Path(DRIVER).exists() else shutil.which("chromedriver")),
                               options=options)
@@ -159,6 +164,7 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
+    browser.set_window_size(1280, 1000)
     browser.get(server)
     time.sleep(8)  # let Gradio render and run its load events
     table = WebDriverWait(browser, 60).until(EC.presence_of_element_located((By.ID, "lb-table-fr")))
@@ -271,6 +277,7 @@ def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
+    browser.set_window_size(1280, 1000)  # the module's browser: whatever size the test before it left
     browser.get(server)
     time.sleep(8)
     tab = WebDriverWait(browser, 60).until(

@@ -172,6 +172,7 @@ def test_the_generated_space_serves_a_local_copy(browser, tmp_path):  # noqa: F8
     subprocess.run([sys.executable, "-m", "biobench.cli", "space", "init", str(space), "--results",
                     "hf://datasets/acme/results"], check=True, capture_output=True)
     assert "sdk: gradio" in (space / "README.md").read_text() and "app_file: app.py" in (space / "README.md").read_text()
+    browser.set_window_size(1280, 1000)  # the module's browser, after the service test's 1280 x 1100
     port = _free_port()
     proc = serve([sys.executable, "app.py"], tmp_path, cwd=space, env_extra={
         "BIOBENCH_RESULTS": str(copy), "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
