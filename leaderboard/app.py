@@ -386,7 +386,7 @@ def _model_tab(live: Live, app: gr.Blocks) -> None:
     from biobench.leaderboard.api import model_choices, model_row_json
 
     board = live.board
-    with gr.Tab("Model", id="tab-model"):
+    with gr.Tab("Model", id="tab-model") as tab:
         with gr.Row():
             lang = gr.Dropdown(board.langs, value=_first_lang(board), label="Language", elem_id="lb-model-lang")
             model = gr.Dropdown([], label="Model", elem_id="lb-model-name")
@@ -402,12 +402,16 @@ def _model_tab(live: Live, app: gr.Blocks) -> None:
         return text, display(frame, {"macro-F1": "score", "± 95% CI": "score"})
 
     @_safe(lambda msg: (gr.update(), f"error: {md(msg)}", pd.DataFrame()))
-    def on_lang(lang_v):
+    def on_lang(lang_v, key=None):
+        """The language's models (read again each time: a refresh may have brought new ones), keeping the chosen
+        model when it is still there, else the first measured one."""
         choices = model_choices(live.board, lang_v) if lang_v else []
-        first = next((key for label, key in choices if "(reported)" not in label), choices[0][1] if choices else None)
-        return (gr.update(choices=choices, value=first), *on_model(lang_v, first))
+        first = next((k for label, k in choices if "(reported)" not in label), choices[0][1] if choices else None)
+        chosen = key if key in {k for _, k in choices} else first
+        return (gr.update(choices=choices, value=chosen), *on_model(lang_v, chosen))
 
     lang.change(on_lang, lang, [model, panel, results])
+    tab.select(on_lang, [lang, model], [model, panel, results])
     model.input(on_model, [lang, model], [panel, results])
     app.load(on_lang, lang, [model, panel, results])
 

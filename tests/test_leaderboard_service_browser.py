@@ -92,6 +92,11 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
             box = field(browser, elem_id, "input")
             box.clear()
             box.send_keys(value)
+        # the model's metadata, stated in the form (#41): shown on the Model tab once the results are in
+        next(b for b in browser.find_elements(By.CSS_SELECTOR, "button") if "Model metadata" in b.text).click()
+        time.sleep(1)
+        field(browser, "sb-params").send_keys("1.5M")
+        field(browser, "sb-training-data").send_keys("pubmed, e3c")
         browser.find_element(By.ID, "sb-submit").click()
         WebDriverWait(browser, 60).until(lambda d: "submitted" in text_of(d, "sb-message"))
         screenshot(browser, tmp_path, "service-submit")
@@ -99,6 +104,7 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         WebDriverWait(browser, 30).until(lambda d: "pending" in text_of(d, "sb-queue"))
         request = json.loads(next((q / "requests").glob("*.json")).read_text())
         assert request["overrides"] == {"epochs": 1, "max_length": 32, "limit_train": 40}
+        assert request["metadata"] == {"params": 1_500_000, "training_data": ["pubmed", "e3c"]}
         # the form records a hash of the visitor, never their address (the per-visitor pending limit, #27)
         assert request["submitter"].startswith("visitor-") and request["tasks"] == ["demo-cls"]
 
@@ -156,6 +162,13 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#lb-other-fr tbody tr") if "tiny-modernbert" in r.text)
         WebDriverWait(browser, 10).until(lambda d: "solid" in (row.get_attribute("style") or ""))
         screenshot(browser, tmp_path, "service-queue-link")
+        # the Model tab: the request's model with the metadata stated in the form, and its smoke run
+        tab(browser, "Model")
+        WebDriverWait(browser, 30).until(lambda d: "stated by the submitter" in text_of(d, "lb-model-panel"))
+        panel = text_of(browser, "lb-model-panel")
+        assert "1,500,000" in panel and "pubmed, e3c" in panel and tiny_mlm_dir.name in panel
+        assert "demo-cls" in text_of(browser, "lb-model-results") and "⚑ smoke" in text_of(browser, "lb-model-results")
+        screenshot(browser, tmp_path, "service-model-tab")
         print(f"screenshots in {os.environ.get('BIOBENCH_SCREENSHOTS') or tmp_path}")
     finally:
         stop(proc)
