@@ -410,8 +410,16 @@ def _model_tab(live: Live, app: gr.Blocks) -> None:
         chosen = key if key in {k for _, k in choices} else first
         return (gr.update(choices=choices, value=chosen), *on_model(lang_v, chosen))
 
+    @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame()))
+    def on_tab(lang_v, key):
+        """Opening the tab reads the board again: its languages too (a board that started empty has one after
+        the first refresh)."""
+        langs = live.board.langs
+        lang_v = lang_v if lang_v in langs else _first_lang(live.board)
+        return (gr.update(choices=langs, value=lang_v), *on_lang(lang_v, key))
+
     lang.change(on_lang, lang, [model, panel, results])
-    tab.select(on_lang, [lang, model], [model, panel, results])
+    tab.select(on_tab, [lang, model], [lang, model, panel, results])
     model.input(on_model, [lang, model], [panel, results])
     app.load(on_lang, lang, [model, panel, results])
 
