@@ -404,10 +404,11 @@ def _model_tab(live: Live, app: gr.Blocks) -> None:
     @_safe(lambda msg: (gr.update(), f"error: {md(msg)}", pd.DataFrame()))
     def on_lang(lang_v, key=None):
         """The language's models (read again each time: a refresh may have brought new ones), keeping the chosen
-        model when it is still there, else the first measured one."""
+        model when it is a measured one still there, else the first measured one (a paper row is only the
+        fallback of a board with nothing measured yet)."""
         choices = model_choices(live.board, lang_v) if lang_v else []
-        first = next((k for label, k in choices if "(reported)" not in label), choices[0][1] if choices else None)
-        chosen = key if key in {k for _, k in choices} else first
+        measured = [k for label, k in choices if "(reported)" not in label]
+        chosen = key if key in measured else measured[0] if measured else choices[0][1] if choices else None
         return (gr.update(choices=choices, value=chosen), *on_model(lang_v, chosen))
 
     @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame()))
