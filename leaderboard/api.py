@@ -222,9 +222,12 @@ def add_routes(app: Any, current: Callable[[], Board]) -> None:
     app.add_api_route(f"{API_PREFIX}/tasks", tasks, methods=["GET"])
 
 
-def serve(blocks: Any, **launch_options: Any) -> None:
+def serve(blocks: Any, announce: bool = False, **launch_options: Any) -> None:
     """Launch the Gradio app built by `app.build_app`, add the JSON routes (reading the board its pages show) to
-    its FastAPI app, and block: what `biobench leaderboard` and the Space's app.py do."""
+    its FastAPI app, and block: what `biobench leaderboard` (`app.launch`, which `announce`s its address) and the
+    Space's app.py do. The one place the pages and their JSON are started together."""
     blocks.launch(prevent_thread_lock=True, **launch_options)
     add_routes(blocks.app, blocks.biobench_board)
+    if announce:
+        print(f"leaderboard at {blocks.local_url} (Ctrl+C stops it)", flush=True)
     blocks.block_thread()

@@ -30,6 +30,7 @@ from biobench.board.entry_pairs import (
 )
 from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
+from biobench.leaderboard.api import serve
 from biobench.leaderboard.service_views import (
     build_paper_tab,
     build_queue_tab,
@@ -805,10 +806,8 @@ def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app
     """Serve the app (blocking); `app_options` go to build_app (queue, rebuild, refresh_minutes). Gradio's own
     start-up lines (among them its advice to `set share=True`, which would publish the board through a public
     tunnel) stay quiet: the address is printed here."""
-    app = build_app(board, **app_options)
-    app.launch(server_name=host, server_port=port, quiet=True, prevent_thread_lock=True, **LAUNCH_OPTIONS)
-    print(f"leaderboard at {app.local_url} (Ctrl+C stops it)", flush=True)
-    app.block_thread()
+    serve(build_app(board, **app_options), announce=True, server_name=host, server_port=port, quiet=True,
+          **LAUNCH_OPTIONS)
 
 
 def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:

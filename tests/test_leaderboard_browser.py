@@ -310,3 +310,27 @@ def test_plots_tab_detail_view_and_loss_curve(server, browser, tmp_path):
         lambda d: [i for i in loss.find_elements(By.CSS_SELECTOR, "img") if i.size["width"] > 300])[0]
     assert plot.size["height"] > 100 and plot.get_attribute("src").startswith("data:image/")
     print(f"screenshots: {screenshot(browser, tmp_path, 'tab-plots-loss')}")
+
+
+def test_the_cli_server_answers_the_json_routes(server):
+    """`biobench leaderboard` serves the board's JSON next to its pages (the routes used to be added only by the
+    Space's start, so the command line's server answered 404 on /api/v1/...)."""
+    import json
+
+    def get(path: str) -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(server.rstrip("/") + path, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    status, tasks = get("/api/v1/tasks")
+    assert status == 200 and "fracco-30" in [t["id"] for t in tasks["languages"]["fr"]]
+    status, board = get("/api/v1/leaderboard?lang=fr")
+    assert status == 200
+    names = [row["name"] for row in board["rows"]]
+    assert any("tiny-detour" in n for n in names), names
+    keys = [row["key"] for row in board["rows"]]
+    assert len(keys) == len(set(keys))  # one row per model
+    status, missing = get("/api/v1/models/no-such-model")
+    assert status == 404 and "no-such-model" in missing["error"]
