@@ -355,7 +355,7 @@ def test_caches_of_the_wrong_shape_are_misses(tmp_path):
     assert groups and board.groups
     for path in groups:
         path.write_text("[]")
-    for path in cache.glob("scan-*.*"):
+    for path in cache.glob("scan-*.json"):
         path.write_text('{"v": 1, "files": ' + "[" * 200_000 + "]" * 200_000 + "}")
     again = build_board([hc.FIXTURES], n_boot=50, cache_dir=cache)
     assert again.groups.keys() == board.groups.keys() and render_html(again, "fr") == render_html(board, "fr")

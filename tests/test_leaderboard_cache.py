@@ -65,23 +65,21 @@ def test_scale_script_folder_builds_a_board(tmp_path):
 
 
 def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
+    from biobench.board import scan as R
     from biobench.leaderboard.tables import render_html
-    from biobench.store import index as store_index
 
     results, cache = tmp_path / "results", tmp_path / "cache"
     shutil.copytree(FIXTURES, results)
     fresh = build_board([results], significance=False)
     cold = build_board([results], significance=False, cache_dir=cache)
-    (index_file,) = cache.glob("scan-*.arrow")
-    assert index_file.read_bytes().startswith(b"ARROW1")  # Arrow IPC, not a pickle
+    (index_file,) = cache.glob("scan-*.json")
+    assert index_file.read_text().startswith('{"v": 2')  # JSON, not a pickle
     reads: list[Path] = []
-    real = store_index.board_fields
-    monkeypatch.setattr(store_index, "board_fields", lambda path: reads.append(path) or real(path))
+    real = R._board_fields
+    monkeypatch.setattr(R, "_board_fields", lambda path: reads.append(path) or real(path))
     warm = build_board([results], significance=False, cache_dir=cache)
     unparsable = [p for p in reads if real(p) is None]
-    refused = {p.path for p in fresh.problems}
-    # all came from the index but the files that are not valid results (read again: their Problem stays fresh)
-    assert len(unparsable) == 1 and reads and all(str(p) in refused for p in reads)
+    assert reads == unparsable and len(unparsable) == 1  # all came from the index but the file that is not JSON
     for lang in ("fr", "en"):
         assert render_html(fresh, lang) == render_html(cold, lang) == render_html(warm, lang)
     assert warm.problems == fresh.problems and warm.analyses == fresh.analyses
@@ -93,7 +91,7 @@ def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_pat
     os.utime(seed_file, ns=(seed_file.stat().st_atime_ns, seed_file.stat().st_mtime_ns + 10**9))
     reads.clear()
     changed = build_board([results], significance=False, cache_dir=cache)
-    assert sorted(reads) == sorted([seed_file, *(p for p in set(reads) if str(p) in refused)])  # and the changed file
+    assert sorted(reads) == sorted([seed_file, *unparsable])  # only the changed file is read again
     run = next(r for e in changed.entries for runs in e.runs.values() for r in runs if r.path == seed_file)
     assert run.score == 0.123456
 

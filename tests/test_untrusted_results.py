@@ -178,23 +178,20 @@ def test_a_significance_cache_file_of_the_wrong_shape_is_a_miss_and_rewritten(tm
         assert path.read_text() == good  # rewritten
 
 
-def test_a_results_index_of_the_wrong_shape_is_a_miss_with_one_problem_and_rewritten(tmp_path):
+def test_a_scan_index_of_the_wrong_shape_is_a_miss_and_rewritten(tmp_path):
     root = tmp_path / "results"
     write_good(root, "good-a", 42, 0.6)
     cache_dir = tmp_path / "cache"
     build_board([root], reference=False, significance=False, cache_dir=cache_dir)
-    (index,) = cache_dir.glob("scan-*.arrow")
-    good = index.read_bytes()
-    for wrong in (b"[]", b"ARROW1" + b"\0" * 64, good[: len(good) // 2], DEEP.encode(), good.replace(b'"macro_f1": 0.6', b'"macro_f1": 7.6')):
-        assert wrong != good
-        index.write_bytes(wrong)
+    (index,) = cache_dir.glob("scan-*.json")
+    good = json.loads(index.read_text())
+    rel = next(iter(good["files"]))
+    for wrong in ("[]", '{"v": 1, "files": []}', json.dumps({"v": 1, "files": {rel: [1, 2]}}),
+                  json.dumps({"v": 1, "files": {rel: "x"}}), DEEP):
+        index.write_text(wrong)
         board = build_board([root], reference=False, significance=False, cache_dir=cache_dir)
-        assert [e.key for e in board.entries] == ["good-a"]
-        assert [p.path for p in board.problems] == [str(index)], wrong[:20]
-        assert "ignored and rebuilt" in board.problems[0].reason and "\n" not in board.problems[0].reason
-        assert index.read_bytes() == good
-        again = build_board([root], reference=False, significance=False, cache_dir=cache_dir)
-        assert again.problems == []
+        assert [e.key for e in board.entries] == ["good-a"] and board.problems == []
+        assert json.loads(index.read_text()) == good
 
 
 def test_depth_is_counted_without_recursion_and_strings_do_not_count():

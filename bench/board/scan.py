@@ -8,6 +8,8 @@ take the leaderboard down. No torch here (the leaderboard starts fast).
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
 import os
 import re
@@ -19,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from biobench import store
-from biobench.errors import ResultsError
+from biobench.errors import BiobenchError, ResultsError
 from biobench.names import display_name
+from biobench.runtime.jsonfile import read_json
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
-from biobench.store import index as store_index
 from biobench.store import trust
 from biobench.store.analysis import ANALYSIS_FILES
 
@@ -196,8 +198,89 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
     )
 
 
-BOARD_DETAILS = store_index.BOARD_DETAILS
+BOARD_DETAILS = ("timings", "device", "dev_score", "created", "contamination")
+TRUST_FIELDS = ("overrides", "degenerate")  # what store.trust reads besides the protocol
 TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
+INDEX_VERSION = 2  # 2: the trust fields (overrides, degenerate) are kept
+
+
+def _board_fields(path: Path) -> dict[str, Any] | None:
+    """What `parse_result` reads of a result file (history, dev metrics and versions left out), or None when
+    the bounded reader refuses the file or it is not a JSON object (the full reader then reports why)."""
+    try:
+        data = store.read_json_file(path)
+    except ResultsError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    keep = {k: data[k] for k in ("schema", "model", "task", "seed", "protocol", "key", "predictions", *BOARD_DETAILS,
+                                 *TRUST_FIELDS) if k in data}
+    metrics = data.get("metrics")
+    test = metrics.get("test") if isinstance(metrics, dict) else None
+    if isinstance(test, dict):
+        keep["metrics"] = {"test": {k: test[k] for k in ("macro_f1", "per_label") if k in test}}
+    elif "metrics" in data:
+        keep["metrics"] = metrics
+    return keep
+
+
+MAX_INDEX_BYTES = 2**30  # ~2 KB per result: half a million results
+
+
+def _index_entry(entry: Any) -> bool:
+    """Whether a scan index entry has the shape this version writes: [size, mtime_ns, {board fields}]."""
+    return (isinstance(entry, list) and len(entry) == 3 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                 for v in entry[:2]) and isinstance(entry[2], dict))
+
+
+class ScanIndex:
+    """The board's fields of every result file of one results folder, on disk under the leaderboard cache and
+    keyed per file by (size, mtime_ns): a warm start reads one JSON file instead of thousands, and a changed
+    or new result file is read again on its own. JSON, never pickle; written with the one atomic writer."""
+
+    def __init__(self, root: Path, cache_dir: str | Path | None):
+        self.path = None
+        self.files: dict[str, list[Any]] = {}
+        self.changed = False
+        if cache_dir is None:
+            return
+        digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+        self.path = Path(cache_dir) / f"scan-{digest}.json"
+        try:  # another version, a damaged or foreign file of another shape: a miss, rewritten at save()
+            data = read_json(self.path, MAX_INDEX_BYTES)
+        except (OSError, BiobenchError):
+            return
+        if isinstance(data, dict) and data.get("v") == INDEX_VERSION and isinstance(data.get("files"), dict):
+            self.files = data["files"]
+
+    def fields(self, path: Path, rel: str, stamp: tuple[int, int] | None) -> dict[str, Any] | None:
+        """The board's fields of `path` from the index when its (size, mtime_ns) `stamp` still matches."""
+        if self.path is None or stamp is None:
+            return None
+        entry = self.files.get(rel)
+        if _index_entry(entry) and entry[0] == stamp[0] and entry[1] == stamp[1]:
+            return entry[2]
+        data = _board_fields(path)
+        if data is not None:
+            self.files[rel] = [stamp[0], stamp[1], data]
+            self.changed = True
+        return data
+
+    def save(self, present: set[str]) -> None:
+        if self.path is None:
+            return
+        gone = set(self.files) - present
+        for rel in gone:
+            del self.files[rel]
+        if not (self.changed or gone):
+            return
+        from biobench.errors import DiskFullError
+        from biobench.runtime.files import atomic_write
+
+        try:
+            atomic_write(self.path, json.dumps({"v": INDEX_VERSION, "files": self.files}))
+        except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
+            pass
 
 
 class Listing:
@@ -236,15 +319,14 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
     """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs and pretraining logs.
     Duplicates of a (model, task, seed) across folders keep the first and report the others; a smoke run
     (protocol overrides) and a protocol run of the same seed are not duplicates (separate rows). With
-    `cache_dir`, result files are read through the folder's results index (`biobench.store.index`); a damaged or
-    altered index is one Problem and is rebuilt."""
+    `cache_dir`, result files are read through the folder's ScanIndex."""
     scan = Scan()
     seen: dict[tuple[str, str, str, int], Path] = {}
     for root in map(Path, dirs):
         if not root.is_dir():
             scan.problems.append(Problem(str(root), "results folder does not exist"))
             continue
-        index, present, listing = store_index.ResultsIndex(root, cache_dir), set(), Listing(root)
+        index, present, listing = ScanIndex(root, cache_dir), set(), Listing(root)
         scan.listings.append(listing)
         prefix = len(str(root).rstrip(os.sep)) + 1
         for name_str in listing.wanted():
@@ -260,14 +342,11 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
                 continue
             path, rel = Path(name_str), name_str[prefix:]
             present.add(rel)
-            stamp = listing.stamp(path)
             try:
-                run = parse_result(path, known_langs, index.fields(path, rel, stamp), listing)
+                run = parse_result(path, known_langs, index.fields(path, rel, listing.stamp(path)), listing)
             except ResultsError as err:
-                run = _from_file(index, path, rel, stamp, known_langs, listing, err) if index.from_index(rel) else None
-                if run is None:
-                    scan.problems.append(Problem(str(path), _reason(err, path)))
-                    continue
+                scan.problems.append(Problem(str(path), _reason(err, path)))
+                continue
             key = (run.model, run.smoke, run.task, run.seed)
             if key in seen:
                 scan.problems.append(Problem(str(path), f"duplicate of {seen[key]} (kept the first)"))
@@ -275,23 +354,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
             seen[key] = path
             scan.runs.append(run)
         index.save(present)
-        if index.problem:
-            scan.problems.append(Problem(str(index.path), index.problem))
     return scan
-
-
-def _from_file(index: store_index.ResultsIndex, path: Path, rel: str, stamp: tuple[int, int] | None,
-               known_langs: dict[str, str] | None, listing: Listing, err: ResultsError) -> Run | None:
-    """A result whose index row the store refused, read from its file: a file that passes means the row was altered
-    (the index is distrusted: one Problem, rebuilt); a file that fails too is the file's own problem (None)."""
-    if stamp is None:
-        return None
-    try:
-        run = parse_result(path, known_langs, index.read(path, rel, stamp), listing)
-    except ResultsError:
-        return None
-    index.refuted(rel, _reason(err, path))
-    return run
 
 
 @lru_cache(maxsize=512)

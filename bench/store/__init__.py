@@ -11,8 +11,6 @@
             differ (fractions; callers format percent).
 - trust:    smoke runs (protocol overrides) and degenerate test predictions with their likely reason: what the
             console, eval's summary, the leaderboard, the exports and the model card mark.
-- index:    the results index: the board's fields of every result file of a folder in one Arrow file (JSON
-            without pyarrow), used while a file's (size, mtime_ns) is unchanged, re-validated as a file is.
 - analysis: typed records of the analysis outputs (CKA, CKA trajectory, needle, transplant) and of a
             pretraining checkpoint's lineage and training config.
 
