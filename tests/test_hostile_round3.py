@@ -267,7 +267,8 @@ def test_the_form_flood_is_bounded_over_loopback(tmp_path):
                 time.sleep(0.5)
         answers = []
         for i in range(30):
-            data = json.dumps({"data": ["org/enc", f"{i:040x}", "fr", "demo-cls", "", None, None, None]}).encode()
+            data = json.dumps({"data": ["org/enc", f"{i:040x}", "fr", "demo-cls", "", None, None, None,
+                                         "", "", "", "", "", ""]}).encode()
             request = urllib.request.Request(f"{url}/gradio_api/call/on_submit", data=data, headers={
                 "Content-Type": "application/json", "X-Forwarded-For": f"10.0.{i}.1"})
             event = json.load(urllib.request.urlopen(request, timeout=10))["event_id"]
