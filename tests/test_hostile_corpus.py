@@ -355,9 +355,13 @@ def test_caches_of_the_wrong_shape_are_misses(tmp_path):
     assert groups and board.groups
     for path in groups:
         path.write_text("[]")
-    for path in cache.glob("scan-*.json"):
+    indexes = sorted(cache.glob("results-*.arrow"))
+    assert indexes
+    for path in indexes:
         path.write_text('{"v": 1, "files": ' + "[" * 200_000 + "]" * 200_000 + "}")
     again = build_board([hc.FIXTURES], n_boot=50, cache_dir=cache)
+    assert [p.reason for p in again.problems if p not in board.problems] == [
+        "results index unreadable or altered (no index header); ignored and rebuilt from the result files"]
     assert again.groups.keys() == board.groups.keys() and render_html(again, "fr") == render_html(board, "fr")
     assert all(path.read_text() != "[]" for path in groups)  # rewritten
 

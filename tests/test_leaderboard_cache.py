@@ -72,14 +72,15 @@ def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_pat
     shutil.copytree(FIXTURES, results)
     fresh = build_board([results], significance=False)
     cold = build_board([results], significance=False, cache_dir=cache)
-    (index_file,) = cache.glob("scan-*.json")
-    assert index_file.read_text().startswith('{"v": 2')  # JSON, not a pickle
+    (index_file,) = cache.glob("results-*.arrow")
+    assert index_file.read_bytes().startswith(b"biobench-results-index 4 ")  # Arrow behind a checksum, not a pickle
     reads: list[Path] = []
-    real = R._board_fields
-    monkeypatch.setattr(R, "_board_fields", lambda path: reads.append(path) or real(path))
+    real = R.read_row
+    monkeypatch.setattr(R, "read_row", lambda path: reads.append(path) or real(path))
     warm = build_board([results], significance=False, cache_dir=cache)
-    unparsable = [p for p in reads if real(p) is None]
-    assert reads == unparsable and len(unparsable) == 1  # all came from the index but the file that is not JSON
+    invalid = sorted({Path(p.path) for p in fresh.problems if Path(p.path).name.startswith("seed-")})
+    assert invalid and sorted(reads) == invalid  # all came from the index but the files that are not valid results
+    unparsable = invalid
     for lang in ("fr", "en"):
         assert render_html(fresh, lang) == render_html(cold, lang) == render_html(warm, lang)
     assert warm.problems == fresh.problems and warm.analyses == fresh.analyses

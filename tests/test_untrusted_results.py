@@ -178,22 +178,6 @@ def test_a_significance_cache_file_of_the_wrong_shape_is_a_miss_and_rewritten(tm
         assert path.read_text() == good  # rewritten
 
 
-def test_a_scan_index_of_the_wrong_shape_is_a_miss_and_rewritten(tmp_path):
-    root = tmp_path / "results"
-    write_good(root, "good-a", 42, 0.6)
-    cache_dir = tmp_path / "cache"
-    build_board([root], reference=False, significance=False, cache_dir=cache_dir)
-    (index,) = cache_dir.glob("scan-*.json")
-    good = json.loads(index.read_text())
-    rel = next(iter(good["files"]))
-    for wrong in ("[]", '{"v": 1, "files": []}', json.dumps({"v": 1, "files": {rel: [1, 2]}}),
-                  json.dumps({"v": 1, "files": {rel: "x"}}), DEEP):
-        index.write_text(wrong)
-        board = build_board([root], reference=False, significance=False, cache_dir=cache_dir)
-        assert [e.key for e in board.entries] == ["good-a"] and board.problems == []
-        assert json.loads(index.read_text()) == good
-
-
 def test_depth_is_counted_without_recursion_and_strings_do_not_count():
     assert too_deep(DEEP, 64)
     assert not too_deep('{"a": "[[[[[[[[[[", "b": [[1]], "c": "\\"]]]]"}', 3)

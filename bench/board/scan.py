@@ -8,8 +8,6 @@ take the leaderboard down. No torch here (the leaderboard starts fast).
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 import math
 import os
 import re
@@ -21,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from biobench import store
-from biobench.errors import BiobenchError, ResultsError
+from biobench.errors import ResultsError
 from biobench.names import display_name
-from biobench.runtime.jsonfile import read_json
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
 from biobench.store import trust
 from biobench.store.analysis import ANALYSIS_FILES
+from biobench.store.index import IndexRow, ResultsIndex
 
 
 @dataclass(frozen=True)
@@ -150,8 +148,9 @@ def _reason(err: Exception, path: Path) -> str:
 
 def _check_ids(path: Path, task_id: str, lang: Any, predictions: Any) -> None:
     """A task id, language and predictions file name from a result become tabs, element ids and file names:
-    each must look like the ones biobench writes, or the file is a Problem (never a tab, never a path)."""
-    if not isinstance(lang, str) or not LANG_CODE.fullmatch(lang):
+    each must look like the ones biobench writes, or the file is a Problem (never a tab, never a path). None:
+    not checked here."""
+    if lang is not None and (not isinstance(lang, str) or not LANG_CODE.fullmatch(lang)):
         raise ResultsError(f"{path}: task.lang {str(lang)[:80]!r} is not a language code (like fr, en)")
     try:
         safe_name(task_id, "task.id")
@@ -161,36 +160,27 @@ def _check_ids(path: Path, task_id: str, lang: Any, predictions: Any) -> None:
         raise ResultsError(f"{path}: {err}") from None
 
 
-def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: dict[str, Any] | None = None,
-                 listing: Listing | None = None) -> Run:
-    """One result file -> Run through the results store's reader (`biobench.store.read_result`), which
-    raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
-    scores), and a task without `lang` takes the language of the known task of that id. `data`: the file's
-    content as the scan index kept it (the board's fields only), instead of reading the file; `listing`: the
-    scan's one directory walk, which says whether the predictions file exists without asking the disk again."""
-    result = (store.read_result(path, check_key=False) if data is None
-              else store.Result.from_dict(data, path, check_key=False))
+def index_row(path: Path, result: store.Result) -> IndexRow:
+    """What the board keeps of a validated result (`store.index.IndexRow`), its ids checked (`_check_ids`; a task
+    without `lang` is checked when its language is known, in `run_of`): the scan's results index stores it, so a
+    warm start builds its runs from typed columns instead of re-reading and re-validating the file."""
     task = result.task
-    lang = task.get("lang") or (known_langs or {}).get(result.task_id)
-    if not lang:
-        raise ResultsError(f"{path}: no task.lang and task {result.task_id!r} is not a known task")
-    _check_ids(path, result.task_id, lang, result.predictions)
-    slug = str(result.slug or path.parent.parent.name)
-    pred_path = path.parent / result.predictions if result.predictions else store.predictions_path(path)
+    lang = task.get("lang")
+    predictions = str(result.predictions) if result.predictions else store.predictions_path(path).name
+    _check_ids(path, result.task_id, lang or None, predictions)  # no language: checked once it is known (run_of)
     note = trust.degenerate(result)
-    return Run(
-        path=path,
-        model=slug,
+    return IndexRow(
+        model=str(result.slug or path.parent.parent.name),
         name=display_name(result.model),  # the stored name; older files: built from alias / lineage / id
-        lang=str(lang),
+        lang=lang or "",
         task=result.task_id,
         kind=str(task.get("kind", "classification")),
         seed=result.seed,
         score=float(result.macro_f1),
         per_label=_per_label_f1(result.metrics["test"].get("per_label")),
-        predictions=pred_path if (pred_path.is_file() if listing is None else listing.has(pred_path)) else None,
+        predictions=predictions,
         model_meta=dict(result.model),
-        labels=tuple(task.get("labels") or ()),
+        labels=tuple(str(v) for v in task.get("labels") or ()),
         details={"key": result.key, "protocol": result.protocol,
                  **{k: result.details[k] for k in BOARD_DETAILS if k in result.details}},
         smoke=trust.describe_overrides(trust.overrides(result)),
@@ -198,120 +188,103 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, data: di
     )
 
 
+def _child(folder: Path, name: str) -> Path:
+    """`folder / name` for a name of one part (a listed file name, or a predictions name `_check_ids` passed).
+    Why not `/`: it parses the name as a path, 0.6 s for the 100,000 paths of a 300-model board's warm start;
+    pathlib's own glob uses `_make_child_relpath` for the children it lists, which parses nothing (CPython
+    3.11-3.13; where it is missing, `/`)."""
+    make = getattr(folder, "_make_child_relpath", None)
+    return make(name) if make is not None else folder / name
+
+
+def run_of(path: Path, row: IndexRow, known_langs: dict[str, str] | None = None, listing: Listing | None = None,
+           folder: Path | None = None) -> Run:
+    """The Run of a result file from its row (ids checked when it was made, `index_row` or the index's own
+    checks); a task without `lang` takes the language of the known task of that id. `listing`: the scan's one
+    directory walk, which says whether the predictions file exists without asking the disk again."""
+    lang = row.lang or (known_langs or {}).get(row.task)
+    if not lang:
+        raise ResultsError(f"{path}: no task.lang and task {row.task!r} is not a known task")
+    if not row.lang:
+        _check_ids(path, row.task, lang, None)
+    folder = folder or path.parent
+    pred_path: Path | None
+    if listing is None:
+        pred_path = folder / row.predictions
+        pred_path = pred_path if pred_path.is_file() else None
+    else:
+        pred_str = f"{folder}{os.sep}{row.predictions}"
+        pred_path = _child(folder, row.predictions) if listing.has(pred_str) else None
+    return Run(path=path, model=row.model, name=row.name, lang=lang, task=row.task, kind=row.kind, seed=row.seed,
+               score=row.score, per_label=row.per_label, predictions=pred_path, model_meta=row.model_meta,
+               labels=row.labels, details=row.details, smoke=row.smoke, degenerate=row.degenerate)
+
+
+def parse_result(path: Path, known_langs: dict[str, str] | None = None, listing: Listing | None = None) -> Run:
+    """One result file -> Run through the results store's reader (`biobench.store.read_result`), which
+    raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
+    scores)."""
+    return run_of(path, read_row(path), known_langs, listing)
+
+
+def read_row(path: Path) -> IndexRow:
+    """The row of one result file, read and validated by the store's reader (an incomplete run key is accepted:
+    the board only aggregates scores)."""
+    return index_row(path, store.read_result(path, check_key=False))
+
+
 BOARD_DETAILS = ("timings", "device", "dev_score", "created", "contamination")
-TRUST_FIELDS = ("overrides", "degenerate")  # what store.trust reads besides the protocol
 TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
-INDEX_VERSION = 2  # 2: the trust fields (overrides, degenerate) are kept
-
-
-def _board_fields(path: Path) -> dict[str, Any] | None:
-    """What `parse_result` reads of a result file (history, dev metrics and versions left out), or None when
-    the bounded reader refuses the file or it is not a JSON object (the full reader then reports why)."""
-    try:
-        data = store.read_json_file(path)
-    except ResultsError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    keep = {k: data[k] for k in ("schema", "model", "task", "seed", "protocol", "key", "predictions", *BOARD_DETAILS,
-                                 *TRUST_FIELDS) if k in data}
-    metrics = data.get("metrics")
-    test = metrics.get("test") if isinstance(metrics, dict) else None
-    if isinstance(test, dict):
-        keep["metrics"] = {"test": {k: test[k] for k in ("macro_f1", "per_label") if k in test}}
-    elif "metrics" in data:
-        keep["metrics"] = metrics
-    return keep
-
-
-MAX_INDEX_BYTES = 2**30  # ~2 KB per result: half a million results
-
-
-def _index_entry(entry: Any) -> bool:
-    """Whether a scan index entry has the shape this version writes: [size, mtime_ns, {board fields}]."""
-    return (isinstance(entry, list) and len(entry) == 3 and all(isinstance(v, int) and not isinstance(v, bool)
-                                                                 for v in entry[:2]) and isinstance(entry[2], dict))
-
-
-class ScanIndex:
-    """The board's fields of every result file of one results folder, on disk under the leaderboard cache and
-    keyed per file by (size, mtime_ns): a warm start reads one JSON file instead of thousands, and a changed
-    or new result file is read again on its own. JSON, never pickle; written with the one atomic writer."""
-
-    def __init__(self, root: Path, cache_dir: str | Path | None):
-        self.path = None
-        self.files: dict[str, list[Any]] = {}
-        self.changed = False
-        if cache_dir is None:
-            return
-        digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-        self.path = Path(cache_dir) / f"scan-{digest}.json"
-        try:  # another version, a damaged or foreign file of another shape: a miss, rewritten at save()
-            data = read_json(self.path, MAX_INDEX_BYTES)
-        except (OSError, BiobenchError):
-            return
-        if isinstance(data, dict) and data.get("v") == INDEX_VERSION and isinstance(data.get("files"), dict):
-            self.files = data["files"]
-
-    def fields(self, path: Path, rel: str, stamp: tuple[int, int] | None) -> dict[str, Any] | None:
-        """The board's fields of `path` from the index when its (size, mtime_ns) `stamp` still matches."""
-        if self.path is None or stamp is None:
-            return None
-        entry = self.files.get(rel)
-        if _index_entry(entry) and entry[0] == stamp[0] and entry[1] == stamp[1]:
-            return entry[2]
-        data = _board_fields(path)
-        if data is not None:
-            self.files[rel] = [stamp[0], stamp[1], data]
-            self.changed = True
-        return data
-
-    def save(self, present: set[str]) -> None:
-        if self.path is None:
-            return
-        gone = set(self.files) - present
-        for rel in gone:
-            del self.files[rel]
-        if not (self.changed or gone):
-            return
-        from biobench.errors import DiskFullError
-        from biobench.runtime.files import atomic_write
-
-        try:
-            atomic_write(self.path, json.dumps({"v": INDEX_VERSION, "files": self.files}))
-        except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
-            pass
 
 
 class Listing:
-    """One walk of a results folder: every file under it, and the (size, mtime_ns) of the result and
-    predictions files, taken once. Why: a warm start of a large board otherwise spent most of its time in three
-    pathlib `stat`s per result (the scan index check, the predictions file, the significance fingerprint)."""
+    """One walk of a results folder: every file under it, in the order sorted(Path.rglob) gives (by path parts),
+    and the (size, mtime_ns) of the result and predictions files, taken once. Why: a warm start of a large board
+    otherwise spent most of its time in three pathlib `stat`s per result (the scan index check, the predictions
+    file, the significance fingerprint), and then 0.5 s sorting 100,000 paths by their parts; each folder's
+    entries are sorted by name here instead, which gives the same order. Symlinked folders are listed, not
+    followed (as os.walk does)."""
 
     def __init__(self, root: Path):
         self.files: set[str] = set()
+        self.ordered: list[str] = []
         self.stamps: dict[str, tuple[int, int]] = {}
-        for folder, _, names in os.walk(root):
-            for name in names:
-                path = os.path.join(folder, name)
-                self.files.add(path)
-                if name.endswith(".json") or name.endswith(".jsonl"):
-                    try:
-                        st = os.stat(path)
-                    except OSError:  # removed while walking
-                        continue
-                    self.stamps[path] = (st.st_size, st.st_mtime_ns)
+        self._walk(str(root))
 
-    def has(self, path: Path) -> bool:
+    def _walk(self, folder: str) -> None:
+        try:
+            with os.scandir(folder) as found:
+                entries = sorted(found, key=lambda e: e.name)
+        except OSError:  # unreadable or removed while walking: os.walk skips it too
+            return
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not entry.is_symlink():
+                    self._walk(entry.path)
+                continue
+            path, name = entry.path, entry.name
+            self.files.add(path)
+            self.ordered.append(path)
+            if name.endswith(".json") or name.endswith(".jsonl"):
+                try:
+                    st = os.stat(path)
+                except OSError:  # removed while walking
+                    continue
+                self.stamps[path] = (st.st_size, st.st_mtime_ns)
+
+    def has(self, path: Path | str) -> bool:
         return str(path) in self.files
 
-    def stamp(self, path: Path) -> tuple[int, int] | None:
+    def stamp(self, path: Path | str) -> tuple[int, int] | None:
         return self.stamps.get(str(path))
 
     def wanted(self) -> list[str]:
         """Every .json and train_log.jsonl, in the order sorted(Path.rglob) gives (by path parts)."""
-        return sorted((p for p in self.files if p.endswith(".json") or os.path.basename(p) == TRAIN_LOG),
-                      key=lambda p: p.split(os.sep))
+        return [p for p in self.ordered if p.endswith(".json") or os.path.basename(p) == TRAIN_LOG]
 
 
 def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None,
@@ -319,16 +292,19 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
     """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs and pretraining logs.
     Duplicates of a (model, task, seed) across folders keep the first and report the others; a smoke run
     (protocol overrides) and a protocol run of the same seed are not duplicates (separate rows). With
-    `cache_dir`, result files are read through the folder's ScanIndex."""
+    `cache_dir`, result files are read through the folder's results index (`biobench.store.index`)."""
     scan = Scan()
     seen: dict[tuple[str, str, str, int], Path] = {}
     for root in map(Path, dirs):
         if not root.is_dir():
             scan.problems.append(Problem(str(root), "results folder does not exist"))
             continue
-        index, present, listing = ScanIndex(root, cache_dir), set(), Listing(root)
+        index, present, listing = ResultsIndex(root, cache_dir), set(), Listing(root)
+        if index.problem:
+            scan.problems.append(Problem(str(index.path), index.problem))
         scan.listings.append(listing)
         prefix = len(str(root).rstrip(os.sep)) + 1
+        folders: dict[str, Path] = {}
         for name_str in listing.wanted():
             name = os.path.basename(name_str)
             if name == TRAIN_LOG:
@@ -340,10 +316,23 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
                 continue
             if not store.SEED_FILE.fullmatch(name):
                 continue
-            path, rel = Path(name_str), name_str[prefix:]
+            folder_str, rel = name_str[:-len(name) - 1], name_str[prefix:]
+            folder = folders.get(folder_str)
+            if folder is None:  # one Path per folder: a child path parses one part, not the whole path
+                folder = folders[folder_str] = Path(folder_str)
+            path = _child(folder, name)
             present.add(rel)
+            stamp = listing.stamp(name_str)
+            row = index.row(rel, stamp)
             try:
-                run = parse_result(path, known_langs, index.fields(path, rel, listing.stamp(path)), listing)
+                if row is None:
+                    try:
+                        row = read_row(path)
+                    except ResultsError:
+                        index.keep(rel, stamp, None)
+                        raise
+                    index.keep(rel, stamp, row)
+                run = run_of(path, row, known_langs, listing, folder)
             except ResultsError as err:
                 scan.problems.append(Problem(str(path), _reason(err, path)))
                 continue

@@ -1,0 +1,299 @@
+"""The results index: what the leaderboard reads of every valid result file of one results folder, already
+validated, as typed columns of one Arrow file beside the board's other caches.
+
+Why: a board of 300 models x 19 tasks x 9 seeds is 51,300 result files. The JSON scan index this replaces kept
+each file's raw fields, so every warm start parsed a 60 MB document and re-validated 51,300 results
+(`Result.from_dict`, the finite-number walk, the trust checks): 4-6 s of a 300-model start (docs/performance.md).
+Here each valid result is one row of what the scan made of it (model, task, seed, score, the smoke and degenerate
+texts, ...): a warm start reads typed columns and builds its runs without re-reading a file.
+
+The result files stay the source of truth:
+- a row is used only while its file's (size, mtime_ns) stamp is unchanged; a changed or new file is read again on
+  its own, a removed one is dropped when the index is saved (incremental). A file that is not a valid result has
+  no row: it is read, and reported, at every start.
+- the index is untrusted on read (a cache folder may be shared or damaged): the file is bounded in size and
+  carries a sha256 of its Arrow bytes; its schema must be this version's exactly; every row is checked for what
+  the reader guarantees of a result (a score that is a finite fraction, an integer seed, ids and
+  file names that are safe, JSON fields that parse to the right type with finite numbers), each distinct value
+  once. Any failure makes the
+  whole index a miss with one `problem` line; the files are read again and the index rewritten.
+No torch; pyarrow is a core dependency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from biobench.errors import BiobenchError, DiskFullError
+from biobench.runtime.files import atomic_write
+from biobench.runtime.jsonfile import read_bytes
+from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
+from biobench.store.record import INT_LIMIT
+
+VERSION = 4  # 2: the JSON scan index (raw fields); 3: Arrow rows of raw fields (reverted); 4: validated typed rows
+MAGIC = b"biobench-results-index"
+MAX_INDEX_BYTES = 2**30  # ~600 bytes per result: over a million results
+
+
+class IndexRow(NamedTuple):
+    """What the board keeps of one valid result file (bench/board/scan.py `parse_result` makes it). `lang` is the
+    file's own `task.lang` ("" when absent: the scan falls back to the known task's language); `predictions`
+    is the predictions file's name beside the result, whether or not it exists."""
+
+    model: str
+    name: str
+    lang: str
+    task: str
+    kind: str
+    seed: int
+    score: float
+    per_label: dict[str, float]
+    predictions: str
+    model_meta: dict[str, Any]
+    labels: tuple[str, ...]
+    details: dict[str, Any]
+    smoke: str
+    degenerate: str
+
+
+_JSON = ("per_label", "model_meta", "labels", "details")  # stored as JSON text
+_INTS = ("seed",)
+_FLOATS = ("score",)
+_DICTIONARY = ("model", "name", "lang", "task", "kind", "per_label", "predictions", "model_meta", "labels", "smoke",
+               "degenerate")
+
+
+class IndexDamaged(Exception):
+    """The index on disk is not one this version wrote, unaltered."""
+
+
+def _arrow_type(pa: Any, column: str) -> Any:
+    if column in _INTS:
+        return pa.int64()
+    if column in _FLOATS:
+        return pa.float64()
+    return pa.dictionary(pa.int32(), pa.string()) if column in _DICTIONARY else pa.string()
+
+
+def _schema(pa: Any) -> Any:
+    return pa.schema([("rel", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
+                      *[(c, _arrow_type(pa, c)) for c in IndexRow._fields]])
+
+
+def _refuse_constant(name: str) -> Any:
+    raise IndexDamaged(f"a JSON field holding {name}")
+
+
+def _checked_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses to inf
+        raise IndexDamaged(f"a JSON field holding {text[:40]}")
+    return value
+
+
+def _checked_int(text: str) -> int:
+    if len(text) > 20 or not -INT_LIMIT < (value := int(text)) < INT_LIMIT:
+        raise IndexDamaged(f"a JSON field holding {text[:20]}... ({len(text)} digits)")
+    return value
+
+
+def _finite_json(text: Any, kind: type) -> Any:
+    """A JSON column's value: parsed, of `kind`, every number finite and within +-2**63 (as the store's reader
+    requires of a result file); IndexDamaged otherwise. The parser checks each number as it reads it: walking
+    every parsed value afterwards (`record.first_bad_number`) cost 0.6 s at 51,300 rows."""
+    if not isinstance(text, str):
+        raise IndexDamaged("a JSON field that is not text")
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_checked_float, parse_int=_checked_int)
+    except (ValueError, RecursionError):
+        raise IndexDamaged("a JSON field that does not parse") from None
+    if not isinstance(value, kind):
+        raise IndexDamaged(f"a JSON field that is not a {kind.__name__}")
+    return value
+
+
+def _check_text(column: str, value: Any) -> None:
+    """One distinct value of a text column, as the scan checks a file's (bench/board/scan.py `_check_ids`)."""
+    if not isinstance(value, str) or (column in ("rel", "model") and not value):
+        raise IndexDamaged(f"a {column} that is not text")
+    if column == "lang" and value and not LANG_CODE.fullmatch(value):
+        raise IndexDamaged(f"a language {value[:40]!r} that is not a language code")
+    if column in ("task", "predictions"):
+        try:
+            safe_name(value, column)
+        except UnsafePathError as err:
+            raise IndexDamaged(str(err)) from None
+
+
+def _check_json(column: str, value: Any) -> Any:
+    """One distinct value of a JSON column, parsed and checked; labels become a tuple."""
+    parsed = _finite_json(value, list if column == "labels" else dict)
+    if column == "labels":
+        if not all(isinstance(v, str) for v in parsed):
+            raise IndexDamaged("labels that are not text")
+        return tuple(parsed)
+    if column == "per_label" and not all(type(v) is float for v in parsed.values()):
+        raise IndexDamaged("per-label scores that are not numbers")
+    return parsed
+
+
+def _check_number(column: str, value: Any) -> None:
+    if column == "score" and not (type(value) is float and math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise IndexDamaged(f"a score {value!r} that is not a fraction")
+    if column == "seed" and not (type(value) is int and -INT_LIMIT < value < INT_LIMIT):
+        raise IndexDamaged(f"a seed {value!r} that is not an integer")
+    if column in ("size", "mtime_ns") and not (type(value) is int and 0 <= value < INT_LIMIT):
+        raise IndexDamaged(f"a file {column} {value!r} that is not a count")
+
+
+def _values(chunked: Any, column: str) -> list[Any]:
+    """A column as checked Python values. A dictionary column's distinct values are checked (JSON parsed) once
+    each and shared by their rows: one model's metadata is parsed once, not once per result."""
+    import pyarrow as pa
+
+    array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
+    dictionary = pa.types.is_dictionary(array.type)
+    if array.null_count or (dictionary and array.dictionary.null_count):
+        raise IndexDamaged(f"a missing value in column {column}")
+    values = array.dictionary.to_pylist() if dictionary else array.to_pylist()
+    if column in _JSON:
+        values = [_check_json(column, v) for v in values]
+    elif column in ("score", "seed", "size", "mtime_ns"):
+        for v in values:
+            _check_number(column, v)
+    else:
+        for v in values:
+            _check_text(column, v)
+    return [values[i] for i in array.indices.to_pylist()] if dictionary else values
+
+
+class ResultsIndex:
+    """The index of one results folder under `cache_dir` (None: no index, every file is read). `row(rel, stamp)`:
+    the checked row of a file while its stamp matches, else None (read the file); `keep(rel, stamp, row)`: the row
+    the scan made of a file it read; `save(present)`: drop the files no longer present and write the index when
+    something changed. `problem`: one line when the index on disk was damaged or altered (then ignored and
+    rebuilt), else None."""
+
+    def __init__(self, root: Path, cache_dir: str | Path | None):
+        self.path: Path | None = None
+        self.problem: str | None = None
+        self.changed = False
+        self._rows: dict[str, tuple[int, int, IndexRow]] = {}  # rel -> (size, mtime_ns, row)
+        if cache_dir is None:
+            return
+        digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+        self.path = Path(cache_dir) / f"results-{digest}.arrow"
+        try:
+            self._rows = self._read()
+        except (FileNotFoundError, NotADirectoryError):  # no index yet (or no cache folder): a quiet miss
+            pass
+        except _Stale:
+            self.changed = True
+        except IndexDamaged as err:
+            self._distrust(str(err))
+        except (OSError, BiobenchError) as err:
+            self._distrust(f"{type(err).__name__}: {str(err)[:120]}")
+        except Exception as err:  # noqa: BLE001 - pyarrow's own errors on a foreign file (ArrowInvalid, ...)
+            self._distrust(f"not an index ({type(err).__name__}: {str(err)[:120]})")
+
+    def _distrust(self, reason: str) -> None:
+        self.problem = f"results index unreadable or altered ({reason}); ignored and rebuilt from the result files"
+        self._rows = {}
+        self.changed = True
+
+    def _read(self) -> dict[str, tuple[int, int, IndexRow]]:
+        import pyarrow as pa
+        import pyarrow.ipc
+
+        assert self.path is not None
+        data = read_bytes(self.path, MAX_INDEX_BYTES)  # a regular file of bounded size, as the JSON readers do
+        head, _, body = data.partition(b"\n")
+        parts = head.split(b" ")
+        if len(parts) != 3 or parts[0] != MAGIC:
+            raise IndexDamaged("no index header")
+        if parts[1] != str(VERSION).encode():
+            raise _Stale
+        if hashlib.sha256(body).hexdigest().encode() != parts[2]:
+            raise IndexDamaged("its checksum does not match its bytes")
+        table = pyarrow.ipc.open_stream(pa.py_buffer(body)).read_all()
+        table.validate(full=True)  # offsets, lengths, dictionary indices and UTF-8 checked before any value is read
+        if not table.schema.equals(_schema(pa)):
+            raise IndexDamaged("columns of another type")
+        columns = {name: _values(table.column(name), name) for name in table.schema.names}
+        rows: dict[str, tuple[int, int, IndexRow]] = {}
+        for rel, size, mtime_ns, *fields in zip(*columns.values(), strict=True):
+            if rel in rows:
+                raise IndexDamaged(f"{rel[:80]!r} listed twice")
+            rows[rel] = (size, mtime_ns, IndexRow(*fields))
+        return rows
+
+    def row(self, rel: str, stamp: tuple[int, int] | None) -> IndexRow | None:
+        """The row of the file `rel` when the index holds it at this (size, mtime_ns) `stamp`."""
+        kept = self._rows.get(rel)
+        if kept is None or stamp is None or kept[0] != stamp[0] or kept[1] != stamp[1]:
+            return None
+        return kept[2]
+
+    def keep(self, rel: str, stamp: tuple[int, int] | None, row: IndexRow | None) -> None:
+        """What the scan read from the file `rel` (None: not a valid result, so no row; read again next start)."""
+        if self.path is None or stamp is None:
+            return
+        if row is None:
+            self.changed |= self._rows.pop(rel, None) is not None
+        else:
+            self._rows[rel] = (stamp[0], stamp[1], row)
+            self.changed = True
+
+    def save(self, present: set[str]) -> None:
+        """Write the index with the rows of the files in `present` (the others were removed), if anything changed."""
+        if self.path is None:
+            return
+        gone = set(self._rows) - present
+        for rel in gone:
+            del self._rows[rel]
+        if not (self.changed or gone):
+            return
+        try:
+            atomic_write(self.path, self._encode(), durable=False)
+        except (OSError, DiskFullError):  # a read-only or full cache folder only costs the next start its speed
+            pass
+
+    def _encode(self) -> bytes:
+        import pyarrow as pa
+        import pyarrow.ipc
+
+        rels = sorted(self._rows)
+        kept = [self._rows[rel] for rel in rels]
+        values: dict[str, list[Any]] = {"rel": rels, "size": [k[0] for k in kept], "mtime_ns": [k[1] for k in kept]}
+        for i, column in enumerate(IndexRow._fields):
+            items = [k[2][i] for k in kept]
+            values[column] = _texts(items, column) if column in _JSON else items
+        schema = _schema(pa)
+        arrays = [pa.array(values[f.name], type=f.type.value_type).dictionary_encode()
+                  if pa.types.is_dictionary(f.type) else pa.array(values[f.name], type=f.type) for f in schema]
+        sink = io.BytesIO()
+        with pyarrow.ipc.new_stream(sink, schema) as writer:
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+        body = sink.getvalue()
+        return b" ".join([MAGIC, str(VERSION).encode(), hashlib.sha256(body).hexdigest().encode()]) + b"\n" + body
+
+
+class _Stale(Exception):
+    """An index of another version: a quiet miss (an upgrade, not damage)."""
+
+
+def _texts(items: list[Any], column: str) -> list[str]:
+    """A JSON column's text per row; equal objects (one model's metadata on each of its rows) are dumped once."""
+    memo: dict[int, str] = {}
+    out = []
+    for item in items:
+        text = memo.get(id(item))
+        if text is None:
+            text = memo[id(item)] = json.dumps(list(item) if column == "labels" else item)  # key order kept
+        out.append(text)
+    return out
