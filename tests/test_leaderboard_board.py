@@ -214,3 +214,22 @@ def test_scan_walks_once_in_rglob_order_and_keeps_the_stamps(tmp_path):
     st = pred.stat()
     assert listing.has(pred) and not listing.has(tmp_path / "m" / "t" / "seed-2.predictions.jsonl")
     assert listing.stamp(pred) == (st.st_size, st.st_mtime_ns) == (2, st.st_mtime_ns)
+
+
+def test_the_board_is_built_with_the_collector_paused_and_restored(monkeypatch):
+    import gc
+
+    from biobench.board import board as B
+
+    seen = []
+    real = B.R.scan_results
+    monkeypatch.setattr(B.R, "scan_results", lambda *a, **k: seen.append(gc.isenabled()) or real(*a, **k))
+    assert gc.isenabled()
+    B.build_board([], significance=False)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        B.build_board([], significance=False)
+        assert seen == [False, False] and not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()

@@ -360,6 +360,17 @@ def test_align_predictions_takes_columns_as_rows():
     assert store.align_predictions(columns) == store.align_predictions(rows)
 
 
+def test_prediction_columns_share_equal_texts_across_files():
+    import json
+
+    a, b = ([json.loads(json.dumps({"id": f"ex-{i}", "gold": "label-1", "pred": ["x", "y"]})) for i in range(3)]
+            for _ in range(2))
+    ca, cb = store.PredictionColumns.of(a), store.PredictionColumns.of(b)
+    assert ca == cb and a[0]["id"] is not b[0]["id"]  # two parses: two string objects
+    assert ca.ids[2] is cb.ids[2] and ca.gold[0] is cb.gold[1]  # the columns hold one of each
+    assert ca.pred[0] == ["x", "y"]  # lists (multilabel) are kept as they are
+
+
 def test_first_bad_number_names_the_path_and_skips_history_with_or_without_the_fast_walk():
     import numpy as np
     from biobench.store.record import first_bad_number

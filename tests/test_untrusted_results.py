@@ -192,6 +192,25 @@ def test_runtime_reader_limits_and_jsonl(tmp_path):
     assert read_bytes(path, 8) == b'{"x": 1}'
     with pytest.raises(UnsafeJSONError, match="8 bytes is over the 7 bytes limit"):
         read_bytes(path, 7)
+    assert read_bytes(path, 2**30) == b'{"x": 1}'  # a large limit reads the file, not a buffer of the limit
+
+
+def test_runtime_reader_sees_a_file_that_grows_while_read(tmp_path, monkeypatch):
+    import types
+
+    from biobench.runtime import jsonfile
+
+    path = tmp_path / "a.json"
+    path.write_text('{"x": 1}')
+    real = os.fstat
+    # the file's size when it was opened was 2 bytes; it has 8 when read
+    monkeypatch.setattr(jsonfile.os, "fstat", lambda fd: types.SimpleNamespace(st_mode=real(fd).st_mode, st_size=2))
+    assert read_bytes(path, 8) == b'{"x": 1}'  # all of it, within the limit
+    with pytest.raises(UnsafeJSONError, match="over the 7 bytes limit"):
+        read_bytes(path, 7)
+
+
+def test_runtime_jsonl_reader(tmp_path):
     lines = tmp_path / "a.jsonl"
     lines.write_text('{"a": 1}\n\n[2]\n{bad\n')
     seen = []

@@ -63,7 +63,12 @@ def read_bytes(path: str | Path, max_bytes: int) -> bytes:
     """The bytes of a regular file (links followed) of at most `max_bytes` (`open_regular`'s checks); a file
     that grows past the limit while read is refused too."""
     with open_regular(path, max_bytes) as fh:
-        data = fh.read(max_bytes + 1)
+        # the size it has now, plus one byte to see growth: read(max_bytes + 1) allocated the whole limit for
+        # every file (8 MiB for a 1 KB result: 35 us of a 50 us read, 1.8 s of a 51,300-result scan)
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(size + 1)
+        if len(data) > size:  # it grew while read: the rest, up to the limit
+            data += fh.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:  # grew while read
         raise UnsafeJSONError(path, f"file is over the {_human(max_bytes)} limit")
     return data
@@ -71,7 +76,11 @@ def read_bytes(path: str | Path, max_bytes: int) -> bytes:
 
 def too_deep(text: str, max_depth: int = MAX_DEPTH) -> bool:
     """Whether JSON `text` nests arrays/objects deeper than `max_depth`: strings removed, brackets counted in a
-    loop (no recursion, so 200,000 levels cost a pass over the text, not a RecursionError)."""
+    loop (no recursion, so 200,000 levels cost a pass over the text, not a RecursionError). A text with no more
+    opening brackets than `max_depth`, strings included, cannot nest deeper: it is answered without the two
+    regex passes (two thirds of the reader's own time on a 1 KB result)."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     if len(brackets) <= max_depth:
         return False
