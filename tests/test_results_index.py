@@ -187,3 +187,21 @@ def test_a_cache_folder_that_cannot_be_written_costs_only_speed(tmp_path):
     cache = blocker / "cache"  # every write under it fails (NotADirectoryError), even for root
     _same(scan_results([root], cache_dir=cache), scan_results([root]))
     assert not cache.exists()
+
+
+def test_the_walk_lists_files_in_the_order_of_their_path_parts(tmp_path):
+    """Listing sorts each folder's entries instead of all paths at the end: the same order, tricky names included
+    (a folder 'a' sorts before 'a-b' and 'a.json', its files come as one block), links to folders not followed."""
+    root = tmp_path / "r"
+    for rel in ("a/seed-1.json", "a/b/seed-2.json", "a-b/seed-3.json", "a.json", "ab/x/train_log.jsonl",
+                "a/b.json", "Z/seed-4.json", "a/b/c/d/seed-5.json", "a/seed-10.json", "a/seed-9.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("{}")
+    (root / "link").symlink_to(root / "a", target_is_directory=True)
+    (root / "dangling.json").symlink_to(root / "missing.json")
+    expected = sorted((str(p) for p in root.rglob("*") if p.name.endswith(".json") or p.name == "train_log.jsonl"
+                       if not str(p).startswith(str(root / "link") + os.sep)), key=lambda p: p.split(os.sep))
+    listing = R.Listing(root)
+    assert listing.wanted() == expected and str(root / "link") not in listing.files
+    assert listing.stamp(root / "a.json") == (2, (root / "a.json").stat().st_mtime_ns)
+    assert listing.stamp(root / "dangling.json") is None and listing.has(root / "dangling.json")

@@ -183,10 +183,38 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: floa
             "entries": sum(e.source == "measured" for e in board.entries), "problems": len(board.problems)}
 
 
-def start_up_of(checkout: str, *args: Any) -> dict[str, Any]:
-    """`start_up` with the biobench of another checkout (bench/, tasks/, heads/, training/, leaderboard/), in
-    this fresh process: a folder of links laid out as the installed package is put first on sys.path and the
-    biobench modules imported so far (this script's) are forgotten, so every import below is the checkout's."""
+def refresh_after_adding(results: str, cache_dir: str, n_boot: int, app: bool, timeout: float | None,
+                         grow: dict[str, Any]) -> dict[str, Any]:
+    """The Refresh of a running leaderboard after one model was added (what the app's Refresh button and a
+    Space's periodic rescan do: `build_board` again, in a process that has served for a while). Untimed: the
+    start (board and app, warm) and writing the new model's results (`generate(**grow)`); timed: the rebuild
+    (board_s, "served" = the tables of the new board) and its groups."""
+    from biobench.board.board import build_board
+
+    memory = TreeMemory()
+    board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
+    if app:
+        from biobench.leaderboard.app import build_app
+
+        build_app(board)
+    board.significance.wait(timeout)
+    generate(Path(results), **grow)
+    t0 = time.perf_counter()
+    board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
+    t1 = time.perf_counter()
+    done = board.significance.wait(timeout)
+    t2 = time.perf_counter()
+    return {"board_s": round(t1 - t0, 3), "app_s": 0.0, "total_s": round(t1 - t0, 3),
+            "groups_s": round(t2 - t0, 3) if done else None, "groups": len(board.groups),
+            "tasks_done": board.significance.done, "peak_mb": _peak_mb(), "tree_peak_mb": memory.stop(),
+            "entries": sum(e.source == "measured" for e in board.entries), "problems": len(board.problems)}
+
+
+def start_up_of(checkout: str, *args: Any, arm: str = "start_up") -> dict[str, Any]:
+    """`start_up` (or `refresh_after_adding`, `arm`) with the biobench of another checkout (bench/, tasks/,
+    heads/, training/, leaderboard/), in this fresh process: a folder of links laid out as the installed package
+    is put first on sys.path and the biobench modules imported so far (this script's) are forgotten, so every
+    import below is the checkout's."""
     src = Path(checkout).resolve()
     shadow = Path(tempfile.mkdtemp(prefix="biobench-baseline-")) / "biobench"
     shadow.mkdir()
@@ -198,7 +226,7 @@ def start_up_of(checkout: str, *args: Any) -> dict[str, Any]:
     for name in [m for m in sys.modules if m == "biobench" or m.startswith("biobench.")]:
         del sys.modules[name]
     sys.path.insert(0, str(shadow.parent))
-    out = start_up(*args)
+    out = (refresh_after_adding if arm == "refresh" else start_up)(*args)
     import biobench.board
 
     out["code"] = str(Path(biobench.board.__file__).resolve().parent.parent)
@@ -279,10 +307,16 @@ def main(argv: list[str] | None = None) -> int:
               for r in range(max(1, args.repeats))]  # the baseline first every other round: load drifts
     arms = ["cold", *(["cold (baseline)"] if args.baseline else [])] + [arm for r in rounds for arm in r]
     _read_all(results)  # "cold" is an empty scan index and groups cache, not a cold OS page cache
-    grow = ["+1 model", *(["+1 model (baseline)"] if args.baseline else [])] if args.add_model else []
+    grow = ["+1 model, refresh", *(["+1 model, refresh (baseline)"] if args.baseline else []),
+            "+1 model", *(["+1 model (baseline)"] if args.baseline else [])] if args.add_model else []
     added = results / f"synthetic__model-{args.models:03d}"
     for arm in arms + grow:
-        if arm.startswith("+1 model") and not added.exists():  # one more model on the warm board, then a start
+        refresh = arm.startswith("+1 model, refresh")
+        grown = {"models": args.models, "tasks": tasks, "seeds": args.seeds, "examples": args.examples,
+                 "seed": args.seed, "only": args.models}
+        if refresh:  # the arm adds the model itself, after its untimed start; the next arm starts without it
+            shutil.rmtree(added, ignore_errors=True)
+        elif arm.startswith("+1 model") and not added.exists():  # one more model on the warm board, then a start
             generate(results, args.models, tasks, args.seeds, args.examples, args.seed, only=args.models)
             _read_all(added)
         if arm.startswith("+1 model"):  # on a copy of the warm caches: the next run's warm starts stay warm
@@ -295,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         start = (results, cache, args.n_boot, not args.no_app, timeout)
         if arm == "gradio floor":
             out = run_isolated(gradio_floor, arm_name=arm)
+        elif refresh and arm.endswith("(baseline)"):
+            out = run_isolated(start_up_of, str(args.baseline), results, str(root / "cache-baseline-grown"),
+                               *start[2:], grown, arm="refresh", arm_name=arm)
+        elif refresh:
+            out = run_isolated(refresh_after_adding, str(results), str(root / "cache-grown"), *start[2:], grown,
+                               arm_name=arm)
         elif arm.endswith("(baseline)"):
             baseline_cache = root / ("cache-baseline-grown" if arm.startswith("+1") else "cache-baseline")
             out = run_isolated(start_up_of, str(args.baseline), results, str(baseline_cache), *start[2:],

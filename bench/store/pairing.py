@@ -31,12 +31,15 @@ class PredictionColumns:
         parsing makes a new string per row, and a task's 2,700 files of a 300-model board hold 540,000 ids and
         1,080,000 labels that are copies of 200 ids and a handful of labels: the groups' worker held them all
         (docs/performance.md)."""
-        return cls(tuple(_shared(r.get("id")) for r in rows), tuple(_shared(r["gold"]) for r in rows),
-                   tuple(_shared(r["pred"]) for r in rows))
+        return cls(_shared([r.get("id") for r in rows]), _shared([r["gold"] for r in rows]),
+                   _shared([r["pred"] for r in rows]))
 
 
-def _shared(value: Any) -> Any:
-    return sys.intern(value) if type(value) is str else value
+def _shared(values: list[Any]) -> tuple:
+    try:  # all text (ids, single labels): interned in one C loop
+        return tuple(map(sys.intern, values))
+    except TypeError:  # lists (multilabel, spans), numbers, None: text interned, the rest kept as it is
+        return tuple(sys.intern(v) if type(v) is str else v for v in values)
 
 
 @dataclass
