@@ -169,13 +169,27 @@ _WORKER = ("import os, pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.st
 
 
 def _serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """A worker's loop: the pickled jobs from the parent in, each task's (groups, problems, seconds) out; it
-    ends quietly when the parent has gone (its pipes closed)."""
+    """A worker's loop: the parent's pickled jobs in, one at a time (None ends them), each task's (groups,
+    problems, seconds) out; it ends quietly when the parent has gone (its pipes closed). One at a time: a worker
+    that unpickled all its tasks' runs at once held half a 300-model board's runs while computing one task."""
     try:
-        for job in pickle.load(inp):
+        while (job := pickle.load(inp)) is not None:
             pickle.dump(_compute_star(job), out)
             out.flush()
     except (EOFError, BrokenPipeError):
+        pass
+
+
+def _send(child: subprocess.Popen, jobs: list[tuple]) -> None:
+    """Write `jobs` to a worker, each its own pickle, then None; in a thread of its own, since a pipe holds
+    64 KB and the worker reads a job only when it is done with the last. A worker that died: nothing more sent."""
+    try:
+        assert child.stdin is not None
+        for job in [*jobs, None]:
+            pickle.dump(job, child.stdin)
+            child.stdin.flush()
+        child.stdin.close()
+    except (OSError, ValueError):  # BrokenPipeError; ValueError: the pipe closed by the parent's cleanup
         pass
 
 
@@ -207,8 +221,8 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
                                          stdout=subprocess.PIPE)
                 children.append(child)
                 pickle.dump(list(sys.path), child.stdin)
-                pickle.dump(jobs[w::n], child.stdin)
-                child.stdin.close()
+                threading.Thread(target=_send, args=(child, jobs[w::n]), name="biobench-significance-jobs",
+                                 daemon=True).start()
             while done < len(jobs):
                 result = pickle.load(children[done % n].stdout)
                 done += 1
