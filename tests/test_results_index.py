@@ -205,3 +205,14 @@ def test_the_walk_lists_files_in_the_order_of_their_path_parts(tmp_path):
     assert listing.wanted() == expected and str(root / "link") not in listing.files
     assert listing.stamp(root / "a.json") == (2, (root / "a.json").stat().st_mtime_ns)
     assert listing.stamp(root / "dangling.json") is None and listing.has(root / "dangling.json")
+
+
+def test_the_json_scan_index_it_replaces_is_removed(tmp_path):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    cache.mkdir()
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    old, other = cache / f"scan-{digest}.json", cache / "scan-0123456789abcdef.json"  # another folder's: kept
+    old.write_text('{"v": 2, "files": {}}')
+    other.write_text('{"v": 2, "files": {}}')
+    _same(scan_results([root], cache_dir=cache), scan_results([root]))
+    assert not old.exists() and other.exists() and len(list(cache.glob("results-*.arrow"))) == 1
