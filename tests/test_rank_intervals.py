@@ -112,3 +112,13 @@ def test_the_export_carries_the_rank_intervals(board_folder, tmp_path):
     assert first["avg_rank"] == "1-1" and first["diamed_rank"] == "1-1"
     assert language_frame(board, "fr").set_index("model").loc["model-000", "avg_rank"] == "1-1"
     assert ">1-1<" in render_html(board, "fr")
+
+
+def test_counts_are_kept_in_float32_only_where_it_holds_them_exactly():
+    import numpy as np
+    from biobench.board.significance import _compact
+
+    whole = np.array([[[0.0, 1.0, 3.0], [2.0, 0.0, 1.0]]])
+    assert _compact(whole).dtype == np.float32 and np.array_equal(_compact(whole), whole)
+    assert _compact(np.array([0.1, 1.0])).dtype == np.float64  # 0.1 is not a float32 value: kept as it is
+    assert _compact(np.array([2.0**25 + 1])).dtype == np.float64

@@ -191,9 +191,9 @@ def task_bootstrap(board: Board, task: str, entries: Sequence[Entry], n_boot: in
             return loaded.get(str(run.predictions)) or R.load_predictions(run.predictions)
 
         gold = list(columns(next(iter(kept.values()))[0][0]).gold)
-        counts = [np.stack([metric.counts(gold, list(columns(r).pred)) for r, _ in kept[m]]) for m in missing]
+        counts = [_compact(np.stack([metric.counts(gold, list(columns(r).pred)) for r, _ in kept[m]])) for m in missing]
         for m, c, reps in zip(missing, counts, replicate_scores(metric, counts, n, n_boot, seed), strict=True):
-            values[m] = np.vstack([np.asarray(seed_scores(metric, c))[None, :], reps])
+            values[m] = np.vstack([np.asarray(seed_scores(metric, c.astype(np.float64)))[None, :], reps])
             if store is not None:
                 store.put_scores(keys[m], values[m])
     observed = {m: [float(v) for v in values[m][0]] for m in kept}
@@ -205,6 +205,15 @@ def task_bootstrap(board: Board, task: str, entries: Sequence[Entry], n_boot: in
     replicates = rank_replicates(scores, n, n_boot, seed)
     ranks = dict(zip(models, rank_intervals(replicates, means), strict=True))
     return TaskBootstrap(SignificanceGroups(best, top, vs_best, alpha), ranks, models, means, replicates)
+
+
+def _compact(counts: np.ndarray) -> np.ndarray:
+    """Per-example counts as float32 when that holds them exactly (small integers always are), else as they are.
+    Why: a cold task of a 300-model board holds every model's (seeds, examples, labels x 3) counts at once, 104 MiB
+    in float64 in each groups worker; the products convert them to float32 where exact anyway
+    (`stats._exact_in_float32`), and the observed scores are summed from them in float64 as before."""
+    small = counts.astype(np.float32)
+    return small if np.array_equal(small, counts) else counts
 
 
 def average_ranks(tasks: Sequence[TaskBootstrap | None]) -> dict[str, RankInterval]:
