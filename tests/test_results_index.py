@@ -216,3 +216,19 @@ def test_the_json_scan_index_it_replaces_is_removed(tmp_path):
     other.write_text('{"v": 2, "files": {}}')
     _same(scan_results([root], cache_dir=cache), scan_results([root]))
     assert not old.exists() and other.exists() and len(list(cache.glob("results-*.arrow"))) == 1
+
+
+def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path):
+    import sys
+
+    root = tmp_path / "r"
+    deep = root.joinpath(*["d"] * 40)
+    deep.mkdir(parents=True)
+    (deep / "seed-1.json").write_text("{}")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(30 + len(__import__("inspect").stack()))  # fewer frames than the folder is deep
+    try:
+        listing = R.Listing(root)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert listing.wanted() == [str(deep / "seed-1.json")]

@@ -11,7 +11,7 @@ import csv
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -249,22 +249,21 @@ class Listing:
         self.files: set[str] = set()
         self.ordered: list[str] = []
         self.stamps: dict[str, tuple[int, int]] = {}
-        self._walk(str(root))
-
-    def _walk(self, folder: str) -> None:
-        try:
-            with os.scandir(folder) as found:
-                entries = sorted(found, key=lambda e: e.name)
-        except OSError:  # unreadable or removed while walking: os.walk skips it too
-            return
-        for entry in entries:
+        # depth first with a stack of each open folder's sorted entries, not recursion: a results folder nested
+        # deeper than Python's recursion limit is listed, not a RecursionError
+        stack = [self._entries(str(root))]
+        while stack:
+            entry = next(stack[-1], None)
+            if entry is None:
+                stack.pop()
+                continue
             try:
                 is_dir = entry.is_dir()
             except OSError:
                 is_dir = False
             if is_dir:
                 if not entry.is_symlink():
-                    self._walk(entry.path)
+                    stack.append(self._entries(entry.path))
                 continue
             path, name = entry.path, entry.name
             self.files.add(path)
@@ -275,6 +274,14 @@ class Listing:
                 except OSError:  # removed while walking
                     continue
                 self.stamps[path] = (st.st_size, st.st_mtime_ns)
+
+    @staticmethod
+    def _entries(folder: str) -> Iterator[os.DirEntry]:
+        try:
+            with os.scandir(folder) as found:
+                return iter(sorted(found, key=lambda e: e.name))
+        except OSError:  # unreadable or removed while walking: os.walk skips it too
+            return iter(())
 
     def has(self, path: Path | str) -> bool:
         return str(path) in self.files
