@@ -314,7 +314,9 @@ def _release_arrow_memory() -> None:
 def _codes(items: list[Any], column: str) -> tuple[list[int], list[str]]:
     """A dictionary column: each row's code and the distinct texts, in first-seen order. An object shared by
     rows (one model's metadata read from the index) is converted once; equal texts get one code."""
-    codes, distinct, seen = [], {}, {}
+    codes: list[int] = []
+    distinct: dict[str, int] = {}
+    seen: dict[int, int] = {}  # id of an object -> its code
     for item in items:
         code = seen.get(id(item))
         if code is None:
