@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+from biobench.board import workers
 from biobench.board.board import build_board
 from biobench.board.cache import cached_groups
 from biobench.board.significance import compute_groups
@@ -115,7 +116,7 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
     compute_groups(fresh, n_boot=200)
 
     gate, real = threading.Event(), cache._compute
-    monkeypatch.setattr(cache, "WORKER_PROCESS", False)  # the patched _compute runs in this process only
+    monkeypatch.setattr(workers, "ENABLED", False)  # the patched _compute runs in this process only
     monkeypatch.setattr(cache, "_compute", lambda *a: (gate.wait(60), real(*a))[1])
     board = build_board([results], n_boot=200, significance="background", cache_dir=tmp_path / "cache")
     progress = board.significance
@@ -151,7 +152,7 @@ def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkey
     def boom(*_):
         raise RuntimeError("predictions unreadable")
 
-    monkeypatch.setattr(cache, "WORKER_PROCESS", False)  # the patched _compute runs in this process only
+    monkeypatch.setattr(workers, "ENABLED", False)  # the patched _compute runs in this process only
     monkeypatch.setattr(cache, "_compute", boom)
     lines: list[str] = []
     board = build_board([FIXTURES], n_boot=50, significance="background", log=lines.append)
@@ -163,26 +164,24 @@ def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkey
 def test_groups_computed_in_the_worker_process_equal_the_ones_computed_here(tmp_path):
     """The background groups' worker (`python -c`, pickles over its pipes) gives the groups and problems that
     computing in this process gives; a worker that cannot start leaves the work to this process."""
-    from biobench.board import cache
 
     here, there = build_board([FIXTURES], significance=False), build_board([FIXTURES], significance=False)
     cached_groups(here, n_boot=100)
     assert cached_groups(there, n_boot=100, process=True)["computed"] > 1
     assert there.groups == here.groups and there.problems == here.problems
     broken = build_board([FIXTURES], significance=False)
-    real = cache._WORKER
+    real = workers._WORKER
     try:
-        cache._WORKER = "import sys; sys.exit(3)"
+        workers._WORKER = "import sys; sys.exit(3)"
         cached_groups(broken, n_boot=100, process=True)
     finally:
-        cache._WORKER = real
+        workers._WORKER = real
     assert broken.groups == here.groups
 
 
 def test_groups_from_several_workers_come_back_in_task_order(tmp_path, monkeypatch):
     """Task i goes to worker i mod n; the parent reads them back in task order, so each task gets its own
     groups whatever the number of workers (one per core, at most MAX_WORKERS, never more than the tasks)."""
-    from biobench.board import cache
     from biobench.perf import leaderboard_scale as scale
 
     scale.generate(tmp_path, 3, scale.benchmark_tasks(5), 2, 30)
@@ -190,14 +189,14 @@ def test_groups_from_several_workers_come_back_in_task_order(tmp_path, monkeypat
     cached_groups(here, n_boot=100)
     groups = list(here.groups.values())
     assert len(groups) == 5 and all(a != b for i, a in enumerate(groups) for b in groups[i + 1:])  # a mix-up shows
-    monkeypatch.setattr(cache.os, "cpu_count", lambda: 64)
-    assert cache.worker_count(2) == 2 and cache.worker_count(100) == cache.MAX_WORKERS
-    monkeypatch.setattr(cache, "MAX_WORKERS", 3)
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 64)
+    assert workers.worker_count(2) == 2 and workers.worker_count(100) == workers.MAX_WORKERS
+    monkeypatch.setattr(workers, "MAX_WORKERS", 3)
     started = []
-    real_popen = cache.subprocess.Popen
-    monkeypatch.setattr(cache.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    real_popen = workers.subprocess.Popen
+    monkeypatch.setattr(workers.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
     there = build_board([tmp_path], significance=False)
     assert cached_groups(there, n_boot=100, process=True)["computed"] == 5
     assert len(started) == 3 and there.groups == here.groups and there.problems == here.problems
-    monkeypatch.setattr(cache.os, "cpu_count", lambda: None)
-    assert cache.worker_count(5) == 1
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: None)
+    assert workers.worker_count(5) == 1

@@ -232,3 +232,26 @@ def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path):
     finally:
         sys.setrecursionlimit(limit)
     assert listing.wanted() == [str(deep / "seed-1.json")]
+
+
+def test_a_large_cold_scan_read_in_worker_processes_equals_one_read_here(tmp_path, monkeypatch):
+    """Past PARALLEL_READ_FILES unread results, the scan reads them in `python -c` workers by chunks: the same
+    runs, the same Problems lines (the reader's messages), the same index; a worker that fails leaves its
+    chunks to this process."""
+    from biobench.board import workers
+
+    root = _board(tmp_path)
+    here = scan_results([root])
+    monkeypatch.setattr(R, "PARALLEL_READ_FILES", 1)
+    monkeypatch.setattr(R, "READ_CHUNK", 3)
+    started = []
+    real_popen = workers.subprocess.Popen
+    monkeypatch.setattr(workers.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    there = scan_results([root], cache_dir=tmp_path / "cache")
+    assert len(started) == 2
+    _same(here, there)
+    assert any("idx-c" in p.path and "not a fraction" in p.reason for p in there.problems)
+    _same(here, scan_results([root], cache_dir=tmp_path / "cache"))  # the index written from the workers' rows
+    monkeypatch.setattr(workers, "_WORKER", "import sys; sys.exit(3)")
+    _same(here, scan_results([root], cache_dir=tmp_path / "other-cache"))

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pickle
-import subprocess
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
+from biobench.board import workers
 from biobench.board.entries import Board, Entry
 from biobench.board.scan import Problem
 from biobench.board.significance import RunFacts, TaskBootstrap, average_ranks, task_bootstrap
@@ -154,87 +151,13 @@ def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int,
     return result, sub.problems, time.perf_counter() - t0
 
 
-def _compute_star(args: tuple) -> tuple:
-    return _compute(*args)
-
-
-WORKER_PROCESS = True  # BackgroundGroups computes in worker processes (tests that patch `_compute` turn it off)
-MAX_WORKERS = 4  # worker processes at most; each holds one task's predictions at a time
-
-# a worker: sys.path first (this process may import biobench from elsewhere), its stdout kept for the results;
-# niced, so that on a machine with few cores the app's own pages come first
-_WORKER = ("import os, pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
-           "hasattr(os, 'nice') and os.nice(5); sys.path[:0] = pickle.load(sys.stdin.buffer); "
-           "from biobench.board.cache import _serve; _serve(sys.stdin.buffer, out)")
-
-
-def _serve(inp: BinaryIO, out: BinaryIO) -> None:
-    """A worker's loop: the parent's pickled jobs in, one at a time (None ends them), each task's (groups,
-    problems, seconds) out; it ends quietly when the parent has gone (its pipes closed). One at a time: a worker
-    that unpickled all its tasks' runs at once held half a 300-model board's runs while computing one task."""
-    try:
-        while (job := pickle.load(inp)) is not None:
-            pickle.dump(_compute_star(job), out)
-            out.flush()
-    except (EOFError, BrokenPipeError):
-        pass
-
-
-def _send(child: subprocess.Popen, jobs: list[tuple]) -> None:
-    """Write `jobs` to a worker, each its own pickle, then None; in a thread of its own, since a pipe holds
-    64 KB and the worker reads a job only when it is done with the last. A worker that died: nothing more sent."""
-    try:
-        assert child.stdin is not None
-        for job in [*jobs, None]:
-            pickle.dump(job, child.stdin)
-            child.stdin.flush()
-        child.stdin.close()
-    except (OSError, ValueError):  # BrokenPipeError; ValueError: the pipe closed by the parent's cleanup
-        pass
-
-
-def worker_count(jobs: int) -> int:
-    """Worker processes for `jobs` tasks: one per core (at most MAX_WORKERS), never more than the tasks. Why
-    every core, the server's included: once the app is built the server waits on the network, and the workers
-    are niced below it (`_WORKER`)."""
-    return max(1, min(jobs, os.cpu_count() or 1, MAX_WORKERS))
-
-
 def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool,
               folder: str | None = None) -> Iterator[tuple]:
-    """`_compute` of each missed task, in order: here, or (`process`, more than one task) in worker processes,
-    task i in worker i mod `worker_count`. Why processes: reading thousands of predictions files is Python work
-    that holds the GIL, so in a thread it slows the app being built beside it (measured: the first page later
-    than with the slower per-pair bootstrap, which waited in BLAS); processes run on the other cores, and
-    several of them finish a cold board's groups that many times sooner (docs/performance.md). A worker is
-    `python -c` (not multiprocessing's spawn, which re-runs the parent's main script: an app.py calling
-    launch() at top level would start a second server). The pipes carry pickles between this process and its
-    own children only. If a worker fails, the tasks not yet returned are computed here."""
+    """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/board/workers.py:
+    reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
+    many times sooner, docs/performance.md)."""
     jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
-    done = 0
-    if process and WORKER_PROCESS and len(jobs) > 1:
-        n = worker_count(len(jobs))
-        children = []
-        try:
-            for w in range(n):
-                child = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE)
-                children.append(child)
-                pickle.dump(list(sys.path), child.stdin)
-                threading.Thread(target=_send, args=(child, jobs[w::n]), name="biobench-significance-jobs",
-                                 daemon=True).start()
-            while done < len(jobs):
-                result = pickle.load(children[done % n].stdout)
-                done += 1
-                yield result
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass  # computed below
-        finally:
-            for child in children:
-                child.kill()
-                child.wait()
-                child.stdout.close()
-    yield from map(_compute_star, jobs[done:])
+    return workers.in_workers("biobench.board.cache:_compute", jobs, process)
 
 
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,

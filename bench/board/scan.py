@@ -233,6 +233,46 @@ def read_row(path: Path) -> IndexRow:
     return index_row(path, store.read_result(path, check_key=False))
 
 
+PARALLEL_READ_FILES = 4_000  # a scan with more result files to read than this reads them in worker processes
+READ_CHUNK = 1_000  # result files per worker job
+
+
+def read_rows(paths: list[str]) -> list[IndexRow | str]:
+    """Each file's row, or the reader's message (a ResultsError's text) when it is not a valid result: a worker's
+    job (bench/board/workers.py)."""
+    out: list[IndexRow | str] = []
+    for path in paths:
+        try:
+            out.append(read_row(Path(path)))
+        except ResultsError as err:
+            out.append(str(err))
+    return out
+
+
+def _read_in_workers(paths: list[str]) -> dict[str, IndexRow | str]:
+    """`read_rows` of `paths` in worker processes, by chunks: a cold 300-model board reads 51,300 result files,
+    11 s in one process (docs/performance.md), and a board start has the machine's cores to itself until its
+    groups begin. What a worker returns is what this process would have read (the same reader, the same
+    messages); a failed worker's chunks are read here."""
+    from biobench.board import workers
+
+    chunks = [(paths[i:i + READ_CHUNK],) for i in range(0, len(paths), READ_CHUNK)]
+    read: dict[str, IndexRow | str] = {}
+    for (chunk,), rows in zip(chunks, workers.in_workers("biobench.board.scan:read_rows", chunks), strict=True):
+        read.update(zip(chunk, rows, strict=True))
+    return read
+
+
+def _row_read(path: Path, ahead: IndexRow | str | None) -> IndexRow:
+    """The row of `path` as a worker read it ahead (its error message raised as the reader raises it), else
+    read here."""
+    if ahead is None:
+        return read_row(path)
+    if isinstance(ahead, str):
+        raise ResultsError(ahead)
+    return ahead
+
+
 BOARD_DETAILS = ("timings", "device", "dev_score", "created", "contamination")
 TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/FORMATS.md)
 
@@ -312,7 +352,11 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         scan.listings.append(listing)
         prefix = len(str(root).rstrip(os.sep)) + 1
         folders: dict[str, Path] = {}
-        for name_str in listing.wanted():
+        wanted = listing.wanted()
+        unread = [p for p in wanted if store.SEED_FILE.fullmatch(os.path.basename(p))
+                  and index.row(p[prefix:], listing.stamp(p)) is None]
+        read_ahead = _read_in_workers(unread) if len(unread) >= PARALLEL_READ_FILES else {}
+        for name_str in wanted:
             name = os.path.basename(name_str)
             if name == TRAIN_LOG:
                 scan.analyses["train_log"].append(Path(name_str))
@@ -334,7 +378,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
             try:
                 if row is None:
                     try:
-                        row = read_row(path)
+                        row = _row_read(path, read_ahead.pop(name_str, None))
                     except ResultsError:
                         index.keep(rel, stamp, None)
                         raise
