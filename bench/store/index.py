@@ -287,7 +287,7 @@ class ResultsIndex:
                 codes, distinct = _codes(items, column)
                 arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(distinct, pa.string())))
             else:
-                arrays.append(pa.array(_texts(items, column) if column in _JSON else items, kind))
+                arrays.append(pa.array([_text(item, column) for item in items], kind))
         schema = _schema(pa)
         table = pa.Table.from_arrays(arrays, schema=schema)
         del arrays
@@ -320,7 +320,7 @@ def _codes(items: list[Any], column: str) -> tuple[list[int], list[str]]:
     for item in items:
         code = seen.get(id(item))
         if code is None:
-            text = json.dumps(list(item) if column == "labels" else item) if column in _JSON else item
+            text = _text(item, column)
             code = seen[id(item)] = distinct.setdefault(text, len(distinct))
         codes.append(code)
     return codes, list(distinct)
@@ -330,13 +330,9 @@ class _Stale(Exception):
     """An index of another version: a quiet miss (an upgrade, not damage)."""
 
 
-def _texts(items: list[Any], column: str) -> list[str]:
-    """A JSON column's text per row; equal objects (one model's metadata on each of its rows) are dumped once."""
-    memo: dict[int, str] = {}
-    out = []
-    for item in items:
-        text = memo.get(id(item))
-        if text is None:
-            text = memo[id(item)] = json.dumps(list(item) if column == "labels" else item)  # key order kept
-        out.append(text)
-    return out
+def _text(item: Any, column: str) -> Any:
+    """A row's value as stored: JSON text for the JSON columns (dict key order kept; labels as a list), else as
+    it is."""
+    if column not in _JSON:
+        return item
+    return json.dumps(list(item) if column == "labels" else item)
