@@ -160,6 +160,19 @@ def _toy_grid(folder: Path, model: Path, results: str, n_train: int) -> Path:
     return grid
 
 
+def _claimed_by_element(results: Path, element: str) -> bool:
+    """Whether an array element holds a run claim now (a claim folder's newest generation, not released)."""
+    for claim in results.glob("*/*/seed-*.claim"):
+        generations = sorted(claim.glob("*.json"))
+        try:
+            lease = json.loads(generations[-1].read_text()) if generations else {}
+        except (OSError, ValueError):  # being written or just removed: look again
+            continue
+        if lease.get("slurm_array_task_id") == element and not lease.get("released"):
+            return True
+    return False
+
+
 def _predictions(results: Path) -> dict[str, bytes]:
     from biobench.store.record import predictions_path
 
@@ -183,7 +196,9 @@ def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster
     job = slurm_cluster.sbatch("--array=0-1", "--chdir", str(tmp_path), "-o", str(tmp_path / "eval-%a.out"), str(script))
     results = tmp_path / "results"
     deadline = time.monotonic() + 180
-    while not list(results.glob("*/*/seed-*.claim")):  # a run is claimed: it trains
+    # Element 0 itself must hold a claim (it trains): a claim by element 1 alone once let the requeue land while
+    # element 0 was still importing torch, before eval could abandon anything (CI, stop 45).
+    while not _claimed_by_element(results, "0"):
         assert time.monotonic() < deadline, [p.read_text() for p in tmp_path.glob("eval-*.out")]
         time.sleep(0.05)
     slurm_cluster.client("scontrol", "requeue", f"{job}_0")
