@@ -8,7 +8,7 @@ bash scripts/install_browser.sh || echo "note: chromium not installed; the brows
 bash scripts/install_slurm.sh || echo "note: SLURM not installed; the one-node cluster tests will be skipped"
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=20 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 1; fi

@@ -1,5 +1,5 @@
 """End to end on real data (slow): all-MiniLM-L6-v2 from the PyPI package on ../shared/data GAD
-(classification) and NCBI-disease (span NER), the smoke protocol of issue 3. Minutes on a CPU."""
+(classification) and NCBI-disease (NER, the English token head), the smoke protocol of issue 3. Minutes on a CPU."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from biobench import cli
 
 SMOKE = ["--seeds", "42", "--epochs", "1", "--limit-train", "2000", "--max-length", "128", "--no-progress"]
 CHANCE = {"gad": 0.5, "ncbi-disease": 0.05}  # binary macro-F1 of a coin; entity F1 of a random tagger is ~0
+# Retrained with --overwrite to the same score: ncbi-disease only (two minutes of CPU a run), the English token head
+# that no other test retrains. GAD's head (hf-sequence, English classification) is retrained to the same score and
+# predictions by tests/test_eval_runner.py::test_overwrite_same_seed_reproduces_the_score.
+REPRODUCED = {"ncbi-disease"}
 
 
 def snapshot(root):
@@ -31,5 +35,6 @@ def test_minilm_smoke_run_skips_and_reproduces(task, shared_data, minilm_dir, tm
     assert json.loads(capsys.readouterr().out)["runs"][0]["status"] == "skipped"
     assert snapshot(tmp_path) == files
 
-    assert cli.main([*args, "--overwrite"]) == 0
-    assert json.loads(capsys.readouterr().out)["runs"][0]["macro_f1"] == score
+    if task in REPRODUCED:
+        assert cli.main([*args, "--overwrite"]) == 0
+        assert json.loads(capsys.readouterr().out)["runs"][0]["macro_f1"] == score
