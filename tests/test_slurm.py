@@ -160,19 +160,6 @@ def _toy_grid(folder: Path, model: Path, results: str, n_train: int) -> Path:
     return grid
 
 
-def _claimed_by_element(results: Path, element: str) -> bool:
-    """Whether an array element holds a run claim now (a claim folder's newest generation, not released)."""
-    for claim in results.glob("*/*/seed-*.claim"):
-        generations = sorted(claim.glob("*.json"))
-        try:
-            lease = json.loads(generations[-1].read_text()) if generations else {}
-        except (OSError, ValueError):  # being written or just removed: look again
-            continue
-        if lease.get("slurm_array_task_id") == element and not lease.get("released"):
-            return True
-    return False
-
-
 def _predictions(results: Path) -> dict[str, bytes]:
     from biobench.store.record import predictions_path
 
@@ -186,6 +173,8 @@ def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster
     requeue` while it trains a run (eval abandons it, releases its claim; the element restarts and takes the next
     unfinished run). Every result exists once, predictions are byte-identical to a sequential run (conftest's
     slurm_toy_reference, shared with the launcher's test), no claim is left."""
+    from biobench.eval.claims import read_claim
+
     eval_args = ["--device", "cpu", "--threads", "1", "--no-progress"]
     grid = _toy_grid(tmp_path, tiny_mlm_dir, "results", n_train=160)
     command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid),
@@ -196,16 +185,23 @@ def test_grid_array_with_a_forced_requeue_matches_a_sequential_run(slurm_cluster
     job = slurm_cluster.sbatch("--array=0-1", "--chdir", str(tmp_path), "-o", str(tmp_path / "eval-%a.out"), str(script))
     results = tmp_path / "results"
     deadline = time.monotonic() + 180
-    # Element 0 itself must hold a claim (it trains): a claim by element 1 alone once let the requeue land while
-    # element 0 was still importing torch, before eval could abandon anything (CI, stop 45).
-    while not _claimed_by_element(results, "0"):
+    # Requeue the element that holds a claim (it trains), as tests/test_slurm_launcher.py does: requeuing element 0
+    # on any element's claim once landed while element 0 was still importing torch, with nothing to abandon (CI,
+    # stop 45).
+    element = None
+    while element is None:
         assert time.monotonic() < deadline, [p.read_text() for p in tmp_path.glob("eval-*.out")]
+        for claim in results.glob("*/*/seed-*.claim"):
+            info = read_claim(claim.with_suffix(".json"))
+            if info is not None and info.held and info.holder and info.holder.slurm_array_task_id is not None:
+                element = info.holder.slurm_array_task_id
+                break
         time.sleep(0.05)
-    slurm_cluster.client("scontrol", "requeue", f"{job}_0")
+    slurm_cluster.client("scontrol", "requeue", f"{job}_{element}")
     states = slurm_cluster.wait(job, timeout=600)
     logs = {p.name: p.read_text() for p in sorted(tmp_path.glob("eval-*.out"))}
     assert states == ["COMPLETED", "COMPLETED"], logs
-    first, _, second = logs["eval-0.out"].partition("element 0 restart=1")
+    first, _, second = logs[f"eval-{element}.out"].partition(f"element {element} restart=1")
     assert "DUE TO JOB REQUEUE" in first and "abandoned" in first and second, logs  # stopped, then ran again
     assert list(results.glob("*/*/*.claim")) == []
     assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
