@@ -155,7 +155,8 @@ def test_export_writes_one_valid_file_per_model_with_what_produced_each_score(tm
     assert "standard_deviation" not in smoke["uncertainty"]  # one seed: no spread claimed
 
     local = json.loads((out / files[1]).read_text())
-    assert local["model_info"]["id"] == "my-checkpoint" and "developer" not in local["model_info"]
+    # a local folder's id is its results folder (name + weights' digits): unique, and no server path
+    assert local["model_info"]["id"] == "my-checkpoint--def456" and "developer" not in local["model_info"]
     assert local["model_info"]["additional_details"]["model_availability"] == "unknown"
 
     # exporting again replaces the same files (the uuid comes from the model's results folder)
@@ -168,3 +169,62 @@ def test_records_are_stable_for_a_given_timestamp(tmp_path):
     one = every_eval_ever_records(biobench.load_results(tmp_path), retrieved=1_700_000_000)
     two = every_eval_ever_records(biobench.load_results(tmp_path), retrieved=1_700_000_000)
     assert one == two and next(iter(one.values()))["evaluation_id"] == "biobench/m/1700000000"
+
+
+def _run(root: Path, slug: str, model_id: str, task: str, seed: int, f1: float, protocol: dict,
+         details: dict | None = None) -> None:
+    record = store.Result(
+        model={"id": model_id, "slug": slug, "name": slug.split("--")[0], "revision": slug.split("--")[1]},
+        task={"id": task, "lang": "fr", "kind": "ner"}, seed=seed, protocol=protocol,
+        key=store.run_key(slug.split("--")[1], "d-" + task, protocol["hash"], seed),
+        metrics={"test": {"macro_f1": f1}}, details=details or {})
+    smoke = protocol["hash"] if details and details.get("overrides") else None
+    store.write_result(store.result_path(root, slug, task, seed, smoke), record,
+                       [{"id": "0", "gold": [], "pred": []}])
+
+
+def test_each_entry_carries_the_settings_and_hash_of_the_runs_it_summarises(tmp_path):
+    """Issue 52 item 2: a model's --quick run was exported with another smoke run's hash and settings, and three
+    local models ending in final/ shared one id. Each entry is checked field by field against its result files."""
+    results = tmp_path / "results"
+    protocol = {"hash": "aaaa00000001", "head": "span", "batch_size": 16, "max_length": 1024, "epochs": 20}
+    one_epoch = {**protocol, "hash": "7194a44f61a6", "epochs": 1}
+    quick = {"hash": "643089356ece", "head": "token", "batch_size": 8, "max_length": 128, "max_steps": 150,
+             "epochs": 20}
+    for i, folder in enumerate(("detour", "mlm", "again")):
+        slug = f"{folder}--{i:08d}"
+        model = str(tmp_path / "runs" / folder / "final")  # every pretraining ends in final/
+        _run(results, slug, model, "quaero-emea", 42, 0.5 + i / 10, protocol)
+        _run(results, slug, model, "quaero-emea", 43, 0.4 + i / 10, protocol)
+    _run(results, "detour--00000000", str(tmp_path / "runs/detour/final"), "quaero-emea", 42, 0.0, one_epoch,
+         {"overrides": {"epochs": {"run": 1, "protocol": 20}}})
+    _run(results, "detour--00000000", str(tmp_path / "runs/detour/final"), "quaero-medline", 42, 0.2, quick,
+         {"overrides": {"head": {"run": "token", "protocol": "span"}, "max_steps": {"run": 150, "protocol": None}},
+          "quick": True})
+    records = every_eval_ever_records(biobench.load_results(results), retrieved=1_700_000_000)
+    assert len(records) == 3
+    ids = [r["model_info"]["id"] for r in records.values()]
+    assert sorted(ids) == ["again--00000002", "detour--00000000", "mlm--00000001"]  # unique, no server path
+    assert len({r["evaluation_id"] for r in records.values()}) == 3
+    assert str(tmp_path) not in json.dumps(records)
+    compared = 0
+    for record in records.values():
+        slug = record["model_info"]["id"]
+        for entry in record["evaluation_results"]:
+            details = entry["score_details"]["details"]
+            task = entry["source_data"]["dataset_name"]
+            files = sorted((results / slug / task).glob("seed-*.json"))
+            runs = [json.loads(f.read_text()) for f in files]
+            runs = [r for r in runs if bool(r.get("overrides")) == details["protocol"].startswith("smoke")]
+            assert runs, (slug, entry["evaluation_name"])
+            assert details["seeds"] == ",".join(str(r["seed"]) for r in runs)
+            assert details["protocol_hash"] == ",".join(sorted({r["key"]["protocol_hash"] for r in runs}))
+            assert details["data_checksum"] == runs[0]["key"]["data_checksum"]
+            assert entry["score_details"]["score"] == pytest.approx(
+                sum(r["metrics"]["test"]["macro_f1"] for r in runs) / len(runs))
+            assert entry["score_details"]["uncertainty"]["num_samples"] == len(runs)
+            settings = {k: str(v) for k, v in runs[0]["protocol"].items()}
+            assert entry["generation_config"]["additional_details"] == settings
+            assert errors(record, SCHEMA) == []
+            compared += 1
+    assert compared == 5

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from biobench.api.results import Results, _model_name
 from biobench.runtime.files import atomic_write, output_folder
 from biobench.runtime.paths import public_model
+from biobench.store.trust import describe_overrides, overrides
 
 SCHEMA_VERSION = "0.3.0"
 COLLECTION = "biobench"
@@ -56,10 +57,20 @@ def _availability(open_weights: Any) -> str:
     return "open_weights" if open_weights is True else "closed_weights" if open_weights is False else "unknown"
 
 
+def model_id(record: Any) -> str:
+    """The model's public id: a hub id as it is; a local folder (whose path stays private) by its results folder,
+    `<name>--<8 digits of the weights' sha256>`, because its last path part alone is not unique (every pretraining
+    ends in `final/`: three models exported as "final")."""
+    model_path = str(record.model.get("id") or "")
+    if model_path and not model_path.startswith(("/", "~", ".")):
+        return model_path
+    return str(record.slug or public_model(model_path) or "unknown")
+
+
 def model_info(record: Any) -> dict[str, Any]:
     """The schema's `model_info` from a result's `model` object (display name, public id, metadata)."""
     model = record.model
-    public_id = public_model(str(model.get("id") or record.slug or "unknown"))
+    public_id = model_id(record)
     meta = model.get("metadata") if isinstance(model.get("metadata"), dict) else {}
     info: dict[str, Any] = {"name": _model_name(record), "id": public_id}
     if "/" in public_id:
@@ -81,15 +92,22 @@ def _protocol_details(record: Any) -> dict[str, str]:
     return _strings({k: v for k, v in sorted(protocol.items()) if isinstance(v, str | int | float | bool | list)})
 
 
-def evaluation_result(row: dict[str, Any], first: Any) -> dict[str, Any]:
-    """One `evaluation_results` entry: a summary row of `Results.summary_rows` and its first run's record."""
+def _settings(records: list[Any], field: str) -> str:
+    """One key field (protocol hash, data checksum) of the runs an entry summarises: their distinct values."""
+    return ", ".join(dict.fromkeys(str(r.key.get(field) or "") for r in records if r.key.get(field)))
+
+
+def evaluation_result(row: dict[str, Any], records: list[Any]) -> dict[str, Any]:
+    """One `evaluation_results` entry: a summary row of `Results.summary_rows` and the records of the runs it
+    summarises (same model, task and smoke overrides): their protocol hash and settings, never another run's."""
     smoke, task = row["smoke"], row["task"]
+    first = records[0]
     details = _strings({
         "seeds": ",".join(str(s) for s in row["seeds"]), "lang": row["lang"], "kind": row["kind"],
         "protocol": "protocol" if not smoke else f"smoke: {smoke}", "smoke_overrides": smoke,
         "degenerate": row["degenerate"], "contamination_share": row["contamination"],
-        "protocol_hash": first.key.get("protocol_hash") or first.protocol.get("hash"),
-        "data_checksum": first.key.get("data_checksum") or first.task.get("data_checksum"),
+        "protocol_hash": _settings(records, "protocol_hash") or first.protocol.get("hash"),
+        "data_checksum": _settings(records, "data_checksum") or first.task.get("data_checksum"),
     })
     score: dict[str, Any] = {"score": float(row["mean"]), "details": details}
     uncertainty: dict[str, Any] = {"num_samples": int(row["n"])}
@@ -121,14 +139,16 @@ def every_eval_ever_records(results: Results, retrieved: float | None = None) ->
 
     stamp = str(int(time.time() if retrieved is None else retrieved))
     rows = results.summary_rows(mdd=False)
-    firsts: dict[tuple[str, str], Any] = {}
+    summarised: dict[tuple[str, str, str], list[Any]] = {}  # the grouping of Results.summary_rows
     for record in results.records:
-        firsts.setdefault((_model_name(record), record.task_id), record)
+        key = (_model_name(record), record.task_id, describe_overrides(overrides(record)))
+        summarised.setdefault(key, []).append(record)
     out: dict[str, dict[str, Any]] = {}
     for model in results.models:
         first_record = next(r for r in results.records if _model_name(r) == model)
         info = model_info(first_record)
-        entries = [evaluation_result(row, firsts[(model, row["task"])]) for row in rows if row["model"] == model]
+        entries = [evaluation_result(row, summarised[(model, row["task"], row["smoke"])])
+                   for row in rows if row["model"] == model]
         name = _component(info["id"].rsplit("/", 1)[-1] if "/" in info["id"] else model, "model")
         developer = _component(info.get("developer", ""), "unknown")
         file_id = uuid.uuid5(_NAMESPACE, f"{COLLECTION}/{first_record.slug or model}")
