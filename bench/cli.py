@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_bars()  # before any command imports the hub libraries: no library bars in a log file
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: what a ⚠ fix line repeats (eval)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -25,7 +25,7 @@ from biobench.board.entry_pairs import (
     average_markdown,
     compare_entries,
     compare_frame,
-    same_protocol,
+    default_measured_pair,
     task_mdd,
 )
 from biobench.leaderboard import plots
@@ -139,7 +139,15 @@ def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     """The Compare tab's opening pair: the two measured models sharing the most tasks (a paired test is
     possible); one measured model and the reported row the paper gives for it, or else the reported row sharing
     the most tasks with it (none shares any: B is left empty and the tab says what to do); no measured model:
-    two reported rows."""
+    two reported rows. Worked out once per board and language (`Board.memo`): every page load, language change
+    and refresh of an unchanged board asks for it (issue 51 item 2: 578 s of CPU per page load at 300 models)."""
+    cached = board.memo.get(("default_pair", lang))
+    if cached is None:
+        cached = board.memo[("default_pair", lang)] = _default_pair(board, lang)
+    return cached
+
+
+def _default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     from biobench.board.reproduction import paper_entry
 
     measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
@@ -148,12 +156,8 @@ def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     def shared(a, b) -> int:
         return len(set(a.cells) & set(b.cells))
 
-    if len(measured) >= 2:  # the same protocol first (a test is possible), then the most tasks shared
-        pairs = [(bool(shared(a, b)) and same_protocol(board, lang, a.key, b.key), shared(a, b), -i, -j, a.key, b.key)
-                 for i, a in enumerate(measured) for j, b in enumerate(measured) if i < j]
-        best = max(pairs)
-        if best[1]:
-            return best[4], best[5]
+    if len(measured) >= 2 and (pair := default_measured_pair(board, lang)) is not None:
+        return pair  # the same protocol first (a test is possible), then the most tasks shared
     if measured:
         a = measured[0]
         paper = paper_entry(board, a)

@@ -93,6 +93,9 @@ class Board:
     stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # (size, mtime_ns) per file, from the scan
     significance: Any = None  # cache.BackgroundGroups while/after the groups are computed in the background
     roots: list[Path] = field(default_factory=list)  # the results folders scanned (what public paths are relative to)
+    # answers worked out once per board for every visitor (e.g. the Compare tab's default pair per language):
+    # a rebuilt board starts empty, so nothing outlives the results it was computed from
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def public_problems(self) -> list[R.Problem]:
         """The problems as a public page shows them: no server path, files relative to their results folder."""

@@ -45,6 +45,50 @@ def compare_entries(board: Board, lang: str, key_a: str, key_b: str, n_boot: int
     return compare_pair(tasks, n_boot, seed, allow_different_protocols=allow_different_protocols)
 
 
+def _signatures(entry: Entry, tasks: list[str]) -> dict[str, frozenset[tuple[tuple[str, str], ...]]]:
+    """Per task of `entry`: the set of its runs' `run_settings`, hashable (what two rows must share to be
+    compared with a test); read from the runs' records only, no predictions."""
+    return {t: frozenset(tuple(sorted(s.items())) for s in _settings(entry, t)) for t in tasks if t in entry.cells}
+
+
+def default_measured_pair(board: Board, lang: str) -> tuple[str, str] | None:
+    """The two measured rows of `lang` that share their protocol settings (`run_settings`, every run of every
+    common task) on the most tasks, the earliest such pair on a tie; failing that, the two sharing the most
+    tasks. None when no two measured rows share a task.
+
+    Why not `same_protocol` over every pair: that aligns the predictions of both rows (`compare_entries`), and
+    over N(N-1)/2 pairs on each page load it cost 578 s of CPU at 300 models (issue 51 item 2). Here each row's
+    settings are read once (models x tasks); rows with the same settings on the same tasks fall in one bucket
+    whose first two members are the answer when no row has more tasks; only otherwise are pairs compared, on
+    those precomputed settings (a set comparison per common task, no file read). A setting recorded by one row
+    and not the other counts as a difference here (`protocol_differences` ignores it): the Compare tab then
+    shows the pair's own verdict."""
+    tasks = board.columns(lang)
+    measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+    sigs = [_signatures(e, tasks) for e in measured]
+    buckets: dict[frozenset, list[int]] = {}
+    for i, sig in enumerate(sigs):
+        if sig:
+            buckets.setdefault(frozenset(sig.items()), []).append(i)
+    most = max((len(s) for s in sigs), default=0)
+    full = [members[:2] for key, members in buckets.items() if len(members) >= 2 and len(key) == most]
+    if full:
+        i, j = min(full)
+        return measured[i].key, measured[j].key
+    best: tuple[bool, int, int, int] | None = None
+    pick: tuple[int, int] | None = None
+    for i in range(len(measured)):
+        for j in range(i + 1, len(measured)):
+            common = sigs[i].keys() & sigs[j].keys()
+            if not common:
+                continue
+            same = all(sigs[i][t] == sigs[j][t] for t in common)
+            candidate = (same, len(common), -i, -j)
+            if best is None or candidate > best:
+                best, pick = candidate, (i, j)
+    return (measured[pick[0]].key, measured[pick[1]].key) if pick is not None else None
+
+
 def same_protocol(board: Board, lang: str, key_a: str, key_b: str) -> bool:
     """True when the two rows' runs share their protocol settings on every common task (no test is run): what
     a default pair should satisfy."""

@@ -7,6 +7,7 @@ import contextlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +189,64 @@ def run(args: argparse.Namespace) -> int:
                                                                seed_list(args.seeds), args.data_dir)), args, 0)
     with wall_clock(args):
         grid_plan = plan(args.overwrite)
+        grid_plan.fix = own_fix(getattr(args, "argv", None))
         run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
+
+
+# what a fix line drops from the user's command: the selection it replaces and the budget it changes
+_SELECTION = ("--tasks", "--lang", "--seeds")
+
+
+def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Callable[[Any], str] | None:
+    """The ⚠ line's fix as this terminal's user can paste it (issue 52 item 1: the public form said
+    `--model path/to/final` and lost `--data-dir`): their own `eval` command, their model as typed and every
+    other option kept, with only what changes: `--tasks`/`--seeds` of the degenerate run, the protocol overrides
+    dropped and `--quick` added (a smoke run below the quick budget), or `--quick` dropped (a quick run: the
+    protocol's budget). A protocol run's fix is a look at the task's data, then another head. `config`: an
+    `eval --config` grid's model, with the options that command would need (`--model`, `--name`, `--data-dir`,
+    `--results`, `--task-file`). None (no command line, e.g. the Python API): the public `fix_command`."""
+    import shlex
+
+    from biobench.eval.protocols import OVERRIDES
+    from biobench.store.trust import is_smoke
+
+    if config is not None:
+        base = ["eval", "--model", str(config["model"])]
+        for flag in ("--name", "--data-dir", "--results"):
+            if config.get(flag):
+                base += [flag, str(config[flag])]
+        for task_file in config.get("--task-file") or ():
+            base += ["--task-file", str(task_file)]
+    elif argv and argv[0] == "eval":
+        commands = argparse.ArgumentParser().add_subparsers()
+        add_parser(commands)  # this command's own options: which take a value, which are switches
+        eval_parser = commands.choices["eval"]
+        switches = {flag for action in eval_parser._actions if action.nargs == 0 for flag in action.option_strings}
+        drop = {*_SELECTION, *(flag for flag in OVERRIDES if flag != "--batch-size"), "--quick", "--dry-run"}
+        base, words = ["eval"], list(argv[1:])
+        while words:
+            word = words.pop(0)
+            flag = word.split("=", 1)[0]
+            takes_value = flag.startswith("--") and "=" not in word and flag not in switches
+            value = [words.pop(0)] if takes_value and words else []
+            if flag == "--batch-size" and (value or [word.partition("=")[2]])[0].lower() != "auto":
+                continue  # a batch size is a protocol override; `auto` an execution choice, kept
+            if flag not in drop:
+                base += [word, *value]
+    else:
+        return None
+
+    def fix(result: Any) -> str:
+        run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
+        if not is_smoke(result):
+            data = next(([w, base[i + 1]] if w == "--data-dir" else [w] for i, w in enumerate(base)
+                         if w == "--data-dir" and i + 1 < len(base) or w.startswith("--data-dir=")), [])
+            return (f"{shlex.join(['biobench', 'data', 'status', *data])} (is {result.task_id}'s data whole?), "
+                    f"then {shlex.join(run)} --head <another head>")
+        return shlex.join(run if result.details.get("quick") else [*run, "--quick"])
+
+    return fix
 
 
 def metadata_option(text: str | None) -> dict[str, Any]:
@@ -476,10 +533,13 @@ def run_config(args: argparse.Namespace) -> int:
                  else list_specs(lang=grid.lang, task_files=task_files))
         seeds = parse_seeds(grid.seeds, f"{grid.source}: seeds") if grid.seeds else None
         data_dir = grid.data_dir or args.data_dir
-        return plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
+        plan = plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
                          overrides={**grid.overrides, **entry.overrides, **cli_overrides}, overwrite=overwrite,
                          shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name,
                          metadata=entry.metadata, quick=args.quick)
+        plan.fix = own_fix(None, {"model": entry.model, "--name": entry.name, "--data-dir": data_dir,
+                                  "--results": grid.results, "--task-file": task_files})
+        return plan
 
     if args.dry_run:
         def unresolved(grid, entry):

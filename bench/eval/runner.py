@@ -87,6 +87,9 @@ class GridPlan:
     # of the task with the checkpoint's pretraining corpus): measured once per grid, not part of any run key
     annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
     planned_at: float = field(default_factory=time.time)  # a result written after this is another process's
+    # what a ⚠ line in this terminal tells the user to run (their own command with only what changes:
+    # commands.eval.own_fix); None: store.trust.fix_command, the public form that hides server paths
+    fix: Callable[[Result], str] | None = None
 
     @property
     def name(self) -> str:
@@ -217,11 +220,11 @@ def _result(plan: GridPlan, run: PlannedRun, info: ModelInfo, task: PreparedTask
     return result
 
 
-def run_line(result: Result) -> str:
+def run_line(result: Result, fix: Callable[[Result], str] | None = None) -> str:
     """What the console line of a finished run adds to its score: the smoke marker with its overrides and,
     for degenerate test predictions, the finding and its likely reason ('' for a sound protocol run)."""
     found = overrides(result)
-    note = degenerate(result)
+    note = degenerate(result, fix)
     return ((f" [smoke run: {describe_overrides(found)}]" if found else "")
             + (f" — {degenerate_text(note)}" if note else ""))
 
@@ -309,7 +312,7 @@ def finished_message(plan: GridPlan, run: PlannedRun, done: int, total: int, tra
     degenerate marks come from the result just written (a parallel run wrote it in another process). The score
     in percent with two decimals, as eval's table and the leaderboard print it (42.07, not 0.4207)."""
     return (f"[{done}/{total}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 {100 * run.macro_f1:.2f} "
-            f"({train_s:.0f} s training){run_line(read_result(run.path))}")
+            f"({train_s:.0f} s training){run_line(read_result(run.path), plan.fix)}")
 
 
 def finished_elsewhere(plan: GridPlan, run: PlannedRun) -> bool:
@@ -460,7 +463,7 @@ def summarize(plan: GridPlan) -> dict[str, Any]:
                     scores.add(run.seed, result.macro_f1, run.path)
                     labels = result.task.get("labels") or ()
                     found = found or overrides(result)
-                    if (note := degenerate(result)) is not None:
+                    if (note := degenerate(result, plan.fix)) is not None:
                         notes[run.seed] = degenerate_text(note)
         row = summary_row(scores, expected=len(runs), labels=labels)
         if found or (runs[0].default is not None and runs[0].default != runs[0].protocol):

@@ -15,7 +15,7 @@ No torch here (the leaderboard reads results).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from biobench.runtime.jsonfile import object_at
@@ -178,12 +178,15 @@ def _score(result: Result) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def degenerate(result: Result) -> dict[str, str] | None:
+def degenerate(result: Result, fix: Callable[[Result], str] | None = None) -> dict[str, str] | None:
     """The recorded `degenerate` note of a result ({"finding", "reason", "fix"}), None when its predictions
-    were not. `fix` (`fix_command`) is worked out on reading, so older files get it too."""
+    were not. `fix` (`fix_command`) is worked out on reading, so older files get it too. The terminal that ran
+    the command passes its own `fix` (the user's command with only what changes: `commands.eval.own_fix`);
+    the board, exports and the API keep `fix_command`, which never shows a server path."""
     note = result.details.get("degenerate")
     if isinstance(note, Mapping) and isinstance(note.get("finding"), str):
-        return {"finding": note["finding"], "reason": str(note.get("reason", "")), "fix": fix_command(result)}
+        return {"finding": note["finding"], "reason": str(note.get("reason", "")),
+                "fix": (fix or fix_command)(result)}
     return None
 
 

@@ -1,0 +1,83 @@
+"""Issue 52, the first hour round three: a ⚠ line's fix is the user's own command (their model as typed, their
+--data-dir and --results) with only what changes, and it runs when pasted; the public board keeps the form that
+hides server paths."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from types import SimpleNamespace
+
+from biobench import cli
+from biobench.commands.eval import own_fix
+
+
+def run(task: str = "quaero-emea", seed: int = 42, **details):
+    return SimpleNamespace(task_id=task, seed=seed, details=details, protocol={}, model={}, key={})
+
+
+SMOKE = {"overrides": {"epochs": {"run": 1, "protocol": 20}}}
+
+
+def test_the_readme_example_gets_its_own_command_back_with_quick_instead_of_its_overrides():
+    typed = "eval --model runs/tiny/final --data-dir data/ --tasks quaero-emea --seeds 42 --epochs 1"
+    fix = own_fix(shlex.split(typed))
+    assert fix(run(**SMOKE)) == ("biobench eval --model runs/tiny/final --data-dir data/ --tasks quaero-emea "
+                                 "--seeds 42 --quick")
+    # a --quick run that is degenerate: the protocol's budget, i.e. the same command without --quick
+    quick = own_fix(shlex.split("eval --model ./m --lang fr --quick --results out/ --threads 1"))
+    assert quick(run("cas-pos", 43, quick=True, **SMOKE)) == ("biobench eval --model ./m --results out/ --threads 1 "
+                                                             "--tasks cas-pos --seeds 43")
+
+
+def test_the_fix_keeps_what_the_user_typed_and_drops_only_the_budget():
+    fix = own_fix(["eval", "--model=/srv/ckpt", "--name", "my model", "--batch-size", "8", "--lr=1e-3",
+                   "--max-steps", "60", "--no-progress", "--results", "r", "--seeds", "1-3"])
+    line = fix(run("gad", 2, **SMOKE))
+    assert shlex.split(line) == ["biobench", "eval", "--model=/srv/ckpt", "--name", "my model", "--no-progress",
+                                 "--results", "r", "--tasks", "gad", "--seeds", "2", "--quick"]
+    auto = own_fix(["eval", "--model", "m", "--batch-size", "auto", "--tasks", "gad"])
+    assert "--batch-size auto" in auto(run("gad", **SMOKE))  # an execution choice, not an override
+
+
+def test_a_protocol_runs_fix_checks_the_users_data_folder_then_another_head():
+    fix = own_fix(["eval", "--model", "m", "--data-dir", "/data/bio", "--tasks", "gad,hoc"])
+    assert fix(run("hoc", 42)) == ("biobench data status --data-dir /data/bio (is hoc's data whole?), then biobench "
+                                   "eval --model m --data-dir /data/bio --tasks hoc --seeds 42 --head <another head>")
+
+
+def test_a_grid_models_fix_names_its_model_data_and_results():
+    fix = own_fix(None, {"model": "runs/a/final", "--name": "detour a", "--data-dir": "data", "--results": "res",
+                         "--task-file": ["t.json"]})
+    assert shlex.split(fix(run("t", 1, **SMOKE))) == [
+        "biobench", "eval", "--model", "runs/a/final", "--name", "detour a", "--data-dir", "data", "--results", "res",
+        "--task-file", "t.json", "--tasks", "t", "--seeds", "1", "--quick"]
+    assert own_fix(None) is None and own_fix(["tasks"]) is None  # no command line: the public fix_command
+
+
+def test_the_printed_fix_runs_when_pasted(tmp_path, monkeypatch, capsys, tiny_mlm_dir):
+    """A degenerate one-epoch run of the README's own task, in a folder of the user's: the ⚠ line's command,
+    pasted as printed, runs (the public form, `--model path/to/<folder>` without --data-dir, failed twice)."""
+    from test_readme import fenced
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec/my-specialty.json").write_text(fenced("json")[0], encoding="utf-8")
+    rows = fenced("text")[0].splitlines()
+    for split in ("train", "dev", "test"):
+        # one class only in train: the classifier predicts it for every test example (degenerate)
+        lines = rows[:2] if split == "train" else rows
+        (tmp_path / f"spec/{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "model").symlink_to(tiny_mlm_dir)
+    typed = ["eval", "--model", "model", "--task-file", "spec/my-specialty.json", "--tasks", "my-specialty",
+             "--seeds", "1", "--epochs", "1", "--results", "my-results", "--no-progress"]
+    assert cli.main(typed) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    fixes = re.findall(r"; run: (biobench eval [^\n]*)", text)
+    assert fixes, text
+    assert fixes[0] == ("biobench eval --model model --task-file spec/my-specialty.json --results my-results "
+                        "--no-progress --tasks my-specialty --seeds 1 --quick")
+    assert cli.main(shlex.split(fixes[0])[1:]) == 0  # pasted: it runs, into the same results folder
+    assert len(list((tmp_path / "my-results").glob("*/my-specialty/seed-1.smoke-*.json"))) == 2
