@@ -441,6 +441,9 @@ class CompareTab:
     show: Callable[[str | None, str | None, str | None], tuple]
 
 
+ALLOW_HINT = 'tick "Test across different protocols"'  # the Compare tab's way to test anyway (no CLI flag)
+
+
 def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
     """A - B per task and for the average, opening on a pair that can be tested."""
     with gr.Tab("Compare", id="tab-compare"):
@@ -471,12 +474,10 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
                         {"A (%)": "score", "B (%)": "score", "A - B (points)": "difference",
                          "95% CI low (points)": "difference", "95% CI high (points)": "difference", "p": "p"})
         note = compare_note(board, lang_v, a_v, b_v, len(rows))
-        if pair is not None and not pair.same_protocol:
-            note = (f"**{SMOKE_MARK} A and B were run with different protocol settings**: {md(pair.warning())} "
-                    + ("Tested anyway, as asked: a difference in settings is not a difference of models."
-                       if allow else "No significance test across different protocols; tick \"Test across "
-                       "different protocols\" to run one anyway.") + ("\n\n" + note if note else ""))
-        return note, frame, average_markdown(average_dict(pair)) if len(rows) else ""
+        if pair is not None and not pair.same_protocol:  # said once, with the tab's own checkbox as the way
+            note = (f"**{SMOKE_MARK} A and B were run with different protocol settings**: "
+                    f"{md(pair.warning(to_test=ALLOW_HINT))}" + ("\n\n" + note if note else ""))
+        return note, frame, average_markdown(average_dict(pair), pair) if len(rows) else ""
 
     @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
     def on_lang(lang_v):

@@ -144,9 +144,9 @@ def test_compare_tab_lists_the_settings_a_smoke_row_differs_in_and_runs_no_test(
     pair = compare_entries(board, "fr", "m", smoke.key, n_boot=50)
     assert pair.refused == ("diamed",) and pair.average is None
     assert [d.text() for d in pair.differences["diamed"]] == [
-        "smoke overrides none vs epochs 1 (protocol 15), limit_train 200"]
+        "smoke overrides none vs epochs 1, limit_train 200"]
     assert pair.warning().startswith("A and B were run with different settings (diamed: smoke overrides none vs "
-                                     "epochs 1 (protocol 15), limit_train 200); no significance test on 1 task(s)")
+                                     "epochs 1, limit_train 200); no significance test on 1 task(s)")
     frame = compare(board, "fr", "m", smoke.key, n_boot=50)
     assert frame["method"].tolist() == ["no test: different protocols"] and frame["diff"].iloc[0] == pytest.approx(-38.0)
     assert not same_protocol(board, "fr", "m", smoke.key) and same_protocol(board, "fr", "m", "n")

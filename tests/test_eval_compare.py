@@ -123,11 +123,12 @@ def test_different_protocols_get_no_test_unless_asked(tmp_path, capsys):
         "settings, or pass --allow-different-protocols to test anyway.")
     allowed = compare(tmp_path, "good", "bad", n_boot=200, average=True, allow_different_protocols=True)
     assert allowed["tasks"][0]["p_value"] < 0.05 and allowed["refused"] == [] and allowed["averages"]["en"]["tasks"] == ["t"]
-    assert allowed["warning"].endswith("(--allow-different-protocols): a difference may come from the settings, "
-                                       "not the models.")
+    assert allowed["warning"].endswith("the tests were run anyway, as asked: a difference may come from the "
+                                       "settings, not the models.")
     assert cli.main(["compare", "good", "bad", "--results", str(tmp_path), "--n-boot", "50"]) == 0
     out, err = capsys.readouterr()
     assert "t ≠" in out and "no test" in out
+    assert "bold: p < 0.05" not in err  # no test ran: no legend for one (issue 52 item 4)
     assert "≠ A and B were run with different settings (t: epochs 2 vs 3; lr 5e-05 vs 0.001)" in err
     assert cli.main(["compare", "good", "bad", "--results", str(tmp_path), "--n-boot", "50",
                      "--allow-different-protocols", "--json"]) == 0
@@ -142,7 +143,18 @@ def test_a_smoke_run_against_a_protocol_run_differs_in_its_overrides(tmp_path):
     write_model(tmp_path, "c", 0.5, protocol={"hash": "q", "epochs": 1, "lr": 2e-5},
                 overrides={"epochs": {"run": 1, "protocol": 15}})
     report = compare(tmp_path, "a", "c", n_boot=50)
-    assert report["differences"]["t"] == ["epochs 15 vs 1", "smoke overrides none vs epochs 1 (protocol 15)"]
+    assert report["differences"]["t"] == ["epochs 15 vs 1", "smoke overrides none vs epochs 1"]
+
+
+def test_two_quick_runs_at_different_model_contexts_share_their_settings(tmp_path):
+    """Issue 52 item 4: the same `--quick` command on a 512- and a 1,024-token model ran both at 128 tokens;
+    the overrides' protocol values (the max length capped by each context) differ, what ran does not."""
+    ran = {"hash": "q", "epochs": 20, "max_steps": 150, "max_length": 128, "batch_size": 8, "head": "token"}
+    quick = {"max_steps": {"run": 150, "protocol": None}, "head": {"run": "token", "protocol": "span"}}
+    write_model(tmp_path, "minilm", 0.6, protocol=ran, overrides={**quick, "max_length": {"run": 128, "protocol": 512}})
+    write_model(tmp_path, "tiny", 0.5, protocol=ran, overrides={**quick, "max_length": {"run": 128, "protocol": 1024}})
+    report = compare(tmp_path, "minilm", "tiny", n_boot=50)
+    assert report["same_protocol"] is True and report["refused"] == [] and report["warning"] == ""
 
 
 def test_protocol_differences_in_the_library():

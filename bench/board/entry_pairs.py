@@ -134,8 +134,12 @@ def compare_average(board: Board, lang: str, key_a: str, key_b: str, n_boot: int
     return average_dict(compare_entries(board, lang, key_a, key_b, n_boot, seed, allow_different_protocols))
 
 
-def average_markdown(avg: dict | None) -> str:
+def average_markdown(avg: dict | None, pair: PairComparison | None = None) -> str:
+    """The line under the Compare table: the tested task average, or why there is none (the tasks left
+    untested for their settings are named by the note above: not repeated, and not called missing predictions)."""
     if avg is None:
+        if pair is not None and pair.refused and len(pair.refused) == len(pair.tasks):
+            return "*Task average: not tested (different settings on every task, see above).*"
         return "*Task average: no task with predictions for both models.*"
     return (f"**Task average** over {len(avg['tasks'])} task(s) with predictions ({', '.join(avg['tasks'])}): "
             f"A {avg['A']:.2f}, B {avg['B']:.2f}, A - B **{avg['diff']:+.2f}** points, 95% CI "

@@ -76,7 +76,11 @@ def run(args: argparse.Namespace) -> int:
     console().print(table)
     if report["warning"]:
         print(f"≠ {report['warning']}", file=sys.stderr)
-    print("bold: p < 0.05 (paired bootstrap over test examples x seeds)", file=sys.stderr)
+    methods = {row["method"] for row in report["tasks"] if row["p_value"] == row["p_value"]}
+    if report.get("averages"):
+        methods.add("paired bootstrap")
+    if methods:  # no test ran (different protocols, one seed and no predictions): no legend for a test
+        print(f"bold: p < 0.05 ({', '.join(sorted(methods))})", file=sys.stderr)
     if report.get("averages"):
         print("average rows: the mean over those tasks of the seed-mean macro-F1, bootstrapped by resampling test "
               "examples within each task and seeds per model", file=sys.stderr)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,13 +110,18 @@ def _shown(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
+_PROTOCOL_VALUE = re.compile(r" \(protocol [^)]*\)")  # describe_overrides' '(protocol 15)' after a value
+
+
 def run_settings(protocol: Mapping[str, Any] | None, smoke: str = "", data_checksum: Any = None) -> dict[str, str]:
     """The settings of one run as comparable strings: its protocol record's knobs (`SETTINGS`), its smoke
     overrides as described by `biobench.store.trust.describe_overrides` ('' for a protocol run) and the checksum
     of the data it was scored on (another sample unit or data version changes it)."""
     protocol = protocol if isinstance(protocol, Mapping) else {}
     out = {k: _shown(protocol.get(k)) for k in SETTINGS if k not in ("smoke", "data") and k in protocol}
-    out["smoke"] = smoke or "none"
+    # what ran, not the protocol each override departs from: two models run with the same `--quick` command
+    # differ in the protocol's max length (capped by each model's context: 512 vs 1,024) though both ran at 128
+    out["smoke"] = _PROTOCOL_VALUE.sub("", smoke) or "none"
     if data_checksum:
         out["data"] = str(data_checksum)[:12]
     return out
@@ -189,8 +195,9 @@ class PairComparison:
     def same_protocol(self) -> bool:
         return not self.differences
 
-    def warning(self) -> str:
-        """One paragraph for a console or the Compare tab; '' when A and B share their protocols."""
+    def warning(self, to_test: str = "pass --allow-different-protocols") -> str:
+        """One paragraph for a console or the Compare tab ('' when A and B share their protocols); `to_test`
+        says how this reader asks for the tests anyway (the Compare tab: its checkbox, never a CLI flag)."""
         if not self.differences:
             return ""
         by_text: dict[str, list[str]] = {}
@@ -198,11 +205,11 @@ class PairComparison:
             by_text.setdefault(differences_text(diffs), []).append(task)
         listed = "; ".join(f"{', '.join(tasks)}: {text}" for text, tasks in by_text.items())
         if self.allow_different_protocols:
-            return (f"A and B were run with different settings ({listed}); the tests were run anyway "
-                    "(--allow-different-protocols): a difference may come from the settings, not the models.")
+            return (f"A and B were run with different settings ({listed}); the tests were run anyway, as asked: "
+                    "a difference may come from the settings, not the models.")
         return (f"A and B were run with different settings ({listed}); no significance test on "
                 f"{len(self.refused)} task(s), since the difference may come from the settings, not the models. "
-                "Rerun one with the other's settings, or pass --allow-different-protocols to test anyway.")
+                f"Rerun one with the other's settings, or {to_test} to test anyway.")
 
 
 def compare_pair(tasks: Sequence[TaskRuns], n_boot: int = 1000, seed: int = 0, average: bool = True,
