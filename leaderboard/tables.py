@@ -738,7 +738,7 @@ def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
         lines += [f"| protocol | {md(p)} |" for p in protocols]
         train = [t for r in _runs(e) if (t := _timing(r, "train_s")) is not None]
         if train:
-            lines.append(f"| fine-tuning | {len(train)} runs, {sum(train) / 3600:.3g} h in all, "
+            lines.append(f"| fine-tuning | {len(train)} run{'' if len(train) == 1 else 's'}, {sum(train) / 3600:.3g} h in all, "
                          f"{sum(train) / len(train):.1f} s per run |")
     lines.append(f"| average ({md(lang)}) | {fmt(avg.value)}{f' (partial: {avg.k}/{avg.n} tasks)' if avg.partial else ''} |")
     rows = []

@@ -31,10 +31,25 @@ from biobench.tasks.schema import MultilabelExample, NerExample, TaskData
 PATH_OPTIONS = ("path", "split_file", "notes", "masked")
 
 
+DEFAULT_DATA_DIR = "data"  # ./data, where every README example puts the data
+NO_DATA_DIR = "no data dir (pass --data-dir DIR or set BIOBENCH_DATA)"
+PASS_DATA_DIR = " (pass --data-dir DIR or set BIOBENCH_DATA)"
+
+
 def resolve_data_dir(value: str | Path | None) -> Path | None:
-    """The --data-dir value, else $BIOBENCH_DATA, else None."""
+    """The --data-dir value, else $BIOBENCH_DATA, else ./data when that folder exists here (issue 52 item 7:
+    every README example uses it, and bare `biobench tasks` said "no data dir" 21 times), else None."""
     value = value or os.environ.get("BIOBENCH_DATA") or None
+    if not value and Path(DEFAULT_DATA_DIR).is_dir():
+        return Path(DEFAULT_DATA_DIR)
     return Path(value).expanduser() if value else None
+
+
+def without_data_dir_hints(reason: str) -> str:
+    """A task's missing-data reason with the per-task 'pass --data-dir' hints taken out, for a listing that says
+    once that no data folder was given."""
+    return (reason.replace(f"({NO_DATA_DIR}; ", "(").replace(f" ({NO_DATA_DIR})", "").replace(NO_DATA_DIR, "")
+            .replace(PASS_DATA_DIR, ""))
 
 
 # ---------------------------------------------------------------------------------------------- locating
@@ -90,7 +105,7 @@ def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
             continue
         base = _base(spec, data_dir)
         if base is None:
-            reasons.append("no data dir (pass --data-dir DIR or set BIOBENCH_DATA)")
+            reasons.append(NO_DATA_DIR)
             continue
         try:
             missing = [p for p in _source_paths(source) if not resolve_path(base, p).exists()]
@@ -108,7 +123,7 @@ def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
     hubs = [s.describe() for s in spec.sources if s.type == "hub"]
     if hubs:
         reasons.append(f"not local; hub fallback {', '.join(hubs)}")
-    return None, "; ".join(reasons) or "no local source"
+    return None, "; ".join(dict.fromkeys(reasons)) or "no local source"  # two sources: one 'no data dir'
 
 
 def source_fingerprint(spec: TaskSpec, data_dir: Path | None) -> str | None:
@@ -132,7 +147,7 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path | None) -> str | None:
 def missing_message(spec: TaskSpec, data_dir: Path | None, why: str) -> str:
     """What is missing, and exactly how to get it and where to put it."""
     kind = "credentialed data" if spec.credentialed else "data"
-    where = f" under {data_dir}" if data_dir else " (pass --data-dir DIR or set BIOBENCH_DATA)"
+    where = f" under {data_dir}" if data_dir else PASS_DATA_DIR
     local = [s for s in spec.sources if s.type == "local"]
     layout = ", ".join(_source_paths(local[0])) if local else ""
     msg = f"task '{spec.id}': {kind} not found ({why})."

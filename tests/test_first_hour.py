@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from types import SimpleNamespace
 
 from biobench import cli
@@ -81,3 +82,34 @@ def test_the_printed_fix_runs_when_pasted(tmp_path, monkeypatch, capsys, tiny_ml
                         "--no-progress --tasks my-specialty --seeds 1 --quick")
     assert cli.main(shlex.split(fixes[0])[1:]) == 0  # pasted: it runs, into the same results folder
     assert len(list((tmp_path / "my-results").glob("*/my-specialty/seed-1.smoke-*.json"))) == 2
+
+
+def test_data_is_the_default_data_folder_when_it_exists_and_no_folder_is_said_once(tmp_path, monkeypatch, capsys):
+    """Issue 52 item 7: every README example uses ./data, and bare `biobench tasks` said "no data dir" in each of
+    its 19 lines (twice in one)."""
+    from biobench.tasks.loading import resolve_data_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BIOBENCH_DATA", raising=False)
+    assert resolve_data_dir(None) is None
+    assert cli.main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("No data folder given") == 1 and "pass --data-dir DIR or set BIOBENCH_DATA" not in out
+    assert "no data dir" not in out and out.count("- task '") == 19
+    (tmp_path / "data").mkdir()
+    assert resolve_data_dir(None) == Path("data") and resolve_data_dir("elsewhere") == Path("elsewhere")
+    assert cli.main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "(data dir: data)" in out and "No data folder given" not in out
+    assert "Expected layout under data:" in " ".join(out.split())
+
+
+def test_evaluate_takes_quick_as_eval_does(tmp_path, tiny_mlm_dir):
+    """docs/API.md: evaluate's options are eval's; `quick=True` was refused as an unknown protocol override."""
+    import biobench
+
+    results = biobench.evaluate(str(tiny_mlm_dir), tasks=["demo-cls"], seeds=[1], results=tmp_path, quick=True,
+                                max_steps=4, limit_eval=8, progress=False)
+    (record,) = results.records
+    assert record.details.get("quick") is True and record.protocol["limit_train"] == 1000  # QUICK's
+    assert record.protocol["max_steps"] == 4 and record.protocol["limit_eval"] == 8  # overrides given as well win

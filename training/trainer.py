@@ -325,7 +325,7 @@ class Trainer:
         context = phase_attention(self.model, causal)  # decoders keep the phase's mask for its checkpoint
         if self.dist.main:
             self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.objective.upper()}"
-                        f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} steps, schedule {phase.schedule}"
+                        f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} step{'' if total == 1 else 's'}, schedule {phase.schedule}"
                         + (f", frozen layers {frozen[0]}-{frozen[-1]}" if frozen else ""))
         stream = self._step_stream(phase, total)
         with context:

@@ -49,13 +49,14 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
              overwrite: bool = False, device: str | None = None, parallel: int | str = 1,
              progress: bool = True, trust_remote_code: bool = False,
              check_contamination: bool = False, claims: bool = True, metadata: dict[str, Any] | None = None,
-             **overrides: Any) -> Results:
+             quick: bool = False, **overrides: Any) -> Results:
     """Fine-tune and score `model` (an alias from `biobench models`, a hub id or a local Hugging Face folder) on
     `tasks` (ids; default: every task of `lang`, or all, that has data) x `seeds` (default: each task's protocol
     seeds), writing one result file per run under `results/<name>--<revision>/<task>/seed-<n>.json`. Finished
     runs are skipped, so a rerun resumes. `overrides` change the protocol by `biobench eval`'s option names
     (epochs=1, limit_train=500, limit_eval=200, max_length=128, lr=5e-5, batch_size=8, ...): such runs are
-    smoke runs, flagged in `Results.summary()`. `check_contamination`: for a `biobench pretrain` checkpoint,
+    smoke runs, flagged in `Results.summary()`. `quick=True` is `eval --quick`: each task kind's budget that
+    learns in minutes on a CPU (biobench.eval.protocols.QUICK), `overrides` winning. `check_contamination`: for a `biobench pretrain` checkpoint,
     also measure the n-gram overlap of each task with the corpus its model card records and store it in each
     run's record. `claims` (default): each run is claimed next to its result before it trains, so a notebook and
     an `eval` (or several) on the same runs never train one twice. `metadata`: what you state about the model
@@ -65,7 +66,8 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     from biobench.eval.runner import Execution
 
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
-                           task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata)
+                           task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata,
+                           quick=quick)
     if check_contamination:
         from biobench.api.contamination import attach_to_plan
 

@@ -125,7 +125,7 @@ def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
         "# biobench results", "",
         "Fine-tuning results of biomedical encoders scored with [biobench](https://arxiv.org/abs/2605.12438): one row "
         "per (model, task, seed), test macro-F1 as a fraction.", "",
-        f"{n} runs: {frame['model'].nunique()} models, {frame['task'].nunique()} tasks.", "",
+        f"{n} run{'' if n == 1 else 's'}: {frame['model'].nunique()} models, {frame['task'].nunique()} tasks.", "",
     ]
     lines += summary_lines(frame)
     where = f"hf://datasets/{repo_id}" if repo_id else "<this dataset>"

@@ -58,7 +58,7 @@ def _corpus(out: Path) -> tuple[str, str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         docs = demo_corpus(600, seed=0)
         path.write_text("\n\n".join(d.replace("\n\n", "\n") for d in docs) + "\n", encoding="utf-8")
-    return str(path), "generated from biobench's own templates (600 documents)"
+    return str(path), "a corpus generated from biobench's own templates (600 documents)"
 
 
 def _step(title: str) -> float:

@@ -360,7 +360,12 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     tasks = {row.task for row in rows if row.task != "*"}
     where = f" --data-dir {args.data_dir}" if getattr(args, "data_dir", None) else ""
     if missing:
-        print(f"no data here ({len(missing)} of {len(tasks)} task(s), their runs cannot start): {', '.join(missing)}"
+        from biobench.tasks.loading import resolve_data_dir
+
+        given = resolve_data_dir(getattr(args, "data_dir", None)) is not None or getattr(args, "config", None)
+        here = "here" if given else ("here (no data folder given: pass --data-dir DIR, set BIOBENCH_DATA or create "
+                                     "./data)")
+        print(f"no data {here} ({len(missing)} of {len(tasks)} task(s), their runs cannot start): {', '.join(missing)}"
               f" — `biobench data status{where}` says how to get each (`biobench data fetch TASK` for open data, "
               "`biobench data add TASK FILE...` for files you downloaded)")
     unresolved = list(dict.fromkeys(row.model for row in rows if row.status == UNRESOLVED))

@@ -74,5 +74,5 @@ def run_export(args: argparse.Namespace) -> int:
     for problem in results.problems:
         print(f"warning: {problem.path}: {problem.reason} (left out)")
     written = export(results, args.out, args.fmt)
-    print(f"wrote {len(written)} file(s) ({len(results)} runs, {args.fmt}) under {args.out}")
+    print(f"wrote {len(written)} file(s) ({len(results)} run{'' if len(results) == 1 else 's'}, {args.fmt}) under {args.out}")
     return 0

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from biobench.api.catalog import task_rows
-from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.loading import resolve_data_dir, without_data_dir_hints
 from biobench.tasks.registry import add_task_arguments, list_specs
 
 
@@ -57,7 +57,7 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: lis
     from rich.table import Table
 
     console = terminal_console()
-    table = Table(title=f"biobench tasks (data dir: {data_dir or 'none; pass --data-dir or set BIOBENCH_DATA'})")
+    table = Table(title=f"biobench tasks (data dir: {data_dir or 'none'})")
     for col in ("id", "lang", "kind", "max len", "proto", "head", "data", *(("train", "dev", "test") if counted else ())):
         numeric = col in ("max len", "train", "dev", "test")
         table.add_column(col, justify="right" if numeric else "left", no_wrap=col != "data", overflow="fold",
@@ -70,8 +70,12 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: lis
     missing = [r for r in rows if not r["available"]]
     checked = "" if counted else " (files checked; --counts reads them for split sizes)"
     console.print(f"{len(rows) - len(missing)}/{len(rows)} tasks have data{checked}." + (" Missing:" if missing else ""))
+    if missing and data_dir is None:  # said once here, not in every task's line
+        console.print("No data folder given: pass --data-dir DIR, set BIOBENCH_DATA, or create ./data here (the "
+                      "default when it exists); the layouts below are relative to it.", highlight=False, markup=False)
     for r in missing:
-        console.print(f"- {r['reason']}", highlight=False, markup=False)
+        reason = r["reason"] if data_dir is not None else without_data_dir_hints(r["reason"])
+        console.print(f"- {reason}", highlight=False, markup=False)
     if others:
         have = sum(r["available"] for r in others)
         console.print(f"Also {len(others)} built-in tasks ({have} with data found without a data folder), not "

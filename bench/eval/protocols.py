@@ -354,7 +354,7 @@ PROTOCOL_FIELDS: tuple[tuple[str, str], ...] = (
 
 def _training(p: Protocol) -> str:
     if p.max_steps:
-        return f"{p.max_steps} steps" + (f", dev every {p.eval_every}" if p.eval_every else "")
+        return f"{p.max_steps} step{'' if p.max_steps == 1 else 's'}" + (f", dev every {p.eval_every}" if p.eval_every else "")
     return f"{p.epochs} epochs, dev after each"
 
 

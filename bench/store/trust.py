@@ -125,7 +125,7 @@ def budget_reason(result: Result) -> str:
     reasons = []
     if isinstance(steps, int) and isinstance(planned, int) and planned > 0 and steps < planned:
         how = "far below" if steps < FAR_BELOW * planned else "below"
-        reasons.append(f"the budget ({steps:,} steps) is {how} the protocol's {planned:,} steps")
+        reasons.append(f"the budget ({steps:,} step{'' if steps == 1 else 's'}) is {how} the protocol's {planned:,} steps")
     found = overrides(result)
     if "limit_train" in found:
         full = budget.get("protocol_train")
