@@ -475,8 +475,7 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
                          "95% CI low (points)": "difference", "95% CI high (points)": "difference", "p": "p"})
         note = compare_note(board, lang_v, a_v, b_v, len(rows))
         if pair is not None and not pair.same_protocol:  # said once, with the tab's own checkbox as the way
-            note = (f"**{SMOKE_MARK} A and B were run with different protocol settings**: "
-                    f"{md(pair.warning(to_test=ALLOW_HINT))}" + ("\n\n" + note if note else ""))
+            note = f"**{SMOKE_MARK}** {md(pair.warning(to_test=ALLOW_HINT))}" + ("\n\n" + note if note else "")
         return note, frame, average_markdown(average_dict(pair), pair) if len(rows) else ""
 
     @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
