@@ -84,6 +84,7 @@ class SpanNerSpec:
     # training batches uniformly shuffled, not length-grouped (biobench.eval.finetune._train_loader): Rian-T/tabib trains the
     # span head with the HF Trainer's default RandomSampler (no `group_by_length` in its configs)
     train_order: str = "random"
+    name: str = "span NER"  # in featurize's warning: hf-token borrows featurize, and a --quick run has no span head
 
     # ---- featurize: examples -> windows (pure python, once per task) ---------------------------------
     def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int,
@@ -136,8 +137,8 @@ class SpanNerSpec:
                                                       self.config.negatives, self.config.max_spans, rng)
                 features.append(feature)
         if inexact or unplaced:
-            log.warning("span NER: %d of %d entities do not start/end on %s boundaries (learned and scored as "
-                        "the covering %ss) and %d cover none (ignored in training)",
+            log.warning("%s: %d of %d entities do not start/end on %s boundaries (learned and scored as "
+                        "the covering %ss) and %d cover none (ignored in training)", self.name,
                         inexact, n_entities, self.config.unit, self.config.unit, unplaced)
         return features
 

@@ -66,7 +66,8 @@ class TokenNerSpec:
 
     kind: str = "ner"
     # words, windows and merge (no span scoring): the span head's, over words
-    windows: SpanNerSpec = field(default_factory=lambda: SpanNerSpec(config=SpanConfig(unit="word"), sampled=False))
+    windows: SpanNerSpec = field(default_factory=lambda: SpanNerSpec(config=SpanConfig(unit="word"), sampled=False,
+                                                                                    name="token NER"))
 
     def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int,
                   labels: Sequence[str]) -> list[dict[str, Any]]:
