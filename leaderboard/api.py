@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from biobench.board.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
-from biobench.leaderboard.tables import Filters, ModelRow, model_key, model_rows
+from biobench.leaderboard.tables import Filters, ModelRow, model_key, model_rows, row_counts
 from biobench.names import folder_name, is_hub_id
 from biobench.store.trust import SMOKE_MARK
 
@@ -140,20 +140,24 @@ def row_json(board: Board, row: ModelRow, include_smoke: bool) -> dict[str, Any]
     return out
 
 
-def leaderboard_json(board: Board, lang: str, include_smoke: bool = False,
+def leaderboard_json(board: Board, lang: str, include_smoke: bool | None = None,
                      hide_contaminated: bool = False) -> dict[str, Any]:
-    """The language's table as data: one row per model in the table's order (`tables.model_rows`)."""
+    """The language's table as data: one row per model in the table's order (`tables.model_rows`). Smoke runs
+    by the page's default unless asked (`include_smoke` None: shown when the board holds nothing else), and the
+    page's counts (`tables.row_counts`): `counts.table` rows in the language's table, `counts.other_only` the
+    rows the page shows under Other tasks only."""
     if lang not in board.langs:
         return {"error": f"no language {lang!r} on this board; languages: {', '.join(board.langs)}"}
+    counts = row_counts(board, lang, include_smoke)
+    include_smoke = counts["include_smoke"]
     rows = [row_json(board, r, include_smoke) for r in model_rows(board, lang, Filters(include_smoke=include_smoke))]
     if hide_contaminated:
         for row in rows:
             row["cells"] = {t: c if not c["contaminated"] else {"hidden": "contaminated", "contamination": c["contamination"]}
                             for t, c in row["cells"].items()}
-    hidden = 0 if include_smoke else sum(bool(e.smoke) for e in board.lang_entries(lang))
     return {"lang": lang, "benchmark_tasks": board.benchmark.get(lang, []), "extra_tasks": board.extra.get(lang, []),
-            "unit": "percent", "contamination_threshold": CONTAMINATION_THRESHOLD, "smoke_rows_hidden": hidden,
-            "rows": rows}
+            "unit": "percent", "contamination_threshold": CONTAMINATION_THRESHOLD, "include_smoke": include_smoke,
+            "smoke_rows_hidden": counts["smoke_hidden"], "counts": counts, "rows": rows}
 
 
 def model_row_json(board: Board, lang: str, key: str) -> dict[str, Any] | None:
@@ -204,7 +208,8 @@ def add_routes(app: Any, current: Callable[[], Board]) -> None:
     the pages show now (a refresh replaces it)."""
     from fastapi.responses import JSONResponse
 
-    def leaderboard(lang: str = "fr", include_smoke: bool = False, hide_contaminated: bool = False) -> JSONResponse:
+    def leaderboard(lang: str = "fr", include_smoke: bool | None = None, hide_contaminated: bool = False
+                    ) -> JSONResponse:
         body = leaderboard_json(current(), lang, include_smoke, hide_contaminated)
         return JSONResponse(body, status_code=404 if "error" in body else 200)
 

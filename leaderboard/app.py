@@ -49,6 +49,7 @@ from biobench.leaderboard.tables import (
     model_panel,
     model_rows,
     render_html,
+    row_counts,
     smoke_counts,
     smoke_only,
 )
@@ -196,10 +197,16 @@ def compare_note(board: Board, lang: str, a: str | None, b: str | None, rows: in
 
 
 def header_text(board: Board) -> str:
-    measured = sum(e.source == "measured" for e in board.entries)
+    """The page's first lines: its counts are `tables.row_counts`, the JSON's (one definition of a row)."""
+    counts = {lang: row_counts(board, lang) for lang in board.langs}
+    parts = [f"{LANG_NAMES.get(lang, lang)} {c['measured']}" + (f" ({len(c['other_only'])} under Other tasks only)"
+                                                                if c["other_only"] else "")
+             for lang, c in counts.items() if c["measured"]]
+    measured = sum(c["measured"] for c in counts.values())
     return ("# biobench leaderboard\nBiomedical encoders on the French and English tasks of "
             "*A Causal Language Modeling Detour Improves Encoder Continued Pretraining* (arXiv 2605.12438). "
-            f"{measured} measured model/language row{'' if measured == 1 else 's'}; reported rows are the paper's published numbers."
+            f"{measured} measured model row{'' if measured == 1 else 's'}"
+            + (f" ({', '.join(parts)})" if parts else "") + "; reported rows are the paper's published numbers."
             + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else ""))
 
 

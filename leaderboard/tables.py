@@ -145,6 +145,23 @@ def smoke_counts(board: Board) -> tuple[int, int]:
     return len(only), len({m for m, _, _ in only})
 
 
+def row_counts(board: Board, lang: str, include_smoke: bool | None = None) -> dict[str, Any]:
+    """The one count of a language's rows, for the page's header, the JSON and `leaderboard --print`: a row is a
+    model (`model_rows`: its protocol and smoke runs merged) with a cell in any column of the language, under the
+    one default (`include_smoke` None: shown when the board holds smoke runs only, as the page opens).
+    `rows` / `measured`: all rows and the measured ones; `table`: rows of the language's own table (paper tasks);
+    `other_only`: measured rows with cells on other tasks only (the page shows them under Other tasks);
+    `smoke_hidden`: models whose smoke cells the default hides (what "Show smoke runs" would add)."""
+    include = smoke_only(board) if include_smoke is None else include_smoke
+    rows = model_rows(board, lang, Filters(include_smoke=include))
+    paper = {r.key for r in model_rows(board, lang, Filters(include_smoke=include), board.benchmark.get(lang, []))}
+    hidden = 0 if include else sum(bool(r.smoke_tasks(board.columns(lang)))
+                                   for r in model_rows(board, lang, Filters(include_smoke=True)))
+    measured = [r for r in rows if r.entry.source == "measured"]
+    return {"include_smoke": include, "rows": len(rows), "measured": len(measured), "table": len(paper),
+            "other_only": [r.key for r in measured if r.key not in paper], "smoke_hidden": hidden}
+
+
 def smoke_only(board: Board) -> bool:
     """Whether every measured row is a smoke row (a demo's, a quick check's): the board then says so in a banner
     and shows the smoke runs from the start (still marked) instead of hiding every result it was opened on."""
@@ -159,6 +176,26 @@ def seeds_text(e: Entry) -> str:
     if not counts:
         return "0"
     return str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+
+
+def unranked_reason(board: Board, lang: str, row: ModelRow | None) -> str:
+    """Why a row's Rank is "—" (`row` None: why no row of `lang` has one). Ranks on the average come from the
+    significance bootstrap (board.significance): protocol runs of measured models only, and only when at least
+    two of them have predictions on every benchmark task of the language."""
+    if row is not None and row.entry.source == "reported":
+        return "a reported row (the paper's numbers) has no predictions to rank"
+    if row is not None and row.smoke_tasks(list(row.origin)):
+        return "smoke runs are never ranked (ranks use protocol runs only)"
+    finished = getattr(board.significance, "finished", None)  # cache.BackgroundGroups' threading.Event
+    pending = finished is not None and not finished.is_set()
+    if (lang, None) not in board.ranks:
+        bench = board.benchmark.get(lang, [])
+        if pending:
+            return "the significance bootstrap is still running: ranks appear when it ends"
+        return (f"a rank needs at least two measured models with protocol runs (not smoke runs) and predictions on "
+                f"every one of the {len(bench)} benchmark tasks; this board has fewer")
+    return f"not measured (protocol runs with predictions) on every one of the {len(board.benchmark.get(lang, []))} " \
+           "benchmark tasks"
 
 
 def rank_text(board: Board, lang: str, task: str | None, key: str) -> str | None:
@@ -495,7 +532,8 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
                 parts.append(f'<td class="avg">{_avg_html(row, avg, avg_ranks.get(i), bench, notes)}</td>')
             else:
                 text = col.shown(cells) if col.shown else "" if col.value(cells) is None else str(col.value(cells))
-                parts.append(f'<td class="{col.css}">{esc(text)}</td>' if col.css else f"<td>{esc(text)}</td>")
+                why = f' title="{esc(unranked_reason(board, lang, row))}"' if col.name == "avg_rank" and text == "—" else ""
+                parts.append(f'<td class="{col.css}"{why}>{esc(text)}</td>' if col.css else f"<td>{esc(text)}</td>")
         out.append(f'<tr class="{esc(e.source)}" id="{esc(row_anchor(lang, row.key))}">{"".join(parts)}</tr>')
     out.append("</tbody></table></div>")  # the table scrolls sideways under its sticky Model and Avg columns
     legend = ["Macro-F1 (%), mean over seeds; <b>bold</b> best, <u>underlined</u> second per column. "
@@ -506,8 +544,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
         legend.append(hint.strip())
     if any(row.smoke_tasks(tasks) for row in rows):
         legend.append(f"{SMOKE_MARK} smoke: a run with protocol overrides (fewer epochs or steps, a train or eval "
-                      "subset, another max length...): not the protocol's score, shown and ranked here because "
-                      "\"Show smoke runs\" is ticked (hover a cell for its overrides).")
+                      "subset, another max length...): not the protocol's score, shown (and bolded with the others) "
+                      "because \"Show smoke runs\" is ticked or the board holds nothing else (hover a cell for its "
+                      "overrides); the Rank column and the significance groups use protocol runs only.")
     if any(c.degenerate for row in rows for c in row.entry.cells.values()):
         legend.append(f"{DEGENERATE_MARK} degenerate test predictions (no entity, a single class, no label) for at "
                       "least one seed; hover the cell for the likely reason.")
@@ -519,6 +558,8 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     if part == "paper" and any(k[0] == lang for k in board.ranks):
         legend.append("Rank: the 95% interval of the model's rank on the average (e.g. 2-5), from the same "
                       "bootstrap over test examples and seeds; hover a cell for its task's interval.")
+    if part == "paper" and (lang, None) not in board.ranks:  # every Rank is "—": say why, once
+        legend.append(f"Rank —: {esc(unranked_reason(board, lang, None))}")
     elif part == "other" and any(k[0] == lang and k[1] in tasks for k in board.ranks):
         legend.append("Hover a cell for its task's 95% rank interval (bootstrap over test examples and seeds).")
     legend += [f"*{i} {esc(n)}" for i, n in enumerate(notes, 1)]

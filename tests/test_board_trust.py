@@ -79,7 +79,7 @@ def test_one_row_per_model_its_smoke_cells_marked_and_ranked_only_when_shown(boa
     assert "smoke run: protocol overrides epochs 1 (protocol 15), limit_train 200" in cell
     diamed = next(td for td in html.split("<td") if "61.0" in td)  # the smoke seed beside it: in the tooltip
     assert "a smoke run (epochs 1 (protocol 15), limit_train 200) scored 99.0, not shown" in diamed
-    assert "<b>19.2</b>" in html and "shown and ranked here because" in html
+    assert "<b>19.2</b>" in html and "shown (and bolded with the others) because" in html
 
 
 def test_exports_carry_a_protocol_column(board):
@@ -169,3 +169,15 @@ def test_compare_paper_marks_smoke_and_degenerate_measured_rows(tmp_path, capsys
     assert cli.main(["compare", "s", "--paper", "--results", str(tmp_path), "--json"]) == 0
     (diamed,) = [r for r in json.loads(capsys.readouterr().out)["languages"]["fr"] if r["task"] == "diamed"]
     assert diamed["marks"] == "⚑⚠" and diamed["notes"][0] == "smoke run: epochs 1 (protocol 15), limit_train 200"
+
+
+def test_an_empty_rank_says_why(board):
+    """Issue 52 item 3: Rank was "—" on every row with no word why ("Significance groups: 0 tasks" was only in the
+    server log). Here two protocol models share one of the 8 French tasks: no rank on the average, said once
+    under the table and in each cell's hover; a smoke row's own reason."""
+    from biobench.leaderboard.tables import unranked_reason
+
+    html = render_html(board, "fr", Filters(sources=("measured",), include_smoke=True))
+    assert html.count("Rank —: a rank needs at least two measured models with protocol runs") == 1
+    assert 'class="rank" title="smoke runs are never ranked (ranks use protocol runs only)">—</td>' in html
+    assert "every one of the 8 benchmark tasks" in unranked_reason(board, "fr", None)

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from biobench import cli
 from biobench.commands.eval import own_fix
 
@@ -113,3 +114,70 @@ def test_evaluate_takes_quick_as_eval_does(tmp_path, tiny_mlm_dir):
     (record,) = results.records
     assert record.details.get("quick") is True and record.protocol["limit_train"] == 1000  # QUICK's
     assert record.protocol["max_steps"] == 4 and record.protocol["limit_eval"] == 8  # overrides given as well win
+
+
+@pytest.mark.slow
+def test_the_default_pair_and_a_page_view_at_300_models_stay_within_bounds(tmp_path):
+    """Issue 51 item 2: the Compare tab's default pair ran `same_protocol` (prediction alignment) over all
+    N(N-1)/2 pairs on every page load: 578 s of CPU at 300 models. Bounds at 300 models x 8 French tasks, on a
+    2-core machine shared with other jobs (measured: 0.02 s, 3.8 s at load average 3; bench/perf/
+    compare_default_pair.py, docs/performance.md): the default pair under 1 s when every row shares its
+    settings, under 5 s when none does (every pair compared), nothing on a repeat; a page view under 30 s."""
+    import time
+
+    from biobench.leaderboard.app import build_app, default_pair
+    from biobench.perf.compare_default_pair import page_view, synthetic_board
+
+    root = tmp_path / "results"
+    root.mkdir()
+    board = synthetic_board(root, 300, 1, 20)
+    assert sum(e.source == "measured" for e in board.lang_entries("fr")) == 300
+    started = time.perf_counter()
+    pair = default_pair(board, "fr")
+    assert time.perf_counter() - started < 1.0 and None not in pair
+    started = time.perf_counter()
+    assert default_pair(board, "fr") == pair and time.perf_counter() - started < 0.01  # memoised per board
+    # no two rows share their settings: every pair is compared, on settings read once per row
+    for i, entry in enumerate(e for e in board.lang_entries("fr") if e.source == "measured"):
+        for runs in entry.runs.values():
+            for r in runs:
+                r.details["protocol"] = {**(r.details.get("protocol") or {}), "lr": 1e-5 * (i + 1)}
+    board.memo.clear()
+    started = time.perf_counter()
+    assert None not in default_pair(board, "fr")
+    assert time.perf_counter() - started < 5.0
+    app = build_app(board)
+    board.memo.clear()
+    started = time.perf_counter()
+    spent = page_view(app)
+    assert time.perf_counter() - started < 30.0, spent
+    assert "on_lang" in spent  # the Compare tab's load handler ran
+
+
+def test_the_page_the_json_and_their_counts_agree_on_a_smoke_only_board(tmp_path):
+    """Issue 52 item 3: on the demo's board (smoke runs only) the page showed them and the JSON hid them, and the
+    header, the toggle and the JSON each counted something else. One default, one count (`tables.row_counts`)."""
+    from biobench.board.board import build_board
+    from biobench.leaderboard.api import leaderboard_json
+    from biobench.leaderboard.app import header_text
+    from biobench.leaderboard.tables import Filters, render_html
+    from biobench.store import Result, result_path, run_key, write_result
+
+    smoke = {"overrides": {"epochs": {"run": 1, "protocol": 15}}}
+    for slug, task in (("a--1", "diamed"), ("b--2", "diamed"), ("c--3", "demo-cls")):
+        write_result(result_path(tmp_path, slug, task, 42, "5" * 12), Result(
+            model={"id": slug, "slug": slug, "name": slug.split("--")[0]},
+            task={"id": task, "lang": "fr", "kind": "classification"}, seed=42, protocol={"hash": "5" * 12, "epochs": 1},
+            key=run_key("r", "d", "5" * 12, 42), metrics={"test": {"macro_f1": 0.5}}, details=smoke),
+            [{"id": 1, "gold": "a", "pred": "a"}, {"id": 2, "gold": "b", "pred": "b"}])
+    board = build_board([tmp_path], reference=False, significance=False)
+    body = leaderboard_json(board, "fr")
+    assert body["include_smoke"] is True and body["smoke_rows_hidden"] == 0  # as the page opens: shown
+    assert body["counts"] == {"include_smoke": True, "rows": 3, "measured": 3, "table": 2, "other_only": ["c--3"],
+                              "smoke_hidden": 0}
+    assert len(body["rows"]) == 3
+    assert "3 measured model rows (French 3 (1 under Other tasks only))" in header_text(board)
+    table = render_html(board, "fr", Filters(include_smoke=True))
+    assert table.count('<tr class="measured"') == body["counts"]["table"]
+    hidden = leaderboard_json(board, "fr", include_smoke=False)
+    assert hidden["smoke_rows_hidden"] == 3 and hidden["rows"] == []

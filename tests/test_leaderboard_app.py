@@ -70,7 +70,7 @@ def test_app_survives_only_broken_results(tmp_path):
     app = build_app(board)
     shown = {(type(c).__name__, getattr(c, "label", None)): getattr(c, "value", None) for c in app.blocks.values()}
     header = next(c.value for c in app.blocks.values() if type(c).__name__ == "Markdown" and c.value)
-    assert "0 measured model/language rows" in header and "**1 problem(s)** while reading results" in header
+    assert "0 measured model rows" in header and "**1 problem(s)** while reading results" in header
     # each language tab says it is empty instead of showing a table
     tables = [c.value for c in app.blocks.values() if type(c).__name__ == "HTML"]
     assert tables == ['<div id="lb-table-fr" class="lb-notes">No fr rows match the filters.</div>',
