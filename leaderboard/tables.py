@@ -444,7 +444,7 @@ def _task_cell(board: Board, lang: str, row: ModelRow, task: str, rank: int | No
         title = "not run"
         if task in row.hidden:
             title = f"no protocol run; {_unshown(row, task)}: tick Show smoke runs to see it"
-        return f'<td title="{esc(title)}">—</td>'
+        return f'<td title="{esc(title)}">—{_hidden_degenerate_mark(row, task)}</td>'
     if filters.hide_contaminated and c.contaminated():
         return (f'<td title="{esc(contamination_title(c))}; hidden by the filter">'
                 f'<span class="contaminated">{CONTAMINATED_MARK}</span></td>')
@@ -467,11 +467,13 @@ def _task_cell(board: Board, lang: str, row: ModelRow, task: str, rank: int | No
     if origin.smoke:  # the cell carries the mark; its tooltip the overrides that made it a smoke run
         title = smoke_title(origin.smoke) + "; " + title
         text += f' <span class="smoke">{SMOKE_MARK}</span>'
-    elif task in row.hidden:
+    if task in row.hidden:  # another run of this model on this task (a smoke run not shown): said, ⚠ if degenerate
         title += f"; {_unshown(row, task)}"
     if c.degenerate:  # the seeds whose test predictions were degenerate, each with its likely reason
         title += "; " + "; ".join(f"seed {seed}: {why}" for seed, why in sorted(c.degenerate.items()))
         text += f' <span class="degenerate">{DEGENERATE_MARK}</span>'
+    elif task in row.hidden:
+        text += _hidden_degenerate_mark(row, task)
     if c.contaminated():
         title += "; " + contamination_title(c)
         text += f' <span class="contaminated">{CONTAMINATED_MARK}</span>'
@@ -480,7 +482,18 @@ def _task_cell(board: Board, lang: str, row: ModelRow, task: str, rank: int | No
 
 def _unshown(row: ModelRow, task: str) -> str:
     smoke = row.hidden[task]
-    return f"a smoke run ({smoke.smoke}) scored {fmt(smoke.cells[task].mean)}, not shown"
+    cell = smoke.cells[task]
+    degenerate = "; ".join(f"seed {seed}: {why}" for seed, why in sorted(cell.degenerate.items()))
+    return (f"a smoke run ({smoke.smoke}) scored {fmt(cell.mean)}, not shown"
+            + (f" ({DEGENERATE_MARK} {degenerate})" if degenerate else ""))
+
+
+def _hidden_degenerate_mark(row: ModelRow, task: str) -> str:
+    """⚠ on a model's cell when a run of it not shown there (another smoke run) is degenerate (issue 52 item 5:
+    the README's 0.00 run appeared nowhere but in the Task tab's off-screen column); the hover says which."""
+    hidden = row.hidden.get(task)
+    return (f' <span class="degenerate">{DEGENERATE_MARK}</span>'
+            if hidden is not None and hidden.cells[task].degenerate else "")
 
 
 def _header(col: Column, tasks: Sequence[str], bench: Sequence[str]) -> str:

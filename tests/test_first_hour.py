@@ -181,3 +181,38 @@ def test_the_page_the_json_and_their_counts_agree_on_a_smoke_only_board(tmp_path
     assert table.count('<tr class="measured"') == body["counts"]["table"]
     hidden = leaderboard_json(board, "fr", include_smoke=False)
     assert hidden["smoke_rows_hidden"] == 3 and hidden["rows"] == []
+
+
+def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_is_no_problem(tmp_path):
+    """Issue 52 item 5: the README's degenerate one-epoch run (a second smoke run of the model, under its --quick
+    one) appeared nowhere on the page but an off-screen column; and its other test subset was listed twice as a
+    Problem. Now its model's cell carries ⚠ with the finding in its hover; Problems stays empty."""
+    from biobench.board.board import build_board
+    from biobench.board.entry_pairs import compare_entries
+    from biobench.leaderboard.tables import Filters, render_html
+    from biobench.store import Result, result_path, run_key, write_result
+
+    def write(slug, seed, smoke_hash, overrides, score, n, degenerate=None):
+        details = {"overrides": overrides, **({"degenerate": degenerate} if degenerate else {})}
+        write_result(result_path(tmp_path, slug, "diamed", seed, smoke_hash), Result(
+            model={"id": slug, "slug": slug, "name": slug.split("--")[0]},
+            task={"id": "diamed", "lang": "fr", "kind": "classification"}, seed=seed,
+            protocol={"hash": smoke_hash, "epochs": 1}, key=run_key("r", "d", smoke_hash, seed),
+            metrics={"test": {"macro_f1": score}}, details=details),
+            [{"id": i, "gold": "ab"[i % 2], "pred": "a" if degenerate else "ab"[i % 2]} for i in range(n)])
+
+    quick = {"max_steps": {"run": 150, "protocol": None}}
+    for seed in (42, 43):
+        write("tiny--1", seed, "a" * 12, quick, 0.6, 8)
+        write("minilm--2", seed, "a" * 12, quick, 0.7, 8)
+    finding = {"finding": "the same class (a) for every one of the 4 test examples", "reason": "1 epoch"}
+    write("tiny--1", 42, "b" * 12, {"epochs": {"run": 1, "protocol": 15}}, 0.0, 4, finding)  # a 4-example subset
+    board = build_board([tmp_path], reference=False, significance=True)
+    html = render_html(board, "fr", Filters(include_smoke=True))
+    tiny = next(row for row in html.split("<tr") if "tiny" in row and 'class="measured"' in row)
+    assert '<span class="degenerate">⚠</span>' in tiny and "the same class (a) for every one of the 4" in tiny
+    smoke = [e for e in board.lang_entries("fr") if e.smoke]
+    minilm = next(e.key for e in smoke if e.name.startswith("minilm"))
+    one_epoch = next(e.key for e in smoke if "epochs" in e.smoke)
+    assert compare_entries(board, "fr", minilm, one_epoch, n_boot=20) is not None
+    assert board.problems == []  # another test subset is not damaged input

@@ -36,6 +36,7 @@ from biobench.stats import (
     seed_scores,
 )
 from biobench.store import AlignedPredictions, PredictionColumns, align_predictions
+from biobench.store.pairing import OTHER_EXAMPLES
 
 REPLICATES_VERSION = 1  # the inputs and layout of a model's cached replicate scores
 
@@ -86,7 +87,8 @@ def _report(problems: list[R.Problem], problem: R.Problem) -> None:
 def aligned_predictions(board: Board, task: str, entries: Sequence[Entry]) -> AlignedPredictions | None:
     """The predictions of `entries` on `task` paired by `biobench.store.align_predictions`: seeds without a
     readable file, seeds misaligned with their model's others and models scored on other test examples than
-    the first are left out and reported as problems."""
+    the first are left out; the first two are reported as problems (damaged input), the last is not (another
+    test subset, e.g. a smoke run's --limit-eval)."""
     groups: dict[str, list[tuple[str, list]]] = {}
     for entry in entries:
         for run in entry.runs.get(task, []):
@@ -98,6 +100,8 @@ def aligned_predictions(board: Board, task: str, entries: Sequence[Entry]) -> Al
                 _report(board.problems, R.problem_of(err, run.predictions, "unreadable predictions"))
     aligned = align_predictions(groups, strict=False)
     for _, source, reason in aligned.dropped if aligned else ():
+        if reason.startswith(OTHER_EXAMPLES):  # another test subset (a smoke run's --limit-eval): not damaged
+            continue  # input, so not a Problem; such a pair is compared without a paired test, as Compare says
         _report(board.problems, R.Problem(source, reason))
     return aligned
 
@@ -169,6 +173,8 @@ def task_bootstrap(board: Board, task: str, entries: Sequence[Entry], n_boot: in
             runs.append((run, facts))
     aligned = align_predictions(groups, strict=False)
     for _, source, reason in aligned.dropped if aligned else ():
+        if reason.startswith(OTHER_EXAMPLES):  # another test subset (a smoke run's --limit-eval): not damaged
+            continue  # input, so not a Problem; such a pair is compared without a paired test, as Compare says
         _report(board.problems, R.Problem(source, reason))
     if aligned is None or len(aligned.preds) < 2:
         return None

@@ -52,6 +52,9 @@ class AlignedPredictions:
     dropped: list[tuple[str, str, str]] = field(default_factory=list)  # (group, source, reason)
 
 
+OTHER_EXAMPLES = "predictions use other test examples than"  # another subset (--limit-eval) or data version
+
+
 def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[str, Any]] | PredictionColumns]]],
                       strict: bool = True) -> AlignedPredictions | None:
     """Pair up predictions files: `groups` maps a model to its seeds' (source, rows or their PredictionColumns).
@@ -86,8 +89,7 @@ def align_predictions(groups: Mapping[str, Sequence[tuple[str, Sequence[Mapping[
         if examples is None:
             examples, first_source = own, own_source
         elif own != examples:
-            differs(group, own_source, first_source,
-                    f"predictions use other test examples than {first_source}; left out of paired tests")
+            differs(group, own_source, first_source, f"{OTHER_EXAMPLES} {first_source}; left out of paired tests")
             continue
         out.preds[group] = kept
     if examples is None:
