@@ -216,3 +216,22 @@ def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_i
     one_epoch = next(e.key for e in smoke if "epochs" in e.smoke)
     assert compare_entries(board, "fr", minilm, one_epoch, n_boot=20) is not None
     assert board.problems == []  # another test subset is not damaged input
+
+
+def test_pretraining_says_and_records_how_often_it_repeats_a_small_corpus(tmp_path, capsys):
+    """Issue 52 item 7: 10,711 tokens of corpus and `--tokens 100K` read it ~10 times, silently."""
+    import json
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"Le patient {i} présente une toux sèche et de la fièvre depuis {i % 7} jours."
+                                  for i in range(40)) + "\n", encoding="utf-8")
+    assert cli.main(["pretrain", "--model", "preset:tiny", "--corpus", str(corpus), "--tokens", "4K", "--seq-len",
+                     "64", "--batch-size", "4", "--no-progress", "--save-minutes", "0", "--threads", "1",
+                     "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    said = re.search(r"this run reads it ([0-9.]+) times", out)
+    assert said and float(said.group(1)) > 1, out
+    (meta,) = (tmp_path / "out" / "final").glob("biobench_pretrain.json")
+    passes = json.loads(meta.read_text())["corpus_passes"]
+    assert round(passes["planned"], 1) == float(said.group(1)) and passes["done"] >= passes["planned"] - 0.01
+    assert passes["corpus_sequences"] * 64 >= passes["corpus_tokens"] > 0

@@ -292,6 +292,11 @@ class Trainer:
                         f"{self.state.tokens['seen']:,} tokens seen)")
         if self.dist.main:
             self.out.mkdir(parents=True, exist_ok=True)  # a hub/local --model never created it before the log
+        passes = self.corpus_passes()["planned"]
+        if passes > 1:  # said, and recorded in each checkpoint's metadata (`corpus_passes`): issue 52 item 7
+            self._print(f"corpus: {len(self.packed.tokens):,} tokens ({self.packed.n_sequences:,} sequences of "
+                        f"{self.cfg.seq_len}); this run reads it {passes:.1f} times (each pass in another order): "
+                        "a bigger corpus or fewer --tokens repeats less")
         if self.resume_from is None and self.state.global_step == 0:
             # The start model (preset init; a decoder with its <mask> token added) for start-vs-end analyses (CKA).
             self._save(self.out / "init", "init", with_state=False)
@@ -422,7 +427,15 @@ class Trainer:
                              "accumulation_steps": self.plan.accumulation},
                 "attn_implementation": self.model.config._attn_implementation or self.attn,
                 "hardware": _hardware(self.dist.device), "compute": self._compute(),
-                "corpus_record": self._corpus_record()}
+                "corpus_record": self._corpus_record(), "corpus_passes": self.corpus_passes()}
+
+    def corpus_passes(self) -> dict[str, Any]:
+        """How many times the run reads its corpus: planned sequences over the corpus's packed sequences (a
+        small corpus is repeated, each pass in another order: packing.PackedCorpus), and how far it got."""
+        planned = sum(self.plan.steps) * self.cfg.batch_size
+        return {"corpus_tokens": len(self.packed.tokens), "corpus_sequences": self.packed.n_sequences,
+                "planned": round(planned / self.packed.n_sequences, 2),
+                "done": round(self.state.position / self.packed.n_sequences, 2)}
 
     def _corpus_record(self) -> dict[str, Any]:
         """The corpus files (paths, sizes, sha256), hashed once per run (training.corpus.corpus_record)."""
