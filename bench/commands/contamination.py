@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     corpus = report["corpus"]
-    table = Table(title=f"shared word {report['n']}-grams with {', '.join(corpus['sources'])} "
+    typed = args.corpus if isinstance(args.corpus, list) else [args.corpus]  # the terminal's own paths, as typed
+    table = Table(title=f"shared word {report['n']}-grams with {', '.join(map(str, typed))} "
                   f"({corpus['documents']:,} documents, {corpus['words']:,} words)", title_justify="left")
     for column in ("task", "split", "examples", "contaminated", "share", "longest run", "too short"):
         table.add_column(column, justify="left" if column in ("task", "split") else "right")
