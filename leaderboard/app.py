@@ -113,10 +113,21 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
             m = mdd[e.key]
             row[MDD_POWER] = round(100 * m.mdd, 2) if m.mdd == m.mdd else None
             row[MDD_MANY] = round(100 * m.mdd_many_seeds, 2)
-        if c.degenerate:  # the seeds whose test predictions were degenerate, with the likely reason
-            row["Degenerate"] = "; ".join(f"seed {s}: {why}" for s, why in sorted(c.degenerate.items()))
+        if c.degenerate:  # which seeds; their findings go under the table (task_degenerate_notes): a sentence
+            # per seed in a cell made the column 1,189 px wide and pushed Mean off-screen (issue 52 item 6)
+            row["Degenerate"] = "⚠ seed " + ", ".join(str(s) for s in sorted(c.degenerate))
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    seeds = [c for c in frame.columns if c.startswith("Seed ")]  # after the summary, Degenerate last
+    rest = [c for c in frame.columns if c not in seeds and c != "Degenerate"]
+    return frame[rest + seeds + (["Degenerate"] if "Degenerate" in frame.columns else [])]
+
+
+def task_degenerate_notes(board: Board, lang: str, task: str) -> str:
+    """The Task tab's lines under its table: each degenerate seed's finding and likely reason, by model."""
+    lines = [f"⚠ **{md(e.name)}** seed {seed}: {md(why)}" for e in board.lang_entries(lang)
+             if (c := e.cells.get(task)) is not None for seed, why in sorted(c.degenerate.items())]
+    return "\n\n".join(lines)
 
 
 def task_label_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
@@ -207,7 +218,8 @@ def header_text(board: Board) -> str:
             "*A Causal Language Modeling Detour Improves Encoder Continued Pretraining* (arXiv 2605.12438). "
             f"{measured} measured model row{'' if measured == 1 else 's'}"
             + (f" ({', '.join(parts)})" if parts else "") + "; reported rows are the paper's published numbers."
-            + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab." if board.problems else ""))
+            + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab (the last tab; "
+               "under \"⋯\" in a narrow window)." if board.problems else ""))
 
 
 # The Plots tab's analysis figures: (label, what produces the files it reads)
@@ -373,6 +385,8 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
         measured = [e.name for e in board.lang_entries(lang_v) if e.source == "measured" and task_v in e.cells]
         text = "" if measured else (f"No measured results for {md(task_v)} yet: the rows are the paper's reported "
                                     "means (no seeds, no per-label scores).")
+        if notes := task_degenerate_notes(board, lang_v, task_v):
+            text = (text + "\n\n" if text else "") + notes
         seed_frame = display(task_seed_frame(board, lang_v, task_v), {MDD_POWER: "points", MDD_MANY: "points",
                                                                       "SD (points)": "points", "n seeds": "count"},
                              default="score")

@@ -119,11 +119,16 @@ def test_verdicts_against_the_paper_read_the_protocol_row(board):
 
 
 def test_the_task_view_names_the_smoke_row_and_the_degenerate_seed(board):
-    from biobench.leaderboard.app import task_seed_frame
+    from biobench.leaderboard.app import task_degenerate_notes, task_seed_frame
 
-    frame = task_seed_frame(board, "fr", "diamed").set_index("Model")
+    frame = task_seed_frame(board, "fr", "diamed")
+    # Mean before the per-seed columns, the short Degenerate mark last; the finding under the table (issue 52.6)
+    assert list(frame.columns).index("Mean (%)") < list(frame.columns).index("Seed 42 (%)")
+    assert frame.columns[-1] == "Degenerate"
+    frame = frame.set_index("Model")
     assert frame.loc["m ⚑ smoke", "Seed 42 (%)"] == 99.0 and frame.loc["m", "n seeds"] == 2
-    assert frame.loc["n", "Degenerate"].startswith("seed 42: degenerate: the same class (a)")
+    assert frame.loc["n", "Degenerate"] == "⚠ seed 42"
+    assert "⚠ **n** seed 42: degenerate: the same class (a)" in task_degenerate_notes(board, "fr", "diamed")
 
 
 def test_the_smoke_box_starts_ticked_only_when_every_measured_row_is_smoke(board, tmp_path):

@@ -216,6 +216,18 @@ def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_i
     one_epoch = next(e.key for e in smoke if "epochs" in e.smoke)
     assert compare_entries(board, "fr", minilm, one_epoch, n_boot=20) is not None
     assert board.problems == []  # another test subset is not damaged input
+    # two smoke rows of one model told apart by a short tag (issue 52 item 6), the full overrides kept in `smoke`
+    names = sorted(e.name for e in smoke if e.name.startswith("tiny"))
+    assert names == ["tiny ⚑ smoke (epochs 1)", "tiny ⚑ smoke (max_steps 150)"]
+
+
+def test_a_smoke_rows_short_tag():
+    from biobench.board.board import short_smoke
+
+    quick = ("batch_size 8 (protocol 16), dev_metric micro_f1 (protocol sampled_span_f1), head hf-token (protocol "
+             "span), max_length 128 (protocol 1,024), max_steps 150 (protocol none)")
+    assert short_smoke(quick) == "batch_size 8 +4" and short_smoke("epochs 1 (protocol 15)") == "epochs 1"
+    assert short_smoke("") == ""
 
 
 def test_pretraining_says_and_records_how_often_it_repeats_a_small_corpus(tmp_path, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -121,11 +122,29 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
     return sorted(_distinct_names(entries), key=lambda e: e.name)
 
 
+def short_smoke(described: str) -> str:
+    """A smoke row's short tag for its name (menus, legends): the first override as it ran and how many more,
+    'epochs 1 +2' for 'epochs 1 (protocol 15), limit_train 200, max_length 64 (protocol 512)'. The full overrides
+    stay in the row's `smoke` (tooltips, the Model tab): a --quick run's ten overrides made legends take ~85% of a
+    plot and cut the Compare menu's labels (issue 52 item 6)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(described):
+        depth += ch == "("
+        depth -= ch == ")"
+        if described.startswith(", ", i) and depth == 0:
+            parts.append(described[start:i])
+            start = i + 2
+    parts.append(described[start:])
+    first = re.sub(r" \(protocol [^)]*\)", "", parts[0]).strip()
+    return first + (f" +{len(parts) - 1}" if len(parts) > 1 else "") if first else ""
+
+
 def _distinct_names(entries: list[Entry]) -> list[Entry]:
-    """Two rows with the same display name in one language get told apart: a model's smoke rows by their
-    overrides ('X ⚑ smoke (epochs 1 (protocol 15))'), two models (e.g. the seed-noise control: same recipe, base
+    """Two rows with the same display name in one language get told apart: a model's smoke rows by a short tag of
+    their overrides (`short_smoke`: 'X ⚑ smoke (epochs 1 +1)'), two models (e.g. the seed-noise control: same recipe, base
     and budget) by their results folder, never by an internal key."""
-    for tell in (lambda e: e.smoke, lambda e: e.slug or e.key):
+    for tell in (lambda e: short_smoke(e.smoke), lambda e: e.slug or e.key,
+                 lambda e: e.key.rsplit("~", 1)[-1] if "~" in e.key else ""):  # two smoke rows with one short tag
         count: dict[tuple[str, str], int] = defaultdict(int)
         for e in entries:
             count[(e.lang, e.name)] += 1
