@@ -55,6 +55,33 @@ return out;
 """
 
 
+# Every visible header of every table on the page (the score tables, Gradio's dataframes, markdown tables): no word
+# is broken over two lines ("ba tc h") and no word ends outside its cell (cut). Returns what fails.
+HEADER_WORDS = """
+const out = [];
+for (const th of document.querySelectorAll('th')) {
+  if (!th.offsetParent) continue;
+  const cell = th.getBoundingClientRect();
+  const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    if (!node.parentElement || !node.parentElement.offsetParent) continue;
+    const re = /\\S+/g;
+    let m;
+    while ((m = re.exec(node.textContent))) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const rects = [...range.getClientRects()].filter(r => r.width > 0);
+      if (new Set(rects.map(r => Math.round(r.top))).size > 1) out.push('mid-word: ' + m[0]);
+      if (rects.some(r => r.right > cell.right + 1 || r.left < cell.left - 1)) out.push('cut: ' + m[0]);
+    }
+  }
+}
+return out;
+"""
+
+
 def ran_scripts(driver) -> list:
     """What the payloads did so far: alert calls and the __xss flag (empty when nothing ran)."""
     return driver.execute_script("return (window.__alerts || []).concat(window.__xss ? ['__xss=' + window.__xss] : [])")
@@ -334,3 +361,31 @@ def test_the_cli_server_answers_the_json_routes(server):
     assert len(keys) == len(set(keys))  # one row per model
     status, missing = get("/api/v1/models/no-such-model")
     assert status == 404 and "no-such-model" in missing["error"]
+
+
+@pytest.mark.parametrize("width", [1280, 900])
+def test_every_tab_reads_at_1280_and_900_px(server, browser, tmp_path, width):
+    """Issue 52 item 6: at 1,280 and 900 px, every tab's table headers keep whole words ("ba tc h", "war mu p",
+    "me tad ata" before) inside their cells; a screenshot per tab and width (BIOBENCH_SCREENSHOTS for the notes)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.set_window_size(width, 900)
+    browser.get(server)
+    WebDriverWait(browser, 60).until(EC.presence_of_element_located((By.ID, "lb-table-fr")))
+    time.sleep(6)  # Gradio's load events
+    failures = {}
+    tabs = [b.text.strip() for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.is_displayed()]
+    for label in tabs:
+        button = next((b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']")
+                       if b.text.strip() == label and b.is_displayed()), None)
+        if button is None:
+            continue
+        button.click()
+        time.sleep(2)
+        found = browser.execute_script(HEADER_WORDS)
+        if found:
+            failures[label] = sorted(set(found))[:5]
+        screenshot(browser, tmp_path, f"w{width}-tab-" + label.split(" (")[0].lower().replace(" ", "-"))
+    assert not failures, failures
