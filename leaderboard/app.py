@@ -19,7 +19,7 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from biobench.board.entries import Board
+from biobench.board.entries import Board, Entry
 from biobench.board.entry_pairs import (
     average_dict,
     average_markdown,
@@ -147,6 +147,15 @@ def first_measured_task(board: Board, lang: str) -> str | None:
     return next((t for t in tasks if t in measured), tasks[0] if tasks else None)
 
 
+def compare_rows(board: Board, lang: str) -> dict[str, Entry]:
+    """Key -> row entry of the Compare tab (`Live.compare_rows`), memoised per board and language."""
+    found = board.memo.get(("compare_rows", lang))
+    if found is None:
+        found = {r.key: r.entry for r in model_rows(board, lang, Filters(include_smoke=True))}
+        found = board.memo[("compare_rows", lang)] = found
+    return found
+
+
 def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     """The Compare tab's opening pair: the two measured models sharing the most tasks (a paired test is
     possible); one measured model and the reported row the paper gives for it, or else the reported row sharing
@@ -168,7 +177,8 @@ def _default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     def shared(a, b) -> int:
         return len(set(a.cells) & set(b.cells))
 
-    if len(measured) >= 2 and (pair := default_measured_pair(board, lang)) is not None:
+    rows = [e for e in compare_rows(board, lang).values() if e.source == "measured"]
+    if len(rows) >= 2 and (pair := default_measured_pair(board, lang, rows)) is not None:
         return pair  # the same protocol first (a test is possible), then the most tasks shared
     if measured:
         a = measured[0]
@@ -193,7 +203,8 @@ def compare_note(board: Board, lang: str, a: str | None, b: str | None, rows: in
             return (f"**Only one measured {language} model ({md(measured[0].name)})**, and no reported row shares "
                     f"a task with it: {evaluate} to compare two measured models task by task.")
         return "Pick two models (A and B)."
-    entry_a, entry_b = board.entry(a, lang), board.entry(b, lang)
+    listed = compare_rows(board, lang)
+    entry_a, entry_b = listed.get(a) or board.entry(a, lang), listed.get(b) or board.entry(b, lang)
     if entry_a is None or entry_b is None:
         return "Pick two models (A and B)."
     if not rows:
@@ -267,6 +278,16 @@ class Live:
     @property
     def significance(self):  # cache.BackgroundGroups while/after the groups are computed in the background
         return self.board.significance
+
+    def compare_rows(self, lang: str) -> dict[str, Entry]:
+        """The Compare tab's rows: one per model as the tables list them (`model_rows`, smoke runs included:
+        a model whose tasks ran with other overrides each, as the demo's NER, is one row with all its tasks,
+        as `biobench compare` takes its results folder), then the reported rows; memoised per board."""
+        return compare_rows(self.board, lang)
+
+    def compare_choices(self, lang: str) -> list[tuple[str, str]]:
+        return [(e.name + (" (reported)" if e.source == "reported" else ""), key)
+                for key, e in self.compare_rows(lang).items()]
 
     def model_choices(self, lang: str) -> list[tuple[str, str]]:
         return [(e.name + (" (reported)" if e.source == "reported" else ""), e.key)
@@ -489,7 +510,8 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
         if not (a_v and b_v):
             return (compare_note(board, lang_v, a_v, b_v, 0), pd.DataFrame(columns=list(COMPARE_HEADERS.values())),
                     "")
-        pair = compare_entries(board, lang_v, a_v, b_v, allow_different_protocols=bool(allow))
+        pair = compare_entries(board, lang_v, a_v, b_v, allow_different_protocols=bool(allow),
+                               rows=compare_rows(board, lang_v))
         rows = compare_frame(pair)
         frame = display(rows.rename(columns=COMPARE_HEADERS),
                         {"A (%)": "score", "B (%)": "score", "A - B (points)": "difference",
@@ -501,7 +523,7 @@ def _compare_tab(live: Live, app: gr.Blocks) -> CompareTab:
 
     @_safe(lambda msg: (gr.update(), gr.update(), f"error: {md(msg)}", pd.DataFrame({"error": [msg]}), ""))
     def on_lang(lang_v):
-        choices = live.model_choices(lang_v)
+        choices = live.compare_choices(lang_v)
         pair = default_pair(live.board, lang_v)
         return gr.update(choices=choices, value=pair[0]), gr.update(choices=choices, value=pair[1]), *show(
             lang_v, *pair)
@@ -738,7 +760,7 @@ def _wire_refresh(page: Page, button: gr.Button, note: gr.Markdown, timer: gr.Ti
                 + (f"; new language(s) {', '.join(new_langs)} appear after a restart" if new_langs else ""))
         verdicts = page.paper.choices()
         lang, a, b = values.get(compare_tab.lang), values.get(compare_tab.a), values.get(compare_tab.b)
-        pair = live.model_choices(lang) if lang else []
+        pair = live.compare_choices(lang) if lang else []
         keys = {key for _, key in pair}
         keep = (a in keys and b in keys and not (a.startswith("paper:") and b.startswith("paper:")
                                                  and any(not k.startswith("paper:") for k in keys)))

@@ -247,3 +247,55 @@ def test_pretraining_says_and_records_how_often_it_repeats_a_small_corpus(tmp_pa
     passes = json.loads(meta.read_text())["corpus_passes"]
     assert round(passes["planned"], 1) == float(said.group(1)) and passes["done"] >= passes["planned"] - 0.01
     assert passes["corpus_sequences"] * 64 >= passes["corpus_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_the_boards_the_clis_and_the_apis_comparison_are_one_answer(tmp_path, capsys):
+    """Issue 52 item 4: on the demo's results the board's Compare used 2 tasks where `biobench compare` and the API
+    used 3: the demo's NER ran with other overrides (its own smoke entry), left out of the pair of smoke entries.
+    The Compare tab now lists one row per model, as the tables and the CLI take a results folder."""
+    import json
+    import random
+
+    import biobench
+    from biobench.board.board import build_board
+    from biobench.board.entry_pairs import compare_entries
+    from biobench.leaderboard.app import compare_rows, default_pair
+    from biobench.store import Result, result_path, run_key, write_result
+
+    def write(slug, task, kind, seed, overrides, accuracy):
+        smoke = ("a" if "epochs" in overrides else "b") * 12
+        rng = random.Random(f"{slug}{task}{seed}")
+        gold = [["x", "y", "z"][i % 3] for i in range(30)]
+        pred = [g if rng.random() < accuracy else "x" for g in gold]
+        f1 = sum(p == g for p, g in zip(pred, gold, strict=True)) / len(gold)
+        write_result(result_path(tmp_path, slug, task, seed, smoke), Result(
+            model={"id": slug, "slug": slug, "name": slug.split("--")[0]},
+            task={"id": task, "lang": "fr", "kind": kind}, seed=seed, protocol={"hash": smoke, "epochs": 1},
+            key=run_key("r", f"d-{task}", smoke, seed), metrics={"test": {"macro_f1": f1}},
+            details={"overrides": overrides}),
+            [{"id": str(i), "gold": g, "pred": p} for i, (g, p) in enumerate(zip(gold, pred, strict=True))])
+
+    for slug, accuracy in (("detour--11111111", 0.8), ("mlm--22222222", 0.6)):
+        for seed in (42, 43):
+            for task in ("demo-cls", "demo-ml"):
+                write(slug, task, "classification", seed, {"epochs": {"run": 1, "protocol": 15}}, accuracy)
+            write(slug, "demo-ner", "classification", seed, {"max_steps": {"run": 60, "protocol": 4000}}, accuracy)
+    board = build_board([tmp_path], reference=False, significance=False)
+    assert set(default_pair(board, "fr")) == {"detour--11111111", "mlm--22222222"}  # one row per model
+    rows = compare_rows(board, "fr")
+    on_board = compare_entries(board, "fr", "detour--11111111", "mlm--22222222", n_boot=200, rows=rows)
+    assert main_compare(tmp_path) == 0
+    cli = json.loads(capsys.readouterr().out)
+    api = biobench.compare("detour", "mlm", tmp_path, n_boot=200)
+    for report in (cli, api):
+        assert [t["task"] for t in report["tasks"]] == [t.task for t in on_board.tasks]  # 3 tasks, all of them
+        for row, compared in zip(report["tasks"], on_board.tasks, strict=True):
+            c = compared.comparison
+            assert row["diff"] == pytest.approx(c.diff) and row["method"] == c.method
+            assert row["p_value"] == pytest.approx(c.p_value) and row["ci_low"] == pytest.approx(c.ci_low)
+    assert len(on_board.tasks) == 3
+
+
+def main_compare(results) -> int:
+    return cli.main(["compare", "detour", "mlm", "--results", str(results), "--n-boot", "200", "--json"])

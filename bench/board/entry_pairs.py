@@ -9,6 +9,8 @@ average in the app's units.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pandas as pd
 from biobench import stats
 from biobench.board.entries import Board, Entry
@@ -32,11 +34,15 @@ def _settings(entry: Entry, task: str) -> list[dict[str, str]]:
 
 
 def compare_entries(board: Board, lang: str, key_a: str, key_b: str, n_boot: int = 1000, seed: int = 0,
-                    allow_different_protocols: bool = False) -> PairComparison | None:
+                    allow_different_protocols: bool = False, rows: Mapping[str, Entry] | None = None
+                    ) -> PairComparison | None:
     """Rows `key_a` and `key_b` of `lang` compared on every task both have (`compare_pair`); None when either
     row is missing. `.warning()` says which settings differ; tasks whose protocols differ get no test unless
-    `allow_different_protocols`. A reported (paper) row has its means only and no recorded settings."""
-    a, b = board.entry(key_a, lang), board.entry(key_b, lang)
+    `allow_different_protocols`. A reported (paper) row has its means only and no recorded settings. `rows`:
+    the rows as the page lists them (one per model: its protocol runs, else its smoke runs, per task, as the
+    tables and `biobench compare` take a model's results folder), looked up before the board's entries."""
+    a = (rows or {}).get(key_a) or board.entry(key_a, lang)
+    b = (rows or {}).get(key_b) or board.entry(key_b, lang)
     if a is None or b is None:
         return None
     tasks = [TaskRuns(task, _fractions(a, task), _fractions(b, task), _settings(a, task), _settings(b, task),
@@ -51,7 +57,7 @@ def _signatures(entry: Entry, tasks: list[str]) -> dict[str, frozenset[tuple[tup
     return {t: frozenset(tuple(sorted(s.items())) for s in _settings(entry, t)) for t in tasks if t in entry.cells}
 
 
-def default_measured_pair(board: Board, lang: str) -> tuple[str, str] | None:
+def default_measured_pair(board: Board, lang: str, rows: Sequence[Entry] | None = None) -> tuple[str, str] | None:
     """The two measured rows of `lang` that share their protocol settings (`run_settings`, every run of every
     common task) on the most tasks, the earliest such pair on a tie; failing that, the two sharing the most
     tasks. None when no two measured rows share a task.
@@ -62,9 +68,9 @@ def default_measured_pair(board: Board, lang: str) -> tuple[str, str] | None:
     whose first two members are the answer when no row has more tasks; only otherwise are pairs compared, on
     those precomputed settings (a set comparison per common task, no file read). A setting recorded by one row
     and not the other counts as a difference here (`protocol_differences` ignores it): the Compare tab then
-    shows the pair's own verdict."""
+    shows the pair's own verdict. `rows`: the rows to choose from (default: the board's entries of `lang`)."""
     tasks = board.columns(lang)
-    measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
+    measured = [e for e in (board.lang_entries(lang) if rows is None else rows) if e.source == "measured"]
     sigs = [_signatures(e, tasks) for e in measured]
     buckets: dict[frozenset, list[int]] = {}
     for i, sig in enumerate(sigs):
