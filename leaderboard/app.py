@@ -344,7 +344,7 @@ def _toolbar(board: Board, refreshable: bool) -> tuple[gr.Checkbox, gr.Button | 
     with gr.Row(equal_height=True):
         include_smoke = gr.Checkbox(value=smoke_only(board), label=smoke_toggle_label(board), scale=0,
                                     min_width=320, elem_id="lb-include-smoke",
-                                    info="runs with protocol overrides (⚑): shown and ranked only when ticked")
+                                    info="runs with protocol overrides (⚑): shown only when ticked, never ranked")
         button = note = None
         if refreshable:
             button = gr.Button("Refresh results", size="sm", scale=0, elem_id="lb-refresh")

@@ -47,6 +47,19 @@ def _empty(message: str) -> Figure:
     return fig
 
 
+LEGEND_CHARS = 44
+
+
+def legend_label(name: str, limit: int = LEGEND_CHARS) -> str:
+    """A legend entry at most `limit` characters, cut in the middle (the start names the model, the end tells
+    its rows apart: a smoke tag, '(reported)'), so the legend leaves the plot its width (issue 52 item 6: full
+    override strings took ~85% of it, and end-cut labels read as three identical 'all-MiniLM-L6-')."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) * 3 // 5
+    return f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
+
+
 def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> Figure:
     """Grouped bars: x = tasks, one bar per model (mean over seeds), whiskers = 95% CI over seeds."""
     entries = [e for e in board.lang_entries(lang) if keys is None or e.key in keys]
@@ -65,7 +78,7 @@ def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks:
             if (c := e.cells.get(t)) is not None and c.summary is not None and c.summary.n >= 2 else [0.0, 0.0]
             for t in tasks
         ]).T
-        label = e.name + (" (reported)" if e.source == "reported" else "")
+        label = legend_label(e.name + (" (reported)" if e.source == "reported" else ""))
         ax.bar(x + (i - (len(entries) - 1) / 2) * width, means, width, yerr=err, capsize=2, label=label,
                hatch="//" if e.source == "reported" else None, alpha=0.9, color=palette(i % palette.N))
     ax.set_xticks(x, tasks, rotation=30, ha="right")

@@ -299,3 +299,11 @@ def test_the_boards_the_clis_and_the_apis_comparison_are_one_answer(tmp_path, ca
 
 def main_compare(results) -> int:
     return cli.main(["compare", "detour", "mlm", "--results", str(results), "--n-boot", "200", "--json"])
+
+
+def test_a_legend_label_is_cut_in_the_middle():
+    from biobench.leaderboard.plots import LEGEND_CHARS, legend_label
+
+    long = "CLM detour (Large, 25B) = ModernCamemBERT-bio-large (reported)"
+    assert len(legend_label(long)) == LEGEND_CHARS and legend_label(long).endswith("(reported)")
+    assert legend_label("all-MiniLM-L6-v2 ⚑ smoke (batch_size 8 +9)") == "all-MiniLM-L6-v2 ⚑ smoke (batch_size 8 +9)"
