@@ -611,11 +611,14 @@ def _align(rows: list[list[str]]) -> list[str]:
 
 
 def render_text(board: Board, langs: Sequence[str] | None = None, name_width: int = 44,
-                include_smoke: bool = True) -> str:
+                include_smoke: bool | None = None) -> str:
     """The leaderboard as plain text for a terminal (the demo prints this): per language its paper tasks, then
     its other tasks. One row per model; partial averages get '*', smoke cells '⚑' (their overrides listed below),
-    degenerate cells '⚠'."""
+    degenerate cells '⚠'. Smoke runs by the page's default (`include_smoke` None: shown when the board holds
+    nothing else), and the page's counts last (`row_counts`)."""
     blocks = []
+    include_smoke = smoke_only(board) if include_smoke is None else include_smoke
+    counts = {lang: row_counts(board, lang, include_smoke) for lang in langs or board.langs}
     for lang in langs or board.langs:
         bench = board.benchmark.get(lang, [])
         language = {"fr": "French", "en": "English"}.get(lang, lang)
@@ -654,6 +657,10 @@ def render_text(board: Board, langs: Sequence[str] | None = None, name_width: in
             title = f"{language} (macro-F1 %, mean over seeds)" if part == "paper" else \
                 f"{language}, other tasks (not the paper's; macro-F1 %, mean over seeds)"
             blocks.append("\n".join([title, *_align([header, *lines]), *notes]))
+    measured = sum(c["measured"] for c in counts.values())
+    hidden = sum(c["smoke_hidden"] for c in counts.values())
+    blocks.append(f"{measured} measured model row{'' if measured == 1 else 's'}, as on the page"
+                  + (f"; smoke runs of {hidden} model(s) hidden (--include-smoke shows them)" if hidden else ""))
     return "\n\n".join(blocks)
 
 

@@ -105,8 +105,13 @@ def test_degenerate_predictions_are_marked_with_their_reason(board):
     assert "seed 42: degenerate: the same class (a) for every one of the 2 test examples (likely: the classifier " \
            "collapsed to one class: the budget (13 steps) is far below the protocol&#x27;s 11,250 steps)" in cell
     assert '<span class="degenerate">⚠</span>' in cell and "degenerate test predictions" in html
-    text = render_text(board, ["fr"])
+    text = render_text(board, ["fr"], include_smoke=True)
     assert "50.0⚠" in text and "⚑ m · fracco-30: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
+    # the CLI's default is the page's: a board with protocol runs hides its smoke runs, and says so, counted once
+    default = render_text(board, ["fr"])
+    assert "⚑ m · fracco-30" not in default
+    assert default.endswith("2 measured model rows, as on the page; smoke runs of 1 model(s) hidden "
+                            "(--include-smoke shows them)")
 
 
 def test_verdicts_against_the_paper_read_the_protocol_row(board):

@@ -307,3 +307,22 @@ def test_a_legend_label_is_cut_in_the_middle():
     long = "CLM detour (Large, 25B) = ModernCamemBERT-bio-large (reported)"
     assert len(legend_label(long)) == LEGEND_CHARS and legend_label(long).endswith("(reported)")
     assert legend_label("all-MiniLM-L6-v2 ⚑ smoke (batch_size 8 +9)") == "all-MiniLM-L6-v2 ⚑ smoke (batch_size 8 +9)"
+
+
+def test_leaderboard_print_opens_as_the_page_and_include_smoke_shows_the_smoke_runs(tmp_path, capsys):
+    from biobench.store import Result, result_path, run_key, write_result
+
+    def write(task, smoke_hash, details):
+        write_result(result_path(tmp_path, "a--1", task, 42, smoke_hash), Result(
+            model={"id": "a--1", "slug": "a--1", "name": "a"}, task={"id": task, "lang": "fr", "kind": "classification"},
+            seed=42, protocol={"hash": smoke_hash or "p"}, key=run_key("r", "d", smoke_hash or "p", 42),
+            metrics={"test": {"macro_f1": 0.5}}, details=details), [{"id": 1, "gold": "a", "pred": "a"}])
+
+    write("diamed", None, {})
+    write("fracco-30", "c" * 12, {"overrides": {"epochs": {"run": 1, "protocol": 15}}})
+    assert cli.main(["leaderboard", "--print", "--no-reference", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "⚑ a · fracco-30" not in out and "smoke runs of 1 model(s) hidden (--include-smoke shows them)" in out
+    assert cli.main(["leaderboard", "--print", "--include-smoke", "--no-reference", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "⚑ a · fracco-30: protocol overrides epochs 1 (protocol 15)" in out and "hidden" not in out

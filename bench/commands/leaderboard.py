@@ -43,6 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--refresh-minutes", type=float, default=0, help="rescan the results this often while serving "
                    "(default: 0, only with the Refresh button)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
+    p.add_argument("--include-smoke", action="store_true", help="with --print: show smoke runs (protocol overrides, "
+                   "⚑) beside the protocol's (default: as the page opens, shown only when the board holds nothing else)")
     p.set_defaults(func=run)
 
 
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:
-        print(render_text(board))
+        print(render_text(board, include_smoke=True if args.include_smoke else None))
     if args.export:
         path = write_export(board, args.export)
         rows = (sum(len(r) for e in board.entries for r in e.runs.values()) if path.suffix.lower() == ".parquet"
