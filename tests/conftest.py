@@ -174,16 +174,16 @@ def slurm_cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def slurm_toy_reference(slurm_cluster, tmp_path_factory, tiny_mlm_dir) -> Path:
     """The sequential reference of the two SLURM array tests (tests/test_slurm.py: our batch script;
-    tests/test_slurm_launcher.py: submitit's): the 2-task x 2-seed toy grid of tests.test_slurm._toy_grid, run
+    tests/test_slurm_launcher.py: submitit's): the 2-task x 2-seed toy grid of tests.support.slurm_toy_grid, run
     once for the session by `eval --no-claims` in one process. Its `results-seq` folder; both tests compare their
     array's result files and predictions, byte for byte, with it (they ran it each, the same grid, before)."""
     import subprocess
     import sys
 
-    from tests.test_slurm import _toy_grid
+    from tests.support import slurm_toy_grid
 
     folder = tmp_path_factory.mktemp("slurm-toy-reference")
-    grid = _toy_grid(folder, tiny_mlm_dir, "results-seq", n_train=160)
+    grid = slurm_toy_grid(folder, tiny_mlm_dir, "results-seq", n_train=160)
     done = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid), "--no-claims",
                            "--device", "cpu", "--threads", "1", "--no-progress"],
                           env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)

@@ -20,7 +20,7 @@ from biobench.runtime import leases
 from biobench.runtime.leases import FolderLeases, Holder
 from biobench.store import claim_path, read_result
 
-from tests.test_eval_runner import DATA, OVERRIDES, spec
+from tests.support import DATA, OVERRIDES, spec
 
 OTHER = Holder("node7:4242", "node7", 4242, slurm_job_id="901", slurm_array_job_id="900", slurm_array_task_id="1")
 

@@ -22,7 +22,7 @@ from biobench.eval.parallel import Memory, check_parallel, parallel_value, runs_
 from biobench.eval.runner import Execution
 from biobench.store.record import predictions_path
 
-from tests.test_eval_runner import DATA, OVERRIDES, spec, toy_data
+from tests.support import DATA, OVERRIDES, spec, toy_data
 
 GiB = 2**30
 SPECS2 = [spec("t1", seeds=(1, 2)), spec("t2", "fr", seeds=(1, 2))]  # 2 tasks x 2 seeds

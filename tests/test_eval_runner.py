@@ -14,24 +14,8 @@ from biobench.eval import runner
 from biobench.store import read_predictions, read_result
 from biobench.tasks.schema import ClassificationExample, TaskData
 
-OVERRIDES = {"epochs": 2, "lr": 3e-3, "batch_size": 4, "max_length": 32}
-WORDS = {"cardio": "cœur infarctus", "pneumo": "poumon toux", "neuro": "cerveau migraine"}
+from tests.support import DATA, OVERRIDES, WORDS, spec, toy_data
 
-
-def toy_data(task_id: str, n: int = 12, test_extra: list | None = None, dev: bool = True) -> TaskData:
-    labels = list(WORDS)
-    ex = [ClassificationExample(f"{task_id}{i}", f"Patient {i}: {WORDS[labels[i % 3]]}.", labels[i % 3])
-          for i in range(n)]
-    test = ex[:6] + list(test_extra or [])
-    return TaskData(task_id, "classification", {"train": ex, "dev": ex[:6] if dev else [], "test": test},
-                    sorted(WORDS), f"toy:{task_id}", f"sha256:{task_id}")
-
-
-def spec(task_id: str, lang: str = "en", seeds=(1, 2)):
-    return SimpleNamespace(id=task_id, lang=lang, kind="classification", max_length=64, protocol=lang, seeds=seeds)
-
-
-DATA = {"t1": toy_data("t1"), "t2": toy_data("t2")}
 SPECS = [spec("t1"), spec("t2", "fr", seeds=(1, 2, 3))]
 
 

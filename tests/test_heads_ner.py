@@ -29,35 +29,11 @@ from biobench.heads.span_ner import SpanNerModel, WindowSpans, sample_spans
 from biobench.heads.words import WORD_PATTERN, plan_windows, segment_words
 from biobench.tasks.schema import Entity, NerExample
 
+from tests.support import NER_LABELS as LABELS
+from tests.support import NER_TRAIN as TRAIN
+from tests.support import ner_example as example
+
 SMALL = {"lstm_size": 16, "lstm_layers": 1, "biaffine_size": 8}  # test-sized BiLSTM and biaffine
-
-LABELS = ["DISO", "ANAT", "CHEM"]
-
-
-def example(id_: str, text: str, *mentions: tuple[str, str], tokens=None) -> NerExample:
-    """An example whose entities are given by (surface, label); offsets are found in `text`."""
-    entities = []
-    for surface, label in mentions:
-        start = text.index(surface)
-        entities.append(Entity(start, start + len(surface), label))
-    return NerExample(id_, text, tuple(entities), tokens)
-
-
-TRAIN = [
-    example("t0", "Carcinome canalaire infiltrant du sein gauche, grade II.",
-            ("Carcinome canalaire infiltrant du sein gauche", "DISO"), ("sein gauche", "ANAT")),
-    example("t1", "Traitement par amoxicilline 1 g trois fois par jour pendant sept jours.",
-            ("amoxicilline", "CHEM")),
-    example("t2", "Antécédents : diabète de type 2, hypertension artérielle, allergie à la pénicilline.",
-            ("diabète de type 2", "DISO"), ("hypertension artérielle", "DISO"), ("pénicilline", "CHEM")),
-    example("t3", "The patient was admitted with acute myocardial infarction and treated with aspirin.",
-            ("acute myocardial infarction", "DISO"), ("aspirin", "CHEM")),
-    example("t4", "Scanner thoracique : nodule pulmonaire de 12 mm du lobe supérieur droit.",
-            ("nodule pulmonaire", "DISO"), ("lobe supérieur droit", "ANAT")),
-    example("t5", "Mutations in the BRCA1 gene are associated with breast and ovarian cancer.",
-            ("ovarian cancer", "DISO"), ("breast", "ANAT")),
-]
-
 
 def oracle_predictions(features, labels=LABELS):
     """What a perfect model predicts per window: its gold unit spans as character spans."""

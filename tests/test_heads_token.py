@@ -15,7 +15,8 @@ from biobench.heads.token_ner import IGNORE_INDEX, TokenNerModel, bio_tags, bio_
 from biobench.tasks.schema import TaskData
 from seqeval.metrics.sequence_labeling import get_entities
 
-from tests.test_heads_ner import LABELS, TRAIN
+from tests.support import NER_LABELS as LABELS
+from tests.support import NER_TRAIN as TRAIN
 
 
 def test_bio_round_trip_and_overlaps_keep_the_longest():

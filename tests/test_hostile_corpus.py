@@ -17,26 +17,14 @@ from biobench.runtime.paths import UnsafePathError, safe_join, safe_member, safe
 from markdown_it import MarkdownIt
 
 from tests import hostile_corpus as hc
+from tests.support import drain, stub_eval
+from tests.support import snapshot_outside as snapshot
 
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
-
-
-def snapshot(root: Path, skip: Path) -> dict[str, tuple[int, int]]:
-    """Every path under `root` but `skip` with its (size, mtime_ns): what a step changed outside `skip`."""
-    out = {}
-    for folder, dirs, names in os.walk(root):
-        if Path(folder) == skip or skip in Path(folder).parents:
-            continue
-        for name in dirs + names:
-            if Path(folder, name) == skip:
-                continue
-            st = os.lstat(os.path.join(folder, name))
-            out[os.path.join(folder, name)] = (st.st_size, st.st_mtime_ns)
-    return out
 
 
 class Tags(HTMLParser):
@@ -367,28 +355,6 @@ def test_caches_of_the_wrong_shape_are_misses(tmp_path):
 
 
 # --- a public request queue (issue 27): the worker survives any request, the CLI ends in one line --------------
-
-def stub_eval(record: Path):
-    """A stand-in for `biobench eval` that records which request ran (the queue is under test, not training)."""
-    import sys
-
-    def command(request, results):
-        return [sys.executable, "-c", f"open({str(record)!r}, 'a').write({request.id!r} + '\\n')"]
-    return command
-
-
-def drain(storage, tmp_path: Path, record: Path) -> list[str]:
-    """Run `worker --once` (in process, eval stubbed) until the queue has nothing left; the worker's lines."""
-    from biobench.service.worker import WorkerConfig, run_worker
-
-    lines: list[str] = []
-    config = WorkerConfig(results=str(tmp_path / "results"), once=True, log_dir=tmp_path / "logs", renew_s=0.2,
-                          lease_s=30)
-    for _ in range(60):
-        if run_worker(storage, config, log=lines.append, command=stub_eval(record)) == 0:
-            return lines
-    raise AssertionError("the worker never emptied the queue")
-
 
 def test_malformed_requests_fail_in_one_line_and_the_next_request_runs(tmp_path):
     import json

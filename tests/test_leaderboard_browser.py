@@ -5,32 +5,19 @@ also reads the hostile corpus's script results (tests/hostile_corpus.py: HTML/JS
 tab is opened with `alert` hooked and a flag the payloads set, and nothing may run."""
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from biobench.store import Result, result_path, run_key, write_result
 
 from tests import hostile_corpus as hc
+from tests.support import RESULTS_FIXTURES as FIXTURES
+from tests.support import free_port, headless_chromium, screenshot, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
-
-FIXTURES = Path(__file__).parent / "fixtures" / "results"
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-
-
-# Runs before the page's own scripts: alert/confirm/prompt calls are recorded instead of shown, and the corpus's
-# payloads also set window.__xss (an onerror or onload handler that runs is caught even without alert).
-ALERT_HOOK = """
-window.__alerts = [];
-window.alert = window.confirm = window.prompt = function (m) { window.__alerts.push(String(m)); };
-"""
-
 
 # Every visible score table's headers: the text fits its cell (the label inside is no wider nor taller than the
 # cell), no two headers' boxes overlap, and the scrolling box ends inside the window. Returns what fails.
@@ -87,42 +74,12 @@ def ran_scripts(driver) -> list:
     return driver.execute_script("return (window.__alerts || []).concat(window.__xss ? ['__xss=' + window.__xss] : [])")
 
 
-def screenshot(browser, tmp_path, name: str) -> Path:
-    """Save a screenshot as NAME.png under $BIOBENCH_SCREENSHOTS when set (the closing notes' screenshots), else
-    under the test's tmp dir."""
-    folder = Path(os.environ.get("BIOBENCH_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.png"
-    assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"leaderboard exited early:\n{proc.stdout.read()}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    raise AssertionError(f"{url} did not answer within {timeout} s")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One leaderboard for the module's tests (each opens its own page, hence its own Gradio session): its start
     (imports, the board scan, the significance bootstrap) is the costly part, and no test changes what it serves."""
     tmp_path = tmp_path_factory.mktemp("leaderboard-server")
-    port = _free_port()
+    port = free_port()
     hostile = tmp_path / "hostile"
     hc.script_results(hostile)
     smoke = tmp_path / "smoke"  # a run with protocol overrides: its own marked row, hidden until included
@@ -152,7 +109,7 @@ def server(tmp_path_factory):
     proc.stdout = log
     try:
         url = f"http://127.0.0.1:{port}/"
-        _wait_http(url, proc)
+        wait_http(url, proc)
         yield url
     finally:
         proc.terminate()
@@ -167,21 +124,7 @@ def server(tmp_path_factory):
 def browser(tmp_path_factory):
     """One headless Chromium per test module (a test opens its page with browser.get and sets the window size it
     needs); the alert hook runs in every page it loads."""
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()) and not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("chromium / chromedriver not installed (bash scripts/install_browser.sh)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,1000", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER if Path(DRIVER).exists() else shutil.which("chromedriver")),
-                              options=options)
-    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
-    driver.set_window_size(1280, 1000)
+    driver = headless_chromium(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
 

@@ -10,10 +10,19 @@ import time
 
 import pytest
 
-from tests.test_leaderboard_browser import FIXTURES, _free_port, _wait_http, screenshot
-from tests.test_leaderboard_browser import browser as browser  # noqa: F401 - the shared fixture
+from tests.support import RESULTS_FIXTURES as FIXTURES
+from tests.support import free_port, headless_chromium, screenshot, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium for the module (tests/support.py: the alert hook runs in every page)."""
+    driver = headless_chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
 
 
 def serve(argv, tmp_path, env_extra=None, cwd=None):
@@ -68,14 +77,14 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
     browser.set_window_size(1280, 1100)
     results, q = tmp_path / "results", tmp_path / "queue"
     results.mkdir()
-    port = _free_port()
+    port = free_port()
     proc = serve([sys.executable, "-m", "biobench.cli", "leaderboard", "--results", str(results), "--queue", str(q),
                   "--host", "127.0.0.1", "--port", str(port), "--n-boot", "100",
                   # the public form takes a local model folder only under a folder the operator allows (#27)
                   "--allow-local-models", str(tiny_mlm_dir.parent)], tmp_path)
     try:
         url = f"http://127.0.0.1:{port}/"
-        _wait_http(url, proc)
+        wait_http(url, proc)
         browser.get(url)
         time.sleep(6)
         screenshot(browser, tmp_path, "service-french-empty")
@@ -186,13 +195,13 @@ def test_the_generated_space_serves_a_local_copy(browser, tmp_path):  # noqa: F8
                     "hf://datasets/acme/results"], check=True, capture_output=True)
     assert "sdk: gradio" in (space / "README.md").read_text() and "app_file: app.py" in (space / "README.md").read_text()
     browser.set_window_size(1280, 1000)  # the module's browser, after the service test's 1280 x 1100
-    port = _free_port()
+    port = free_port()
     proc = serve([sys.executable, "app.py"], tmp_path, cwd=space, env_extra={
         "BIOBENCH_RESULTS": str(copy), "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
         "BIOBENCH_REFRESH_MINUTES": "0"})
     try:
         url = f"http://127.0.0.1:{port}/"
-        _wait_http(url, proc)
+        wait_http(url, proc)
         browser.get(url)
         WebDriverWait(browser, 60).until(lambda d: "tiny-detour" in d.find_element(By.ID, "lb-table-fr").text)
         assert "(reported)" in text_of(browser, "lb-table-fr")

@@ -135,7 +135,7 @@ def test_the_worker_fails_a_request_whose_model_is_too_big_and_serves_the_next(t
     from biobench.service import queue as q
     from biobench.service.storage import FolderStorage
 
-    from tests.test_hostile_corpus import drain
+    from tests.support import drain
 
     big = hc.model_with_config(tmp_path / "big", vocab_size=2e9)
     root = tmp_path / "queue"

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import predictions_by_run as _predictions
+from tests.support import slurm_toy_grid as _toy_grid
+
 
 def test_cluster_runs_a_batch_job_and_a_two_task_step(slurm_cluster, tmp_path):
     script = tmp_path / "hello.sbatch"
@@ -142,28 +145,6 @@ def test_pretraining_job_requeued_by_sigusr1_resumes_to_the_uninterrupted_weight
     assert 3 * 4 * 64 <= resumed_from < tokens  # it stopped in the middle, not before or after
     a, b = _weights(full), _weights(out / "final")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
-def _toy_grid(folder: Path, model: Path, results: str, n_train: int) -> Path:
-    """A 2-task x 2-seed grid of generated toy tasks (classification and NER) on the tiny model."""
-    tasks = {"toy-cls": ("classification", "demo-cls"), "toy-ner": ("ner", "demo-ner")}
-    for n, (task, (kind, generator)) in enumerate(tasks.items()):
-        (folder / f"{task}.json").write_text(json.dumps({
-            "id": task, "lang": "fr", "kind": kind, "max_length": 64, "protocol": "fr", "paper_task": False,
-            "metric": "macro_f1" if kind == "classification" else "micro_f1",
-            "sources": [{"type": "generated", "generator": generator,
-                         "options": {"seed": n, "n_train": n_train, "n_dev": 16, "n_test": 16}}]}))
-    grid = folder / f"grid-{results}.toml"
-    grid.write_text(f'results = "{results}"\ntask_files = ["toy-cls.json", "toy-ner.json"]\n\n[[grid]]\n'
-                    f'name = "toy"\ntasks = ["toy-cls", "toy-ner"]\nseeds = "42-43"\n'
-                    f'overrides = {{ epochs = 2, batch_size = 8 }}\nmodels = [{{ model = "{model}", name = "tiny" }}]\n')
-    return grid
-
-
-def _predictions(results: Path) -> dict[str, bytes]:
-    from biobench.store.record import predictions_path
-
-    return {f"{p.parent.name}/{p.name}": predictions_path(p).read_bytes() for p in sorted(results.glob("*/*/seed-*.json"))}
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from tests.test_slurm import _predictions, _toy_grid
+from tests.support import predictions_by_run as _predictions
+from tests.support import slurm_toy_grid as _toy_grid
 
 
 @pytest.mark.slow

@@ -1,0 +1,197 @@
+"""Builders shared by several test modules (a test module never imports another one): the toy classification
+grid of the evaluation tests, the hand-built NER examples, the SLURM toy grid, the in-process queue drain, and
+the browser tests' server helpers. Fixtures stay in conftest.py; the generated hostile corpus in
+hostile_corpus.py, the fake hub in fake_hub.py, the one-node cluster in slurm_cluster.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+from biobench.tasks.schema import ClassificationExample, Entity, NerExample, TaskData
+
+# ---------------------------------------------------------------- the toy classification grid (eval runner,
+# parallel, claims): 3 classes, 12 notes, the smallest settings that still learn
+OVERRIDES = {"epochs": 2, "lr": 3e-3, "batch_size": 4, "max_length": 32}
+WORDS = {"cardio": "cœur infarctus", "pneumo": "poumon toux", "neuro": "cerveau migraine"}
+
+
+def toy_data(task_id: str, n: int = 12, test_extra: list | None = None, dev: bool = True) -> TaskData:
+    labels = list(WORDS)
+    ex = [ClassificationExample(f"{task_id}{i}", f"Patient {i}: {WORDS[labels[i % 3]]}.", labels[i % 3])
+          for i in range(n)]
+    test = ex[:6] + list(test_extra or [])
+    return TaskData(task_id, "classification", {"train": ex, "dev": ex[:6] if dev else [], "test": test},
+                    sorted(WORDS), f"toy:{task_id}", f"sha256:{task_id}")
+
+
+def spec(task_id: str, lang: str = "en", seeds=(1, 2)):
+    return SimpleNamespace(id=task_id, lang=lang, kind="classification", max_length=64, protocol=lang, seeds=seeds)
+
+
+DATA = {"t1": toy_data("t1"), "t2": toy_data("t2")}
+
+
+# ---------------------------------------------------------------- hand-built NER examples (span and token heads)
+NER_LABELS = ["DISO", "ANAT", "CHEM"]
+
+
+def ner_example(id_: str, text: str, *mentions: tuple[str, str], tokens=None) -> NerExample:
+    """An example whose entities are given by (surface, label); offsets are found in `text`."""
+    entities = []
+    for surface, label in mentions:
+        start = text.index(surface)
+        entities.append(Entity(start, start + len(surface), label))
+    return NerExample(id_, text, tuple(entities), tokens)
+
+
+NER_TRAIN = [
+    ner_example("t0", "Carcinome canalaire infiltrant du sein gauche, grade II.",
+                ("Carcinome canalaire infiltrant du sein gauche", "DISO"), ("sein gauche", "ANAT")),
+    ner_example("t1", "Traitement par amoxicilline 1 g trois fois par jour pendant sept jours.",
+                ("amoxicilline", "CHEM")),
+    ner_example("t2", "Antécédents : diabète de type 2, hypertension artérielle, allergie à la pénicilline.",
+                ("diabète de type 2", "DISO"), ("hypertension artérielle", "DISO"), ("pénicilline", "CHEM")),
+    ner_example("t3", "The patient was admitted with acute myocardial infarction and treated with aspirin.",
+                ("acute myocardial infarction", "DISO"), ("aspirin", "CHEM")),
+    ner_example("t4", "Scanner thoracique : nodule pulmonaire de 12 mm du lobe supérieur droit.",
+                ("nodule pulmonaire", "DISO"), ("lobe supérieur droit", "ANAT")),
+    ner_example("t5", "Mutations in the BRCA1 gene are associated with breast and ovarian cancer.",
+                ("ovarian cancer", "DISO"), ("breast", "ANAT")),
+]
+
+
+# ---------------------------------------------------------------- the SLURM toy grid (batch script, submitit)
+def slurm_toy_grid(folder: Path, model: Path, results: str, n_train: int) -> Path:
+    """A 2-task x 2-seed grid of generated toy tasks (classification and NER) on the tiny model."""
+    tasks = {"toy-cls": ("classification", "demo-cls"), "toy-ner": ("ner", "demo-ner")}
+    for n, (task, (kind, generator)) in enumerate(tasks.items()):
+        (folder / f"{task}.json").write_text(json.dumps({
+            "id": task, "lang": "fr", "kind": kind, "max_length": 64, "protocol": "fr", "paper_task": False,
+            "metric": "macro_f1" if kind == "classification" else "micro_f1",
+            "sources": [{"type": "generated", "generator": generator,
+                         "options": {"seed": n, "n_train": n_train, "n_dev": 16, "n_test": 16}}]}))
+    grid = folder / f"grid-{results}.toml"
+    grid.write_text(f'results = "{results}"\ntask_files = ["toy-cls.json", "toy-ner.json"]\n\n[[grid]]\n'
+                    f'name = "toy"\ntasks = ["toy-cls", "toy-ner"]\nseeds = "42-43"\n'
+                    f'overrides = {{ epochs = 2, batch_size = 8 }}\nmodels = [{{ model = "{model}", name = "tiny" }}]\n')
+    return grid
+
+
+def predictions_by_run(results: Path) -> dict[str, bytes]:
+    """Every run's predictions file under `results`, keyed task/seed-file."""
+    from biobench.store.record import predictions_path
+
+    return {f"{p.parent.name}/{p.name}": predictions_path(p).read_bytes() for p in sorted(results.glob("*/*/seed-*.json"))}
+
+
+# ---------------------------------------------------------------- the public request queue, eval stubbed
+def snapshot_outside(root: Path, skip: Path) -> dict[str, tuple[int, int]]:
+    """Every path under `root` but `skip` with its (size, mtime_ns): what a step changed outside `skip`."""
+    out = {}
+    for folder, dirs, names in os.walk(root):
+        if Path(folder) == skip or skip in Path(folder).parents:
+            continue
+        for name in dirs + names:
+            if Path(folder, name) == skip:
+                continue
+            st = os.lstat(os.path.join(folder, name))
+            out[os.path.join(folder, name)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def stub_eval(record: Path):
+    """A stand-in for `biobench eval` that records which request ran (the queue is under test, not training)."""
+
+    def command(request, results):
+        return [sys.executable, "-c", f"open({str(record)!r}, 'a').write({request.id!r} + '\\n')"]
+    return command
+
+
+def drain(storage, tmp_path: Path, record: Path) -> list[str]:
+    """Run `worker --once` (in process, eval stubbed) until the queue has nothing left; the worker's lines."""
+    from biobench.service.worker import WorkerConfig, run_worker
+
+    lines: list[str] = []
+    config = WorkerConfig(results=str(tmp_path / "results"), once=True, log_dir=tmp_path / "logs", renew_s=0.2,
+                          lease_s=30)
+    for _ in range(60):
+        if run_worker(storage, config, log=lines.append, command=stub_eval(record)) == 0:
+            return lines
+    raise AssertionError("the worker never emptied the queue")
+
+
+# ---------------------------------------------------------------- servers for the browser tests
+RESULTS_FIXTURES = Path(__file__).parent / "fixtures" / "results"
+
+
+def free_port() -> int:
+    """A port the OS says is free now (tests run in parallel: never a fixed one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"leaderboard exited early:\n{proc.stdout.read()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError(f"{url} did not answer within {timeout} s")
+
+
+def screenshot(browser, tmp_path, name: str) -> Path:
+    """Save a screenshot as NAME.png under $BIOBENCH_SCREENSHOTS when set (the closing notes' screenshots), else
+    under the test's tmp dir."""
+    folder = Path(os.environ.get("BIOBENCH_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    assert browser.save_screenshot(str(path)) and path.stat().st_size > 10_000
+    return path
+
+
+# Runs before the page's own scripts: alert/confirm/prompt calls are recorded instead of shown, and the corpus's
+# payloads also set window.__xss (an onerror or onload handler that runs is caught even without alert).
+ALERT_HOOK = """
+window.__alerts = [];
+window.alert = window.confirm = window.prompt = function (m) { window.__alerts.push(String(m)); };
+"""
+CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def headless_chromium(profile: Path):
+    """A headless Chromium at 1280x1000 whose pages all run ALERT_HOOK first (the caller quits it); the test is
+    skipped when chromium, chromedriver or selenium is missing."""
+    import shutil
+
+    import pytest
+
+    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()) and not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("chromium / chromedriver not installed (bash scripts/install_browser.sh)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1280,1000", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER if Path(DRIVER).exists() else shutil.which("chromedriver")),
+                              options=options)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
+    driver.set_window_size(1280, 1000)
+    return driver
