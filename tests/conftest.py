@@ -12,6 +12,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Two pytest-xdist workers share two cores (scripts/test.sh: -n 2): one math thread per process, the children
+# the tests start (eval, worker, torchrun) included; one_torch_thread below does the same for torch in-process.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+# The commands' tables wrap at $COLUMNS when it is set (runtime/console.py) and the tests read them unwrapped; a
+# pytest-xdist worker runs with COLUMNS=80 (measured here), a plain run with none.
+os.environ.pop("COLUMNS", None)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,6 +43,58 @@ def shared_data_dir() -> Path | None:
         if c.is_dir() and (c / "README.md").exists():
             return c
     return None
+
+
+# ---------------------------------------------------------------- pytest-xdist: which tests share a worker
+# `pytest -n 2 --dist loadgroup` (scripts/test.sh) spreads tests over two worker processes; a test carrying
+# @pytest.mark.xdist_group(name) runs in the one worker that runs every test of that group, in collection order.
+# Tests get their group here, from what they use, so that a new test needing the cluster or the browser is
+# grouped without anyone remembering to mark it:
+# - a machine-wide resource that two workers must not both start: the one-node SLURM cluster, a Chromium;
+# - a session fixture too costly to build once per worker (a real-data or reference run): its users meet where
+#   it was built;
+# - a module- or class-scoped fixture: the module's tests that use it run where it was built (once, not twice).
+GROUP_OF_FIXTURE = {
+    "slurm_cluster": "slurm-cluster",
+}
+GROUP_OF_MARKER = {"browser": "browser"}
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    for marker, group in GROUP_OF_MARKER.items():
+        if item.get_closest_marker(marker):
+            return group
+    for name in item.fixturenames:
+        if name in GROUP_OF_FIXTURE:
+            return GROUP_OF_FIXTURE[name]
+    for name in item.fixturenames:
+        definitions = item._fixtureinfo.name2fixturedefs.get(name) or ()
+        if definitions and definitions[-1].scope in ("module", "class", "package"):
+            return f"{item.module.__name__}::{name}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`-n 2` alone (the quick loop: pytest -m "not slow" -n 2) distributes as scripts/test.sh does: by the
+    groups below, in the order below (xdist's default `load` would ignore the groups)."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the order and the groups do not matter
+    for item in items:
+        group = None if item.get_closest_marker("xdist_group") else xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # Slow tests first (a stable sort: the same order in every worker, as xdist requires): with
+    # --no-loadscope-reorder the workers take work in this order, so the minutes-long runs start at once and
+    # the fast tests fill the end, instead of one long test finishing alone on one core.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
