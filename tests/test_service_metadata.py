@@ -211,18 +211,15 @@ def test_recorded_metadata_from_a_hostile_result_is_bounded_on_the_board(tmp_pat
 
 
 @pytest.mark.slow
-def test_metadata_round_trips_from_submit_through_the_worker_to_the_board(tiny_mlm_dir, tmp_path, monkeypatch):
-    """A real `biobench submit --license ... --params ...` -> `biobench worker --once` (eval on the tiny model)
-    -> the result's `model.metadata.stated` -> the JSON board's row and the Model tab."""
+def test_metadata_round_trips_from_submit_through_the_worker_to_the_board(submitted_and_evaluated):
+    """A real `biobench submit --license ... --params ...` -> `biobench worker --once` (eval on the tiny model;
+    conftest's submitted_and_evaluated, shared with the queue's test) -> the result's `model.metadata.stated` ->
+    the JSON board's row and the Model tab."""
     from biobench.leaderboard.api import leaderboard_json, model_row_json
     from biobench.leaderboard.tables import model_panel
 
-    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
-    q, results = tmp_path / "queue", tmp_path / "results"
-    assert main(["submit", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--epochs", "1", "--max-length",
-                 "32", "--limit-train", "40", "--license", "mit", "--params", "1.5M", "--training-data", "pubmed",
-                 "--open-weights", "no", "--queue", str(q)]) == 0
-    assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
+    q, results, steps = submitted_and_evaluated.queue, submitted_and_evaluated.results, submitted_and_evaluated.steps
+    assert steps.submit[0] == 0 and steps.worker[0] == 0
     (request,) = queue.list_requests(FolderStorage(q))
     assert request.status == "finished", request.log_tail
     result = json.loads(next(results.glob("*/demo-cls/seed-1.smoke-*.json")).read_text())

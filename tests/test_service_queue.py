@@ -225,22 +225,19 @@ def test_worker_options_are_checked():
 
 
 @pytest.mark.slow
-def test_submit_then_worker_once_evaluates_and_publishes(tiny_mlm_dir, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
-    q, results = tmp_path / "queue", tmp_path / "results"
-    args = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "1", "--max-length", "32", "--limit-train", "40"]
-    assert main(["submit", str(tiny_mlm_dir), *args, "--queue", str(q), "--submitter", "ada"]) == 0
-    assert main(["submit", str(tiny_mlm_dir), *args, "--queue", str(q)]) == 2
-    assert "already pending as request" in capsys.readouterr().err
-    assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
-    out = capsys.readouterr().out
+def test_submit_then_worker_once_evaluates_and_publishes(submitted_and_evaluated, tmp_path):
+    """conftest's submitted_and_evaluated: submit, the same again while pending, worker --once, worker --once."""
+    q, results, steps = submitted_and_evaluated.queue, submitted_and_evaluated.results, submitted_and_evaluated.steps
+    assert steps.submit[0] == 0
+    assert steps.again[0] == 2 and "already pending as request" in steps.again[2]
+    assert steps.worker[0] == 0
+    out = steps.worker[1]
     assert "demo-cls: macro_f1 " in out and "⚑ smoke run (epochs 1 (protocol " in out  # the score, not only where
     request = queue.list_requests(FolderStorage(q))[0]
     assert request.status == "finished" and request.results == str(results)
     result = json.loads(next(results.glob("*/demo-cls/seed-1.smoke-*.json")).read_text())  # --epochs 1: smoke
     assert result["model"]["revision"] == request.revision and result["protocol"]["epochs"] == 1
-    assert main(["worker", "--queue", str(q), "--results", str(results), "--once"]) == 0
-    assert "no pending request" in capsys.readouterr().out
+    assert steps.idle[0] == 0 and "no pending request" in steps.idle[1]
     # the same results published to a hub dataset (dry run): the parquet the leaderboard reads back
     dry = tmp_path / "dry"
     where = publish(WorkerConfig(results="hf://datasets/org/results", results_dry_run=dry), results)

@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-
-TEXTS = ["Le patient présente une fièvre à 39 degrés.", "Traitement par amoxicilline pendant sept jours.",
-         "Scanner thoracique : nodule pulmonaire de 12 mm.", "Hemoglobin 9.8 g/dL on admission."]
 
 
 def _cfg(corpus: Path, out: Path, recipe: str):
@@ -23,40 +17,24 @@ def _cfg(corpus: Path, out: Path, recipe: str):
                           cache_dir=out.parent / "cache", lr=1e-3, device="cpu")
 
 
-def _worker(rank: int, world: int, port: int, corpus: str, out: str, recipe: str) -> None:
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    torch.set_num_threads(1)
-    from biobench.training.trainer import train
-
-    train(_cfg(Path(corpus), Path(out), recipe))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", ["detour"])
-def test_two_processes_match_one(tmp_path, recipe):
+def test_two_processes_match_one(tmp_path, torchrun_pretraining):
+    """One process against conftest's torchrun_pretraining (2 ranks, the same corpus, tokens and settings)."""
     from biobench.training.trainer import train
     from safetensors.torch import load_file
 
-    corpus = tmp_path / "docs.jsonl"
-    corpus.write_text("".join(json.dumps({"text": f"{t} Cas {i}."}) + "\n" for i in range(60) for t in TEXTS))
-    train(_cfg(corpus, tmp_path / "one", recipe))
-    mp.spawn(_worker, args=(2, _free_port(), str(corpus), str(tmp_path / "two"), recipe), nprocs=2, join=True)
+    ref = torchrun_pretraining
+    assert ref.tokens == _cfg(ref.corpus, tmp_path / "x", "detour").tokens  # the same run, on one process
+    train(_cfg(ref.corpus, tmp_path / "one", "detour"))
     one = load_file(tmp_path / "one" / "final" / "model.safetensors")
-    two = load_file(tmp_path / "two" / "final" / "model.safetensors")
+    two = load_file(ref.out / "final" / "model.safetensors")
     assert one.keys() == two.keys()
     start = load_file(tmp_path / "one" / "phase1" / "model.safetensors")
     for k in one:
         torch.testing.assert_close(two[k], one[k], rtol=1e-4, atol=1e-5)
     assert any(not torch.equal(one[k], start[k]) for k in one)  # phase 2 moved the weights
     log_one = [json.loads(x)["loss"] for x in (tmp_path / "one" / "train_log.jsonl").read_text().splitlines()]
-    log_two = [json.loads(x)["loss"] for x in (tmp_path / "two" / "train_log.jsonl").read_text().splitlines()]
+    log_two = [json.loads(x)["loss"] for x in (ref.out / "train_log.jsonl").read_text().splitlines()]
     assert len(log_one) == len(log_two) == 4
     assert all(abs(a - b) < 1e-4 for a, b in zip(log_one, log_two, strict=True))
 
