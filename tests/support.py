@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import socket
@@ -27,6 +28,19 @@ def readme_quick_check() -> list[str]:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     (command,) = re.findall(r"`(biobench eval [^`]*--quick[^`]*)`", text)
     return shlex.split(command)
+
+
+# ---------------------------------------------------------------- a French haystack (needle, analysis probe)
+HAYSTACK_WORDS = "le patient présente une douleur thoracique avec fièvre modérée et toux depuis trois jours".split()
+
+
+def haystack_corpus(n_docs: int = 40, seed: int = 0) -> list[str]:
+    """`n_docs` documents of 12 random sentences over HAYSTACK_WORDS."""
+    rng = random.Random(seed)
+    return [
+        " ".join(" ".join(rng.choices(HAYSTACK_WORDS, k=rng.randint(6, 18))).capitalize() + "." for _ in range(12))
+        for _ in range(n_docs)
+    ]
 
 
 # ---------------------------------------------------------------- the toy classification grid (eval runner,

@@ -5,7 +5,8 @@ import random
 
 import pytest
 from biobench import cli
-from test_needle import corpus
+
+from tests.support import haystack_corpus as corpus
 
 
 @pytest.fixture(scope="module")

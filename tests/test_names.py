@@ -45,7 +45,7 @@ def test_lineage_name_parts():
 def test_eval_records_the_name_and_leaderboard_shows_no_path(tiny_mlm_dir, tmp_path):
     """A local checkpoint folder with pretraining lineage: the result stores 'recipe · base · tokens', the
     leaderboard table (HTML and text) shows it and not the folder's absolute path, which stays in model.id."""
-    from test_eval_runner import DATA, spec
+    from tests.support import DATA, spec
 
     ckpt = tmp_path / "runs" / "detour" / "final"
     shutil.copytree(tiny_mlm_dir, ckpt)

@@ -2,7 +2,6 @@
 
 import gzip
 import json
-import random
 from collections import Counter
 from pathlib import Path
 
@@ -10,16 +9,7 @@ import pytest
 from biobench.errors import ConfigError, DataError
 from biobench.tasks import needle
 
-WORDS = "le patient présente une douleur thoracique avec fièvre modérée et toux depuis trois jours".split()
-
-
-def corpus(n_docs: int = 40, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        " ".join(" ".join(rng.choices(WORDS, k=rng.randint(6, 18))).capitalize() + "." for _ in range(12))
-        for _ in range(n_docs)
-    ]
-
+from tests.support import haystack_corpus as corpus
 
 LENGTHS = (64, 128)
 

@@ -29,7 +29,8 @@ def test_no_line_when_progress_is_off(monkeypatch, capsys):
 def test_a_fine_tuning_run_in_a_log_says_where_training_and_scoring_are(tiny_mlm_dir, tmp_path, monkeypatch, capsys):
     """Off a terminal, training and each dev / test scoring print a heartbeat line (here every 0 s)."""
     from biobench.eval import runner
-    from test_eval_runner import DATA, spec
+
+    from tests.support import DATA, spec
 
     monkeypatch.setattr(progress, "on_terminal", lambda: False)
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.0)
