@@ -23,6 +23,12 @@ from biobench.tasks.schema import ClassificationExample, Entity, NerExample, Tas
 REPO = Path(__file__).resolve().parents[1]
 
 
+def readme_fenced(lang: str) -> list[str]:
+    """The README's fenced blocks of `lang` (```lang ... ```), in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.M | re.S)
+
+
 def readme_quick_check() -> list[str]:
     """The README's quick-check command, as a newcomer would copy it."""
     text = (REPO / "README.md").read_text(encoding="utf-8")

@@ -60,7 +60,7 @@ def test_a_grid_models_fix_names_its_model_data_and_results():
 def test_the_printed_fix_runs_when_pasted(tmp_path, monkeypatch, capsys, tiny_mlm_dir):
     """A degenerate one-epoch run of the README's own task, in a folder of the user's: the ⚠ line's command,
     pasted as printed, runs (the public form, `--model path/to/<folder>` without --data-dir, failed twice)."""
-    from test_readme import fenced
+    from tests.support import readme_fenced as fenced
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))

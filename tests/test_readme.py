@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 from biobench import cli
 
+from tests.support import readme_fenced as fenced
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-def fenced(lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", README, flags=re.M | re.S)
 
 
 def commands() -> list[list[str]]:
