@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from biobench.runtime.paths import display_text
 from biobench.store.lineage import Lineage
 
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
 # a hub model id, org/name (the one pattern: eval.models resolves --model with it too)
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # checked with fullmatch
+HUB_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w.-]*/\w[\w.-]*")  # checked with fullmatch; no `..` (org/.. was a hub id)
 
 
 def human_tokens(n: Any) -> str:
@@ -82,7 +83,13 @@ def lineage_name(lineage: Mapping[str, Any] | Lineage) -> str:
 
 
 def display_name(model: Mapping[str, Any] | None, explicit: str | None = None) -> str:
-    """The name to show for a result's model record (docs/FORMATS.md `model`), never an absolute path."""
+    """The name to show for a result's model record (docs/FORMATS.md `model`), never an absolute path, and never
+    a control or bidirectional character: each shows as U+FFFD (`runtime.paths.display_text`), so an ESC cannot
+    reach a terminal and a U+202E name cannot pass for another row (issue 51 §11)."""
+    return display_text(_display_name(model, explicit))
+
+
+def _display_name(model: Mapping[str, Any] | None, explicit: str | None = None) -> str:
     if explicit and explicit.strip():
         return explicit.strip()
     model = model or {}

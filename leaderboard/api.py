@@ -206,6 +206,7 @@ def tasks_json(board: Board) -> dict[str, Any]:
 def add_routes(app: Any, current: Callable[[], Board]) -> None:
     """Register the JSON routes on the FastAPI app that serves the Gradio pages; `current` returns the board
     the pages show now (a refresh replaces it)."""
+    from biobench.runtime.paths import display_text
     from fastapi.responses import JSONResponse
 
     def leaderboard(lang: str = "fr", include_smoke: bool | None = None, hide_contaminated: bool = False
@@ -216,7 +217,9 @@ def add_routes(app: Any, current: Callable[[], Board]) -> None:
     def model(name: str) -> JSONResponse:
         body = model_json(current(), name)
         if body is None:
-            return JSONResponse({"error": f"no model named {name!r} on this board"}, status_code=404)
+            # the name as the visitor sent it, cut and without control characters: a 100 KB name came back whole
+            shown = display_text(name, 120)
+            return JSONResponse({"error": f"no model named {shown!r} on this board"}, status_code=404)
         return JSONResponse(body)
 
     def tasks() -> JSONResponse:

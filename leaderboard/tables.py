@@ -339,14 +339,15 @@ def export_frame(board: Board) -> pd.DataFrame:
     return frame.astype({"n_seeds": "Int64"})
 
 
-def write_export(board: Board, path: str | Path) -> Path:
+def write_export(board: Board, path: str | Path, problems: list[tuple[str, str]] | None = None) -> Path:
     """.csv / .json: the aggregated table (one row per language and model); .parquet: one row per measured
-    (model, task, seed) with the run key and the whole result (bench/board/dataset.py)."""
+    (model, task, seed) with the run key and the whole result (bench/board/dataset.py); a refused predictions
+    file leaves its row's predictions out, into `problems` (dataset.results_frame)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         from biobench.board import dataset
 
-        return dataset.write_parquet(dataset.board_runs(board), path)
+        return dataset.write_parquet(dataset.board_runs(board), path, [] if problems is None else problems)
     frame = export_frame(board)
     if path.suffix.lower() == ".csv":
         atomic_write(path, csv_text(frame))  # formula cells neutralised; a full disk: one line, no 0-byte file

@@ -575,3 +575,155 @@ def forged_models(tiny: Path, root: Path) -> list[tuple[str, Path, str]]:
         fh.truncate(500 * 2**20)
     cases.append(("a 500 MB tokenizer.json", folder, "over the 128 MiB limit"))
     return cases
+
+
+# --- round four (issue 51): what a results folder may point at, duplicate keys, sizes, grids, TOML, text ----------
+
+SECRET = "SECRET-51-do-not-publish"
+
+
+def good_result(root: Path, slug: str, seed: int = 42, n_test: int = 60, **edit: Any) -> Path:
+    """A valid result of the fixture (its 60 predictions copied beside it) under `root`, `edit` applied to its
+    task (n_test) and top level."""
+    data = template()
+    data["model"].update(slug=slug, alias=slug, name=slug)
+    data["task"]["n_test"] = n_test
+    data["model"]["id"] = f"runs/{slug}/final"
+    key = {"model_revision": data["model"]["revision"], "data_checksum": data["task"]["data_checksum"],
+           "protocol_hash": data["protocol"]["hash"], "seed": seed}
+    data.update(seed=seed, key=key, **edit)
+    path = _write(root, slug, "diamed", seed, data)
+    predictions = TEMPLATE.with_name("seed-42.predictions.jsonl").read_text(encoding="utf-8")
+    path.with_name(f"seed-{seed}.predictions.jsonl").write_text(predictions, encoding="utf-8")
+    data["predictions"] = f"seed-{seed}.predictions.jsonl"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def escaping_results(root: Path, outside: Path) -> dict[str, tuple[str, str]]:
+    """Issue 51 §1, §5, §7: a results folder whose files point out of it or lie. Returns {path of the planted
+    file: (what is wrong, a phrase of the one line every reader gives)}. `outside` is a folder beside the results
+    folder holding the secret every link aims at; nothing of it may reach a reader's output."""
+    outside.mkdir(parents=True, exist_ok=True)
+    secret_text = outside / "shadow"
+    secret_text.write_text(f'{{"id": "x", "gold": "{SECRET}", "pred": "{SECRET}"}}\n', encoding="utf-8")
+    secret_result = outside / "seed-42.json"  # a valid result, outside: a link to it must not count
+    data = template()
+    data["model"].update(slug="link-result", alias=SECRET, name=SECRET)
+    data["predictions"] = None
+    secret_result.write_text(json.dumps(data), encoding="utf-8")
+    cases: dict[str, tuple[str, str]] = {}
+
+    def plant(slug: str, what: str, phrase: str, make, name: str = "seed-42.predictions.jsonl", **edit: Any) -> None:
+        path = good_result(root, slug, **edit).with_name(name)
+        path.unlink(missing_ok=True)
+        make(path)
+        cases[str(path)] = (what, phrase)
+
+    plant("link-predictions", "predictions linked to a file outside", "leads outside its folder",
+          lambda p: p.symlink_to(secret_text))
+    plant("link-result", "a result file linked to a valid result outside", "leads outside its folder",
+          lambda p: p.symlink_to(secret_result), name="seed-42.json")
+    plant("fifo-predictions", "predictions that are a FIFO", "not a regular file", os.mkfifo)
+    plant("folder-predictions", "predictions that are a folder", "not a regular file", lambda p: p.mkdir())
+    plant("zero-predictions", "predictions linked to /dev/zero", "leads outside its folder",
+          lambda p: p.symlink_to("/dev/zero"))
+
+    def huge(path: Path) -> None:  # sparse: 900 MB on paper, one "line", nothing on disk
+        with open(path, "wb") as fh:
+            fh.truncate(900 * 2**20)
+
+    plant("huge-predictions", "a 900 MB predictions file for 60 test examples", "60 test examples can produce", huge)
+    path = good_result(root, "dup-seed", seed=42)  # a second "seed": 43 in seed-42.json
+    path.write_text(path.read_text(encoding="utf-8")[:-1] + ', "seed": 43}', encoding="utf-8")
+    cases[str(path)] = ("a second \"seed\": 43 in seed-42.json", "duplicate key 'seed'")
+    good_result(root, "dup-seed", seed=43)  # the genuine seed 43: must stay
+    path = good_result(root, "dup-metrics")
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[:-1] + ', "metrics": {"test": {"macro_f1": 0.99}}}', encoding="utf-8")
+    cases[str(path)] = ("a second \"metrics\" raising the score", "duplicate key 'metrics'")
+    path = good_result(root, "dup-predictions-row")
+    path.with_name("seed-42.predictions.jsonl").write_text(
+        '{"id": "a", "gold": "neuro", "pred": "neuro", "pred": "onco"}\n', encoding="utf-8")
+    cases[str(path.with_name("seed-42.predictions.jsonl"))] = ("a predictions row naming pred twice",
+                                                               "duplicate key 'pred'")
+    path = good_result(root, "wrong-seed", seed=44)  # renamed: seed-45.json says seed 44
+    renamed = path.with_name("seed-45.json")
+    path.rename(renamed)
+    cases[str(renamed)] = ("seed-45.json holding seed 44", "its file name says seed 45")
+    path = good_result(root, "wrong-task")
+    moved = path.parent.parent / "cas" / path.name
+    moved.parent.mkdir()
+    path.rename(moved)
+    cases[str(moved)] = ("a diamed result in the cas folder", "sits in the folder of task 'cas'")
+    return cases
+
+
+def claim_link(root: Path, outside: Path) -> Path:
+    """A claim file of a run (`seed-42.claim/<generation>.json`) linked to a file outside the results folder."""
+    path = good_result(root, "link-claim")
+    claim = path.with_name("seed-42.claim")
+    claim.mkdir()
+    (claim / "000001.json").symlink_to(outside / "shadow")
+    path.unlink()  # the run is not done: the claim is what a planner reads
+    path.with_name("seed-42.predictions.jsonl").unlink()
+    return claim / "000001.json"
+
+
+def deep_toml(parts: int, kind: str) -> str:
+    """TOML with a dotted key of `parts` components (issue 51 §4), as a task spec, a grid file or a pretraining
+    config would carry it: tomllib's time grows with the square of the parts."""
+    key = ".".join(["a"] * parts)
+    if kind == "grid":
+        return grid_with(f"{key} = 1")
+    if kind == "table":
+        return f"[{key}]\nx = 1\n"
+    return f"{key} = 1\n"
+
+
+def big_grid(grids: int, models: int, seeds: str) -> str:
+    """A grid file of `grids` grids x `models` models x `seeds` on one task (issue 51 §10)."""
+    model_list = ", ".join(f'{{ model = "org/m{i}" }}' for i in range(models))
+    return "".join(f'[[grid]]\nname = "g{g}"\ntasks = ["demo-cls"]\nseeds = "{seeds}"\nmodels = [{model_list}]\n'
+                   for g in range(grids))
+
+
+def round4_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(what, argv, a phrase of the one `error:` line) for the command lines of issue 51 that printed
+    tracebacks, ran for minutes or took gigabytes on main 29866aa."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    files = {
+        "task-deep.toml": deep_toml(60_000, "key"), "grid-deep.toml": deep_toml(60_000, "grid"),
+        "pretrain-deep.toml": deep_toml(60_000, "key"), "grid-table.toml": deep_toml(60_000, "table"),
+        "grid-2000x256.toml": big_grid(2000, 1, "0-255"), "grid-2000-models.toml": big_grid(1, 2000, "0-255"),
+    }
+    for name, text in files.items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    fifo = tmp / "corpus-fifo"
+    os.mkfifo(fifo)
+    corpus = tmp / "c.txt"
+    corpus.write_text("Le patient tousse.\n" * 50, encoding="utf-8")
+    pretrain = ["pretrain", "--model", "preset:tiny", "--corpus", str(corpus), "--out", str(tmp / "out")]
+    return [
+        ("tasks --task-file a 60,000-part dotted key", ["tasks", "--task-file", str(tmp / "task-deep.toml")],
+         "more than 32 dotted parts"),
+        ("eval --config a 60,000-part dotted key", ["eval", "--config", str(tmp / "grid-deep.toml"), "--dry-run"],
+         "more than 32 dotted parts"),
+        ("eval --config a 60,000-part table header", ["eval", "--config", str(tmp / "grid-table.toml"),
+                                                      "--dry-run"], "more than 32 dotted parts"),
+        ("pretrain --config a 60,000-part dotted key", ["pretrain", "--config", str(tmp / "pretrain-deep.toml")],
+         "more than 32 dotted parts"),
+        ("eval --config 2,000 grids x 256 seeds", ["eval", "--config", str(tmp / "grid-2000x256.toml"), "--dry-run"],
+         "plans 512,000 runs"),
+        ("eval --config 2,000 models x 256 seeds", ["eval", "--config", str(tmp / "grid-2000-models.toml"),
+                                                    "--dry-run"], "plans 512,000 runs"),
+        ("pretrain --tokens 12Q", [*pretrain, "--tokens", "12Q"], "token count '12Q'"),
+        ("pretrain --max-documents fifty", [*pretrain, "--tokens", "1K", "--max-documents", "fifty"],
+         "expected a whole number"),
+        ("pretrain --out of 1 MB", [*pretrain[:-2], "--tokens", "1K", "--out", "x" * 1_000_000],
+         "over the limit of 4,096"),
+        ("contamination --corpus a FIFO", ["contamination", "--corpus", str(fifo), "--tasks", "demo-cls"],
+         "not a regular file or a folder"),
+        ("queue reject --reason with ESC", ["queue", "reject", "r1", "--queue", str(tmp / "q"), "--reason",
+                                            "spam\x1b[2J"], "U+001B"),
+    ]

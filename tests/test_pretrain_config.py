@@ -46,10 +46,14 @@ def test_every_setting_with_a_help_text_is_a_flag_with_the_dataclass_default():
 
 def test_flags_parse_like_the_settings_they_come_from():
     args = _parser().parse_args(["--tokens", "2M", "--batch-size", "auto", "--no-progress", "--freeze", "0-1@clm",
-                                 "--freeze", "2-3@decay", "--resume", "--lr", "3e-4", "--doc-mask"])
-    assert (args.tokens, args.batch_size, args.progress, args.freeze) == (2_000_000, "auto", False,
-                                                                          ["0-1@clm", "2-3@decay"])
-    assert (args.resume, args.lr, args.doc_mask, args.seed) == (True, 3e-4, True, None)
+                                 "--freeze", "2-3@decay", "--resume", "--lr", "3e-4", "--doc-mask",
+                                 "--max-documents", "50"])
+    settings = command.flag_settings(args)  # flags are text until setting_value turns them into values
+    assert (settings["tokens"], settings["batch_size"], settings["progress"], settings["freeze"]) == (
+        2_000_000, "auto", False, ["0-1@clm", "2-3@decay"])
+    assert (settings["resume"], settings["lr"], settings["doc_mask"], settings["max_documents"]) == (
+        True, 3e-4, True, 50)
+    assert "seed" not in settings
 
 
 def _write(path: Path, text: str) -> Path:

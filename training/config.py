@@ -109,7 +109,8 @@ class PretrainConfig:
     report_to: str | None = setting(None, help="also report loss, lr, grad norm, tokens/s and MFU per step, to "
                                                "<out>/tensorboard/ or <out>/wandb/ (needs the 'tensorboard' or "
                                                "'wandb' extra)", cli={"choices": ["none", "tensorboard", "wandb"]})
-    stop_after_steps: int | None = None  # stop (as if interrupted) after this many global steps (tests)
+    # stop (as if interrupted) after this many global steps (tests; a config-file setting, no flag)
+    stop_after_steps: int | None = setting(None, bounds=Bounds(1, 1e12, integer=True))
 
     def check(self) -> PretrainConfig:
         """Every number within the bounds its field states (ConfigError naming the flag otherwise), checked before

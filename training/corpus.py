@@ -39,6 +39,8 @@ def corpus_files(source: str) -> list[Path]:
     path = Path(source)
     if path.is_file():
         return [path]
+    if path.exists() and not path.is_dir():  # a FIFO or device was called a "corpus folder" (issue 51 §12)
+        raise DataError(f"corpus {path} is not a regular file or a folder (a FIFO or device); point --corpus at one")
     found = sorted(p for p in path.rglob("*") if p.is_file())
     # JSONL data wins over prose: a data folder's README.md / SOURCE.md is documentation, not corpus.
     files = [p for p in found if _is_jsonl(p)] or [p for p in found if p.suffix.lower() in (".txt", ".text")]

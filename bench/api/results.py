@@ -9,6 +9,7 @@ Scores are fractions, as in the result files. pandas is imported when a table is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +118,7 @@ class Results:
         for i, record in enumerate(self.records):
             key = (_model_name(record), record.task_id, describe_overrides(overrides(record)))
             groups.setdefault(key, []).append(i)
-        rows = []
+        rows, refused = [], []
         for (model, task, smoke), members in groups.items():
             first = self.records[members[0]]
             scores = TaskScores(task, str(first.task.get("lang", "")), str(first.task.get("kind", "")))
@@ -130,7 +131,7 @@ class Results:
                 if (share := _contamination_share(record)) is not None:
                     shares.append(share)
             row = summary_row(scores, mdd=mdd and all(self.paths[i] is not None for i in members),
-                              labels=first.task.get("labels") or ())
+                              labels=first.task.get("labels") or (), problems=refused)
             rows.append({"model": model, "task": task, "lang": row["lang"], "kind": row["kind"],
                          "seeds": sorted(row["scores"]), "n": row["n"], "mean": row.get("mean"),
                          "std": row.get("std") if row["n"] > 1 else None,
@@ -139,6 +140,12 @@ class Results:
                          "mdd": row.get("mdd"), "mdd_many_seeds": row.get("mdd_many_seeds"),
                          "smoke": smoke, "degenerate": "; ".join(notes),
                          "contamination": max(shares) if shares else None})
+        listed = {p.path for p in self.problems}
+        for line in refused:  # a predictions file refused while the MDD read it: listed, never a silent NaN
+            path = re.sub(r":\d+\Z", "", line.split(": ", 1)[0])  # the file, without a line number
+            if path not in listed:
+                listed.add(path)
+                self.problems.append(Problem(path, line))
         return rows
 
     def summary(self, mdd: bool = True) -> pd.DataFrame:

@@ -30,7 +30,7 @@ from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, r
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.store import predictions_path, read_json_file, result_path
 from biobench.store.lineage import Lineage
-from biobench.store.storage import MAX_PREDICTIONS_BYTES, MAX_RESULT_BYTES
+from biobench.store.storage import MAX_RESULT_BYTES, predictions_limit, predictions_refused
 from biobench.store.trust import protocol_label
 
 PARQUET = "results.parquet"
@@ -47,8 +47,11 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def result_row(run: Any) -> dict[str, Any]:
-    """One parquet row from a leaderboard `Run` (its result file is re-read whole)."""
+def result_row(run: Any, problems: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """One parquet row from a leaderboard `Run` (its result file is re-read whole). A predictions file that is
+    refused (a link out of its folder, not a regular file, over what its task can produce) leaves the row's
+    predictions empty and is added to `problems` as (path, reason), as the board lists it; without `problems`
+    it raises."""
     data = read_json_file(run.path)  # the store's bounded reader (the board validated this file already)
     model, key = data.get("model") or {}, data.get("key") or {}
     protocol = data.get("protocol") or {}
@@ -71,24 +74,38 @@ def result_row(run: Any) -> dict[str, Any]:
         "context": _number(model.get("context")), "recipe": lineage.recipe if lineage else "baseline",
         "created": str(data.get("created") or ""), "biobench_version": str((data.get("versions") or {}).get("biobench") or ""),
         "result": json.dumps(data, ensure_ascii=False, sort_keys=True),
-        "predictions": _predictions_text(run.predictions) if run.predictions else None,
+        "predictions": _predictions_or_problem(run.predictions, problems) if run.predictions else None,
     }
 
 
-def _predictions_text(path: str | Path) -> str:
-    """A predictions file read bounded and only when it is a regular file (a FIFO named like one would hang
-    the publishing, /dev/zero grow without end); ResultsError naming it otherwise."""
+def _predictions_or_problem(path: str | Path, problems: list[tuple[str, str]] | None) -> str | None:
     try:
-        return read_bytes(path, MAX_PREDICTIONS_BYTES).decode("utf-8")
+        return _predictions_text(path)
+    except ResultsError as err:
+        if problems is None:
+            raise
+        problems.append((str(path), str(err).removeprefix(f"{path}: ")))
+        return None
+
+
+def _predictions_text(path: str | Path) -> str:
+    """A predictions file read as every reader reads it (the store's rule): a regular file that no link leads out
+    of its folder (a link to /etc/shadow was published raw), bounded by what its task can produce
+    (`predictions_limit`); ResultsError naming it otherwise."""
+    limit = predictions_limit(path)
+    try:
+        return read_bytes(path, limit, confined=True).decode("utf-8")
     except UnsafeJSONError as err:
-        raise ResultsError(f"{path}: predictions file refused ({err.reason}); rerun that seed or remove it") from None
+        raise ResultsError(f"{path}: predictions file refused ({predictions_refused(path, err, limit)}); rerun that "
+                           "seed or remove it") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ResultsError(f"{path}: predictions file unreadable ({err}); rerun that seed or remove it") from None
 
 
-def results_frame(runs: Iterable[Any]) -> pd.DataFrame:
-    """Per-seed rows (COLUMNS + result + predictions), sorted by language, task, model and seed."""
-    rows = [result_row(r) for r in runs]
+def results_frame(runs: Iterable[Any], problems: list[tuple[str, str]] | None = None) -> pd.DataFrame:
+    """Per-seed rows (COLUMNS + result + predictions), sorted by language, task, model and seed; refused
+    predictions files are left out into `problems` (`result_row`)."""
+    rows = [result_row(r, problems) for r in runs]
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "result", "predictions"])
     frame = frame.astype({"seed": "int64"}).sort_values(["lang", "task", "model_slug", "seed"], kind="stable")
     return frame.reset_index(drop=True)
@@ -99,11 +116,12 @@ def board_runs(board: Any) -> list[Any]:
     return [run for e in board.entries if e.source == "measured" for task_runs in e.runs.values() for run in task_runs]
 
 
-def write_parquet(runs: Iterable[Any], path: str | Path) -> Path:
-    """The parquet, written by the one atomic writer (a full disk: one line, no `.tmp` left)."""
+def write_parquet(runs: Iterable[Any], path: str | Path, problems: list[tuple[str, str]] | None = None) -> Path:
+    """The parquet, written by the one atomic writer (a full disk: one line, no `.tmp` left); `problems`: as
+    `results_frame`'s."""
     path = Path(path)
     buffer = io.BytesIO()
-    results_frame(runs).to_parquet(buffer, index=False)
+    results_frame(runs, problems).to_parquet(buffer, index=False)
     atomic_write(path, buffer.getvalue())
     return path
 
@@ -175,11 +193,12 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def build_folder(runs: Iterable[Any], out: str | Path, repo_id: str | None = None) -> Path:
-    """The folder a push uploads: results.parquet + README.md."""
+def build_folder(runs: Iterable[Any], out: str | Path, repo_id: str | None = None,
+                 problems: list[tuple[str, str]] | None = None) -> Path:
+    """The folder a push uploads: results.parquet + README.md; `problems`: as `results_frame`'s."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    path = write_parquet(runs, out / PARQUET)
+    path = write_parquet(runs, out / PARQUET, problems)
     (out / CARD).write_text(card_text(pd.read_parquet(path, columns=COLUMNS), repo_id), encoding="utf-8")
     return out
 
@@ -195,8 +214,9 @@ def _hub_error(action: str, err: Exception | None = None) -> str:
 
 
 def push(runs: Sequence[Any], repo_id: str, private: bool = False, token: str | None = None,
-         message: str = "biobench results") -> str:
-    """Create (or reuse) the dataset repo and upload results.parquet + README.md; returns the commit URL."""
+         message: str = "biobench results", problems: list[tuple[str, str]] | None = None) -> str:
+    """Create (or reuse) the dataset repo and upload results.parquet + README.md; returns the commit URL.
+    `problems`: as `results_frame`'s."""
     from huggingface_hub import HfApi, get_token
 
     if not runs:
@@ -209,7 +229,7 @@ def push(runs: Sequence[Any], repo_id: str, private: bool = False, token: str | 
         raise ResultsError(_hub_error(action))
     api = HfApi(token=token)
     with tempfile.TemporaryDirectory(prefix="biobench-push-") as tmp:
-        folder = build_folder(runs, tmp, repo_id)
+        folder = build_folder(runs, tmp, repo_id, problems)
         try:
             api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
             info = api.upload_folder(repo_id=repo_id, repo_type="dataset", folder_path=folder, commit_message=message)

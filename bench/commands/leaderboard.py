@@ -90,7 +90,12 @@ def run(args: argparse.Namespace) -> int:
     if args.print_table:
         print(render_text(board, include_smoke=True if args.include_smoke else None))
     if args.export:
-        path = write_export(board, args.export)
+        left_out: list[tuple[str, str]] = []
+        path = write_export(board, args.export, left_out)
+        listed = {problem.path for problem in board.problems}
+        for where, reason in left_out:  # the board lists those it read for the significance already
+            if where not in listed:
+                print(f"warning: {where}: {reason} (its predictions left out)")
         rows = (sum(len(r) for e in board.entries for r in e.runs.values()) if path.suffix.lower() == ".parquet"
                 else len(board.entries))
         print(f"wrote {path} ({rows} rows)")

@@ -37,19 +37,15 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _flag_type(kind: Any) -> Any:
-    """An argparse type from a setting's `cli` type: token counts ('2M'), batch sizes ('auto' too), or as given."""
-    if kind == "tokens":
-        return parse_tokens
-    if kind == "batch":
-        return batch_size_value
-    return kind
+MAX_TEXT_SETTING = 4096  # a model id, a corpus, a folder: a 1 MB `out` was an OSError traceback at mkdir
 
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
     """One flag per PretrainConfig setting that has a help text (training/trainer.py states each setting once:
     its default, bounds and help); every flag defaults to None, meaning "not given here", so that a --config
-    file's value stands unless the flag is given."""
+    file's value stands unless the flag is given. Flags are parsed as text and turned into values by
+    `setting_value` (`flag_settings`), as a --config file's are: `--tokens 12Q` was a ConfigError raised inside
+    argparse's type function (a 43-line traceback) and `--max-documents 50` stayed the text '50'."""
     from dataclasses import MISSING, fields
 
     from biobench.training.config import PretrainConfig
@@ -69,18 +65,15 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
             continue
         if default not in (MISSING, None, []) and "default" not in text:
             text += f" (default: {default})"
-        if "type" in cli:
-            cli["type"] = _flag_type(cli["type"])
-        elif "action" not in cli and "nargs" not in cli:
-            cli["type"] = type(default) if isinstance(default, int | float) and not isinstance(default, bool) else str
+        cli.pop("type", None)  # text; setting_value converts it (one line on a bad value)
         p.add_argument(flag, dest=spec.name, default=None, help=text, **cli)
 
 
 def config_file(path: Path) -> dict[str, Any]:
     """The settings of a `--config` TOML file, checked: a bounded regular file, keys that are settings (dashes or
-    underscores; an unknown one is refused with the closest name), values of the setting's kind. Numbers are
-    checked against their bounds with everything else, when the config is built."""
-    from dataclasses import MISSING, fields
+    underscores; an unknown one is refused with the closest name), values of the setting's kind and within its
+    bounds (`setting_value`, as for the flags)."""
+    from dataclasses import fields
 
     from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
     from biobench.tasks.options import check_keys
@@ -95,34 +88,87 @@ def config_file(path: Path) -> dict[str, Any]:
     settings = {spec.name: spec for spec in fields(PretrainConfig)}
     values = {str(key).replace("-", "_"): value for key, value in raw.items()}
     check_keys(values, settings, f"--config {path}", "setting")
-    for name, value in values.items():
-        spec = settings[name]
-        default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
-        kind = (spec.metadata.get("cli") or {}).get("type")
-        ok = (isinstance(value, str | int) and not isinstance(value, bool) if kind in ("tokens", "batch") else
-              isinstance(value, bool) if isinstance(default, bool) else
-              isinstance(value, list) and all(isinstance(v, str | int | float) for v in value)
-              if isinstance(default, list | tuple) else
-              isinstance(value, int | float) and not isinstance(value, bool) if isinstance(default, int | float) else
-              isinstance(value, str | bool))
-        if not ok:
-            raise ConfigError(f"--config {path}: {name} = {str(value)[:40]!r}: expected {_kind_name(default, kind)}")
-        if kind == "tokens":
-            values[name] = parse_tokens(value)
-        elif kind == "batch":
-            values[name] = batch_size_value(str(value))
-        elif spec.name in ("out", "cache_dir"):
-            values[name] = Path(value)
-        elif isinstance(default, tuple):
-            values[name] = tuple(value)
-    return values
+    return {name: setting_value(settings[name], value, f"--config {path}: {name} = {str(value)[:40]!r}",
+                                from_flag=False) for name, value in values.items()}
 
 
-def _kind_name(default: Any, kind: Any) -> str:
+def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags (None: not given), each turned into its value by `setting_value`."""
+    from dataclasses import fields
+
+    from biobench.training.config import PretrainConfig
+
+    return {spec.name: setting_value(spec, value, f"--{spec.name.replace('_', '-')} {str(value)[:40]!r}")
+            for spec in fields(PretrainConfig) if (value := getattr(args, spec.name, None)) is not None}
+
+
+def setting_value(spec: Any, value: Any, where: str, from_flag: bool = True) -> Any:
+    """A setting's value from a flag's text (`from_flag`) or a --config file's TOML value, checked and converted
+    the same way for both: token counts ('2M'), batch sizes ('auto'), numbers within the field's bounds, freeze
+    ranges parsed (`freeze = [1]` was a TypeError traceback), text settings of at most MAX_TEXT_SETTING characters
+    without control characters (a 1 MB `out` was an OSError traceback), paths as Paths. ConfigError naming
+    `where` and what was expected otherwise."""
+    from dataclasses import MISSING
+
+    from biobench.runtime.paths import check_text
+    from biobench.training.recipes import parse_freeze
+
+    default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
+    kind, bounds = (spec.metadata.get("cli") or {}).get("type"), spec.metadata.get("bounds")
+    option = "--" + spec.name.replace("_", "-")
+    number_ok = (str, int, float) if from_flag else (int, float)
+
+    def expected(detail: str = "") -> ConfigError:
+        return ConfigError(f"{where}: expected {_kind_name(default, kind, bounds)}"
+                           + (f" ({detail})" if detail else ""))
+
+    if kind in ("tokens", "batch"):
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise expected()
+        try:
+            return parse_tokens(value) if kind == "tokens" else batch_size_value(str(value))
+        except (ConfigError, ValueError) as err:  # its own words name the value and the form
+            raise ConfigError(f"{option if from_flag else where.split(' = ')[0]}: {err}") from None
+    if isinstance(default, list):  # --freeze: ranges like 0-7@clm
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in items):
+            raise expected('ranges as text, e.g. ["0-7@clm"]')
+        for item in items:
+            parse_freeze(item)  # its own line names the range and the form
+        return list(items)
+    if isinstance(default, tuple):  # betas (config file only)
+        if not (isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                                for v in value)):
+            raise expected()
+        return tuple(value)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise expected()
+        return value
+    if bounds is not None or (isinstance(default, int | float) and not isinstance(default, bool)):
+        if isinstance(value, bool) or not isinstance(value, number_ok):
+            raise expected()
+        if bounds is None:
+            return value
+        if isinstance(value, str) and bounds.integer and not value.strip().lstrip("+-").isdigit():
+            raise ConfigError(f"bad {option} value {value[:40]!r}: expected a whole number {bounds.text()}")
+        number = bounds.check(value, option)  # its own line: "bad --lr value 'nan': give a finite number"
+        return int(number) if bounds.integer else number
+    if spec.name == "resume" and value is True:
+        return True
+    if not isinstance(value, str):
+        raise expected()
+    text = check_text(value, option, MAX_TEXT_SETTING)
+    return Path(text) if spec.name in ("out", "cache_dir") else text
+
+
+def _kind_name(default: Any, kind: Any, bounds: Any = None) -> str:
     if kind == "tokens":
         return "a token count (e.g. 2M)"
     if kind == "batch":
         return "a batch size (a number, or auto)"
+    if bounds is not None:
+        return f"a {'whole ' if bounds.integer else ''}number {bounds.text()}"
     return ("true or false" if isinstance(default, bool) else "a list" if isinstance(default, list | tuple)
             else "a number" if isinstance(default, int | float) else "text")
 
@@ -133,11 +179,9 @@ def run(args) -> int:
     if args.list:
         print(recipes.describe())
         return 0
-    from biobench.training.config import PretrainConfig
 
     settings = config_file(args.config) if args.config else {}
-    settings.update({name: value for name, value in vars(args).items()
-                     if name in PretrainConfig.__dataclass_fields__ and value is not None})
+    settings.update(flag_settings(args))
     missing = [f"--{name}" for name in ("model", "corpus", "tokens", "out") if settings.get(name) in (None, "")]
     if missing:
         raise ConfigError(f"biobench pretrain needs {', '.join(missing)}, as flags or in --config "

@@ -55,15 +55,24 @@ def run_push(args: argparse.Namespace) -> int:
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason} (left out)")
     runs = dataset.board_runs(board)
+    left_out: list[tuple[str, str]] = []  # refused predictions files: the row goes without its predictions
     if args.dry_run:
-        out = dataset.build_folder(runs, args.dry_run, args.repo_id)
+        out = dataset.build_folder(runs, args.dry_run, args.repo_id, left_out)
+        _warn_left_out(left_out)
         print(f"wrote {out / dataset.PARQUET} ({len(runs)} rows) and {out / dataset.CARD}; upload it with "
               f"`biobench results push {args.repo_id} --results ...` or `hf upload {args.repo_id} {out} "
               "--repo-type dataset`")
         return 0
-    url = dataset.push(runs, args.repo_id, private=args.private, token=args.token, message=args.message)
+    url = dataset.push(runs, args.repo_id, private=args.private, token=args.token, message=args.message,
+                       problems=left_out)
+    _warn_left_out(left_out)
     print(f"pushed {len(runs)} rows to hf://datasets/{args.repo_id} ({url})")
     return 0
+
+
+def _warn_left_out(problems: list[tuple[str, str]]) -> None:
+    for path, reason in problems:
+        print(f"warning: {path}: {reason} (its predictions left out)")
 
 
 def run_export(args: argparse.Namespace) -> int:

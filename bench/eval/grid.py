@@ -38,6 +38,10 @@ from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.store.metadata import check_metadata
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
+# Runs (models x tasks x seeds, over its grids) one grid file may plan: the paper's study is 19 tasks x ~20 models
+# x 5-9 seeds (~2,500). 2,000 grids x 256 seeds took 154 s to --dry-run and printed 520,001 lines; 2,000 models x
+# 11 tasks x 256 seeds printed nothing in 180 s while memory grew (issue 51 §10). Refused before planning.
+MAX_GRID_RUNS = 20_000
 
 GRID_KEYS = {"name", "tasks", "lang", "seeds", "overrides", "models", "results", "data_dir", "task_files", "parallel"}
 MODEL_KEYS = {"model", "name", "overrides", "metadata"}
@@ -167,7 +171,28 @@ def read_grid_file(path: str | Path) -> list[Grid]:
                           _path(base, data_dir, where) if data_dir else None,
                           [_path(base, f, where) for f in task_files], where,
                           None if parallel is None else check_parallel(parallel, where)))
+    runs = planned_runs(grids)
+    if runs > MAX_GRID_RUNS:
+        raise ConfigError(f"{path}: plans {runs:,} runs (models x tasks x seeds over its {len(grids):,} grid(s)), over "
+                          f"the limit of {MAX_GRID_RUNS:,} per grid file; split it into several files")
     return grids
+
+
+def planned_runs(grids: list[Grid]) -> int:
+    """An upper bound of the runs `grids` plan, counted from the file alone (no task data read): a grid's models x
+    its tasks (all of its language's paper tasks for `lang`) x its seeds (its protocol's, 9 at most, when it
+    names none)."""
+    from biobench.eval.protocols import SEEDS
+    from biobench.ranges import parse_seeds
+    from biobench.tasks.registry import list_specs
+
+    default_seeds = max(len(s) for s in SEEDS.values())
+    total = 0
+    for grid in grids:
+        tasks = len(grid.tasks) if grid.tasks else len(list_specs(grid.lang))
+        seeds = len(parse_seeds(grid.seeds, f"{grid.source} seeds")) if grid.seeds else default_seeds
+        total += len(grid.models) * tasks * seeds
+    return total
 
 
 UNRESOLVED = "revision unresolved"  # the model's weights cannot be read here: whether a run is done is unknown

@@ -7,8 +7,9 @@ scripts that time an older revision's tree and the architecture test all read it
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+from biobench.runtime.jsonfile import UnsafeJSONError, read_toml
 
 ROOT = Path(__file__).resolve().parents[2]  # bench/runtime/checkout.py -> the checkout (when run from one)
 
@@ -16,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]  # bench/runtime/checkout.py -> the c
 def _pyproject(root: Path) -> dict:
     path = root / "pyproject.toml"
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, tomllib.TOMLDecodeError):
+        return read_toml(path) if path.is_file() else {}  # the one bounded TOML reader
+    except (OSError, UnsafeJSONError):
         return {}
 
 

@@ -11,7 +11,9 @@ Generic on purpose (no schema here): biobench.runtime imports no project package
 
 from __future__ import annotations
 
+import errno
 import gzip
+import io
 import json
 import json.scanner
 import os
@@ -28,6 +30,26 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
+class DuplicateKeyError(ValueError):
+    """An object that names one key twice: json.loads keeps the last, so a second `"seed": 43` or `"metrics"`
+    in a stranger's result silently replaced the first (issue 51 §7). Refused by the parse hook below."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook: the object as a dict, or DuplicateKeyError naming the first key seen twice."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+        raise DuplicateKeyError(f"duplicate key {twice[:80]!r} in one object (a reader would keep only the last); "
+                                "refused")
+    return obj
+
+
+# the one JSON decoder of untrusted text: json.loads' own, with duplicate keys refused
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
 class UnsafeJSONError(BiobenchError):
     """A JSON file that was refused (not a regular file, too large, too deep, not JSON); `reason` says why
     without the path, for the callers that name the file themselves (the leaderboard's Problems tab)."""
@@ -41,12 +63,34 @@ def _human(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def open_regular(path: str | Path, max_bytes: int) -> BinaryIO:
+def _confined(path: str | Path) -> str:
+    """`path` with its links resolved, when that stays in the folder that holds it (also resolved); UnsafeJSONError
+    otherwise. The one rule for a file of a results folder (a result, its predictions, a claim, an index): a
+    `seed-42.predictions.jsonl` linked to /etc/shadow was published raw by `leaderboard --export` and `results
+    push` (issue 51 §1). A link within its own folder is followed; one that leads out is refused."""
+    from biobench.runtime.paths import UnsafePathError, inside
+
+    try:
+        return str(inside(Path(path).parent, path))
+    except UnsafePathError:
+        raise UnsafeJSONError(path, "a link that leads outside its folder; refused (replace it with the file "
+                                    "itself)") from None
+
+
+def open_regular(path: str | Path, max_bytes: int, confined: bool = False) -> BinaryIO:
     """A binary file object on a regular file (links followed) of at most `max_bytes`, for readers that want a
     handle rather than bytes (pandas, tarfile, gzip on task data). A FIFO, device or folder is refused without
     blocking (opened O_NONBLOCK, checked with fstat on the open descriptor, so a swap between check and read
-    cannot fool it); FileNotFoundError propagates for the caller's own message. The caller closes it."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    cannot fool it); FileNotFoundError propagates for the caller's own message. `confined`: the file, links
+    followed, must stay in the folder that holds it (`_confined`; the resolved path is then opened without
+    following a link, so a link swapped in after the check is refused too). The caller closes it."""
+    target, extra = (_confined(path), getattr(os, "O_NOFOLLOW", 0)) if confined else (path, 0)
+    try:
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | extra)
+    except OSError as err:
+        if confined and err.errno == errno.ELOOP:  # O_NOFOLLOW met a link swapped in after the check
+            raise UnsafeJSONError(path, "a link that leads outside its folder; refused") from None
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -59,10 +103,10 @@ def open_regular(path: str | Path, max_bytes: int) -> BinaryIO:
         raise
 
 
-def read_bytes(path: str | Path, max_bytes: int) -> bytes:
-    """The bytes of a regular file (links followed) of at most `max_bytes` (`open_regular`'s checks); a file
-    that grows past the limit while read is refused too."""
-    with open_regular(path, max_bytes) as fh:
+def read_bytes(path: str | Path, max_bytes: int, confined: bool = False) -> bytes:
+    """The bytes of a regular file (links followed) of at most `max_bytes` (`open_regular`'s checks, `confined`
+    included); a file that grows past the limit while read is refused too."""
+    with open_regular(path, max_bytes, confined) as fh:
         # the size it has now, plus one byte to see growth: read(max_bytes + 1) allocated the whole limit for
         # every file (8 MiB for a 1 KB result: 35 us of a 50 us read, 1.8 s of a 51,300-result scan)
         size = os.fstat(fh.fileno()).st_size
@@ -103,29 +147,63 @@ def parse_json(text: str | bytes, source: str | Path = "<json>", max_depth: int 
     if too_deep(text, max_depth):
         raise UnsafeJSONError(source, f"JSON nested too deeply (over {max_depth} levels); refused")
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
+    except DuplicateKeyError as err:
+        raise UnsafeJSONError(source, str(err)) from None
     except ValueError as err:  # JSONDecodeError, and int strings past Python's digit limit
         raise UnsafeJSONError(source, f"not valid JSON: {err}") from None
 
 
+MAX_TOML_KEY_PARTS = 32  # a grid's `[[grid]]` or `models.0.name` is 1-3 parts deep
+MAX_TOML_BYTES = 4 * 2**20  # grid files, task specs and configs are a few KiB
+# TOML strings (multi-line first) and comments, which may hold dots and brackets that are no keys
+_TOML_TEXT = re.compile(r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*', re.S)
+_TOML_DEEP_KEY = re.compile(rf"[\w-]+(?:[ \t]*\.[ \t]*[\w-]+){{{MAX_TOML_KEY_PARTS},}}")
+
+
+def toml_too_deep(text: str) -> bool:
+    """Whether TOML `text` holds a dotted key or a table header of more than MAX_TOML_KEY_PARTS parts (strings
+    and comments set aside, quoted parts counted as one): tomllib's time grows with the square of the parts
+    (5k parts 0.5 s, 40k 31.6 s, 60k a MemoryError at 6 GB: issue 51 §4), so it is counted before tomllib sees
+    the text, in one pass of a regex that cannot backtrack far (each part is a run of key characters)."""
+    if text.count(".") <= MAX_TOML_KEY_PARTS:
+        return False
+    return _TOML_DEEP_KEY.search(_TOML_TEXT.sub(lambda m: "s" if m[0][0] != "#" else "", text)) is not None
+
+
 def parse_toml(data: bytes, source: str | Path) -> dict[str, Any]:
     """A TOML document (grid files, task specs, pretraining configs) as tomllib reads it, or UnsafeJSONError
-    naming `source`: not UTF-8, not TOML (with tomllib's line and column), or nested so deeply that tomllib's
-    recursion gives up (a 100,000-deep inline array was a 3,000-line RecursionError)."""
+    naming `source`: over MAX_TOML_BYTES, not UTF-8, a dotted key or table header deeper than MAX_TOML_KEY_PARTS
+    (`toml_too_deep`, before tomllib sees it), not TOML (with tomllib's line and column), or nested so deeply that
+    tomllib's recursion gives up (a 100,000-deep inline array was a 3,000-line RecursionError). The one TOML
+    reader of biobench: every TOML file is read through it or `read_toml`."""
     import tomllib
 
+    if len(data) > MAX_TOML_BYTES:
+        raise UnsafeJSONError(source, f"TOML of {_human(len(data))} is over the {_human(MAX_TOML_BYTES)} limit")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise UnsafeJSONError(source, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if toml_too_deep(text):
+        raise UnsafeJSONError(source, f"a TOML key or table of more than {MAX_TOML_KEY_PARTS} dotted parts; "
+                                      "refused (nest fewer levels)")
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise UnsafeJSONError(source, f"not valid TOML ({err})") from None
     except RecursionError:
         raise UnsafeJSONError(source, "TOML nested too deeply; refused") from None
 
 
+def read_toml(path: str | Path, max_bytes: int = MAX_TOML_BYTES) -> dict[str, Any]:
+    """The parsed content of a TOML file: `read_bytes`' checks (a regular file of at most `max_bytes`), then
+    `parse_toml`'s."""
+    return parse_toml(read_bytes(path, max_bytes), path)
+
+
 # the C scanner json.loads itself runs (typeshed types its argument as the scanner class, hence the ignore)
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_SCAN = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 _JSON_SPACE = " \t\n\r"  # what json.loads skips around a value (str.strip would skip more)
 
 
@@ -142,21 +220,28 @@ def list_at(data: Any, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def read_json(path: str | Path, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:
+def read_json(path: str | Path, max_bytes: int, max_depth: int = MAX_DEPTH, confined: bool = False) -> Any:
     """The parsed content of a JSON file, read with `read_bytes` and `parse_json`'s checks."""
-    return parse_json(read_bytes(path, max_bytes), path, max_depth)
+    return parse_json(read_bytes(path, max_bytes, confined), path, max_depth)
 
 
 def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = MAX_DEPTH,
-               encoding: str = "utf-8") -> Iterator[tuple[int, Any]]:
+               encoding: str = "utf-8", confined: bool = False) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for each non-blank line of a JSONL file (gzipped when it ends in .gz), streamed:
     the one JSONL reader (results' predictions, pretraining corpora, task files). Errors name `path:line`
     (UnsafeJSONError); OSError / EOFError (a truncated gzip) propagate for the caller's own message. Each line is
     read as `parse_json` reads it, about 4x faster: a board reads millions of predictions rows, and json.loads'
     Python wrapper, `too_deep`'s two regex passes and a `path:line` string per row cost more than the parse.
     `max_bytes`: refuse a longer file (checked before reading, on a regular file only; a .gz also when what it
-    expands to passes the bound, counted line by line: a small gzip may expand a thousandfold)."""
+    expands to passes the bound, counted line by line: a small gzip may expand a thousandfold). `confined`: opened
+    as `open_regular` opens it (a link leading out of its folder refused, a regular file of at most max_bytes)."""
     path = Path(path)
+    if confined:
+        handle = open_regular(path, max_bytes if max_bytes is not None else 2**63 - 1, confined=True)
+        text = gzip.open(handle, "rt", encoding=encoding) if path.suffix == ".gz" else io.TextIOWrapper(
+            handle, encoding=encoding)
+        yield from _jsonl_lines(path, text, max_bytes if path.suffix == ".gz" else None, max_depth)
+        return
     if max_bytes is not None:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -165,14 +250,20 @@ def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = 
             raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
     opener = gzip.open if path.suffix == ".gz" else open
     left = max_bytes if max_bytes is not None and path.suffix == ".gz" else None  # characters, a bound of bytes
-    with opener(path, "rt", encoding=encoding) as fh:
+    yield from _jsonl_lines(path, opener(path, "rt", encoding=encoding), left, max_depth)
+
+
+def _jsonl_lines(path: Path, handle: Any, left: int | None, max_depth: int) -> Iterator[tuple[int, Any]]:
+    """iter_jsonl's loop over an open text handle (closed here); `left`: characters a .gz may still expand to."""
+    limit = left
+    with handle as fh:
         lineno = 0
         try:
             for lineno, line in enumerate(fh, 1):
                 if left is not None:
                     left -= len(line)
                     if left < 0:
-                        raise UnsafeJSONError(path, f"expands to over the {_human(max_bytes or 0)} limit when "
+                        raise UnsafeJSONError(path, f"expands to over the {_human(limit or 0)} limit when "
                                                     "decompressed; refused")
                 # the fast path: json.loads' own scanner, the depth check skipped when the line holds no more
                 # brackets than max_depth (a bound of its nesting); anything else (an error, trailing data, a
@@ -181,6 +272,8 @@ def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = 
                 if text and text.count("[") + text.count("{") <= max_depth:
                     try:
                         value, end = _SCAN(text, 0)
+                    except DuplicateKeyError as err:
+                        raise UnsafeJSONError(f"{path}:{lineno}", str(err)) from None
                     except (StopIteration, ValueError):
                         end = -1
                     if end == len(text):

@@ -397,7 +397,7 @@ class FolderLeases:
     def read(self, path: str, max_bytes: int = MAX_LEASE_BYTES) -> bytes | None:
         with self._os_errors("read", path):
             try:
-                return read_bytes(self._path(path), max_bytes)
+                return read_bytes(self._path(path), max_bytes, confined=True)  # a claim linked out: refused
             except (FileNotFoundError, NotADirectoryError):
                 return None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-from biobench.errors import BiobenchError
+from biobench.errors import BiobenchError, ConfigError
 
 # What biobench writes as a folder name (model slugs, task ids, results folders): no separators, no leading dot.
 HF_DATASETS = "hf://datasets/"  # how a results dataset or a queue on the hub is named everywhere
@@ -34,6 +34,36 @@ def safe_name(value: object, what: str = "name") -> str:
         raise UnsafePathError(f"{what} {str(value)[:80]!r} is not a plain name (letters, digits, '.', '_', '-'; "
                               "no '/', no leading '.')")
     return text
+
+
+# Characters a name or a line of text may not carry (issue 51 §11): C0/C1 controls and DEL (an ESC reached the
+# operator's terminal through `eval` and `leaderboard --print`, a newline split the "wrote" line), and the
+# invisible format characters that make one name look like another: zero-width marks, bidirectional embeddings,
+# overrides and isolates (a model named with U+202E showed as a look-alike of another row), the BOM.
+UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def check_text(value: object, what: str, limit: int = 200) -> str:
+    """`value` as a one-line text of at most `limit` characters without control or bidi characters (UNSAFE_TEXT);
+    ConfigError naming `what`, the first bad character and the fix otherwise. The one check of a text a stranger or
+    an operator gives that becomes a name, a file name or a stored line (reject reasons, settings)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what}: expected text, not {type(value).__name__}")
+    if len(value) > limit:
+        raise ConfigError(f"{what}: {len(value):,} characters, over the limit of {limit:,}; give a shorter one")
+    bad = UNSAFE_TEXT.search(value)
+    if bad:
+        raise ConfigError(f"{what}: {value[:60]!r} holds the control or bidirectional character "
+                          f"U+{ord(bad[0]):04X} at {bad.start()}; remove it")
+    return value
+
+
+def display_text(value: object, limit: int = 200) -> str:
+    """`value` as a text safe to show on one line: every UNSAFE_TEXT character replaced by U+FFFD (visible, so a
+    look-alike shows as different) and cut to `limit` characters with an ellipsis. For what is shown rather than
+    refused: names already stored in results, archive member names in a message."""
+    text = UNSAFE_TEXT.sub("\ufffd", str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 _ABSOLUTE = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`:;,()<>|]+/)*([^\s/'\"`:;,()<>|]+)/?")
@@ -75,6 +105,8 @@ def relative_under(root: str | Path, rel: str, what: str = "archive member") -> 
     if (not rel or rel.startswith(("/", "\\")) or name.is_absolute() or ".." in name.parts
             or "\\" in rel or "\0" in rel or re.match(r"^[A-Za-z]:", rel)):
         raise UnsafePathError(f"{what} {rel[:120]!r} has an absolute path or a '..' component")
+    if UNSAFE_TEXT.search(rel):  # a newline in a member name became a data file name and split the "wrote" line
+        raise UnsafePathError(f"{what} {display_text(rel, 120)!r} holds a control or bidirectional character")
     return Path(root).joinpath(*[p for p in name.parts if p not in ("", ".")])
 
 

@@ -33,7 +33,7 @@ from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.ranges import MAX_SEEDS, SEED_MAX
 from biobench.runtime import leases
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
-from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
+from biobench.runtime.paths import LANG_CODE, UNSAFE_TEXT, UnsafePathError, check_text, hide_paths, safe_name
 from biobench.service.storage import Storage
 
 REQUESTS = "requests"
@@ -50,7 +50,6 @@ MAX_LEASE_S = leases.MAX_LEASE_S
 _TEXT_LIMITS = {"model": 500, "revision": 200, "precision": 20, "protocol_hash": 128, "key": 128, "submitter": 100,
                 "submitted_at": 40, "name": 200, "started_at": 40, "finished_at": 40, "worker": 200, "results": 500}
 _OPTIONAL = {"lang", "seeds", "name", "started_at", "finished_at", "worker", "results"}
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def now_iso(clock: float | None = None) -> str:
@@ -111,8 +110,8 @@ class Request:
 
 
 def _text(value: Any, what: str, limit: int) -> str:
-    if not isinstance(value, str) or len(value) > limit or _CONTROL.search(value):
-        raise ValueError(f"{what} must be a text of at most {limit} characters without control characters, "
+    if not isinstance(value, str) or len(value) > limit or UNSAFE_TEXT.search(value):
+        raise ValueError(f"{what} must be a text of at most {limit} characters without control or bidi characters, "
                          f"not {str(value)[:40]!r}")
     return value
 
@@ -354,7 +353,9 @@ def review(storage: Storage, request_id: str, approve: bool, reason: str = "", c
     Why a decision file: two operators (or one, twice) may approve and reject at once; each would read the
     request, edit it and rewrite it, and both would report success (a rejected request could then run). The
     decision is first created as `reviews/<id>.json` with the queue's one atomic step (`Storage.create`, what a
-    lease claim uses): exactly one review creates it and rewrites the request; the other is told in one line."""
+    lease claim uses): exactly one review creates it and rewrites the request; the other is told in one line.
+    A reason with a control or bidi character is refused (it is shown in the public Queue tab, issue 51 §11)."""
+    reason = check_text(reason, "--reason", 300) if reason else ""
     request = read_request(storage, request_id)
     if request.status != "pending-review":
         raise ConfigError(f"request {request.id} is {request.status}, not pending-review; nothing changed")

@@ -28,6 +28,11 @@ class Freeze:
     last: int
     phase: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The `frozen` entry of biobench_pretrain.json, as `Lineage.from_dict` reads it back (the trainer wrote
+        this with a method the class lacked: every run with frozen layers crashed, issue 51 §6)."""
+        return {"layers": [self.first, self.last], "phase": self.phase}
+
 
 def _count(value: Any) -> int | None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0

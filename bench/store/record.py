@@ -111,12 +111,28 @@ class Result:
         seed = _seed(data["seed"])
         if seed is None:
             raise ResultsError(f"{source}: seed {data['seed']!r} is not an integer")
+        _check_file_name(source, seed, task.get("id"))
         bad = first_bad_number(data)
         if bad is not None:
             raise ResultsError(f"{source}: {bad[0]} is {bad[1]}, not a finite number in range; refused")
         details = {k: v for k, v in data.items() if k not in _NOT_DETAILS}
         return cls(data["model"] if isinstance(data["model"], dict) else {"id": data["model"]}, task, seed,
                    data["protocol"], data["key"], data["metrics"], details, data.get("predictions"))
+
+
+def _check_file_name(source: str | Path, seed: int, task_id: Any) -> None:
+    """A result read from a file (`source` a Path named like `result_path` writes it) must say the seed and task its
+    name and folder say: a `seed-42.json` claiming seed 43 replaced the genuine `seed-43.json` as a duplicate
+    (issue 51 §7). ResultsError naming both and the fix."""
+    if not isinstance(source, Path):
+        return
+    named = SEED_FILE.fullmatch(source.name)
+    if named and int(named.group(1)) != seed:
+        raise ResultsError(f"{source}: holds seed {seed}, but its file name says seed {named.group(1)}; "
+                           "rename or remove it")
+    if named and isinstance(task_id, str) and source.parent.name not in ("", ".") and source.parent.name != task_id:
+        raise ResultsError(f"{source}: holds task {task_id[:80]!r}, but it sits in the folder of task "
+                           f"{source.parent.name!r}; move or remove it")
 
 
 def _seed(value: Any) -> int | None:

@@ -21,11 +21,15 @@ from typing import Any, Literal
 
 from biobench.errors import ResultsError
 from biobench.runtime.files import atomic_write
-from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, parse_json, read_json
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, object_at, parse_json, read_json
 from biobench.store.record import KEY_FIELDS, SEED_FILE, Result, predictions_path, result_path
 
 MAX_RESULT_BYTES = 8 * 2**20  # a result with a long history is ~100 KB; a 300 MB "result" is refused
-MAX_PREDICTIONS_BYTES = 2**30
+MAX_PREDICTIONS_BYTES = 2**30  # a result that does not say how many test examples it has
+# What one test example's predictions row may take: a token task's gold and predicted label lists of a long
+# document (8,192 tokens x ~8 bytes) fit; a 900 MB line in a 60-example task's file was an ArrowMemoryError
+# traceback at 3.7 GB in `leaderboard --export` and `results push` (issue 51 §5).
+PER_EXAMPLE_BYTES = 64 * 2**10
 
 Decision = Literal["new", "skip", "overwrite"]
 
@@ -71,7 +75,7 @@ def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES, what: st
     """A JSON file from a results folder (a result, an analysis output, a cache), parsed with the bounded reader;
     ResultsError naming the file when it is missing, refused or not JSON (`what` names the kind of file)."""
     try:
-        return read_json(path, max_bytes)
+        return read_json(path, max_bytes, confined=True)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such {what}") from None
     except UnsafeJSONError as err:
@@ -86,14 +90,40 @@ def read_result(path: str | Path, check_key: bool = True) -> Result:
     return Result.from_dict(read_json_file(path, what="result file"), Path(path), check_key)
 
 
+def predictions_limit(path: str | Path) -> int:
+    """The bytes the predictions file `path` (`seed-<n>.predictions.jsonl`) may hold: what its task can produce, the
+    test examples its result beside it records (`task.n_test`) x PER_EXAMPLE_BYTES, at most MAX_PREDICTIONS_BYTES
+    (also when the result is missing, refused or does not say). The one bound every reader applies (the board,
+    its export, `results push`, compare, `load_results`)."""
+    path = Path(path)
+    result = path.with_name(path.name.removesuffix(".jsonl").removesuffix(".predictions") + ".json")
+    try:
+        n_test = object_at(read_json(result, MAX_RESULT_BYTES, confined=True), "task").get("n_test")
+    except (OSError, UnsafeJSONError):
+        return MAX_PREDICTIONS_BYTES
+    if isinstance(n_test, bool) or not isinstance(n_test, int) or n_test < 1:
+        return MAX_PREDICTIONS_BYTES
+    return min(MAX_PREDICTIONS_BYTES, n_test * PER_EXAMPLE_BYTES)
+
+
+def predictions_refused(path: str | Path, err: UnsafeJSONError, limit: int) -> str:
+    """The reason a predictions file was refused, saying where a size bound comes from."""
+    if err.reason.startswith("file of") and limit < MAX_PREDICTIONS_BYTES:
+        return (f"{err.reason}: what its task's {limit // PER_EXAMPLE_BYTES:,} test examples can produce "
+                f"({PER_EXAMPLE_BYTES // 1024} KiB each)")
+    return err.reason
+
+
 def read_predictions(path: str | Path) -> list[dict[str, Any]]:
-    """The predictions rows of a result (pass the result's path or the .jsonl itself); blank lines are skipped."""
+    """The predictions rows of a result (pass the result's path or the .jsonl itself); blank lines are skipped.
+    Read confined (a link out of its folder is refused) and bounded by `predictions_limit`."""
     path = Path(path)
     if not path.name.endswith(".jsonl"):
         path = predictions_path(path)
     rows = []
+    limit = predictions_limit(path)
     try:
-        for lineno, row in iter_jsonl(path, MAX_PREDICTIONS_BYTES):
+        for lineno, row in iter_jsonl(path, limit, confined=True):
             if not isinstance(row, dict) or "gold" not in row or "pred" not in row:
                 raise ResultsError(f"{path}:{lineno}: a predictions row needs 'gold' and 'pred'")
             rows.append(row)
@@ -102,7 +132,8 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     except UnsafeJSONError as err:
         if err.reason.startswith("not valid JSON"):
             raise ResultsError(f"{err.source}: corrupt predictions line ({err.reason})") from None
-        raise ResultsError(f"{err.source}: unreadable predictions file ({err.reason})") from None
+        raise ResultsError(f"{err.source}: unreadable predictions file "
+                           f"({predictions_refused(path, err, limit)})") from None
     except OSError as err:
         raise ResultsError(f"{path}: unreadable predictions file ({err})") from None
     return rows

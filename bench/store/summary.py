@@ -70,12 +70,17 @@ def detectable_difference(gold: Sequence, preds: Sequence[Sequence], kind: str, 
     return minimum_detectable_difference(gold, preds, prediction_macro_f1(gold, *preds, kind=kind, labels=labels), n_boot, seed)
 
 
-def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequence = ()) -> DetectableDifference | None:
+def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequence = (),
+                                problems: list[str] | None = None) -> DetectableDifference | None:
     """`detectable_difference` from these seeds' predictions files; None when a file is missing or unreadable,
-    or the seeds were scored on different examples."""
+    or the seeds were scored on different examples. A file that is there but refused (a link out of its
+    folder, over what its task can produce, a duplicate key) is added to `problems` as its one line: the MDD
+    was NaN with no problem listed (issue 51 §5)."""
     try:
         aligned = align_predictions({"seeds": [(str(p), read_predictions(p)) for p in paths]})
-    except ResultsError:
+    except ResultsError as err:
+        if problems is not None and "is missing" not in str(err):
+            problems.append(str(err))
         return None
     if aligned is None or not aligned.gold:
         return None
@@ -83,7 +88,7 @@ def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequen
 
 
 def summary_row(scores: TaskScores, expected: int | None = None, mdd: bool = True,
-                labels: Sequence = ()) -> dict[str, Any]:
+                labels: Sequence = (), problems: list[str] | None = None) -> dict[str, Any]:
     """The JSON row of one task in `eval`'s summary: n, per-seed scores, mean/std/CI and the MDD (fractions)."""
     row: dict[str, Any] = {"task": scores.task, "lang": scores.lang, "kind": scores.kind,
                            "seeds_expected": len(scores.scores) if expected is None else expected,
@@ -91,7 +96,8 @@ def summary_row(scores: TaskScores, expected: int | None = None, mdd: bool = Tru
     if scores.scores:
         s = scores.summary()
         row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
-        found = files_detectable_difference(list(scores.paths.values()), scores.kind, labels) if mdd else None
+        found = (files_detectable_difference(list(scores.paths.values()), scores.kind, labels, problems)
+                 if mdd else None)
         if found is not None:
             row.update(mdd=found.mdd, mdd_many_seeds=found.mdd_many_seeds, test_se=found.test_se)
     return row
