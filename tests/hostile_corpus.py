@@ -727,3 +727,41 @@ def round4_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("queue reject --reason with ESC", ["queue", "reject", "r1", "--queue", str(tmp / "q"), "--reason",
                                             "spam\x1b[2J"], "U+001B"),
     ]
+
+
+def run_limited(argv: list[str], *, address_space: int = 6 << 30, timeout: float = 120, env: dict[str, str] | None = None,
+                python: str | None = None, cwd: str | Path | None = None) -> dict[str, Any]:
+    """`biobench argv` in a child process under an address-space limit (`resource.RLIMIT_AS`, set in the child as
+    the issue's measurements did): {rc, lines, traceback, seconds, peak_mib}, the peak RSS being the child's own
+    (os.wait4's rusage). rc is None when it ran past `timeout` (then killed)."""
+    import resource
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen([python or sys.executable, "-m", "biobench.cli", *argv], stdout=out,
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=limit,
+                                 env={**os.environ, **(env or {})}, cwd=cwd)
+        rc: int | None = None
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            if time.perf_counter() - start > timeout:
+                child.kill()
+                _, _, usage = os.wait4(child.pid, 0)
+                break
+            time.sleep(0.02)
+        child.returncode = rc if rc is not None else -9  # reaped here: Popen must not wait for it again
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    return {"rc": rc, "lines": text.strip().splitlines(), "traceback": "Traceback" in text, "seconds": seconds,
+            "peak_mib": usage.ru_maxrss / 1024}

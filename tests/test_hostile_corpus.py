@@ -665,8 +665,15 @@ def test_predictions_and_markers_are_read_bounded_when_publishing(tmp_path, caps
     (folder / "seed-43.predictions.jsonl").unlink()
     (folder / "seed-43.predictions.jsonl").symlink_to("/dev/zero")
     rc = cli.main(["results", "push", "org/r", "--results", str(root), "--dry-run", str(tmp_path / "out")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "predictions file refused (not a regular file" in err[0]
+    out = capsys.readouterr().out.strip().splitlines()  # since issue 51: the row is published without them
+    warnings = [line for line in out if line.startswith("warning: ")]
+    assert rc == 0 and len(warnings) == 2 and "predictions file refused (not a regular file" in warnings[0]
+    assert "predictions file refused (a link that leads outside its folder" in warnings[1]
+    import pandas as pd
+
+    frame = pd.read_parquet(tmp_path / "out" / dataset.PARQUET)
+    left_out = frame[(frame.model_slug == "local__tiny-detour") & (frame.task == "diamed")]
+    assert left_out.set_index("seed").predictions.isna().to_dict() == {42: True, 43: True, 44: False}
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / dataset.MARKER).write_text('{"digest": ' + "[" * 200_000 + "]" * 200_000 + "}")
     assert dataset._marker(tmp_path / "m", "d") is None  # not a complete write: rebuilt, never a crash

@@ -335,7 +335,8 @@ def test_a_results_dataset_is_bounded_in_rows_and_expansion(tmp_path, capsys, ca
     """A 1.2 MB parquet of 200,000 rows wrote 403k files (1.6 GB), took 4.4 GB and printed 199,999 warnings
     (main 05b95a1): refused from its footer's row count in one line; a small parquet whose repeated predictions
     expand past EXPAND_RATIO x its size is refused in one line and leaves nothing in the cache; 30 copies of one
-    row (29 duplicates) print 5 warnings and one "... and 24 more like this"."""
+    row under 30 seed names (each file's result says the row's own seed: refused since issue 51 checks a result's
+    seed against its file name) print 5 warnings and one "... and 25 more like this"."""
     export = tmp_path / "export.parquet"
     assert cli.main(["leaderboard", "--results", str(hc.FIXTURES), "--no-reference", "--export", str(export)]) == 0
     capsys.readouterr()
@@ -351,7 +352,8 @@ def test_a_results_dataset_is_bounded_in_rows_and_expansion(tmp_path, capsys, ca
     copies = hc.flood_parquet(tmp_path / "copies.parquet", export, 30)
     assert cli.main(["leaderboard", "--results", str(copies), "--no-reference", "--export", str(tmp_path / "x.csv")]) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 6 and warnings[-1].endswith("... and 24 more like this"), warnings
+    assert len(warnings) == 6 and warnings[-1].endswith("... and 25 more like this"), warnings
+    assert "its file name says seed" in warnings[0]
 
 
 def test_results_that_are_no_folder_are_one_line(tmp_path):

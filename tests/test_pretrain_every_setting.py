@@ -188,7 +188,7 @@ def test_bad_settings_from_flags_and_files_are_one_line(tmp_path, capsys):
         ([*base, "--max-model-gb", "nan", *out], "give a finite number"),
         ([*base, "--freeze", "7-0@clm", *out], "first layer 7 is after last layer 0"),
         ([*base, "--freeze", "0-1@lunch", *out], "expected FIRST-LAST@clm"),
-        ([*base, "--batch-size", "-3", *out], "expected a batch size"),
+        ([*base, "--batch-size", "-3", *out], "expected a positive integer or 'auto'"),
         ([*base, "--out", "x" * 1_000_000], "over the limit of 4,096"),
         ([*base, "--out", "runs/a\nb"], "U+000A"),
         ([*base, "--language", "fr\x1b[31m", *out], "U+001B"),

@@ -186,14 +186,14 @@ def test_a_new_result_follows_the_documented_field_order():
 
 
 def test_reader_rejects_a_score_that_is_not_a_fraction(tmp_path):
-    path = tmp_path / "seed-1.json"
+    path = tmp_path / "seed--1.json"  # OLD_EVAL's seed is -1 (a file's name must say its seed, issue 51)
     path.write_text(json.dumps(dict(OLD_EVAL, metrics={"test": {"macro_f1": 81.0}})))
-    with pytest.raises(ResultsError, match=r"seed-1.json: test macro_f1 81.0 is not a fraction in \[0, 1\]"):
+    with pytest.raises(ResultsError, match=r"seed--1.json: test macro_f1 81.0 is not a fraction in \[0, 1\]"):
         store.read_result(path)
-    path.write_text(json.dumps(dict(OLD_EVAL, key={"seed": 1})))
+    path.write_text(json.dumps(dict(OLD_EVAL, key={"seed": -1})))
     with pytest.raises(ResultsError, match=r"lacks field\(s\) key.model_revision"):
         store.read_result(path)
-    assert store.read_result(path, check_key=False).key == {"seed": 1}  # the leaderboard only aggregates
+    assert store.read_result(path, check_key=False).key == {"seed": -1}  # the leaderboard only aggregates
 
 
 # --- one alignment of predictions for paired tests ---------------------------------------------------------

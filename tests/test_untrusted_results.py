@@ -63,7 +63,7 @@ def _huge(path: Path) -> None:
 
 HOSTILE = {
     "fifo": (_fifo, "not a regular file"),
-    "dev-zero": (_dev_zero, "not a regular file"),
+    "dev-zero": (_dev_zero, "leads outside its folder"),  # issue 51: no link out of a results folder
     "huge": (_huge, "over the 8 MiB limit"),
     "deep": (lambda p: p.write_text(DEEP), "nested too deeply (over 64 levels)"),
     "seed-infinity": (lambda p: p.write_text(_text(result_dict(seed=float("inf")))), "seed inf is not an integer"),

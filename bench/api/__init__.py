@@ -23,6 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+# loaded first so that `contamination` below stays the function: a later first import of this submodule (the
+# `contamination` command's) rebound the package's attribute to the module, and `biobench.contamination(...)`
+# after it raised "'module' object is not callable"
+from biobench.api import contamination as _contamination_module  # noqa: F401
 from biobench.api.pretraining import pretrain
 from biobench.api.results import Results
 from biobench.errors import BiobenchError, ConfigError, DataError, DiskFullError, ModelLoadError, ResultsError

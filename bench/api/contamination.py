@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from biobench.board.entries import CONTAMINATION_THRESHOLD
 from biobench.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -110,6 +109,14 @@ def attach_to_plan(plan: GridPlan, n: int = 13) -> dict[str, Any]:
     report = check(texts, _documents(sources, str(record.get("text_field") or "text")), n=n)
     for task, splits in report["tasks"].items():
         plan.annotations.setdefault(task, {})["contamination"] = {
-            "n": n, "corpus": [_public(s) for s in sources], "threshold": CONTAMINATION_THRESHOLD,
+            "n": n, "corpus": [_public(s) for s in sources], "threshold": _threshold(),
             "splits": {split: {k: v for k, v in found.items() if k != "ids"} for split, found in splits.items()}}
     return report
+
+
+def _threshold() -> float:
+    """The board's contamination threshold, imported when used: this module loads with `biobench.api` (see its
+    __init__), which must stay light."""
+    from biobench.board.entries import CONTAMINATION_THRESHOLD
+
+    return CONTAMINATION_THRESHOLD

@@ -147,6 +147,8 @@ def parse_json(text: str | bytes, source: str | Path = "<json>", max_depth: int 
     if too_deep(text, max_depth):
         raise UnsafeJSONError(source, f"JSON nested too deeply (over {max_depth} levels); refused")
     try:
+        if text.startswith("\ufeff"):  # what json.loads says (the decoder itself does not look)
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         return _DECODER.decode(text)
     except DuplicateKeyError as err:
         raise UnsafeJSONError(source, str(err)) from None

@@ -19,6 +19,7 @@ from typing import Any, TypedDict
 
 from biobench.errors import ResultsError
 from biobench.runtime.jsonfile import object_at
+from biobench.runtime.paths import SAFE_NAME
 
 SCHEMA = "biobench.result/1"
 KEY_FIELDS = ("model_revision", "data_checksum", "protocol_hash", "seed")
@@ -111,7 +112,7 @@ class Result:
         seed = _seed(data["seed"])
         if seed is None:
             raise ResultsError(f"{source}: seed {data['seed']!r} is not an integer")
-        _check_file_name(source, seed, task.get("id"))
+        _check_file_name(source, seed, task.get("id"), object_at(data, "model").get("slug"))
         bad = first_bad_number(data)
         if bad is not None:
             raise ResultsError(f"{source}: {bad[0]} is {bad[1]}, not a finite number in range; refused")
@@ -120,17 +121,20 @@ class Result:
                    data["protocol"], data["key"], data["metrics"], details, data.get("predictions"))
 
 
-def _check_file_name(source: str | Path, seed: int, task_id: Any) -> None:
-    """A result read from a file (`source` a Path named like `result_path` writes it) must say the seed and task its
-    name and folder say: a `seed-42.json` claiming seed 43 replaced the genuine `seed-43.json` as a duplicate
-    (issue 51 §7). ResultsError naming both and the fix."""
+def _check_file_name(source: str | Path, seed: int, task_id: Any, slug: Any) -> None:
+    """A result read from a file (`source` a Path named like `result_path` writes it) must say the seed its name
+    says, and, when it sits in the results layout (`<model slug>/<task>/`, its model's slug naming the folder
+    above), the task its folder says: a `seed-42.json` claiming seed 43 replaced the genuine `seed-43.json` as a
+    duplicate (issue 51 §7). ResultsError naming both and the fix."""
     if not isinstance(source, Path):
         return
     named = SEED_FILE.fullmatch(source.name)
     if named and int(named.group(1)) != seed:
         raise ResultsError(f"{source}: holds seed {seed}, but its file name says seed {named.group(1)}; "
                            "rename or remove it")
-    if named and isinstance(task_id, str) and source.parent.name not in ("", ".") and source.parent.name != task_id:
+    # a task id that is no plain name is the scan's to report (`task.id ... is not a plain name`)
+    if (named and isinstance(task_id, str) and SAFE_NAME.fullmatch(task_id) and slug == source.parent.parent.name
+            and source.parent.name != task_id):
         raise ResultsError(f"{source}: holds task {task_id[:80]!r}, but it sits in the folder of task "
                            f"{source.parent.name!r}; move or remove it")
 
