@@ -695,7 +695,9 @@ def round4_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     files = {
         "task-deep.toml": deep_toml(60_000, "key"), "grid-deep.toml": deep_toml(60_000, "grid"),
         "pretrain-deep.toml": deep_toml(60_000, "key"), "grid-table.toml": deep_toml(60_000, "table"),
-        "grid-2000x256.toml": big_grid(2000, 1, "0-255"), "grid-2000-models.toml": big_grid(1, 2000, "0-255"),
+        "grid-2000x256.toml": big_grid(2000, 1, "0-255"),
+        "grid-2000-models.toml": big_grid(1, 2000, "0-255"),
+        "out-1mb.toml": f'model = "preset:tiny"\ncorpus = "c.txt"\ntokens = "1K"\nout = "{"x" * 1_000_000}"\n',
     }
     for name, text in files.items():
         (tmp / name).write_text(text, encoding="utf-8")
@@ -720,7 +722,7 @@ def round4_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("pretrain --tokens 12Q", [*pretrain, "--tokens", "12Q"], "token count '12Q'"),
         ("pretrain --max-documents fifty", [*pretrain, "--tokens", "1K", "--max-documents", "fifty"],
          "expected a whole number"),
-        ("pretrain --out of 1 MB", [*pretrain[:-2], "--tokens", "1K", "--out", "x" * 1_000_000],
+        ("pretrain --config with a 1 MB out", ["pretrain", "--config", str(tmp / "out-1mb.toml")],
          "over the limit of 4,096"),
         ("contamination --corpus a FIFO", ["contamination", "--corpus", str(fifo), "--tasks", "demo-cls"],
          "not a regular file or a folder"),

@@ -118,7 +118,8 @@ class Results:
         for i, record in enumerate(self.records):
             key = (_model_name(record), record.task_id, describe_overrides(overrides(record)))
             groups.setdefault(key, []).append(i)
-        rows, refused = [], []
+        rows: list[dict[str, Any]] = []
+        refused: list[str] = []
         for (model, task, smoke), members in groups.items():
             first = self.records[members[0]]
             scores = TaskScores(task, str(first.task.get("lang", "")), str(first.task.get("kind", "")))
