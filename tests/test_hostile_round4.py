@@ -16,7 +16,7 @@ import pytest
 from biobench import cli
 
 from tests import hostile_corpus as hc
-from tests.test_hostile_corpus import snapshot
+from tests.support import snapshot_outside as snapshot
 
 
 @pytest.fixture(autouse=True)
