@@ -113,3 +113,51 @@ def write_config(cfg: Any, path: Path) -> None:
         # JSON's strings, numbers, booleans and arrays of them are TOML's too
         lines.append(f"{spec.name} = {json.dumps(value, ensure_ascii=False)}")
     atomic_write(path, "\n".join(lines) + "\n")
+
+
+def check_settings(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """Pretraining settings given as a table (a `--config` file, a study file's [[pretrain]] table), checked: keys
+    that are PretrainConfig settings (dashes or underscores; an unknown one is refused with the closest name),
+    values of the setting's kind, token counts ('2M') and batch sizes parsed. `where` starts each error line.
+    Numbers are checked against their bounds with everything else, when the config is built."""
+    from dataclasses import MISSING, fields
+
+    from biobench.runtime.batching import batch_size_value
+    from biobench.tasks.options import check_keys
+    from biobench.training.config import PretrainConfig
+
+    settings = {spec.name: spec for spec in fields(PretrainConfig)}
+    values = {str(key).replace("-", "_"): value for key, value in raw.items()}
+    check_keys(values, settings, where, "setting")
+    for name, value in values.items():
+        spec = settings[name]
+        default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
+        kind = (spec.metadata.get("cli") or {}).get("type")
+        ok = (isinstance(value, str | int) and not isinstance(value, bool) if kind in ("tokens", "batch") else
+              isinstance(value, bool) if isinstance(default, bool) else
+              isinstance(value, list) and all(isinstance(v, str | int | float) for v in value)
+              if isinstance(default, list | tuple) else
+              isinstance(value, int | float) and not isinstance(value, bool)
+              if isinstance(default, int | float) or spec.metadata.get("bounds") is not None else
+              isinstance(value, str | bool))
+        if not ok:  # a setting with bounds and no default (data_seed, max_documents) is a number too
+            expected = "a number" if spec.metadata.get("bounds") is not None and kind is None else _kind_name(default, kind)
+            raise ConfigError(f"{where}: {name} = {str(value)[:40]!r}: expected {expected}")
+        if kind == "tokens":
+            values[name] = parse_tokens(value)
+        elif kind == "batch":
+            values[name] = batch_size_value(str(value))
+        elif spec.name in ("out", "cache_dir"):
+            values[name] = Path(value)
+        elif isinstance(default, tuple):
+            values[name] = tuple(value)
+    return values
+
+
+def _kind_name(default: Any, kind: Any) -> str:
+    if kind == "tokens":
+        return "a token count (e.g. 2M)"
+    if kind == "batch":
+        return "a batch size (a number, or auto)"
+    return ("true or false" if isinstance(default, bool) else "a list" if isinstance(default, list | tuple)
+            else "a number" if isinstance(default, int | float) else "text")

@@ -78,13 +78,11 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
 
 def config_file(path: Path) -> dict[str, Any]:
     """The settings of a `--config` TOML file, checked: a bounded regular file, keys that are settings (dashes or
-    underscores; an unknown one is refused with the closest name), values of the setting's kind. Numbers are
+    underscores; an unknown one is refused with the closest name), values of the setting's kind
+    (biobench.api.pretraining.check_settings, which a study file's [[pretrain]] tables share). Numbers are
     checked against their bounds with everything else, when the config is built."""
-    from dataclasses import MISSING, fields
-
+    from biobench.api.pretraining import check_settings
     from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
-    from biobench.tasks.options import check_keys
-    from biobench.training.config import PretrainConfig
 
     try:
         raw = parse_toml(read_bytes(path, MAX_CONFIG_BYTES), path)
@@ -92,39 +90,7 @@ def config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(str(err)) from None
     except OSError as err:
         raise ConfigError(f"--config {path}: cannot read it ({err.strerror or err})") from None
-    settings = {spec.name: spec for spec in fields(PretrainConfig)}
-    values = {str(key).replace("-", "_"): value for key, value in raw.items()}
-    check_keys(values, settings, f"--config {path}", "setting")
-    for name, value in values.items():
-        spec = settings[name]
-        default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
-        kind = (spec.metadata.get("cli") or {}).get("type")
-        ok = (isinstance(value, str | int) and not isinstance(value, bool) if kind in ("tokens", "batch") else
-              isinstance(value, bool) if isinstance(default, bool) else
-              isinstance(value, list) and all(isinstance(v, str | int | float) for v in value)
-              if isinstance(default, list | tuple) else
-              isinstance(value, int | float) and not isinstance(value, bool) if isinstance(default, int | float) else
-              isinstance(value, str | bool))
-        if not ok:
-            raise ConfigError(f"--config {path}: {name} = {str(value)[:40]!r}: expected {_kind_name(default, kind)}")
-        if kind == "tokens":
-            values[name] = parse_tokens(value)
-        elif kind == "batch":
-            values[name] = batch_size_value(str(value))
-        elif spec.name in ("out", "cache_dir"):
-            values[name] = Path(value)
-        elif isinstance(default, tuple):
-            values[name] = tuple(value)
-    return values
-
-
-def _kind_name(default: Any, kind: Any) -> str:
-    if kind == "tokens":
-        return "a token count (e.g. 2M)"
-    if kind == "batch":
-        return "a batch size (a number, or auto)"
-    return ("true or false" if isinstance(default, bool) else "a list" if isinstance(default, list | tuple)
-            else "a number" if isinstance(default, int | float) else "text")
+    return check_settings(raw, f"--config {path}")
 
 
 def run(args) -> int:
