@@ -33,7 +33,7 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
         f"{m}/{t}/seed-42.smoke.json" for m in folders for t in ("demo-cls", "demo-multilabel", "demo-ner")]
     finished = [line for line in captured.err.splitlines() if ": test macro-F1 " in line]
     assert len(finished) == 6  # one line per run despite --no-progress, each after its step's name
-    assert sum("[eval/sequence/detour] detour · tiny · " in line for line in finished) == 2
+    assert sum(line.startswith("[eval/sequence/detour] [") and "] detour · tiny · " in line for line in finished) == 2
     # the two pretrainings ran side by side (--jobs 2): the second started before the first finished
     assert captured.err.index("[pretrain/mlm] started") < captured.err.index("[pretrain/detour] finished")
     assert "demo-ner" in out and "biobench leaderboard --results" in out

@@ -25,7 +25,8 @@ def _job_times(cluster, job: str) -> tuple[str, str]:
 def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, tmp_path):
     env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
     path = tmp_path / "study.toml"
-    path.write_text(TINY, encoding="utf-8")
+    # the detour run long enough (~1,700 optimiser steps) to be requeued in the middle of its training
+    path.write_text(TINY.replace('tokens = "12K"', 'tokens = "400K"', 1), encoding="utf-8")
 
     def biobench(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "biobench.cli", *args], env=env, cwd=tmp_path,
@@ -37,7 +38,8 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     jobs = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", submitted.stdout))
     assert list(jobs) == ["pretrain/detour", "pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final"]
-    assert f"submitted eval/cls/detour: SLURM job {jobs['eval/cls/detour']} (after pretrain/detour)" in submitted.stdout
+    assert f"submitted eval/cls/detour: SLURM job {jobs['eval/cls/detour']} (after pretrain/detour: job {jobs['pretrain/detour']})" \
+        in submitted.stdout
     assert submitted.stdout.splitlines()[-1] == f"progress: biobench study status {path}"
     # while the pretrainings run, the steps that read them wait on them (SLURM's reason: Dependency)
     deps = slurm_cluster.client("squeue", "-h", "-j", jobs["analysis/cka-final"], "-o", "%E|%r", check=False).stdout
@@ -50,12 +52,22 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
     rows = {line.split()[0]: line for line in during.stdout.splitlines() if line and not line.startswith(" ")}
     assert re.search(r"\s(running|waiting)\s", rows["pretrain/detour"]), during.stdout
     assert re.search(r"\swaiting\s+SLURM job \d+ PENDING \(Dependency\), on pretrain/detour",
-                     rows["eval/cls/detour"]), during.stdout
+                     rows["eval/cls/detour"]), during.stdout  # the detour run trains for a minute at least
 
+    # a pretraining requeued in mid-run (as at a time limit): it writes a checkpoint on SIGTERM, runs again and
+    # resumes from it; the steps that read it wait for its second end
+    log = tmp_path / "study" / "runs" / "detour" / "train_log.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and log.read_text().count("\n") >= 50):
+        assert time.monotonic() < deadline and "FAILED" not in slurm_cluster.states(int(jobs["pretrain/detour"]))
+        time.sleep(0.2)
+    slurm_cluster.client("scontrol", "requeue", jobs["pretrain/detour"])
     for job in jobs.values():
         assert slurm_cluster.wait(int(job), timeout=900) == ["COMPLETED"], \
             {p.name: p.read_text()[-1500:] for p in (tmp_path / "study" / "slurm").rglob("*_log.*")}
     wall = time.monotonic() - t0
+    pretrain_log = "".join(p.read_text() for p in (tmp_path / "study" / "slurm" / "pretrain--detour").glob("*_log.*"))
+    assert "resuming from" in pretrain_log, pretrain_log[-3000:]
     # each eval started only after its pretraining ended, and read its final weights
     for run in ("detour", "mlm"):
         _, pretrain_end = _job_times(slurm_cluster, jobs[f"pretrain/{run}"])

@@ -241,7 +241,7 @@ class SlurmSettings:
 def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str, list[str]]]:
     """Submit every step not done as a SLURM job (an eval step as an array of `workers` elements that claim its
     runs), each with `afterok` on the jobs of the steps it needs, through runtime.launch (submitit); returns
-    (step, job id, the job ids it waits on) in submission order and records them in <out>/.study/slurm.json."""
+    (step, job id, what it waits on: "STEP: job ID") in submission order and records them in <out>/.study/slurm.json."""
     from biobench.runtime import launch
 
     launch.import_submitit()
@@ -281,7 +281,7 @@ def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str,
         job_of[step.id] = job
         record[step.id] = {"job": job, "log_dir": str(log_dir), "workers": workers, "needs": waits,
                            "argv": argv, "submitted": time.time()}
-        submitted.append((step, job, waits))
+        submitted.append((step, job, [f"{n}: job {job_of[n]}" for n in step.needs if n in job_of]))
     _write_record(record_path, record)
     return submitted
 
@@ -351,7 +351,8 @@ def study_status(study: Study, retry: str) -> list[StepState]:
             slurm_state = _slurm_state(job["job"])
             state = slurm_state.split(" ")[0]
             if state in SLURM_STATES_RUNNING:
-                states[step.id] = StepState(step.id, "running", f"SLURM job {job['job']} ({slurm_state})"
+                where = slurm_state.split(" ", 1)[1] if " " in slurm_state else "?"  # squeue's %R: the node(s)
+                states[step.id] = StepState(step.id, "running", f"SLURM job {job['job']} {state} on {where}"
                                             + (f"; {detail}" if detail else ""))
                 continue
             if state in SLURM_STATES_WAITING:
