@@ -155,7 +155,10 @@ TINY = (_pretrain("detour", tokens="12K") + _pretrain("mlm", "mlm", tokens="12K"
           'models = [{ model = "run:detour/final" }, { model = "run:mlm/final" }]\n'
         + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
           'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
-        + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n')
+        + '\n[[analysis]]\nname = "trajectory"\nkind = "cka-trajectory"\nrun = "run:detour/final"\n'
+          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
+        + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n'
+          'lang = "fr"\npaper_a = "CLM detour (Base, 10B) = ModernCamemBERT-bio-base"\n')
 
 
 def _outputs(root: Path) -> dict[Path, int]:
@@ -182,12 +185,12 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
     before = _outputs(out)
     assert cli.main(["study", "run", str(path), "--jobs", "2"]) == 0
     again = capsys.readouterr().err
-    assert again.count("done already: skipped") == 5 and "started" not in again
+    assert again.count("done already: skipped") == 6 and "started" not in again
     assert _outputs(out) == before
 
     assert cli.main(["study", "status", str(path)]) == 0
     status = capsys.readouterr().out.splitlines()
-    assert [line.split()[1] for line in status] == ["done"] * 5
+    assert [line.split()[1] for line in status] == ["done"] * 6
     assert "4/4 runs done" in next(line for line in status if line.startswith("eval/cls/detour"))
 
     assert cli.main(["study", "report", str(path)]) == 0
@@ -206,6 +209,26 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
     assert "| demo-cls | demo-multilabel | average |" in md.replace("model | ", "") and "Holm" in md
     assert "![CKA divergence by layer: cka-final](figures/cka-final.png)" in md
     assert (out / "report" / "figures" / "cka-final.png").stat().st_size > 0
+    assert "![CKA divergence along the run (trajectory): trajectory](figures/trajectory.png)" in md
+    # the paper's row for A as published (bench/board/reference): no demo task in Table 1, its French average
+    assert "| CLM detour (Base, 10B) = ModernCamemBERT-bio-base (paper) | – | – | 61.60 |" in md
     assert "\\begin{tabular}" in (out / "report" / "report.tex").read_text()
     csv = (out / "report" / "report.csv").read_text().splitlines()
     assert csv[0].startswith("comparison,task,model_a,model_b,mean_a") and len(csv) == 1 + 2 + 1
+
+
+@pytest.mark.slow
+def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
+    """A pretraining that fails (its corpus is not there) fails its step; the eval that needs it is not run;
+    `status` says failed, the log's last line and the command that retries; the eval waits on it."""
+    missing = tmp_path / "no-such-corpus.txt"
+    text = _pretrain("a").replace('"generated:demo-fr"', f'"{missing}"') + _eval("fr", ["run:a/final"])
+    path = _write(tmp_path, text)
+    assert cli.main(["study", "run", str(path), "--jobs", "1", "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "[pretrain/a] failed (exit 2)" in err and "[eval/fr/a] not run: pretrain/a failed" in err, err
+    assert cli.main(["study", "status", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["pretrain/a", "failed"] and "error: " in lines[0] and str(missing) in lines[0]
+    assert lines[1].strip() == f"retry: biobench study run {path}"
+    assert lines[2].split()[:4] == ["eval/fr/a", "waiting", "on", "pretrain/a"]

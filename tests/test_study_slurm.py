@@ -37,7 +37,8 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
                          "--gpus-per-task", "0", "--cpus-per-task", "1", "--time", "20")
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     jobs = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", submitted.stdout))
-    assert list(jobs) == ["pretrain/detour", "pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final"]
+    assert list(jobs) == ["pretrain/detour", "pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final",
+                          "analysis/trajectory"]
     assert f"submitted eval/cls/detour: SLURM job {jobs['eval/cls/detour']} (after pretrain/detour: job {jobs['pretrain/detour']})" \
         in submitted.stdout
     assert submitted.stdout.splitlines()[-1] == f"progress: biobench study status {path}"
@@ -83,7 +84,7 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
 
     after = biobench("study", "status", str(path))
     print("status after:\n" + after.stdout)
-    assert [line.split()[1] for line in after.stdout.splitlines() if line.strip()] == ["done"] * 5, after.stdout
+    assert [line.split()[1] for line in after.stdout.splitlines() if line.strip()] == ["done"] * 6, after.stdout
     again = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug", "--gpus-per-task", "0")
     assert again.returncode == 0 and again.stdout.startswith("nothing to submit"), again.stdout
     print(f"tiny study on the local SLURM: {wall:.0f} s from submit to the last job's end")

@@ -15,11 +15,15 @@ def add_parser(subparsers) -> None:
                                    description=__doc__ + " Steps: each [[pretrain]], each model of each [[eval]], "
                                    "each [[analysis]]; [[compare]] tables go into the report.")
     sub = parser.add_subparsers(dest="study_command", metavar="COMMAND", required=True)
-    p = sub.add_parser("run", help="run every step not done yet, here or as SLURM jobs with dependencies")
-    p.add_argument("study", type=Path, metavar="STUDY.toml")
+    p = sub.add_parser("run", help="run every step not done yet, here or as SLURM jobs with dependencies",
+                       description="Run every step of the study not done yet: here, each as a child process after the "
+                       "steps it needs (--jobs at once), or with --launcher slurm as SLURM jobs with afterok "
+                       "dependencies (eval steps as arrays that claim their runs), then return. Done is read from "
+                       "what each step writes, so a rerun skips it.")
+    p.add_argument("study", type=Path, metavar="STUDY.toml", help="the study file (docs/STUDIES.md)")
     p.add_argument("--out", type=Path, help="the study folder (default: the file's `out`, else its name beside it)")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="local: steps at once, each after those it "
-                   "needs (default: the CPU cores, 1 with a GPU)")
+                   "needs (default: 2 on a CPU with 2+ cores, 1 with a GPU)")
     p.add_argument("--threads", type=int, default=None, help="local: CPU threads per step (default: cores / jobs)")
     p.add_argument("--step", action="append", default=[], metavar="ID", help="only these steps (repeatable; "
                    "`--dry-run` lists the ids); what they need must be done")
@@ -28,12 +32,19 @@ def add_parser(subparsers) -> None:
 
     add_launcher_arguments(p)
     p.set_defaults(func=run)
-    p = sub.add_parser("status", help="each step: done / running where / waiting on / failed (last log line, retry)")
-    p.add_argument("study", type=Path, metavar="STUDY.toml")
+    p = sub.add_parser("status", help="each step: done / running where / waiting on / failed (last log line, retry)",
+                       description="Each step's state, read from its outputs, the local records and squeue: done; "
+                       "running (where); waiting (on which steps, or SLURM's reason); failed (the last log line and "
+                       "the command that retries it); to run.")
+    p.add_argument("study", type=Path, metavar="STUDY.toml", help="the study file (docs/STUDIES.md)")
     p.add_argument("--out", type=Path, help="the study folder, if `run` was given --out")
     p.set_defaults(func=status)
-    p = sub.add_parser("report", help="the comparisons in the paper's layout (Markdown, LaTeX, CSV) and figures")
-    p.add_argument("study", type=Path, metavar="STUDY.toml")
+    p = sub.add_parser("report", help="the comparisons in the paper's layout (Markdown, LaTeX, CSV) and figures",
+                       description="Each [[compare]] table: per task and on the average, each model's mean with its "
+                       "95% CI over seeds beside the paper's row, and A - B with its paired-bootstrap CI, p-value "
+                       "and the task-level correction (Holm by default), written to <out>/report/ as Markdown, "
+                       "LaTeX, CSV and JSON with the analyses' figures (docs/STUDIES.md).")
+    p.add_argument("study", type=Path, metavar="STUDY.toml", help="the study file (docs/STUDIES.md)")
     p.add_argument("--out", type=Path, help="the study folder, if `run` was given --out")
     p.set_defaults(func=report)
 
