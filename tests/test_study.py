@@ -156,6 +156,7 @@ TINY = (_pretrain("detour", tokens="12K") + _pretrain("mlm", "mlm", tokens="12K"
         + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
           'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
         + '\n[[analysis]]\nname = "trajectory"\nkind = "cka-trajectory"\nrun = "run:detour/final"\n'
+          'start = "run:detour/init"\n'
           'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
         + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n'
           'lang = "fr"\npaper_a = "CLM detour (Base, 10B) = ModernCamemBERT-bio-base"\n')

@@ -62,7 +62,7 @@ TOP_KEYS = {"extends", "out", "runs", "results", "data_dir", "task_files", "pret
             "compare", "workers"}
 # the PretrainConfig fields a study decides itself: where the run writes, and whether it resumes
 PRETRAIN_RESERVED = {"out", "resume", "stop_after_steps", "progress"}
-REF = re.compile(r"run:([A-Za-z0-9][A-Za-z0-9._-]{0,99})/(final|phase1|step-(\d+(?:\.\d+)?[KMBGTkmbgt]?))")
+REF = re.compile(r"run:([A-Za-z0-9][A-Za-z0-9._-]{0,99})/(final|phase1|init|step-(\d+(?:\.\d+)?[KMBGTkmbgt]?))")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 AnalysisKind = Literal["cka", "cka-trajectory", "needle-generate", "needle"]
@@ -85,10 +85,11 @@ GENERATED = {"demo-fr": (600, 0)}
 
 @dataclass(frozen=True)
 class RunRef:
-    """`run:NAME/final|phase1|step-<tokens>`: a checkpoint a [[pretrain]] table writes."""
+    """`run:NAME/final|phase1|step-<tokens>`: a checkpoint a [[pretrain]] table writes (`init`: the start model
+    as the run saved it, e.g. the start of a CKA trajectory from a preset, which has no weights of its own)."""
 
     run: str
-    checkpoint: str  # final | phase1 | step-<tokens as written>
+    checkpoint: str  # final | phase1 | init | step-<tokens as written>
     tokens: int | None = None  # step-<tokens>: the token count asked for
 
     @property
