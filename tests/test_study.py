@@ -218,7 +218,6 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
     assert csv[0].startswith("comparison,task,model_a,model_b,mean_a") and len(csv) == 1 + 2 + 1
 
 
-@pytest.mark.slow
 def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
     """A pretraining that fails (its corpus is not there) fails its step; the eval that needs it is not run;
     `status` says failed, the log's last line and the command that retries; the eval waits on it."""

@@ -364,7 +364,7 @@ def load_study(path: str | Path, out: str | Path | None = None,
             model = entry.get("model") if isinstance(entry, dict) else entry
             if (ref := parse_ref(model, f"{path} [[eval]] #{n} model #{i}")) is not None:
                 check_ref(ref, study.pretrain, f"{path} [[eval]] #{n} model #{i}")
-    defaults = {"results": str(results), **{k: raw[k] for k in ("data_dir", "task_files") if k in raw}}
+    defaults: dict[str, Any] = {"results": str(results), **{k: raw[k] for k in ("data_dir", "task_files") if k in raw}}
     grids = grids_from_tables(eval_tables, defaults, path, "eval") if eval_tables else []
     evaluated: dict[str, str] = {}  # model (as written) -> its step id
     run_keys: dict[tuple, str] = {}
@@ -403,50 +403,51 @@ def load_study(path: str | Path, out: str | Path | None = None,
         words, done_name, model_keys = ANALYSES[kind]
         folder = study.out / "analyses" / name
         claim_output(folder, where)
-        argv, needs = list(words), []
-        for key, value in table.items():
-            if key in ("name", "kind"):
+        argv: list[str] = list(words)
+        analysis_needs: list[str] = []
+        for option, value in table.items():
+            if option in ("name", "kind"):
                 continue
-            if key in ("out", "device"):
-                raise ConfigError(f"{where}: {key} is decided by the study (out: {folder}; device: the launcher's)")
-            if not NAME.fullmatch(key):
-                raise ConfigError(f"{where}: {key!r} is not an option name")
+            if option in ("out", "device"):
+                raise ConfigError(f"{where}: {option} is decided by the study (out: {folder}; device: the launcher's)")
+            if not NAME.fullmatch(option):
+                raise ConfigError(f"{where}: {option!r} is not an option name")
             values = value if isinstance(value, list) else [value]
             if not values or not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values):
                 if value is True:
-                    argv.append("--" + key.replace("_", "-"))
+                    argv.append("--" + option.replace("_", "-"))
                     continue
-                raise ConfigError(f"{where}: {key} = {value!r}: give text, a number, true, or a list of them")
+                raise ConfigError(f"{where}: {option} = {value!r}: give text, a number, true, or a list of them")
             words_out = []
             for v in values:
-                ref = parse_ref(v, f"{where} {key}")
+                ref = parse_ref(v, f"{where} {option}")
                 if ref is None and isinstance(v, str) and v.startswith("analysis:"):
                     other = v.split(":", 1)[1]  # another analysis' output folder (needle data)
                     if not any(s.id == f"analysis/{other}" for s in study.steps):
-                        raise ConfigError(f"{where}: {key} = {v!r} names no earlier [[analysis]]")
-                    needs.append(f"analysis/{other}")
+                        raise ConfigError(f"{where}: {option} = {v!r} names no earlier [[analysis]]")
+                    analysis_needs.append(f"analysis/{other}")
                     words_out.append(str(study.out / "analyses" / other))
                     continue
                 if ref is not None:
-                    check_ref(ref, study.pretrain, f"{where} {key}")
-                    if key == "run":  # cka-trajectory reads a whole run folder
-                        needs.append(f"pretrain/{ref.run}")
+                    check_ref(ref, study.pretrain, f"{where} {option}")
+                    if option == "run":  # cka-trajectory reads a whole run folder
+                        analysis_needs.append(f"pretrain/{ref.run}")
                         words_out.append(str(runs / ref.run))
                         continue
-                    needs.append(f"pretrain/{ref.run}")
+                    analysis_needs.append(f"pretrain/{ref.run}")
                     words_out.append(str(ref_path(study, ref)))
-                elif key in model_keys and isinstance(v, str) and not Path(v).is_absolute() and (base / v).exists():
+                elif option in model_keys and isinstance(v, str) and not Path(v).is_absolute() and (base / v).exists():
                     words_out.append(str((base / v).resolve()))
-                elif key == "data_dir" and isinstance(v, str):  # as a grid's data_dir: relative to the file
+                elif option == "data_dir" and isinstance(v, str):  # as a grid's data_dir: relative to the file
                     words_out.append(str(_folder(base, v, f"{where} data_dir")))
-                elif key in ("haystacks", "data") and isinstance(v, str) or \
-                        key == "texts" and isinstance(v, str) and (base / v).exists():  # texts: also task ids
+                elif option in ("haystacks", "data") and isinstance(v, str) or \
+                        option == "texts" and isinstance(v, str) and (base / v).exists():  # texts: also task ids
                     words_out.append(str((base / v).resolve()))
                 else:
                     words_out.append(str(v))
-            argv += ["--" + key.replace("_", "-"), *words_out]
+            argv += ["--" + option.replace("_", "-"), *words_out]
         argv += ["--out", str(folder)]
-        study.steps.append(Step(f"analysis/{name}", "analysis", tuple(argv), tuple(dict.fromkeys(needs)), where,
+        study.steps.append(Step(f"analysis/{name}", "analysis", tuple(argv), tuple(dict.fromkeys(analysis_needs)), where,
                                 done_file=folder / done_name))
 
     # [[compare]]: read by the report; both models must be evaluated by the study
@@ -471,8 +472,9 @@ def load_study(path: str | Path, out: str | Path | None = None,
         correction = table.get("correction", "holm")
         if correction not in CORRECTIONS:
             raise ConfigError(f"{where}: correction = {correction!r}; give one of {', '.join(CORRECTIONS)}")
-        tasks, lang = table.get("tasks"), table.get("lang")
-        if tasks is not None and (not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks)):
+        compare_tasks, lang = table.get("tasks"), table.get("lang")
+        if compare_tasks is not None and (not isinstance(compare_tasks, list) or
+                                          not all(isinstance(t, str) for t in compare_tasks)):
             raise ConfigError(f"{where}: tasks must be a list of task ids")
         if lang is not None and lang not in ("fr", "en"):
             raise ConfigError(f"{where}: lang must be \"fr\" or \"en\"")
@@ -482,7 +484,7 @@ def load_study(path: str | Path, out: str | Path | None = None,
         for side in ("paper_a", "paper_b"):
             if table.get(side) is not None:
                 _check_paper_row(table[side], f"{where} {side}")
-        study.compares.append(Compare(name, table["a"], table["b"], tuple(tasks) if tasks else None, lang,
+        study.compares.append(Compare(name, table["a"], table["b"], tuple(compare_tasks) if compare_tasks else None, lang,
                                       correction, n_boot, table.get("paper_a"), table.get("paper_b"),
                                       bool(table.get("allow_different_protocols", False)), where))
     if not study.steps:
