@@ -230,6 +230,9 @@ def write_report(study: Study) -> dict[str, Any]:
             "figures": [str(p) for _, p in shown]}
     atomic_write(folder / "report.md", "\n".join(md))
     atomic_write(folder / "report.tex", "\n".join(tex))
-    atomic_write(folder / "report.csv", csv_text(pd.DataFrame(csv_rows(items))))
+    table = pd.DataFrame(csv_rows(items))
+    if len(table):  # seed counts stay integers beside the average rows, which have none
+        table = table.astype({"seeds_a": "Int64", "seeds_b": "Int64"})
+    atomic_write(folder / "report.csv", csv_text(table))
     atomic_write(folder / "report.json", json.dumps(data, indent=1, default=str, allow_nan=True) + "\n")
     return data
