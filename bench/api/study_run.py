@@ -314,7 +314,10 @@ def _last_line(path: Path) -> str:
             lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
     except OSError:
         return ""
-    return lines[-1][:300] if lines else ""
+    # the error line when there is one (a child's stdout and stderr reach the log from two threads, so the
+    # error is not always the very last line), else the last line
+    errors = [ln for ln in lines if ln.startswith("error:") or "Error:" in ln]
+    return (errors or lines)[-1][:300] if lines else ""
 
 
 def _pid_alive(pid: int) -> bool:
