@@ -26,6 +26,7 @@ from biobench.commands import (
     queue,
     results,
     space,
+    study,
     submit,
     tasks,
     worker,
@@ -51,7 +52,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "prefetch": prefetch, "compare": compare,
     "contamination": contamination,
-    "pretrain": pretrain, "card": card, "analyze": analyze, "leaderboard": leaderboard,
+    "pretrain": pretrain, "study": study, "card": card, "analyze": analyze, "leaderboard": leaderboard,
     "results": results, "submit": submit, "worker": worker, "queue": queue, "space": space,
 }
 

@@ -541,3 +541,27 @@ def minimum_detectable_difference(gold: Sequence, preds: Sequence[Sequence], met
     factor = float(ndtri(1 - alpha / 2) + ndtri(power))  # scipy.stats.norm.ppf
     mdd = factor * math.sqrt(2 * (seed_std**2 / k + test_se**2)) if k > 1 else math.nan
     return DetectableDifference(mdd, factor * math.sqrt(2) * test_se, seed_std, test_se, k, alpha, power)
+
+
+# --- many tasks, one question ---------------------------------------------------------------------------
+def adjust_p_values(p_values: Sequence[float], method: str = "holm") -> list[float]:
+    """p-values adjusted for testing one difference on several tasks at once, in input order; NaN (no test)
+    stays NaN and is not counted. `holm`: Holm's step-down (1979), which controls the family-wise error rate as
+    Bonferroni does and rejects at least as often; `bonferroni`: p x m; `none`: as given. Adjusted values are
+    capped at 1 and, for Holm, made monotone in the order of the raw p-values (statsmodels' `multipletests`)."""
+    tested = [(p, i) for i, p in enumerate(p_values) if p == p]
+    out = [math.nan] * len(p_values)
+    m = len(tested)
+    if method == "none":
+        return [float(p) for p in p_values]
+    if method == "bonferroni":
+        for p, i in tested:
+            out[i] = min(1.0, p * m)
+        return out
+    if method != "holm":
+        raise ValueError(f"unknown correction {method!r} (holm, bonferroni, none)")
+    running = 0.0
+    for rank, (p, i) in enumerate(sorted(tested)):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out

@@ -231,6 +231,22 @@ def minilm_dir() -> Path:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def transformers_logs_to_the_session_stderr():
+    """transformers gives its root logger a StreamHandler bound to whatever sys.stderr is when it first logs.
+    If that first time is inside a test using capsys, the handler keeps that test's stream, closed once the test
+    ends, and every later warning prints '--- Logging error --- Traceback ...' into other tests' stderr (seen
+    under xdist, where test order differs: test_pretrain_every_setting's no-Traceback check failed on it). Bind
+    it here, to the session's stream, before any test captures."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    hf_logging.get_logger("transformers")
+    yield
+
+
+@pytest.fixture(autouse=True, scope="session")
 def one_torch_thread():
     """Tests use tiny tensors: a second intra-op thread only adds OpenMP contention on a 2-core machine
     (measured here: a tiny training step 60 ms with one thread vs 0.3-6 s with two under load).

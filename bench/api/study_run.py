@@ -1,0 +1,401 @@
+"""Running a study (bench/api/study.py): each step's state, the steps run here in child processes (at most
+`jobs` at once, each after the steps it needs), or submitted as SLURM jobs with `afterok` dependencies through
+the submitit launcher that `eval --launcher slurm` uses (bench/runtime/launch.py: no second scheduler).
+
+What a step has done is read from what it writes (a pretraining's final/, an eval grid's result files, an
+analysis' output file), never from a record of ours, so a study run by hand, by another machine or half on a
+cluster is judged the same. The records under <out>/.study/ only say where a step runs or ran (the local
+process, the SLURM job) and where its log is, for `biobench study status`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from biobench.api.study import Step, Study, order, write_step_files
+from biobench.errors import ConfigError
+
+# lines of a step's output worth showing while it runs (the rest is in its log): a finished eval run, a
+# pretraining's start, phases and end, and every error
+SHOWN = (": test macro-F1 ", "biobench pretrain:", "done: ", "wrote ", "error", "Error", "⚠")
+SLURM_STATES_RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STAGE_OUT"}
+SLURM_STATES_WAITING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
+
+
+@dataclass
+class StepState:
+    step: str
+    state: str  # done | running | waiting | to run | failed | partly done
+    detail: str = ""  # where it runs, what it waits on, its last log line
+    retry: str = ""  # the command that runs it again (failed steps)
+
+
+def _records(study: Study) -> Path:
+    return study.out / ".study"
+
+
+def step_log(study: Study, step: Step) -> Path:
+    return study.out / "logs" / f"{step.id.replace('/', '--')}.log"
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+
+    try:
+        data = read_json(path, 1 << 20)
+    except (OSError, UnsafeJSONError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_record(path: Path, data: dict[str, Any]) -> None:
+    from biobench.runtime.files import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(data, indent=1, default=str) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------ done?
+def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
+    """(runs done, runs in all, runs claimed now, why it cannot be planned) of an eval step's grid; planning
+    reads the model's weights (its revision) and the tasks' data, and trains nothing."""
+    from biobench.errors import BiobenchError
+    from biobench.eval.grid import grid_specs, plan_rows
+    from biobench.eval.runner import plan_grid
+    from biobench.ranges import parse_seeds
+    from biobench.tasks.loading import load_task
+
+    grid = study.grids[[s.id for s in study.steps if s.kind == "eval"].index(step.id)]
+    entry = grid.models[0]
+    if Path(entry.model).is_absolute() and not Path(entry.model).is_dir():
+        return 0, 0, 0, f"{entry.model} does not exist yet"
+    try:
+        specs = grid_specs(grid)
+        seeds = parse_seeds(grid.seeds, f"{grid.source}: seeds") if grid.seeds else None
+
+        def plan():  # as `eval --config` plans the step's grid (bench/commands/eval.py run_config)
+            return plan_grid(entry.model, specs, lambda spec: load_task(spec, grid.data_dir), grid.results,
+                             seeds=seeds, overrides={**grid.overrides, **entry.overrides}, overwrite=True,
+                             skip_unavailable=grid.lang is not None, name=entry.name, metadata=entry.metadata)
+
+        rows = plan_rows(grid.name, entry.name or entry.model, plan)
+    except BiobenchError as err:
+        return 0, 0, 0, str(err)
+    cannot = [r.detail for r in rows if r.status == "cannot plan"]
+    if cannot:
+        return 0, 0, 0, cannot[0]
+    runs = [r for r in rows if r.status != "no data"]
+    return (sum(r.status == "done" for r in runs), len(runs), sum(r.status == "claimed" for r in runs),
+            "; ".join(f"{r.task}: no data" for r in rows if r.status == "no data"))
+
+
+def is_done(study: Study, step: Step) -> bool:
+    if step.done_file is not None:
+        return step.done_file.is_file()
+    done, total, _, problem = eval_progress(study, step)
+    return total > 0 and done == total and not problem.endswith("does not exist yet")
+
+
+# ------------------------------------------------------------------------------------------------ locally
+def _child_env(threads: int) -> dict[str, str]:
+    # each step's torch uses `threads` cores: steps side by side share the machine instead of oversubscribing it
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "BIOBENCH_STUDY_CHILD": "1"}
+
+
+def local_argv(step: Step, threads: int) -> list[str]:
+    argv = list(step.argv)
+    if step.kind in ("pretrain", "eval"):
+        argv += ["--threads", str(threads)]
+    if step.kind == "pretrain":
+        from biobench.training import checkpoint
+
+        run = Path(_pretrain_out(step))
+        if run.is_dir() and checkpoint.latest(run) is not None:
+            argv.append("--resume")  # a run stopped earlier continues from its latest checkpoint
+    if step.kind == "analysis":
+        argv += ["--device", "cpu"] if os.environ.get("BIOBENCH_STUDY_DEVICE") == "cpu" else []
+    return argv
+
+
+def _pretrain_out(step: Step) -> str:
+    text = step.grid_file.read_text(encoding="utf-8") if step.grid_file and step.grid_file.is_file() else ""
+    for line in text.splitlines():
+        if line.startswith("out = "):
+            return json.loads(line[6:])
+    return ""
+
+
+def _relay(stream, log, step: Step, show: Callable[[str], None]) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        log.write(line)
+        log.flush()
+        if any(mark in line for mark in SHOWN):
+            show(f"[{step.id}] {line.rstrip()}")
+    stream.close()
+
+
+def run_local(study: Study, jobs: int = 1, threads: int | None = None,
+              show: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+              only: set[str] | None = None) -> dict[str, str]:
+    """Run the study's steps here, each as `python -m biobench.cli ARGV` in a child process, at most `jobs` at
+    once and each only after the steps it needs; a step already done is skipped, a step whose need failed is
+    not started. Each child gets `threads` CPU threads (default: the cores shared among the jobs). Returns each
+    step's outcome: done | ran | failed | not run."""
+    write_step_files(study)
+    cores = os.cpu_count() or 1
+    threads = threads or max(1, cores // max(1, jobs))
+    outcome: dict[str, str] = {}
+    pending = [s for s in order(study) if only is None or s.id in only]
+    running: dict[str, tuple[subprocess.Popen, list[threading.Thread], Any, float]] = {}
+    records = _records(study) / "local"
+    try:
+        while pending or running:
+            for step in list(pending):
+                if len(running) >= jobs:
+                    break
+                needs = [outcome.get(n, "done" if only is not None and n not in only else None) for n in step.needs]
+                if any(n in ("failed", "not run") for n in needs):
+                    pending.remove(step)
+                    outcome[step.id] = "not run"
+                    show(f"[{step.id}] not run: {', '.join(n for n in step.needs if outcome.get(n) != 'done' and outcome.get(n) != 'ran')} failed")
+                    continue
+                if not all(n in ("done", "ran") for n in needs):
+                    continue
+                pending.remove(step)
+                if is_done(study, step):
+                    outcome[step.id] = "done"
+                    show(f"[{step.id}] done already: skipped")
+                    continue
+                log_path = step_log(study, step)
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed when the child ends
+                argv = local_argv(step, threads)
+                log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} biobench {' '.join(argv)}\n")
+                log.flush()
+                from biobench.runtime.children import die_with_parent
+
+                child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *argv], env=_child_env(threads),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+                relays = [threading.Thread(target=_relay, args=(s, log, step, show), daemon=True)
+                          for s in (child.stdout, child.stderr)]
+                for t in relays:
+                    t.start()
+                running[step.id] = (child, relays, log, time.perf_counter())
+                _write_record(records / f"{step.id.replace('/', '--')}.json",
+                              {"step": step.id, "host": socket.gethostname(), "pid": child.pid, "state": "running",
+                               "log": str(log_path), "argv": argv, "started": time.time()})
+                show(f"[{step.id}] started (log: {log_path})")
+            if not running:
+                continue
+            time.sleep(0.2)
+            for step_id, (child, relays, log, started) in list(running.items()):
+                if child.poll() is None:
+                    continue
+                for t in relays:
+                    t.join()
+                log.close()
+                del running[step_id]
+                ok = child.returncode == 0
+                outcome[step_id] = "ran" if ok else "failed"
+                record = records / f"{step_id.replace('/', '--')}.json"
+                _write_record(record, {**_read_record(record), "state": "finished" if ok else "failed",
+                                       "returncode": child.returncode, "ended": time.time()})
+                show(f"[{step_id}] {'finished' if ok else f'failed (exit {child.returncode})'} in "
+                     f"{time.perf_counter() - started:.0f} s")
+    except KeyboardInterrupt:  # the children got the same Ctrl-C: pretraining writes its checkpoint, eval stops
+        for child, _relays, log, _ in running.values():
+            try:
+                child.wait(120)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            log.close()
+        raise
+    return outcome
+
+
+# ------------------------------------------------------------------------------------------------ SLURM
+@dataclass
+class SlurmSettings:
+    partition: str | None = None
+    account: str | None = None
+    gpus_per_task: int = 1
+    cpus_per_task: int | None = None
+    time_min: int = 20 * 60
+    workers: int | None = None  # array elements per eval step (default: the study's `workers`)
+    extra: dict[str, str] | None = None
+    log_dir: Path | None = None
+
+
+def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str, list[str]]]:
+    """Submit every step not done as a SLURM job (an eval step as an array of `workers` elements that claim its
+    runs), each with `afterok` on the jobs of the steps it needs, through runtime.launch (submitit); returns
+    (step, job id, what it waits on: "STEP: job ID") in submission order and records them in <out>/.study/slurm.json."""
+    from biobench.runtime import launch
+
+    launch.import_submitit()
+    launch.check_slurm(settings.partition)
+    launch.check_writable(study.out, "the study folder")
+    write_step_files(study)
+    log_root = settings.log_dir or study.out / "slurm"
+    submitted: list[tuple[Step, str, list[str]]] = []
+    job_of: dict[str, str] = {}
+    record_path = _records(study) / "slurm.json"
+    record = _read_record(record_path)
+    for step in order(study):
+        if is_done(study, step):
+            continue
+        previous = record.get(step.id, {})
+        if previous and _slurm_state(previous.get("job", "")).split(" ")[0] in SLURM_STATES_RUNNING | SLURM_STATES_WAITING:
+            job_of[step.id] = previous["job"]  # still queued or running from an earlier submission: not twice
+            continue
+        waits = [job_of[n] for n in step.needs if n in job_of]
+        extra = dict(settings.extra or {})
+        if waits:
+            extra["dependency"] = "afterok:" + ":".join(waits)
+            extra["kill_on_invalid_dep"] = "yes"  # a failed need cancels the step instead of leaving it pending
+        argv = list(step.argv)
+        if step.kind == "pretrain":
+            from biobench.training import checkpoint
+
+            run = Path(_pretrain_out(step))
+            if run.is_dir() and checkpoint.latest(run) is not None:
+                argv.append("--resume")
+        workers = (settings.workers or study.workers) if step.kind == "eval" else 1
+        log_dir = (log_root / step.id.replace("/", "--")).resolve()
+        job = launch.submit(launch.SlurmLaunch(
+            argv, workers, log_dir, f"study-{step.id.replace('/', '-')}"[:60], settings.partition, settings.account,
+            settings.gpus_per_task, settings.cpus_per_task, settings.time_min, None, extra,
+            record={"study": str(study.path.resolve()), "step": step.id, "needs": waits}))
+        job_of[step.id] = job
+        record[step.id] = {"job": job, "log_dir": str(log_dir), "workers": workers, "needs": waits,
+                           "argv": argv, "submitted": time.time()}
+        submitted.append((step, job, [f"{n}: job {job_of[n]}" for n in step.needs if n in job_of]))
+    _write_record(record_path, record)
+    return submitted
+
+
+def _slurm_state(job: str) -> str:
+    """'STATE REASON' of a job (the first element of an array that is not finished, else the last), '' when
+    squeue does not know it (finished long ago, no SLURM here)."""
+    import shutil
+
+    if not job or shutil.which("squeue") is None:
+        return ""
+    try:
+        done = subprocess.run(["squeue", "-h", "-t", "all", "-j", str(job), "-o", "%T|%R|%i"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2]
+    if done.returncode != 0 or not rows:
+        return ""
+    live = [r for r in rows if r[0] in SLURM_STATES_RUNNING | SLURM_STATES_WAITING]
+    failed = [r for r in rows if r[0] not in SLURM_STATES_RUNNING | SLURM_STATES_WAITING | {"COMPLETED"}]
+    state, reason, _ = (live or failed or rows)[0]
+    return f"{state} {reason}".strip()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 8192))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    # the error line when there is one (a child's stdout and stderr reach the log from two threads, so the
+    # error is not always the very last line), else the last line
+    errors = [ln for ln in lines if ln.startswith("error:") or "Error:" in ln]
+    return (errors or lines)[-1][:300] if lines else ""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def study_status(study: Study, retry: str) -> list[StepState]:
+    """Each step's state: done; running (where: this machine's process, or the SLURM job and its state); waiting
+    (on which steps, or SLURM's reason); failed (the last log line, and `retry`, the command that runs it
+    again); to run. The same on a laptop and on a login node: done is read from the outputs."""
+    slurm = _read_record(_records(study) / "slurm.json")
+    states: dict[str, StepState] = {}
+    for step in order(study):
+        local = _read_record(_records(study) / "local" / f"{step.id.replace('/', '--')}.json")
+        detail = ""
+        if step.kind == "eval":
+            done_runs, total, claimed, problem = eval_progress(study, step)
+            finished = total > 0 and done_runs == total
+            detail = f"{done_runs}/{total} runs done" + (f", {claimed} training now" if claimed else "") \
+                if total else problem
+        else:
+            finished = step.done_file is not None and step.done_file.is_file()
+        if finished:
+            states[step.id] = StepState(step.id, "done", detail if step.kind == "eval" else str(step.done_file))
+            continue
+        job = slurm.get(step.id, {})
+        if job:
+            slurm_state = _slurm_state(job["job"])
+            state = slurm_state.split(" ")[0]
+            if state in SLURM_STATES_RUNNING:
+                where = slurm_state.split(" ", 1)[1] if " " in slurm_state else "?"  # squeue's %R: the node(s)
+                states[step.id] = StepState(step.id, "running", f"SLURM job {job['job']} {state} on {where}"
+                                            + (f"; {detail}" if detail else ""))
+                continue
+            if state in SLURM_STATES_WAITING:
+                waits = [n for n in step.needs if states.get(n) and states[n].state != "done"]
+                states[step.id] = StepState(step.id, "waiting", f"SLURM job {job['job']} {slurm_state}"
+                                            + (f", on {', '.join(waits)}" if waits else ""))
+                continue
+            if state and state != "COMPLETED":
+                logs = sorted(Path(job["log_dir"]).glob("*_log.err")) + sorted(Path(job["log_dir"]).glob("*_log.out"))
+                last = next((line for line in (_last_line(p) for p in logs) if line), "")
+                states[step.id] = StepState(step.id, "failed", f"SLURM job {job['job']} {slurm_state}: {last}", retry)
+                continue
+        if local.get("state") == "running" and local.get("host") == socket.gethostname() and \
+                _pid_alive(int(local.get("pid", 0))):
+            states[step.id] = StepState(step.id, "running", f"pid {local['pid']} on {local['host']}"
+                                        + (f"; {detail}" if detail else "") + f" (log: {local.get('log')})")
+            continue
+        if local.get("state") in ("failed", "running"):  # a running record whose process is gone: it died
+            states[step.id] = StepState(step.id, "failed", _last_line(Path(local.get("log", ""))), retry)
+            continue
+        waits = [n for n in step.needs if states.get(n) and states[n].state != "done"]
+        if waits:
+            states[step.id] = StepState(step.id, "waiting", f"on {', '.join(waits)}")
+        else:
+            states[step.id] = StepState(step.id, "partly done" if detail and not detail.startswith("0/") and
+                                        "/" in detail else "to run", detail)
+    return [states[s.id] for s in study.steps]
+
+
+def describe(study: Study) -> list[str]:
+    """One line per step: id, what it runs, what it needs (for `study run --dry-run` and the docs)."""
+    return [f"{s.id}: biobench {' '.join(s.argv)}" + (f"  (after {', '.join(s.needs)})" if s.needs else "")
+            for s in order(study)]
+
+
+def check_nothing_conflicts(study: Study) -> None:
+    """A study whose folder holds another study's steps under the same names would mix their outputs."""
+    marker = _records(study) / "study.json"
+    known = _read_record(marker)
+    source = str(study.path.resolve())
+    if known.get("study") and known["study"] != source and Path(known["study"]).exists():
+        raise ConfigError(f"{study.out} is the folder of another study ({known['study']}); give this one its own out")
+    _write_record(marker, {"study": source})

@@ -1,0 +1,234 @@
+"""Study files (bench/api/study.py): validation before anything runs, run references, steps and their order,
+`extends`; the Holm correction of the report; the tiny study end to end (slow); the report equal to `compare`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from biobench import cli
+from biobench.api.study import load_study, order
+from biobench.errors import ConfigError
+
+PRETRAIN = """
+[[pretrain]]
+name = "{name}"
+recipe = "{recipe}"
+model = "{model}"
+corpus = "generated:demo-fr"
+tokens = "{tokens}"
+seq_len = 64
+batch_size = 4
+cache_dir = "token-cache"
+{extra}
+"""
+
+
+def _pretrain(name: str, recipe: str = "detour", model: str = "preset:tiny", tokens: str = "20K", extra: str = "") -> str:
+    return PRETRAIN.format(name=name, recipe=recipe, model=model, tokens=tokens, extra=extra)
+
+
+def _eval(name: str, models: list[str], tasks: str = '["demo-cls"]', seeds: str = "42") -> str:
+    listed = ", ".join(f'{{ model = "{m}" }}' for m in models)
+    return f'\n[[eval]]\nname = "{name}"\ntasks = {tasks}\nseeds = "{seeds}"\nmodels = [{listed}]\n'
+
+
+def _write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _refused(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        load_study(_write(tmp_path, text))
+    message = str(err.value)
+    assert "\n" not in message and str(tmp_path / "study.toml") in message
+    return message
+
+
+def test_a_study_becomes_steps_in_dependency_order(tmp_path):
+    text = (_pretrain("detour") + _pretrain("mlm", "mlm") + _pretrain("decay", "mlm", "run:detour/phase1")
+            + _eval("fr", ["run:detour/final", "run:mlm/final", "run:decay/final"])
+            + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
+              'texts = ["demo-cls"]\nn = 8\n'
+            + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\n')
+    study = load_study(_write(tmp_path, text))
+    ids = [s.id for s in order(study)]
+    assert ids.index("pretrain/detour") < ids.index("pretrain/decay") < ids.index("eval/fr/decay")
+    assert study.step("pretrain/decay").needs == ("pretrain/detour",)
+    assert study.step("eval/fr/detour").needs == ("pretrain/detour",)
+    assert study.step("analysis/cka-final").needs == ("pretrain/detour", "pretrain/mlm")
+    argv = study.step("analysis/cka-final").argv
+    assert argv[:2] == ("analyze", "cka") and str(study.runs / "detour" / "final") in argv
+    assert argv[-2:] == ("--out", str(study.out / "analyses" / "cka-final"))
+    assert study.out == (tmp_path / "study").resolve() and study.results == study.out / "results"
+    assert [c.name for c in study.compares] == ["detour-vs-mlm"] and study.compares[0].correction == "holm"
+    # the decay run starts from detour's phase1 folder; a hub id is never read as a reference
+    from biobench.api.study import pretrain_settings_text
+
+    assert f'model = "{study.runs / "detour" / "phase1"}"' in pretrain_settings_text(study, "decay")
+    hub = load_study(_write(tmp_path, _eval("hub", ["almanach/moderncamembert-base"]), "hub.toml"))
+    assert hub.grids[0].models[0].model == "almanach/moderncamembert-base" and hub.step("eval/hub/moderncamembert-base").needs == ()
+
+
+def test_a_step_checkpoint_resolves_to_the_folder_the_trainer_writes(tmp_path):
+    text = _pretrain("detour", extra='save_every = "2K"') + _eval("fr", ["run:detour/step-4K"])
+    study = load_study(_write(tmp_path, text))
+    # 4 sequences x 64 tokens = 256 tokens a step: 4,000 is reached at step 16 (4,096 tokens seen)
+    assert study.grids[0].models[0].model == str(study.runs / "detour" / "step-4096")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (_pretrain("a", model="run:b/final") + _pretrain("b", model="run:a/final"),
+     "form a cycle (a -> b -> a)"),
+    (_pretrain("a") + _eval("fr", ["run:nope/final"]), "run:nope/final refers to no [[pretrain]] run (runs: a)"),
+    (_pretrain("a") + _pretrain("a", "mlm"), "the name 'a' is used by two [[pretrain]] tables"),
+    (_pretrain("a") + _eval("fr", ["run:a/step-500M"]),
+     "run 'a' never writes step checkpoints (save_every is unset); add save_every"),
+    (_pretrain("a", extra='save_every = "3K"') + _eval("fr", ["run:a/step-4K"]),
+     "saves every 3,000 tokens, so it writes no checkpoint at 4,000"),
+    (_pretrain("a", extra='save_every = "10K"') + _eval("fr", ["run:a/step-30K"]), "never reaches 30,000"),
+    (_pretrain("a") + _eval("fr", ["run:a"]), "'run:a' is not a run reference; write run:NAME/final"),
+    (_pretrain("a") + _eval("fr", ["run:a/final", "run:a/final"]), "evaluates run:a/final twice"),
+    (_pretrain("a") + _eval("one", ["run:a/final"], '["demo-cls", "demo-ner"]') + _eval("two", ["run:a/final"]),
+     "run:a/final on demo-cls with these seeds and overrides is already evaluated by eval/one/a"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "x"\nkind = "cka"\nmodels = ["run:a/final", "run:a/final"]\ntexts = ["t"]\n'
+     '\n[[analysis]]\nname = "x"\nkind = "cka"\nmodels = ["run:a/final", "run:a/final"]\ntexts = ["t"]\n',
+     "analysis 'x' writes too; give it its own name"),
+    (_pretrain("a", extra="lrr = 0.1"), "unknown setting 'lrr': did you mean 'lr'?"),
+    (_pretrain("a", extra='out = "elsewhere"'), "out is decided by the study"),
+    ('bogus = 1\n' + _pretrain("a"), "unknown key(s) bogus"),
+    (_pretrain("a") + _eval("fr", ["run:a/final"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n',
+     "b = 'DrBERT' is evaluated by no [[eval]] table"),
+    (_pretrain("a") + _eval("fr", ["run:a/final", "DrBERT"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n'
+     'correction = "fdr"\n', "correction = 'fdr'; give one of holm, bonferroni, none"),
+    (_pretrain("a") + _eval("fr", ["run:a/final", "DrBERT"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n'
+     'paper_a = "Nope"\n', "'Nope' is not a model row of the paper's tables"),
+    ("", "no [[pretrain]], [[eval]] or [[analysis]] table"),
+])
+def test_bad_input_is_one_line_before_anything_runs(tmp_path, text, expected):
+    assert expected in _refused(tmp_path, text)
+    assert not (tmp_path / "study").exists()  # nothing written, nothing run
+
+
+def test_bad_study_through_the_command_line_is_one_error_line(tmp_path, capsys):
+    path = _write(tmp_path, _pretrain("a", model="run:b/final") + _pretrain("b", model="run:a/final"))
+    assert cli.main(["study", "run", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "cycle" in err[0]
+
+
+def test_extends_replaces_tables_by_name_and_keeps_the_base_paths(tmp_path):
+    base_dir = tmp_path / "base"
+    base_dir.mkdir()
+    (base_dir / "corpus.txt").write_text("un texte\n", encoding="utf-8")
+    base = (_pretrain("detour").replace('"generated:demo-fr"', '"corpus.txt"') + _pretrain("mlm", "mlm")
+            + _eval("fr", ["run:detour/final", "run:mlm/final"]))
+    _write(base_dir, base, "base.toml")
+    child = 'extends = "base/base.toml"\nout = "mine"\n' + _pretrain("mlm", "mlm", tokens="40K")
+    study = load_study(_write(tmp_path, child))
+    assert study.pretrain["mlm"]["tokens"] == 40_000 and study.pretrain["detour"]["tokens"] == 20_000
+    assert study.pretrain["detour"]["corpus"] == str((base_dir / "corpus.txt").resolve())
+    assert study.out == (tmp_path / "mine").resolve() and len(study.grids) == 2
+    loop = _write(tmp_path, 'extends = "loop.toml"\n' + _pretrain("a"), "loop.toml")
+    with pytest.raises(ConfigError, match="makes a loop of study files"):
+        load_study(loop)
+
+
+def test_adjusted_p_values_holm_and_bonferroni():
+    from biobench.stats import adjust_p_values
+
+    p = [0.01, 0.04, 0.03, math.nan, 0.005]
+    # statsmodels.stats.multitest.multipletests(..., method="holm") on the four tested values
+    assert adjust_p_values(p, "holm")[:3] == pytest.approx([0.03, 0.06, 0.06]) and adjust_p_values(p)[4] == 0.02
+    assert math.isnan(adjust_p_values(p, "holm")[3])
+    assert adjust_p_values(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, math.nan, 0.02], nan_ok=True)
+    assert adjust_p_values([0.3, 0.6], "holm") == [0.6, 0.6] and adjust_p_values([0.3], "none") == [0.3]
+
+
+TINY = (_pretrain("detour", tokens="12K") + _pretrain("mlm", "mlm", tokens="12K")
+        + '\n[[eval]]\nname = "cls"\ntasks = ["demo-cls", "demo-multilabel"]\nseeds = "42,43"\n'
+          'overrides = { epochs = 1, lr = 1e-3, limit_train = 64, limit_eval = 64 }\n'
+          'models = [{ model = "run:detour/final" }, { model = "run:mlm/final" }]\n'
+        + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
+          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
+        + '\n[[analysis]]\nname = "trajectory"\nkind = "cka-trajectory"\nrun = "run:detour/final"\n'
+          'start = "run:detour/init"\n'
+          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
+        + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n'
+          'lang = "fr"\npaper_a = "CLM detour (Base, 10B) = ModernCamemBERT-bio-base"\n')
+
+
+def _outputs(root: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in root.rglob("*")
+            if p.is_file() and ".study" not in p.parts and "logs" not in p.parts and "report" not in p.parts}
+
+
+@pytest.mark.slow
+def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_path, capsys, monkeypatch):
+    """Two pretrainings side by side, their eval grids and a CKA analysis, each after what it needs; `status`
+    says done for each; a second run reruns nothing; the report's numbers are `biobench compare --average` by
+    hand on the same results, its task p-values Holm-adjusted."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    path = _write(tmp_path, TINY)
+    assert cli.main(["study", "run", str(path), "--jobs", "2", "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    out = tmp_path / "study"
+    assert err.count(": test macro-F1 ") == 8, err  # one line per finished run: 2 models x 2 tasks x 2 seeds
+    # the eval of a model starts only after its pretraining ended
+    assert err.index("[pretrain/detour] finished") < err.index("[eval/cls/detour] started")
+    assert (out / "detour" / "final" / "config.json").exists() is False  # runs live under <out>/runs/
+    assert (out / "runs" / "detour" / "final" / "config.json").exists()
+    assert (out / "analyses" / "cka-final" / "cka.json").exists()
+    before = _outputs(out)
+    assert cli.main(["study", "run", str(path), "--jobs", "2"]) == 0
+    again = capsys.readouterr().err
+    assert again.count("done already: skipped") == 6 and "started" not in again
+    assert _outputs(out) == before
+
+    assert cli.main(["study", "status", str(path)]) == 0
+    status = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in status] == ["done"] * 6
+    assert "4/4 runs done" in next(line for line in status if line.startswith("eval/cls/detour"))
+
+    assert cli.main(["study", "report", str(path)]) == 0
+    capsys.readouterr()
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert cli.main(["compare", str(out / "runs" / "detour" / "final"), str(out / "runs" / "mlm" / "final"),
+                     "--results", str(out / "results"), "--average", "--json", "--n-boot", "200"]) == 0
+    by_hand = json.loads(capsys.readouterr().out)
+    mine = report["comparisons"][0]["compare"]
+    assert mine["tasks"] == [{**row, "p_adjusted": mine["tasks"][i]["p_adjusted"]} for i, row in enumerate(by_hand["tasks"])]
+    assert mine["averages"] == by_hand["averages"]
+    from biobench.stats import adjust_p_values
+
+    assert [r["p_adjusted"] for r in mine["tasks"]] == adjust_p_values([r["p_value"] for r in by_hand["tasks"]], "holm")
+    md = (out / "report" / "report.md").read_text()
+    assert "| demo-cls | demo-multilabel | average |" in md.replace("model | ", "") and "Holm" in md
+    assert "![CKA divergence by layer: cka-final](figures/cka-final.png)" in md
+    assert (out / "report" / "figures" / "cka-final.png").stat().st_size > 0
+    assert "![CKA divergence along the run (trajectory): trajectory](figures/trajectory.png)" in md
+    # the paper's row for A as published (bench/board/reference): no demo task in Table 1, its French average
+    assert "| CLM detour (Base, 10B) = ModernCamemBERT-bio-base (paper) | – | – | 61.60 |" in md
+    assert "\\begin{tabular}" in (out / "report" / "report.tex").read_text()
+    csv = (out / "report" / "report.csv").read_text().splitlines()
+    assert csv[0].startswith("comparison,task,model_a,model_b,mean_a") and len(csv) == 1 + 2 + 1
+
+
+def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
+    """A pretraining that fails (its corpus is not there) fails its step; the eval that needs it is not run;
+    `status` says failed, the log's last line and the command that retries; the eval waits on it."""
+    missing = tmp_path / "no-such-corpus.txt"
+    text = _pretrain("a").replace('"generated:demo-fr"', f'"{missing}"') + _eval("fr", ["run:a/final"])
+    path = _write(tmp_path, text)
+    assert cli.main(["study", "run", str(path), "--jobs", "1", "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "[pretrain/a] failed (exit 2)" in err and "[eval/fr/a] not run: pretrain/a failed" in err, err
+    assert cli.main(["study", "status", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["pretrain/a", "failed"] and "error: " in lines[0] and str(missing) in lines[0]
+    assert lines[1].strip() == f"retry: biobench study run {path}"
+    assert lines[2].split()[:4] == ["eval/fr/a", "waiting", "on", "pretrain/a"]

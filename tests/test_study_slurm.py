@@ -1,0 +1,90 @@
+"""`biobench study run --launcher slurm` on the real one-node SLURM of tests/slurm_cluster.py: each step a job
+submitted through the submitit launcher, the evaluations and the analysis held by `afterok` until the
+pretrainings they read have ended; `study status` while they wait and after; the results read the final weights."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.test_study import TINY
+
+
+def _job_times(cluster, job: str) -> tuple[str, str]:
+    out = cluster.client("scontrol", "show", "job", job, "-o", check=False).stdout
+    start = re.search(r"StartTime=(\S+)", out)
+    end = re.search(r"EndTime=(\S+)", out)
+    return (start[1] if start else ""), (end[1] if end else "")
+
+
+@pytest.mark.slow
+def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, tmp_path):
+    env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
+    path = tmp_path / "study.toml"
+    # the detour run long enough (~1,700 optimiser steps) to be requeued in the middle of its training
+    path.write_text(TINY.replace('tokens = "12K"', 'tokens = "400K"', 1), encoding="utf-8")
+
+    def biobench(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "biobench.cli", *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    t0 = time.monotonic()
+    submitted = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug",
+                         "--gpus-per-task", "0", "--cpus-per-task", "1", "--time", "20")
+    assert submitted.returncode == 0, submitted.stderr[-2000:]
+    jobs = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", submitted.stdout))
+    assert list(jobs) == ["pretrain/detour", "pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final",
+                          "analysis/trajectory"]
+    assert f"submitted eval/cls/detour: SLURM job {jobs['eval/cls/detour']} (after pretrain/detour: job {jobs['pretrain/detour']})" \
+        in submitted.stdout
+    assert submitted.stdout.splitlines()[-1] == f"progress: biobench study status {path}"
+    # while the pretrainings run, the steps that read them wait on them (SLURM's reason: Dependency)
+    deps = slurm_cluster.client("squeue", "-h", "-j", jobs["analysis/cka-final"], "-o", "%E|%r", check=False).stdout
+    assert f"afterok:{jobs['pretrain/detour']}" in deps and f"afterok:{jobs['pretrain/mlm']}" in deps, deps
+    graph = slurm_cluster.client("squeue", "-h", "-t", "all", "-o", "%i|%j|%T|%E|%r", check=False).stdout
+    print("job graph at submit:\n" + graph)
+    during = biobench("study", "status", str(path))
+    print("status during:\n" + during.stdout)
+    assert during.returncode == 0, during.stderr
+    rows = {line.split()[0]: line for line in during.stdout.splitlines() if line and not line.startswith(" ")}
+    assert re.search(r"\s(running|waiting)\s", rows["pretrain/detour"]), during.stdout
+    assert re.search(r"\swaiting\s+SLURM job \d+ PENDING \(Dependency\), on pretrain/detour",
+                     rows["eval/cls/detour"]), during.stdout  # the detour run trains for a minute at least
+
+    # a pretraining requeued in mid-run (as at a time limit): it writes a checkpoint on SIGTERM, runs again and
+    # resumes from it; the steps that read it wait for its second end
+    log = tmp_path / "study" / "runs" / "detour" / "train_log.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and log.read_text().count("\n") >= 50):
+        assert time.monotonic() < deadline and "FAILED" not in slurm_cluster.states(int(jobs["pretrain/detour"]))
+        time.sleep(0.2)
+    slurm_cluster.client("scontrol", "requeue", jobs["pretrain/detour"])
+    for job in jobs.values():
+        assert slurm_cluster.wait(int(job), timeout=900) == ["COMPLETED"], \
+            {p.name: p.read_text()[-1500:] for p in (tmp_path / "study" / "slurm").rglob("*_log.*")}
+    wall = time.monotonic() - t0
+    pretrain_log = "".join(p.read_text() for p in (tmp_path / "study" / "slurm" / "pretrain--detour").glob("*_log.*"))
+    assert "resuming from" in pretrain_log, pretrain_log[-3000:]
+    # each eval started only after its pretraining ended, and read its final weights
+    for run in ("detour", "mlm"):
+        _, pretrain_end = _job_times(slurm_cluster, jobs[f"pretrain/{run}"])
+        eval_start, _ = _job_times(slurm_cluster, jobs[f"eval/cls/{run}"])
+        assert pretrain_end and eval_start >= pretrain_end, (pretrain_end, eval_start)
+    from biobench.store import iter_results
+
+    results = tmp_path / "study" / "results"
+    final = {run: str(tmp_path / "study" / "runs" / run / "final") for run in ("detour", "mlm")}
+    records = [r for _, r in iter_results(results)]
+    assert len(records) == 8 and {r.model["source"] for r in records} == set(final.values())
+    assert {r.model["lineage"]["phase"] for r in records} == {"final"}
+
+    after = biobench("study", "status", str(path))
+    print("status after:\n" + after.stdout)
+    assert [line.split()[1] for line in after.stdout.splitlines() if line.strip()] == ["done"] * 6, after.stdout
+    again = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug", "--gpus-per-task", "0")
+    assert again.returncode == 0 and again.stdout.startswith("nothing to submit"), again.stdout
+    print(f"tiny study on the local SLURM: {wall:.0f} s from submit to the last job's end")
