@@ -72,6 +72,8 @@ def test_a_mix_run_resumed_on_two_processes_reads_what_one_uninterrupted_process
     plan = {row["name"]: row for row in meta["corpus_record"]["token_store"]["plan"]}
     assert plan["lit"]["target_share"] == 0.7 and abs(plan["clin"]["realised_share"] - 0.3) <= 1 / 24
     assert plan["clin"]["passes"] > 1  # the small source is repeated, each pass reshuffled
+    card = (tmp_path / "full" / "final" / "README.md").read_text()
+    assert "| mixture | lit: 70.0% target, 70.8% realised" in card and "| token store |" not in card
 
     assert train(_cfg(mix, tmp_path / "cut", tiny_mlm_dir, save_every=3 * 4 * 64, stop_after_steps=3)) is None
     mp.spawn(_worker, args=(2, _free_port(), dict(corpus=mix, out=tmp_path / "cut", model=tiny_mlm_dir, resume=True)),
