@@ -179,7 +179,8 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     dtype = store_dtype(tok)
     name = f"{index:06d}"
     shards = store / SHARDS
-    bin_tmp, idx_tmp = shards / f"{name}.bin.tmp", shards / f"{name}.idx.tmp"
+    # per-process temporary names: two runs finishing the same cached store never write into one file
+    bin_tmp, idx_tmp = shards / f"{name}.bin.{os.getpid()}.tmp", shards / f"{name}.idx.{os.getpid()}.tmp"
     lengths: list[int] = []
     batch: list[str] = []
     chars = 0
@@ -290,6 +291,8 @@ def finish(out: Path, units: list[list[Piece]], tokenizer, fingerprint: str, tex
                 "tokenizer": {"fingerprint": fingerprint, "vocab_size": len(tokenizer), "bos": bos, "eos": eos,
                               "name_or_path": Path(str(tokenizer.name_or_path)).name},
                 "tokens": tokens, "documents": documents, "shards": shards}
+    for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
+        leftover.unlink(missing_ok=True)
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     atomic_write(out / MANIFEST, text)
     atomic_write(out / DONE, hashlib.sha256(text.encode()).hexdigest() + "\n")
