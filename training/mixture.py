@@ -205,6 +205,14 @@ def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int)
     return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, source_of, index_in)
 
 
+@dataclass(frozen=True)
+class _Length:
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+
 class MixedCorpus:
     """The sequences of a mix, position by position, with PackedCorpus's interface (`at`, `sequence`, `batch`,
     `sequence_tokens`): one PackedCorpus per source (its own stream, cut into sequences) and the plan's order."""
@@ -218,7 +226,14 @@ class MixedCorpus:
 
     @property
     def n_sequences(self) -> int:
-        return self.plan.total_sequences
+        """Distinct sequences over all sources (what a pass over the mix would read; the trainer's corpus_passes)."""
+        return sum(part.n_sequences for part in self.parts)
+
+    @property
+    def tokens(self) -> _Length:
+        """The sources' token counts summed, for len() (the trainer's corpus_passes): the tokens are read per
+        source, through `sequence`."""
+        return _Length(sum(len(part.tokens) for part in self.parts))
 
     def at(self, position: int) -> int:
         return position % self.plan.total_sequences
