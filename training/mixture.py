@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from biobench.errors import ConfigError, DataError
 from biobench.ranges import Bounds
-from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+from biobench.runtime.jsonfile import UnsafeJSONError, read_toml
 from biobench.runtime.keys import check_keys
 
 MAX_MIX_BYTES = 1 << 20
@@ -69,7 +69,7 @@ def read_mix(path: str | Path) -> Mix:
     path = Path(path)
     where = f"mix file {path}"
     try:
-        raw = parse_toml(read_bytes(path, MAX_MIX_BYTES), path)
+        raw = read_toml(path, MAX_MIX_BYTES)
     except UnsafeJSONError as err:
         raise ConfigError(f"{where}: {err.reason}") from None
     except OSError as err:
