@@ -17,6 +17,7 @@ from biobench.commands import (
     card,
     compare,
     contamination,
+    corpus,
     data,
     demo,
     leaderboard,
@@ -51,7 +52,7 @@ def _with_defaults(parser: argparse.ArgumentParser) -> None:
 # ImportError at start-up, never a subcommand that silently disappears.
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo, "tasks": tasks, "data": data, "models": models, "eval": eval_command, "prefetch": prefetch, "compare": compare,
-    "contamination": contamination,
+    "contamination": contamination, "corpus": corpus,
     "pretrain": pretrain, "study": study, "card": card, "analyze": analyze, "leaderboard": leaderboard,
     "results": results, "submit": submit, "worker": worker, "queue": queue, "space": space,
 }

@@ -10,11 +10,10 @@ readers, so the registry can run the check when it reads a spec.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from biobench.errors import ConfigError
+from biobench.runtime.keys import check_keys  # re-exported: grid, pretrain and task files import it from here
 from biobench.tasks import synthetic
 from biobench.tasks.formats import FORMATS
 from biobench.tasks.readers import rows
@@ -46,18 +45,6 @@ CONVERTER_OPTIONS: dict[str, tuple[str, ...]] = {
     "join": ("join", "expect"),
     "meddialog_release": ("splits",),
 }
-
-
-def check_keys(given: Iterable[str], allowed: Iterable[str], where: str, what: str = "key") -> None:
-    """Refuse the first key of `given` outside `allowed`: `where` names the spec file and the place in it."""
-    allowed = sorted(set(allowed))
-    for key in given:
-        if key in allowed:
-            continue
-        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        valid = ", ".join(allowed) if allowed else "none"
-        raise ConfigError(f"{where}: unknown {what} '{key}': {hint}(valid here: {valid})")
 
 
 def _entries(split_value: Any) -> list[Any]:

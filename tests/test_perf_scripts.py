@@ -283,3 +283,12 @@ def test_run_isolated_adds_the_arms_window(monkeypatch):
     out = perf_common.run_isolated(dict, isolate=False, arm_name="x", a=1)
     assert out["a"] == 1 and set(out["cpu"]) >= {"own_cpu_s", "machine_busy_s", "others_share", "disturbed"}
     assert [name for name, _ in perf_common.ARM_WINDOWS] == ["x"]
+
+
+def test_corpus_speed_arguments():
+    from biobench.perf import corpus_speed
+
+    args = corpus_speed.parse_args(["--tokens", "10M", "1B"])
+    assert args.sizes == [10_000_000, 1_000_000_000] and args.plan_tokens == "50B"
+    quick = corpus_speed.parse_args(["--quick"])
+    assert (quick.sizes, quick.loader_steps, quick.plan_tokens) == ([200_000], 2, "1B")

@@ -54,7 +54,7 @@ def test_bad_corpora_have_one_clear_message(tmp_path):
     with pytest.raises(DataError, match=r"nofield.jsonl:1: no 'text' field \(has: body\); use --text-field"):
         list(corpus.iter_documents(str(tmp_path / "nofield.jsonl")))
     (tmp_path / "folder").mkdir()
-    with pytest.raises(DataError, match=r"holds no .jsonl\(.gz\) or .txt files"):
+    with pytest.raises(DataError, match=r"holds no .jsonl\(.gz\), .parquet or .txt files"):
         list(corpus.iter_documents(str(tmp_path / "folder")))
     with pytest.raises(DataError, match="does not exist"):
         corpus.load_or_build(str(tmp_path / "missing.jsonl"), _tok(), tmp_path / "cache")

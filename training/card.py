@@ -53,13 +53,24 @@ def _corpus_rows(record: Any) -> list[str]:
     (and `biobench eval --check-contamination`) knows exactly which text the model saw."""
     if not isinstance(record, dict):
         return []
+    store = record.get("token_store") if isinstance(record.get("token_store"), dict) else {}
+    rows = [f"| mixture | {_mix_cell(store['plan'])} |"] if isinstance(store.get("plan"), list) else []
+    if store.get("id") and not store.get("raw"):
+        rows.append(f"| token store | `{Path(str(store.get('store'))).name}` (content id {store['id']}, "
+                    f"{store.get('tokens', 0):,} tokens) |")
     files = [f for f in record.get("files") or [] if isinstance(f, dict)]
     if not files:
-        return [f"| corpus files | hub dataset `{record.get('hub')}` |"] if record.get("hub") else []
+        return rows + ([f"| corpus files | hub dataset `{record.get('hub')}` |"] if record.get("hub") else [])
     shown = ", ".join(f"`{Path(str(f.get('path'))).name}` ({f.get('bytes', 0):,} bytes, sha256 "
                       f"{str(f.get('sha256'))[:12]})" for f in files[:5])
     more = f" and {record.get('n_files', len(files)) - 5} more" if record.get("n_files", len(files)) > 5 else ""
-    return [f"| corpus files | {shown}{more}; {record.get('bytes') or 0:,} bytes in all |"]
+    return rows + [f"| corpus files | {shown}{more}; {record.get('bytes') or 0:,} bytes in all |"]
+
+
+def _mix_cell(plan: list[Any]) -> str:
+    """The mix plan table in one cell: source, target and realised share (in tokens), passes."""
+    return "; ".join(f"{r.get('name')}: {r.get('target_share', 0):.1%} target, {r.get('realised_share', 0):.1%} "
+                     f"realised, {r.get('passes', 0):.2f} passes" for r in plan[:64] if isinstance(r, dict))
 
 
 def card_metadata(meta: dict[str, Any], language: str | None = None, license: str | None = None) -> dict[str, Any]:

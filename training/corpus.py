@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import cache_home, disk_full_guard
-from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
+from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 TEXT_SUFFIXES = (".txt", ".md", ".text")
@@ -43,9 +43,10 @@ def corpus_files(source: str) -> list[Path]:
         raise DataError(f"corpus {path} is not a regular file or a folder (a FIFO or device); point --corpus at one")
     found = sorted(p for p in path.rglob("*") if p.is_file())
     # JSONL data wins over prose: a data folder's README.md / SOURCE.md is documentation, not corpus.
-    files = [p for p in found if _is_jsonl(p)] or [p for p in found if p.suffix.lower() in (".txt", ".text")]
+    files = ([p for p in found if _is_jsonl(p)] or [p for p in found if p.name.lower().endswith(".parquet")]
+             or [p for p in found if p.suffix.lower() in (".txt", ".text")])
     if not files:
-        raise DataError(f"corpus folder {path} holds no .jsonl(.gz) or .txt files; point --corpus at them")
+        raise DataError(f"corpus folder {path} holds no .jsonl(.gz), .parquet or .txt files; point --corpus at them")
     return files
 
 
@@ -68,54 +69,198 @@ def check_source(source: str) -> None:
                         f"a folder of them, or a hub dataset id such as owner/name)")
 
 
+MAX_DOCUMENT_BYTES = 64 << 20  # one line of JSONL, one blank-line-separated text document (issue 51 item 3)
+MAX_FILE_BYTES = 1 << 50  # a corpus file may be large; what bounds memory is the line/document bound above
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def _bounded_line(handle, path: Path, where: str) -> bytes:
+    """The next line of a binary handle, at most MAX_DOCUMENT_BYTES: a longer line (a 2 GB line with no newline,
+    a gzip bomb of one line) is refused in one line naming the file, after holding no more than the bound."""
+    line = handle.readline(MAX_DOCUMENT_BYTES + 1)
+    if len(line) > MAX_DOCUMENT_BYTES:
+        raise DataError(f"{path}{where}: a line longer than {_size(MAX_DOCUMENT_BYTES)}; refused (split it into "
+                        "documents of at most that size, or fix the file)")
+    return line
+
+
+def _decode(line: bytes, path: Path, where: str) -> str:
+    if b"\0" in line:
+        raise DataError(f"{path}{where}: binary data (a NUL byte) in a corpus file; refused (point --corpus at "
+                        "text or JSONL files)")
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}{where}: not UTF-8 text ({err.reason}); refused") from None
+
+
+def open_corpus_file(path: Path):
+    """A binary handle on a regular corpus file (a FIFO, /dev/zero or a folder refused without blocking), gunzipped
+    when it ends in .gz. Decompression is streamed: what bounds memory is the line bound, whatever the ratio."""
+    import gzip
+
+    try:
+        raw = open_regular(path, MAX_FILE_BYTES)
+    except UnsafeJSONError as err:
+        raise DataError(f"corpus file {path}: {err.reason}") from None
+    except OSError as err:
+        raise DataError(f"cannot read corpus file {path}: {err.strerror or err}") from None
+    return gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
+
+
+def _seek_line_start(handle, start: int, path: Path) -> bool:
+    """Move to the first line that starts at or after byte `start`; True when the line before it is blank (or
+    it is the file's first line): a text document starts there."""
+    if start == 0:
+        return True
+    handle.seek(start - 1)
+    previous = handle.read(1)
+    if previous != b"\n":
+        while True:  # the rest of a line that began before `start`, read in bounded pieces
+            part = handle.readline(1 << 20)
+            if not part or part.endswith(b"\n"):
+                break
+        return False
+    if start < 2:
+        return True
+    handle.seek(start - 2)
+    blank = handle.read(2) == b"\n\n"
+    return blank
+
+
+def piece_documents(path: Path, kind: str, text_field: str = "text", start: int = 0,
+                    end: int | None = None) -> Iterator[str]:
+    """The documents of one piece of a corpus file, in order: a JSONL record (text in `text_field`) or a
+    blank-line-separated text block whose first line starts in bytes [start, end) of the (uncompressed, seekable)
+    file; the whole file when `end` is None. Every line is bounded (MAX_DOCUMENT_BYTES), so memory is too."""
+    if kind == "parquet":
+        yield from _parquet_documents(path, text_field, start)
+        return
+    with open_corpus_file(path) as handle:
+        try:
+            at_doc_start = _seek_line_start(handle, start, path) if end is not None else True
+            if kind == "jsonl":
+                yield from _jsonl_piece(handle, path, text_field, end)
+            else:
+                yield from _text_piece(handle, path, end, at_doc_start)
+        except (OSError, EOFError) as err:
+            raise DataError(f"cannot read corpus file {path}: {err}") from err
+
+
+def _jsonl_piece(handle, path: Path, text_field: str, end: int | None) -> Iterator[str]:
+    line_no = 0
+    while end is None or handle.tell() < end:
+        where = f" (byte {handle.tell()})" if end is not None else f":{line_no + 1}"
+        line = _bounded_line(handle, path, where)
+        if not line:
+            return
+        line_no += 1
+        text = _decode(line, path, where).strip()
+        if not text:
+            continue
+        try:
+            record = parse_json(text, f"{path}{where}")
+        except UnsafeJSONError as err:
+            raise DataError(str(err)) from None
+        if not isinstance(record, dict) or text_field not in record:
+            keys = ", ".join(list(record)[:20]) if isinstance(record, dict) else type(record).__name__
+            raise DataError(f"{path}{where}: no '{text_field}' field (has: {keys}); use --text-field")
+        value = record[text_field]
+        if not isinstance(value, str):
+            raise DataError(f"{path}{where}: field '{text_field}' is {type(value).__name__}, not text; refused")
+        if value.strip():
+            yield value.strip()
+
+
+def _text_piece(handle, path: Path, end: int | None, at_doc_start: bool) -> Iterator[str]:
+    block: list[str] = []
+    size = 0
+    if not at_doc_start:  # the rest of a document that began in the previous piece
+        while True:
+            line = _bounded_line(handle, path, f" (byte {handle.tell()})")
+            if not line or line == b"\n":
+                break
+    while True:
+        here = handle.tell()
+        if not block and end is not None and here >= end:
+            return
+        line = _bounded_line(handle, path, f" (byte {here})")
+        if not line or line == b"\n":
+            text = "".join(block).strip()
+            block, size = [], 0
+            if text:
+                yield text
+            if not line:
+                return
+            continue
+        size += len(line)
+        if size > MAX_DOCUMENT_BYTES:
+            raise DataError(f"{path} (byte {here}): a document longer than {_size(MAX_DOCUMENT_BYTES)} with no "
+                            "blank line; refused (separate documents by blank lines)")
+        block.append(_decode(line, path, f" (byte {here})"))
+
+
+def _parquet_documents(path: Path, text_field: str, row_group: int) -> Iterator[str]:
+    """The `text_field` column of one row group, in batches (a row group is never held whole as Python strings)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open_corpus_file(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            if text_field not in parquet.schema_arrow.names:
+                raise DataError(f"{path}: no '{text_field}' column (has: {', '.join(parquet.schema_arrow.names[:20])}); "
+                                "use --text-field")
+            kind = parquet.schema_arrow.field(text_field).type
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                raise DataError(f"{path}: column '{text_field}' is {kind}, not text; refused")
+            for batch in parquet.iter_batches(batch_size=256, row_groups=[row_group], columns=[text_field]):
+                for value in batch.column(0).to_pylist():
+                    if isinstance(value, str) and value.strip():
+                        if len(value) > MAX_DOCUMENT_BYTES:
+                            raise DataError(f"{path} (row group {row_group}): a document longer than "
+                                            f"{_size(MAX_DOCUMENT_BYTES)}; refused")
+                        yield value.strip()
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(f"cannot read parquet corpus file {path}: {' '.join(str(err).split())[:200]}") from None
+
+
+def file_kind(path: Path) -> str:
+    name = path.name.lower()
+    return "jsonl" if _is_jsonl(path) else "parquet" if name.endswith(".parquet") else "text"
+
+
 def iter_documents(source: str, text_field: str = "text") -> Iterator[str]:
-    """Every non-empty document of the corpus, in a fixed order."""
+    """Every non-empty document of the corpus, in a fixed order (each line and document bounded)."""
     check_source(source)
     if not is_local(source):
         yield from _hub_documents(source, text_field)
         return
     for path in corpus_files(source):
-        if _is_jsonl(path):
-            yield from _jsonl_documents(path, text_field)
+        kind = file_kind(path)
+        if kind == "parquet":
+            yield from parquet_pieces_documents(path, text_field)
         else:
-            yield from _text_documents(path)
+            yield from piece_documents(path, kind, text_field)
 
 
-def _text_documents(path: Path) -> Iterator[str]:
-    """The blank-line-separated documents of a text file, read line by line (a 40 GB file is never held in
-    memory; the same documents as splitting the whole text on "\n\n")."""
-    block: list[str] = []
+def parquet_row_groups(path: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if line == "\n":
-                    if block:
-                        text = "".join(block).strip()
-                        block = []
-                        if text:
-                            yield text
-                else:
-                    block.append(line)
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read corpus file {path}: {err}") from err
-    text = "".join(block).strip()
-    if text:
-        yield text
+        with open_corpus_file(path) as handle:
+            return pq.ParquetFile(handle).metadata.num_row_groups
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(f"cannot read parquet corpus file {path}: {' '.join(str(err).split())[:200]}") from None
 
 
-def _jsonl_documents(path: Path, text_field: str) -> Iterator[str]:
-    try:
-        for line_no, record in iter_jsonl(path):
-            if not isinstance(record, dict) or text_field not in record:
-                keys = ", ".join(record) if isinstance(record, dict) else type(record).__name__
-                raise DataError(f"{path}:{line_no}: no '{text_field}' field (has: {keys}); use --text-field")
-            text = record[text_field]
-            if isinstance(text, str) and text.strip():
-                yield text.strip()
-    except UnsafeJSONError as err:
-        raise DataError(f"{err.source}: {err.reason}") from None
-    except (OSError, EOFError) as err:
-        raise DataError(f"cannot read corpus file {path}: {err}") from err
+def parquet_pieces_documents(path: Path, text_field: str) -> Iterator[str]:
+    for group in range(parquet_row_groups(path)):
+        yield from _parquet_documents(path, text_field, group)
 
 
 def _hub_documents(dataset_id: str, text_field: str) -> Iterator[str]:

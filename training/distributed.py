@@ -61,7 +61,8 @@ def setup(device: str | None = None) -> Dist:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
-        # Rank 0 tokenises the corpus while the others wait at a barrier: allow hours, not the 10-30 min default.
+        # Rank 0 trains a preset's tokenizer while the others wait at a barrier (a raw corpus's token store is
+        # waited for on its completion marker, not here: training/corpus_input.py): allow hours, not the default.
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", rank=rank, world_size=world,
                                 timeout=timedelta(hours=3))
     return Dist(rank, world, local_rank, dev)

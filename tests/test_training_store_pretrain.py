@@ -1,0 +1,118 @@
+"""`pretrain --corpus` from a token store and a mix file: the plan table recorded, raw text built into a store
+before training, refusals in one line, and a run stopped at step k then resumed on 2 processes (gloo) reading
+the same per-step data as an uninterrupted 1-process run (issue 49 §1-§2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from biobench.errors import ConfigError
+from biobench.training import checkpoint, corpus_input, token_store
+from biobench.training.config import PretrainConfig
+
+TEXTS = ["Le patient présente une fièvre à 39 degrés et une toux sèche.", "Traitement par amoxicilline 1 g.",
+         "Scanner thoracique : nodule pulmonaire de 12 mm.", "Carcinome canalaire infiltrant du sein gauche."]
+
+
+def _stores(root: Path, model_dir: Path) -> Path:
+    """Two stores (literature-like, clinical-like) and a 70/30 mix of them."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, n in (("lit", 80), ("clin", 4)):
+        src = root / f"{name}.jsonl"
+        src.write_text("".join(json.dumps({"text": f"{TEXTS[i % 4]} {name} cas {i}."}) + "\n" for i in range(n)))
+        token_store.build([str(src)], root / name, str(model_dir))
+    mix = root / "mix.toml"
+    mix.write_text('[[source]]\nname = "lit"\nstore = "lit"\nshare = 0.7\n\n'
+                   '[[source]]\nname = "clin"\nstore = "clin"\nshare = 0.3\nmax_passes = 50\n')
+    return mix
+
+
+def _cfg(corpus: Path, out: Path, model: Path, **kw) -> PretrainConfig:
+    base = dict(recipe="mlm", model=str(model), corpus=str(corpus), out=out, tokens=4 * 4 * 64, batch_size=4,
+                seq_len=64, micro_batch_size=1, decay_ratio=0.5, progress=False, lr=1e-3, device="cpu",
+                cache_dir=out.parent / "cache", save_minutes=None)
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def _digests(out: Path) -> list[str]:
+    return [json.loads(line)["data_digest"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def _worker(rank: int, world: int, port: int, kwargs: dict) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    torch.set_num_threads(1)
+    from biobench.training.trainer import train
+
+    train(_cfg(**kwargs))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_mix_run_resumed_on_two_processes_reads_what_one_uninterrupted_process_reads(tmp_path, tiny_mlm_dir, capsys):
+    from biobench.training.trainer import train
+
+    mix = _stores(tmp_path / "data", tiny_mlm_dir)
+    train(_cfg(mix, tmp_path / "full", tiny_mlm_dir))
+    out = capsys.readouterr().out
+    assert "mix mix.toml: 24 sequences x 64 tokens" in out and "lit " in out and "clin " in out
+    meta = checkpoint.read_meta(tmp_path / "full" / "final")
+    plan = {row["name"]: row for row in meta["corpus_record"]["token_store"]["plan"]}
+    assert plan["lit"]["target_share"] == 0.7 and abs(plan["clin"]["realised_share"] - 0.3) <= 1 / 24
+    assert plan["clin"]["passes"] > 1  # the small source is repeated, each pass reshuffled
+    card = (tmp_path / "full" / "final" / "README.md").read_text()
+    assert "| mixture | lit: 70.0% target, 70.8% realised" in card and "| token store |" not in card
+
+    assert train(_cfg(mix, tmp_path / "cut", tiny_mlm_dir, save_every=3 * 4 * 64, stop_after_steps=3)) is None
+    mp.spawn(_worker, args=(2, _free_port(), dict(corpus=mix, out=tmp_path / "cut", model=tiny_mlm_dir, resume=True)),
+             nprocs=2, join=True)
+    full, resumed = _digests(tmp_path / "full"), _digests(tmp_path / "cut")
+    assert len(full) == 6 and resumed == full
+    assert checkpoint.read_meta(tmp_path / "cut" / "final")["world_size"] == 2
+
+
+def test_pretrain_reads_a_store_and_builds_raw_text_into_one(tmp_path, tiny_mlm_dir):
+    from biobench.training.trainer import train
+
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": f"{TEXTS[i % 4]} cas {i}."}) + "\n" for i in range(60)))
+    built = token_store.build([str(src)], tmp_path / "store", str(tiny_mlm_dir))
+    train(_cfg(built, tmp_path / "from-store", tiny_mlm_dir, tokens=2 * 4 * 64))
+    train(_cfg(src, tmp_path / "from-raw", tiny_mlm_dir, tokens=2 * 4 * 64))
+    assert _digests(tmp_path / "from-store") == _digests(tmp_path / "from-raw")  # the same tokens, the same order
+    raw = checkpoint.read_meta(tmp_path / "from-raw" / "final")["corpus_record"]
+    stored = checkpoint.read_meta(tmp_path / "from-store" / "final")["corpus_record"]
+    assert raw["files"][0]["path"] == str(src.resolve()) and raw["token_store"]["raw"] is True
+    assert raw["token_store"]["id"] == stored["token_store"]["id"]  # the cache holds the same store, by content
+    assert (Path(raw["token_store"]["store"]) / token_store.DONE).is_file()
+
+
+def test_corpus_refusals_come_before_any_model_is_loaded(tmp_path, tiny_mlm_dir, monkeypatch):
+    from biobench.training.trainer import Trainer
+
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": f"{t} cas {i}."}) + "\n" for i in range(30) for t in TEXTS))
+    monkeypatch.setattr(corpus_input, "RAW_BUILD_LIMIT", 1000)
+    with pytest.raises(ConfigError, match=rf"more than the 0 GiB pretrain builds itself: .*biobench corpus build "
+                                          rf"{src} --tokenizer {tiny_mlm_dir} --out STORE"):
+        Trainer(_cfg(src, tmp_path / "big", tiny_mlm_dir))
+    monkeypatch.undo()
+    store = token_store.build([str(src)], tmp_path / "store", str(tiny_mlm_dir))
+    with pytest.raises(ConfigError, match=r"preset:tiny trains its tokenizer on raw text; .* is a token store"):
+        Trainer(_cfg(store, tmp_path / "preset", Path("preset:tiny")))
+    mix = tmp_path / "mix.toml"
+    mix.write_text('[[source]]\nname = "only"\nstore = "store"\nshare = 1\n')
+    with pytest.raises(ConfigError, match=r"mix source 'only' cannot fill its share of 100.00%: it needs "):
+        Trainer(_cfg(mix, tmp_path / "short", tiny_mlm_dir, tokens=200 * 4 * 64))

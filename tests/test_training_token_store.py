@@ -1,0 +1,215 @@
+"""The token store (training/token_store.py): what it holds, byte-identical whatever --workers and after a
+kill -9, bounded reading of hostile sources, and a damaged store never used (issue 49 §1 and §4, issue 51 item 3)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from biobench.errors import ConfigError, DataError
+from biobench.training import corpus, token_store
+
+WORDS = ("le patient présente une fièvre traitement par amoxicilline pendant sept jours scanner thoracique "
+         "normal hemoglobin platelets admission carcinome").split()
+
+
+def _docs(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 60)))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
+    """A tokenizer folder (what --tokenizer names; each build worker loads it)."""
+    out = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer.save_pretrained(out)
+    return out
+
+
+def _sources(root: Path) -> Path:
+    """A folder with every local format pretrain reads: JSONL, JSONL.gz and (in its own folder) text and parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "a.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(300, 1)))
+    with gzip.open(root / "b.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps({"text": d}) + "\n" for d in _docs(200, 2)))
+    (root / "prose").mkdir()
+    (root / "prose" / "c.txt").write_text("\n\n".join(d.replace(" fièvre ", " fièvre\n") for d in _docs(250, 3)) + "\n")
+    (root / "tables").mkdir()
+    pq.write_table(pa.table({"text": _docs(120, 4), "score": list(range(120))}), root / "tables" / "d.parquet",
+                   row_group_size=50)
+    return root
+
+
+def _expected(tok, sources: list[str]) -> list[int]:
+    ids = []
+    for source in sources:
+        for doc in corpus.iter_documents(source):
+            ids += [tok.cls_token_id] + tok(doc, add_special_tokens=False)["input_ids"] + [tok.sep_token_id]
+    return ids
+
+
+def _content(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
+            if p.is_file() and p.name != token_store.VERIFIED}
+
+
+def test_store_holds_every_document_framed_and_reads_like_an_array(tmp_path, tok_dir, tiny_tokenizer):
+    root = _sources(tmp_path / "src")
+    sources = [str(root / "a.jsonl"), str(root / "b.jsonl.gz"), str(root / "prose"), str(root / "tables")]
+    # small units: the JSONL and the text file are split into byte ranges, the parquet into its 3 row groups
+    store = token_store.build(sources, tmp_path / "store", str(tok_dir), unit_bytes=2000)
+    opened = token_store.open_store(store)
+    assert len(opened.manifest["shards"]) > 8
+    expected = _expected(tiny_tokenizer, sources)
+    assert opened.tokens[0:len(opened.tokens)].tolist() == expected
+    assert opened.manifest["tokens"] == len(expected) and opened.manifest["dtype"] == "uint16"
+    assert opened.n_documents == 300 + 200 + 250 + 120
+    starts = opened.offsets[:-1]
+    assert (np.asarray(expected)[starts] == tiny_tokenizer.cls_token_id).all()
+    # a slice across shard boundaries, and a document-limited view (pretrain --max-documents)
+    assert opened.tokens[5:9000].tolist() == expected[5:9000]
+    first = token_store.open_store(store, max_documents=10)
+    assert first.n_documents == 10 and len(first.tokens) == opened.offsets[10]
+    assert not (store / token_store.WORK).exists()  # the work markers go once the store is done
+    info = token_store.describe(opened)
+    assert f"{len(expected):,} tokens in 870 documents" in info and "a.jsonl" in info
+
+
+@pytest.mark.slow
+def test_two_workers_write_the_same_bytes_as_one(tmp_path, tok_dir):
+    root = _sources(tmp_path / "src")
+    sources = [str(root), str(root / "prose"), str(root / "tables")]
+    one = token_store.build(sources, tmp_path / "one", str(tok_dir), workers=1, unit_bytes=3000)
+    two = token_store.build(sources, tmp_path / "two", str(tok_dir), workers=2, unit_bytes=3000)
+    assert _content(one) == _content(two)
+    assert len(_content(one)) > 6
+
+
+def test_a_copied_store_stays_valid_and_damage_is_refused(tmp_path, tok_dir, tiny_tokenizer):
+    import shutil
+
+    root = _sources(tmp_path / "src")
+    built = token_store.build([str(root / "a.jsonl")], tmp_path / "store", str(tok_dir), unit_bytes=4000)
+    copy = tmp_path / "scratch" / "store"
+    shutil.copytree(built, copy)  # new path, new mtimes: still the same store
+    assert token_store.open_store(copy).manifest == token_store.open_store(built).manifest
+    token_store.open_store(copy).check_tokenizer(tiny_tokenizer, "tiny")
+
+    def refused(folder: Path, pattern: str) -> None:
+        with pytest.raises(DataError, match=pattern) as err:
+            token_store.open_store(folder)
+        assert "\n" not in str(err.value) and "is not used" in str(err.value)
+
+    shard = sorted((copy / "shards").glob("*.bin"))[1]
+    data = bytearray(shard.read_bytes())
+    data[10] ^= 1
+    shard.write_bytes(bytes(data))  # same size, one bit changed
+    refused(copy, f"shard {shard.name} does not match its sha256")
+    shard.write_bytes(bytes(data[:-4]))
+    refused(copy, f"shard {shard.name} has {len(data) - 4} bytes, its manifest says {len(data)}")
+    shutil.rmtree(copy)
+    shutil.copytree(built, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["tokens"] += 1
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    refused(copy, "manifest.json does not match the checksum in 'done'")
+    # a store of another tokenizer: refused with the command that rebuilds it
+    from biobench.training.presets import train_tokenizer
+
+    other = train_tokenizer(_docs(50, 9), vocab_size=300)
+    with pytest.raises(ConfigError, match=r"built with another tokenizer .*biobench corpus build SOURCE\.\.\. "
+                                          r"--tokenizer other-model"):
+        token_store.open_store(built).check_tokenizer(other, "other-model")
+
+
+def _one_line(err: BaseException, name: str) -> None:
+    text = str(err)
+    assert "\n" not in text and name in text, text
+
+
+def test_hostile_sources_are_one_line_naming_the_file(tmp_path, monkeypatch, tok_dir):
+    """Issue 49 §4 / issue 51 item 3: FIFO, /dev/zero, a line past the bound (plain and gzipped: a gzip bomb is
+    refused after holding the bound, not the whole line), binary, a non-string text field."""
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.txt"
+    zero.symlink_to("/dev/zero")
+    monkeypatch.setattr(corpus, "MAX_DOCUMENT_BYTES", 1000)
+    long_line = tmp_path / "long.jsonl"
+    long_line.write_text(json.dumps({"text": "x" * 5000}) + "\n")
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(bomb, "wb") as fh:
+        fh.write(b'{"text": "' + b"a" * 200_000)  # no newline: one line that expands far past the bound
+    long_doc = tmp_path / "long.txt"
+    long_doc.write_text(("mot " * 40 + "\n") * 10)  # a 1,610-byte document of short lines, no blank line
+    binary = tmp_path / "blob.txt"
+    binary.write_bytes(b"ELF\x00\x01\x02" * 10)
+    numbers = tmp_path / "numbers.jsonl"
+    numbers.write_text('{"text": "ok"}\n{"text": 42}\n')
+    cases = {fifo: "not a regular file", zero: "not a regular file", long_line: "a line longer than",
+             bomb: "a line longer than", long_doc: "a document longer than", binary: "binary data",
+             numbers: r"numbers.jsonl:2: field 'text' is int, not text"}
+    for path, pattern in cases.items():
+        with pytest.raises(DataError, match=pattern) as err:
+            list(corpus.iter_documents(str(path)))
+        _one_line(err.value, path.name)
+        with pytest.raises(DataError, match=pattern) as err:  # the store reads through the same readers
+            token_store.build([str(path)], tmp_path / f"store-{path.name}", str(tok_dir))
+        _one_line(err.value, path.name)
+
+
+def test_cli_build_and_info_refuse_in_one_line(tmp_path, tok_dir, capsys):
+    from biobench import cli
+
+    root = _sources(tmp_path / "src")
+    assert cli.main(["corpus", "build", str(root / "a.jsonl"), "--tokenizer", str(tok_dir),
+                     "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "1 work unit(s)" in out and "tokens in 300 documents" in out
+    assert cli.main(["corpus", "info", str(tmp_path / "s")]) == 0
+    assert "content id" in capsys.readouterr().out
+    (tmp_path / "numbers.jsonl").write_text('{"text": ["a"]}\n')
+    assert cli.main(["corpus", "build", str(tmp_path / "numbers.jsonl"), "--tokenizer", str(tok_dir),
+                     "--out", str(tmp_path / "bad")]) != 0
+    err = capsys.readouterr().err
+    assert "numbers.jsonl:1: field 'text' is list, not text" in err and "Traceback" not in err
+    assert cli.main(["corpus", "info", str(tmp_path / "src")]) != 0
+    assert "not a finished token store" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_kill_9_half_way_then_resume_gives_the_same_store(tmp_path, tok_dir):
+    """A real `biobench corpus build` process killed with SIGKILL after some units finished, then rerun: the
+    finished units are kept (not redone) and the store is byte-identical to an uninterrupted build."""
+    src = tmp_path / "big.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(12_000, 7)))
+    cmd = [sys.executable, "-m", "biobench.cli", "corpus", "build", str(src), "--tokenizer", str(tok_dir),
+           "--out", str(tmp_path / "killed"), "--unit-mb", "0.02"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    work = tmp_path / "killed" / "work"
+    deadline = time.monotonic() + 120
+    while len(list(work.glob("*.done"))) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = sorted(p.name for p in work.glob("*.done"))
+    assert not (tmp_path / "killed" / "done").exists() and len(finished) >= 3, proc.stderr.read().decode()[-2000:]
+    kept = {name: (work / name).stat().st_mtime_ns for name in finished}
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"{len(finished)} already done" in result.stdout
+    fresh = token_store.build([str(src)], tmp_path / "fresh", str(tok_dir), unit_bytes=int(0.02 * 2**20))
+    assert _content(tmp_path / "killed") == _content(fresh)
+    assert len(kept) >= 3

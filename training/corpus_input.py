@@ -1,0 +1,110 @@
+"""What `pretrain --corpus` takes, made into packed sequences: a built token store, a mix file of stores, or raw
+text (a file, a folder, a hub dataset id) that is built into a store first, in the cache.
+
+Raw text is built by rank 0 while the other ranks wait on the store's completion marker (a file), never in a
+collective: a process group's timeout no longer bounds the build. A raw corpus larger than RAW_BUILD_LIMIT is
+refused in one line that gives the `biobench corpus build` command: a build of that size belongs on CPU nodes
+with several workers, before any GPU is reserved (docs/PRETRAINING.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biobench.errors import ConfigError
+from biobench.training import corpus, mixture, token_store
+from biobench.training.packing import PackedCorpus
+
+RAW_BUILD_LIMIT = 2 << 30  # bytes of text (a .gz counted 4x): ~500M tokens, ~30 min in one process at 0.3M tok/s
+
+
+def kind(source: str) -> str:
+    if mixture.is_mix_file(source):
+        return "mix"
+    if token_store.is_store(source):
+        return "store"
+    return "raw"
+
+
+def raw_bytes(source: str) -> int | None:
+    """Bytes of text a local raw corpus holds (a .gz counted GZIP_UNIT_WEIGHT times); None for a hub dataset."""
+    if not corpus.is_local(source):
+        return None
+    total = 0
+    for path in corpus.corpus_files(source):
+        size = path.stat().st_size if path.is_file() else 0
+        total += size * (token_store.GZIP_UNIT_WEIGHT if path.suffix == ".gz" else 1)
+    return total
+
+
+def check_corpus(cfg) -> None:
+    """Before any model is loaded: the corpus exists; a preset model (whose tokenizer is trained on raw text) has
+    raw text; a raw corpus is small enough to build inside the run."""
+    source = str(cfg.corpus)
+    corpus.check_source(source)
+    what = kind(source)
+    if what != "raw" and str(cfg.model).startswith("preset:"):
+        raise ConfigError(f"--model {cfg.model} trains its tokenizer on raw text; --corpus {source} is a token "
+                          f"{'store' if what == 'store' else 'mix'}: pass the raw corpus, or a model folder whose "
+                          "tokenizer built the store")
+    if what == "raw":
+        size = raw_bytes(source)
+        if size is not None and size > RAW_BUILD_LIMIT:
+            raise ConfigError(f"corpus {source} holds ~{size / 2**30:.1f} GiB of text, more than the "
+                              f"{RAW_BUILD_LIMIT >> 30} GiB pretrain builds itself: build its token store first, "
+                              f"e.g. on CPU nodes: biobench corpus build {source} --tokenizer {cfg.model} --out STORE "
+                              "--workers 16, then pretrain --corpus STORE")
+
+
+def raw_store_folder(cfg, tokenizer) -> Path:
+    """Where pretrain keeps the store of a raw corpus: keyed by the tokenizer and the corpus files."""
+    key = hashlib.sha256(f"{token_store.tokenizer_fingerprint(tokenizer)}|"
+                         f"{corpus.corpus_fingerprint(str(cfg.corpus), cfg.text_field, None)}".encode()).hexdigest()[:20]
+    return Path(cfg.cache_dir or corpus.default_cache_dir()) / f"store-{key}"
+
+
+def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
+                  say: Callable[[str], None]) -> tuple[Any, dict[str, Any]]:
+    """(packed corpus, summary for biobench_pretrain.json) for the run's `total_sequences` sequences."""
+    source = str(cfg.corpus)
+    pad = tokenizer.pad_token_id
+    if kind(source) == "mix":
+        mix = mixture.read_mix(source)
+        stores = [token_store.open_store(s.store) for s in mix.sources]
+        for store in stores:
+            store.check_tokenizer(tokenizer, cfg.model)
+        plan = mixture.plan_mix(mix, [len(s.tokens) for s in stores], total_sequences, cfg.seq_len)
+        say(plan.table())
+        short = plan.short()
+        if short:
+            raise ConfigError(short[0])
+        parts = [PackedCorpus(s.tokens, s.offsets, cfg.seq_len, pad, seed) for s in stores]
+        summary = {"mix": str(Path(source).resolve()), "plan": plan.rows(),
+                   "stores": [{"name": m.name, "store": str(s.path), "id": token_store.store_id(s.path),
+                               "tokens": len(s.tokens)} for m, s in zip(mix.sources, stores, strict=True)]}
+        return mixture.MixedCorpus(parts, plan, seed), summary
+    if kind(source) == "store":
+        folder = Path(source)
+    else:
+        folder = raw_store_folder(cfg, tokenizer)
+        if main:
+            token_store.build([source], folder, None, tokenizer=tokenizer, text_field=cfg.text_field, log=say)
+        else:
+            token_store.wait_for(folder)
+    store = token_store.open_store(folder, max_documents=cfg.max_documents)
+    store.check_tokenizer(tokenizer, cfg.model)
+    summary = {"store": str(folder), "id": token_store.store_id(folder), "tokens": len(store.tokens),
+               "documents": store.n_documents, "raw": kind(source) == "raw"}
+    return PackedCorpus(store.tokens, store.offsets, cfg.seq_len, pad, seed), summary
+
+
+def corpus_record(cfg, summary: dict[str, Any]) -> dict[str, Any]:
+    """What biobench_pretrain.json records of the corpus: the raw files (paths, sizes, sha256: what
+    `eval --check-contamination` reads) when given raw text, else the store or the mix and its plan table."""
+    source = str(cfg.corpus)
+    if summary.get("raw"):
+        return {**corpus.corpus_record(source, cfg.text_field), "token_store": summary}
+    return {"text_field": cfg.text_field, "files": [], "bytes": None, "token_store": summary}

@@ -1,0 +1,262 @@
+"""Mixtures of token stores, in tokens, as the paper states them (§3.2, App. B).
+
+A mix file (TOML) has one `[[source]]` table per source:
+
+    [[source]]
+    name = "literature"            # a name for the table and the logs
+    store = "stores/biomed-fr"     # a built token store (`biobench corpus build`), relative to this file
+    share = 0.7                    # of the run's tokens (or: tokens = 7_000_000_000; all sources use one form)
+    max_passes = 1                 # upsampling by repetition, each pass reshuffled (OLMo-core's max repetition)
+    build_from = "almanach/..."    # optional, documentation only: what `corpus build` reads for this store
+
+Sequences are cut from each source's own token stream (whole packed sequences: a source's share counts
+tokens, never documents, unlike mosaicml streaming's `proportion`, which counts samples) and interleaved by
+Megatron-LM's BlendedDataset rule: position g takes the source whose share is furthest behind its target
+(largest `share * (g + 1) - taken`), so every source stays within one sequence of its target share at every
+step. Which sequence a position reads is a pure function of (mix, seed, position): a resumed run, or one with
+another number of ranks, reads the same sequences. Pass p of a source reads its sequences in the permutation
+seeded by (seed, source, p); a source that would need more than `max_passes` passes to fill its share is
+refused in one line naming it (OLMo-core's `max_repetition_ratio` check), and the plan table records target
+and realised share per source (OLMo-core logs the realised deviation per source).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from biobench.errors import ConfigError, DataError
+from biobench.ranges import Bounds
+from biobench.runtime.jsonfile import UnsafeJSONError, read_toml
+from biobench.runtime.keys import check_keys
+
+MAX_MIX_BYTES = 1 << 20
+MAX_SOURCES = 64  # the paper's mixes have 2-4 sources; the blend index stores a source as uint8
+MIX_KEYS = ("description", "source")
+SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+SHARE_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class MixSource:
+    name: str
+    store: Path
+    share: float  # of the run's tokens (from `share`, or `tokens` over the sum of `tokens`)
+    max_passes: float
+    tokens: int | None = None
+    build_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Mix:
+    path: Path
+    sources: tuple[MixSource, ...]
+
+
+def is_mix_file(source: str | Path) -> bool:
+    return str(source).lower().endswith(".toml") and Path(source).is_file()
+
+
+def read_mix(path: str | Path) -> Mix:
+    """A mix file, validated: bounded, TOML, known keys (the closest name suggested), names and stores once each,
+    shares finite, positive and summing to 1 (or token counts), max_passes >= 1, at most MAX_SOURCES sources.
+    Every refusal is one ConfigError line naming the file."""
+    path = Path(path)
+    where = f"mix file {path}"
+    try:
+        raw = read_toml(path, MAX_MIX_BYTES)
+    except UnsafeJSONError as err:
+        raise ConfigError(f"{where}: {err.reason}") from None
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read it ({err.strerror or err})") from None
+    check_keys(raw, MIX_KEYS, where)
+    tables = raw.get("source")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{where}: expected one or more [[source]] tables")
+    if len(tables) > MAX_SOURCES:
+        raise ConfigError(f"{where}: {len(tables):,} sources; at most {MAX_SOURCES} are allowed")
+    forms = set()
+    names: set[str] = set()
+    stores: set[Path] = set()
+    parsed = []
+    for number, table in enumerate(tables, 1):
+        here = f"{where}: source #{number}"
+        check_keys(table, SOURCE_KEYS, here)
+        name = table.get("name")
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ConfigError(f"{here}: name {str(name)[:40]!r} must be 1-64 letters, digits, '_', '.' or '-'")
+        here = f"{where}: source '{name}'"
+        if name in names:
+            raise ConfigError(f"{here} appears twice; give each source one table")
+        store = table.get("store")
+        if not isinstance(store, str) or not store or any(ord(c) < 32 for c in store):
+            raise ConfigError(f"{here}: store must be the path of a built token store")
+        store_path = (path.parent / store).resolve()
+        if store_path in stores:
+            raise ConfigError(f"{here}: store {store} is already another source's; a source appears once")
+        given = [k for k in ("share", "tokens") if k in table]
+        if len(given) != 1:
+            raise ConfigError(f"{here}: give exactly one of share (of the run's tokens) or tokens (a count)")
+        forms.add(given[0])
+        value = table[given[0]]
+        if isinstance(value, bool):
+            raise ConfigError(f"{here}: {given[0]} must be a number")
+        if given[0] == "share":
+            amount = Bounds(0, 1, above=True).check(value, f"{here}: share")
+        else:
+            amount = Bounds(1, 1e15, integer=True).check(value, f"{here}: tokens")
+        passes = table.get("max_passes", 1)
+        if isinstance(passes, bool):
+            raise ConfigError(f"{here}: max_passes must be a number")
+        passes = Bounds(1, 1e6).check(passes, f"{here}: max_passes")
+        build_from = table.get("build_from")
+        if build_from is not None and (not isinstance(build_from, str) or len(build_from) > 1000):
+            raise ConfigError(f"{here}: build_from must be text (what `corpus build` reads)")
+        names.add(name)
+        stores.add(store_path)
+        parsed.append((name, store_path, given[0], amount, passes, build_from))
+    if len(forms) > 1:
+        raise ConfigError(f"{where}: sources mix 'share' and 'tokens'; state every source the same way")
+    total = sum(p[3] for p in parsed)
+    if forms == {"share"} and abs(total - 1) > SHARE_TOLERANCE:
+        raise ConfigError(f"{where}: shares sum to {total:.6g}, not 1; fix them so they sum to 1")
+    sources = tuple(MixSource(name, store, amount / total, passes, int(amount) if form == "tokens" else None, build)
+                    for name, store, form, amount, passes, build in parsed)
+    return Mix(path, sources)
+
+
+# ---------------------------------------------------------------- plan
+def blend(shares: list[float], total: int) -> tuple[np.ndarray, np.ndarray]:
+    """Megatron's greedy interleaving: for each position, the source with the largest error
+    `share * (position + 1) - taken` (ties: the first), and the count of that source's sequences taken before.
+    A plain loop over positions (6.1M for 50B tokens at 8,192: a few seconds), computed once per process."""
+    k = len(shares)
+    source_of = np.empty(total, dtype=np.uint8)
+    index_in = np.empty(total, dtype=np.int64)
+    taken = [0] * k
+    order = range(k)
+    for g in range(total):
+        n = g + 1
+        best, best_err = 0, shares[0] * n - taken[0]
+        for s in order:
+            err = shares[s] * n - taken[s]
+            if err > best_err:
+                best, best_err = s, err
+        source_of[g] = best
+        index_in[g] = taken[best]
+        taken[best] += 1
+    return source_of, index_in
+
+
+@dataclass
+class MixPlan:
+    mix: Mix
+    seq_len: int
+    total_sequences: int
+    available: list[int]  # tokens in each source's store
+    sequences_per_pass: list[int]
+    source_of: np.ndarray = field(repr=False)
+    index_in: np.ndarray = field(repr=False)
+
+    def counts(self, upto: int | None = None) -> list[int]:
+        upto = self.total_sequences if upto is None else upto
+        return np.bincount(self.source_of[:upto], minlength=len(self.available)).tolist()
+
+    def rows(self, upto: int | None = None) -> list[dict[str, Any]]:
+        """Per source: tokens available, passes, tokens used, target and realised share (in tokens)."""
+        counts = self.counts(upto)
+        used = sum(counts) or 1
+        return [{"name": s.name, "store": str(s.store), "available_tokens": avail,
+                 "passes": round(c / n, 4) if n else 0.0, "max_passes": s.max_passes,
+                 "used_tokens": c * self.seq_len, "target_share": round(s.share, 6),
+                 "realised_share": round(c / used, 6)}
+                for s, avail, n, c in zip(self.mix.sources, self.available, self.sequences_per_pass, counts, strict=True)]
+
+    def short(self) -> list[str]:
+        """One line per source that cannot fill its share within its max_passes."""
+        return [f"mix source '{r['name']}' cannot fill its share of {r['target_share']:.2%}: it needs "
+                f"{r['passes']:.2f} passes over its {r['available_tokens']:,} tokens, max_passes is "
+                f"{r['max_passes']:g} (raise max_passes, lower its share, or add tokens)"
+                for r in self.rows() if r["passes"] > r["max_passes"] + 1e-9]
+
+    def table(self) -> str:
+        head = f"{'source':<18} {'available':>16} {'passes':>8} {'used':>16} {'target':>8} {'realised':>9}"
+        lines = [f"mix {self.mix.path.name}: {self.total_sequences:,} sequences x {self.seq_len:,} tokens", head]
+        for r in self.rows():
+            lines.append(f"{r['name']:<18} {r['available_tokens']:>16,} {r['passes']:>8.3f} {r['used_tokens']:>16,} "
+                         f"{r['target_share']:>8.2%} {r['realised_share']:>9.2%}")
+        return "\n".join(lines)
+
+
+def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int) -> MixPlan:
+    """The order of a run of `total_sequences` sequences of `seq_len` tokens over the mix's sources, whose stores
+    hold `available` tokens each (the manifests' counts: no token is read)."""
+    if total_sequences < 1:
+        raise ConfigError("a mix plan needs at least one sequence")
+    if total_sequences > 1 << 31:
+        raise ConfigError(f"{total_sequences:,} sequences: more than a mix plan holds; use longer sequences")
+    per_pass = [max(1, math.ceil(a / seq_len)) for a in available]
+    source_of, index_in = blend([s.share for s in mix.sources], total_sequences)
+    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, source_of, index_in)
+
+
+@dataclass(frozen=True)
+class _Length:
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class MixedCorpus:
+    """The sequences of a mix, position by position, with PackedCorpus's interface (`at`, `sequence`, `batch`,
+    `sequence_tokens`): one PackedCorpus per source (its own stream, cut into sequences) and the plan's order."""
+
+    def __init__(self, parts: list, plan: MixPlan, seed: int):
+        if not parts or len(parts) != len(plan.available):
+            raise DataError("a mixed corpus needs one packed corpus per mix source")
+        self.parts, self.plan, self.seed = parts, plan, seed
+        self.seq_len = parts[0].seq_len
+        self._orders: dict[int, tuple[int, np.ndarray]] = {}
+
+    @property
+    def n_sequences(self) -> int:
+        """Distinct sequences over all sources (what a pass over the mix would read; the trainer's corpus_passes)."""
+        return sum(part.n_sequences for part in self.parts)
+
+    @property
+    def tokens(self) -> _Length:
+        """The sources' token counts summed, for len() (the trainer's corpus_passes): the tokens are read per
+        source, through `sequence`."""
+        return _Length(sum(len(part.tokens) for part in self.parts))
+
+    def at(self, position: int) -> int:
+        return position % self.plan.total_sequences
+
+    def _resolve(self, index: int):
+        s = int(self.plan.source_of[index])
+        part = self.parts[s]
+        p, j = divmod(int(self.plan.index_in[index]), part.n_sequences)
+        cached = self._orders.get(s)
+        if cached is None or cached[0] != p:
+            cached = (p, np.random.default_rng([self.seed, s, p]).permutation(part.n_sequences))
+            self._orders[s] = cached
+        return part, int(cached[1][j])
+
+    def sequence(self, index: int):
+        part, j = self._resolve(index)
+        return part.sequence(j)
+
+    def sequence_tokens(self, index: int) -> np.ndarray:
+        part, j = self._resolve(index)
+        return part.sequence_tokens(j)
+
+    def batch(self, positions: list[int]):
+        from biobench.training.packing import stack_rows
+
+        return stack_rows([self.sequence(self.at(p)) for p in positions])

@@ -1,0 +1,478 @@
+"""The token store: a corpus tokenised once, in parallel, in bounded memory, into checksummed shards.
+
+Layout of a store folder (`biobench corpus build SOURCE... --tokenizer MODEL --out STORE`):
+
+    manifest.json          tokenizer fingerprint, dtype, counts, and each shard's token/document counts + sha256
+    shards/NNNNNN.bin      the framed token ids of one work unit ([CLS] doc [SEP] ..., uint16 or uint32)
+    shards/NNNNNN.idx      its document boundaries: n_docs + 1 little-endian int64 offsets into the .bin
+    done                   the completion marker: the sha256 of manifest.json (ranks wait on it)
+    work/                  only while building: the plan and one completion marker per work unit
+
+Choices and where they come from (docs/PRETRAINING.md says more):
+- `.bin` + `.idx` per shard, memory-mapped: Megatron-LM's indexed dataset (tools/preprocess_data.py), reduced to
+  what packing needs (ids and document offsets); numpy memmaps, no format of our own to parse.
+- Work units (a byte range of a JSONL/text file, a few whole small files, a gzip file, a parquet row group)
+  that each end with a completion marker, and one tokenizer per worker process: datatrove's DocumentTokenizer.
+  A unit is a pure function of its bytes, so the store is byte-identical whatever `--workers` and after a
+  `kill -9` and a rerun (finished units are kept, unfinished ones redone).
+- A store is known by its content: the manifest's checksums, never its path or mtimes, so a copy to $SCRATCH
+  stays valid; opening a store checks every shard's size, and its sha256 once per (shard, size, mtime).
+Own code because none of those projects is a dependency we can take for this alone (Megatron's and datatrove's
+writers come with their training stacks); the tokenising is the tokenizers library's batch API, the reading
+training/corpus.py's bounded readers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from biobench.errors import ConfigError, DataError
+from biobench.runtime.files import atomic_write
+from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.training import corpus
+
+FORMAT = "biobench-token-store"
+VERSION = 1
+MANIFEST, DONE, WORK, SHARDS, VERIFIED = "manifest.json", "done", "work", "shards", "verified.json"
+UNIT_BYTES = 64 << 20  # text per work unit: bounds a worker's memory and the work a kill -9 loses
+GZIP_UNIT_WEIGHT = 4  # a .gz counts as 4x its size when grouping files into units (text compresses ~4x)
+BATCH_CHARS = 1 << 20  # text handed to the tokenizer's batch API at once
+MAX_MANIFEST_BYTES = 256 << 20
+MAX_UNITS = 1_000_000
+
+
+# ---------------------------------------------------------------- tokenizer
+def tokenizer_fingerprint(tokenizer) -> str:
+    """What ids a tokenizer gives: its backend's state without the truncation/padding settings (a call's options,
+    not the vocabulary: the store is written with truncation off, so long documents stay whole)."""
+    if hasattr(tokenizer, "backend_tokenizer"):
+        state = json.loads(tokenizer.backend_tokenizer.to_str())
+        state["truncation"] = state["padding"] = None
+        text = json.dumps(state, sort_keys=True)
+    else:
+        text = repr(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--tokenizer {name}: cannot load its tokenizer ({str(err).splitlines()[0][:160]})") from None
+
+
+def store_dtype(tokenizer) -> np.dtype:
+    return np.dtype(np.uint16 if len(tokenizer) < 2**16 else np.uint32)
+
+
+# ---------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class Piece:
+    source: str  # a local file path, or a hub dataset id
+    kind: str  # jsonl | text | parquet | hub
+    start: int = 0  # byte offset (jsonl/text), row group (parquet)
+    end: int | None = None  # byte end (None: to the end of the file)
+
+    def documents(self, text_field: str) -> Iterator[str]:
+        if self.kind == "hub":
+            return corpus._hub_documents(self.source, text_field)
+        return corpus.piece_documents(Path(self.source), self.kind, text_field, self.start, self.end)
+
+
+def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES) -> list[list[Piece]]:
+    """Work units, in corpus order: large seekable files split into byte ranges, small files grouped, a gzip file
+    or a parquet row group whole, a hub dataset one unit. Depends only on the sources, never on --workers."""
+    units: list[list[Piece]] = []
+    group: list[Piece] = []
+    weight = 0
+
+    def close() -> None:
+        nonlocal group, weight
+        if group:
+            units.append(group)
+        group, weight = [], 0
+
+    for source in sources:
+        corpus.check_source(source)
+        if not corpus.is_local(source):
+            close()
+            units.append([Piece(source, "hub")])
+            continue
+        for path in corpus.corpus_files(source):
+            kind = corpus.file_kind(path)
+            size = path.stat().st_size if path.is_file() else 0
+            if kind == "parquet":
+                close()
+                units.extend([Piece(str(path), kind, g)] for g in range(corpus.parquet_row_groups(path)))
+            elif path.suffix == ".gz" or not path.is_file():
+                if weight + size * GZIP_UNIT_WEIGHT > unit_bytes:
+                    close()
+                group.append(Piece(str(path), kind))
+                weight += size * GZIP_UNIT_WEIGHT
+            elif size > unit_bytes:
+                close()
+                units.extend([Piece(str(path), kind, s, min(s + unit_bytes, size))] for s in range(0, size, unit_bytes))
+            else:
+                if weight + size > unit_bytes:
+                    close()
+                group.append(Piece(str(path), kind))
+                weight += size
+            if len(units) > MAX_UNITS:
+                raise DataError(f"corpus {source}: more than {MAX_UNITS:,} work units; refused")
+    close()
+    return units
+
+
+def _plan_record(units: list[list[Piece]], fingerprint: str, text_field: str) -> dict[str, Any]:
+    files = {}
+    for unit in units:
+        for piece in unit:
+            if piece.kind != "hub" and piece.source not in files:
+                st = Path(piece.source).stat()
+                files[piece.source] = [st.st_size, st.st_mtime_ns]
+    return {"tokenizer": fingerprint, "text_field": text_field, "files": files,
+            "units": [[[p.source, p.kind, p.start, p.end] for p in unit] for unit in units]}
+
+
+# ---------------------------------------------------------------- one unit
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_tokenizer(name: str | None, tokenizer=None):
+    """One tokenizer per process (datatrove's rule), loaded once, truncation and padding off."""
+    if tokenizer is not None:
+        return tokenizer
+    if _WORKER.get("name") != name:
+        tok = load_tokenizer(name)
+        _WORKER.update(name=name, tok=tok)
+    return _WORKER["tok"]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, tokenizer_name: str | None,
+               tokenizer=None) -> dict[str, Any]:
+    """Tokenise one work unit into shards/NNNNNN.bin/.idx (streamed: a batch of text at a time), then write its
+    completion marker work/NNNNNN.done with the counts and checksums. Returns the marker's record."""
+    tok = _worker_tokenizer(tokenizer_name, tokenizer)
+    backend = tok.backend_tokenizer
+    backend.no_truncation()
+    backend.no_padding()
+    bos, eos = corpus.frame_ids(tok)
+    dtype = store_dtype(tok)
+    name = f"{index:06d}"
+    shards = store / SHARDS
+    # per-process temporary names: two runs finishing the same cached store never write into one file
+    bin_tmp, idx_tmp = shards / f"{name}.bin.{os.getpid()}.tmp", shards / f"{name}.idx.{os.getpid()}.tmp"
+    lengths: list[int] = []
+    batch: list[str] = []
+    chars = 0
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    with bin_tmp.open("wb") as out:
+        def flush() -> None:
+            for enc in encode(batch, add_special_tokens=False):
+                ids = ([bos] if bos is not None else []) + enc.ids + [eos]
+                out.write(np.asarray(ids, dtype=dtype).tobytes())
+                lengths.append(len(ids))
+            batch.clear()
+
+        for piece in unit:
+            for doc in piece.documents(text_field):
+                batch.append(doc)
+                chars += len(doc)
+                if chars >= BATCH_CHARS:
+                    flush()
+                    chars = 0
+        if batch:
+            flush()
+        out.flush()
+        os.fsync(out.fileno())
+    offsets = np.zeros(len(lengths) + 1, dtype="<i8")
+    np.cumsum(lengths, out=offsets[1:])
+    idx_tmp.write_bytes(offsets.tobytes())
+    record = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
+    if lengths:
+        os.replace(bin_tmp, shards / f"{name}.bin")
+        os.replace(idx_tmp, shards / f"{name}.idx")
+        record.update(name=name, bin_sha256=_sha256(shards / f"{name}.bin"), idx_sha256=_sha256(shards / f"{name}.idx"))
+    else:
+        bin_tmp.unlink()
+        idx_tmp.unlink()
+    atomic_write(store / WORK / f"{name}.done", json.dumps(record, sort_keys=True))
+    return record
+
+
+def _pool_unit(args: tuple) -> dict[str, Any]:
+    return build_unit(*args)
+
+
+# ---------------------------------------------------------------- build
+def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int = 1, text_field: str = "text",
+          tokenizer=None, unit_bytes: int = UNIT_BYTES, log: Callable[[str], None] | None = None) -> Path:
+    """Build (or finish) the store at `out` from `sources` with the tokenizer `tokenizer_name` (a folder or hub
+    id; or the `tokenizer` object itself, in this process only). Finished work units are kept: a killed build
+    rerun with the same command resumes. Returns `out`."""
+    out = Path(out)
+    if (out / DONE).is_file():
+        return out
+    if tokenizer is None:
+        tokenizer = load_tokenizer(tokenizer_name)  # for the fingerprint; workers load their own
+    if workers > 1 and tokenizer_name is None:
+        raise ConfigError("a parallel build needs the tokenizer's folder or hub id (each worker loads its own)")
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    units = plan_units(sources, unit_bytes)
+    plan = _plan_record(units, fingerprint, text_field)
+    (out / WORK).mkdir(parents=True, exist_ok=True)
+    (out / SHARDS).mkdir(exist_ok=True)
+    plan_path = out / WORK / "plan.json"
+    if plan_path.is_file():
+        if read_json(plan_path, MAX_MANIFEST_BYTES) != json.loads(json.dumps(plan)):
+            raise ConfigError(f"{out} holds an unfinished build of other sources or another tokenizer (or the "
+                              "sources changed since); delete it or pass the same sources and --tokenizer")
+    else:
+        atomic_write(plan_path, json.dumps(plan, sort_keys=True))
+    todo = [i for i in range(len(units)) if not (out / WORK / f"{i:06d}.done").is_file()]
+    say = log or (lambda _line: None)
+    say(f"corpus build: {len(units)} work unit(s), {len(units) - len(todo)} already done, {len(todo)} to tokenise "
+        f"with {min(workers, max(1, len(todo)))} worker(s)")
+    started = time.monotonic()
+    if workers <= 1 or len(todo) <= 1:
+        for i in todo:
+            build_unit(i, units[i], out, text_field, tokenizer_name, tokenizer)
+    else:
+        import multiprocessing as mp
+
+        # spawn: a fresh interpreter per worker, each with its own tokenizer (no fork of a tokenizer's threads)
+        with mp.get_context("spawn").Pool(workers, initializer=_quiet_worker) as pool:
+            args = [(i, units[i], out, text_field, tokenizer_name) for i in todo]
+            for done, _record in enumerate(pool.imap_unordered(_pool_unit, args), 1):
+                if done % max(1, len(todo) // 20) == 0:
+                    say(f"corpus build: {done}/{len(todo)} unit(s) ({time.monotonic() - started:.0f} s)")
+    return finish(out, units, tokenizer, fingerprint, text_field, sources)
+
+
+def _quiet_worker() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def finish(out: Path, units: list[list[Piece]], tokenizer, fingerprint: str, text_field: str,
+           sources: list[str]) -> Path:
+    """The manifest from the units' markers (in unit order), then the store's completion marker."""
+    shards, tokens, documents = [], 0, 0
+    for i in range(len(units)):
+        record = read_json(out / WORK / f"{i:06d}.done", 1 << 20)
+        tokens += record["tokens"]
+        documents += record["documents"]
+        if record["documents"]:
+            shards.append({k: record[k] for k in ("name", "tokens", "documents", "bin_sha256", "idx_sha256")})
+    if not documents:
+        shutil.rmtree(out / WORK, ignore_errors=True)
+        raise DataError(f"corpus {' '.join(sources)} holds no non-empty documents (text field '{text_field}')")
+    bos, eos = corpus.frame_ids(tokenizer)
+    manifest = {"format": FORMAT, "version": VERSION, "sources": [_source_name(s) for s in sources],
+                "text_field": text_field, "dtype": store_dtype(tokenizer).name,
+                "tokenizer": {"fingerprint": fingerprint, "vocab_size": len(tokenizer), "bos": bos, "eos": eos,
+                              "name_or_path": Path(str(tokenizer.name_or_path)).name},
+                "tokens": tokens, "documents": documents, "shards": shards}
+    for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
+        leftover.unlink(missing_ok=True)
+    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+    atomic_write(out / MANIFEST, text)
+    atomic_write(out / DONE, hashlib.sha256(text.encode()).hexdigest() + "\n")
+    shutil.rmtree(out / WORK, ignore_errors=True)
+    return out
+
+
+def _source_name(source: str) -> str:
+    """A source as the manifest records it: its last path component or the hub id (a store copied elsewhere, or
+    built from another checkout of the same files, has the same manifest)."""
+    return source if not corpus.is_local(source) else Path(source).name
+
+
+def is_store(path: str | Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
+
+
+def wait_for(store: Path, poll_s: float = 2.0, timeout_s: float | None = None) -> None:
+    """Block until another process finished the store (its completion marker): ranks wait on a file, not on a
+    collective whose process-group timeout would end a long build."""
+    started = time.monotonic()
+    while not (store / DONE).is_file():
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            raise DataError(f"{store}: still not built after {timeout_s:.0f} s")
+        time.sleep(poll_s)
+
+
+# ---------------------------------------------------------------- open
+class ShardedTokens:
+    """The concatenated token ids of a store's shards, sliced like an array: `len()`, `[a:b]` (memory-mapped,
+    read on demand). Pickles by path, so loader workers reopen the maps instead of copying them."""
+
+    def __init__(self, files: list[Path], lengths: list[int], dtype: np.dtype, limit: int | None = None):
+        self.files, self.dtype = files, np.dtype(dtype)
+        self.starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+        self.length = int(self.starts[-1]) if limit is None else min(limit, int(self.starts[-1]))
+        self._maps: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_maps": {}}
+
+    def _map(self, i: int) -> np.ndarray:
+        if i not in self._maps:
+            self._maps[i] = np.memmap(self.files[i], dtype=self.dtype, mode="r")
+        return self._maps[i]
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("ShardedTokens takes contiguous slices")
+        start, stop, _ = key.indices(self.length)
+        if stop <= start:
+            return np.zeros(0, dtype=self.dtype)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        parts, at = [], start
+        i = first
+        while at < stop:
+            base = int(self.starts[i])
+            end = min(stop, int(self.starts[i + 1]))
+            parts.append(self._map(i)[at - base:end - base])
+            at = end
+            i += 1
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+@dataclass
+class TokenStore:
+    """An opened, checked store: the framed token stream and its document offsets (what PackedCorpus takes)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    tokens: ShardedTokens
+    offsets: np.ndarray  # n_docs + 1 global document starts
+
+    @property
+    def n_documents(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.manifest["tokenizer"]["fingerprint"])
+
+    def check_tokenizer(self, tokenizer, model: str) -> None:
+        mine = tokenizer_fingerprint(tokenizer)
+        if mine != self.fingerprint:
+            raise ConfigError(f"token store {self.path} was built with another tokenizer (fingerprint "
+                              f"{self.fingerprint}, {model}'s is {mine}); rebuild it: biobench corpus build "
+                              f"SOURCE... --tokenizer {model} --out NEW_STORE")
+
+
+def _damaged(store: Path, why: str) -> DataError:
+    return DataError(f"token store {store} is damaged ({why}); it is not used: rebuild it with biobench corpus build")
+
+
+def read_manifest(store: Path) -> dict[str, Any]:
+    """The manifest, checked against the completion marker's checksum (an edited manifest is refused)."""
+    store = Path(store)
+    if not (store / DONE).is_file():
+        raise DataError(f"{store} is not a finished token store (no '{DONE}' marker): finish it with the same "
+                        "biobench corpus build command")
+    try:
+        raw = (store / MANIFEST).read_bytes()
+        expected = (store / DONE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise _damaged(store, f"cannot read its manifest: {err}") from None
+    if len(raw) > MAX_MANIFEST_BYTES or hashlib.sha256(raw).hexdigest() != expected:
+        raise _damaged(store, f"{MANIFEST} does not match the checksum in '{DONE}'")
+    try:
+        manifest = read_json(store / MANIFEST, MAX_MANIFEST_BYTES)
+    except UnsafeJSONError as err:
+        raise _damaged(store, err.reason) from None
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise _damaged(store, f"not a {FORMAT} v{VERSION} manifest")
+    return manifest
+
+
+def open_store(store: str | Path, verify: bool = True, max_documents: int | None = None) -> TokenStore:
+    """Open a finished store: manifest checksum, every shard's size, and (verify) each shard's sha256 unless
+    this copy was verified before with the same size and mtime (recorded in verified.json, outside the content)."""
+    store = Path(store)
+    manifest = read_manifest(store)
+    dtype = np.dtype(manifest["dtype"])
+    files, lengths, offsets, base = [], [], [np.zeros(1, dtype=np.int64)], 0
+    stamps_path = store / VERIFIED
+    try:
+        stamps = read_json(stamps_path, 64 << 20) if stamps_path.is_file() else {}
+    except UnsafeJSONError:
+        stamps = {}
+    fresh: dict[str, Any] = {}
+    for shard in manifest["shards"]:
+        name = shard["name"]
+        for ext, size in (("bin", shard["tokens"] * dtype.itemsize), ("idx", (shard["documents"] + 1) * 8)):
+            path = store / SHARDS / f"{name}.{ext}"
+            try:
+                st = path.stat()
+            except OSError:
+                raise _damaged(store, f"shard {path.name} is missing") from None
+            if st.st_size != size:
+                raise _damaged(store, f"shard {path.name} has {st.st_size} bytes, its manifest says {size}")
+            stamp = [st.st_size, st.st_mtime_ns, shard[f"{ext}_sha256"]]
+            if verify and stamps.get(path.name) != stamp:
+                if _sha256(path) != shard[f"{ext}_sha256"]:
+                    raise _damaged(store, f"shard {path.name} does not match its sha256 in the manifest")
+            fresh[path.name] = stamp
+        idx = np.fromfile(store / SHARDS / f"{name}.idx", dtype="<i8")
+        if idx[0] != 0 or idx[-1] != shard["tokens"] or np.any(idx[1:] < idx[:-1]):
+            raise _damaged(store, f"shard {name}.idx does not frame its tokens")
+        offsets.append(idx[1:] + base)
+        base += int(shard["tokens"])
+        files.append(store / SHARDS / f"{name}.bin")
+        lengths.append(int(shard["tokens"]))
+    if verify and fresh != stamps:
+        try:
+            atomic_write(stamps_path, json.dumps(fresh))
+        except OSError:
+            pass  # a read-only copy is verified again next time
+    all_offsets = np.concatenate(offsets)
+    limit = None
+    if max_documents is not None and max_documents < len(all_offsets) - 1:
+        all_offsets = all_offsets[:max_documents + 1]
+        limit = int(all_offsets[-1])
+    return TokenStore(store, manifest, ShardedTokens(files, lengths, dtype, limit), all_offsets)
+
+
+def describe(store: TokenStore) -> str:
+    """`biobench corpus info`: the manifest in words."""
+    m = store.manifest
+    tok = m["tokenizer"]
+    size = sum(f.stat().st_size for f in (store.path / SHARDS).iterdir())
+    lines = [f"token store {store.path}",
+             f"  sources: {', '.join(m['sources'])} (text field '{m['text_field']}')",
+             f"  tokenizer: {tok['name_or_path']} (fingerprint {tok['fingerprint']}, vocabulary {tok['vocab_size']:,},"
+             f" ids {m['dtype']}, documents framed {tok['bos']} ... {tok['eos']})",
+             f"  {m['tokens']:,} tokens in {m['documents']:,} documents, {len(m['shards'])} shard(s), "
+             f"{size / 2**20:,.1f} MiB on disk",
+             f"  content id {store_id(store.path)} (sha256 of the manifest; every shard checked against it)"]
+    return "\n".join(lines)
+
+
+def store_id(store: Path) -> str:
+    return (Path(store) / DONE).read_text(encoding="ascii").strip()[:16]
