@@ -227,15 +227,16 @@ def requeued_resume(out: Path) -> bool | None:
 
 
 def requeue_after(stop: KeyboardInterrupt) -> None:
-    """After the checkpoint a wall-clock signal (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, or SIGTERM) made
-    it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it resumes there."""
+    """After the checkpoint a wall-clock warning (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, the job's time
+    nearly out) made it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it
+    resumes there. SIGTERM (`scancel`) stops it for good: runtime.slurm.requeue_self says so in one line."""
     from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS
     from biobench.runtime.slurm import requeue_self
     from biobench.training.trainer import Stopped
 
     wall_clock = {signal.Signals(s).name for s in WALL_CLOCK_SIGNALS}
     if isinstance(stop, Stopped) and str(stop) in wall_clock and os.environ.get("RANK", "0") == "0":
-        requeue_self(lambda line: print(line, file=sys.stderr, flush=True))
+        requeue_self(lambda line: print(line, file=sys.stderr, flush=True), str(stop))
 
 
 def kept(out: Path) -> str:
