@@ -97,8 +97,9 @@ def test_pretraining_job_requeued_by_sigusr1_resumes_to_the_uninterrupted_weight
     command = " ".join(shlex.quote(a) for a in [sys.executable, *_pretrain_args(corpus, out, tokens, "mlm", micro=2)])
     # exec: the batch shell becomes biobench, so the B: signal reaches it (bash would run a trap only after its
     # child exits)
-    script.write_text(f"#!/bin/bash\n#SBATCH --requeue\n#SBATCH --open-mode=append\nexport OMP_NUM_THREADS=1\n"
-                      f"echo start restart=${{SLURM_RESTART_COUNT:-0}}\nexec {command}\n")
+    # --time=10: the job's time is nearly out (under runtime.slurm.NEAR_END_S), so the warning requeues it
+    script.write_text(f"#!/bin/bash\n#SBATCH --requeue\n#SBATCH --time=10\n#SBATCH --open-mode=append\n"
+                      f"export OMP_NUM_THREADS=1\necho start restart=${{SLURM_RESTART_COUNT:-0}}\nexec {command}\n")
     log = tmp_path / "job.out"
     job = slurm_cluster.sbatch("--chdir", str(tmp_path), "-o", str(log), str(script))
     train_log = out / "train_log.jsonl"
