@@ -23,11 +23,18 @@ from tests.test_slurm import _corpus, _predictions, _pretrain_args, _toy_grid
 EVAL_ARGS = ["--device", "cpu", "--threads", "1", "--no-progress"]
 
 
-def _wait_for(condition, timeout: float, what: str, logs=lambda: ""):
+def _wait_for(condition, timeout: float, what: str, logs=lambda: "", cluster=None, job: int | None = None):
+    """Poll `condition` until it holds; fail at once (with `logs`) when `job` has finished meanwhile."""
+    from tests.slurm_cluster import FINISHED
+
     deadline = time.monotonic() + timeout
     while not (found := condition()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}: {logs()}"
-        time.sleep(0.1)
+        if cluster is not None and job is not None:
+            states = cluster.states(job)
+            assert not states or not all(s in FINISHED for s in states) or condition(), \
+                f"job {job} ended {states} before {what}: {logs()}"
+        time.sleep(0.2)
     return found
 
 
@@ -97,7 +104,8 @@ def test_an_elements_eval_killed_with_sigkill_is_redone_without_a_new_submission
     log_dir = tmp_path / "logs"
     job = _launch(slurm_cluster, grid, log_dir, 2, "10", "--claim-seconds", "20")
     results = tmp_path / "results"
-    holder = _wait_for(lambda: _held_claim(results), 300, "a claim held by an element", lambda: _logs(log_dir))
+    holder = _wait_for(lambda: _held_claim(results), 300, "a claim held by an element", lambda: _logs(log_dir),
+                       slurm_cluster, job)
     os.kill(holder.pid, signal.SIGKILL)
     states = slurm_cluster.wait(job, timeout=600)
     logs = _logs(log_dir)
@@ -124,7 +132,7 @@ def test_a_run_too_long_for_its_job_is_reported_and_scancel_stops_the_eval_job(s
     `--signal=B:USR1@N` sends, at once): each time the run is abandoned, the abandon counted in its claim and
     the job requeued. The fourth life says the run is too long for its job's life, as `--dry-run` does; then
     `scancel` stops the job for good: CANCELLED, no further restart (issue 48 §3-4)."""
-    grid = _long_grid(tmp_path, tiny_mlm_dir, "42", epochs=2000)
+    grid = _long_grid(tmp_path, tiny_mlm_dir, "42", epochs=1000)
     command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid),
                                                 *EVAL_ARGS])
     script = tmp_path / "eval.sbatch"
@@ -135,10 +143,12 @@ def test_a_run_too_long_for_its_job_is_reported_and_scancel_stops_the_eval_job(s
     results = tmp_path / "results"
     text = lambda: log.read_text(errors="replace") if log.exists() else ""  # noqa: E731
     for life in range(3):
-        _wait_for(lambda life=life: _held_claim(results, str(life)), 300, f"life {life}'s claim", text)
+        _wait_for(lambda life=life: _held_claim(results, str(life)), 300, f"life {life}'s claim", text,
+                  slurm_cluster, job)
         slurm_cluster.client("scancel", "--signal=USR1", "--batch", str(job))
-        _wait_for(lambda life=life: f"start restart={life + 1}" in text(), 300, f"restart {life + 1}", text)
-    _wait_for(lambda: _held_claim(results, "3"), 300, "the fourth life's claim", text)
+        _wait_for(lambda life=life: f"start restart={life + 1}" in text(), 300, f"restart {life + 1}", text,
+                  slurm_cluster, job)
+    _wait_for(lambda: _held_claim(results, "3"), 300, "the fourth life's claim", text, slurm_cluster, job)
     assert text().count(f"requeued SLURM job {job}") == 3, text()
     assert "toy-cls seed 42: abandoned 3 times at the wall clock: raise --time or lower the run's length" in text()
     dry = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid), "--dry-run"],
@@ -166,7 +176,8 @@ def test_scancel_stops_a_pretraining_job_for_good(slurm_cluster, tmp_path):
     job = slurm_cluster.sbatch("--chdir", str(tmp_path), "-o", str(log), str(script))
     train_log = out / "train_log.jsonl"
     text = lambda: log.read_text(errors="replace") if log.exists() else ""  # noqa: E731
-    _wait_for(lambda: train_log.exists() and len(train_log.read_text().splitlines()) >= 3, 300, "training", text)
+    _wait_for(lambda: train_log.exists() and len(train_log.read_text().splitlines()) >= 3, 300, "training", text,
+              slurm_cluster, job)
     slurm_cluster.client("scancel", str(job))
     assert slurm_cluster.wait(job, timeout=120) == ["CANCELLED"], text()
     _wait_for(lambda: "is not requeued: SIGTERM is a cancel" in text(), 60, "pretrain's last line", text)
