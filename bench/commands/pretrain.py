@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
         default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
         if default is True:  # on unless turned off: --no-progress
             p.add_argument("--no-" + spec.name.replace("_", "-"), dest=spec.name, action="store_false", default=None,
-                           help=f"no {text[0].lower()}{text[1:]}")
+                           help="no " + re.sub(r"^an? ", "", f"{text[0].lower()}{text[1:]}"))  # not "no a ..."
             continue
         if default is False:
             p.add_argument(flag, dest=spec.name, action="store_true", default=None, help=text)
@@ -191,7 +192,7 @@ def run(args) -> int:
     def announce(cfg, threads: int) -> None:
         print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "
               f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
-              f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {threads} CPU threads, out {cfg.out}", flush=True)
+              f"{micro_text(cfg)}, lr {cfg.lr}, {threads} CPU threads, out {cfg.out}", flush=True)
 
     out = Path(settings.pop("out"))
     if settings.get("resume") is None:
@@ -211,6 +212,15 @@ def run(args) -> int:
     if final is not None:
         print(f"done: {final}")
     return 0
+
+
+def micro_text(cfg) -> str:
+    """The micro-batch as it runs: never above the global batch (`--micro-batch-size 16` with a batch of 8 runs
+    8 at once; the start line said "global batch 8 x 128 (micro-batch 16)"), 'auto' until measured."""
+    micro = cfg.micro_batch_size
+    if micro in (None, "auto") or not isinstance(micro, int):
+        return f"(micro-batch {micro or cfg.batch_size})"
+    return f"(micro-batch {min(micro, cfg.batch_size)})"
 
 
 def requeued_resume(out: Path) -> bool | None:
