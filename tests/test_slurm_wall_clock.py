@@ -218,3 +218,36 @@ def test_the_claim_history_counts_only_wall_clock_abandons(tmp_path):
     (folder / "000006.json").write_text("[not a lease")
     assert abandoned_count(result) == 2
     assert abandoned_count(tmp_path / "none.json") == 0
+
+
+def test_slurm_times_parse_as_sbatch_and_squeue_write_them():
+    from biobench.runtime.slurm import seconds
+
+    assert [seconds(t) for t in ("1500", "20:00:00", "1-02:03", "0:30", "59:59", "1-0:0:5", "30:00:00")] == \
+        [90000, 72000, 93780, 30, 3599, 86405, 108000]
+    assert [seconds(t) for t in ("99:99:99", "1:60", "3-25:00:00", "UNLIMITED", "NOT_SET", "", "1h")] == [None] * 7
+
+
+@pytest.mark.parametrize(("signal_name", "left", "requeued", "said"), [
+    ("SIGUSR1", 90, True, "requeued SLURM job 7_1"),
+    ("SIGUSR1", 3600, False, "is not requeued: SIGUSR1 came with 60 min left, not at the wall clock"),
+    ("SIGUSR1", None, False, "is not requeued: SIGUSR1 came with no time limit"),
+    ("SIGTERM", 90, False, "is not requeued: SIGTERM is a cancel (scancel sends SIGTERM)"),
+])
+def test_only_the_warning_with_the_time_nearly_out_requeues(monkeypatch, tmp_path, signal_name, left, requeued, said):
+    """Issue 48 §3: `scancel` (SIGTERM) used to requeue an eval or pretraining job; now only SIGUSR1 with under
+    15 minutes left does (a fake scontrol records the call)."""
+    from biobench.runtime import slurm
+
+    calls = tmp_path / "calls"
+    (tmp_path / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (tmp_path / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("BIOBENCH_REQUEUED_BY", raising=False)
+    for name, value in (("SLURM_JOB_ID", "8"), ("SLURM_ARRAY_JOB_ID", "7"), ("SLURM_ARRAY_TASK_ID", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(slurm, "time_left", lambda job=None: left)
+    lines: list[str] = []
+    assert slurm.requeue_self(lines.append, signal_name) is requeued
+    assert len(lines) == 1 and said in lines[0], lines
+    assert (calls.read_text() == "requeue 7_1\n") if requeued else not calls.exists()

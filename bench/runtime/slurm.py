@@ -34,16 +34,16 @@ def seconds(text: str) -> int | None:
     match = _TIME.fullmatch(text.strip())
     if not match:
         return None
-    days, a, b, c = (int(g) if g is not None else None for g in match.groups())
-    if days is None and b is None:
+    days_text, a_text, b_text, c_text = match.groups()
+    a = int(a_text)  # always there: the pattern requires it
+    if days_text is None and b_text is None:
         return a * 60  # minutes
-    if days is None and c is None:
-        minutes_, secs = a, b
-        return None if secs >= 60 else minutes_ * 60 + secs  # MM:SS
-    hours, mins, secs = a, b or 0, c or 0
-    if mins >= 60 or secs >= 60 or (days is not None and hours >= 24) or (days is None and c is None):
+    if days_text is None and c_text is None:
+        return None if int(b_text) >= 60 else a * 60 + int(b_text)  # MM:SS
+    mins, secs = int(b_text or 0), int(c_text or 0)
+    if mins >= 60 or secs >= 60 or (days_text is not None and a >= 24):
         return None
-    return (days or 0) * 86400 + hours * 3600 + mins * 60 + secs
+    return int(days_text or 0) * 86400 + a * 3600 + mins * 60 + secs
 
 
 def time_left(job: str | None = None) -> int | None:
