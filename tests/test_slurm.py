@@ -179,10 +179,12 @@ def test_requeue_names_the_array_element_not_the_array(monkeypatch):
 @pytest.mark.slow
 def test_an_array_element_requeues_itself_and_no_other(slurm_cluster, tmp_path):
     """On SLURM the element whose SLURM_JOB_ID is the array's own id exists (measured: array 7 = elements 8 and 7);
-    requeue_self from it puts back that element only, the other one runs to its end once."""
+    requeue_self from it (the wall-clock warning, the job's --time=10 under the 15-minute rule) puts back that
+    element only, the other one runs to its end once."""
     script = tmp_path / "element.sbatch"
     script.write_text(f"""#!/bin/bash
 #SBATCH --requeue
+#SBATCH --time=10
 #SBATCH --open-mode=append
 echo "job $SLURM_JOB_ID array $SLURM_ARRAY_JOB_ID task $SLURM_ARRAY_TASK_ID restart ${{SLURM_RESTART_COUNT:-0}}"
 if [ "$SLURM_JOB_ID" = "$SLURM_ARRAY_JOB_ID" ] && [ "${{SLURM_RESTART_COUNT:-0}}" = 0 ]; then
