@@ -146,15 +146,53 @@ def test_a_hostile_claim_file_is_one_warning_line_and_counts_as_expired(tmp_path
     assert "\n" not in lines[0]
 
 
-def test_a_symlinked_claim_folder_is_refused_in_one_line(tmp_path):
+def test_a_symlinked_claim_folder_is_said_in_one_line_unlinked_and_the_run_taken(tmp_path):
+    """Issue 51 item 8: a symlink at a claim path parked its run for ever; now the link (never its target) is
+    removed with one line, and the claim made in a real folder."""
     result = tmp_path / "m" / "t" / "seed-1.json"
     result.parent.mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     claim_path(result).symlink_to(elsewhere)
+    assert "is a symlink, not a claim folder" in read_claim(result).problem  # what --dry-run shows
     lines: list[str] = []
-    assert not RunClaims(60, warn=lines.append).claim(result)
-    assert len(lines) == 1 and "is a symlink" in lines[0] and not list(elsewhere.iterdir())
+    claims = RunClaims(60, warn=lines.append)
+    try:
+        assert claims.claim(result)
+    finally:
+        claims.close()
+    assert len(lines) == 1 and "is a symlink, not a claim folder; removed" in lines[0], lines
+    assert not list(elsewhere.iterdir()) and claim_path(result).is_dir() and not claim_path(result).is_symlink()
+
+
+@pytest.mark.parametrize("junk", ["file", "fifo"])
+def test_junk_at_a_claim_path_is_reported_cleared_and_the_run_done(tiny_mlm_dir, tmp_path, junk, capsys):
+    """Issue 51 item 8: a plain file (or FIFO) named seed-N.claim: --dry-run says so beside the run, eval says
+    so in one line, removes it and does the run (it used to exit 0 saying other processes were finishing it)."""
+    from biobench import cli
+
+    args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--results",
+            str(tmp_path), "--epochs", "1", "--limit-train", "16", "--max-length", "32", "--device", "cpu",
+            "--no-progress"]
+    from biobench.api.evaluation import plan_evaluation
+
+    run = plan_evaluation(str(tiny_mlm_dir), "demo-cls", seeds="1", results=tmp_path,
+                          overrides={"epochs": 1, "limit_train": 16, "max_length": 32}).grid[0]
+    run.path.parent.mkdir(parents=True, exist_ok=True)
+    junk_path = claim_path(run.path)
+    if junk == "file":
+        junk_path.write_text("not a claim")
+    else:
+        os.mkfifo(junk_path)
+    assert cli.main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"demo-cls seed 1: {junk_path} is a {'file' if junk == 'file' else 'FIFO, socket or device'}, not a " \
+           "claim folder" in out, out
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {junk_path} is a" in err and "removed so the run can be claimed" in err, err
+    assert "held by other processes" not in err
+    assert run.path.exists() and not junk_path.exists()
 
 
 def test_claims_are_renewed_while_held_and_released_after_the_result(tmp_path):
@@ -180,29 +218,42 @@ def plan(model_dir, results, **kw):
                             overrides=OVERRIDES, **kw)
 
 
-def test_a_run_held_elsewhere_is_left_to_its_holder_until_its_claim_expires(tiny_mlm_dir, tmp_path):
+def test_a_run_held_elsewhere_is_waited_for_and_taken_when_its_claim_expires(tiny_mlm_dir, tmp_path):
+    """Issue 48 §2: a process that finds a run held by another host's claim does not give it up for good: it
+    waits (one line says so), and when the claim expires unrenewed (its holder died) it takes the run."""
     grid = plan(tiny_mlm_dir, tmp_path)
     held = grid.runs[1].path
-    plant(held, OTHER, time.time() + 60)  # another host's live claim
+    plant(held, OTHER, time.time() + 3)  # another host's live claim, never renewed: its holder died
     logged: list[str] = []
-    claims = RunClaims(60)
+    claims = RunClaims(5)
     try:
         runner.execute(grid, device="cpu", progress=False, claims=claims, log=logged.append)
     finally:
         claims.close()
-    assert [r.status for r in grid.runs] == ["done", "held", "done"]
-    assert not held.exists() and read_claim(held).holder == OTHER
-    assert any("1 run(s) of" in line and "held by other processes" in line for line in logged)
-    assert not claim_path(grid.runs[0].path).exists()  # released after its result
-    plant(held, OTHER, time.time() - 1)  # the holder died: its last renewal has expired (written, not waited for)
-    again = plan(tiny_mlm_dir, tmp_path)
+    assert [r.status for r in grid.runs] == ["done", "done", "done"]
+    assert read_result(held).seed == 2 and not claim_path(held).exists()
+    assert any("1 run(s) of" in line and "held by other processes: waiting up to 6 s" in line for line in logged)
+    assert "t1 seed 2: its claim was free (holder gone or expired); taking the run" in logged
+    assert not any("which finish them" in line for line in logged)
+
+
+def test_a_run_whose_holder_renews_is_left_to_it_after_one_look(tiny_mlm_dir, tmp_path):
+    """The wait is bounded: a holder seen renewing its claim is alive and finishes the run itself."""
+    grid = plan(tiny_mlm_dir, tmp_path)
+    held = grid.runs[1].path
+    other = RunClaims(1.0, holder=OTHER)  # a live holder: its heartbeat renews every 0.2 s
+    logged: list[str] = []
     claims = RunClaims(60)
     try:
-        runner.execute(again, device="cpu", progress=False, claims=claims)
+        assert other.claim(held)
+        started = time.monotonic()
+        runner.execute(grid, device="cpu", progress=False, claims=claims, log=logged.append)
+        assert time.monotonic() - started < 55  # not the 72 s bound: the renewal was seen
     finally:
         claims.close()
-    assert [r.status for r in again.runs] == ["skipped", "done", "skipped"]
-    assert read_result(held).seed == 2 and not claim_path(held).exists()
+        other.close()
+    assert [r.status for r in grid.runs] == ["done", "held", "done"]
+    assert any("1 run(s) of" in line and "which finish them" in line for line in logged)
 
 
 def test_a_run_finished_by_another_process_after_the_plan_is_not_redone(tiny_mlm_dir, tmp_path):
@@ -285,17 +336,15 @@ def test_a_process_killed_with_sigkill_leaves_a_claim_that_expires_and_is_redone
     lease = folder / "000001.json"
     record = json.loads(lease.read_text())
     record["machine"], record["host"] = "another-node/pid:[1]", "node9"  # as if it ran on another host
+    record["expires"] = time.time() + 3  # its last renewal expires soon (written, not waited 20 s for)
     lease.write_text(json.dumps(record))
     result = folder.with_name(folder.name.removesuffix(".claim") + ".json")  # a smoke run: seed-1.smoke-<hex>
-    quick = long_run  # the same run (a different protocol now has a result file and claim of its own)
-    early = subprocess.run(eval_command(*quick), env=ENV, capture_output=True, text=True, timeout=600)
-    assert early.returncode == 0 and not result.exists(), early.stderr  # the claim still looks alive: left alone
-    assert "1 run(s) of" in early.stderr and "held by other processes" in early.stderr
-    record["expires"] = time.time() - 1  # the dead holder's claim expired (written as expired, not waited for)
-    lease.write_text(json.dumps(record))
-    # the claim expired: the run is redone by the next process
-    late = subprocess.run(eval_command(*quick), env=ENV, capture_output=True, text=True, timeout=600)
+    # the claim still looks alive: the next process waits for it (issue 48 §2), and when it expires unrenewed,
+    # takes the run and redoes it; nothing is left for a later submission
+    late = subprocess.run(eval_command(*long_run, "--claim-seconds", "20"), env=ENV, capture_output=True,
+                          text=True, timeout=600)
     assert late.returncode == 0, late.stderr
+    assert "held by other processes: waiting up to" in late.stderr and "taking the run" in late.stderr
     assert late.stderr.count("test macro-F1") == 1 and result.exists() and not folder.exists()
 
 
@@ -306,7 +355,9 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
     fake_bin.mkdir()
     calls = tmp_path / "scontrol.calls"
     (fake_bin / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (fake_bin / "scontrol").chmod(0o755)
+    (fake_bin / "squeue").write_text("#!/bin/sh\necho 1:30\n")  # the job's time left: nearly out, so USR1 requeues
+    for tool in ("scontrol", "squeue"):
+        (fake_bin / tool).chmod(0o755)
     env = {**ENV, "PATH": f"{fake_bin}:{os.environ['PATH']}"}
     env.pop("SLURM_JOB_ID", None)
     parallel: list[str] = []
@@ -420,18 +471,67 @@ def test_launcher_slurm_bad_time_and_slurm_arg_are_one_line(tiny_mlm_dir, tmp_pa
         assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_a_refused_sbatch_is_one_line_after_the_grid_was_resolved(tiny_mlm_dir, tmp_path):
+def test_a_refused_sbatch_is_one_line_and_leaves_no_files(tiny_mlm_dir, tmp_path):
+    """Issue 48 §6: sbatch's own reason in one line (not its stderr first), and no resolved grid nor submitit
+    pickle left in the log folder for a job that does not exist."""
     done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", "--workers", "2", "--epochs", "2",
                       path_dirs=[fake_slurm(tmp_path)])
-    # submitit lets sbatch's own stderr through ("refused"), then the one error line
-    assert done.returncode == 2 and done.stderr.splitlines()[-1] == "error: sbatch refused the array: refused"
-    assert (tmp_path / "sbatch.calls").exists()
-    resolved = (tmp_path / "logs" / "grid.toml").read_text()
+    assert done.returncode == 2 and done.stderr == "error: sbatch refused the array: refused\n", done.stderr
+    assert (tmp_path / "sbatch.calls").exists() and not (tmp_path / "logs").exists()
+
+
+def test_an_accepted_sbatch_gets_the_resolved_grid_and_the_launchers_settings(tiny_mlm_dir, tmp_path):
+    fake = fake_slurm(tmp_path)
+    (fake / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/sbatch.calls\necho Submitted batch job 77\n")
+    done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", "--workers", "2", "--epochs", "2",
+                      "--time", "1500", "--slurm-arg", "qos=long", path_dirs=[fake])
+    assert done.returncode == 0 and done.stdout.startswith("submitted SLURM array 77: 2 worker(s)"), done.stderr
     from biobench.eval.grid import read_grid_file
 
+    resolved = (tmp_path / "logs" / "grid.toml").read_text()
     grid = read_grid_file(tmp_path / "logs" / "grid.toml")[0]
     assert grid.results == (tmp_path / "launched").resolve() and grid.models[0].model == str(tiny_mlm_dir.resolve())
     assert grid.overrides["epochs"] == 2 and grid.tasks == ["demo-cls"], resolved  # the command line's override
+    script = next((tmp_path / "logs").glob("*.sh")).read_text()
+    assert "#SBATCH --time=1500" in script and "#SBATCH --qos=long" in script and "#SBATCH --array=0-1%2" in script
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--workers", "0"], "--workers 0: give 1 to 10000"),
+    (["--time", "99:99:99"], "--time '99:99:99': give HH:MM:SS"),
+    (["--slurm-arg", "array=0-99"], "--slurm-arg 'array=0-99': array is set by --workers/--array-parallelism"),
+    (["--slurm-arg", "signal=B:USR1@60"], "signal is set by the launcher"),
+    (["--slurm-arg", "output=/tmp/x"], "output is set by --log-dir"),
+    (["--account", "lab\nhostname > /tmp/pwned"], "--account 'lab\\nhostname > /tmp/pwned' holds a control character"),
+    (["--log-dir", "logs\n#x"], "--log-dir 'logs\\n#x' holds a control character"),
+    (["--slurm-arg", "qos=a\x7fb"], "--slurm-arg 'qos=a\\x7fb' holds a control character"),
+    (["--results", "elsewhere"], "with --config, each grid's results folder comes from the grid file"),
+])
+def test_launcher_flags_that_would_lie_or_inject_are_one_line(tiny_mlm_dir, tmp_path, extra, message):
+    """Issue 48 §6 and issue 51 item 9: refused in one line before anything is written or submitted."""
+    done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", *extra, path_dirs=[fake_slurm(tmp_path)])
+    assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "sbatch.calls").exists() and not (tmp_path / "logs").exists()
+
+
+def test_a_grid_file_named_with_a_newline_is_refused_before_the_batch_script(tiny_mlm_dir, tmp_path):
+    grid = grid_file(tmp_path, tiny_mlm_dir, "launched", tasks=("demo-cls",), seeds="1")
+    odd = grid.rename(tmp_path / "g\ntouch pwned.toml")
+    env = {**ENV, "PATH": f"{fake_slurm(tmp_path)}:{os.path.dirname(sys.executable)}"}
+    done = subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(odd), "--launcher", "slurm",
+                           "--partition", "gpu", "--log-dir", str(tmp_path / "logs")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "--config" in done.stderr and "holds a control character" in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "sbatch.calls").exists()
+
+
+def test_worker_launcher_refuses_control_characters_in_one_line(tmp_path):
+    env = {**ENV, "PATH": f"{fake_slurm(tmp_path)}:{os.path.dirname(sys.executable)}"}
+    done = subprocess.run([sys.executable, "-m", "biobench.cli", "worker", "--queue", str(tmp_path / "q"), "--results",
+                           str(tmp_path / "r"), "--launcher", "slurm", "--account", "a\rb", "--log-dir",
+                           str(tmp_path / "logs")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: --account 'a\\rb' holds a control character")
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "logs").exists()
 
 
 def test_resolved_grid_file_round_trips(tmp_path):

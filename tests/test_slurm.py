@@ -97,8 +97,9 @@ def test_pretraining_job_requeued_by_sigusr1_resumes_to_the_uninterrupted_weight
     command = " ".join(shlex.quote(a) for a in [sys.executable, *_pretrain_args(corpus, out, tokens, "mlm", micro=2)])
     # exec: the batch shell becomes biobench, so the B: signal reaches it (bash would run a trap only after its
     # child exits)
-    script.write_text(f"#!/bin/bash\n#SBATCH --requeue\n#SBATCH --open-mode=append\nexport OMP_NUM_THREADS=1\n"
-                      f"echo start restart=${{SLURM_RESTART_COUNT:-0}}\nexec {command}\n")
+    # --time=10: the job's time is nearly out (under runtime.slurm.NEAR_END_S), so the warning requeues it
+    script.write_text(f"#!/bin/bash\n#SBATCH --requeue\n#SBATCH --time=10\n#SBATCH --open-mode=append\n"
+                      f"export OMP_NUM_THREADS=1\necho start restart=${{SLURM_RESTART_COUNT:-0}}\nexec {command}\n")
     log = tmp_path / "job.out"
     job = slurm_cluster.sbatch("--chdir", str(tmp_path), "-o", str(log), str(script))
     train_log = out / "train_log.jsonl"
@@ -178,10 +179,12 @@ def test_requeue_names_the_array_element_not_the_array(monkeypatch):
 @pytest.mark.slow
 def test_an_array_element_requeues_itself_and_no_other(slurm_cluster, tmp_path):
     """On SLURM the element whose SLURM_JOB_ID is the array's own id exists (measured: array 7 = elements 8 and 7);
-    requeue_self from it puts back that element only, the other one runs to its end once."""
+    requeue_self from it (the wall-clock warning, the job's --time=10 under the 15-minute rule) puts back that
+    element only, the other one runs to its end once."""
     script = tmp_path / "element.sbatch"
     script.write_text(f"""#!/bin/bash
 #SBATCH --requeue
+#SBATCH --time=10
 #SBATCH --open-mode=append
 echo "job $SLURM_JOB_ID array $SLURM_ARRAY_JOB_ID task $SLURM_ARRAY_TASK_ID restart ${{SLURM_RESTART_COUNT:-0}}"
 if [ "$SLURM_JOB_ID" = "$SLURM_ARRAY_JOB_ID" ] && [ "${{SLURM_RESTART_COUNT:-0}}" = 0 ]; then

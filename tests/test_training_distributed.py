@@ -45,12 +45,13 @@ def test_srun_step_variables_become_torch_distributed_ones():
     step = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4",
             "SLURM_LOCALID": "1", "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "123456"}
     assert slurm_environment(step) == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "gpu07",
-                                       "MASTER_PORT": str(20000 + 123456 % 20000)}
+                                       "MASTER_PORT": str(20000 + 123456 % 10000)}  # below the ephemeral ports
     assert slurm_environment({**step, "MASTER_PORT": "29500", "MASTER_ADDR": "10.0.0.1"})["MASTER_ADDR"] == "10.0.0.1"
     # torchrun inside srun sets WORLD_SIZE: its variables win; the batch script of `sbatch -n 4` (no step) and a
     # one-task step are single processes
     assert slurm_environment({**step, "WORLD_SIZE": "8"}) == {}
     assert slurm_environment({k: v for k, v in step.items() if k != "SLURM_STEP_ID"}) == {}
     assert slurm_environment({**step, "SLURM_STEP_NUM_TASKS": "1"}) == {}
-    assert [first_host(x) for x in ("vm", "gpu[07-09,12],cpu01", "a01,a02", "n[3]", "r1-[001-004]-ib")] == \
-        ["vm", "gpu07", "a01", "n3", "r1-001-ib"]
+    no_scontrol = {"PATH": "/nonexistent"}  # the parser; tests/test_slurm_wall_clock.py checks it against scontrol
+    assert [first_host(x, no_scontrol) for x in ("vm", "gpu[07-09,12],cpu01", "a01,a02", "n[3]", "r1-[001-004]-ib",
+                                                 "r1i[0-1]n[0-3]")] == ["vm", "gpu07", "a01", "n3", "r1-001-ib", "r1i0n0"]

@@ -27,11 +27,76 @@ class Dist:
         return self.rank == 0
 
 
-def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list: 'gpu[07-09,12],cpu01' -> 'gpu07' (all that MASTER_ADDR needs, so no
-    full hostlist expansion and no `scontrol show hostnames` call)."""
-    prefix, ranges, suffix = re.match(r"([^,\[]*)(?:\[([^\]]*)\])?([^,\[]*)", nodelist.strip()).groups()
-    return prefix + (ranges.split(",", 1)[0].split("-", 1)[0] if ranges else "") + suffix
+MAX_HOSTS = 100_000  # a node list that expands further is not one SLURM gave this job
+_GROUP = re.compile(r"\[([^\]]*)\]")
+
+
+def expand_hostlist(nodelist: str) -> list[str]:
+    """Every host of a SLURM node list, as `scontrol show hostnames` gives them: 'gpu[07-09,12],cpu01' ->
+    gpu07 gpu08 gpu09 gpu12 cpu01; several bracket groups per name (HPE/SGI style) expand as a product:
+    'r1i[0-1]n[0-3]' -> r1i0n0 r1i0n1 ... r1i1n3. Zero-padding follows the range's first bound."""
+    hosts: list[str] = []
+    depth, start = 0, 0
+    names = []
+    for i, char in enumerate(nodelist.strip() + ","):  # split on commas outside brackets
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            names.append(nodelist.strip()[start:i])
+            start = i + 1
+    for name in filter(None, names):
+        expanded = [""]
+        pos = 0
+        for group in _GROUP.finditer(name):
+            options = []
+            for part in group[1].split(","):
+                low, _, high = part.partition("-")
+                if not low.isdigit() or (high and not high.isdigit()):
+                    raise ValueError(f"node list {nodelist[:80]!r}: {part!r} is not a number or a range")
+                options += [str(n).zfill(len(low)) for n in range(int(low), int(high or low) + 1)]
+            expanded = [done + name[pos:group.start()] + option for done in expanded for option in options]
+            if len(expanded) > MAX_HOSTS:
+                raise ValueError(f"node list {nodelist[:80]!r}: more than {MAX_HOSTS} hosts")
+            pos = group.end()
+        hosts += [done + name[pos:] for done in expanded]
+    return hosts
+
+
+def first_host(nodelist: str, env: dict[str, str] | None = None) -> str:
+    """The first host of a SLURM node list, for MASTER_ADDR: `scontrol show hostnames` where it exists (the
+    cluster's own rules), else `expand_hostlist`. The old one-group parser gave 'r1i0n' for 'r1i[0-1]n[0-3]',
+    a host that does not exist (issue 48 §5). scontrol answers at once on a node with SLURM's configuration; where
+    it has none it retries for up to a minute, hence the 10 s bound before the parser takes over."""
+    import shutil
+    import subprocess
+
+    path = (env or os.environ).get("PATH")
+    scontrol = shutil.which("scontrol", path=path)
+    if scontrol is not None:
+        try:
+            done = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True,
+                                  timeout=10, env=env)
+            first = done.stdout.split()[:1]
+            if done.returncode == 0 and first:
+                return first[0]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    hosts = expand_hostlist(nodelist)
+    return hosts[0] if hosts else "127.0.0.1"
+
+
+def master_port(job_id: str) -> str:
+    """The rendezvous port every task of a job computes alike: 20000-29999 from the job id, below Linux's
+    ephemeral range (32768-60999, where the old 20000 + id % 20000 could land on a port the OS hands out)."""
+    return str(20000 + (int(job_id) if job_id.isdigit() else 0) % 10000)
+
+
+def visible_device(local_rank: int) -> str:
+    """The CUDA device of this process: cuda:LOCAL_RANK when the node's GPUs are all visible, cuda:0 when SLURM
+    binds one GPU per task (`--gpus-per-task=1`: each task sees one device, and cuda:LOCAL_RANK did not exist),
+    LOCAL_RANK modulo the visible count otherwise; "cpu" without CUDA."""
+    if not torch.cuda.is_available():
+        return "cpu"
+    return f"cuda:{local_rank % max(1, torch.cuda.device_count())}"
 
 
 def slurm_environment(env: dict[str, str]) -> dict[str, str]:
@@ -48,7 +113,7 @@ def slurm_environment(env: dict[str, str]) -> dict[str, str]:
     nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
     return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": str(world), "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
             "MASTER_ADDR": env.get("MASTER_ADDR") or first_host(nodes),
-            "MASTER_PORT": env.get("MASTER_PORT") or str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000)}
+            "MASTER_PORT": env.get("MASTER_PORT") or master_port(env.get("SLURM_JOB_ID", "0"))}
 
 
 def setup(device: str | None = None) -> Dist:
@@ -57,7 +122,7 @@ def setup(device: str | None = None) -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device(device or default_device(local_rank))
+    dev = torch.device(device or (visible_device(local_rank) if world > 1 else default_device(local_rank)))
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():

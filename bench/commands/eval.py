@@ -56,7 +56,8 @@ def add_parser(subparsers) -> None:
     which.add_argument("--tasks", help="comma-separated task ids (`biobench tasks`)")
     which.add_argument("--lang", choices=["fr", "en"], help="every paper task of a language")
     parser.add_argument("--seeds", help="e.g. 42-50 or 42,44 (default: the task's protocol seeds)")
-    parser.add_argument("--results", default="results", metavar="DIR", help="results folder (default: ./results)")
+    parser.add_argument("--results", default=None, metavar="DIR", help="results folder (default: ./results; with "
+                        "--config the grid file's `results`)")
     parser.add_argument("--overwrite", action="store_true", help="redo runs that already have a result")
     parser.add_argument("--shard", metavar="I/N", help="run the I-th of N deterministic parts of the grid "
                         "(0-based, e.g. $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
@@ -143,9 +144,14 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
     check_device(args.device)
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
+    if args.config and args.results is not None:
+        raise ConfigError("with --config, each grid's results folder comes from the grid file (results = \"DIR\", "
+                          "default ./results); drop --results or set it there")
     if args.config and args.metadata:
         raise ConfigError("with --config, each model's metadata comes from the grid file (metadata = { ... }); "
                           "drop --metadata")
+    if not args.config and args.results is None:
+        args.results = "results"
     results = Path(args.results) if args.results else None
     if results is not None and results.exists() and not results.is_dir():
         raise ConfigError(f"--results {results} is not a folder (a file, FIFO or device); give a results folder")
@@ -381,6 +387,9 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     for holder, held in holders.items():
         runs = ", ".join(f"{r.task} seed {r.seed}" for r in held[:4]) + (" ..." if len(held) > 4 else "")
         print(f"claimed by {holder}: {runs} (until {max(r.expires for r in held)} unless renewed)")
+    for row in rows:  # what a claim says of a run still to do: junk at its path, a dead holder, too long a run
+        if row.status in ("to run", "claimed") and row.detail:
+            print(f"{row.grid + ': ' if row.grid != '-' else ''}{row.model} · {row.task} seed {row.seed}: {row.detail}")
     done = sum(r.status == "done" for r in rows)
     claimed = sum(r.status == "claimed" for r in rows)
     conflicts = sum(r.status == "conflict" for r in rows)
@@ -475,7 +484,11 @@ def launch_slurm(args: argparse.Namespace) -> int:
         raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")
     if args.shard:
         raise ConfigError("--launcher slurm shares the grid by claims; drop --shard")
-    workers = args.workers or 8
+    for what, value in (("--config", args.config), ("--account", args.account), ("--partition", args.partition),
+                        ("--log-dir", args.log_dir)):
+        if value is not None:
+            launch.check_text(value, what)
+    workers = 8 if args.workers is None else args.workers  # `--workers 0` is refused, not read as the default
     if not 1 <= workers <= launch.MAX_WORKERS:
         raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
     for flag, value in (("--gpus-per-task", args.gpus_per_task), ("--array-parallelism", args.array_parallelism),
@@ -497,6 +510,7 @@ def launch_slurm(args: argparse.Namespace) -> int:
             identity = identify_model(entry.model, grid.results, entry.name)
             revisions[f"{grid.name}/{identity.name}"] = identity.info.revision
     grid_file = log_dir / "grid.toml"
+    wrote_grid = not grid_file.exists()
     grid_file.write_text(resolved_grid_file(grids, overrides_from_args(args), [Path(f) for f in args.task_file],
                                             args.data_dir), encoding="utf-8")
     argv = ["eval", "--config", str(grid_file), "--no-progress"]
@@ -505,10 +519,17 @@ def launch_slurm(args: argparse.Namespace) -> int:
     argv += [flag for dest, flag in PASSED_SWITCHES.items() if getattr(args, dest, False)]
     if micro_batch(args):
         argv += ["--batch-size", "auto"]
-    job = launch.submit(launch.SlurmLaunch(
-        argv, workers, log_dir, f"biobench-{Path(args.config).stem}"[:60], args.partition, args.account,
-        args.gpus_per_task, args.cpus_per_task, time_min, args.array_parallelism, extra,
-        record={"grid": str(grid_file), "grid_source": str(Path(args.config).resolve()), "revisions": revisions}))
+    try:
+        job = launch.submit(launch.SlurmLaunch(
+            argv, workers, log_dir, f"biobench-{Path(args.config).stem}"[:60], args.partition, args.account,
+            args.gpus_per_task, args.cpus_per_task, time_min, args.array_parallelism, extra,
+            record={"grid": str(grid_file), "grid_source": str(Path(args.config).resolve()), "revisions": revisions}))
+    except ConfigError:  # nothing was submitted: leave no resolved grid behind for a job that does not exist
+        if wrote_grid:
+            grid_file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            log_dir.rmdir()  # only when empty (a folder this submit created)
+        raise
     print(f"submitted SLURM array {job}: {workers} worker(s) on {sum(len(g.models) for g in grids)} model(s) of "
           f"{len(grids)} grid(s), each claiming the next unfinished run")
     print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err (launch.json and the resolved grid.toml beside them)")

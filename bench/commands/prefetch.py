@@ -1,7 +1,5 @@
 """`biobench prefetch`: a grid's models and data into the caches its runs read, for offline compute nodes.
 
-Parsing and printing only; the work is in biobench.eval.prefetch.
-
   biobench prefetch --config examples/grids/paper-fr.toml --data-dir $SCRATCH/biobench-data
   biobench prefetch --model ModernBERT-bio --lang en
   HF_HUB_OFFLINE=1 biobench eval --config examples/grids/paper-fr.toml ...   # then, on the compute nodes
@@ -15,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+
+# (this module parses and prints; the work is in biobench.eval.prefetch)
 
 
 def add_parser(subparsers: Any) -> None:

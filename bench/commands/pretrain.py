@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -54,7 +55,7 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
         default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
         if default is True:  # on unless turned off: --no-progress
             p.add_argument("--no-" + spec.name.replace("_", "-"), dest=spec.name, action="store_false", default=None,
-                           help=f"no {text[0].lower()}{text[1:]}")
+                           help="no " + re.sub(r"^an? ", "", f"{text[0].lower()}{text[1:]}"))  # not "no a ..."
             continue
         if default is False:
             p.add_argument(flag, dest=spec.name, action="store_true", default=None, help=text)
@@ -111,7 +112,7 @@ def run(args) -> int:
     def announce(cfg, threads: int) -> None:
         print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "
               f"{cfg.tokens:,} tokens, decay ratio {cfg.decay_ratio}, global batch {cfg.batch_size} x {cfg.seq_len} "
-              f"(micro-batch {cfg.micro_batch_size}), lr {cfg.lr}, {threads} CPU threads, out {cfg.out}", flush=True)
+              f"{micro_text(cfg)}, lr {cfg.lr}, {threads} CPU threads, out {cfg.out}", flush=True)
 
     out = Path(settings.pop("out"))
     if settings.get("resume") is None:
@@ -133,6 +134,15 @@ def run(args) -> int:
     return 0
 
 
+def micro_text(cfg) -> str:
+    """The micro-batch as it runs: never above the global batch (`--micro-batch-size 16` with a batch of 8 runs
+    8 at once; the start line said "global batch 8 x 128 (micro-batch 16)"), 'auto' until measured."""
+    micro = cfg.micro_batch_size
+    if micro in (None, "auto") or not isinstance(micro, int):
+        return f"(micro-batch {micro or cfg.batch_size})"
+    return f"(micro-batch {min(micro, cfg.batch_size)})"
+
+
 def requeued_resume(out: Path) -> bool | None:
     """A SLURM job that was requeued (SLURM_RESTART_COUNT > 0) runs its batch script again, with the same
     command: it resumes from the latest checkpoint under --out without --resume, as if it had been given."""
@@ -147,15 +157,16 @@ def requeued_resume(out: Path) -> bool | None:
 
 
 def requeue_after(stop: KeyboardInterrupt) -> None:
-    """After the checkpoint a wall-clock signal (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, or SIGTERM) made
-    it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it resumes there."""
+    """After the checkpoint a wall-clock warning (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, the job's time
+    nearly out) made it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it
+    resumes there. SIGTERM (`scancel`) stops it for good: runtime.slurm.requeue_self says so in one line."""
     from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS
     from biobench.runtime.slurm import requeue_self
     from biobench.training.trainer import Stopped
 
     wall_clock = {signal.Signals(s).name for s in WALL_CLOCK_SIGNALS}
     if isinstance(stop, Stopped) and str(stop) in wall_clock and os.environ.get("RANK", "0") == "0":
-        requeue_self(lambda line: print(line, file=sys.stderr, flush=True))
+        requeue_self(lambda line: print(line, file=sys.stderr, flush=True), str(stop))
 
 
 def kept(out: Path) -> str:

@@ -90,7 +90,11 @@ def launch_workers(args: argparse.Namespace) -> int:
     from biobench.runtime import launch
     from biobench.runtime.paths import HF_DATASETS
 
-    workers = args.workers or 8
+    for what, value in (("--queue", args.queue), ("--results", args.results), ("--account", args.account),
+                        ("--partition", args.partition), ("--log-dir", args.log_dir), ("--data-dir", args.data_dir)):
+        if value is not None:
+            launch.check_text(value, what)  # a newline there became a line of the batch script (issue 51 item 9)
+    workers = 8 if args.workers is None else args.workers  # `--workers 0` is refused, not read as the default
     if not 1 <= workers <= launch.MAX_WORKERS:
         raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
     time_min, extra = launch.minutes(args.time), launch.slurm_args(args.slurm_arg)

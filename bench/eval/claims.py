@@ -29,10 +29,16 @@ from pathlib import Path
 
 from biobench.errors import BiobenchError
 from biobench.runtime import leases
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.leases import FolderLeases, Holder, Lease, LeaseState
 from biobench.store import claim_path
 
 DEFAULT_CLAIM_S = 300.0  # a killed process's run is redone after at most this long
+WALL_CLOCK = "wall clock"  # a released claim's `abandoned` reason: the job's time ran out while the run trained
+# After this many wall-clock abandons a run is said to be too long for its job's life (in the log and --dry-run)
+# and tried after every other run: issue 48 §4, a 45-60 s run in a job warned every minute was retried for ever.
+ABANDON_LIMIT = 3
+HISTORY = 64  # the claim generations read to count abandons (a claim that lived longer is said to, as 64+)
 MIN_CLAIM_S = 1.0
 HEARTBEATS_PER_CLAIM = 5  # renewed every lease_s / 5: four renewals may fail before the claim expires
 
@@ -45,6 +51,18 @@ class ClaimInfo:
     holder: Holder | None
     expires: float
     problem: str | None = None
+    abandoned: int = 0  # how many times the run was abandoned at the wall clock
+
+    def note(self) -> str | None:
+        """What `--dry-run` says beside the run: the claim's problem, or that it is too long for its job."""
+        if self.abandoned >= ABANDON_LIMIT:
+            return too_long(self.abandoned)
+        return self.problem
+
+
+def too_long(count: int) -> str:
+    return (f"abandoned {count}{'+' if count >= HISTORY else ''} times at the wall clock: raise --time or lower "
+            "the run's length")
 
 
 def _files(result: Path) -> tuple[FolderLeases, str]:
@@ -52,9 +70,47 @@ def _files(result: Path) -> tuple[FolderLeases, str]:
     return FolderLeases(folder.parent), folder.name
 
 
-def read_claim(result: str | Path, now: float | None = None) -> ClaimInfo | None:
-    """The claim of the run whose result goes to `result`; None when there is no claim folder."""
+def not_a_claim(result: Path) -> str | None:
+    """What is at the run's claim path when it is not a claim folder (a file, FIFO, device, symlink), in words;
+    None when there is nothing or a real folder. Such a thing made the run 'held by other processes' for ever
+    (issue 51 item 8)."""
+    path = claim_path(result)
+    if path.is_symlink():
+        return "a symlink"
+    if not path.exists():
+        return None
+    return None if path.is_dir() else ("a file" if path.is_file() else "a FIFO, socket or device")
+
+
+def abandoned_count(result: str | Path) -> int:
+    """How many times the run was abandoned at the wall clock: the released generations of its claim marked
+    so (the last HISTORY of them), read bounded like every lease file."""
     result = Path(result)
+    if not claim_path(result).is_dir():
+        return 0
+    files, folder = _files(result)
+    count = 0
+    try:
+        for generation in leases.generations(files, folder)[-HISTORY:]:
+            data = files.read(f"{folder}/{generation:06d}.json", leases.MAX_LEASE_BYTES)
+            try:
+                raw = parse_json(data, folder, max_depth=4) if data else None
+            except UnsafeJSONError:
+                continue
+            count += isinstance(raw, dict) and raw.get("released") is True and raw.get("abandoned") == WALL_CLOCK
+    except (BiobenchError, UnsafeJSONError):
+        return count
+    return count
+
+
+def read_claim(result: str | Path, now: float | None = None) -> ClaimInfo | None:
+    """The claim of the run whose result goes to `result`; None when there is no claim folder. A live-looking
+    claim whose holder is certainly gone (a process of this machine that no longer runs: leases.dead) reads
+    as free, with that said in `problem`; so does a thing at the claim path that is not a claim folder."""
+    result = Path(result)
+    if (what := not_a_claim(result)) is not None:
+        return ClaimInfo(False, None, 0.0, f"{claim_path(result)} is {what}, not a claim folder; eval removes it "
+                                           "and takes the run (or remove it yourself)")
     if not claim_path(result).is_dir():
         return None
     files, folder = _files(result)
@@ -62,7 +118,10 @@ def read_claim(result: str | Path, now: float | None = None) -> ClaimInfo | None
         state = leases.read_state(files, folder, now)
     except BiobenchError as err:
         return ClaimInfo(False, None, 0.0, str(err))
-    return ClaimInfo(not state.free(now), state.holder, state.expires, state.problem)
+    held, problem = not state.free(now), state.problem
+    if held and leases.dead(Holder.here(), state):
+        held, problem = False, f"its holder ({state.holder.describe()}) is gone; the next eval takes the run at once"
+    return ClaimInfo(held, state.holder, state.expires, problem, abandoned_count(result))
 
 
 class RunClaims:
@@ -96,6 +155,17 @@ class RunClaims:
         """Claim the run whose result goes to `result`; False when another process holds it (or won the race).
         A claim folder that cannot be used (a symlink, unwritable) is one warning line and False."""
         files, folder = _files(result)
+        if (what := not_a_claim(result)) is not None:
+            # Not a claim biobench writes (junk in the claim namespace): said once, removed (unlink removes the
+            # name only, never what a symlink points at), and the run taken.
+            self.warn(f"warning: {claim_path(result)} is {what}, not a claim folder; removed so the run can be "
+                      "claimed")
+            try:
+                claim_path(result).unlink()
+            except OSError as err:
+                self.warn(f"warning: cannot remove {claim_path(result)} ({err.strerror or err}); remove it by "
+                          "hand, the run cannot be claimed until then")
+                return False
         try:
             lease = leases.acquire(files, folder, self.holder, self.lease_s, state=self._state(files, folder))
         except BiobenchError as err:
@@ -113,9 +183,10 @@ class RunClaims:
         lease = self.held.get(result)
         return lease is not None and self.heartbeat.is_lost(lease)
 
-    def release(self, result: Path, finished: bool) -> None:
+    def release(self, result: Path, finished: bool, abandoned: str | None = None) -> None:
         """Give the claim up: after the result was written (`finished`) the claim folder is removed (nothing is
-        left to guard); a run given up leaves a released generation, free at once for the next process.
+        left to guard); a run given up leaves a released generation, free at once for the next process, marked
+        with why it was abandoned (`abandoned`, e.g. WALL_CLOCK: counted by abandoned_count).
         Never raises: a claim that cannot be released expires."""
         lease = self.held.pop(result, None)
         if lease is None:
@@ -126,7 +197,7 @@ class RunClaims:
             if finished:
                 files.remove(lease.folder)
             else:
-                leases.release(files, lease)
+                leases.release(files, lease, abandoned=abandoned)
         except BiobenchError as err:
             self.warn(f"warning: cannot release the claim of {result} ({err}); it expires in {self.lease_s:.0f} s")
 

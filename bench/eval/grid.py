@@ -269,8 +269,7 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
         if status == "to run" and (claim := read_claim(run.path)) is not None:
             if claim.held and claim.holder is not None:
                 row.status, row.holder, row.expires = "claimed", claim.holder.describe(), now_iso(claim.expires)
-            elif claim.problem:
-                row.detail = claim.problem
+            row.detail = claim.note() or ""  # a claim's problem, a dead holder, a run too long for its job
         rows.append(row)
     for task, reason in plan.unavailable.items():
         rows.append(RunStatus(grid, plan.name, task, None, "no data", reason))

@@ -14,14 +14,21 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from biobench import __version__
 from biobench.errors import BiobenchError, ConfigError, DataError, ResultsError, StoppedError
-from biobench.eval.claims import DEFAULT_CLAIM_S, RunClaims
+from biobench.eval.claims import (
+    ABANDON_LIMIT,
+    DEFAULT_CLAIM_S,
+    WALL_CLOCK,
+    RunClaims,
+    abandoned_count,
+    too_long,
+)
 from biobench.eval.models import ModelIdentity, ModelInfo, identify_model
 from biobench.eval.protocols import (
     Protocol,
@@ -33,6 +40,7 @@ from biobench.eval.protocols import (
 )
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
+from biobench.runtime.slurm import WARNING_SIGNAL
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.storage import Decision
 from biobench.store.summary import TaskScores, language_average, summary_row
@@ -343,7 +351,7 @@ def stopped(plan: GridPlan, stop: StopRequest, log: Callable[[str], None]) -> St
     (runtime.slurm.requeue_self): what is kept and how it resumes, in one line."""
     from biobench.runtime.slurm import requeue_self
 
-    requeued = requeue_self(log)
+    requeued = requeue_self(log, stop.signal_name)
     kept = sum(r.status in ("done", "skipped") for r in plan.grid)
     how = "the requeued job resumes it" if requeued else "rerun the same command to resume"
     return StoppedError(f"stopped by {stop.signal_name}: {kept} finished result(s) of {plan.name} in "
@@ -402,7 +410,7 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
 
 def _execute(plan: GridPlan, execution: Execution, progress: bool, log: Callable[[str], None],
              claims: RunClaims | None, stop: StopRequest) -> list[PlannedRun]:
-    pending = [r for r in plan.runs if r.status == "pending"]
+    pending = last_the_too_long([r for r in plan.runs if r.status == "pending"], claims, log)
     from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
 
     quiet_library_bars()
@@ -411,29 +419,40 @@ def _execute(plan: GridPlan, execution: Execution, progress: bool, log: Callable
     session: RunSession | None = None
     bar = progress_bar(progress, iterable=pending, desc=f"grid {plan.name}")
     done_count = 0
+
+    def attempt(run: PlannedRun, claimed: bool) -> bool:
+        """Claim (unless `claimed`), train and write one run; False when a stop signal abandoned it."""
+        nonlocal session, done_count
+        if claims is not None and not claimed and not claims.claim(run.path):
+            run.status = "held"
+            return True
+        finished, abandoned_by = False, None
+        try:
+            if claims is not None and finished_elsewhere(plan, run):
+                finished = True
+                return True
+            bar.set_postfix(task=run.task.id, seed=run.seed)
+            session = session or RunSession(plan, execution, log)
+            train_s = session.run(run, progress, stop)
+            finished = True
+        except Abandoned as err:
+            abandoned_by = err.signal_name
+            return False
+        finally:
+            if claims is not None:
+                claims.release(run.path, finished, WALL_CLOCK if abandoned_by == WARNING_SIGNAL else None)
+        done_count += 1
+        finished_line(finished_message(plan, run, done_count, len(pending), train_s))
+        return True
+
     try:
         for run in bar:
-            if stop.requested:
+            if stop.requested or not attempt(run, claimed=False):
                 break
-            if claims is not None and not claims.claim(run.path):
-                run.status = "held"
-                continue
-            finished = False
-            try:
-                if claims is not None and finished_elsewhere(plan, run):
-                    finished = True
-                    continue
-                bar.set_postfix(task=run.task.id, seed=run.seed)
-                session = session or RunSession(plan, execution, log)
-                train_s = session.run(run, progress, stop)
-                finished = True
-            except Abandoned:
-                break
-            finally:
-                if claims is not None:
-                    claims.release(run.path, finished)
-            done_count += 1
-            finished_line(finished_message(plan, run, done_count, len(pending), train_s))
+        if claims is not None and not stop.requested:
+            for run in wait_for_held(plan, claims, stop, log):
+                if not attempt(run, claimed=True):
+                    break
     finally:
         bar.close()
     if stop.requested:
@@ -441,6 +460,62 @@ def _execute(plan: GridPlan, execution: Execution, progress: bool, log: Callable
     if (line := held_line(plan, claims)) is not None:
         log(line)
     return plan.runs
+
+
+def last_the_too_long(runs: list[PlannedRun], claims: RunClaims | None,
+                      log: Callable[[str], None]) -> list[PlannedRun]:
+    """The runs in plan order, those abandoned ABANDON_LIMIT times at the wall clock last, each said once: such
+    a run is too long for its job's life, and trying it first in every life left the other runs undone."""
+    if claims is None:
+        return runs
+    counts = {id(run): abandoned_count(run.path) for run in runs}
+    for run in runs:
+        if counts[id(run)] >= ABANDON_LIMIT:
+            log(f"{plan_label(run)}: {too_long(counts[id(run)])} (tried after the other runs)")
+    return sorted(runs, key=lambda run: counts[id(run)] >= ABANDON_LIMIT)
+
+
+def plan_label(run: PlannedRun) -> str:
+    return f"{run.task.id} seed {run.seed}"
+
+
+def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Callable[[str], None],
+                  sleep: Callable[[float], None] = time.sleep) -> Iterator[PlannedRun]:
+    """The runs other processes held when this one passed them, waited for instead of given up (issue 48: an
+    element whose eval was killed with `kill -9` left its run to nobody until a new submission). Each held
+    run is looked at every lease_s / HEARTBEATS_PER_CLAIM seconds until it is finished (skipped), free (its
+    holder released it, died on this machine, or its claim expired: claimed here and yielded, to train), or
+    found renewed by its holder (alive: left to it). Bounded: one claim length (`lease_s`) and one look more,
+    after which what is still held is left to its holders. Yields only runs this process has claimed."""
+    from biobench.eval.claims import HEARTBEATS_PER_CLAIM, read_claim
+
+    first_seen = {id(run): (info.expires if (info := read_claim(run.path)) is not None else 0.0)
+                  for run in plan.runs if run.status == "held"}
+    if not first_seen:
+        return
+    every = max(0.2, claims.lease_s / HEARTBEATS_PER_CLAIM)
+    deadline = time.time() + claims.lease_s + every
+    log(f"{len(first_seen)} run(s) of {plan.name} are held by other processes: waiting up to "
+        f"{claims.lease_s + every:.0f} s for their claims (a holder that died leaves a claim that expires; this "
+        "process then takes the run)")
+    while not stop.requested:
+        waiting = [run for run in plan.runs if run.status == "held" and id(run) in first_seen]
+        if not waiting or time.time() > deadline:
+            return
+        for run in waiting:
+            if stop.requested:
+                return
+            if finished_elsewhere(plan, run):
+                continue
+            if claims.claim(run.path):
+                run.status = "pending"
+                log(f"{plan_label(run)}: its claim was free (holder gone or expired); taking the run")
+                yield run
+                continue
+            info = read_claim(run.path)
+            if info is not None and info.held and info.expires > first_seen[id(run)]:
+                first_seen.pop(id(run))  # renewed since: its holder is alive and finishes it
+        sleep(every)
 
 
 def summarize(plan: GridPlan) -> dict[str, Any]:

@@ -42,13 +42,13 @@ def task_order(long_ids: list[str], short_ids: list[str]) -> list[str]:
     return order
 
 
-def write_inputs(root: Path, long_train: int, short_train: int) -> list[str]:
+def write_inputs(root: Path, long_train: int, short_train: int, seed: int = 42) -> list[str]:
     """The tiny model folder and the 10 task files; the task ids in grid order."""
     from biobench.tasks.synthetic import demo_corpus
     from biobench.training.presets import build_modernbert_mlm, train_tokenizer
 
     tokenizer = train_tokenizer(demo_corpus(400), vocab_size=500)
-    model = build_modernbert_mlm(tokenizer, "tiny", seed=0)
+    model = build_modernbert_mlm(tokenizer, "tiny", seed=seed)
     model.save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
     long_ids, short_ids = ["long-1", "long-2"], [f"short-{i}" for i in range(1, 9)]
@@ -58,7 +58,7 @@ def write_inputs(root: Path, long_train: int, short_train: int) -> list[str]:
             "id": task, "lang": "fr", "kind": "classification", "max_length": 64, "protocol": "fr",
             "paper_task": False, "metric": "macro_f1",
             "sources": [{"type": "generated", "generator": "demo-cls",
-                         "options": {"seed": n, "n_train": size, "n_dev": 16, "n_test": 32}}]}))
+                         "options": {"seed": seed + n, "n_train": size, "n_dev": 16, "n_test": 32}}]}))
     return task_order(long_ids, short_ids)
 
 
@@ -77,14 +77,24 @@ def squeue_states(job: int) -> list[str]:
     return out.split()
 
 
-def run_arm(root: Path, arm: str, tasks: list[str], timeout: float) -> dict[str, Any]:
+def run_arm(root: Path, arm: str, tasks: list[str], timeout: float, device: str = "cpu",
+            threads: int = 1) -> dict[str, Any]:
+    """One arm as a 2-element array; its makespan, and its disturbance: the jobs' own CPU seconds (bash's
+    `times` in each element) against the machine's busy CPU over the arm (perf_common.CpuWindow), since the
+    jobs are not children of this process."""
+    from biobench.perf.perf_common import ARM_WINDOWS, ArmClock, CpuWindow
+
     grid = write_grid(root, arm, tasks)
-    command = (f"{shlex.quote(sys.executable)} -m biobench.cli eval --config {shlex.quote(str(grid))} --device cpu "
-               f"--threads 1 --no-progress {ARMS[arm]}")
+    command = (f"{shlex.quote(sys.executable)} -m biobench.cli eval --config {shlex.quote(str(grid))} --device "
+               f"{shlex.quote(device)} --threads {threads} --no-progress {ARMS[arm]}")
+    times = root / f"{arm}-cpu"
+    times.mkdir(exist_ok=True)
     load_before = os.getloadavg()[0]
     start = time.monotonic()
+    clock = ArmClock(cpu=lambda: 0.0).__enter__()
+    wrap = f"OMP_NUM_THREADS={threads} {command}; rc=$?; times > {shlex.quote(str(times))}/$SLURM_ARRAY_TASK_ID; exit $rc"
     submitted = subprocess.run(["sbatch", "--parsable", "--array=0-1", "--chdir", str(root), "-o",
-                                str(root / f"{arm}-%A_%a.out"), "--wrap", f"OMP_NUM_THREADS=1 {command}"],
+                                str(root / f"{arm}-%A_%a.out"), "--wrap", wrap],
                                capture_output=True, text=True, timeout=30, check=True)
     job = int(submitted.stdout.strip().split(";")[0])
     while True:
@@ -95,13 +105,31 @@ def run_arm(root: Path, arm: str, tasks: list[str], timeout: float) -> dict[str,
             raise TimeoutError(f"{arm}: array {job} still {states} after {timeout:.0f} s")
         time.sleep(0.5)
     makespan = time.monotonic() - start
+    clock.__exit__(None, None, None)
+    jobs_cpu = sum(job_cpu_s(path.read_text()) for path in times.iterdir())
+    window = CpuWindow(clock.window.wall_s, jobs_cpu, clock.window.machine_busy_s, clock.window.cores)
+    ARM_WINDOWS.append((arm, window))
     results = sorted((root / f"results-{arm}").glob("*/*/seed-*.json"))
     claims_left = sorted((root / f"results-{arm}").glob("*/*/*.claim"))
     return {"arm": arm, "job": job, "states": ",".join(sorted(set(states))), "makespan_s": makespan,
+            "jobs_cpu_s": jobs_cpu, "disturbance": window.flag or "quiet",
             "results": len(results), "claims_left": len(claims_left), "loadavg_before": load_before,
             "loadavg_after": os.getloadavg()[0],
             "predictions": {p.parent.name: hashlib.sha256(predictions_path(p).read_bytes()).hexdigest()
                             for p in results}}
+
+
+def job_cpu_s(times_output: str) -> float:
+    """The children's user + system seconds from bash's `times` (its second line: '0m12.5s 0m0.8s')."""
+    lines = times_output.strip().splitlines()
+    total = 0.0
+    for field in (lines[1].split() if len(lines) > 1 else []):
+        minutes, _, secs = field.rstrip("s").partition("m")
+        try:
+            total += int(minutes) * 60 + float(secs)
+        except ValueError:
+            continue
+    return total
 
 
 def main() -> int:
@@ -121,12 +149,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="slurm-drain-") as tmp:
         root = args.workdir or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        tasks = write_inputs(root, args.long_train, args.short_train)
-        rows = [run_arm(root, arm, tasks, args.timeout) for arm in ARMS]
+        tasks = write_inputs(root, args.long_train, args.short_train, args.seed)
+        device = "cpu" if args.device == "auto" else args.device  # the test cluster's node has no GPU
+        rows = [run_arm(root, arm, tasks, args.timeout, device, args.threads or 1) for arm in ARMS]
     print(f"grid: 2 long runs ({args.long_train} examples) + 8 short ({args.short_train}), 1 epoch each, "
           "tiny ModernBERT, 2 array elements, one thread each")
     print_table(rows, [("arm", "arm", "s"), ("makespan_s", "makespan s", ".1f"), ("results", "results", "d"),
                        ("claims_left", "claims left", "d"), ("states", "states", "s"),
+                       ("jobs_cpu_s", "jobs CPU s", ".1f"), ("disturbance", "disturbance", "s"),
                        ("loadavg_before", "load before", ".2f"), ("loadavg_after", "load after", ".2f")])
     same = rows[0]["predictions"] == rows[1]["predictions"] and all(r["results"] == len(tasks) for r in rows)
     print(f"same {len(tasks)} results with identical predictions in both arms: {same}")

@@ -19,6 +19,8 @@ biobench.cli ARGV` in each element); the eval and worker commands decide the ARG
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -34,8 +36,18 @@ from typing import Any
 from biobench.errors import ConfigError
 
 SLURM_ARG = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,40})=([^\x00-\x1f]{0,200})")
-TIME = re.compile(r"(?:(\d{1,3})-)?(\d{1,3})(?::(\d{1,2}))?(?::(\d{1,2}))?")
 MAX_WORKERS = 10_000
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: a newline in `--account`,
+# `--log-dir` or a grid file's name became a line of the batch script submitit writes (sbatch stops reading
+# `#SBATCH` there, dropping --array and --time; the line ran as a command: issue 51 item 9).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# what the launcher sets itself (its own flags, or what the array needs); `--slurm-arg` may not change them
+RESERVED = {"array": "--workers/--array-parallelism", "signal": "the launcher (submitit's USR2 warning)",
+            "output": "--log-dir", "error": "--log-dir", "open_mode": "the launcher (append, for requeues)",
+            "time": "--time", "partition": "--partition", "account": "--account", "job_name": "the launcher",
+            "gpus_per_task": "--gpus-per-task", "cpus_per_task": "--cpus-per-task", "nodes": "the launcher (1)",
+            "ntasks_per_node": "the launcher (1)", "wrap": "the launcher", "requeue": "the launcher",
+            "no_requeue": "the launcher"}
 STOP_WAIT_S = 60.0  # submitit warns 90 s before the limit: the child gets 60 of them to stop
 
 
@@ -63,32 +75,49 @@ def add_launcher_arguments(parser: Any) -> None:
 
 
 def minutes(text: str) -> int:
-    """A SLURM time limit (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]) -> whole minutes (at least 1)."""
-    match = TIME.fullmatch(text.strip())
-    if not match:
-        raise ConfigError(f"--time {text!r}: give HH:MM:SS, D-HH:MM:SS or minutes, e.g. --time 20:00:00")
-    days, a, b, c = (int(g) if g else None for g in match.groups())
-    if days is None and b is None:
-        total = (a or 0) * 60  # minutes
-    elif days is None and c is None:
-        total = (a or 0) * 60 + (b or 0)  # MM:SS
-    elif days is None:
-        total = (a or 0) * 3600 + (b or 0) * 60 + (c or 0)
-    else:
-        total = days * 86400 + (a or 0) * 3600 + (b or 0) * 60 + (c or 0)
+    """A SLURM time limit (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]; runtime.slurm.seconds, the one parser) ->
+    whole minutes (at least 1). A field out of range (99:99:99) is refused, as sbatch would."""
+    from biobench.runtime.slurm import seconds
+
+    total = seconds(text) if len(text) <= 40 else None
+    if total is None:
+        raise ConfigError(f"--time {text[:40]!r}: give HH:MM:SS, D-HH:MM:SS or minutes (minutes and seconds "
+                          "under 60), e.g. --time 20:00:00 or --time 1500")
     if total <= 0 or total > 365 * 86400:
         raise ConfigError(f"--time {text!r}: give a limit from a minute to a year")
     return max(1, total // 60)
 
 
+def check_text(value: object, what: str) -> str:
+    """The one check of a value that reaches a batch script or a path (a flag, a folder, a grid file's name,
+    a command-line word): no control characters (CONTROL); ConfigError naming the flag otherwise."""
+    text = str(value)
+    if CONTROL.search(text):
+        raise ConfigError(f"{what} {text[:80]!r} holds a control character (a newline, tab, escape ...), which "
+                          "would become a line of the job's batch script: give it without")
+    return text
+
+
 def slurm_args(values: list[str]) -> dict[str, str]:
     out = {}
     for value in values:
+        check_text(value, "--slurm-arg")
         match = SLURM_ARG.fullmatch(value)
         if not match:
             raise ConfigError(f"--slurm-arg {value!r}: give KEY=VALUE, e.g. --slurm-arg qos=long")
-        out[match[1].replace("-", "_")] = match[2]
+        key = match[1].replace("-", "_").lower()
+        if key in RESERVED:
+            raise ConfigError(f"--slurm-arg {value!r}: {match[1]} is set by {RESERVED[key]}; it cannot be "
+                              "overridden here")
+        out[key] = match[2]
     return out
+
+
+def sbatch_error(text: str) -> str:
+    """sbatch's own reason out of submitit's error (which also repeats the command and its output): the
+    `sbatch: error:` lines, joined in one line; the whole text, shortened, when there is none."""
+    said = [line.split("error:", 1)[1].strip() for line in text.splitlines() if "sbatch: error:" in line]
+    return " ".join(" ".join(said or text.split()).split())[:300]
 
 
 def import_submitit() -> Any:
@@ -157,12 +186,23 @@ except ImportError:  # pragma: no cover - depends on the extra
     _Checkpointable = object  # type: ignore[assignment,misc]
 
 
+def _ignore_warning() -> None:
+    """In the eval child, before it execs: ignore submitit's warning signal (SIGUSR2). submitit asks for
+    `--signal=USR2@90` without `B:`, so SLURM sends it to every process of the step; the child, which has no
+    handler for it, died at once without releasing its claim (issue 48). The parent stops the child instead."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
 class CommandWorker(_Checkpointable):
     """One array element: run the biobench command line `argv` with the submitting environment's python (which
-    submitit records), as a child process. On the time limit submitit calls `checkpoint`: the child gets
-    SIGTERM and stops at a safe point (the run in training abandoned, its claim released), then Checkpointable
-    resubmits the same call and submitit requeues the element; the claims make the rerun resume. A child, not a
-    call in this process: the signals stay submitit's here and eval's there."""
+    submitit records), as a child process. On the time-limit warning (SIGUSR2, which submitit asks SLURM for)
+    this process only sets a flag (a signal handler must not wait: Popen's wait lock may be held by the main
+    loop, which is what hung the job in issue 48); the main loop then sends the child SIGUSR1, eval's wall-clock
+    warning (the run in training abandoned, its claim released, the abandon counted), waits for it, and hands
+    over to submitit's own handler, which calls `checkpoint`, requeues the element with `scontrol requeue` and
+    exits; the claims make the rerun resume. submitit requeues an element after at most `max_num_timeout` (3)
+    time limits. SIGTERM (`scancel`) reaches the child directly: eval stops without requeuing and the job ends
+    CANCELLED. A child, not a call in this process: the signals stay submitit's here and eval's there."""
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = list(argv)
@@ -174,22 +214,48 @@ class CommandWorker(_Checkpointable):
     def __call__(self) -> int:
         # submitit owns the wall clock here: eval must not requeue the element a second time (runtime.slurm)
         env = {**os.environ, "BIOBENCH_REQUEUED_BY": "submitit"}
-        self.child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *self.argv], env=env)
-        code = self.child.wait()
+        warned: list[int] = []
+        submitits = signal.getsignal(signal.SIGUSR2)
+        signal.signal(signal.SIGUSR2, lambda signum, frame: warned.append(signum))
+        try:
+            self.child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *self.argv], env=env,
+                                          preexec_fn=_ignore_warning)
+            code = None
+            while code is None and not warned:
+                try:
+                    code = self.child.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            if warned:
+                self._stop_child()
+        finally:
+            signal.signal(signal.SIGUSR2, submitits)
+        if warned and callable(submitits):
+            submitits(warned[0], None)  # checkpoint, `scontrol requeue`, exit: submitit's, now outside a handler
         self.child = None
         if code:
             raise RuntimeError(f"biobench {' '.join(self.argv[:1])} exited with {code}; see this log")
-        return code
+        return code or 0
+
+    def _stop_child(self) -> None:
+        """Ask the child to stop at the wall clock (SIGUSR1) and wait for it, in the main loop, STOP_WAIT_S at
+        most (submitit's warning comes 90 s before the limit), then kill it."""
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        print(f"wall-clock warning: stopping biobench (pid {child.pid}) with SIGUSR1 before the requeue", flush=True)
+        child.send_signal(signal.SIGUSR1)
+        try:
+            child.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """submitit's checkpoint, called after the child has stopped (`__call__`); never blocks."""
         child, self.child = self.child, None
-        if child is not None and child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        if child is not None and child.poll() is None:  # not expected: the main loop stopped it first
+            child.send_signal(signal.SIGUSR1)
         return super().checkpoint(*args, **kwargs)
 
 
@@ -197,8 +263,15 @@ def submit(launch: SlurmLaunch) -> str:
     """Submit the array; returns the array's job id. The log folder gets launch.json (the command, python,
     biobench, settings and `record`)."""
     submitit = import_submitit()
+    for what, value in (("--partition", launch.partition), ("--account", launch.account),
+                        ("--log-dir", launch.log_dir), ("the job name", launch.name), ("python", sys.executable),
+                        *(("the command line", word) for word in launch.argv),
+                        *((f"--slurm-arg {key}", f"{key}={value}") for key, value in launch.extra.items())):
+        if value is not None:
+            check_text(value, what)
     check_slurm(launch.partition)
     check_writable(launch.log_dir, "--log-dir")
+    before = set(launch.log_dir.iterdir())
     try:
         executor = submitit.AutoExecutor(folder=str(launch.log_dir), cluster="slurm")  # submitit adds %A_%a
     except Exception as err:  # submitit's own checks of the cluster
@@ -216,10 +289,13 @@ def submit(launch: SlurmLaunch) -> str:
         settings["slurm_additional_parameters"] = dict(launch.extra)
     executor.update_parameters(**{k: v for k, v in settings.items() if v is not None})
     try:
-        jobs = executor.submit_array([CommandWorker(launch.argv) for _ in range(launch.workers)])
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's stderr itself; we say it once
+            jobs = executor.submit_array([CommandWorker(launch.argv) for _ in range(launch.workers)])
     except Exception as err:  # submitit raises its own errors for a refused sbatch
-        text = " ".join(str(err).split())[:400]
-        raise ConfigError(f"sbatch refused the array: {text}") from None
+        for leftover in set(launch.log_dir.iterdir()) - before:  # its pickles: nothing was submitted
+            if leftover.is_file() and not leftover.is_symlink():
+                leftover.unlink(missing_ok=True)
+        raise ConfigError(f"sbatch refused the array: {sbatch_error(str(err))}") from None
     job_id = str(jobs[0].job_id).split("_")[0]
     from importlib.metadata import PackageNotFoundError, version
 

@@ -172,15 +172,18 @@ class LeaseState:
         return self.expires <= (time.time() if now is None else now)
 
 
-def encode(holder: Holder, expires: float, released: bool = False) -> bytes:
+def encode(holder: Holder, expires: float, released: bool = False, abandoned: str | None = None) -> bytes:
     """A lease file's bytes. `worker` and `expires` are what the queue's leases always held (older workers read
-    them); the rest describes the holder."""
+    them); the rest describes the holder. `abandoned`: why a released lease's work was given up (eval counts
+    the runs abandoned at the wall clock in a claim's history)."""
     record: dict[str, Any] = {"worker": holder.worker, "expires": expires, "expires_at": now_iso(expires),
                               "host": holder.host, "pid": holder.pid}
     record.update({k: getattr(holder, k) for k in (*SLURM_FIELDS, "machine", "started")
                    if getattr(holder, k) is not None})
     if released:
         record["released"] = True
+    if abandoned:
+        record["abandoned"] = abandoned
     return json.dumps(record).encode()
 
 
@@ -294,13 +297,13 @@ def renew(files: LeaseFiles, lease: Lease, lease_s: float, now: float | None = N
     return True
 
 
-def release(files: LeaseFiles, lease: Lease, now: float | None = None) -> bool:
-    """Give the lease up: create the next generation marked released (free at once for the next claim).
-    False when it had been taken over already (nothing to give up)."""
+def release(files: LeaseFiles, lease: Lease, now: float | None = None, abandoned: str | None = None) -> bool:
+    """Give the lease up: create the next generation marked released (free at once for the next claim), with
+    `abandoned` (why the work was given up) when given. False when it had been taken over already."""
     if not holds(files, lease):
         return False
     return files.create(f"{lease.folder}/{lease.generation + 1:06d}.json",
-                        encode(lease.holder, time.time() if now is None else now, released=True))
+                        encode(lease.holder, time.time() if now is None else now, released=True, abandoned=abandoned))
 
 
 class Heartbeat:

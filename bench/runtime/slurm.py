@@ -16,6 +16,50 @@ from collections.abc import Callable
 
 REQUEUE_TIMEOUT_S = 60.0  # scontrol hangs while the controller is unreachable
 _JOB_ID = re.compile(r"\d{1,20}")
+# The wall-clock warning the docs configure (`#SBATCH --signal=B:USR1@N`): the one signal after which a job
+# requeues itself. SIGTERM is what `scancel` (and the scheduler's final kill) sends: a job stops on it and stays
+# stopped (issue 48: SIGTERM used to requeue, so `scancel` could not end a job).
+WARNING_SIGNAL = "SIGUSR1"
+# ...and only when the job's time is nearly out: the warning N seconds before the limit arrives up to 30 s
+# early (the controller checks limits every 30 s), so 15 minutes covers any `@N` up to 14 minutes; a USR1 sent
+# by hand to a job with hours left stops it without a requeue.
+NEAR_END_S = 15 * 60
+_TIME = re.compile(r"(?:(\d{1,4})-)?(\d{1,7})(?::(\d{1,2}))?(?::(\d{1,2}))?")
+
+
+def seconds(text: str) -> int | None:
+    """A SLURM time (what `--time` takes and `squeue -o %L` prints: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM,
+    D-HH:MM:SS) in seconds; None for text that is none of these (UNLIMITED, NOT_SET, INVALID) or has a field
+    out of range (99:99:99)."""
+    match = _TIME.fullmatch(text.strip())
+    if not match:
+        return None
+    days_text, a_text, b_text, c_text = match.groups()
+    a = int(a_text)  # always there: the pattern requires it
+    if days_text is None and b_text is None:
+        return a * 60  # minutes
+    if days_text is None and c_text is None:
+        return None if int(b_text) >= 60 else a * 60 + int(b_text)  # MM:SS
+    mins, secs = int(b_text or 0), int(c_text or 0)
+    if mins >= 60 or secs >= 60 or (days_text is not None and a >= 24):
+        return None
+    return int(days_text or 0) * 86400 + a * 3600 + mins * 60 + secs
+
+
+def time_left(job: str | None = None) -> int | None:
+    """Seconds this job (an array element: `requeue_target`) has left before its time limit, from `squeue -h
+    -o %L`; None outside a job, for a job without a limit (UNLIMITED), or when squeue does not answer."""
+    job = job or requeue_target()
+    squeue = shutil.which("squeue")
+    if job is None or squeue is None:
+        return None
+    try:
+        done = subprocess.run([squeue, "-h", "-j", job, "-o", "%L"], capture_output=True, text=True,
+                              timeout=REQUEUE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.split()
+    return seconds(lines[0]) if done.returncode == 0 and len(lines) == 1 else None
 
 
 def job_id() -> str | None:
@@ -37,9 +81,11 @@ def requeue_target() -> str | None:
     return job
 
 
-def requeue_self(log: Callable[[str], None]) -> bool:
-    """Inside a SLURM job, `scontrol requeue` of this job (this element of an array: `requeue_target`) and say so
-    in one line; True when SLURM accepted.
+def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_SIGNAL) -> bool:
+    """Inside a SLURM job stopped by `signal_name`, `scontrol requeue` of this job (this element of an array:
+    `requeue_target`) and say so in one line; True when SLURM accepted. Only the wall-clock warning
+    (WARNING_SIGNAL) with the job's time nearly out (NEAR_END_S) requeues: SIGTERM is a cancel (`scancel`) and
+    a USR1 with hours left is a person's stop; both say in one line that the job is not requeued.
     Outside a job (no SLURM_JOB_ID) nothing happens (False). A failure (no scontrol, a job that is not
     requeueable, a controller that does not answer) is one line, never an exception: the caller is stopping."""
     job = requeue_target()
@@ -47,6 +93,16 @@ def requeue_self(log: Callable[[str], None]) -> bool:
         return False
     if os.environ.get("BIOBENCH_REQUEUED_BY") == "submitit":  # a `--launcher slurm` worker: submitit requeues it
         log(f"SLURM job {job} is requeued by submitit (its checkpoint), not here")
+        return False
+    if signal_name != WARNING_SIGNAL:
+        log(f"SLURM job {job} is not requeued: {signal_name or 'a stop'} is a cancel (scancel sends SIGTERM); "
+            f"only the wall-clock warning {WARNING_SIGNAL} (#SBATCH --signal=B:USR1@N) requeues")
+        return False
+    left = time_left(job)
+    if left is None or left > NEAR_END_S:
+        shown = "no time limit (or squeue did not answer)" if left is None else f"{left // 60} min left"
+        log(f"SLURM job {job} is not requeued: {signal_name} came with {shown}, not at the wall clock "
+            f"(a requeue needs under {NEAR_END_S // 60} min left)")
         return False
     scontrol = shutil.which("scontrol")
     if scontrol is None:
