@@ -7,7 +7,7 @@ import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +204,30 @@ def run(args: argparse.Namespace) -> int:
 _SELECTION = ("--tasks", "--lang", "--seeds")
 
 
-def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Callable[[Any], str] | None:
+@dataclass(frozen=True)
+class OwnFix:
+    """own_fix's answer: the user's `eval` words (`base`) turned into the ⚠ line's fix for one result. A
+    module-level class, not a closure, because the plan that carries it is pickled for `--parallel`'s worker
+    processes (a local function was "Can't pickle local object 'own_fix.<locals>.fix'")."""
+
+    base: tuple[str, ...]
+
+    def __call__(self, result: Any) -> str:
+        import shlex
+
+        from biobench.store.trust import is_smoke
+
+        base = list(self.base)
+        run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
+        if not is_smoke(result):
+            data = next(([w, base[i + 1]] if w == "--data-dir" else [w] for i, w in enumerate(base)
+                         if w == "--data-dir" and i + 1 < len(base) or w.startswith("--data-dir=")), [])
+            return (f"{shlex.join(['biobench', 'data', 'status', *data])} (is {result.task_id}'s data whole?), "
+                    f"then {shlex.join(run)} --head <another head>")
+        return shlex.join(run if result.details.get("quick") else [*run, "--quick"])
+
+
+def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> OwnFix | None:
     """The ⚠ line's fix as this terminal's user can paste it (issue 52 item 1: the public form said
     `--model path/to/final` and lost `--data-dir`): their own `eval` command, their model as typed and every
     other option kept, with only what changes: `--tasks`/`--seeds` of the degenerate run, the protocol overrides
@@ -212,10 +235,8 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Cal
     protocol's budget). A protocol run's fix is a look at the task's data, then another head. `config`: an
     `eval --config` grid's model, with the options that command would need (`--model`, `--name`, `--data-dir`,
     `--results`, `--task-file`). None (no command line, e.g. the Python API): the public `fix_command`."""
-    import shlex
 
     from biobench.eval.protocols import OVERRIDES
-    from biobench.store.trust import is_smoke
 
     if config is not None:
         base = ["eval", "--model", str(config["model"])]
@@ -243,16 +264,7 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Cal
     else:
         return None
 
-    def fix(result: Any) -> str:
-        run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
-        if not is_smoke(result):
-            data = next(([w, base[i + 1]] if w == "--data-dir" else [w] for i, w in enumerate(base)
-                         if w == "--data-dir" and i + 1 < len(base) or w.startswith("--data-dir=")), [])
-            return (f"{shlex.join(['biobench', 'data', 'status', *data])} (is {result.task_id}'s data whole?), "
-                    f"then {shlex.join(run)} --head <another head>")
-        return shlex.join(run if result.details.get("quick") else [*run, "--quick"])
-
-    return fix
+    return OwnFix(tuple(base))
 
 
 def metadata_option(text: str | None) -> dict[str, Any]:
