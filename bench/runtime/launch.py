@@ -34,13 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.runtime.paths import UNSAFE_TEXT
 
 SLURM_ARG = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,40})=([^\x00-\x1f]{0,200})")
 MAX_WORKERS = 10_000
-# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: a newline in `--account`,
-# `--log-dir` or a grid file's name became a line of the batch script submitit writes (sbatch stops reading
-# `#SBATCH` there, dropping --array and --time; the line ran as a command: issue 51 item 9).
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # what the launcher sets itself (its own flags, or what the array needs); `--slurm-arg` may not change them
 RESERVED = {"array": "--workers/--array-parallelism", "signal": "the launcher (submitit's USR2 warning)",
             "output": "--log-dir", "error": "--log-dir", "open_mode": "the launcher (append, for requeues)",
@@ -90,9 +87,12 @@ def minutes(text: str) -> int:
 
 def check_text(value: object, what: str) -> str:
     """The one check of a value that reaches a batch script or a path (a flag, a folder, a grid file's name,
-    a command-line word): no control characters (CONTROL); ConfigError naming the flag otherwise."""
+    a command-line word): no control or bidirectional characters (runtime.paths.UNSAFE_TEXT, the one set every
+    text check refuses); ConfigError naming the flag otherwise, in words that say why it matters here."""
+    # a newline in `--account`, `--log-dir` or a grid file's name became a line of the batch script submitit
+    # writes (sbatch stops reading `#SBATCH` there, dropping --array and --time; the line ran as a command)
     text = str(value)
-    if CONTROL.search(text):
+    if UNSAFE_TEXT.search(text):
         raise ConfigError(f"{what} {text[:80]!r} holds a control character (a newline, tab, escape ...), which "
                           "would become a line of the job's batch script: give it without")
     return text

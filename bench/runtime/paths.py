@@ -40,7 +40,7 @@ def safe_name(value: object, what: str = "name") -> str:
 # operator's terminal through `eval` and `leaderboard --print`, a newline split the "wrote" line), and the
 # invisible format characters that make one name look like another: zero-width marks, bidirectional embeddings,
 # overrides and isolates (a model named with U+202E showed as a look-alike of another row), the BOM.
-UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
 def check_text(value: object, what: str, limit: int = 200) -> str:
