@@ -213,3 +213,23 @@ def test_kill_9_half_way_then_resume_gives_the_same_store(tmp_path, tok_dir):
     fresh = token_store.build([str(src)], tmp_path / "fresh", str(tok_dir), unit_bytes=int(0.02 * 2**20))
     assert _content(tmp_path / "killed") == _content(fresh)
     assert len(kept) >= 3
+
+
+@pytest.mark.slow
+def test_two_processes_building_one_store_at_once_both_succeed_with_one_store(tmp_path, tok_dir):
+    """The demo's two pretrainings side by side read one raw corpus into one cached store: two real builds of the
+    same --out started together both end rc 0, one of them tokenising and the other waiting for it, and the store
+    is byte-identical to a build alone (before the build lock, the second's leftover sweep could remove the
+    first's temporary shards: a traceback)."""
+    src = tmp_path / "big.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(6_000, 3)))
+    cmd = [sys.executable, "-m", "biobench.cli", "corpus", "build", str(src), "--tokenizer", str(tok_dir),
+           "--out", str(tmp_path / "shared"), "--unit-mb", "0.02"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err[-2000:] for _out, err in outs]
+    assert not any("Traceback" in err for _out, err in outs)
+    alone = token_store.build([str(src)], tmp_path / "alone", str(tok_dir), unit_bytes=int(0.02 * 2**20))
+    assert _content(tmp_path / "shared") == _content(alone)

@@ -24,6 +24,7 @@ training/corpus.py's bounded readers.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ from biobench.training import corpus
 FORMAT = "biobench-token-store"
 VERSION = 1
 MANIFEST, DONE, WORK, SHARDS, VERIFIED = "manifest.json", "done", "work", "shards", "verified.json"
+BUILD_LOCK = ".build.lock"  # held (flock) by the one process building the store
 UNIT_BYTES = 64 << 20  # text per work unit: bounds a worker's memory and the work a kill -9 loses
 GZIP_UNIT_WEIGHT = 4  # a .gz counts as 4x its size when grouping files into units (text compresses ~4x)
 BATCH_CHARS = 1 << 20  # text handed to the tokenizer's batch API at once
@@ -232,6 +234,21 @@ def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers:
     out = Path(out)
     if (out / DONE).is_file():
         return out
+    out.mkdir(parents=True, exist_ok=True)
+    # Two processes may build the same store at once: the demo's and a study's two pretrainings side by side
+    # read one raw corpus into one cached store. One builds while the other waits on an exclusive lock of a
+    # file in the store, then finds it done (without the lock the second's leftover sweep in `finish` removed
+    # the first's temporary shards under its feet).
+    with open(out / BUILD_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / DONE).is_file():
+            return out
+        return _build(sources, out, tokenizer_name, workers=workers, text_field=text_field, tokenizer=tokenizer,
+                      unit_bytes=unit_bytes, log=log)
+
+
+def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int, text_field: str,
+           tokenizer, unit_bytes: int, log: Callable[[str], None] | None) -> Path:
     if tokenizer is None:
         tokenizer = load_tokenizer(tokenizer_name)  # for the fingerprint; workers load their own
     if workers > 1 and tokenizer_name is None:

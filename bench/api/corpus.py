@@ -32,7 +32,7 @@ def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: in
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     out = Path(out)
     if out.exists() and not (out / token_store.WORK).is_dir() and not (out / token_store.DONE).is_file() \
-            and any(out.iterdir()):
+            and any(p.name != token_store.BUILD_LOCK for p in out.iterdir()):  # the lock: a build just begun
         raise ConfigError(f"--out {out} is a folder that is not a token store; choose a new folder")
     output_folder(out, "--out")
     return token_store.build(list(sources), out, tokenizer_source(tokenizer), workers=workers, text_field=text_field,
