@@ -253,3 +253,35 @@ def headless_chromium(profile: Path):
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": ALERT_HOOK})
     driver.set_window_size(1280, 1000)
     return driver
+
+
+# study files (tests/test_study.py, tests/test_study_slurm.py): a [[pretrain]] table on the demo's generated corpus
+STUDY_PRETRAIN = """
+[[pretrain]]
+name = "{name}"
+recipe = "{recipe}"
+model = "{model}"
+corpus = "generated:demo-fr"
+tokens = "{tokens}"
+seq_len = 64
+batch_size = 4
+cache_dir = "token-cache"
+{extra}
+"""
+
+
+def study_pretrain(name: str, recipe: str = "detour", model: str = "preset:tiny", tokens: str = "20K", extra: str = "") -> str:
+    return STUDY_PRETRAIN.format(name=name, recipe=recipe, model=model, tokens=tokens, extra=extra)
+
+
+TINY_STUDY = (study_pretrain("detour", tokens="12K") + study_pretrain("mlm", "mlm", tokens="12K")
+        + '\n[[eval]]\nname = "cls"\ntasks = ["demo-cls", "demo-multilabel"]\nseeds = "42,43"\n'
+          'overrides = { epochs = 1, lr = 1e-3, limit_train = 64, limit_eval = 64 }\n'
+          'models = [{ model = "run:detour/final" }, { model = "run:mlm/final" }]\n'
+        + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
+          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
+        + '\n[[analysis]]\nname = "trajectory"\nkind = "cka-trajectory"\nrun = "run:detour/final"\n'
+          'start = "run:detour/init"\n'
+          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
+        + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n'
+          'lang = "fr"\npaper_a = "CLM detour (Base, 10B) = ModernCamemBERT-bio-base"\n')

@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_slurm import _corpus, _predictions, _pretrain_args, _toy_grid
+from tests.support import predictions_by_run as _predictions
+from tests.support import pretrain_args as _pretrain_args
+from tests.support import pretrain_corpus as _corpus
+from tests.support import slurm_toy_grid as _toy_grid
 
 EVAL_ARGS = ["--device", "cpu", "--threads", "1", "--no-progress"]
 

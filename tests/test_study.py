@@ -12,22 +12,8 @@ from biobench import cli
 from biobench.api.study import load_study, order
 from biobench.errors import ConfigError
 
-PRETRAIN = """
-[[pretrain]]
-name = "{name}"
-recipe = "{recipe}"
-model = "{model}"
-corpus = "generated:demo-fr"
-tokens = "{tokens}"
-seq_len = 64
-batch_size = 4
-cache_dir = "token-cache"
-{extra}
-"""
-
-
-def _pretrain(name: str, recipe: str = "detour", model: str = "preset:tiny", tokens: str = "20K", extra: str = "") -> str:
-    return PRETRAIN.format(name=name, recipe=recipe, model=model, tokens=tokens, extra=extra)
+from tests.support import TINY_STUDY as TINY
+from tests.support import study_pretrain as _pretrain
 
 
 def _eval(name: str, models: list[str], tasks: str = '["demo-cls"]', seeds: str = "42") -> str:
@@ -147,19 +133,6 @@ def test_adjusted_p_values_holm_and_bonferroni():
     assert math.isnan(adjust_p_values(p, "holm")[3])
     assert adjust_p_values(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, math.nan, 0.02], nan_ok=True)
     assert adjust_p_values([0.3, 0.6], "holm") == [0.6, 0.6] and adjust_p_values([0.3], "none") == [0.3]
-
-
-TINY = (_pretrain("detour", tokens="12K") + _pretrain("mlm", "mlm", tokens="12K")
-        + '\n[[eval]]\nname = "cls"\ntasks = ["demo-cls", "demo-multilabel"]\nseeds = "42,43"\n'
-          'overrides = { epochs = 1, lr = 1e-3, limit_train = 64, limit_eval = 64 }\n'
-          'models = [{ model = "run:detour/final" }, { model = "run:mlm/final" }]\n'
-        + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
-          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
-        + '\n[[analysis]]\nname = "trajectory"\nkind = "cka-trajectory"\nrun = "run:detour/final"\n'
-          'start = "run:detour/init"\n'
-          'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
-        + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n'
-          'lang = "fr"\npaper_a = "CLM detour (Base, 10B) = ModernCamemBERT-bio-base"\n')
 
 
 def _outputs(root: Path) -> dict[Path, int]:

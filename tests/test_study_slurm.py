@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.test_study import TINY
+from tests.support import TINY_STUDY as TINY
 
 
 def _job_times(cluster, job: str) -> tuple[str, str]:
