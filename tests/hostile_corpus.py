@@ -9,6 +9,7 @@ Every script payload sets `window.__xss` (and calls alert), so a browser test ca
 from __future__ import annotations
 
 import copy
+import gzip
 import io
 import json
 import os
@@ -705,6 +706,12 @@ def round4_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     os.mkfifo(fifo)
     corpus = tmp / "c.txt"
     corpus.write_text("Le patient tousse.\n" * 50, encoding="utf-8")
+    # item 3: a gzip of one JSONL line longer than the corpus reader's 64 MiB bound (65 MiB of text, 0.3 MB on disk)
+    with gzip.open(tmp / "bomb.jsonl.gz", "wb", compresslevel=1) as bomb:
+        bomb.write(b'{"text": "' + b"a" * (65 << 20))
+    # item 9: a grid the SLURM launcher would submit, given an account holding a newline
+    (tmp / "grid-ok.toml").write_text('[[grid]]\nname = "g"\ntasks = ["demo-cls"]\nseeds = "42"\n'
+                                      'models = [{ model = "preset:tiny" }]\n', encoding="utf-8")
     pretrain = ["pretrain", "--model", "preset:tiny", "--corpus", str(corpus), "--out", str(tmp / "out")]
     return [
         ("tasks --task-file a 60,000-part dotted key", ["tasks", "--task-file", str(tmp / "task-deep.toml")],
@@ -726,6 +733,11 @@ def round4_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
          "over the limit of 4,096"),
         ("contamination --corpus a FIFO", ["contamination", "--corpus", str(fifo), "--tasks", "demo-cls"],
          "not a regular file or a folder"),
+        ("contamination --corpus a gzip of one 65 MiB line", ["contamination", "--corpus", str(tmp / "bomb.jsonl.gz"),
+                                                              "--tasks", "demo-cls"], "a line longer than 64 MiB"),
+        ("eval --launcher slurm --account with a newline", ["eval", "--config", str(tmp / "grid-ok.toml"), "--launcher",
+                                                            "slurm", "--account", "lab\nhostname", "--partition", "debug",
+                                                            "--log-dir", str(tmp / "logs")], "control character"),
         ("queue reject --reason with ESC", ["queue", "reject", "r1", "--queue", str(tmp / "q"), "--reason",
                                             "spam\x1b[2J"], "U+001B"),
     ]
