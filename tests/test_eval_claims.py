@@ -336,7 +336,10 @@ def test_a_process_killed_with_sigkill_leaves_a_claim_that_expires_and_is_redone
     lease = folder / "000001.json"
     record = json.loads(lease.read_text())
     record["machine"], record["host"] = "another-node/pid:[1]", "node9"  # as if it ran on another host
-    record["expires"] = time.time() + 3  # its last renewal expires soon (written, not waited 20 s for)
+    # its last renewal expires soon (written, not waited 20 s for); far enough ahead that the next process, which
+    # takes several seconds to import torch under load, still finds it alive (at +3 s it was already expired on a
+    # loaded CI machine, and the run was taken without the wait the test is about)
+    record["expires"] = time.time() + 15
     lease.write_text(json.dumps(record))
     result = folder.with_name(folder.name.removesuffix(".claim") + ".json")  # a smoke run: seed-1.smoke-<hex>
     # the claim still looks alive: the next process waits for it (issue 48 §2), and when it expires unrenewed,
