@@ -171,17 +171,18 @@ def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
 def _default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     from biobench.board.reproduction import paper_entry
 
-    measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
     reported = [e for e in board.lang_entries(lang) if e.source == "reported"]
 
     def shared(a, b) -> int:
         return len(set(a.cells) & set(b.cells))
 
+    # the tab's own rows: a measured model's key there is its results folder (tables.model_key), not the key of
+    # one of its entries, so a pair drawn from the entries would name no choice of the tab's menus
     rows = [e for e in compare_rows(board, lang).values() if e.source == "measured"]
     if len(rows) >= 2 and (pair := default_measured_pair(board, lang, rows)) is not None:
         return pair  # the same protocol first (a test is possible), then the most tasks shared
-    if measured:
-        a = measured[0]
+    if rows:
+        a = rows[0]
         paper = paper_entry(board, a)
         if paper is not None and shared(a, paper):
             return a.key, paper.key
