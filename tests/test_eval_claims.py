@@ -357,7 +357,9 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     calls = tmp_path / "scontrol.calls"
-    (fake_bin / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    # as SLURM does, an accepted requeue sends SIGTERM to the job at once, before scontrol returns: the job must
+    # still say that it was requeued and what it kept (a CI run lost both lines to that SIGTERM)
+    (fake_bin / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nkill -TERM $PPID\nsleep 0.5\n')
     (fake_bin / "squeue").write_text("#!/bin/sh\necho 1:30\n")  # the job's time left: nearly out, so USR1 requeues
     for tool in ("scontrol", "squeue"):
         (fake_bin / tool).chmod(0o755)
@@ -387,7 +389,7 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
     assert last.startswith(f"error: stopped by {sig.name}: 0 finished result(s)")
     if sig == signal.SIGUSR1:
         assert calls.read_text() == "requeue 4242\n"
-        assert "requeued SLURM job 4242" in err and last.endswith("the requeued job resumes it")
+        assert "requeued SLURM job 4242" in err and last.endswith("the requeued job resumes it"), err
     else:
         assert not calls.exists() and last.endswith("rerun the same command to resume")
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 REQUEUE_TIMEOUT_S = 60.0  # scontrol hangs while the controller is unreachable
 _JOB_ID = re.compile(r"\d{1,20}")
@@ -81,6 +84,23 @@ def requeue_target() -> str | None:
     return job
 
 
+SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def ignore_sigterm() -> SignalHandler:
+    """Ignore SIGTERM (main thread only: elsewhere signal handlers cannot be set) and return the handler it
+    replaced, for restore_sigterm; None when it could not be set."""
+    try:
+        return signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        return None
+
+
+def restore_sigterm(previous: SignalHandler) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_SIGNAL) -> bool:
     """Inside a SLURM job stopped by `signal_name`, `scontrol requeue` of this job (this element of an array:
     `requeue_target`) and say so in one line; True when SLURM accepted. Only the wall-clock warning
@@ -108,12 +128,20 @@ def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_S
     if scontrol is None:
         log(f"cannot requeue SLURM job {job}: no scontrol on PATH; resubmit the job to resume")
         return False
+    # SLURM answers an accepted requeue by sending SIGTERM to the whole job at once, often before scontrol has
+    # returned here. The caller is stopping anyway; with SIGTERM at its default (the stop handler restored it
+    # after the first signal) the job died before it wrote the line that says it was requeued and what was
+    # kept (seen in CI: one life in three lost both lines). So SIGTERM is ignored from here on; SLURM's
+    # SIGKILL after KillWait stays the backstop. A requeue that fails gives the previous handler back.
+    previous_term = ignore_sigterm()
     try:
         done = subprocess.run([scontrol, "requeue", job], capture_output=True, text=True, timeout=REQUEUE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as err:
+        restore_sigterm(previous_term)
         log(f"cannot requeue SLURM job {job}: {type(err).__name__}: {err}; resubmit the job to resume")
         return False
     if done.returncode != 0:
+        restore_sigterm(previous_term)
         why = " ".join((done.stderr or done.stdout).split())[:300] or f"exit code {done.returncode}"
         log(f"cannot requeue SLURM job {job}: scontrol said: {why} (is the job submitted with --requeue?); "
             "resubmit the job to resume")
