@@ -8,6 +8,7 @@ The Python API (docs/API.md), the same functions the `biobench` commands call:
     biobench.compare("model A", "model B")                   paired bootstrap A - B per task
     biobench.pretrain(model, corpus, "2M", "runs/x")         continued pretraining (the CLM detour)
     biobench.contamination(corpus, lang="fr")                shared 13-grams between a corpus and the tasks
+    biobench.study("examples/studies/tiny.toml")             a study file: .plan() .run() .status() .report()
     Results.summary() / Results.to_pandas()                  pandas tables (per model and task / per run)
     BiobenchError                                            every error a user can fix, with one-line messages
 
@@ -21,7 +22,7 @@ from typing import Any
 from biobench.errors import BiobenchError
 
 __version__ = "0.1.0"
-API = ("evaluate", "load_results", "compare", "pretrain", "contamination", "Results", "ConfigError", "DataError",
+API = ("evaluate", "load_results", "compare", "pretrain", "contamination", "study", "Results", "ConfigError", "DataError",
        "DiskFullError", "ModelLoadError", "ResultsError")
 __all__ = ["BiobenchError", "__version__", "tasks", *API]
 

@@ -53,6 +53,17 @@ def parse_ranges(text: str, option: str, *, minimum: int | None = 0, maximum: in
     return sorted(values)
 
 
+def format_ranges(values: list[int]) -> str:
+    """parse_ranges' inverse: [0, 1, 2, 3, 8] -> '0-3,8' (sorted, duplicates dropped)."""
+    spans: list[list[int]] = []
+    for v in sorted(set(values)):
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ",".join(f"{lo}-{hi}" if hi > lo else str(lo) for lo, hi in spans)
+
+
 def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
     """Evaluation seeds: 0..2**32-1, at most MAX_SEEDS of them (they name result files and fill requests)."""
     return parse_ranges(text, option, minimum=0, maximum=SEED_MAX, max_count=MAX_SEEDS)

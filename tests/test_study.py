@@ -15,6 +15,42 @@ from biobench.errors import ConfigError
 from tests.support import TINY_STUDY as TINY
 from tests.support import study_pretrain as _pretrain
 
+# Table 3/6 in small: layers 0-1 of the detour final copied into the mlm final, and DiaMED's linear probe (here
+# demo-cls) on the mlm final and on that transplant
+TRANSPLANT_PROBES = """
+[[analysis]]
+name = "transplant-low"
+kind = "transplant"
+from = "run:detour/final"
+into = "run:mlm/final"
+layers = "0-1"
+component = "all"
+
+[[analysis]]
+name = "probe-mlm"
+kind = "probe"
+model = "run:mlm/final"
+task = "demo-cls"
+seeds = "42,43"
+limit_train = 64
+
+[[analysis]]
+name = "probe-transplant-low"
+kind = "probe"
+model = "analysis:transplant-low"
+task = "demo-cls"
+seeds = "42,43"
+limit_train = 64
+"""
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _api_example() -> str:
+    """The Python block of docs/API.md's "A study from Python" section."""
+    text = (REPO / "docs" / "API.md").read_text(encoding="utf-8")
+    section = text[text.index("## A study from Python"):]
+    return section[section.index("```python\n") + 10:section.index("```\n", section.index("```python"))]
+
 
 def _eval(name: str, models: list[str], tasks: str = '["demo-cls"]', seeds: str = "42") -> str:
     listed = ", ".join(f'{{ model = "{m}" }}' for m in models)
@@ -94,10 +130,79 @@ def test_a_step_checkpoint_resolves_to_the_folder_the_trainer_writes(tmp_path):
     (_pretrain("a") + _eval("fr", ["run:a/final", "DrBERT"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n'
      'paper_a = "Nope"\n', "'Nope' is not a model row of the paper's tables"),
     ("", "no [[pretrain]], [[eval]] or [[analysis]] table"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\n',
+     "analysis 'p': a probe needs task = \"TASK\""),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'seeds = "44-42"\n', "range 44-42 is reversed"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'results = "elsewhere"\n', "results is decided by the study"),
+    (_pretrain("a") + _pretrain("b", "mlm") + '\n[[analysis]]\nname = "c"\nkind = "cka"\n'
+     'models = ["run:a/final", "run:b/final"]\ntexts = ["t"]\n'
+     '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "analysis:c"\ntask = "demo-cls"\n',
+     "model = 'analysis:c' is a cka analysis; only a transplant's folder is a model"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "analysis:t"\ntask = "demo-cls"\n'
+     '\n[[analysis]]\nname = "t"\nkind = "transplant"\nfrom = "run:a/final"\ninto = "run:a/init"\nlayers = "0"\n',
+     "model = 'analysis:t' names no earlier [[analysis]]"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "t"\nkind = "transplant"\nfrom = "run:a/final"\n'
+     'into = "run:zz/final"\nlayers = "0"\n', "run:zz/final refers to no [[pretrain]] run"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, text, expected):
     assert expected in _refused(tmp_path, text)
     assert not (tmp_path / "study").exists()  # nothing written, nothing run
+
+
+def test_transplant_and_probe_steps_their_needs_done_markers_and_progress(tmp_path):
+    """A transplant after both runs it reads, a probe of it after the transplant; the transplant is done when its
+    transplant.json exists, a probe when each of its seeds has a result file (status: partly done, k/n seeds)."""
+    import biobench
+    from biobench.api.study_run import is_done
+
+    study = biobench.study(_write(tmp_path, _pretrain("detour") + _pretrain("mlm", "mlm") + TRANSPLANT_PROBES))
+    plan = {step["id"]: step for step in study.plan()}
+    assert plan["analysis/transplant-low"]["needs"] == ["pretrain/detour", "pretrain/mlm"]
+    assert plan["analysis/probe-transplant-low"]["needs"] == ["analysis/transplant-low"]
+    assert plan["analysis/probe-mlm"]["needs"] == ["pretrain/mlm"]
+    out = study.out
+    assert plan["analysis/transplant-low"]["argv"] == [
+        "analyze", "transplant", "--from", str(out / "runs" / "detour" / "final"), "--into",
+        str(out / "runs" / "mlm" / "final"), "--layers", "0-1", "--component", "all", "--out",
+        str(out / "analyses" / "transplant-low")]
+    probe = plan["analysis/probe-transplant-low"]["argv"]
+    assert probe[probe.index("--model") + 1] == str(out / "analyses" / "transplant-low")
+    assert probe[-2:] == ["--results", str(out / "analyses" / "probe-transplant-low" / "results")]
+    assert [s["analysis"] for s in plan.values() if s["kind"] == "analysis"] == ["transplant", "probe", "probe"]
+    assert not any(s["done"] for s in plan.values())
+    # the outputs say what is done: the runs' final records, the transplant's record, the probe's seed files
+    for run in ("detour", "mlm"):
+        (out / "runs" / run / "final").mkdir(parents=True)
+        (out / "runs" / run / "final" / "biobench_pretrain.json").write_text("{}")
+    (out / "analyses" / "transplant-low").mkdir(parents=True)
+    (out / "analyses" / "transplant-low" / "transplant.json").write_text("{}")
+    seed = out / "analyses" / "probe-transplant-low" / "results" / "transplant-low--abc--probe-mean-last" / "demo-cls"
+    seed.mkdir(parents=True)
+    (seed / "seed-42.json").write_text("{}")
+    states = {s.step: s for s in study.status()}
+    assert states["analysis/transplant-low"].state == "done"
+    assert (states["analysis/probe-transplant-low"].state, states["analysis/probe-transplant-low"].detail) == \
+        ("partly done", "1/2 seeds done")
+    assert (states["analysis/probe-mlm"].state, states["analysis/probe-mlm"].detail) == ("to run", "0/2 seeds done")
+    (seed / "seed-43.json").write_text("{}")
+    assert is_done(study.study, study.study.step("analysis/probe-transplant-low"))
+    assert {s.step: s.state for s in study.status()}["analysis/probe-transplant-low"] == "done"
+
+
+def test_the_api_refuses_what_the_command_refuses(tmp_path):
+    import biobench
+
+    path = _write(tmp_path, _pretrain("a") + _eval("fr", ["run:nope/final"]))
+    with pytest.raises(biobench.ConfigError, match="run:nope/final refers to no"):
+        biobench.study(path)
+    study = biobench.study(_write(tmp_path, _pretrain("a"), "ok.toml"), out=tmp_path / "elsewhere")
+    assert study.out == tmp_path / "elsewhere" and [s["id"] for s in study.plan()] == ["pretrain/a"]
+    with pytest.raises(biobench.ConfigError, match="steps pretrain/b: no such step"):
+        study.run(steps=["pretrain/b"])
+    with pytest.raises(biobench.ConfigError, match=r"no \[\[compare\]\] table and no probe"):
+        study.report()
 
 
 def test_bad_study_through_the_command_line_is_one_error_line(tmp_path, capsys):
@@ -142,33 +247,48 @@ def _outputs(root: Path) -> dict[Path, int]:
 
 @pytest.mark.slow
 def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_path, capsys, monkeypatch):
-    """Two pretrainings side by side, their eval grids and a CKA analysis, each after what it needs; `status`
-    says done for each; a second run reruns nothing; the report's numbers are `biobench compare --average` by
-    hand on the same results, its task p-values Holm-adjusted."""
+    """docs/API.md's study example on the tiny study (two pretrainings side by side, their eval grids, CKA and
+    its trajectory, a layer transplant and two linear probes), each step after what it needs; `status` says done
+    for each; a second run (the command line) reruns nothing; the report's numbers are `biobench compare
+    --average` by hand on the same results, its task p-values Holm-adjusted, and the probes' means their seeds'."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    path = _write(tmp_path, TINY)
-    assert cli.main(["study", "run", str(path), "--jobs", "2", "--threads", "1"]) == 0
-    err = capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, TINY + TRANSPLANT_PROBES)
     out = tmp_path / "study"
-    assert err.count(": test macro-F1 ") == 8, err  # one line per finished run: 2 models x 2 tasks x 2 seeds
-    # the eval of a model starts only after its pretraining ended
+    example = _api_example()
+    assert 'biobench.study("examples/studies/tiny.toml", out="study-tiny")' in example
+    exec(example.replace("examples/studies/tiny.toml", str(path)).replace('out="study-tiny"', f'out="{out}"'), {})
+    captured = capsys.readouterr()
+    err = captured.err
+    # one line per finished run: 2 models x 2 tasks x 2 seeds of eval, 2 probes x 2 seeds
+    assert err.count(": test macro-F1 ") == 8 + 4, err
+    assert "eval/cls/detour after pretrain/detour" in captured.out  # the example's plan lines
+    assert "study-tiny" not in captured.out and "detour-vs-mlm {'fr': " in captured.out
+    # each step starts only after what it needs ended
     assert err.index("[pretrain/detour] finished") < err.index("[eval/cls/detour] started")
+    assert max(err.index("[pretrain/detour] finished"), err.index("[pretrain/mlm] finished")) < \
+        err.index("[analysis/transplant-low] started")
+    assert err.index("[analysis/transplant-low] finished") < err.index("[analysis/probe-transplant-low] started")
     assert (out / "detour" / "final" / "config.json").exists() is False  # runs live under <out>/runs/
     assert (out / "runs" / "detour" / "final" / "config.json").exists()
     assert (out / "analyses" / "cka-final" / "cka.json").exists()
+    transplant = json.loads((out / "analyses" / "transplant-low" / "transplant.json").read_text())
+    assert (transplant["from"], transplant["into"], transplant["layers"]) == \
+        (str(out / "runs" / "detour" / "final"), str(out / "runs" / "mlm" / "final"), [0, 1])
     before = _outputs(out)
     assert cli.main(["study", "run", str(path), "--jobs", "2"]) == 0
     again = capsys.readouterr().err
-    assert again.count("done already: skipped") == 6 and "started" not in again
+    assert again.count("done already: skipped") == 9 and "started" not in again
     assert _outputs(out) == before
 
     assert cli.main(["study", "status", str(path)]) == 0
     status = capsys.readouterr().out.splitlines()
-    assert [line.split()[1] for line in status] == ["done"] * 6
+    assert [line.split()[1] for line in status] == ["done"] * 9
     assert "4/4 runs done" in next(line for line in status if line.startswith("eval/cls/detour"))
+    assert "2/2 seeds done" in next(line for line in status if line.startswith("analysis/probe-transplant-low"))
 
     assert cli.main(["study", "report", str(path)]) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out
     report = json.loads((out / "report" / "report.json").read_text())
     assert cli.main(["compare", str(out / "runs" / "detour" / "final"), str(out / "runs" / "mlm" / "final"),
                      "--results", str(out / "results"), "--average", "--json", "--n-boot", "200"]) == 0
@@ -189,6 +309,19 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
     assert "\\begin{tabular}" in (out / "report" / "report.tex").read_text()
     csv = (out / "report" / "report.csv").read_text().splitlines()
     assert csv[0].startswith("comparison,task,model_a,model_b,mean_a") and len(csv) == 1 + 2 + 1
+    # the probes (Table 3's layout): each one's mean is its seeds' macro-F1 as their result files hold them
+    probes = {p["probe"]: p for p in report["probes"]}
+    for name in ("probe-mlm", "probe-transplant-low"):
+        seeds = sorted((out / "analyses" / name / "results").glob("*/demo-cls/seed-*.json"))
+        assert [s.name for s in seeds] == ["seed-42.json", "seed-43.json"]
+        f1 = [json.loads(s.read_text())["metrics"]["test"]["macro_f1"] for s in seeds]
+        assert probes[name]["summary"]["mean"] == pytest.approx(100 * sum(f1) / 2) and probes[name]["seeds_done"] == 2
+    transplant_name = "transplant-low (layers 0-1 [all] of run:detour/final into run:mlm/final)"
+    assert probes["probe-transplant-low"]["model"] == transplant_name and probes["probe-mlm"]["model"] == "run:mlm/final"
+    assert f"| probe-transplant-low | {transplant_name} | demo-cls |" in md and "## Linear probes" in md
+    assert f"probe probe-transplant-low: {transplant_name} on demo-cls: " in printed
+    assert (out / "report" / "probes.csv").read_text().splitlines()[0] == \
+        "probe,model,task,mean,ci_low,ci_high,seeds_done,seeds"
 
 
 def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
@@ -205,3 +338,4 @@ def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(
     assert lines[0].split()[:2] == ["pretrain/a", "failed"] and "error: " in lines[0] and str(missing) in lines[0]
     assert lines[1].strip() == f"retry: biobench study run {path}"
     assert lines[2].split()[:4] == ["eval/fr/a", "waiting", "on", "pretrain/a"]
+

@@ -10,6 +10,8 @@
 - `compare(a, b, results="results", ...)`: paired bootstrap of A - B per task (what `biobench compare` prints).
 - `pretrain(model, corpus, tokens, out, recipe="detour", ...)`: continued pretraining.
 - `contamination(corpus, tasks=None, lang=None, n=13, ...)`: shared word n-grams between a corpus and tasks.
+- `study(path, out=None) -> StudyHandle`: a study file (docs/STUDIES.md) checked; `.plan()`, `.run()`,
+  `.submit()`, `.status()`, `.report()` as `biobench study run | status | report`.
 - `Results`: `.records`, `.summary()` (pandas: one row per model and task), `.to_pandas()` (one row per run).
 - Errors: every failure a user can fix is a `BiobenchError` (ConfigError, DataError, ModelLoadError,
   ResultsError, DiskFullError) whose message is the command line's one line.
@@ -27,12 +29,13 @@ from typing import Any, Literal
 # `contamination` command's) rebound the package's attribute to the module, and `biobench.contamination(...)`
 # after it raised "'module' object is not callable"
 from biobench.api import contamination as _contamination_module  # noqa: F401
+from biobench.api import study as _study_module  # noqa: F401  (the same, for `study` below)
 from biobench.api.pretraining import pretrain
 from biobench.api.results import Results
 from biobench.errors import BiobenchError, ConfigError, DataError, DiskFullError, ModelLoadError, ResultsError
 
 __all__ = ["BiobenchError", "ConfigError", "DataError", "DiskFullError", "ModelLoadError", "Results",
-           "ResultsError", "compare", "contamination", "evaluate", "load_results", "pretrain", "tasks"]
+           "ResultsError", "compare", "contamination", "evaluate", "load_results", "pretrain", "study", "tasks"]
 
 
 def tasks(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None, *,
@@ -136,3 +139,15 @@ def contamination(corpus: str | Path, tasks: str | Sequence[str] | None = None, 
 
     return check_tasks(corpus, tasks, lang=lang, data_dir=data_dir, n=n, task_files=task_files,
                        text_field=text_field)
+
+
+def study(path: str | Path, out: str | Path | None = None) -> Any:
+    """The study file `path` (docs/STUDIES.md) read and checked, as `biobench study` reads it (every bad input a
+    one-line ConfigError before anything runs); `out` replaces its study folder. The handle's `.plan()` lists the
+    steps, `.run(jobs=1, threads=None, steps=None)` runs those not done here, `.submit(SlurmSettings(...))` as
+    SLURM jobs with afterok dependencies, `.status()` says each step's state, `.report()` writes the report."""
+    from biobench.api.study import load_study
+    from biobench.api.study_run import StudyHandle
+
+    retry = f"biobench study run {path}" + (f" --out {out}" if out is not None else "")
+    return StudyHandle(load_study(path, out), retry)

@@ -65,14 +65,24 @@ PRETRAIN_RESERVED = {"out", "resume", "stop_after_steps", "progress"}
 REF = re.compile(r"run:([A-Za-z0-9][A-Za-z0-9._-]{0,99})/(final|phase1|init|step-(\d+(?:\.\d+)?[KMBGTkmbgt]?))")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
-AnalysisKind = Literal["cka", "cka-trajectory", "needle-generate", "needle"]
-# per kind: the `biobench analyze` words, the file whose presence means done, and the keys that name models
+AnalysisKind = Literal["cka", "cka-trajectory", "needle-generate", "needle", "transplant", "probe"]
+# per kind: the `biobench analyze` words, the file whose presence means done ('' for a probe: done when each of
+# its seeds has its result file, Step.done_patterns), and the keys that name models
 ANALYSES: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
     "cka": (("analyze", "cka"), "cka.json", ("models", "noise")),
     "cka-trajectory": (("analyze", "cka-trajectory"), "cka_trajectory.json", ("run", "start")),
     "needle-generate": (("analyze", "needle", "generate"), "needle.jsonl", ("tokenizer",)),
     "needle": (("analyze", "needle", "run"), "needle_results.json", ("model",)),
+    # Table 3/6: layers (or only attention / MLP) of one model copied into another; the folder is a model that a
+    # probe (or anything else) reads as `analysis:NAME`. transplant.json is the last file analysis/transplant.py
+    # writes (after the weights and the tokenizer), so its presence means a whole model folder.
+    "transplant": (("analyze", "transplant"), "transplant.json", ("from", "into")),
+    # Table 3's DiaMED linear probe: eval-style result files, one per seed, under <folder>/results/
+    "probe": (("analyze", "probe"), "", ("model",)),
 }
+# analyses without a --device flag (they only copy tensors)
+NO_DEVICE = {"transplant"}
+PROBE_SEEDS = "42-44"  # `analyze probe`'s default seeds
 Correction = Literal["holm", "bonferroni", "none"]
 CORRECTIONS = ("holm", "bonferroni", "none")
 COMPARE_KEYS = {"name", "a", "b", "tasks", "lang", "correction", "n_boot", "paper_a", "paper_b",
@@ -110,6 +120,10 @@ class Step:
     source: str
     done_file: Path | None = None
     grid_file: Path | None = None  # an eval step's one-model grid, written when the study runs
+    # a probe: done when each pattern (a glob under done_dir, one per seed: */<task>/seed-<n>.json) has a file
+    done_dir: Path | None = None
+    done_patterns: tuple[str, ...] = ()
+    analysis: str | None = None  # an analysis step's kind (ANALYSES)
 
 
 @dataclass(frozen=True)
@@ -405,11 +419,17 @@ def load_study(path: str | Path, out: str | Path | None = None,
         claim_output(folder, where)
         argv: list[str] = list(words)
         analysis_needs: list[str] = []
+        done_patterns: tuple[str, ...] = ()
+        if kind == "probe":  # its result files under its own folder, one per seed: they say it is done
+            done_patterns = _probe_patterns(table, where)
+            if "data_dir" not in table and "data_dir" in raw:
+                table = {**table, "data_dir": raw["data_dir"]}
         for option, value in table.items():
             if option in ("name", "kind"):
                 continue
-            if option in ("out", "device"):
-                raise ConfigError(f"{where}: {option} is decided by the study (out: {folder}; device: the launcher's)")
+            if option in ("out", "device") or kind == "probe" and option == "results":
+                raise ConfigError(f"{where}: {option} is decided by the study (out: {folder}; results: "
+                                  f"{folder / 'results'}; device: the launcher's)")
             if not NAME.fullmatch(option):
                 raise ConfigError(f"{where}: {option!r} is not an option name")
             values = value if isinstance(value, list) else [value]
@@ -422,9 +442,13 @@ def load_study(path: str | Path, out: str | Path | None = None,
             for v in values:
                 ref = parse_ref(v, f"{where} {option}")
                 if ref is None and isinstance(v, str) and v.startswith("analysis:"):
-                    other = v.split(":", 1)[1]  # another analysis' output folder (needle data)
-                    if not any(s.id == f"analysis/{other}" for s in study.steps):
+                    other = v.split(":", 1)[1]  # another analysis' output folder (needle data, a transplant)
+                    earlier = next((s for s in study.steps if s.id == f"analysis/{other}"), None)
+                    if earlier is None:
                         raise ConfigError(f"{where}: {option} = {v!r} names no earlier [[analysis]]")
+                    if option in model_keys and earlier.analysis != "transplant":
+                        raise ConfigError(f"{where}: {option} = {v!r} is a {earlier.analysis} analysis; only a "
+                                          "transplant's folder is a model (kind = \"transplant\")")
                     analysis_needs.append(f"analysis/{other}")
                     words_out.append(str(study.out / "analyses" / other))
                     continue
@@ -446,9 +470,14 @@ def load_study(path: str | Path, out: str | Path | None = None,
                 else:
                     words_out.append(str(v))
             argv += ["--" + option.replace("_", "-"), *words_out]
-        argv += ["--out", str(folder)]
+        if kind == "probe":
+            argv += ["--results", str(folder / "results")]
+        else:
+            argv += ["--out", str(folder)]
         study.steps.append(Step(f"analysis/{name}", "analysis", tuple(argv), tuple(dict.fromkeys(analysis_needs)), where,
-                                done_file=folder / done_name))
+                                done_file=folder / done_name if done_name else None,
+                                done_dir=folder / "results" if done_patterns else None, done_patterns=done_patterns,
+                                analysis=kind))
 
     # [[compare]]: read by the report; both models must be evaluated by the study
     names: set[str] = set()
@@ -491,6 +520,21 @@ def load_study(path: str | Path, out: str | Path | None = None,
         raise ConfigError(f"{path}: no [[pretrain]], [[eval]] or [[analysis]] table: nothing to run")
     _finish_pretrain_argv(study)
     return study
+
+
+def _probe_patterns(table: dict[str, Any], where: str) -> tuple[str, ...]:
+    """A probe's result files, as globs under its results folder (`<model slug>--probe-.../<task>/seed-<n>.json`:
+    the slug is the model's, known once it is loaded), one per seed of the table (`analyze probe`'s default)."""
+    from biobench.ranges import parse_seeds
+
+    task = table.get("task")
+    if not isinstance(task, str) or not NAME.fullmatch(task):
+        raise ConfigError(f"{where}: a probe needs task = \"TASK\" (a classification, relation or multilabel "
+                          "task id, e.g. diamed)")
+    seeds = table.get("seeds", PROBE_SEEDS)
+    if isinstance(seeds, bool) or not isinstance(seeds, str | int):
+        raise ConfigError(f"{where}: seeds = {seeds!r}: give seeds as \"42-44\" or \"42,43\"")
+    return tuple(f"*/{task}/seed-{seed}.json" for seed in parse_seeds(str(seeds), f"{where}: seeds"))
 
 
 def _short(model: str) -> str:

@@ -197,6 +197,58 @@ def figures(study: Study, folder: Path) -> list[tuple[str, Path]]:
     return out
 
 
+def _transplant_text(study: Study, folder: Path) -> str:
+    """`layers 0-7 [all] of run:detour/final into run:mlm/final` from a transplant folder's transplant.json."""
+    from biobench.ranges import format_ranges
+
+    record = _read_json(folder / "transplant.json")
+    if not record:
+        return ""
+
+    def short(model: str) -> str:  # a study run's checkpoint folder back to its reference
+        path = Path(model)
+        if path.parent.parent == study.runs:
+            return f"run:{path.parent.name}/{path.name}"
+        return model
+
+    return (f"layers {format_ranges(record.get('layers', []))} [{record.get('component', 'all')}] of "
+            f"{short(str(record.get('from', '?')))} into {short(str(record.get('into', '?')))}")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+
+    try:
+        data = read_json(path, 1 << 20)
+    except (OSError, UnsafeJSONError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def probe_rows(study: Study) -> list[dict[str, Any]]:
+    """Each probe step (Table 3/6's layout: one row per probed model): its model as the study names it (a
+    transplant described by what it copied), the task, the mean macro-F1 (%) over the seeds whose result file
+    exists, with its 95% Student-t interval, and how many seeds of how many."""
+    from biobench.store import iter_results
+
+    rows = []
+    for step in study.steps:
+        if step.analysis != "probe" or step.done_dir is None:
+            continue
+        argv = list(step.argv)
+        model = argv[argv.index("--model") + 1]
+        task = argv[argv.index("--task") + 1]
+        scores = [r.macro_f1 for _, r in iter_results(step.done_dir, None, task)] if step.done_dir.is_dir() else []
+        path = Path(model)
+        transplant = _transplant_text(study, path) if (path / "transplant.json").is_file() else ""
+        name = (f"{path.name} ({transplant})" if transplant else
+                f"run:{path.parent.name}/{path.name}" if path.parent.parent == study.runs else model)
+        rows.append({"probe": step.id.split("/", 1)[1], "model": name, "task": task,
+                     "summary": _summary(scores) if scores else None, "seeds_done": len(scores),
+                     "seeds": len(step.done_patterns), "scores": scores})
+    return rows
+
+
 def write_report(study: Study) -> dict[str, Any]:
     """Every [[compare]] of the study and its analyses' figures as <out>/report/report.{md,tex,csv,json} and
     report/figures/; returns the numbers (what report.json holds)."""
@@ -224,9 +276,19 @@ def write_report(study: Study) -> dict[str, Any]:
         md.append("")
         tex += [_latex(h, rows, f"{title}: test macro-F1 (%), mean ± half the 95% CI over seeds"), "",
                 _latex(dh, drows, f"{title}: A - B, 95% paired-bootstrap CI, p and {item['correction_name']}"), ""]
+    probes = probe_rows(study)
+    if probes:
+        header = ["probe", "model", "task", "macro-F1", "seeds"]
+        rows = [[p["probe"], p["model"], p["task"], _cell(p["summary"]), f"{p['seeds_done']}/{p['seeds']}"]
+                for p in probes]
+        md += ["## Linear probes", "", "Logistic-regression probe on frozen pooled features (`biobench analyze "
+               "probe`, the paper's Table 3/6 layout): test macro-F1 (%), mean over probe seeds ± half its 95% "
+               "Student-t interval; a transplant is model B with layers of model A copied in.", "",
+               _markdown(header, rows), ""]
+        tex += [_latex(header, rows, "Linear probes: test macro-F1 (%), mean ± half the 95% CI over probe seeds"), ""]
     if shown:
         md += ["## Figures", ""] + [f"![{caption}](figures/{path.name})" for caption, path in shown] + [""]
-    data = {"study": str(study.path), "results": str(study.results), "comparisons": items,
+    data = {"study": str(study.path), "results": str(study.results), "comparisons": items, "probes": probes,
             "figures": [str(p) for _, p in shown]}
     atomic_write(folder / "report.md", "\n".join(md))
     atomic_write(folder / "report.tex", "\n".join(tex))
@@ -234,5 +296,12 @@ def write_report(study: Study) -> dict[str, Any]:
     if len(table):  # seed counts stay integers beside the average rows, which have none
         table = table.astype({"seeds_a": "Int64", "seeds_b": "Int64"})
     atomic_write(folder / "report.csv", csv_text(table))
+    if probes:
+        atomic_write(folder / "probes.csv", csv_text(pd.DataFrame([
+            {"probe": p["probe"], "model": p["model"], "task": p["task"],
+             "mean": p["summary"]["mean"] / 100 if p["summary"] else math.nan,
+             "ci_low": p["summary"]["low"] / 100 if p["summary"] else math.nan,
+             "ci_high": p["summary"]["high"] / 100 if p["summary"] else math.nan,
+             "seeds_done": p["seeds_done"], "seeds": p["seeds"]} for p in probes])))
     atomic_write(folder / "report.json", json.dumps(data, indent=1, default=str, allow_nan=True) + "\n")
     return data

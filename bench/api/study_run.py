@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from biobench.api.study import Step, Study, order, write_step_files
+from biobench.api.study import NO_DEVICE, Step, Study, order, write_step_files
 from biobench.errors import ConfigError
 
 # lines of a step's output worth showing while it runs (the rest is in its log): a finished eval run, a
@@ -99,9 +99,19 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
             "; ".join(f"{r.task}: no data" for r in rows if r.status == "no data"))
 
 
+def files_progress(step: Step) -> tuple[int, int]:
+    """(seeds with their result file, seeds) of a probe step: one file per pattern of its results folder."""
+    found = sum(step.done_dir is not None and next(step.done_dir.glob(p), None) is not None
+                for p in step.done_patterns)
+    return found, len(step.done_patterns)
+
+
 def is_done(study: Study, step: Step) -> bool:
     if step.done_file is not None:
         return step.done_file.is_file()
+    if step.done_patterns:
+        done, total = files_progress(step)
+        return done == total
     done, total, _, problem = eval_progress(study, step)
     return total > 0 and done == total and not problem.endswith("does not exist yet")
 
@@ -123,7 +133,7 @@ def local_argv(step: Step, threads: int) -> list[str]:
         run = Path(_pretrain_out(step))
         if run.is_dir() and checkpoint.latest(run) is not None:
             argv.append("--resume")  # a run stopped earlier continues from its latest checkpoint
-    if step.kind == "analysis":
+    if step.kind == "analysis" and step.analysis not in NO_DEVICE:
         argv += ["--device", "cpu"] if os.environ.get("BIOBENCH_STUDY_DEVICE") == "cpu" else []
     return argv
 
@@ -344,10 +354,14 @@ def study_status(study: Study, retry: str) -> list[StepState]:
             finished = total > 0 and done_runs == total
             detail = f"{done_runs}/{total} runs done" + (f", {claimed} training now" if claimed else "") \
                 if total else problem
+        elif step.done_patterns:  # a probe: its seeds' result files
+            done_seeds, total = files_progress(step)
+            finished = done_seeds == total
+            detail = f"{done_seeds}/{total} seeds done"
         else:
             finished = step.done_file is not None and step.done_file.is_file()
         if finished:
-            states[step.id] = StepState(step.id, "done", detail if step.kind == "eval" else str(step.done_file))
+            states[step.id] = StepState(step.id, "done", detail or str(step.done_file))
             continue
         job = slurm.get(step.id, {})
         if job:
@@ -399,3 +413,58 @@ def check_nothing_conflicts(study: Study) -> None:
     if known.get("study") and known["study"] != source and Path(known["study"]).exists():
         raise ConfigError(f"{study.out} is the folder of another study ({known['study']}); give this one its own out")
     _write_record(marker, {"study": source})
+
+
+# ------------------------------------------------------------------------------------------------ Python API
+class StudyHandle:
+    """A study file read and checked (`biobench.study(path)`): its plan, and what `biobench study run | status |
+    report` do, from Python. Each call reads the outputs again, so a handle stays right while steps run elsewhere."""
+
+    def __init__(self, study: Study, retry: str) -> None:
+        self.study = study
+        self._retry = retry  # the command that reruns a failed step, shown by status()
+
+    @property
+    def out(self) -> Path:
+        return self.study.out
+
+    def plan(self) -> list[dict[str, Any]]:
+        """The steps in the order they run: id, kind (pretrain | eval | analysis), analysis (its kind), the
+        biobench command line (`argv`, without `biobench`), needs (step ids) and done (read from its outputs)."""
+        return [{"id": s.id, "kind": s.kind, "analysis": s.analysis, "argv": list(s.argv), "needs": list(s.needs),
+                 "done": is_done(self.study, s)} for s in order(self.study)]
+
+    def run(self, jobs: int = 1, threads: int | None = None, steps: list[str] | None = None,
+            show: Callable[[str], None] | None = None) -> dict[str, str]:
+        """Every step not done, here, each in a child process after the steps it needs (`jobs` at once, `threads`
+        CPU threads each); `steps`: only these ids. Returns each step's outcome: done | ran | failed | not run."""
+        if jobs < 1 or threads is not None and threads < 1:
+            raise ConfigError("jobs and threads take a positive number")
+        known = {s.id for s in self.study.steps}
+        unknown = [s for s in steps or [] if s not in known]
+        if unknown:
+            raise ConfigError(f"steps {', '.join(unknown)}: no such step in {self.study.path} "
+                              f"(steps: {', '.join(known)})")
+        check_nothing_conflicts(self.study)
+        kwargs = {"show": show} if show is not None else {}
+        return run_local(self.study, jobs, threads, only=set(steps) if steps else None, **kwargs)
+
+    def submit(self, settings: SlurmSettings) -> list[tuple[str, str, list[str]]]:
+        """Every step not done as a SLURM job with afterok dependencies: (step id, job id, what it waits on)."""
+        check_nothing_conflicts(self.study)
+        return [(step.id, job, waits) for step, job, waits in submit_slurm(self.study, settings)]
+
+    def status(self) -> list[StepState]:
+        """Each step's state (done | running | waiting | failed | partly done | to run), detail and retry."""
+        return study_status(self.study, self._retry)
+
+    def report(self) -> dict[str, Any]:
+        """The [[compare]] tables and probes as <out>/report/report.{md,tex,csv,json} (+ figures); the numbers."""
+        from biobench.api.study_report import write_report
+
+        if not self.study.compares and not any(s.analysis == "probe" for s in self.study.steps):
+            raise ConfigError(f"{self.study.path}: no [[compare]] table and no probe: nothing to report")
+        return write_report(self.study)
+
+    def __repr__(self) -> str:
+        return f"<study {self.study.path.name}: {len(self.study.steps)} steps, out {self.study.out}>"

@@ -128,14 +128,18 @@ def report(args: argparse.Namespace) -> int:
     from biobench.api.study_report import difference_rows, write_report
 
     study = load_study(args.study, args.out)
-    if not study.compares:
-        raise ConfigError(f"{args.study}: no [[compare]] table; a report compares two models (a = ..., b = ...)")
+    if not study.compares and not any(s.analysis == "probe" for s in study.steps):
+        raise ConfigError(f"{args.study}: no [[compare]] table and no probe; a report compares two models "
+                          "(a = ..., b = ...)")
     data = write_report(study)
     for item in data["comparisons"]:
         header, rows = difference_rows(item)
         print(f"{item['name']}: A = {item['models']['a']['name']}, B = {item['models']['b']['name']}")
         for row in [header, *rows]:
             print("  " + "  ".join(f"{cell:>12}" if i else f"{cell:<18}" for i, cell in enumerate(row)).rstrip())
+    for row in data["probes"]:
+        print(f"probe {row['probe']}: {row['model']} on {row['task']}: "
+              + (f"{row['summary']['mean']:.2f}" if row["summary"] else "–") + f" ({row['seeds_done']}/{row['seeds']} seeds)")
     folder = study.out / "report"
     print(f"wrote {folder / 'report.md'}, report.tex, report.csv, report.json"
           + (f" and {len(data['figures'])} figure(s)" if data["figures"] else ""))
