@@ -339,3 +339,29 @@ def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(
     assert lines[1].strip() == f"retry: biobench study run {path}"
     assert lines[2].split()[:4] == ["eval/fr/a", "waiting", "on", "pretrain/a"]
 
+
+@pytest.mark.parametrize("name", ["tiny", "paper-fr-base", "paper-en-base"])
+def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, capsys):
+    """`study run --dry-run` of each example: the paper's French study carries Table 7's decay sweep (each
+    decay_ratio a run of its own, evaluated and compared with the 1B decay), Table 4's decoder control (a
+    Gemma-3 decoder-control run and its CKA from init to final) and Table 3/6's transplants with their probes."""
+    path = REPO / "examples" / "studies" / f"{name}.toml"
+    assert cli.main(["study", "run", str(path), "--dry-run", "--out", str(tmp_path / "s")]) == 0
+    steps = {line.split(":", 1)[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert not (tmp_path / "s").exists()  # a dry run writes nothing
+    if name != "paper-fr-base":
+        assert "pretrain/detour" in steps and "pretrain/mlm" in steps
+        return
+    study = load_study(path, tmp_path / "s")
+    sweep = {n: s["decay_ratio"] for n, s in study.pretrain.items() if n.startswith("detour-decay-")}
+    assert sweep == {"detour-decay-0.025": 0.025, "detour-decay-0.2": 0.2, "detour-decay-0.3": 0.3,
+                     "detour-decay-0.5": 0.5} and study.pretrain["detour"]["decay_ratio"] == 0.1
+    assert all(steps[f"eval/decay-sweep/{n}"].endswith(f"(after pretrain/{n})") for n in sweep)
+    assert {c.name for c in study.compares} >= {f"decay-{r}-vs-detour" for r in ("0.025", "0.2", "0.3", "0.5")}
+    assert study.pretrain["decoder-control"]["recipe"] == "decoder-control"
+    assert f"--models {tmp_path / 's' / 'runs' / 'decoder-control' / 'init'} " in steps["analysis/cka-decoder-control"]
+    transplants = [s for s in study.steps if s.analysis == "transplant"]
+    assert [s.argv[s.argv.index("--layers") + 1] for s in transplants] == ["0-7", "8-14", "15-21", "0-21", "0-21"]
+    probes = [s for s in study.steps if s.analysis == "probe"]
+    assert len(probes) == 7 and all(s.argv[s.argv.index("--task") + 1] == "diamed" for s in probes)
+    assert study.step("analysis/probe-transplant-mlp").needs == ("analysis/transplant-mlp",)
