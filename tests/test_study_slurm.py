@@ -1,6 +1,7 @@
 """`biobench study run --launcher slurm` on the real one-node SLURM of tests/slurm_cluster.py: each step a job
 submitted through the submitit launcher, the evaluations and the analysis held by `afterok` until the
-pretrainings they read have ended; `study status` while they wait and after; the results read the final weights."""
+pretrainings they read have ended; a pretraining warned of its wall clock in mid-run checkpoints, is requeued
+and resumes; `study status` while they wait and after; the results read the final weights."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def _job_times(cluster, job: str) -> tuple[str, str]:
     return (start[1] if start else ""), (end[1] if end else "")
 
 
+def _restarts(cluster, job: str) -> int:
+    found = re.search(r"Restarts=(\d+)", cluster.client("scontrol", "show", "job", job, "-o", check=False).stdout)
+    return int(found[1]) if found else -1
+
+
 @pytest.mark.slow
 def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, tmp_path):
     env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
@@ -34,7 +40,7 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
 
     t0 = time.monotonic()
     submitted = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug",
-                         "--gpus-per-task", "0", "--cpus-per-task", "1", "--time", "20")
+                         "--gpus-per-task", "0", "--cpus-per-task", "1", "--time", "5")
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     jobs = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", submitted.stdout))
     assert list(jobs) == ["pretrain/detour", "pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final",
@@ -55,20 +61,29 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
     assert re.search(r"\swaiting\s+SLURM job \d+ PENDING \(Dependency\), on pretrain/detour",
                      rows["eval/cls/detour"]), during.stdout  # the detour run trains for a minute at least
 
-    # a pretraining requeued in mid-run (as at a time limit): it writes a checkpoint on SIGTERM, runs again and
-    # resumes from it; the steps that read it wait for its second end
+    # the wall clock in mid-run: the warning SLURM sends a step's job before its limit (submitit's `--signal=
+    # USR2@90`, to the job's processes) sent now; `--time 5` puts the job past submitit's guaranteed wall time
+    # from its start, so the warning is a time-out to it, as at the real limit. The launcher's worker stops the
+    # pretraining with SIGUSR1 (the wall-clock warning biobench pretrain knows), which writes its checkpoint;
+    # submitit requeues the job, which resumes from it; the steps that read it wait for its second end.
     log = tmp_path / "study" / "runs" / "detour" / "train_log.jsonl"
     deadline = time.monotonic() + 300
     while not (log.exists() and log.read_text().count("\n") >= 50):
         assert time.monotonic() < deadline and "FAILED" not in slurm_cluster.states(int(jobs["pretrain/detour"]))
         time.sleep(0.2)
-    slurm_cluster.client("scontrol", "requeue", jobs["pretrain/detour"])
+    slurm_cluster.client("scancel", "--signal=USR2", jobs["pretrain/detour"])
     for job in jobs.values():
         assert slurm_cluster.wait(int(job), timeout=900) == ["COMPLETED"], \
             {p.name: p.read_text()[-1500:] for p in (tmp_path / "study" / "slurm").rglob("*_log.*")}
     wall = time.monotonic() - t0
     pretrain_log = "".join(p.read_text() for p in (tmp_path / "study" / "slurm" / "pretrain--detour").glob("*_log.*"))
-    assert "resuming from" in pretrain_log, pretrain_log[-3000:]
+    for said in ("this job is timed-out",  # submitit, on the warning
+                 "wall-clock warning: stopping biobench",  # the launcher's worker, to its pretraining child
+                 "SIGUSR1: stopping after this step to save a resumable checkpoint", "interrupted; kept ",
+                 "is requeued by submitit (its checkpoint), not here", "Requeued job",
+                 "SLURM job restart 1: resuming from", "resuming from"):
+        assert said in pretrain_log, (said, pretrain_log[-4000:])
+    assert _restarts(slurm_cluster, jobs["pretrain/detour"]) == 1
     # each eval started only after its pretraining ended, and read its final weights
     for run in ("detour", "mlm"):
         _, pretrain_end = _job_times(slurm_cluster, jobs[f"pretrain/{run}"])
