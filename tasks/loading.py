@@ -95,6 +95,28 @@ def _base(spec: TaskSpec, data_dir: Path | None) -> Path | None:
     return Path(spec.base_dir) if spec.base_dir else data_dir
 
 
+def data_stamps(spec: TaskSpec, data_dir: str | Path | None) -> list[Any] | None:
+    """What the task's data is, without reading it: (path, size, mtime_ns) of each file of its local source
+    (files of a folder source included), the generator of a generated one, why there is none when nothing is
+    found; None when it would come from the hub (no stamp to trust). A cache of anything computed from the
+    loaded data (its checksum) is valid while these are equal (api/study_run's plan cache)."""
+    root = resolve_data_dir(data_dir)
+    source, where = locate(spec, root)
+    if source is None:
+        return None if any(s.type == "hub" for s in spec.sources) else ["missing", where]
+    if source.type == "generated":
+        return ["generated", where]
+    base = _base(spec, root)
+    stamps: list[Any] = []
+    for rel in sorted(_source_paths(source)):
+        path = resolve_path(base, rel)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            stat = file.stat()
+            stamps.append([str(file), stat.st_size, stat.st_mtime_ns])
+    return stamps
+
+
 def locate(spec: TaskSpec, data_dir: Path | None) -> tuple[Source | None, str]:
     """The first local/generated source whose files all exist, with where it is; else (None, why not)."""
     reasons = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -365,3 +366,36 @@ def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, caps
     probes = [s for s in study.steps if s.analysis == "probe"]
     assert len(probes) == 7 and all(s.argv[s.argv.index("--task") + 1] == "diamed" for s in probes)
     assert study.step("analysis/probe-transplant-mlp").needs == ("analysis/transplant-mlp",)
+
+
+def test_status_keeps_each_eval_steps_plan_while_what_it_depends_on_is_unchanged(tmp_path, tiny_mlm_dir, monkeypatch):
+    """`study status` plans an eval step once (model revision from its weights, task data, keys) and keeps the
+    plan in <out>/.study/plans/; the next call reads the result files and claims against it without planning
+    and says the same; new weights (or another grid) make it plan again."""
+    import shutil
+
+    import biobench
+    from biobench.eval import runner
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_mlm_dir, model)
+    path = _write(tmp_path, _eval("fr", [str(model)], '["demo-cls", "demo-multilabel"]', "42,43"))
+    calls: list[str] = []
+    real = runner.plan_grid
+    monkeypatch.setattr(runner, "plan_grid", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+
+    def states() -> list[tuple[str, str, str]]:
+        return [(s.step, s.state, s.detail) for s in biobench.study(path).status()]
+
+    first = states()
+    assert first == [("eval/fr/model", "to run", "0/4 runs done")] and len(calls) == 1
+    kept = tmp_path / "study" / ".study" / "plans" / "eval--fr--model.json"
+    assert json.loads(kept.read_text())["runs"][0][:2] == ["demo-cls", 42]
+    assert states() == first and len(calls) == 1  # read from the kept plan: not planned again
+    weights = next(model.glob("*.safetensors"))
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # new weights: another revision maybe
+    assert states() == first and len(calls) == 2
+    assert states() == first and len(calls) == 2
+    path.write_text(_eval("fr", [str(model)], '["demo-cls"]', "42"), encoding="utf-8")  # another grid
+    assert states() == [("eval/fr/model", "to run", "0/1 runs done")] and len(calls) == 3

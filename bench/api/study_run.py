@@ -68,12 +68,12 @@ def _write_record(path: Path, data: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------------ done?
 def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
     """(runs done, runs in all, runs claimed now, why it cannot be planned) of an eval step's grid; planning
-    reads the model's weights (its revision) and the tasks' data, and trains nothing."""
+    reads the model's weights (its revision) and the tasks' data, and trains nothing. The plan (each run's
+    result path and key) is kept in <out>/.study/plans/ while what it was computed from is unchanged
+    (_plan_fingerprint), so `study status` reads the result files and claims without planning again."""
     from biobench.errors import BiobenchError
     from biobench.eval.grid import grid_specs, plan_rows
-    from biobench.eval.runner import plan_grid
     from biobench.ranges import parse_seeds
-    from biobench.tasks.loading import load_task
 
     grid = study.grids[[s.id for s in study.steps if s.kind == "eval"].index(step.id)]
     entry = grid.models[0]
@@ -84,9 +84,19 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
         seeds = parse_seeds(grid.seeds, f"{grid.source}: seeds") if grid.seeds else None
 
         def plan():  # as `eval --config` plans the step's grid (bench/commands/eval.py run_config)
-            return plan_grid(entry.model, specs, lambda spec: load_task(spec, grid.data_dir), grid.results,
-                             seeds=seeds, overrides={**grid.overrides, **entry.overrides}, overwrite=True,
-                             skip_unavailable=grid.lang is not None, name=entry.name, metadata=entry.metadata)
+            fingerprint = _plan_fingerprint(grid, specs)
+            cache = _records(study) / "plans" / f"{step.id.replace('/', '--')}.json"
+            if fingerprint is not None and (kept := _cached_plan(cache, fingerprint)) is not None:
+                return kept
+            from biobench.eval.runner import plan_grid  # the engine's imports: only when it plans
+            from biobench.tasks.loading import load_task
+
+            planned = plan_grid(entry.model, specs, lambda spec: load_task(spec, grid.data_dir), grid.results,
+                                seeds=seeds, overrides={**grid.overrides, **entry.overrides}, overwrite=True,
+                                skip_unavailable=grid.lang is not None, name=entry.name, metadata=entry.metadata)
+            if fingerprint is not None:
+                _keep_plan(cache, fingerprint, planned)
+            return planned
 
         rows = plan_rows(grid.name, entry.name or entry.model, plan)
     except BiobenchError as err:
@@ -97,6 +107,86 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
     runs = [r for r in rows if r.status != "no data"]
     return (sum(r.status == "done" for r in runs), len(runs), sum(r.status == "claimed" for r in runs),
             "; ".join(f"{r.task}: no data" for r in rows if r.status == "no data"))
+
+
+# the code a plan's keys and result paths come from (protocols, task specs, the store's layout and keys)
+PLAN_PACKAGES = ("biobench.eval", "biobench.tasks", "biobench.store")
+
+
+def _stamps(folder: Path, pattern: str = "*") -> list[list[Any]]:
+    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(folder.glob(pattern))
+            if p.is_file() and "__pycache__" not in p.parts]
+
+
+def _plan_fingerprint(grid: Any, specs: list[Any]) -> str | None:
+    """A digest of everything an eval step's plan depends on, read without planning: the step's grid as its
+    file says it (model, tasks, seeds, overrides, results, data folder), the model folder's files (size and
+    time: its revision is the sha256 of its weights), each task's data files (tasks.loading.data_stamps) and
+    biobench's own planning code. None (plan every time) for a model or task data that is not local files: a
+    hub revision or a hub dataset has no stamp to trust."""
+    import hashlib
+    from importlib import import_module
+
+    import biobench
+    from biobench.errors import BiobenchError
+    from biobench.eval.grid import resolved_grid_file
+    from biobench.eval.models import resolve_model
+    from biobench.tasks.loading import data_stamps
+
+    try:  # a study's checkpoint folder, or an alias whose weights are a local folder (e.g. all-MiniLM-L6-v2)
+        model = resolve_model(grid.models[0].model).path
+    except BiobenchError:
+        return None
+    if model is None or not model.is_dir():
+        return None
+    data = [data_stamps(spec, grid.data_dir) for spec in specs]
+    if any(d is None for d in data):
+        return None
+    code = [_stamps(Path(import_module(name).__file__).parent, "**/*") for name in PLAN_PACKAGES]
+    parts = [biobench.__version__, resolved_grid_file([grid]), _stamps(model), data, code]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+@dataclass
+class _KeptTask:
+    id: str
+
+
+@dataclass
+class _KeptRun:
+    task: _KeptTask
+    seed: int
+    path: Path
+    key: dict[str, Any]
+
+
+@dataclass
+class _KeptPlan:
+    """What plan_rows reads of a runner Plan: the runs' result paths and keys, the tasks without data."""
+    name: str
+    grid: list[_KeptRun]
+    unavailable: dict[str, str]
+
+
+def _cached_plan(cache: Path, fingerprint: str) -> _KeptPlan | None:
+    data = _read_record(cache)
+    if data.get("fingerprint") != fingerprint:
+        return None
+    try:
+        return _KeptPlan(str(data["name"]), [_KeptRun(_KeptTask(str(task)), int(seed), Path(path), dict(key))
+                                             for task, seed, path, key in data["runs"]],
+                         {str(k): str(v) for k, v in dict(data["unavailable"]).items()})
+    except (KeyError, TypeError, ValueError):  # an older or damaged record: plan again
+        return None
+
+
+def _keep_plan(cache: Path, fingerprint: str, plan: Any) -> None:
+    try:
+        _write_record(cache, {"fingerprint": fingerprint, "name": plan.name,
+                              "runs": [[run.task.id, run.seed, str(run.path), run.key] for run in plan.grid],
+                              "unavailable": dict(plan.unavailable)})
+    except OSError:  # a study folder this user cannot write (status on a login node): plan every time
+        pass
 
 
 def files_progress(step: Step) -> tuple[int, int]:
