@@ -83,3 +83,25 @@ def plot_needle(result: dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_differences(rows: list[dict[str, Any]], title: str, path: Path) -> None:
+    """A - B per task and on the average (points of macro-F1, %) with their 95% paired-bootstrap intervals, one
+    row each, zero marked; a filled marker where the difference is significant (`significant`: the task's
+    adjusted p, the average's own p, below 0.05). rows: label, diff, low, high (fractions), significant, average."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(rows) + 1.4))
+    ys = list(range(len(rows)))[::-1]
+    for y, row in zip(ys, rows, strict=True):
+        diff, low, high = (100 * row[k] for k in ("diff", "low", "high"))
+        intervals = [[diff - low], [high - diff]] if low == low and high == high else None
+        ax.errorbar(diff, y, xerr=intervals, fmt="D" if row["average"] else "o", capsize=3,
+                    color="black" if row["average"] else "tab:blue",
+                    markerfacecolor=None if row["significant"] else "white")
+    ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_yticks(ys, [row["label"] for row in rows])
+    ax.set(xlabel="A − B, macro-F1 points (95% paired-bootstrap CI)", title=title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -249,6 +249,24 @@ def probe_rows(study: Study) -> list[dict[str, Any]]:
     return rows
 
 
+def difference_figure(item: dict[str, Any], folder: Path) -> Path | None:
+    """The comparison's A − B per task and on the average with their 95% CIs (analysis/plots), as
+    figures/<name>-differences.png; None when no task was compared."""
+    from biobench.analysis.plots import plot_differences
+
+    rows = [{"label": r["task"], "diff": r["diff"], "low": r["ci_low"], "high": r["ci_high"],
+             "significant": r["p_adjusted"] == r["p_adjusted"] and r["p_adjusted"] < 0.05, "average": False}
+            for r in item["compare"]["tasks"]]
+    rows += [{"label": f"average {lang}", "diff": a["diff"], "low": a["ci_low"], "high": a["ci_high"],
+              "significant": a["p_value"] == a["p_value"] and a["p_value"] < 0.05, "average": True}
+             for lang, a in item["compare"].get("averages", {}).items()]
+    if not rows:
+        return None
+    path = folder / "figures" / f"{item['name']}-differences.png"
+    plot_differences(rows, f"{item['models']['a']['name']} − {item['models']['b']['name']}"[:90], path)
+    return path
+
+
 def write_report(study: Study) -> dict[str, Any]:
     """Every [[compare]] of the study and its analyses' figures as <out>/report/report.{md,tex,csv,json} and
     report/figures/; returns the numbers (what report.json holds)."""
@@ -273,6 +291,10 @@ def write_report(study: Study) -> dict[str, Any]:
                f"{item['n_boot']} bootstrap replicates)."]
         if item["compare"]["warning"]:
             md += ["", f"≠ {item['compare']['warning']}"]
+        if (figure := difference_figure(item, folder)) is not None:
+            item["figure"] = str(figure)
+            md += ["", f"![A − B per task with 95% CIs (filled: significant after {item['correction_name']}): "
+                   f"{item['name']}](figures/{figure.name})"]
         md.append("")
         tex += [_latex(h, rows, f"{title}: test macro-F1 (%), mean ± half the 95% CI over seeds"), "",
                 _latex(dh, drows, f"{title}: A - B, 95% paired-bootstrap CI, p and {item['correction_name']}"), ""]
