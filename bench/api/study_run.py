@@ -142,7 +142,7 @@ def _plan_fingerprint(grid: Any, specs: list[Any]) -> str | None:
     data = [data_stamps(spec, grid.data_dir) for spec in specs]
     if any(d is None for d in data):
         return None
-    code = [_stamps(Path(import_module(name).__file__).parent, "**/*") for name in PLAN_PACKAGES]
+    code = [_stamps(Path(str(import_module(name).__file__)).parent, "**/*") for name in PLAN_PACKAGES]
     parts = [biobench.__version__, resolved_grid_file([grid]), _stamps(model), data, code]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
