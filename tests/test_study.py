@@ -403,3 +403,17 @@ def test_status_keeps_each_eval_steps_plan_while_what_it_depends_on_is_unchanged
     assert states() == first and len(calls) == 2
     path.write_text(_eval("fr", [str(model)], '["demo-cls"]', "42"), encoding="utf-8")  # another grid
     assert states() == [("eval/fr/model", "to run", "0/1 runs done")] and len(calls) == 3
+
+
+def test_the_status_benchmark_compares_both_arms_and_prints_the_ratio_last(tmp_path, capsys):
+    """bench/perf/study_status.py (the figure in docs/STUDIES.md): both arms run `study status` as processes,
+    must print the same states, and the ratio is the last line."""
+    from biobench.perf import study_status
+
+    path = _write(tmp_path, _pretrain("a"))
+    assert study_status.main([str(path), "--out", str(tmp_path / "out"), "--repeats", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("plan    median ") and lines[1].startswith("cached  median ")
+    assert "states identical in both arms" in lines[2] and lines[-1].startswith("ratio: ")
+    with pytest.raises(SystemExit):
+        study_status.main([str(path), "--out", str(tmp_path / "out"), "--repeats", "0"])
