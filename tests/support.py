@@ -285,3 +285,31 @@ TINY_STUDY = (study_pretrain("detour", tokens="12K") + study_pretrain("mlm", "ml
           'texts = ["demo-cls"]\nn = 8\nsample_seeds = "42,43"\nmax_length = 32\n'
         + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\ncorrection = "holm"\nn_boot = 200\n'
           'lang = "fr"\npaper_a = "CLM detour (Base, 10B) = ModernCamemBERT-bio-base"\n')
+
+# Table 3/6 in small: layers 0-1 of the detour final copied into the mlm final, and DiaMED's linear probe (here
+# demo-cls) on the mlm final and on that transplant
+TRANSPLANT_PROBES = """
+[[analysis]]
+name = "transplant-low"
+kind = "transplant"
+from = "run:detour/final"
+into = "run:mlm/final"
+layers = "0-1"
+component = "all"
+
+[[analysis]]
+name = "probe-mlm"
+kind = "probe"
+model = "run:mlm/final"
+task = "demo-cls"
+seeds = "42,43"
+limit_train = 64
+
+[[analysis]]
+name = "probe-transplant-low"
+kind = "probe"
+model = "analysis:transplant-low"
+task = "demo-cls"
+seeds = "42,43"
+limit_train = 64
+"""

@@ -14,35 +14,9 @@ from biobench.api.study import load_study, order
 from biobench.errors import ConfigError
 
 from tests.support import TINY_STUDY as TINY
+from tests.support import TRANSPLANT_PROBES
 from tests.support import study_pretrain as _pretrain
 
-# Table 3/6 in small: layers 0-1 of the detour final copied into the mlm final, and DiaMED's linear probe (here
-# demo-cls) on the mlm final and on that transplant
-TRANSPLANT_PROBES = """
-[[analysis]]
-name = "transplant-low"
-kind = "transplant"
-from = "run:detour/final"
-into = "run:mlm/final"
-layers = "0-1"
-component = "all"
-
-[[analysis]]
-name = "probe-mlm"
-kind = "probe"
-model = "run:mlm/final"
-task = "demo-cls"
-seeds = "42,43"
-limit_train = 64
-
-[[analysis]]
-name = "probe-transplant-low"
-kind = "probe"
-model = "analysis:transplant-low"
-task = "demo-cls"
-seeds = "42,43"
-limit_train = 64
-"""
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.support import TINY_STUDY as TINY
+from tests.support import TRANSPLANT_PROBES
 
 
 def _job_times(cluster, job: str) -> tuple[str, str]:
@@ -32,7 +33,8 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
     env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
     path = tmp_path / "study.toml"
     # the detour run long enough (~1,700 optimiser steps) to be requeued in the middle of its training
-    path.write_text(TINY.replace('tokens = "12K"', 'tokens = "400K"', 1), encoding="utf-8")
+    # and a layer transplant with linear probes (Table 3's steps), each job after the ones it reads
+    path.write_text(TINY.replace('tokens = "12K"', 'tokens = "400K"', 1) + TRANSPLANT_PROBES, encoding="utf-8")
 
     def biobench(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "biobench.cli", *args], env=env, cwd=tmp_path,
@@ -44,13 +46,17 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
     assert submitted.returncode == 0, submitted.stderr[-2000:]
     jobs = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", submitted.stdout))
     assert list(jobs) == ["pretrain/detour", "pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final",
-                          "analysis/trajectory"]
+                          "analysis/trajectory", "analysis/transplant-low", "analysis/probe-mlm",
+                          "analysis/probe-transplant-low"]
     assert f"submitted eval/cls/detour: SLURM job {jobs['eval/cls/detour']} (after pretrain/detour: job {jobs['pretrain/detour']})" \
         in submitted.stdout
     assert submitted.stdout.splitlines()[-1] == f"progress: biobench study status {path}"
     # while the pretrainings run, the steps that read them wait on them (SLURM's reason: Dependency)
     deps = slurm_cluster.client("squeue", "-h", "-j", jobs["analysis/cka-final"], "-o", "%E|%r", check=False).stdout
     assert f"afterok:{jobs['pretrain/detour']}" in deps and f"afterok:{jobs['pretrain/mlm']}" in deps, deps
+    probe_deps = slurm_cluster.client("squeue", "-h", "-j", jobs["analysis/probe-transplant-low"], "-o", "%E",
+                                      check=False).stdout
+    assert f"afterok:{jobs['analysis/transplant-low']}" in probe_deps, probe_deps
     graph = slurm_cluster.client("squeue", "-h", "-t", "all", "-o", "%i|%j|%T|%E|%r", check=False).stdout
     print("job graph at submit:\n" + graph)
     during = biobench("study", "status", str(path))
@@ -99,7 +105,12 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
 
     after = biobench("study", "status", str(path))
     print("status after:\n" + after.stdout)
-    assert [line.split()[1] for line in after.stdout.splitlines() if line.strip()] == ["done"] * 6, after.stdout
+    assert [line.split()[1] for line in after.stdout.splitlines() if line.strip()] == ["done"] * 9, after.stdout
+    assert "2/2 seeds done" in next(line for line in after.stdout.splitlines()
+                                    if line.startswith("analysis/probe-transplant-low"))
+    _, transplant_end = _job_times(slurm_cluster, jobs["analysis/transplant-low"])
+    probe_start, _ = _job_times(slurm_cluster, jobs["analysis/probe-transplant-low"])
+    assert transplant_end and probe_start >= transplant_end, (transplant_end, probe_start)
     again = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug", "--gpus-per-task", "0")
     assert again.returncode == 0 and again.stdout.startswith("nothing to submit"), again.stdout
     print(f"tiny study on the local SLURM: {wall:.0f} s from submit to the last job's end")
