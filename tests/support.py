@@ -304,6 +304,7 @@ model = "run:mlm/final"
 task = "demo-cls"
 seeds = "42,43"
 limit_train = 64
+paper = 32.8
 
 [[analysis]]
 name = "probe-transplant-low"

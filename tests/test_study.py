@@ -111,6 +111,8 @@ def test_a_step_checkpoint_resolves_to_the_folder_the_trainer_writes(tmp_path):
      'seeds = "44-42"\n', "range 44-42 is reversed"),
     (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
      'results = "elsewhere"\n', "results is decided by the study"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'paper = nan\n', "analysis 'p' paper value 'nan': give a finite number"),
     (_pretrain("a") + _pretrain("b", "mlm") + '\n[[analysis]]\nname = "c"\nkind = "cka"\n'
      'models = ["run:a/final", "run:b/final"]\ntexts = ["t"]\n'
      '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "analysis:c"\ntask = "demo-cls"\n',
@@ -298,9 +300,16 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
     transplant_name = "transplant-low (layers 0-1 [all] of run:detour/final into run:mlm/final)"
     assert probes["probe-transplant-low"]["model"] == transplant_name and probes["probe-mlm"]["model"] == "run:mlm/final"
     assert f"| probe-transplant-low | {transplant_name} | demo-cls |" in md and "## Linear probes" in md
+    # a probe's `paper = 32.8`: the paper's score beside it (not passed to analyze probe)
+    assert (probes["probe-mlm"]["paper"], probes["probe-transplant-low"]["paper"]) == (32.8, None)
+    assert next(line for line in md.splitlines() if line.startswith("| probe-mlm |")).endswith("| 2/2 | 32.80 |")
+    import biobench
+
+    plan = {step["id"]: step for step in biobench.study(path).plan()}
+    assert "--paper" not in plan["analysis/probe-mlm"]["argv"] and "--task" in plan["analysis/probe-mlm"]["argv"]
     assert f"probe probe-transplant-low: {transplant_name} on demo-cls: " in printed
     assert (out / "report" / "probes.csv").read_text().splitlines()[0] == \
-        "probe,model,task,mean,ci_low,ci_high,seeds_done,seeds"
+        "probe,model,task,mean,ci_low,ci_high,seeds_done,seeds,paper"
 
 
 def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
@@ -343,6 +352,9 @@ def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, caps
     assert [s.argv[s.argv.index("--layers") + 1] for s in transplants] == ["0-7", "8-14", "15-21", "0-21", "0-21"]
     probes = [s for s in study.steps if s.analysis == "probe"]
     assert len(probes) == 7 and all(s.argv[s.argv.index("--task") + 1] == "diamed" for s in probes)
+    assert study.paper_scores == {"probe-mlm": 32.8, "probe-detour": 39.9, "probe-transplant-low": 31.9,
+                                  "probe-transplant-mid": 35.3, "probe-transplant-late": 32.4,
+                                  "probe-transplant-attention": 33.9, "probe-transplant-mlp": 35.3}
     assert study.step("analysis/probe-transplant-mlp").needs == ("analysis/transplant-mlp",)
 
 

@@ -152,6 +152,7 @@ class Study:
     pretrain: dict[str, dict[str, Any]]  # name -> its settings (model and corpus as they will be passed)
     grids: list[Any] = field(default_factory=list)  # the [[eval]] tables as bench.eval.grid.Grid, models resolved
     workers: int = 1  # array elements per eval step under --launcher slurm
+    paper_scores: dict[str, float] = field(default_factory=dict)  # probe analysis name -> the paper's F1 (%)
 
     def step(self, step_id: str) -> Step:
         return next(s for s in self.steps if s.id == step_id)
@@ -425,7 +426,7 @@ def load_study(path: str | Path, out: str | Path | None = None,
             if "data_dir" not in table and "data_dir" in raw:
                 table = {**table, "data_dir": raw["data_dir"]}
         for option, value in table.items():
-            if option in ("name", "kind"):
+            if option in ("name", "kind") or kind == "probe" and option == "paper":  # paper: the report's
                 continue
             if option in ("out", "device") or kind == "probe" and option == "results":
                 raise ConfigError(f"{where}: {option} is decided by the study (out: {folder}; results: "
@@ -478,6 +479,10 @@ def load_study(path: str | Path, out: str | Path | None = None,
                                 done_file=folder / done_name if done_name else None,
                                 done_dir=folder / "results" if done_patterns else None, done_patterns=done_patterns,
                                 analysis=kind))
+        if kind == "probe" and "paper" in table:  # the paper's score for this probe (Table 3/6), shown beside it
+            from biobench.ranges import finite_number
+
+            study.paper_scores[name] = finite_number(table["paper"], f"{where} paper", minimum=0, maximum=100)
 
     # [[compare]]: read by the report; both models must be evaluated by the study
     names: set[str] = set()

@@ -244,6 +244,7 @@ def probe_rows(study: Study) -> list[dict[str, Any]]:
         name = (f"{path.name} ({transplant})" if transplant else
                 f"run:{path.parent.name}/{path.name}" if path.parent.parent == study.runs else model)
         rows.append({"probe": step.id.split("/", 1)[1], "model": name, "task": task,
+                     "paper": study.paper_scores.get(step.id.split("/", 1)[1]),
                      "summary": _summary(scores) if scores else None, "seeds_done": len(scores),
                      "seeds": len(step.done_patterns), "scores": scores})
     return rows
@@ -300,12 +301,13 @@ def write_report(study: Study) -> dict[str, Any]:
                 _latex(dh, drows, f"{title}: A - B, 95% paired-bootstrap CI, p and {item['correction_name']}"), ""]
     probes = probe_rows(study)
     if probes:
-        header = ["probe", "model", "task", "macro-F1", "seeds"]
-        rows = [[p["probe"], p["model"], p["task"], _cell(p["summary"]), f"{p['seeds_done']}/{p['seeds']}"]
-                for p in probes]
+        header = ["probe", "model", "task", "macro-F1", "seeds", "paper"]
+        rows = [[p["probe"], p["model"], p["task"], _cell(p["summary"]), f"{p['seeds_done']}/{p['seeds']}",
+                 _pct(p["paper"])] for p in probes]
         md += ["## Linear probes", "", "Logistic-regression probe on frozen pooled features (`biobench analyze "
                "probe`, the paper's Table 3/6 layout): test macro-F1 (%), mean over probe seeds ± half its 95% "
-               "Student-t interval; a transplant is model B with layers of model A copied in.", "",
+               "Student-t interval; a transplant is model B with layers of model A copied in; paper: the score the "
+               "study file states for it (`paper = ...`).", "",
                _markdown(header, rows), ""]
         tex += [_latex(header, rows, "Linear probes: test macro-F1 (%), mean ± half the 95% CI over probe seeds"), ""]
     if shown:
@@ -324,6 +326,7 @@ def write_report(study: Study) -> dict[str, Any]:
              "mean": p["summary"]["mean"] / 100 if p["summary"] else math.nan,
              "ci_low": p["summary"]["low"] / 100 if p["summary"] else math.nan,
              "ci_high": p["summary"]["high"] / 100 if p["summary"] else math.nan,
-             "seeds_done": p["seeds_done"], "seeds": p["seeds"]} for p in probes])))
+             "seeds_done": p["seeds_done"], "seeds": p["seeds"],
+             "paper": p["paper"] / 100 if p["paper"] is not None else math.nan} for p in probes])))
     atomic_write(folder / "report.json", json.dumps(data, indent=1, default=str, allow_nan=True) + "\n")
     return data
