@@ -30,7 +30,7 @@ from biobench.board.entry_pairs import (
 )
 from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
-from biobench.leaderboard.api import serve
+from biobench.leaderboard.json_routes import serve
 from biobench.leaderboard.service_views import (
     build_paper_tab,
     build_queue_tab,
@@ -430,8 +430,8 @@ def _task_tab(live: Live, app: gr.Blocks) -> None:
 def _model_tab(live: Live, app: gr.Blocks) -> None:
     """The Model tab: pick a language and a model (one per model, as the tables list them) for its metadata —
     parameters, context, license, base model, training data, open weights, each stated or from its card — and
-    its per-task results, smoke runs marked; the view of /api/v1/models (leaderboard/api.py), nothing recomputed."""
-    from biobench.leaderboard.api import model_choices, model_row_json
+    its per-task results, smoke runs marked; the view of /api/v1/models (leaderboard/json_routes.py), nothing recomputed."""
+    from biobench.leaderboard.json_routes import model_choices, model_row_json
 
     board = live.board
     with gr.Tab("Model", id="tab-model") as tab:
@@ -831,7 +831,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             page = Page(live, header, banner, status, poll, controls, tables, refresh_tables, compare_tab, paper,
                         problems)
             _wire_refresh(page, refresh_button, refresh_note, timer, rebuild)
-    app.biobench_board = lambda: live.board  # what the JSON routes read (leaderboard/api.py), refreshes included
+    app.biobench_board = lambda: live.board  # what the JSON routes read (leaderboard/json_routes.py), refreshes included
     return app
 
 

@@ -42,7 +42,7 @@ Settings, each overridable by an environment variable (a Space's "Variables and 
 
 import os
 
-from biobench.leaderboard.api import serve
+from biobench.leaderboard.json_routes import serve
 from biobench.leaderboard.app import LAUNCH_OPTIONS, build_space_app
 from biobench.leaderboard.space import serve_host, space_proxies
 from biobench.service.submission import trust_proxies

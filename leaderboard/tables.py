@@ -846,7 +846,7 @@ def _metadata_text(field: str, value: Any) -> str:
 
 def model_panel(row: dict[str, Any] | None) -> tuple[str, pd.DataFrame]:
     """The Model tab: a model's metadata (each field said to be stated by its submitter or read from its model
-    card / config) and its per-task results, from its row as /api/v1/models gives it (leaderboard/api.py
+    card / config) and its per-task results, from its row as /api/v1/models gives it (leaderboard/json_routes.py
     `model_row_json`: the same board model, nothing computed twice). Smoke runs are rows marked ⚑ with their
     overrides, never averaged with the protocol's seeds. Every value from results is escaped (`md`)."""
     if row is None:

@@ -158,8 +158,8 @@ def test_the_page_the_json_and_their_counts_agree_on_a_smoke_only_board(tmp_path
     """Issue 52 item 3: on the demo's board (smoke runs only) the page showed them and the JSON hid them, and the
     header, the toggle and the JSON each counted something else. One default, one count (`tables.row_counts`)."""
     from biobench.board.board import build_board
-    from biobench.leaderboard.api import leaderboard_json
     from biobench.leaderboard.app import header_text
+    from biobench.leaderboard.json_routes import leaderboard_json
     from biobench.leaderboard.tables import Filters, render_html
     from biobench.store import Result, result_path, run_key, write_result
 

@@ -76,7 +76,7 @@ def test_export_push_api_compare_and_load_results_never_read_outside(planted, tm
     import biobench
     import pandas as pd
     from biobench.board.board import build_board
-    from biobench.leaderboard.api import leaderboard_json, model_json
+    from biobench.leaderboard.json_routes import leaderboard_json, model_json
 
     root, cases, _ = planted
     before = snapshot(tmp_path, root)
@@ -223,7 +223,7 @@ def test_names_and_texts_keep_no_control_or_bidi_character(tmp_path, capsys):
 
 def test_the_api_404_echoes_a_short_name(tmp_path):
     from biobench.board.board import build_board
-    from biobench.leaderboard import api
+    from biobench.leaderboard import json_routes
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
@@ -231,8 +231,8 @@ def test_the_api_404_echoes_a_short_name(tmp_path):
     hc.good_result(root, "good-1")
     app = FastAPI()
     board = build_board([root], reference=False, significance=False)
-    api.add_routes(app, lambda: board)
-    answer = TestClient(app).get(f"{api.API_PREFIX}/models/" + "n" * 60_000 + "%1b")  # the client's URL limit: 64 KiB
+    json_routes.add_routes(app, lambda: board)
+    answer = TestClient(app).get(f"{json_routes.API_PREFIX}/models/" + "n" * 60_000 + "%1b")  # the client's URL limit: 64 KiB
     assert answer.status_code == 404 and len(answer.text) < 400 and "\\u001b" not in answer.text
 
 

@@ -29,8 +29,8 @@ def _write(root: Path, slug: str, task: str, seed: int, f1: float, details: dict
 @pytest.fixture
 def served(tmp_path):
     gr = pytest.importorskip("gradio")
-    from biobench.leaderboard.api import add_routes
     from biobench.leaderboard.app import build_app
+    from biobench.leaderboard.json_routes import add_routes
 
     contamination = {"n": 13, "splits": {"test": {"examples": 100, "contaminated": 7, "share": 0.07}}}
     _write(tmp_path, "my-model--aaaa", "quaero-emea", 42, 0.50, {"contamination": contamination})

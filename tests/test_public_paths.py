@@ -47,7 +47,7 @@ def test_the_problems_tab_names_files_relative_to_their_results_folder(tmp_path)
 
 
 def test_the_json_api_names_no_server_path(tmp_path):
-    from biobench.leaderboard.api import leaderboard_json, model_json, tasks_json
+    from biobench.leaderboard.json_routes import leaderboard_json, model_json, tasks_json
 
     first, second = _hostile_results(tmp_path)
     board = build_board([first, second], significance=False)

@@ -130,10 +130,10 @@ def _run_app(app: Path, monkeypatch, env: dict[str, str]) -> tuple[str, dict]:
     trusts) and the launch options the app passed."""
     import runpy
 
-    from biobench.leaderboard import api
+    from biobench.leaderboard import json_routes
 
     launched: dict = {}
-    monkeypatch.setattr(api, "serve", lambda demo, **options: launched.update(options))
+    monkeypatch.setattr(json_routes, "serve", lambda demo, **options: launched.update(options))
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # uvicorn's own default, which the app must replace
     for key in ("SPACE_ID", "BIOBENCH_TRUSTED_PROXY"):
         monkeypatch.delenv(key, raising=False)
