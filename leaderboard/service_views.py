@@ -179,7 +179,7 @@ def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
     if not queue:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
     from biobench.service.queue import list_requests
-    from biobench.service.storage import open_storage
+    from biobench.service.queue_storage import open_storage
 
     try:  # a malformed request file or an unreachable hub never stops the app (the worker reports them)
         everything = list_requests(open_storage(queue))  # oldest first
@@ -224,7 +224,7 @@ def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueT
         if not queue:
             return None
         from biobench.service.queue import list_requests
-        from biobench.service.storage import open_storage
+        from biobench.service.queue_storage import open_storage
 
         current = frame()
         if not 0 <= index < len(current):

@@ -60,7 +60,7 @@ def files_under(folder: str) -> list[Path]:
 def test_module_names_follow_the_package_dirs():
     assert module_name(ROOT / "bench/runtime/files.py") == "biobench.runtime.files"
     assert module_name(ROOT / "tasks/readers/__init__.py") == "biobench.tasks.readers"
-    assert "biobench.runtime.files.atomic_write" in imports_of(ROOT / "bench/store/storage.py")
+    assert "biobench.runtime.files.atomic_write" in imports_of(ROOT / "bench/store/result_files.py")
 
 
 @pytest.mark.parametrize("folder", ["leaderboard", "tasks"])
@@ -208,7 +208,7 @@ LAYERS = {
     "leaderboard": ("biobench.leaderboard", "biobench.board", "biobench.store", "biobench.stats", "biobench.names",
                     "biobench.aliases", "biobench.runtime", "biobench.errors",
                     # the Submit tab and its Queue view: the request queue, not the worker that runs evaluations
-                    "biobench.service.queue", "biobench.service.storage", "biobench.service.submission"),
+                    "biobench.service.queue", "biobench.service.queue_storage", "biobench.service.submission"),
 }
 
 

@@ -360,7 +360,7 @@ def test_malformed_requests_fail_in_one_line_and_the_next_request_runs(tmp_path)
     import json
 
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     root, victim = tmp_path / "queue", tmp_path / "victim.log"
     victim.write_text("precious")
@@ -402,7 +402,7 @@ def test_hub_queues_check_ids_alike(tmp_path):
     import json
 
     from biobench.service import queue as q
-    from biobench.service.storage import open_storage
+    from biobench.service.queue_storage import open_storage
 
     storage = open_storage("hf://datasets/org/requests", dry_run=tmp_path / "dry")
     (tmp_path / "dry" / "requests").mkdir(parents=True)
@@ -413,7 +413,7 @@ def test_hub_queues_check_ids_alike(tmp_path):
 
 def test_malformed_leases_never_block_the_queue(tmp_path):
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     root = tmp_path / "queue"
     cases = hc.malformed_leases(root)
@@ -431,7 +431,7 @@ def test_malformed_leases_never_block_the_queue(tmp_path):
 def test_a_queue_folder_linked_outside_stops_the_worker_in_one_line(tmp_path, capsys, folder):
     import json
 
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     root, outside = tmp_path / "queue", tmp_path / "outside"
     outside.mkdir()
@@ -460,7 +460,7 @@ def test_a_duplicate_request_file_runs_once(tmp_path):
     import shutil
 
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     root = tmp_path / "queue"
     (root / "requests").mkdir(parents=True)
@@ -476,7 +476,7 @@ def test_a_worker_that_cannot_publish_claims_nothing(tmp_path, capsys, monkeypat
     import json
 
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     root = tmp_path / "queue"
@@ -495,7 +495,7 @@ def test_any_error_in_a_claimed_request_fails_it_in_one_line(tmp_path, monkeypat
 
     from biobench.service import queue as q
     from biobench.service import worker
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     root = tmp_path / "queue"
     (root / "requests").mkdir(parents=True)
@@ -544,7 +544,7 @@ def test_every_command_line_of_the_sweep_is_one_error_line(tmp_path, capsys, mon
 
 def test_review_and_per_submitter_limits(tmp_path, capsys):
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     queue_dir = str(tmp_path / "q")
     assert cli.main(["queue", "configure", "--queue", queue_dir, "--review", "on", "--max-pending", "2"]) == 0

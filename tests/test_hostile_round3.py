@@ -66,7 +66,7 @@ def test_one_table_of_ranges_checks_cli_request_grid_and_form(tmp_path):
 
 def test_a_queued_request_with_a_huge_override_fails_in_one_line_and_the_next_runs(tmp_path):
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     root = tmp_path / "queue"
     (root / "requests").mkdir(parents=True)
@@ -84,7 +84,7 @@ def test_a_request_past_its_hours_is_stopped_in_one_line(tmp_path):
     import sys
 
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
     from biobench.service.worker import WorkerConfig, run_worker
 
     root = tmp_path / "queue"
@@ -107,7 +107,7 @@ def test_approve_and_reject_at_once_exactly_one_wins(tmp_path):
     the other is told in one line, and the request ends in the winner's state (never pending-review)."""
     from biobench.errors import ConfigError
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     storage = FolderStorage(tmp_path / "q")
     q.write_settings(storage, q.Settings(review=True))
@@ -142,7 +142,7 @@ def test_a_full_log_disk_fails_the_request_in_one_line_and_stops_the_worker(tmp_
     linked to it. The request fails with one `disk full` line, the worker stops (rc 2, one line), the next
     request stays pending; with the probe of the log folder on /dev/full, nothing is claimed at all."""
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
     from biobench.service.worker import PROBE
 
     if not os.path.exists("/dev/full"):

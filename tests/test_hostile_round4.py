@@ -140,7 +140,7 @@ def test_duplicate_keys_are_refused_in_every_json_read_from_a_stranger(tmp_path)
     with pytest.raises(UnsafeJSONError, match=r"rows.jsonl:2: duplicate key 'b'"):
         list(iter_jsonl(tmp_path / "rows.jsonl"))
     assert parse_json('{"a": {"a": 1}, "b": [{"a": 2}]}') == {"a": {"a": 1}, "b": [{"a": 2}]}  # nesting is fine
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     queue = tmp_path / "q" / "requests"
     queue.mkdir(parents=True)
@@ -201,7 +201,7 @@ def test_names_and_texts_keep_no_control_or_bidi_character(tmp_path, capsys):
     from biobench.names import display_name
     from biobench.runtime.paths import UnsafePathError, check_text, display_text, safe_member
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     assert display_name({"name": "DrBERT\u202e7b"}) == "DrBERT\ufffd7b"
     assert display_name({"alias": "x\x1b[2Jy"}) == "x\ufffd[2Jy"
@@ -247,13 +247,13 @@ def test_prefetch_does_not_take_org_dotdot_for_a_hub_id(capsys):
 
 
 def test_a_predictions_file_is_bounded_by_its_task(tmp_path):
-    from biobench.store import storage
+    from biobench.store import result_files
 
     path = hc.good_result(tmp_path / "r", "m", n_test=60)
-    assert storage.predictions_limit(path.with_name("seed-42.predictions.jsonl")) == 60 * storage.PER_EXAMPLE_BYTES
+    assert result_files.predictions_limit(path.with_name("seed-42.predictions.jsonl")) == 60 * result_files.PER_EXAMPLE_BYTES
     path.write_text(path.read_text().replace('"n_test": 60', '"n_test": "lots"'))
-    assert storage.predictions_limit(path.with_name("seed-42.predictions.jsonl")) == storage.MAX_PREDICTIONS_BYTES
-    assert len(storage.read_predictions(path)) == 60
+    assert result_files.predictions_limit(path.with_name("seed-42.predictions.jsonl")) == result_files.MAX_PREDICTIONS_BYTES
+    assert len(result_files.read_predictions(path)) == 60
 
 
 if __name__ == "__main__":  # pragma: no cover

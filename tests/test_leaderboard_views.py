@@ -71,7 +71,7 @@ def test_queue_tab_shows_a_finished_requests_score_times_and_board_row(board, tm
     board (the mean over its tasks), short times, how long it took and the board row; a failed one its last line."""
     from biobench.leaderboard.service_views import queue_frame
     from biobench.service import queue
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     storage = FolderStorage(tmp_path)
     tasks = {"diamed": "sha256:1", "quaero-emea": "sha256:2"}
@@ -114,7 +114,7 @@ def test_queue_finds_a_smoke_requests_row_by_model_identity(tmp_path):
     overrides (a smoke row): the Queue still finds the row, its score, and where the link goes."""
     from biobench.leaderboard.service_views import queue_frame, request_entry
     from biobench.service import queue
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
     from biobench.store import Result, result_path, run_key, write_result
 
     results = tmp_path / "results"

@@ -133,7 +133,7 @@ def test_pretrain_refuses_a_model_too_big_before_building_it(tmp_path):
 
 def test_the_worker_fails_a_request_whose_model_is_too_big_and_serves_the_next(tmp_path):
     from biobench.service import queue as q
-    from biobench.service.storage import FolderStorage
+    from biobench.service.queue_storage import FolderStorage
 
     from tests.support import drain
 

@@ -15,7 +15,7 @@ from biobench.cli import build_parser, main
 from biobench.commands.eval import metadata_option
 from biobench.errors import ConfigError
 from biobench.service import queue
-from biobench.service.storage import FolderStorage
+from biobench.service.queue_storage import FolderStorage
 from biobench.service.worker import WorkerConfig, eval_arguments, run_worker
 from biobench.store.metadata import metadata_from_fields
 

@@ -17,7 +17,7 @@ import pytest
 from biobench.cli import main
 from biobench.errors import ConfigError, ResultsError
 from biobench.service import queue
-from biobench.service.storage import FolderStorage, HubStorage, open_storage
+from biobench.service.queue_storage import FolderStorage, HubStorage, open_storage
 from biobench.service.worker import WorkerConfig, publish, run_worker
 
 TASKS = {"demo-cls": "p1", "demo-ml": "p2"}

@@ -58,7 +58,7 @@ def _dev_zero(path: Path) -> None:
 
 def _huge(path: Path) -> None:
     with open(path, "wb") as fh:  # sparse: 9 MiB on paper, nothing on disk
-        fh.truncate(store.storage.MAX_RESULT_BYTES + 2**20)
+        fh.truncate(store.result_files.MAX_RESULT_BYTES + 2**20)
 
 
 HOSTILE = {

@@ -30,7 +30,7 @@ from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, r
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.store import predictions_path, read_json_file, result_path
 from biobench.store.lineage import Lineage
-from biobench.store.storage import MAX_RESULT_BYTES, predictions_limit, predictions_refused
+from biobench.store.result_files import MAX_RESULT_BYTES, predictions_limit, predictions_refused
 from biobench.store.trust import protocol_label
 
 PARQUET = "results.parquet"

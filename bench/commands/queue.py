@@ -36,7 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from biobench.errors import ConfigError
     from biobench.service import queue
-    from biobench.service.storage import open_storage
+    from biobench.service.queue_storage import open_storage
 
     storage = open_storage(args.queue, dry_run=args.dry_run)
     if args.action in ("approve", "reject"):

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from biobench.ranges import finite_number
     from biobench.runtime.paths import HF_DATASETS
     from biobench.service.queue import MAX_LEASE_S
-    from biobench.service.storage import open_storage
+    from biobench.service.queue_storage import open_storage
     from biobench.service.worker import WorkerConfig, run_worker
 
     finite_number(args.lease_seconds, "--lease-seconds", positive=True, maximum=MAX_LEASE_S)

@@ -42,7 +42,7 @@ from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
 from biobench.runtime.slurm import WARNING_SIGNAL
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
-from biobench.store.storage import Decision
+from biobench.store.result_files import Decision
 from biobench.store.summary import TaskScores, language_average, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
 from biobench.tasks.registry import TaskSpec

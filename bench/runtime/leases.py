@@ -58,7 +58,7 @@ SLURM_FIELDS = {"slurm_job_id": "SLURM_JOB_ID", "slurm_array_job_id": "SLURM_ARR
 
 
 class LeaseFiles(Protocol):
-    """Where leases live: the five calls of the queue's Storage (bench/service/storage.py) minus nothing.
+    """Where leases live: the five calls of the queue's Storage (bench/service/queue_storage.py) minus nothing.
     Paths are relative, '/'-separated."""
 
     label: str

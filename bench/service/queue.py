@@ -1,6 +1,6 @@
 """Evaluation requests: the record `biobench submit` writes, and the lease a worker holds while it runs one.
 
-Layout of a queue (a folder or a hub dataset, biobench.service.storage):
+Layout of a queue (a folder or a hub dataset, biobench.service.queue_storage):
     requests/<id>.json          the request: what to run, its status and history (written by its lease holder)
     leases/<id>/<generation>.json  one file per claim; the highest generation is the current lease
 
@@ -34,7 +34,7 @@ from biobench.ranges import MAX_SEEDS, SEED_MAX
 from biobench.runtime import leases
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import LANG_CODE, UNSAFE_TEXT, UnsafePathError, check_text, hide_paths, safe_name
-from biobench.service.storage import Storage
+from biobench.service.queue_storage import Storage
 
 REQUESTS = "requests"
 LEASES = "leases"

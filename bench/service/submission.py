@@ -18,7 +18,7 @@ from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError
 from biobench.service import queue
-from biobench.service.storage import open_storage
+from biobench.service.queue_storage import open_storage
 from biobench.store.metadata import check_metadata
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")

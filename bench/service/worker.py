@@ -32,7 +32,7 @@ from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import cache_home, disk_full_guard
 from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name
 from biobench.service import queue
-from biobench.service.storage import Storage
+from biobench.service.queue_storage import Storage
 
 
 @dataclass

@@ -30,7 +30,7 @@ from biobench.store.record import (
     result_path,
     run_key,
 )
-from biobench.store.storage import (
+from biobench.store.result_files import (
     decide,
     iter_results,
     parse_result,

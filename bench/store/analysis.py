@@ -18,7 +18,7 @@ from typing import Any
 
 from biobench.errors import ResultsError
 from biobench.runtime.jsonfile import object_at
-from biobench.store.storage import read_json_file
+from biobench.store.result_files import read_json_file
 
 ANALYSIS_FILES = {"cka": "cka.json", "needle": "needle_results.json", "cka_trajectory": "cka_trajectory.json"}
 

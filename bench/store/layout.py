@@ -41,7 +41,7 @@ def results_slug(name: str, revision: str | None) -> str:
 def _folder_revision(folder: Path) -> str | None:
     """The model revision recorded by one result file of a results sub-folder (None when it has none); read with
     the store's validating reader (a FIFO or a huge file there is skipped, never read)."""
-    from biobench.store.storage import read_result
+    from biobench.store.result_files import read_result
 
     for path in folder.glob("*/seed-*.json"):
         with contextlib.suppress(ResultsError):
@@ -65,7 +65,7 @@ def folders_of_revision(results_dir: str | Path, revision: str) -> list[Path]:
 def results_of_revision(results_dir: str | Path, revision: str) -> list[Result]:
     """Every result of the weights with this revision, in whichever results sub-folder it lies (the folder
     named after the model, one written under another name or location of the same weights, the old layout)."""
-    from biobench.store.storage import iter_results
+    from biobench.store.result_files import iter_results
 
     return [result for folder in folders_of_revision(results_dir, revision)
             for _, result in iter_results(results_dir, folder.name) if result.model.get("revision") == revision]

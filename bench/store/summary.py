@@ -23,7 +23,7 @@ from biobench.stats import (
 )
 from biobench.store.pairing import align_predictions
 from biobench.store.record import Result
-from biobench.store.storage import read_predictions
+from biobench.store.result_files import read_predictions
 
 
 @dataclass
