@@ -359,7 +359,7 @@ def replicate_examples(n: int, n_boot: int, seed: int) -> np.ndarray:
 def replicate_scores(metric: CountMetric, counts: Sequence[np.ndarray], n: int, n_boot: int,
                      seed: int) -> list[np.ndarray]:
     """Each model's (n_boot, S) scores on every replicate (`_scores_of_counts`): per model, whatever the other
-    models, so a board caches them per model and recomputes only a new model's (bench/board/cache.py)."""
+    models, so a board caches them per model and recomputes only a new model's (bench/standings/cache.py)."""
     return _scores_of_counts(metric, counts, replicate_examples(n, n_boot, seed))
 
 

@@ -19,15 +19,6 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from biobench.board.entries import Board, Entry
-from biobench.board.entry_pairs import (
-    average_dict,
-    average_markdown,
-    compare_entries,
-    compare_frame,
-    default_measured_pair,
-    task_mdd,
-)
 from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
 from biobench.leaderboard.json_routes import serve
@@ -55,10 +46,19 @@ from biobench.leaderboard.tables import (
 )
 from biobench.runtime.files import csv_text
 from biobench.service.submission import PublicPolicy, task_protocols
+from biobench.standings.entries import Board, Entry
+from biobench.standings.entry_pairs import (
+    average_dict,
+    average_markdown,
+    compare_entries,
+    compare_frame,
+    default_measured_pair,
+    task_mdd,
+)
 from biobench.store.trust import SMOKE_MARK
 
 LANG_NAMES = {"fr": "French", "en": "English"}
-# the Compare table's columns as the app shows them (biobench.board.entry_pairs' names are the export's)
+# the Compare table's columns as the app shows them (biobench.standings.entry_pairs' names are the export's)
 COMPARE_HEADERS = {"task": "Task", "A": "A (%)", "B": "B (%)", "diff": "A - B (points)",
                    "ci_low": "95% CI low (points)", "ci_high": "95% CI high (points)", "p_value": "p",
                    "method": "Test"}
@@ -169,7 +169,7 @@ def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
 
 
 def _default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
-    from biobench.board.reproduction import paper_entry
+    from biobench.standings.reproduction import paper_entry
 
     reported = [e for e in board.lang_entries(lang) if e.source == "reported"]
 
@@ -861,8 +861,8 @@ def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app
 def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:
     """The app a Space serves (biobench space init): the results dataset rescanned every `refresh_minutes`,
     significance in the background through the on-disk cache, the Submit tab writing to `queue`."""
-    from biobench.board.board import build_board
-    from biobench.board.cache import default_dir
+    from biobench.standings.aggregate import build_board
+    from biobench.standings.cache import default_dir
 
     def rebuild() -> Board:
         return build_board([results], significance="background", cache_dir=default_dir())

@@ -18,9 +18,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from biobench.board.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
 from biobench.leaderboard.tables import Filters, ModelRow, model_key, model_rows, row_counts
 from biobench.names import folder_name, is_hub_id
+from biobench.standings.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
 from biobench.store.trust import SMOKE_MARK
 
 API_PREFIX = "/api/v1"

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from biobench.board.entries import Board
-from biobench.board.scan import TRAIN_LOG, Problem
 from biobench.errors import ResultsError
 from biobench.names import display_name
+from biobench.standings.entries import Board
+from biobench.standings.scan import TRAIN_LOG, Problem
 from biobench.store import read_json_file
 from biobench.store.analysis import ANALYSIS_RECORDS, CKAReport
 

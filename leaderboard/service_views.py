@@ -17,12 +17,12 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from biobench.board.entries import Board, Entry
 from biobench.errors import BiobenchError
 from biobench.leaderboard.tables import display, md, md_code
 from biobench.names import display_name
 from biobench.runtime.paths import HF_DATASETS, hide_paths, public_model
 from biobench.service.submission import PublicPolicy
+from biobench.standings.entries import Board, Entry
 from biobench.store.metadata import LICENSES, MAX_TEXT
 from biobench.store.trust import SMOKE_MARK
 
@@ -362,8 +362,8 @@ class PaperTab:
 
 def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
     """The "vs paper" tab: pick a measured model that the paper reports; per task and for the average, the
-    verdict of bench/board/reproduction.py. `get_board` returns the current board (it changes on refresh)."""
-    from biobench.board.reproduction import board_floor, paper_entry, reproduction, verdict_rows
+    verdict of bench/standings/reproduction.py. `get_board` returns the current board (it changes on refresh)."""
+    from biobench.standings.reproduction import board_floor, paper_entry, reproduction, verdict_rows
 
     def choices() -> list[tuple[str, str]]:
         board = get_board()

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from biobench.board.entries import Average, Board, Cell, Entry, fmt
 from biobench.errors import ConfigError
 from biobench.names import human_tokens
 from biobench.runtime.files import atomic_write, csv_text
+from biobench.standings.entries import Average, Board, Cell, Entry, fmt
 from biobench.store.lineage import Lineage
 from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, protocol_label
 
@@ -102,7 +102,7 @@ def model_rows(board: Board, lang: str, filters: Filters = Filters(), tasks: Seq
     """One row per model of `lang` that passes the filters and has a cell among `tasks` (default: every column),
     sorted as `select` sorts. A task a model ran both ways shows its protocol cell; among smoke runs, the one
     with the most seeds. Rows with the same name get their results folder appended (as the board's entries do)."""
-    from biobench.board.board import _distinct_names
+    from biobench.standings.aggregate import _distinct_names
 
     shown = list(board.columns(lang) if tasks is None else tasks)
     groups: dict[str, list[Entry]] = {}
@@ -341,11 +341,11 @@ def export_frame(board: Board) -> pd.DataFrame:
 
 def write_export(board: Board, path: str | Path, problems: list[tuple[str, str]] | None = None) -> Path:
     """.csv / .json: the aggregated table (one row per language and model); .parquet: one row per measured
-    (model, task, seed) with the run key and the whole result (bench/board/dataset.py); a refused predictions
+    (model, task, seed) with the run key and the whole result (bench/standings/dataset.py); a refused predictions
     file leaves its row's predictions out, into `problems` (dataset.results_frame)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
-        from biobench.board import dataset
+        from biobench.standings import dataset
 
         return dataset.write_parquet(dataset.board_runs(board), path, [] if problems is None else problems)
     frame = export_frame(board)

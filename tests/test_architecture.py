@@ -193,19 +193,19 @@ LAYERS = {
     "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
     # the board model: computations over results folders, below the UI and the service (docs/ARCHITECTURE.md);
     # biobench.eval.models only for matching a local model folder to its results by its weights' hash (lazy, no torch)
-    "bench/board": ("biobench.board", "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names",
+    "bench/standings": ("biobench.standings", "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names",
                     "biobench.aliases", "biobench.eval.models", "biobench.runtime", "biobench.errors"),
     # the service: requests, queue, storage, worker; it runs `eval` (protocols, tasks, models) and publishes
     # through the board model, and never imports the UI
-    "bench/service": ("biobench.service", "biobench.board", "biobench.store", "biobench.eval.protocols",
+    "bench/service": ("biobench.service", "biobench.standings", "biobench.store", "biobench.eval.protocols",
                       "biobench.ranges", "biobench.eval.models", "biobench.names", "biobench.aliases", "biobench.tasks",
                       "biobench.runtime", "biobench.errors"),
     # the Python API: what the commands call (evaluation, results, comparison, pretraining, contamination); above
     # the engine, the board model and training, below the commands; never the UI, the service or the commands
-    "bench/api": ("biobench.api", "biobench.analysis", "biobench.eval", "biobench.tasks", "biobench.board", "biobench.store",
+    "bench/api": ("biobench.api", "biobench.analysis", "biobench.eval", "biobench.tasks", "biobench.standings", "biobench.store",
                   "biobench.training", "biobench.stats", "biobench.metrics", "biobench.names", "biobench.aliases",
                   "biobench.ranges", "biobench.runtime", "biobench.errors"),
-    "leaderboard": ("biobench.leaderboard", "biobench.board", "biobench.store", "biobench.stats", "biobench.names",
+    "leaderboard": ("biobench.leaderboard", "biobench.standings", "biobench.store", "biobench.stats", "biobench.names",
                     "biobench.aliases", "biobench.runtime", "biobench.errors",
                     # the Submit tab and its Queue view: the request queue, not the worker that runs evaluations
                     "biobench.service.queue", "biobench.service.queue_storage", "biobench.service.submission"),
@@ -221,7 +221,7 @@ def test_each_layer_imports_only_what_the_architecture_page_allows(folder):
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/board", "bench/service", "bench/analysis", "bench/eval", "bench/api",
+LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/standings", "bench/service", "bench/analysis", "bench/eval", "bench/api",
                    "tasks", "heads", "training"]
 
 
@@ -243,6 +243,6 @@ def test_no_library_package_imports_the_ui(folder):
 
 
 def test_the_board_model_and_the_service_import_no_torch():
-    for folder in ("bench/board", "bench/service", "leaderboard"):
+    for folder in ("bench/standings", "bench/service", "leaderboard"):
         for path in files_under(folder):
             assert not {m for m in imports_of(path) if m.split(".")[0] in ("torch", "transformers")}, path

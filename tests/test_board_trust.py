@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from biobench.board.board import build_board
-from biobench.board.dataset import results_frame, summary_lines
 from biobench.leaderboard.tables import (
     Filters,
     export_frame,
@@ -18,6 +16,8 @@ from biobench.leaderboard.tables import (
     render_text,
     select,
 )
+from biobench.standings.aggregate import build_board
+from biobench.standings.dataset import results_frame, summary_lines
 from biobench.store import Result, result_path, run_key, write_result
 
 SMOKE = {"epochs": {"run": 1, "protocol": 15}, "limit_train": {"run": 200, "protocol": None}}
@@ -115,7 +115,7 @@ def test_degenerate_predictions_are_marked_with_their_reason(board):
 
 
 def test_verdicts_against_the_paper_read_the_protocol_row(board):
-    from biobench.board.reproduction import model_verdicts
+    from biobench.standings.reproduction import model_verdicts
 
     (smoke,) = [e for e in board.lang_entries("fr") if e.smoke]
     assert (smoke.slug, smoke.base_name) == ("m", "m")
@@ -148,7 +148,7 @@ def test_the_smoke_box_starts_ticked_only_when_every_measured_row_is_smoke(board
 def test_compare_tab_lists_the_settings_a_smoke_row_differs_in_and_runs_no_test(board):
     """The function the Compare tab calls (`board.entry_pairs.compare_entries`): a protocol row against its own
     smoke row differs in the smoke overrides, so the task gets its difference and no p-value."""
-    from biobench.board.entry_pairs import compare, compare_entries, same_protocol
+    from biobench.standings.entry_pairs import compare, compare_entries, same_protocol
 
     (smoke,) = [e for e in board.lang_entries("fr") if e.smoke]
     pair = compare_entries(board, "fr", "m", smoke.key, n_boot=50)

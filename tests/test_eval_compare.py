@@ -7,9 +7,9 @@ import random
 
 import pytest
 from biobench import cli
-from biobench.board.folder_pairs import compare
 from biobench.errors import ConfigError, ResultsError
 from biobench.metrics import score
+from biobench.standings.folder_pairs import compare
 from biobench.store import Result, result_path, run_key, write_result
 
 

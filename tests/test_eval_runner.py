@@ -316,7 +316,7 @@ def test_full_disk_ends_the_grid_with_one_line_and_the_finished_result_whole(tin
 def test_a_check_then_the_protocol_run_of_the_same_seed_both_succeed_and_both_stay(tiny_mlm_dir, tmp_path):
     """"Check, then run for real": the smoke run goes to seed-1.smoke-<hash>.json, the protocol run to
     seed-1.json; a rerun of either is skipped, and the board reads both as separate rows."""
-    from biobench.board.board import build_board
+    from biobench.standings.aggregate import build_board
 
     one = [spec("t1", seeds=(1,))]
     check = plan(tiny_mlm_dir, tmp_path, specs=one)

@@ -157,10 +157,10 @@ def test_the_default_pair_and_a_page_view_at_300_models_stay_within_bounds(tmp_p
 def test_the_page_the_json_and_their_counts_agree_on_a_smoke_only_board(tmp_path):
     """Issue 52 item 3: on the demo's board (smoke runs only) the page showed them and the JSON hid them, and the
     header, the toggle and the JSON each counted something else. One default, one count (`tables.row_counts`)."""
-    from biobench.board.board import build_board
     from biobench.leaderboard.app import header_text
     from biobench.leaderboard.json_routes import leaderboard_json
     from biobench.leaderboard.tables import Filters, render_html
+    from biobench.standings.aggregate import build_board
     from biobench.store import Result, result_path, run_key, write_result
 
     smoke = {"overrides": {"epochs": {"run": 1, "protocol": 15}}}
@@ -187,9 +187,9 @@ def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_i
     """Issue 52 item 5: the README's degenerate one-epoch run (a second smoke run of the model, under its --quick
     one) appeared nowhere on the page but an off-screen column; and its other test subset was listed twice as a
     Problem. Now its model's cell carries ⚠ with the finding in its hover; Problems stays empty."""
-    from biobench.board.board import build_board
-    from biobench.board.entry_pairs import compare_entries
     from biobench.leaderboard.tables import Filters, render_html
+    from biobench.standings.aggregate import build_board
+    from biobench.standings.entry_pairs import compare_entries
     from biobench.store import Result, result_path, run_key, write_result
 
     def write(slug, seed, smoke_hash, overrides, score, n, degenerate=None):
@@ -222,7 +222,7 @@ def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_i
 
 
 def test_a_smoke_rows_short_tag():
-    from biobench.board.board import short_smoke
+    from biobench.standings.aggregate import short_smoke
 
     quick = ("batch_size 8 (protocol 16), dev_metric micro_f1 (protocol sampled_span_f1), head hf-token (protocol "
              "span), max_length 128 (protocol 1,024), max_steps 150 (protocol none)")
@@ -258,9 +258,9 @@ def test_the_boards_the_clis_and_the_apis_comparison_are_one_answer(tmp_path, ca
     import random
 
     import biobench
-    from biobench.board.board import build_board
-    from biobench.board.entry_pairs import compare_entries
     from biobench.leaderboard.app import compare_rows, default_pair
+    from biobench.standings.aggregate import build_board
+    from biobench.standings.entry_pairs import compare_entries
     from biobench.store import Result, result_path, run_key, write_result
 
     def write(slug, task, kind, seed, overrides, accuracy):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from biobench.board.board import build_board
 from biobench.leaderboard.tables import efficiency_frame, model_detail, render_html
 from biobench.runtime.paths import UnsafePathError, safe_join, safe_member, safe_name
+from biobench.standings.aggregate import build_board
 from markdown_it import MarkdownIt
 
 from tests import hostile_corpus as hc
@@ -655,7 +655,7 @@ def test_predictions_and_markers_are_read_bounded_when_publishing(tmp_path, caps
     marker nested 200k deep raised RecursionError (issue 27)."""
     import shutil
 
-    from biobench.board import dataset
+    from biobench.standings import dataset
 
     root = tmp_path / "results"
     shutil.copytree(hc.FIXTURES / "local__tiny-detour", root / "local__tiny-detour")

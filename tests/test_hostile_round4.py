@@ -56,7 +56,7 @@ def _case(cases: dict[str, tuple[str, str]], slug: str) -> tuple[str, str]:
 
 
 def test_the_board_lists_each_planted_file_once_and_keeps_the_genuine_runs(planted):
-    from biobench.board.board import build_board
+    from biobench.standings.aggregate import build_board
 
     root, cases, _ = planted
     board = build_board([root], reference=False, significance=True)
@@ -75,8 +75,8 @@ def test_the_board_lists_each_planted_file_once_and_keeps_the_genuine_runs(plant
 def test_export_push_api_compare_and_load_results_never_read_outside(planted, tmp_path, capsys):
     import biobench
     import pandas as pd
-    from biobench.board.board import build_board
     from biobench.leaderboard.json_routes import leaderboard_json, model_json
+    from biobench.standings.aggregate import build_board
 
     root, cases, _ = planted
     before = snapshot(tmp_path, root)
@@ -222,8 +222,8 @@ def test_names_and_texts_keep_no_control_or_bidi_character(tmp_path, capsys):
 
 
 def test_the_api_404_echoes_a_short_name(tmp_path):
-    from biobench.board.board import build_board
     from biobench.leaderboard import json_routes
+    from biobench.standings.aggregate import build_board
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 

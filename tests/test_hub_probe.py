@@ -123,7 +123,7 @@ def test_compare_over_local_results_never_probes(fresh_probe, tmp_path, capsys):
     import shutil
     from pathlib import Path
 
-    from biobench.board.folder_pairs import model_folder
+    from biobench.standings.folder_pairs import model_folder
 
     fresh_probe.setattr(hub, "probe", lambda *a: pytest.fail("probed the hub for local results"))
     results = tmp_path / "results"

@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from biobench.board.board import build_board
 from biobench.leaderboard import plots
 from biobench.leaderboard.app import build_app, task_label_frame, task_seed_frame
+from biobench.standings.aggregate import build_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -17,8 +17,8 @@ def test_leaderboard_never_imports_torch():
     code = (
         "import sys, json\n"
         "from biobench.commands import leaderboard as cmd\n"
-        "from biobench.board import board, entry_pairs, folder_pairs, scan\nfrom biobench.leaderboard import app, plots, tables\n"
-        f"b = board.build_board([{str(FIXTURES)!r}], n_boot=50)\n"
+        "from biobench.standings import aggregate, entry_pairs, folder_pairs, scan\nfrom biobench.leaderboard import app, plots, tables\n"
+        f"b = aggregate.build_board([{str(FIXTURES)!r}], n_boot=50)\n"
         "app.build_app(b)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'matplotlib'))))\n"
     )
@@ -97,7 +97,7 @@ def test_needle_file_as_written_by_analyze(tmp_path):
 
 
 def test_cka_trajectory_figure_from_the_json(tmp_path):
-    from biobench.board.scan import scan_results
+    from biobench.standings.scan import scan_results
 
     run = tmp_path / "runs" / "detour"
     run.mkdir(parents=True)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from biobench.board import scan as R
-from biobench.board.board import build_board, lineage_text, size_bucket
-from biobench.board.entry_pairs import compare
 from biobench.leaderboard.tables import Filters, language_frame, render_html, render_text, select
+from biobench.standings import scan as R
+from biobench.standings.aggregate import build_board, lineage_text, size_bucket
+from biobench.standings.entry_pairs import compare
 from scipy import stats as sps
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
@@ -148,8 +148,8 @@ def test_no_reference_hides_paper_rows():
 
 
 def test_compare_tab_task_average_and_task_view_mdd(board):
-    from biobench.board.entry_pairs import average_markdown, compare_average, task_mdd
     from biobench.leaderboard.app import task_seed_frame
+    from biobench.standings.entry_pairs import average_markdown, compare_average, task_mdd
 
     per_task = compare(board, "fr", "local__tiny-detour", "minilm", n_boot=200).set_index("task")
     avg = compare_average(board, "fr", "local__tiny-detour", "minilm", n_boot=300)
@@ -169,8 +169,8 @@ def test_board_does_not_import_compare():
     import subprocess
     import sys
 
-    code = ("import sys, biobench.board.board; "
-            "assert 'biobench.board.entry_pairs' not in sys.modules and 'torch' not in sys.modules")
+    code = ("import sys, biobench.standings.aggregate; "
+            "assert 'biobench.standings.entry_pairs' not in sys.modules and 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -219,7 +219,7 @@ def test_scan_walks_once_in_rglob_order_and_keeps_the_stamps(tmp_path):
 def test_the_board_is_built_with_the_collector_paused_and_restored(monkeypatch):
     import gc
 
-    from biobench.board import board as B
+    from biobench.standings import aggregate as B
 
     seen = []
     real = B.R.scan_results

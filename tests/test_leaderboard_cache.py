@@ -8,10 +8,10 @@ import os
 import shutil
 from pathlib import Path
 
-from biobench.board import workers
-from biobench.board.board import build_board
-from biobench.board.cache import cached_groups
-from biobench.board.significance import compute_groups
+from biobench.standings import process_pool
+from biobench.standings.aggregate import build_board
+from biobench.standings.cache import cached_groups
+from biobench.standings.significance import compute_groups
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -66,8 +66,8 @@ def test_scale_script_folder_builds_a_board(tmp_path):
 
 
 def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
-    from biobench.board import scan as R
     from biobench.leaderboard.tables import render_html
+    from biobench.standings import scan as R
 
     results, cache = tmp_path / "results", tmp_path / "cache"
     shutil.copytree(FIXTURES, results)
@@ -107,8 +107,8 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
     shows the progress, then re-renders the tables with the top-group marks; the groups equal computed ones."""
     import threading
 
-    from biobench.board import cache
     from biobench.leaderboard.app import build_app
+    from biobench.standings import cache
 
     results = tmp_path / "results"
     shutil.copytree(FIXTURES, results)
@@ -116,7 +116,7 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
     compute_groups(fresh, n_boot=200)
 
     gate, real = threading.Event(), cache._compute
-    monkeypatch.setattr(workers, "ENABLED", False)  # the patched _compute runs in this process only
+    monkeypatch.setattr(process_pool, "ENABLED", False)  # the patched _compute runs in this process only
     monkeypatch.setattr(cache, "_compute", lambda *a: (gate.wait(60), real(*a))[1])
     board = build_board([results], n_boot=200, significance="background", cache_dir=tmp_path / "cache")
     progress = board.significance
@@ -147,12 +147,12 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
 
 
 def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkeypatch):
-    from biobench.board import cache
+    from biobench.standings import cache
 
     def boom(*_):
         raise RuntimeError("predictions unreadable")
 
-    monkeypatch.setattr(workers, "ENABLED", False)  # the patched _compute runs in this process only
+    monkeypatch.setattr(process_pool, "ENABLED", False)  # the patched _compute runs in this process only
     monkeypatch.setattr(cache, "_compute", boom)
     lines: list[str] = []
     board = build_board([FIXTURES], n_boot=50, significance="background", log=lines.append)
@@ -170,12 +170,12 @@ def test_groups_computed_in_the_worker_process_equal_the_ones_computed_here(tmp_
     assert cached_groups(there, n_boot=100, process=True)["computed"] > 1
     assert there.groups == here.groups and there.problems == here.problems
     broken = build_board([FIXTURES], significance=False)
-    real = workers._WORKER
+    real = process_pool._WORKER
     try:
-        workers._WORKER = "import sys; sys.exit(3)"
+        process_pool._WORKER = "import sys; sys.exit(3)"
         cached_groups(broken, n_boot=100, process=True)
     finally:
-        workers._WORKER = real
+        process_pool._WORKER = real
     assert broken.groups == here.groups
 
 
@@ -189,14 +189,14 @@ def test_groups_from_several_workers_come_back_in_task_order(tmp_path, monkeypat
     cached_groups(here, n_boot=100)
     groups = list(here.groups.values())
     assert len(groups) == 5 and all(a != b for i, a in enumerate(groups) for b in groups[i + 1:])  # a mix-up shows
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: 64)
-    assert workers.worker_count(2) == 2 and workers.worker_count(100) == workers.MAX_WORKERS
-    monkeypatch.setattr(workers, "MAX_WORKERS", 3)
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: 64)
+    assert process_pool.worker_count(2) == 2 and process_pool.worker_count(100) == process_pool.MAX_WORKERS
+    monkeypatch.setattr(process_pool, "MAX_WORKERS", 3)
     started = []
-    real_popen = workers.subprocess.Popen
-    monkeypatch.setattr(workers.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    real_popen = process_pool.subprocess.Popen
+    monkeypatch.setattr(process_pool.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
     there = build_board([tmp_path], significance=False)
     assert cached_groups(there, n_boot=100, process=True)["computed"] == 5
     assert len(started) == 3 and there.groups == here.groups and there.problems == here.problems
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: None)
-    assert workers.worker_count(5) == 1
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: None)
+    assert process_pool.worker_count(5) == 1

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 from biobench import store
-from biobench.board.board import build_board
+from biobench.standings.aggregate import build_board
 
 
 def _write(root: Path, slug: str, task: str, seed: int, f1: float, details: dict | None = None,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from biobench.board.board import build_board
 from biobench.leaderboard.app import default_pair, first_measured_task
 from biobench.leaderboard.tables import display, model_detail
+from biobench.standings.aggregate import build_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 

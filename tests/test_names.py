@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from biobench.board.board import build_board
 from biobench.eval import runner
 from biobench.leaderboard.tables import Filters, render_html, render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
+from biobench.standings.aggregate import build_board
 from biobench.store import SCHEMA, read_result
 
 LINEAGE = {"schema": "biobench.pretrain/1", "recipe": "detour", "phase": "final",

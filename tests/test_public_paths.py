@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from biobench.board.board import build_board
+from biobench.standings.aggregate import build_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -58,7 +58,7 @@ def test_the_json_api_names_no_server_path(tmp_path):
 
 
 def test_public_path_is_relative_inside_a_root_and_a_last_part_outside():
-    from biobench.board.scan import Problem
+    from biobench.standings.scan import Problem
 
     problem = Problem("/srv/r/m--1/t/seed-1.json", "duplicate of /srv/r2/m--1/t/seed-1.json; see /etc/passwd")
     shown = problem.public(["/srv/r", "/srv/r2"])

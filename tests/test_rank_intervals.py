@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from biobench.board import significance
-from biobench.board.board import build_board
-from biobench.board.cache import cached_groups
-from biobench.board.significance import compute_groups
 from biobench.perf import leaderboard_scale as scale
+from biobench.standings import significance
+from biobench.standings.aggregate import build_board
+from biobench.standings.cache import cached_groups
+from biobench.standings.significance import compute_groups
 
 
 def _copy_model(results: Path, source: str, slug: str) -> None:
@@ -116,7 +116,7 @@ def test_the_export_carries_the_rank_intervals(board_folder, tmp_path):
 
 def test_counts_are_kept_in_float32_only_where_it_holds_them_exactly():
     import numpy as np
-    from biobench.board.significance import _compact
+    from biobench.standings.significance import _compact
 
     whole = np.array([[[0.0, 1.0, 3.0], [2.0, 0.0, 1.0]]])
     assert _compact(whole).dtype == np.float32 and np.array_equal(_compact(whole), whole)

@@ -69,7 +69,7 @@ def test_unknown_or_missing_backend_is_one_clear_error(monkeypatch, tmp_path):
 
 def test_eval_cli_reports_per_run_beside_its_result(tiny_mlm_dir, tmp_path, capsys):
     from biobench import cli
-    from biobench.board.scan import scan_results
+    from biobench.standings.scan import scan_results
 
     args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--epochs", "1",
             "--limit-train", "40", "--max-length", "32", "--results", str(tmp_path), "--no-progress", "--json",

@@ -8,10 +8,10 @@ import math
 from pathlib import Path
 
 import pytest
-from biobench.board import scan as R
-from biobench.board.board import build_board
-from biobench.board.reproduction import DIFFERS, NO_DATA, REPRODUCED, model_verdicts, reproduction
 from biobench.cli import main
+from biobench.standings import scan as R
+from biobench.standings.aggregate import build_board
+from biobench.standings.reproduction import DIFFERS, NO_DATA, REPRODUCED, model_verdicts, reproduction
 from biobench.stats import seed_summary
 
 FIXTURE = next((Path(__file__).parent / "fixtures" / "results" / "full-fr").glob("*/seed-*.json"))

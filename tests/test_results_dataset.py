@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from biobench.board import dataset
-from biobench.board.board import build_board
 from biobench.leaderboard.tables import export_frame, render_html
+from biobench.standings import dataset
+from biobench.standings.aggregate import build_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 
@@ -97,7 +97,7 @@ def test_not_a_results_parquet(tmp_path):
 
 def test_card_averages_compare_like_with_like():
     import pandas as pd
-    from biobench.board.dataset import summary_lines
+    from biobench.standings.dataset import summary_lines
 
     rows = [("A", "fr", t, s, f) for t, f in (("t1", 0.5), ("t2", 0.7), ("t3", 0.9), ("t4", 0.99)) for s in (1, 2)]
     rows += [("B", "fr", t, 1, f) for t, f in (("t1", 0.6), ("t2", 0.6), ("t3", 0.6))]

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 from biobench import store
-from biobench.board import scan as R
-from biobench.board.scan import scan_results
+from biobench.standings import scan as R
+from biobench.standings.scan import scan_results
 from biobench.store import index as store_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
@@ -238,20 +238,20 @@ def test_a_large_cold_scan_read_in_worker_processes_equals_one_read_here(tmp_pat
     """Past PARALLEL_READ_FILES unread results, the scan reads them in `python -c` workers by chunks: the same
     runs, the same Problems lines (the reader's messages), the same index; a worker that fails leaves its
     chunks to this process."""
-    from biobench.board import workers
+    from biobench.standings import process_pool
 
     root = _board(tmp_path)
     here = scan_results([root])
     monkeypatch.setattr(R, "PARALLEL_READ_FILES", 1)
     monkeypatch.setattr(R, "READ_CHUNK", 3)
     started = []
-    real_popen = workers.subprocess.Popen
-    monkeypatch.setattr(workers.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
-    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    real_popen = process_pool.subprocess.Popen
+    monkeypatch.setattr(process_pool.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: 2)
     there = scan_results([root], cache_dir=tmp_path / "cache")
     assert len(started) == 2
     _same(here, there)
     assert any("idx-c" in p.path and "not a fraction" in p.reason for p in there.problems)
     _same(here, scan_results([root], cache_dir=tmp_path / "cache"))  # the index written from the workers' rows
-    monkeypatch.setattr(workers, "_WORKER", "import sys; sys.exit(3)")
+    monkeypatch.setattr(process_pool, "_WORKER", "import sys; sys.exit(3)")
     _same(here, scan_results([root], cache_dir=tmp_path / "other-cache"))

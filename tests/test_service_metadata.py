@@ -10,13 +10,13 @@ import shlex
 
 import pytest
 from biobench import store
-from biobench.board.board import build_board
 from biobench.cli import build_parser, main
 from biobench.commands.eval import metadata_option
 from biobench.errors import ConfigError
 from biobench.service import queue
 from biobench.service.queue_storage import FolderStorage
 from biobench.service.worker import WorkerConfig, eval_arguments, run_worker
+from biobench.standings.aggregate import build_board
 from biobench.store.metadata import metadata_from_fields
 
 from tests import hostile_corpus as hc

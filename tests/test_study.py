@@ -285,7 +285,7 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
     assert "(figures/detour-vs-mlm-differences.png)" in md and "filled: significant after Holm" in md
     assert report["comparisons"][0]["figure"] == str(out / "report" / "figures" / "detour-vs-mlm-differences.png")
     assert (out / "report" / "figures" / "detour-vs-mlm-differences.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # the paper's row for A as published (bench/board/reference): no demo task in Table 1, its French average
+    # the paper's row for A as published (bench/standings/reference): no demo task in Table 1, its French average
     assert "| CLM detour (Base, 10B) = ModernCamemBERT-bio-base (paper) | – | – | 61.60 |" in md
     assert "\\begin{tabular}" in (out / "report" / "report.tex").read_text()
     csv = (out / "report" / "report.csv").read_text().splitlines()

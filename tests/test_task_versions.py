@@ -218,7 +218,7 @@ def test_spec_field_extra_metrics_round_trips():
 def test_leaderboard_reference_rows_use_the_paper_task_ids():
     """The paper's numbers belong to the paper's versions: chemprot (BLUE), typed jnlpba/anatem; the extra
     versions (chemprot-13, jnlpba-blurb, anatem-untyped) never receive a reference row."""
-    from biobench.board.scan import load_reference
+    from biobench.standings.scan import load_reference
 
     tasks = {task for row in load_reference() for task in row.scores}
     assert tasks == set(PAPER_TASKS)

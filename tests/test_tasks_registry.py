@@ -39,7 +39,7 @@ def test_nineteen_paper_tasks_with_table8_lengths():
 
 def test_paper_task_list_agrees_in_its_three_places():
     """The paper's 19 tasks are written three times: PAPER_TASKS (the order), `"paper_task": true` in the spec
-    files, and the task column of the paper's reference rows (bench/board/reference/paper_results.csv).
+    files, and the task column of the paper's reference rows (bench/standings/reference/paper_results.csv).
     Adding or removing a paper task means changing all three; this test names what disagrees."""
     import csv
     from importlib import resources
@@ -48,7 +48,7 @@ def test_paper_task_list_agrees_in_its_three_places():
 
     specs = _builtin()  # the spec files, each variant resolved through its `extends`
     flagged = {tid for tid, spec in specs.items() if spec.paper_task}
-    with resources.files("biobench.board").joinpath("reference", "paper_results.csv").open() as fh:
+    with resources.files("biobench.standings").joinpath("reference", "paper_results.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     in_reference = {row["task"] for row in rows}
     assert len(PAPER_TASKS) == len(set(PAPER_TASKS)) == 19

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from biobench import cli, store
-from biobench.board import cache as groups_cache
-from biobench.board.board import build_board
 from biobench.errors import ResultsError
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, parse_json, read_bytes, too_deep
+from biobench.standings import cache as groups_cache
+from biobench.standings.aggregate import build_board
 from biobench.store.summary import model_summaries
 
 DEEP = "[" * 200_000 + "]" * 200_000

@@ -95,8 +95,8 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
     or a published results dataset (hf://datasets/ORG/NAME); several sources as a list. Files the store's
     reader refuses are listed in `Results.problems`, never fatal."""
     from biobench.api.results import Problem
-    from biobench.board.dataset import resolve_sources
-    from biobench.board.scan import Problem as ScanProblem
+    from biobench.standings.dataset import resolve_sources
+    from biobench.standings.scan import Problem as ScanProblem
     from biobench.store import SEED_FILE
 
     sources = [source] if isinstance(source, str | Path) else list(source)
@@ -122,7 +122,7 @@ def compare(a: str, b: str, results: str | Path = "results", *, tasks: Sequence[
     average per language. `a` and `b`: display names, aliases, hub ids, local model folders or results
     sub-folder names. A task whose runs differ in protocol settings gets no test unless
     `allow_different_protocols`. What `biobench compare A B` prints."""
-    from biobench.board.folder_pairs import compare as compare_folders
+    from biobench.standings.folder_pairs import compare as compare_folders
 
     if n_boot < 1:
         raise ConfigError(f"--n-boot {n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")

@@ -117,6 +117,6 @@ def attach_to_plan(plan: GridPlan, n: int = 13) -> dict[str, Any]:
 def _threshold() -> float:
     """The board's contamination threshold, imported when used: this module loads with `biobench.api` (see its
     __init__), which must stay light."""
-    from biobench.board.entries import CONTAMINATION_THRESHOLD
+    from biobench.standings.entries import CONTAMINATION_THRESHOLD
 
     return CONTAMINATION_THRESHOLD

@@ -135,7 +135,7 @@ class Compare:
     lang: str | None
     correction: Correction
     n_boot: int
-    paper_a: str | None  # a model row of the paper's tables (bench/board/reference) shown beside A
+    paper_a: str | None  # a model row of the paper's tables (bench/standings/reference) shown beside A
     paper_b: str | None
     allow_different_protocols: bool
     source: str
@@ -577,8 +577,8 @@ def _refuse_cycles(needs: dict[str, list[str]], path: Path) -> None:
 
 
 def paper_models() -> list[str]:
-    """The model rows of the paper's Tables 1-2 (bench/board/reference), as a [[compare]]'s paper_a/b names them."""
-    from biobench.board.scan import load_reference
+    """The model rows of the paper's Tables 1-2 (bench/standings/reference), as a [[compare]]'s paper_a/b names them."""
+    from biobench.standings.scan import load_reference
 
     return list(dict.fromkeys(row.model for row in load_reference()))
 

@@ -1,7 +1,7 @@
 """`biobench study report`: a study's comparisons in the paper's layout, beside the paper's own rows, as Markdown,
 LaTeX and CSV (+ JSON of every number), and its analyses' figures, written to <out>/report/.
 
-The numbers are `biobench compare A B --average` on the study's results folder (bench/board/folder_pairs.compare,
+The numbers are `biobench compare A B --average` on the study's results folder (bench/standings/folder_pairs.compare,
 the one A-vs-B computation the CLI, the API and the board share): per task the difference of seed-mean macro-F1
 with its 95% paired-bootstrap interval and p-value, and the task average. Added here: each model's mean with a
 95% Student-t interval over seeds (bench/stats.seed_summary, as the board shows it), and the task-level p-values
@@ -24,7 +24,7 @@ CORRECTION_NAMES = {"holm": "Holm (step-down, family-wise error 5%)", "bonferron
 
 
 def _paper_row(model: str, lang: str | None) -> Any:
-    from biobench.board.scan import load_reference
+    from biobench.standings.scan import load_reference
 
     rows = [r for r in load_reference() if r.model == model and (lang is None or r.lang == lang)]
     return rows[0] if rows else None
@@ -51,7 +51,7 @@ def _summary(values: list[float]) -> dict[str, float]:
 def compare_one(study: Study, spec: Compare) -> dict[str, Any]:
     """One [[compare]]: compare's report (the same call as `biobench compare A B --average --json` by hand, A and
     B given as their checkpoint folders), each model's seed summaries, the adjusted p-values, the paper's rows."""
-    from biobench.board.folder_pairs import compare
+    from biobench.standings.folder_pairs import compare
     from biobench.stats import adjust_p_values
 
     report = compare(study.results, study.model_path(spec.a), study.model_path(spec.b),

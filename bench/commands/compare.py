@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from biobench.api import compare
-from biobench.board.folder_pairs import model_folder
 from biobench.errors import ConfigError
+from biobench.standings.folder_pairs import model_folder
 
 
 def add_parser(subparsers) -> None:
@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_paper(args: argparse.Namespace) -> int:
-    from biobench.board.board import build_board
-    from biobench.board.reproduction import model_verdicts, verdict_rows
+    from biobench.standings.aggregate import build_board
+    from biobench.standings.reproduction import model_verdicts, verdict_rows
 
     if args.model_b:
         raise ConfigError("--paper compares one model with the paper's numbers; drop B")

@@ -49,12 +49,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.board.board import build_board
-    from biobench.board.cache import default_dir
     from biobench.errors import ConfigError
     from biobench.leaderboard.tables import render_text, write_export
     from biobench.ranges import finite_number
     from biobench.service.submission import PublicPolicy, RateLimit, trust_proxies
+    from biobench.standings.aggregate import build_board
+    from biobench.standings.cache import default_dir
 
     if args.port is not None and not 1 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: a port is a number from 1 to 65535")

@@ -44,8 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_push(args: argparse.Namespace) -> int:
-    from biobench.board import dataset
-    from biobench.board.board import build_board
+    from biobench.standings import dataset
+    from biobench.standings.aggregate import build_board
 
     if args.dry_run:
         from biobench.runtime.files import output_folder

@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None = None):
 
 def all_pairs_default(board: Any, lang: str) -> tuple[str, str] | None:
     """The default pair as it was chosen before (the baseline): `same_protocol` for every pair of measured rows."""
-    from biobench.board.entry_pairs import same_protocol
+    from biobench.standings.entry_pairs import same_protocol
 
     measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
 
@@ -79,7 +79,7 @@ def synthetic_board(root: Path, models: int, seeds: int, examples: int) -> Any:
 
 
 def rescan(root: Path) -> Any:
-    from biobench.board.board import build_board
+    from biobench.standings.aggregate import build_board
 
     return build_board([root], significance=False, cache_dir=root.parent / "cache")
 

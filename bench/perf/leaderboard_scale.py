@@ -4,7 +4,7 @@ by the cold start) on a synthetic results folder of MODELS x TASKS x SEEDS resul
 Each model's predictions are the gold labels with a model-specific share flipped, perturbed per seed, so the
 paired bootstraps have real work to do. Tasks are the benchmark's own ids (French first, then English), scored
 as single-label classification. Every start runs in a fresh spawned process, as `biobench leaderboard` starts:
-build_board (scan, aggregate; significance groups in the background through bench/board/cache.py) and, unless
+build_board (scan, aggregate; significance groups in the background through bench/standings/cache.py) and, unless
 --no-app, build_app (the Gradio blocks). "served" is when the app could answer (tables without top-group marks
 if the groups are still being computed); "groups" is when the significance groups are all there. The "gradio
 floor" row is what any Gradio app costs here (`import gradio` + a Blocks with one HTML table, fresh process):
@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None = None):
     if args.reuse and args.dir is None:
         parser.error("--reuse needs --dir (the folder to keep)")
     if args.baseline is not None and not (args.baseline / "bench" / "board").is_dir():
-        parser.error(f"--baseline {args.baseline}: not a biobench checkout (no bench/board/ there)")
+        parser.error(f"--baseline {args.baseline}: not a biobench checkout (no bench/standings/ there)")
     if args.groups_timeout is not None and not 0 < args.groups_timeout < 1e6:
         parser.error("--groups-timeout must be a number of seconds in (0, 1e6)")
     return args
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None):
 
 def benchmark_tasks(n: int) -> list[tuple[str, str]]:
     """(lang, task) of the first n benchmark tasks in the paper's order, French then English."""
-    from biobench.board.scan import load_reference, task_order
+    from biobench.standings.scan import load_reference, task_order
 
     order = task_order(load_reference())
     tasks = [(lang, t) for lang in ("fr", "en") for t in order.get(lang, [])]
@@ -166,7 +166,7 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: floa
     and until the background significance groups are all computed (None when not within `timeout`)."""
     memory = TreeMemory()
     t0 = time.perf_counter()
-    from biobench.board.board import build_board
+    from biobench.standings.aggregate import build_board
 
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
     t1 = time.perf_counter()
@@ -189,7 +189,7 @@ def refresh_after_adding(results: str, cache_dir: str, n_boot: int, app: bool, t
     Space's periodic rescan do: `build_board` again, in a process that has served for a while). Untimed: the
     start (board and app, warm) and writing the new model's results (`generate(**grow)`); timed: the rebuild
     (board_s, "served" = the tables of the new board) and its groups."""
-    from biobench.board.board import build_board
+    from biobench.standings.aggregate import build_board
 
     memory = TreeMemory()
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
@@ -227,9 +227,9 @@ def start_up_of(checkout: str, *args: Any, arm: str = "start_up") -> dict[str, A
         del sys.modules[name]
     sys.path.insert(0, str(shadow.parent))
     out = (refresh_after_adding if arm == "refresh" else start_up)(*args)
-    import biobench.board
+    import biobench.standings
 
-    out["code"] = str(Path(biobench.board.__file__).resolve().parent.parent)
+    out["code"] = str(Path(biobench.standings.__file__).resolve().parent.parent)
     return out
 
 
@@ -255,7 +255,7 @@ def _read_all(folder: Path) -> None:
 
 def _seed_groups(cache: Path, baseline_cache: Path) -> None:
     """Copy the groups the cold start computed into the baseline's cache where its own cold start ran out of time
-    (same file names and format, `bench/board/cache.py` VERSION 2; the groups are the same to the last bit,
+    (same file names and format, `bench/standings/cache.py` VERSION 2; the groups are the same to the last bit,
     tests/test_stats.py), so its warm start is a warm start and not the rest of its cold one."""
     copied = 0
     for path in cache.glob("groups-*.json"):

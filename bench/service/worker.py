@@ -93,7 +93,7 @@ def working_results(config: WorkerConfig) -> Path:
     dataset's current results (so the push that follows carries everything, and finished runs are skipped)."""
     if not hub_results(config):
         return Path(config.results)
-    from biobench.board import dataset
+    from biobench.standings import dataset
 
     repo = results_repo(config)
     local = cache_home("worker") / repo.replace("/", "--")
@@ -114,8 +114,8 @@ def publish(config: WorkerConfig, local: Path) -> str:
     working folder as results.parquet + card (or write it to the dry-run folder)."""
     if not hub_results(config):
         return str(local)
-    from biobench.board import dataset
-    from biobench.board.board import build_board
+    from biobench.standings import dataset
+    from biobench.standings.aggregate import build_board
 
     repo = results_repo(config)
     runs = dataset.board_runs(build_board([local], reference=False, significance=False))

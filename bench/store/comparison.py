@@ -14,7 +14,7 @@ models alone differed. Here:
   no interval, p-value or significance (and stays out of the average) unless the caller allows it
   (`biobench compare --allow-different-protocols`): a difference in settings is not a difference of models.
 
-Callers (`biobench.board.folder_pairs` for model folders, `biobench.board.entry_pairs` for the board) collect
+Callers (`biobench.standings.folder_pairs` for model folders, `biobench.standings.entry_pairs` for the board) collect
 the runs and format percent at the edge.
 """
 

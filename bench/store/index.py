@@ -41,7 +41,7 @@ MAX_INDEX_BYTES = 2**30  # ~600 bytes per result: over a million results
 
 
 class IndexRow(NamedTuple):
-    """What the board keeps of one valid result file (bench/board/scan.py `parse_result` makes it). `lang` is the
+    """What the board keeps of one valid result file (bench/standings/scan.py `parse_result` makes it). `lang` is the
     file's own `task.lang` ("" when absent: the scan falls back to the known task's language); `predictions`
     is the predictions file's name beside the result, whether or not it exists."""
 
@@ -118,7 +118,7 @@ def _finite_json(text: Any, kind: type) -> Any:
 
 
 def _check_text(column: str, value: Any) -> None:
-    """One distinct value of a text column, as the scan checks a file's (bench/board/scan.py `_check_ids`)."""
+    """One distinct value of a text column, as the scan checks a file's (bench/standings/scan.py `_check_ids`)."""
     if not isinstance(value, str) or (column in ("rel", "model") and not value):
         raise IndexDamaged(f"a {column} that is not text")
     if column == "lang" and value and not LANG_CODE.fullmatch(value):

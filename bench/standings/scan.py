@@ -239,7 +239,7 @@ READ_CHUNK = 1_000  # result files per worker job
 
 def read_rows(paths: list[str]) -> list[IndexRow | str]:
     """Each file's row, or the reader's message (a ResultsError's text) when it is not a valid result: a worker's
-    job (bench/board/workers.py)."""
+    job (bench/standings/process_pool.py)."""
     out: list[IndexRow | str] = []
     for path in paths:
         try:
@@ -254,11 +254,11 @@ def _read_in_workers(paths: list[str]) -> dict[str, IndexRow | str]:
     11 s in one process (docs/performance.md), and a board start has the machine's cores to itself until its
     groups begin. What a worker returns is what this process would have read (the same reader, the same
     messages); a failed worker's chunks are read here."""
-    from biobench.board import workers
+    from biobench.standings import process_pool
 
     chunks = [(paths[i:i + READ_CHUNK],) for i in range(0, len(paths), READ_CHUNK)]
     read: dict[str, IndexRow | str] = {}
-    for (chunk,), rows in zip(chunks, workers.in_workers("biobench.board.scan:read_rows", chunks), strict=True):
+    for (chunk,), rows in zip(chunks, process_pool.in_workers("biobench.standings.scan:read_rows", chunks), strict=True):
         read.update(zip(chunk, rows, strict=True))
     return read
 
@@ -419,7 +419,7 @@ def problem_of(err: ResultsError, path: Path, what: str) -> Problem:
 
 
 def reference_csv() -> Path:
-    return Path(str(resources.files("biobench.board") / "reference" / "paper_results.csv"))
+    return Path(str(resources.files("biobench.standings") / "reference" / "paper_results.csv"))
 
 
 def load_reference(path: str | Path | None = None) -> list[ReferenceRow]:

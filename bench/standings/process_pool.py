@@ -1,5 +1,5 @@
-"""Board work in worker processes: the significance groups of a cold board (bench/board/cache.py) and the reading of
-a cold scan's result files (bench/board/scan.py).
+"""Board work in worker processes: the significance groups of a cold board (bench/standings/cache.py) and the reading of
+a cold scan's result files (bench/standings/scan.py).
 
 Why processes: reading thousands of JSON files is Python work that holds the GIL, so in a thread it slows the app
 being built beside it; processes run on the other cores. A worker is `python -c` (not multiprocessing's spawn,
@@ -26,7 +26,7 @@ MAX_WORKERS = 4  # worker processes at most
 # a worker: sys.path first (this process may import biobench from elsewhere), its stdout kept for the results
 _WORKER = ("import os, pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
            "hasattr(os, 'nice') and os.nice(5); sys.path[:0] = pickle.load(sys.stdin.buffer); "
-           "from biobench.board.workers import _serve; _serve(sys.stdin.buffer, out)")
+           "from biobench.standings.process_pool import _serve; _serve(sys.stdin.buffer, out)")
 
 
 def _function(name: str) -> Callable[..., Any]:

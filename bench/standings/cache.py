@@ -25,13 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from biobench.board import workers
-from biobench.board.entries import Board, Entry
-from biobench.board.scan import Problem
-from biobench.board.significance import RunFacts, TaskBootstrap, average_ranks, task_bootstrap
 from biobench.errors import BiobenchError, DiskFullError
 from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
+from biobench.standings import process_pool
+from biobench.standings.entries import Board, Entry
+from biobench.standings.scan import Problem
+from biobench.standings.significance import RunFacts, TaskBootstrap, average_ranks, task_bootstrap
 from biobench.stats import BootstrapResult, RankInterval, SignificanceGroups
 
 VERSION = 3  # 2: JSON files (1 was pickled); 3: rank intervals and the replicate seed-means beside the groups
@@ -153,11 +153,11 @@ def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int,
 
 def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool,
               folder: str | None = None) -> Iterator[tuple]:
-    """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/board/workers.py:
+    """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/standings/process_pool.py:
     reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
     many times sooner, docs/performance.md)."""
     jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
-    return workers.in_workers("biobench.board.cache:_compute", jobs, process)
+    return process_pool.in_workers("biobench.standings.cache:_compute", jobs, process)
 
 
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 from biobench import stats
-from biobench.board.entries import Board, Entry
-from biobench.board.significance import aligned_predictions, paired_predictions
+from biobench.standings.entries import Board, Entry
+from biobench.standings.significance import aligned_predictions, paired_predictions
 from biobench.store.comparison import PAIRED, PairComparison, TaskRuns, compare_pair, run_settings
 from biobench.store.summary import detectable_difference
 

@@ -3,7 +3,7 @@
 Scores here are percentages (results files hold fractions). An entry's average is over the language's
 benchmark tasks (the paper's 8 French / 11 English); an entry missing some of them gets a *partial*
 average that callers must mark as such (`Average.partial`), never a silent mean over fewer tasks.
-Built by `board.build_board`; read by the tables, plots, comparisons and the significance cache.
+Built by `aggregate.build_board`; read by the tables, plots, comparisons and the significance cache.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biobench.board import scan as R
+from biobench.standings import scan as R
 from biobench.stats import RankInterval, SeedSummary, SignificanceGroups
 
 # a cell is marked when more than 1% of its test examples share a 13-gram with the model's pretraining corpus

@@ -5,7 +5,7 @@ board.cache).
 A task's groups and rank intervals come from each model's replicate scores (its (n_boot, S) macro-F1 on every
 bootstrap resample of the test examples, `stats.replicate_scores`), which depend on that model's predictions,
 the task's label axis and the bootstrap settings only: `task_bootstrap` takes them from a store when it has
-them (bench/board/cache.py keys them by those inputs), so a new model costs its own predictions, not the
+them (bench/standings/cache.py keys them by those inputs), so a new model costs its own predictions, not the
 board's. Pairs and ranks are then a few vector operations over the cached scores, the same ones a full
 recompute runs, so incremental and full results are equal to the last bit (tests/test_rank_intervals.py).
 """
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-from biobench.board import scan as R
-from biobench.board.entries import Board, Entry
 from biobench.errors import ResultsError
+from biobench.standings import scan as R
+from biobench.standings.entries import Board, Entry
 from biobench.stats import (
     RankInterval,
     SignificanceGroups,

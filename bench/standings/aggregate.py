@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from biobench.board import scan as R
-from biobench.board.cache import BackgroundGroups, cached_groups
-from biobench.board.entries import Board, Cell, Entry
 from biobench.names import folder_name, human_tokens, is_hub_id
+from biobench.standings import scan as R
+from biobench.standings.cache import BackgroundGroups, cached_groups
+from biobench.standings.entries import Board, Cell, Entry
 from biobench.store.lineage import Lineage
 from biobench.store.summary import TaskScores
 from biobench.store.trust import SMOKE_MARK
@@ -199,10 +199,10 @@ def build_board(
 ) -> Board:
     """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
     one), aggregate, and (optionally) compute significance groups from predictions, per task through the
-    on-disk cache under `cache_dir` when given (bench/board/cache.py; `log` gets its progress lines).
+    on-disk cache under `cache_dir` when given (bench/standings/cache.py; `log` gets its progress lines).
     significance="background": return at once and compute the groups in a thread (`board.significance`,
     a cache.BackgroundGroups: status line, wait())."""
-    from biobench.board.dataset import resolve_sources
+    from biobench.standings.dataset import resolve_sources
 
     unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
     dirs = resolve_sources(dirs, unsafe_rows)
