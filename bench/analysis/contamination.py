@@ -99,7 +99,7 @@ def task_side(texts: Mapping[tuple[str, str], Sequence[tuple[str, str]]], n: int
 
 
 @dataclass
-class Scan:
+class CorpusScan:
     documents: int = 0
     words: int = 0
     chars: int = 0
@@ -139,11 +139,11 @@ class _Matcher:
 
 
 def scan_corpus(side: TaskSide, documents: Iterable[str], batch_words: int = BATCH_WORDS,
-                progress: Callable[[Scan], None] | None = None) -> Scan:
+                progress: Callable[[CorpusScan], None] | None = None) -> CorpusScan:
     """Stream `documents` once against the task side (filling its SplitChecks); returns what was read.
     Batches end at document boundaries, except a document longer than a batch, which is cut with n - 1 words of
     overlap so no n-gram is lost."""
-    scan, matcher = Scan(), _Matcher(side)
+    scan, matcher = CorpusScan(), _Matcher(side)
     started = time.perf_counter()
     pending: list[np.ndarray] = []
     pending_docs: list[np.ndarray] = []
@@ -190,7 +190,7 @@ def _pieces(tokens: list[str], size: int, n: int) -> Iterator[tuple[int, list[st
 
 
 def check(texts: Mapping[tuple[str, str], Sequence[tuple[str, str]]], documents: Iterable[str], n: int = DEFAULT_N,
-          batch_words: int = BATCH_WORDS, progress: Callable[[Scan], None] | None = None) -> dict[str, Any]:
+          batch_words: int = BATCH_WORDS, progress: Callable[[CorpusScan], None] | None = None) -> dict[str, Any]:
     """The report: per task and split, examples, short, contaminated (count and share), the longest shared run
     (words) and the first contaminated example ids; plus what was read of the corpus."""
     if n < 1:

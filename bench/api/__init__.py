@@ -94,7 +94,7 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
     """The results of a results folder (as `biobench eval` writes it), a results.parquet, a folder holding one,
     or a published results dataset (hf://datasets/ORG/NAME); several sources as a list. Files the store's
     reader refuses are listed in `Results.problems`, never fatal."""
-    from biobench.api.results import Problem
+    from biobench.api.results import RefusedFile
     from biobench.standings.dataset import resolve_sources
     from biobench.standings.scan import Problem as ScanProblem
     from biobench.store import SEED_FILE
@@ -110,7 +110,7 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
              if (found := SEED_FILE.match(p.name))}
     paths = sorted(seeds, key=lambda p: (str(p.parent.parent), p.parent.name, seeds[p]))
     out = Results.from_files(paths)
-    out.problems.extend(Problem(p.path, p.reason) for p in refused)
+    out.problems.extend(RefusedFile(p.path, p.reason) for p in refused)
     return out
 
 

@@ -28,7 +28,7 @@ RUN_COLUMNS = ("model", "slug", "task", "lang", "kind", "seed", "macro_f1", "met
 
 
 @dataclass(frozen=True)
-class Problem:
+class RefusedFile:
     """A result file that could not be read (path and the reader's one-line reason): reported, never fatal."""
 
     path: str
@@ -42,7 +42,7 @@ class Results:
 
     records: list[Result] = field(default_factory=list)
     paths: list[Path | None] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[RefusedFile] = field(default_factory=list)
 
     @classmethod
     def from_files(cls, paths: Iterable[Path]) -> Results:
@@ -55,7 +55,7 @@ class Results:
             try:
                 out.add(read_result(path), path)
             except ResultsError as err:
-                out.problems.append(Problem(str(path), str(err)))
+                out.problems.append(RefusedFile(str(path), str(err)))
         return out
 
     def add(self, record: Result, path: Path | None = None) -> None:
@@ -146,7 +146,7 @@ class Results:
             path = re.sub(r":\d+\Z", "", line.split(": ", 1)[0])  # the file, without a line number
             if path not in listed:
                 listed.add(path)
-                self.problems.append(Problem(path, line))
+                self.problems.append(RefusedFile(path, line))
         return rows
 
     def summary(self, mdd: bool = True) -> pd.DataFrame:

@@ -379,7 +379,7 @@ def review(storage: Storage, request_id: str, approve: bool, reason: str = "", c
 
 
 @dataclass
-class Lease:
+class HeldRequest:
     """A request this worker holds: its lease is generation `generation` of `leases/<id>/` (runtime.leases)."""
 
     request: Request
@@ -413,7 +413,7 @@ def _fail_unclaimable(storage: Storage, request: Request, reason: str, clock: fl
 
 def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | None = None,
                problems: list[QueueProblem] | None = None,
-               admit: Callable[[Request], str | None] | None = None) -> Lease | None:
+               admit: Callable[[Request], str | None] | None = None) -> HeldRequest | None:
     """Claim the oldest request that is pending, or running under an expired lease; None when there is none.
     Malformed request files met on the way are rewritten as failed (`fail_problem`) and appended to `problems`
     (with those that could not be rewritten), so the caller can report them; a request whose leases cannot
@@ -436,7 +436,7 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
             held = leases.acquire(storage, lease_folder(request.id), leases.Holder.here(worker), lease_s, now)
             if held is None:
                 continue  # someone holds it, or claimed it first
-            claim = Lease(request, held)
+            claim = HeldRequest(request, held)
         except (ConfigError, ResultsError) as err:  # a lease folder that is a file, a symlink, unwritable
             reason = hide_paths(str(err).replace(storage.label, "the queue"))
             _fail_unclaimable(storage, request, reason, clock)
@@ -457,17 +457,17 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
     return None
 
 
-def holds(storage: Storage, lease: Lease) -> bool:
+def holds(storage: Storage, lease: HeldRequest) -> bool:
     """Whether no later claim exists (the lease was not taken over after it expired)."""
     return leases.holds(storage, lease.held)
 
 
-def renew(storage: Storage, lease: Lease, lease_s: float, clock: float | None = None) -> bool:
+def renew(storage: Storage, lease: HeldRequest, lease_s: float, clock: float | None = None) -> bool:
     """Extend the lease; False when it was lost (a later generation exists) — the caller must stop."""
     return leases.renew(storage, lease.held, lease_s, clock)
 
 
-def finish(storage: Storage, lease: Lease, status: str, log_tail: list[str], results: str | None = None,
+def finish(storage: Storage, lease: HeldRequest, status: str, log_tail: list[str], results: str | None = None,
            clock: float | None = None) -> Request:
     """Record the outcome (finished / failed) if this worker still holds the request; the lease stays as
     history and, being superseded by a final status, is ignored by claims."""

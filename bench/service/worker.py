@@ -188,7 +188,7 @@ def _one_line(err: BaseException) -> str:
     return hide_paths(text if isinstance(err, BiobenchError) else f"{type(err).__name__}: {text}")[:400]
 
 
-def run_request(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callable[[str], None],
+def run_request(storage: Storage, lease: queue.HeldRequest, config: WorkerConfig, log: Callable[[str], None],
                 command: Command | None = None) -> str:
     """Run one claimed request to its end; returns its final status ('finished', 'failed' or 'lost'). Any
     error on the way fails the request with one line (a full disk also stops the worker: DiskFullError)."""
@@ -205,7 +205,7 @@ def run_request(storage: Storage, lease: queue.Lease, config: WorkerConfig, log:
         return "failed"
 
 
-def _finish_quietly(storage: Storage, lease: queue.Lease, tail: list[str]) -> None:
+def _finish_quietly(storage: Storage, lease: queue.HeldRequest, tail: list[str]) -> None:
     try:
         queue.finish(storage, lease, "failed", tail)
     except BiobenchError:
@@ -251,7 +251,7 @@ def check_log_space(log_dir: Path) -> None:
         probe.unlink(missing_ok=True)
 
 
-def _run(storage: Storage, lease: queue.Lease, config: WorkerConfig, log: Callable[[str], None],
+def _run(storage: Storage, lease: queue.HeldRequest, config: WorkerConfig, log: Callable[[str], None],
          command: Command | None) -> str:
     request = lease.request
     local = working_results(config)
