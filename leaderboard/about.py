@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from biobench.leaderboard.tables import md
+from biobench.leaderboard.tables.escape import md
 from biobench.service.submission import protocol_markdown
 
 PAPER = "A Causal Language Modeling Detour Improves Encoder Continued Pretraining"

@@ -28,22 +28,15 @@ from biobench.leaderboard.service_views import (
     build_submit_tab,
     queue_writable,
 )
-from biobench.leaderboard.tables import (
-    CSS,
-    Filters,
-    display,
-    efficiency_frame,
-    esc,
-    export_frame,
-    md,
-    model_detail,
-    model_panel,
-    model_rows,
-    render_html,
-    row_counts,
-    smoke_counts,
-    smoke_only,
-)
+from biobench.leaderboard.tables.costs import efficiency_frame
+from biobench.leaderboard.tables.css import CSS
+from biobench.leaderboard.tables.detail import model_detail, model_panel
+from biobench.leaderboard.tables.escape import esc, md
+from biobench.leaderboard.tables.export import export_frame
+from biobench.leaderboard.tables.filters import Filters
+from biobench.leaderboard.tables.frames import display
+from biobench.leaderboard.tables.html import render_html
+from biobench.leaderboard.tables.rows import model_rows, row_counts, smoke_counts, smoke_only
 from biobench.runtime.files import csv_text
 from biobench.service.submission import PublicPolicy, task_protocols
 from biobench.standings.entries import Board, Entry
@@ -176,7 +169,7 @@ def _default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
     def shared(a, b) -> int:
         return len(set(a.cells) & set(b.cells))
 
-    # the tab's own rows: a measured model's key there is its results folder (tables.model_key), not the key of
+    # the tab's own rows: a measured model's key there is its results folder (tables.rows.model_key), not the key of
     # one of its entries, so a pair drawn from the entries would name no choice of the tab's menus
     rows = [e for e in compare_rows(board, lang).values() if e.source == "measured"]
     if len(rows) >= 2 and (pair := default_measured_pair(board, lang, rows)) is not None:
@@ -220,7 +213,7 @@ def compare_note(board: Board, lang: str, a: str | None, b: str | None, rows: in
 
 
 def header_text(board: Board) -> str:
-    """The page's first lines: its counts are `tables.row_counts`, the JSON's (one definition of a row)."""
+    """The page's first lines: its counts are `tables.rows.row_counts`, the JSON's (one definition of a row)."""
     counts = {lang: row_counts(board, lang) for lang in board.langs}
     parts = [f"{LANG_NAMES.get(lang, lang)} {c['measured']}" + (f" ({len(c['other_only'])} under Other tasks only)"
                                                                 if c["other_only"] else "")

@@ -4,7 +4,7 @@
     GET /api/v1/models/<name>                                                  one model per language, with metadata
     GET /api/v1/tasks                                                          the tasks per language
 
-Why here, from `tables.model_rows`: the JSON has the table's rows, one per model (issue #39's rule): a cell the
+Why here, from `tables.rows.model_rows`: the JSON has the table's rows, one per model (issue #39's rule): a cell the
 page hides (a smoke run unless asked for) is missing from the JSON too, in the same order, with the same marks:
 a cell's `smoke` (the overrides of the smoke run it shows, ⚑ on the page), `degenerate` (seed -> finding and reason),
 `contamination` (share of test examples in the pretraining corpus; `contaminated` above the board's threshold;
@@ -18,7 +18,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from biobench.leaderboard.tables import Filters, ModelRow, model_key, model_rows, row_counts
+from biobench.leaderboard.tables.filters import Filters
+from biobench.leaderboard.tables.rows import ModelRow, model_key, model_rows, row_counts
 from biobench.names import folder_name, is_hub_id
 from biobench.standings.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
 from biobench.store.trust import SMOKE_MARK
@@ -122,7 +123,7 @@ def _model_entries(board: Board, lang: str, key: str) -> list[Entry]:
 
 
 def row_json(board: Board, row: ModelRow, include_smoke: bool) -> dict[str, Any]:
-    """One model of a language as the table shows it (`tables.model_rows`, issue #39's rule: one row per model):
+    """One model of a language as the table shows it (`tables.rows.model_rows`, issue #39's rule: one row per model):
     its cells, a smoke run's cell marked `smoke` (its overrides, ⚑ on the page) and listed in `smoke_tasks`;
     with `include_smoke`, `smoke_runs` holds each of its smoke runs (overrides and cells) as a sub-entry."""
     entries = _model_entries(board, row.entry.lang, row.key) or [row.entry]
@@ -142,9 +143,9 @@ def row_json(board: Board, row: ModelRow, include_smoke: bool) -> dict[str, Any]
 
 def leaderboard_json(board: Board, lang: str, include_smoke: bool | None = None,
                      hide_contaminated: bool = False) -> dict[str, Any]:
-    """The language's table as data: one row per model in the table's order (`tables.model_rows`). Smoke runs
+    """The language's table as data: one row per model in the table's order (`tables.rows.model_rows`). Smoke runs
     by the page's default unless asked (`include_smoke` None: shown when the board holds nothing else), and the
-    page's counts (`tables.row_counts`): `counts.table` rows in the language's table, `counts.other_only` the
+    page's counts (`tables.rows.row_counts`): `counts.table` rows in the language's table, `counts.other_only` the
     rows the page shows under Other tasks only."""
     if lang not in board.langs:
         return {"error": f"no language {lang!r} on this board; languages: {', '.join(board.langs)}"}
@@ -161,7 +162,7 @@ def leaderboard_json(board: Board, lang: str, include_smoke: bool | None = None,
 
 
 def model_row_json(board: Board, lang: str, key: str) -> dict[str, Any] | None:
-    """The row of the model `key` (its results folder, `tables.model_key`) in `lang`, smoke runs included: what
+    """The row of the model `key` (its results folder, `tables.rows.model_key`) in `lang`, smoke runs included: what
     /api/v1/models/<name> gives per language and the Model tab shows; None when it has no results there."""
     row = next((r for r in model_rows(board, lang, Filters(include_smoke=True)) if r.key == key), None)
     return None if row is None else row_json(board, row, include_smoke=True)

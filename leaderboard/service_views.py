@@ -18,7 +18,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 from biobench.errors import BiobenchError
-from biobench.leaderboard.tables import display, md, md_code
+from biobench.leaderboard.tables.escape import md, md_code
+from biobench.leaderboard.tables.frames import display
 from biobench.names import display_name
 from biobench.runtime.paths import HF_DATASETS, hide_paths, public_model
 from biobench.service.submission import PublicPolicy
@@ -155,7 +156,8 @@ class BoardRow:
 
 
 def board_row(board: Board, entry: Entry, tasks: list[str]) -> BoardRow:
-    from biobench.leaderboard.tables import model_key, row_anchor
+    from biobench.leaderboard.tables.html import row_anchor
+    from biobench.leaderboard.tables.rows import model_key
 
     part = "paper" if any(t in board.benchmark.get(entry.lang, []) for t in tasks if t in entry.cells) else "other"
     return BoardRow(entry.lang, row_anchor(entry.lang, model_key(entry)), part, bool(entry.smoke))

@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from biobench.leaderboard.tables import (
-    Filters,
-    export_frame,
-    language_frame,
-    model_rows,
-    render_html,
-    render_text,
-    select,
-)
+from biobench.leaderboard.tables.export import export_frame
+from biobench.leaderboard.tables.filters import Filters, select
+from biobench.leaderboard.tables.frames import language_frame
+from biobench.leaderboard.tables.html import render_html
+from biobench.leaderboard.tables.rows import model_rows
+from biobench.leaderboard.tables.text import render_text
 from biobench.standings.aggregate import build_board
 from biobench.standings.dataset import results_frame, summary_lines
 from biobench.store import Result, result_path, run_key, write_result
@@ -185,7 +182,7 @@ def test_an_empty_rank_says_why(board):
     """Issue 52 item 3: Rank was "—" on every row with no word why ("Significance groups: 0 tasks" was only in the
     server log). Here two protocol models share one of the 8 French tasks: no rank on the average, said once
     under the table and in each cell's hover; a smoke row's own reason."""
-    from biobench.leaderboard.tables import unranked_reason
+    from biobench.leaderboard.tables.rows import unranked_reason
 
     html = render_html(board, "fr", Filters(sources=("measured",), include_smoke=True))
     assert html.count("Rank —: a rank needs at least two measured models with protocol runs") == 1

@@ -156,10 +156,11 @@ def test_the_default_pair_and_a_page_view_at_300_models_stay_within_bounds(tmp_p
 
 def test_the_page_the_json_and_their_counts_agree_on_a_smoke_only_board(tmp_path):
     """Issue 52 item 3: on the demo's board (smoke runs only) the page showed them and the JSON hid them, and the
-    header, the toggle and the JSON each counted something else. One default, one count (`tables.row_counts`)."""
+    header, the toggle and the JSON each counted something else. One default, one count (`tables.rows.row_counts`)."""
     from biobench.leaderboard.app import header_text
     from biobench.leaderboard.json_routes import leaderboard_json
-    from biobench.leaderboard.tables import Filters, render_html
+    from biobench.leaderboard.tables.filters import Filters
+    from biobench.leaderboard.tables.html import render_html
     from biobench.standings.aggregate import build_board
     from biobench.store import Result, result_path, run_key, write_result
 
@@ -187,7 +188,8 @@ def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_i
     """Issue 52 item 5: the README's degenerate one-epoch run (a second smoke run of the model, under its --quick
     one) appeared nowhere on the page but an off-screen column; and its other test subset was listed twice as a
     Problem. Now its model's cell carries ⚠ with the finding in its hover; Problems stays empty."""
-    from biobench.leaderboard.tables import Filters, render_html
+    from biobench.leaderboard.tables.filters import Filters
+    from biobench.leaderboard.tables.html import render_html
     from biobench.standings.aggregate import build_board
     from biobench.standings.entry_pairs import compare_entries
     from biobench.store import Result, result_path, run_key, write_result

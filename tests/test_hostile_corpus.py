@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from biobench.leaderboard.tables import efficiency_frame, model_detail, render_html
+from biobench.leaderboard.tables.costs import efficiency_frame
+from biobench.leaderboard.tables.detail import model_detail
+from biobench.leaderboard.tables.html import render_html
 from biobench.runtime.paths import UnsafePathError, safe_join, safe_member, safe_name
 from biobench.standings.aggregate import build_board
 from markdown_it import MarkdownIt

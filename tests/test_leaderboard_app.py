@@ -17,7 +17,7 @@ def test_leaderboard_never_imports_torch():
     code = (
         "import sys, json\n"
         "from biobench.commands import leaderboard as cmd\n"
-        "from biobench.standings import aggregate, entry_pairs, folder_pairs, scan\nfrom biobench.leaderboard import app, plots, tables\n"
+        "from biobench.standings import aggregate, entry_pairs, folder_pairs, scan\nfrom biobench.leaderboard import app, plots\nfrom biobench.leaderboard.tables import detail, export, html, text\n"
         f"b = aggregate.build_board([{str(FIXTURES)!r}], n_boot=50)\n"
         "app.build_app(b)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'matplotlib'))))\n"
@@ -117,7 +117,8 @@ def test_cka_trajectory_figure_from_the_json(tmp_path):
 
 
 def test_efficiency_columns_and_model_detail():
-    from biobench.leaderboard.tables import efficiency_frame, model_detail
+    from biobench.leaderboard.tables.costs import efficiency_frame
+    from biobench.leaderboard.tables.detail import model_detail
 
     board = build_board([FIXTURES], significance=False)
     eff = efficiency_frame(board, "fr").set_index("key")
@@ -256,7 +257,8 @@ def test_compare_lists_different_protocol_settings_and_tests_only_when_asked(tmp
 def test_the_rank_legend_is_where_a_rank_column_is(monkeypatch):
     """The paper's table has a Rank column and says once what it means; Other tasks has none (no average to rank
     on), so its legend says only that a cell's hover holds its task's rank interval."""
-    from biobench.leaderboard.tables import Filters, render_html
+    from biobench.leaderboard.tables.filters import Filters
+    from biobench.leaderboard.tables.html import render_html
 
     board = build_board([FIXTURES], n_boot=100)
     assert ("fr", "diamed") in board.ranks

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from biobench.leaderboard.tables import Filters, language_frame, render_html, render_text, select
+from biobench.leaderboard.tables.filters import Filters, select
+from biobench.leaderboard.tables.frames import language_frame
+from biobench.leaderboard.tables.html import render_html
+from biobench.leaderboard.tables.text import render_text
 from biobench.standings import scan as R
 from biobench.standings.aggregate import build_board, lineage_text, size_bucket
 from biobench.standings.entry_pairs import compare

@@ -66,7 +66,7 @@ def test_scale_script_folder_builds_a_board(tmp_path):
 
 
 def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
-    from biobench.leaderboard.tables import render_html
+    from biobench.leaderboard.tables.html import render_html
     from biobench.standings import scan as R
 
     results, cache = tmp_path / "results", tmp_path / "cache"

@@ -60,7 +60,7 @@ def served(tmp_path):
 def test_json_routes_serve_the_board_with_its_marks(served):
     get, root = served
     status, body = get("/api/v1/leaderboard?lang=fr")
-    # the page's count (tables.row_counts): its one smoke run (fracco-30) sits under a protocol cell, so showing
+    # the page's count (tables.rows.row_counts): its one smoke run (fracco-30) sits under a protocol cell, so showing
     # smoke runs adds no ⚑ cell to any row: 0 hidden, as the page's table says nothing hidden (issue 52 item 3)
     assert status == 200 and body["unit"] == "percent" and body["smoke_rows_hidden"] == 0
     assert body["include_smoke"] is False and body["counts"]["table"] == len(body["rows"])
@@ -96,7 +96,8 @@ def test_json_routes_serve_the_board_with_its_marks(served):
 
 
 def test_the_table_marks_a_contaminated_cell_and_the_filter_hides_it(served, tmp_path):
-    from biobench.leaderboard.tables import Filters, render_html
+    from biobench.leaderboard.tables.filters import Filters
+    from biobench.leaderboard.tables.html import render_html
 
     board = build_board([tmp_path], reference=True, significance=False)
     page = render_html(board, "fr")

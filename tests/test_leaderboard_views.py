@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from biobench.leaderboard.app import default_pair, first_measured_task
-from biobench.leaderboard.tables import display, model_detail
+from biobench.leaderboard.tables.detail import model_detail
+from biobench.leaderboard.tables.frames import display
 from biobench.standings.aggregate import build_board
 
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
@@ -144,14 +145,14 @@ def test_queue_finds_a_smoke_requests_row_by_model_identity(tmp_path):
 
 def test_a_column_is_declared_once_and_every_view_shows_it(board, monkeypatch):
     """One entry in `COLUMNS` puts a column in the frame, the export, the HTML and the text table."""
-    from biobench.leaderboard import tables
+    from biobench.leaderboard.tables import columns, export, frames, html, text
 
-    column = tables.Column("params_m", "Params (M)", "parameters, millions",
-                           lambda c: round(c.row.entry.params / 1e6, 1) if c.row.entry.params else None, tables.ALL)
-    monkeypatch.setattr(tables, "COLUMNS", (*tables.COLUMNS, column))
-    frame = tables.language_frame(board, "fr")
+    column = columns.Column("params_m", "Params (M)", "parameters, millions",
+                            lambda c: round(c.row.entry.params / 1e6, 1) if c.row.entry.params else None, columns.ALL)
+    monkeypatch.setattr(columns, "COLUMNS", (*columns.COLUMNS, column))
+    frame = frames.language_frame(board, "fr")
     assert frame.columns[-1] == "params_m" and frame.set_index("model").loc["all-MiniLM-L6-v2", "params_m"] == 22.7
-    export = list(tables.export_frame(board).columns)
-    assert export.index("params_m") == export.index("avg_rank") + 1  # then the per-task rank intervals
-    assert '<abbr title="parameters, millions">Params (M)</abbr>' in tables.render_html(board, "fr")
-    assert "params (m)" in tables.render_text(board, ["fr"]).splitlines()[1]
+    exported = list(export.export_frame(board).columns)
+    assert exported.index("params_m") == exported.index("avg_rank") + 1  # then the per-task rank intervals
+    assert '<abbr title="parameters, millions">Params (M)</abbr>' in html.render_html(board, "fr")
+    assert "params (m)" in text.render_text(board, ["fr"]).splitlines()[1]

@@ -7,7 +7,9 @@ import json
 import shutil
 
 from biobench.eval import runner
-from biobench.leaderboard.tables import Filters, render_html, render_text
+from biobench.leaderboard.tables.filters import Filters
+from biobench.leaderboard.tables.html import render_html
+from biobench.leaderboard.tables.text import render_text
 from biobench.names import base_model_name, display_name, folder_name, human_tokens, lineage_name
 from biobench.standings.aggregate import build_board
 from biobench.store import SCHEMA, read_result

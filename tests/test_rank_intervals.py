@@ -104,7 +104,9 @@ def test_a_hostile_replicate_cache_is_a_miss(board_folder, tmp_path):
 
 
 def test_the_export_carries_the_rank_intervals(board_folder, tmp_path):
-    from biobench.leaderboard.tables import language_frame, render_html, write_export
+    from biobench.leaderboard.tables.export import write_export
+    from biobench.leaderboard.tables.frames import language_frame
+    from biobench.leaderboard.tables.html import render_html
 
     board = build_board([board_folder], significance=True, n_boot=100, reference=False)
     rows = json.loads(write_export(board, tmp_path / "board.json").read_text())

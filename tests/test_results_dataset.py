@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from biobench.leaderboard.tables import export_frame, render_html
+from biobench.leaderboard.tables.export import export_frame
+from biobench.leaderboard.tables.html import render_html
 from biobench.standings import dataset
 from biobench.standings.aggregate import build_board
 

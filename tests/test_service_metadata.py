@@ -159,7 +159,9 @@ def _write(root, slug, task, seed, f1, metadata, overrides=None):
 
 def test_the_json_board_has_one_row_per_model_and_the_model_view_shows_stated_metadata(tmp_path):
     from biobench.leaderboard.json_routes import leaderboard_json, model_json, model_row_json
-    from biobench.leaderboard.tables import Filters, language_frame, model_panel
+    from biobench.leaderboard.tables.detail import model_panel
+    from biobench.leaderboard.tables.filters import Filters
+    from biobench.leaderboard.tables.frames import language_frame
 
     stated = {"license": "mit", "training_data": ["pubmed"], "open_weights": True, "stated": ["license", "open_weights"]}
     smoke = {"epochs": {"run": 1, "protocol": 15}}
@@ -197,7 +199,7 @@ def test_the_json_board_has_one_row_per_model_and_the_model_view_shows_stated_me
 
 def test_recorded_metadata_from_a_hostile_result_is_bounded_on_the_board(tmp_path):
     from biobench.leaderboard.json_routes import leaderboard_json
-    from biobench.leaderboard.tables import model_panel
+    from biobench.leaderboard.tables.detail import model_panel
 
     _write(tmp_path, "enc--aaaa", "quaero-emea", 42, 0.5,
            {"license": "<b>x</b>|" * 1000, "training_data": ["a\nb"] * 500 + [{"x": 1}], "open_weights": "yes",
@@ -216,7 +218,7 @@ def test_metadata_round_trips_from_submit_through_the_worker_to_the_board(submit
     conftest's submitted_and_evaluated, shared with the queue's test) -> the result's `model.metadata.stated` ->
     the JSON board's row and the Model tab."""
     from biobench.leaderboard.json_routes import leaderboard_json, model_row_json
-    from biobench.leaderboard.tables import model_panel
+    from biobench.leaderboard.tables.detail import model_panel
 
     q, results, steps = submitted_and_evaluated.queue, submitted_and_evaluated.results, submitted_and_evaluated.steps
     assert steps.submit[0] == 0 and steps.worker[0] == 0

@@ -50,7 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from biobench.errors import ConfigError
-    from biobench.leaderboard.tables import render_text, write_export
+    from biobench.leaderboard.tables.export import write_export
+    from biobench.leaderboard.tables.text import render_text
     from biobench.ranges import finite_number
     from biobench.service.submission import PublicPolicy, RateLimit, trust_proxies
     from biobench.standings.aggregate import build_board
