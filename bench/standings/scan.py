@@ -87,23 +87,64 @@ def collapse(problems: Sequence[Problem], keep: int = PROBLEMS_LIKE_THIS) -> lis
 
 @dataclass(frozen=True)
 class Run:
-    """One measured (model, task, seed) result. `score` is the test macro-F1 as a fraction."""
+    """One measured (model, task, seed) result: what the results index keeps of its file (`row`,
+    `store.index.IndexRow`, the one shape of a result row: the index stores it, the board reads it) and where the
+    result lies, resolved at scan time: its file, its language (the row's, else the known task's) and its
+    predictions file when it exists. `score` is the test macro-F1 as a fraction."""
 
     path: Path
-    model: str  # slug: the identity of a model across tasks and folders
-    name: str
     lang: str
-    task: str
-    kind: str
-    seed: int
-    score: float
-    per_label: dict[str, float]
     predictions: Path | None
-    model_meta: dict[str, Any]
-    labels: tuple[str, ...] = ()  # the task's label inventory, when the result records it
-    details: dict[str, Any] = field(default_factory=dict)  # run key, protocol, timings, device, dev_score
-    smoke: str = ""  # a smoke run's protocol overrides (biobench.store.trust.describe_overrides); "" = the protocol's
-    degenerate: str = ""  # degenerate test predictions and their likely reason (store.trust.degenerate_text)
+    row: IndexRow
+
+    # the row's columns, read through (`lang` and `predictions` above are the resolved ones)
+    @property
+    def model(self) -> str:  # slug: the identity of a model across tasks and folders
+        return self.row.model
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    @property
+    def task(self) -> str:
+        return self.row.task
+
+    @property
+    def kind(self) -> str:
+        return self.row.kind
+
+    @property
+    def seed(self) -> int:
+        return self.row.seed
+
+    @property
+    def score(self) -> float:
+        return self.row.score
+
+    @property
+    def per_label(self) -> dict[str, float]:
+        return self.row.per_label
+
+    @property
+    def model_meta(self) -> dict[str, Any]:
+        return self.row.model_meta
+
+    @property
+    def labels(self) -> tuple[str, ...]:  # the task's label inventory, when the result records it
+        return self.row.labels
+
+    @property
+    def details(self) -> dict[str, Any]:  # run key, protocol, timings, device, dev_score
+        return self.row.details
+
+    @property
+    def smoke(self) -> str:  # a smoke run's protocol overrides (store.trust.describe_overrides); "" = the protocol's
+        return self.row.smoke
+
+    @property
+    def degenerate(self) -> str:  # degenerate test predictions and their likely reason (store.trust.degenerate_text)
+        return self.row.degenerate
 
 
 @dataclass(frozen=True)
@@ -215,9 +256,7 @@ def run_of(path: Path, row: IndexRow, known_langs: dict[str, str] | None = None,
     else:
         pred_str = f"{folder}{os.sep}{row.predictions}"
         pred_path = _child(folder, row.predictions) if listing.has(pred_str) else None
-    return Run(path=path, model=row.model, name=row.name, lang=lang, task=row.task, kind=row.kind, seed=row.seed,
-               score=row.score, per_label=row.per_label, predictions=pred_path, model_meta=row.model_meta,
-               labels=row.labels, details=row.details, smoke=row.smoke, degenerate=row.degenerate)
+    return Run(path=path, lang=lang, predictions=pred_path, row=row)
 
 
 def parse_result(path: Path, known_langs: dict[str, str] | None = None, listing: Listing | None = None) -> Run:

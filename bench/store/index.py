@@ -41,11 +41,12 @@ MAX_INDEX_BYTES = 2**30  # ~600 bytes per result: over a million results
 
 
 class IndexRow(NamedTuple):
-    """What the board keeps of one valid result file (bench/standings/scan.py `parse_result` makes it). `lang` is the
-    file's own `task.lang` ("" when absent: the scan falls back to the known task's language); `predictions`
-    is the predictions file's name beside the result, whether or not it exists."""
+    """What the board keeps of one valid result file (bench/standings/scan.py `index_row` makes it): the one shape
+    of a result row, stored here and read by the board (`standings.scan.Run` is this row plus where the result
+    lies). `lang` is the file's own `task.lang` ("" when absent: the scan falls back to the known task's
+    language); `predictions` is the predictions file's name beside the result, whether or not it exists."""
 
-    model: str
+    model: str  # slug: the identity of a model across tasks and folders
     name: str
     lang: str
     task: str
