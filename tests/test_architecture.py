@@ -194,8 +194,8 @@ LAYERS = {
     # the board model: computations over results folders, below the UI and the service (docs/ARCHITECTURE.md);
     # biobench.eval.models only for matching a local model folder to its results by its weights' hash (lazy, no torch)
     "bench/standings": ("biobench.standings", "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names",
-                    "biobench.aliases", "biobench.eval.models", "biobench.runtime", "biobench.errors"),
-    # the service: requests, queue, storage, worker; it runs `eval` (protocols, tasks, models) and publishes
+                        "biobench.aliases", "biobench.eval.models", "biobench.runtime", "biobench.errors"),
+    # the service: requests, queue, queue_storage, worker; it runs `eval` (protocols, tasks, models) and publishes
     # through the board model, and never imports the UI
     "bench/service": ("biobench.service", "biobench.standings", "biobench.store", "biobench.eval.protocols",
                       "biobench.ranges", "biobench.eval.models", "biobench.names", "biobench.aliases", "biobench.tasks",
@@ -246,3 +246,19 @@ def test_the_board_model_and_the_service_import_no_torch():
     for folder in ("bench/standings", "bench/service", "leaderboard"):
         for path in files_under(folder):
             assert not {m for m in imports_of(path) if m.split(".")[0] in ("torch", "transformers")}, path
+
+
+def test_no_two_public_classes_share_a_name():
+    """Names that explain themselves (docs/ARCHITECTURE.md, Names): two `Problem`s, two `Lease`s and two `Scan`s
+    once meant different things in different packages; a public class name now means one thing."""
+    homes: dict[str, list[str]] = {}
+    for path in source_files():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                homes.setdefault(node.name, []).append(module_name(path))
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}
+
+
+def test_no_module_is_named_like_its_package():
+    """`board/board.py` read as the package itself; a module says what it does inside its package."""
+    assert [str(p.relative_to(ROOT)) for p in source_files() if p.stem == p.parent.name] == []

@@ -1,4 +1,4 @@
-"""Aggregate measured runs and reference rows into one entry per (language, model) (board.entries).
+"""Aggregate measured runs and reference rows into one entry per (language, model) (standings.entries).
 
 Scores here are percentages (results files hold fractions). An entry's average is over the language's
 benchmark tasks (the paper's 8 French / 11 English); an entry missing some of them gets a *partial*

@@ -1,6 +1,6 @@
 """Significance from the board's predictions: the per-task alignment of models' predictions, the pair of
-two models (A-vs-B comparisons in board.entry_pairs), the top groups and the rank intervals (cached by
-board.cache).
+two models (A-vs-B comparisons in standings.entry_pairs), the top groups and the rank intervals (cached by
+standings.cache).
 
 A task's groups and rank intervals come from each model's replicate scores (its (n_boot, S) macro-F1 on every
 bootstrap resample of the test examples, `stats.replicate_scores`), which depend on that model's predictions,
@@ -118,7 +118,7 @@ def paired_predictions(board: Board, task: str, a: Entry, b: Entry) -> TaskPredi
 
 def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
     """Fill board.groups[(lang, task)] and board.ranks[(lang, task)] for every task with predictions from at
-    least two models, and board.ranks[(lang, None)] for each language's average (no cache: board.cache's
+    least two models, and board.ranks[(lang, None)] for each language's average (no cache: standings.cache's
     cached_groups is this with each model's replicate scores kept on disk)."""
     for lang in board.langs:
         measured = [e for e in board.lang_entries(lang) if e.source == "measured" and not e.smoke]  # protocol rows
