@@ -29,8 +29,10 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,7 +184,9 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     name = f"{index:06d}"
     shards = store / SHARDS
     # per-process temporary names: two runs finishing the same cached store never write into one file
-    bin_tmp, idx_tmp = shards / f"{name}.bin.{os.getpid()}.tmp", shards / f"{name}.idx.{os.getpid()}.tmp"
+    # (host and pid: SLURM array elements on several nodes may share a store on a cluster file system)
+    writer = f"{socket.gethostname()[:60]}.{os.getpid()}"
+    bin_tmp, idx_tmp = shards / f"{name}.bin.{writer}.tmp", shards / f"{name}.idx.{writer}.tmp"
     lengths: list[int] = []
     batch: list[str] = []
     chars = 0
@@ -247,12 +251,49 @@ def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers:
                       unit_bytes=unit_bytes, log=log)
 
 
-def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int, text_field: str,
-           tokenizer, unit_bytes: int, log: Callable[[str], None] | None) -> Path:
+@dataclass
+class BuildPlan:
+    """What every process building one store agrees on: the work units (from the sources alone), the tokenizer
+    and its fingerprint. Written once to work/plan.json; a process that finds another plan there is refused."""
+
+    out: Path
+    sources: list[str]
+    units: list[list[Piece]]
+    tokenizer: Any
+    tokenizer_name: str | None
+    fingerprint: str
+    text_field: str
+
+    def marker(self, index: int) -> Path:
+        return self.out / WORK / f"{index:06d}.done"
+
+    def todo(self) -> list[int]:
+        return [i for i in range(len(self.units)) if not self.marker(i).is_file()]
+
+    @contextmanager
+    def sharing(self) -> Iterator[None]:
+        """Held by one of several processes sharing this build (each unit claimed first) while it claims, writes
+        and releases a unit: a shared lock of the store, which finish_once takes exclusively, so the store is
+        never finished (its work/ folder removed) under a unit being written or a claim being made."""
+        with open(self.out / BUILD_LOCK, "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            yield
+
+    def finished(self) -> bool:
+        return (self.out / DONE).is_file()
+
+    def build_unit(self, index: int) -> dict[str, Any]:
+        return build_unit(index, self.units[index], self.out, self.text_field, self.tokenizer_name,
+                          self.tokenizer)
+
+
+def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_field: str = "text", tokenizer=None,
+            unit_bytes: int = UNIT_BYTES) -> BuildPlan:
+    """Plan the build of `out` (or check the plan an earlier or concurrent process wrote): the same sources,
+    tokenizer and text field always give the same units, so any number of processes may prepare at once."""
+    out = Path(out)
     if tokenizer is None:
         tokenizer = load_tokenizer(tokenizer_name)  # for the fingerprint; workers load their own
-    if workers > 1 and tokenizer_name is None:
-        raise ConfigError("a parallel build needs the tokenizer's folder or hub id (each worker loads its own)")
     fingerprint = tokenizer_fingerprint(tokenizer)
     units = plan_units(sources, unit_bytes)
     plan = _plan_record(units, fingerprint, text_field)
@@ -263,16 +304,25 @@ def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers
         if read_json(plan_path, MAX_MANIFEST_BYTES) != json.loads(json.dumps(plan)):
             raise ConfigError(f"{out} holds an unfinished build of other sources or another tokenizer (or the "
                               "sources changed since); delete it or pass the same sources and --tokenizer")
-    else:
+    else:  # two processes writing the same bytes at once: atomic, either one wins
         atomic_write(plan_path, json.dumps(plan, sort_keys=True))
-    todo = [i for i in range(len(units)) if not (out / WORK / f"{i:06d}.done").is_file()]
+    return BuildPlan(out, list(sources), units, tokenizer, tokenizer_name, fingerprint, text_field)
+
+
+def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int, text_field: str,
+           tokenizer, unit_bytes: int, log: Callable[[str], None] | None) -> Path:
+    if workers > 1 and tokenizer_name is None:
+        raise ConfigError("a parallel build needs the tokenizer's folder or hub id (each worker loads its own)")
+    plan = prepare(sources, out, tokenizer_name, text_field=text_field, tokenizer=tokenizer, unit_bytes=unit_bytes)
+    units = plan.units
+    todo = plan.todo()
     say = log or (lambda _line: None)
     say(f"corpus build: {len(units)} work unit(s), {len(units) - len(todo)} already done, {len(todo)} to tokenise "
         f"with {min(workers, max(1, len(todo)))} worker(s)")
     started = time.monotonic()
     if workers <= 1 or len(todo) <= 1:
         for i in todo:
-            build_unit(i, units[i], out, text_field, tokenizer_name, tokenizer)
+            plan.build_unit(i)
     else:
         import multiprocessing as mp
 
@@ -282,16 +332,30 @@ def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers
             for done, _record in enumerate(pool.imap_unordered(_pool_unit, args), 1):
                 if done % max(1, len(todo) // 20) == 0:
                     say(f"corpus build: {done}/{len(todo)} unit(s) ({time.monotonic() - started:.0f} s)")
-    return finish(out, units, tokenizer, fingerprint, text_field, sources)
+    return finish(plan)
+
+
+def finish_once(plan: BuildPlan) -> Path:
+    """Finish the store when every unit is done, whichever process gets here first (the others find it done):
+    the processes of a SLURM array each call this after their last unit."""
+    out = plan.out
+    if (out / DONE).is_file():
+        return out
+    with open(out / BUILD_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / DONE).is_file():
+            return out
+        return finish(plan)
 
 
 def _quiet_worker() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def finish(out: Path, units: list[list[Piece]], tokenizer, fingerprint: str, text_field: str,
-           sources: list[str]) -> Path:
+def finish(plan: BuildPlan) -> Path:
     """The manifest from the units' markers (in unit order), then the store's completion marker."""
+    out, units, tokenizer, text_field, sources = plan.out, plan.units, plan.tokenizer, plan.text_field, plan.sources
+    fingerprint = plan.fingerprint
     shards, tokens, documents = [], 0, 0
     for i in range(len(units)):
         record = read_json(out / WORK / f"{i:06d}.done", 1 << 20)

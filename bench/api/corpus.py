@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +21,180 @@ def tokenizer_source(model: str) -> str:
     return resolve_model(model).source
 
 
-def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: int = 1, text_field: str = "text",
-                unit_mb: float = 64, log: Callable[[str], None] | None = None) -> Path:
-    """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids) into a token store at `out`
-    with `workers` processes; a killed build rerun with the same arguments resumes. Returns the store folder."""
-    from biobench.ranges import Bounds
+def _checked_out(out: str | Path) -> Path:
     from biobench.runtime.files import output_folder
     from biobench.training import token_store
 
-    Bounds(1, 256, integer=True).check(workers, "--workers")
-    Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     out = Path(out)
     if out.exists() and not (out / token_store.WORK).is_dir() and not (out / token_store.DONE).is_file() \
             and any(p.name != token_store.BUILD_LOCK for p in out.iterdir()):  # the lock: a build just begun
         raise ConfigError(f"--out {out} is a folder that is not a token store; choose a new folder")
     output_folder(out, "--out")
+    return out
+
+
+def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: int = 1, text_field: str = "text",
+                unit_mb: float = 64, log: Callable[[str], None] | None = None) -> Path:
+    """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids) into a token store at `out`
+    with `workers` processes; a killed build rerun with the same arguments resumes. Returns the store folder."""
+    from biobench.ranges import Bounds
+    from biobench.training import token_store
+
+    Bounds(1, 256, integer=True).check(workers, "--workers")
+    Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
+    out = _checked_out(out)
     return token_store.build(list(sources), out, tokenizer_source(tokenizer), workers=workers, text_field=text_field,
                              unit_bytes=int(unit_mb * 2**20), log=log)
+
+
+def _unit_key(plan: Any, index: int) -> Path:
+    """The path whose claim (bench/eval/claims: `work/NNNNNN.claim/`) guards work unit `index`."""
+    return plan.out / "work" / f"{index:06d}.json"
+
+
+def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_field: str = "text", unit_mb: float = 64,
+                  claim_s: float = 300.0, poll_s: float = 2.0, log: Callable[[str], None] | None = None) -> Path:
+    """One of several processes building one store (what each element of `corpus build --launcher slurm` runs):
+    each work unit is claimed first (bench/eval/claims, the leases eval's runs use), so every unit is tokenised
+    once while the processes live; a process killed or requeued leaves its unit's claim to expire (`claim_s`, at
+    once on the same machine) and the next process to pass redoes it. A unit's bytes depend on the unit alone,
+    so the store is byte-identical to a local build. SIGTERM/SIGUSR1 (scancel, a requeue, the wall clock) give
+    the unit in hand up and release its claim. The last process to see every unit done writes the manifest."""
+    import signal
+    import time
+
+    from biobench.eval.claims import RunClaims
+    from biobench.ranges import Bounds
+    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, stop_on_signal
+    from biobench.training import token_store
+
+    Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
+    Bounds(1, 7 * 86400).check(claim_s, "--claim-seconds")
+    say = log or (lambda _line: None)
+    out = _checked_out(out)
+    if (out / token_store.DONE).is_file():
+        return out
+    plan = token_store.prepare(list(sources), out, tokenizer_source(tokenizer), text_field=text_field,
+                               unit_bytes=int(unit_mb * 2**20))
+    claims = RunClaims(claim_s, warn=say)
+    mine = 0
+    try:
+        with stop_on_signal(say, signals=(*WALL_CLOCK_SIGNALS, signal.SIGINT),
+                            message="giving the work unit in hand up (its claim released for the next process)") as stop:
+            while not plan.finished() and (todo := plan.todo()):
+                if stop.requested:
+                    raise Abandoned(stop.signal_name or "SIGTERM")
+                took = False
+                for index in todo:
+                    key = _unit_key(plan, index)
+                    with plan.sharing():
+                        if plan.finished():
+                            break
+                        if plan.marker(index).is_file() or not claims.claim(key):
+                            continue
+                        took, finished = True, False
+                        try:
+                            with stop.abandonable():
+                                plan.build_unit(index)
+                            mine += 1
+                            finished = True
+                        finally:
+                            claims.release(key, finished=finished, abandoned=None if finished else "stopped")
+                if not took:  # the rest is held by other processes: wait for them (or for their claims to expire)
+                    time.sleep(poll_s)
+    except Abandoned as stopped:
+        raise ConfigError(f"corpus build stopped by {stopped.signal_name}: {mine} unit(s) tokenised here; the others' "
+                          "claims stay with them, this process's unit is free for the next one (rerun the command "
+                          "to resume)") from None
+    finally:
+        claims.close()
+    say(f"corpus build: {mine} of {len(plan.units)} work unit(s) tokenised by this process")
+    return token_store.finish_once(plan)
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """One work unit as `corpus build --dry-run` shows it."""
+
+    index: int
+    done: bool
+    holder: str | None  # who holds its claim ('host pid N (SLURM job J, array A_I)'), None when free
+
+
+def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_field: str = "text",
+                   unit_mb: float = 64) -> tuple[str, list[UnitState]]:
+    """`corpus build --dry-run`: the plan's units (from the sources alone; nothing is written), each done, held or
+    to do, and a summary line."""
+    from biobench.eval.claims import read_claim
+    from biobench.training import token_store
+
+    out = Path(out)
+    if (out / token_store.DONE).is_file():
+        return f"{out}: finished token store (content id {token_store.store_id(out)})", []
+    units = token_store.plan_units(list(sources), int(unit_mb * 2**20))
+    states = []
+    for index in range(len(units)):
+        done = (out / token_store.WORK / f"{index:06d}.done").is_file()
+        info = None if done else read_claim(out / token_store.WORK / f"{index:06d}.json")
+        holder = info.holder.describe() if info is not None and info.held and info.holder else None
+        states.append(UnitState(index, done, holder))
+    n_done = sum(s.done for s in states)
+    n_held = sum(s.holder is not None for s in states)
+    started = "" if (out / token_store.WORK / "plan.json").is_file() else " (not started)"
+    line = (f"{out}{started}: {len(units)} work unit(s): {n_done} done, {n_held} being tokenised, "
+            f"{len(units) - n_done - n_held} to do")
+    return line, states
+
+
+def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: Any, text_field: str = "text",
+                 unit_mb: float = 64, claim_s: float = 300.0) -> tuple[str, Path, int]:
+    """`corpus build --launcher slurm`: plan the store now (the sources and the tokenizer checked before any job
+    starts), then submit `settings.workers` array elements through the eval launcher (runtime.launch), each running
+    this build with `--claim-units`. Returns (job id, log folder, number of units). `settings`: the launcher's
+    parsed flags (runtime.launch.add_launcher_arguments)."""
+    import contextlib
+    from datetime import UTC, datetime
+
+    from biobench.runtime import launch
+    from biobench.training import corpus as raw_corpus
+    from biobench.training import token_store
+
+    for what, value in (("--out", out), ("--account", settings.account), ("--partition", settings.partition),
+                        ("--log-dir", settings.log_dir), ("--text-field", text_field),
+                        *(("SOURCE", s) for s in sources)):
+        if value is not None:
+            launch.check_text(value, what)
+    workers = 8 if settings.workers is None else settings.workers
+    if not 1 <= workers <= launch.MAX_WORKERS:
+        raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
+    for flag, value in (("--gpus-per-task", settings.gpus_per_task), ("--cpus-per-task", settings.cpus_per_task),
+                        ("--array-parallelism", settings.array_parallelism)):
+        if value is not None and not 0 <= value <= 10_000:
+            raise ConfigError(f"{flag} {value}: give a number from 0 to 10000")
+    time_min, extra = launch.minutes(settings.time), launch.slurm_args(settings.slurm_arg)
+    launch.import_submitit()
+    launch.check_slurm(settings.partition)
+    # every path absolute: the elements start in the job's folder, not here
+    sources = [str(Path(s).resolve()) if raw_corpus.is_local(s) else s for s in sources]
+    out = _checked_out(Path(out).resolve())
+    tok = tokenizer_source(tokenizer)
+    plan = token_store.prepare(sources, out, tok, text_field=text_field, unit_bytes=int(unit_mb * 2**20))
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    log_dir = Path(settings.log_dir or Path("biobench-slurm") / f"corpus-{out.name}-{stamp}").resolve()
+    argv = ["corpus", "build", *sources, "--tokenizer", tok, "--out", str(out), "--text-field", text_field,
+            "--unit-mb", repr(unit_mb), "--claim-units", "--claim-seconds", repr(claim_s)]
+    made_log_dir = not log_dir.exists()
+    try:
+        job = launch.submit(launch.SlurmLaunch(
+            argv, workers, log_dir, f"biobench-corpus-{out.name}"[:60], settings.partition, settings.account,
+            settings.gpus_per_task, settings.cpus_per_task, time_min, settings.array_parallelism, extra,
+            record={"store": str(out), "units": len(plan.units)}))
+    except ConfigError:
+        if made_log_dir:
+            with contextlib.suppress(OSError):
+                log_dir.rmdir()
+        raise
+    return job, log_dir, len(plan.units)
 
 
 def store_info(store: str | Path, verify: bool = True) -> str:

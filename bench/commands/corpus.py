@@ -29,10 +29,21 @@ def add_parser(subparsers) -> None:
     b.add_argument("--tokenizer", required=True, metavar="MODEL",
                    help="the model whose tokenizer is used: alias, folder or hub id, as --model takes them")
     b.add_argument("--out", required=True, help="the store folder")
-    b.add_argument("--workers", type=int, default=1, help="tokenising processes (default 1)")
     b.add_argument("--text-field", default="text", help="JSON field / parquet column holding the text")
     b.add_argument("--unit-mb", type=float, default=64, help="text per work unit, in MiB (default 64): what a "
                    "worker holds and a killed build redoes")
+    b.add_argument("--dry-run", action="store_true", help="list the work units (done, being tokenised and by whom, "
+                   "to do) and write nothing: the progress of a build, e.g. of a --launcher slurm array")
+    b.add_argument("--claim-units", action="store_true", help="share the units with other processes building the "
+                   "same --out by claims (what each --launcher slurm element runs): a killed process's unit is "
+                   "redone by the next one once its claim expires")
+    b.add_argument("--claim-seconds", type=float, default=300.0, metavar="S", help="with --claim-units: how long a "
+                   "claim lives without renewal, i.e. how late a killed process's unit is redone (default 300)")
+    from biobench.runtime.launch import add_launcher_arguments
+
+    # --workers: tokenising processes here (--launcher local, the default), array elements with --launcher slurm
+    add_launcher_arguments(b)
+    b.set_defaults(gpus_per_task=0)  # tokenising needs no GPU
     i = sub.add_parser("info", help="a store's manifest, checked against its shards",
                        description="Print a token store's manifest (sources, tokenizer, counts), after checking it and "
                        "its shards' sizes and sha256 against it.")
@@ -53,10 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from biobench.api import corpus
 
     if args.corpus_command == "build":
-        out = corpus.build_store(args.sources, args.tokenizer, args.out, workers=args.workers,
-                                 text_field=args.text_field, unit_mb=args.unit_mb, log=lambda line: print(line, flush=True))
-        print(corpus.store_info(out, verify=False))
-        return 0
+        return build(args, corpus)
     if args.corpus_command == "info":
         print(corpus.store_info(args.store, verify=not args.no_verify))
         return 0
@@ -67,3 +75,40 @@ def run(args: argparse.Namespace) -> int:
     for line in short:
         print(line, file=sys.stderr)
     return 1 if short else 0
+
+
+def build(args: argparse.Namespace, corpus) -> int:
+    from biobench.errors import ConfigError
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    if args.dry_run:
+        line, units = corpus.build_progress(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb)
+        print(line)
+        for unit in units:
+            if unit.holder is not None:
+                print(f"  unit {unit.index:6d}: being tokenised by {unit.holder}")
+        return 0
+    if args.launcher == "slurm":
+        if args.claim_units:
+            raise ConfigError("--claim-units is what each --launcher slurm element runs; give one or the other")
+        job, log_dir, n_units = corpus.launch_build(args.sources, args.tokenizer, args.out, args, args.text_field,
+                                                    args.unit_mb, args.claim_seconds)
+        workers = 8 if args.workers is None else args.workers
+        print(f"submitted SLURM array {job}: {workers} worker(s) on {n_units} work unit(s), each claiming the next "
+              "unfinished unit")
+        print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err (launch.json beside them)")
+        sources = " ".join(args.sources)
+        print(f"progress: biobench corpus build {sources} --tokenizer {args.tokenizer} --out {args.out} --dry-run")
+        return 0
+    if args.claim_units:
+        if args.workers not in (None, 1):
+            raise ConfigError("--claim-units tokenises in this process: run more processes, not --workers")
+        out = corpus.build_claimed(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb,
+                                   args.claim_seconds, log=say)
+    else:
+        out = corpus.build_store(args.sources, args.tokenizer, args.out, workers=args.workers or 1,
+                                 text_field=args.text_field, unit_mb=args.unit_mb, log=say)
+    print(corpus.store_info(out, verify=False))
+    return 0
