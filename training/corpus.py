@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -131,26 +132,45 @@ def _seek_line_start(handle, start: int, path: Path) -> bool:
     return blank
 
 
+MAX_WEIGHT = 1000.0  # a document repeated at most 1000 times (the paper's largest upsampling is 100x, App. B)
+
+
+def check_weight(value: object, field: str, where: str) -> float:
+    """A document's weight (its repeat count before rounding, docs/PRETRAINING.md): a finite number from 0 to
+    MAX_WEIGHT; DataError naming the file and line otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"{where}: weight field '{field}' is {type(value).__name__}, not a number; refused")
+    weight = float(value)
+    if not math.isfinite(weight) or weight < 0 or weight > MAX_WEIGHT:
+        raise DataError(f"{where}: weight field '{field}' is {value!r}; give a finite number from 0 to "
+                        f"{MAX_WEIGHT:g} (a document is repeated about that many times)")
+    return weight
+
+
 def piece_documents(path: Path, kind: str, text_field: str = "text", start: int = 0,
-                    end: int | None = None) -> Iterator[str]:
+                    end: int | None = None, weight_field: str | None = None) -> Iterator[Any]:
     """The documents of one piece of a corpus file, in order: a JSONL record (text in `text_field`) or a
     blank-line-separated text block whose first line starts in bytes [start, end) of the (uncompressed, seekable)
-    file; the whole file when `end` is None. Every line is bounded (MAX_DOCUMENT_BYTES), so memory is too."""
+    file; the whole file when `end` is None. Every line is bounded (MAX_DOCUMENT_BYTES), so memory is too.
+    With `weight_field`: (text, weight) pairs, the weight checked (check_weight); JSONL and parquet only."""
+    if weight_field is not None and kind not in ("jsonl", "parquet"):
+        raise DataError(f"{path}: a {kind} file has no fields; --weight-field needs JSONL or parquet sources")
     if kind == "parquet":
-        yield from _parquet_documents(path, text_field, start)
+        yield from _parquet_documents(path, text_field, start, weight_field)
         return
     with open_corpus_file(path) as handle:
         try:
             at_doc_start = _seek_line_start(handle, start, path) if end is not None else True
             if kind == "jsonl":
-                yield from _jsonl_piece(handle, path, text_field, end)
+                yield from _jsonl_piece(handle, path, text_field, end, weight_field)
             else:
                 yield from _text_piece(handle, path, end, at_doc_start)
         except (OSError, EOFError) as err:
             raise DataError(f"cannot read corpus file {path}: {err}") from err
 
 
-def _jsonl_piece(handle, path: Path, text_field: str, end: int | None) -> Iterator[str]:
+def _jsonl_piece(handle, path: Path, text_field: str, end: int | None,
+                 weight_field: str | None = None) -> Iterator[Any]:
     line_no = 0
     while end is None or handle.tell() < end:
         where = f" (byte {handle.tell()})" if end is not None else f":{line_no + 1}"
@@ -171,7 +191,13 @@ def _jsonl_piece(handle, path: Path, text_field: str, end: int | None) -> Iterat
         value = record[text_field]
         if not isinstance(value, str):
             raise DataError(f"{path}{where}: field '{text_field}' is {type(value).__name__}, not text; refused")
-        if value.strip():
+        if weight_field is not None:
+            if weight_field not in record:
+                raise DataError(f"{path}{where}: no weight field '{weight_field}'; every record needs one")
+            weight = check_weight(record[weight_field], weight_field, f"{path}{where}")
+            if value.strip():
+                yield value.strip(), weight
+        elif value.strip():
             yield value.strip()
 
 
@@ -203,7 +229,8 @@ def _text_piece(handle, path: Path, end: int | None, at_doc_start: bool) -> Iter
         block.append(_decode(line, path, f" (byte {here})"))
 
 
-def _parquet_documents(path: Path, text_field: str, row_group: int) -> Iterator[str]:
+def _parquet_documents(path: Path, text_field: str, row_group: int,
+                       weight_field: str | None = None) -> Iterator[Any]:
     """The `text_field` column of one row group, in batches (a row group is never held whole as Python strings)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -217,13 +244,24 @@ def _parquet_documents(path: Path, text_field: str, row_group: int) -> Iterator[
             kind = parquet.schema_arrow.field(text_field).type
             if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
                 raise DataError(f"{path}: column '{text_field}' is {kind}, not text; refused")
-            for batch in parquet.iter_batches(batch_size=256, row_groups=[row_group], columns=[text_field]):
-                for value in batch.column(0).to_pylist():
+            columns = [text_field] if weight_field is None else [text_field, weight_field]
+            if weight_field is not None and weight_field not in parquet.schema_arrow.names:
+                raise DataError(f"{path}: no weight column '{weight_field}' (has: "
+                                f"{', '.join(parquet.schema_arrow.names[:20])})")
+            row = 0
+            for batch in parquet.iter_batches(batch_size=256, row_groups=[row_group], columns=columns):
+                weights = batch.column(1).to_pylist() if weight_field is not None else None
+                for k, value in enumerate(batch.column(0).to_pylist()):
+                    row += 1
                     if isinstance(value, str) and value.strip():
                         if len(value) > MAX_DOCUMENT_BYTES:
                             raise DataError(f"{path} (row group {row_group}): a document longer than "
                                             f"{_size(MAX_DOCUMENT_BYTES)}; refused")
-                        yield value.strip()
+                        if weights is not None:
+                            where = f"{path} (row group {row_group}, row {row})"
+                            yield value.strip(), check_weight(weights[k], str(weight_field), where)
+                        else:
+                            yield value.strip()
     except (pa.ArrowException, OSError) as err:
         raise DataError(f"cannot read parquet corpus file {path}: {' '.join(str(err).split())[:200]}") from None
 

@@ -76,12 +76,13 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         stores = [token_store.open_store(s.store) for s in mix.sources]
         for store in stores:
             store.check_tokenizer(tokenizer, cfg.model)
-        plan = mixture.plan_mix(mix, [len(s.tokens) for s in stores], total_sequences, cfg.seq_len)
+        streams = [mixture.source_stream(m, s) for m, s in zip(mix.sources, stores, strict=True)]
+        plan = mixture.plan_mix(mix, [len(tokens) for tokens, _ in streams], total_sequences, cfg.seq_len)
         say(plan.table())
         short = plan.short()
         if short:
             raise ConfigError(short[0])
-        parts = [PackedCorpus(s.tokens, s.offsets, cfg.seq_len, pad, seed) for s in stores]
+        parts = [PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed) for tokens, offsets in streams]
         summary = {"mix": str(Path(source).resolve()), "plan": plan.rows(),
                    "stores": [{"name": m.name, "store": str(s.path), "id": token_store.store_id(s.path),
                                "tokens": len(s.tokens)} for m, s in zip(mix.sources, stores, strict=True)]}

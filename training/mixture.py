@@ -8,6 +8,14 @@ A mix file (TOML) has one `[[source]]` table per source:
     share = 0.7                    # of the run's tokens (or: tokens = 7_000_000_000; all sources use one form)
     max_passes = 1                 # upsampling by repetition, each pass reshuffled (OLMo-core's max repetition)
     build_from = "almanach/..."    # optional, documentation only: what `corpus build` reads for this store
+    weight = "score"               # optional: the store's per-document weight field (`corpus build --weight-field`)
+
+A source with `weight` reads each document a deterministic number of times (repeat_counts: the weight's whole
+part, plus one more with probability its fractional part, drawn from the document's index alone), laid out in
+layers: layer k holds, in store order, the documents repeated more than k times, so copies of one document are a
+layer apart, never adjacent. That is the paper's upsampling of literature by its high-scoring paragraphs and of
+clinical paragraphs 100x / 10x (§3.2, App. B), with no copy on disk; the source's available tokens are those of
+its repeated stream.
 
 Sequences are cut from each source's own token stream (whole packed sequences: a source's share counts
 tokens, never documents, unlike mosaicml streaming's `proportion`, which counts samples) and interleaved by
@@ -37,7 +45,8 @@ from biobench.runtime.keys import check_keys
 MAX_MIX_BYTES = 1 << 20
 MAX_SOURCES = 64  # the paper's mixes have 2-4 sources; the blend index stores a source as uint8
 MIX_KEYS = ("description", "source")
-SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from")
+SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight")
+MAX_REPEATED_DOCUMENTS = 1 << 31  # a weighted source's repeated stream: 16 bytes per repeated document in RAM
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SHARE_TOLERANCE = 1e-6
 
@@ -50,6 +59,7 @@ class MixSource:
     max_passes: float
     tokens: int | None = None
     build_from: str | None = None
+    weight: str | None = None  # the store's per-document weight field: repeat counts (repeat_counts)
 
 
 @dataclass(frozen=True)
@@ -117,17 +127,100 @@ def read_mix(path: str | Path) -> Mix:
         build_from = table.get("build_from")
         if build_from is not None and (not isinstance(build_from, str) or len(build_from) > 1000):
             raise ConfigError(f"{here}: build_from must be text (what `corpus build` reads)")
+        weight = table.get("weight")
+        if weight is not None and (not isinstance(weight, str) or not NAME.fullmatch(weight)):
+            raise ConfigError(f"{here}: weight must name the store's weight field (corpus build --weight-field)")
         names.add(name)
         stores.add(store_path)
-        parsed.append((name, store_path, given[0], amount, passes, build_from))
+        parsed.append((name, store_path, given[0], amount, passes, build_from, weight))
     if len(forms) > 1:
         raise ConfigError(f"{where}: sources mix 'share' and 'tokens'; state every source the same way")
     total = sum(p[3] for p in parsed)
     if forms == {"share"} and abs(total - 1) > SHARE_TOLERANCE:
         raise ConfigError(f"{where}: shares sum to {total:.6g}, not 1; fix them so they sum to 1")
-    sources = tuple(MixSource(name, store, amount / total, passes, int(amount) if form == "tokens" else None, build)
-                    for name, store, form, amount, passes, build in parsed)
+    sources = tuple(MixSource(name, store, amount / total, passes, int(amount) if form == "tokens" else None, build,
+                              weight)
+                    for name, store, form, amount, passes, build, weight in parsed)
     return Mix(path, sources)
+
+
+# ---------------------------------------------------------------- per-document weights
+def _uniform(index: np.ndarray) -> np.ndarray:
+    """A uniform draw in [0, 1) per document index: splitmix64 of the index (a fixed bijection of 64-bit words),
+    its top 53 bits. A pure function of the index: the same on every machine, run and seed."""
+    with np.errstate(over="ignore"):
+        z = index.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def repeat_counts(weights: np.ndarray) -> np.ndarray:
+    """How many times each document is read: floor(w), plus one with probability w - floor(w), the draw a pure
+    function of the document's index in its store (`_uniform`). The expected count is w (2.5 -> 2 or 3, half each;
+    0 -> never read; 100 -> exactly 100); a whole corpus's repeated tokens are within a few documents of
+    sum(w * length). Weights are checked at build time (finite, 0 to corpus.MAX_WEIGHT)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    whole = np.floor(weights)
+    return (whole + (_uniform(np.arange(len(weights))) < weights - whole)).astype(np.int64)
+
+
+class RepeatedDocuments:
+    """A store's documents, each read `counts[d]` times, as one token stream sliced like an array (what
+    PackedCorpus takes, with `offsets` its document starts): layer k holds the documents with count > k, in store
+    order, so copies of a document are a layer apart. Holds 16 bytes per repeated document (which document, where
+    it starts); the tokens stay memory-mapped in the store."""
+
+    def __init__(self, tokens, offsets: np.ndarray, counts: np.ndarray, where: str):
+        counts = np.asarray(counts, dtype=np.int64)
+        total = int(counts.sum())
+        if total > MAX_REPEATED_DOCUMENTS:
+            raise ConfigError(f"{where}: its weights repeat {total:,} documents, more than {MAX_REPEATED_DOCUMENTS:,}; "
+                              "lower the weights")
+        if total == 0:
+            raise ConfigError(f"{where}: every document has weight 0 (or rounds to 0 repeats); nothing to read")
+        self.base, self.base_offsets = tokens, np.asarray(offsets)
+        layers = [np.nonzero(counts > k)[0] for k in range(int(counts.max()))]
+        self.documents = np.concatenate(layers).astype(np.int64)
+        lengths = self.base_offsets[self.documents + 1] - self.base_offsets[self.documents]
+        self.offsets = np.zeros(len(self.documents) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.dtype = getattr(tokens, "dtype", np.dtype(np.int64))
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("RepeatedDocuments takes contiguous slices")
+        start, stop, _ = key.indices(len(self))
+        if stop <= start:
+            return np.zeros(0, dtype=self.dtype)
+        v = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        parts, at = [], start
+        while at < stop:
+            doc = int(self.documents[v])
+            end = min(stop, int(self.offsets[v + 1]))
+            base = int(self.base_offsets[doc]) - int(self.offsets[v])
+            parts.append(np.asarray(self.base[at + base:end + base]))
+            at = end
+            v += 1
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def source_stream(source: MixSource, store) -> tuple[Any, np.ndarray]:
+    """(tokens, document offsets) that a mix source reads from its opened store (token_store.TokenStore): the
+    store as it is, or its documents repeated by the source's weight field."""
+    if source.weight is None:
+        return store.tokens, store.offsets
+    where = f"mix source '{source.name}'"
+    if store.weight_field != source.weight:
+        have = f"has weight field '{store.weight_field}'" if store.weight_field else "has no document weights"
+        raise ConfigError(f"{where}: weight = '{source.weight}', but store {store.path} {have}; rebuild it with "
+                          f"corpus build ... --weight-field {source.weight}")
+    repeated = RepeatedDocuments(store.tokens, store.offsets, repeat_counts(store.weights()), where)
+    return repeated, repeated.offsets
 
 
 # ---------------------------------------------------------------- plan

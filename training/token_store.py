@@ -88,10 +88,13 @@ class Piece:
     start: int = 0  # byte offset (jsonl/text), row group (parquet)
     end: int | None = None  # byte end (None: to the end of the file)
 
-    def documents(self, text_field: str) -> Iterator[str]:
+    def documents(self, text_field: str, weight_field: str | None = None) -> Iterator[Any]:
         if self.kind == "hub":
+            if weight_field is not None:
+                raise DataError(f"{self.source}: --weight-field reads local JSONL or parquet files; download the "
+                                "hub dataset to parquet first")
             return corpus._hub_documents(self.source, text_field)
-        return corpus.piece_documents(Path(self.source), self.kind, text_field, self.start, self.end)
+        return corpus.piece_documents(Path(self.source), self.kind, text_field, self.start, self.end, weight_field)
 
 
 def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES) -> list[list[Piece]]:
@@ -138,14 +141,15 @@ def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES) -> list[list[Pi
     return units
 
 
-def _plan_record(units: list[list[Piece]], fingerprint: str, text_field: str) -> dict[str, Any]:
+def _plan_record(units: list[list[Piece]], fingerprint: str, text_field: str,
+                 weight_field: str | None = None) -> dict[str, Any]:
     files = {}
     for unit in units:
         for piece in unit:
             if piece.kind != "hub" and piece.source not in files:
                 st = Path(piece.source).stat()
                 files[piece.source] = [st.st_size, st.st_mtime_ns]
-    return {"tokenizer": fingerprint, "text_field": text_field, "files": files,
+    return {"tokenizer": fingerprint, "text_field": text_field, "weight_field": weight_field, "files": files,
             "units": [[[p.source, p.kind, p.start, p.end] for p in unit] for unit in units]}
 
 
@@ -172,7 +176,7 @@ def _sha256(path: Path) -> str:
 
 
 def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, tokenizer_name: str | None,
-               tokenizer=None) -> dict[str, Any]:
+               tokenizer=None, weight_field: str | None = None) -> dict[str, Any]:
     """Tokenise one work unit into shards/NNNNNN.bin/.idx (streamed: a batch of text at a time), then write its
     completion marker work/NNNNNN.done with the counts and checksums. Returns the marker's record."""
     tok = _worker_tokenizer(tokenizer_name, tokenizer)
@@ -188,6 +192,7 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     writer = f"{socket.gethostname()[:60]}.{os.getpid()}"
     bin_tmp, idx_tmp = shards / f"{name}.bin.{writer}.tmp", shards / f"{name}.idx.{writer}.tmp"
     lengths: list[int] = []
+    weights: list[float] = []  # with weight_field: one per document, written to NNNNNN.wgt (float64)
     batch: list[str] = []
     chars = 0
     encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
@@ -200,7 +205,10 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
             batch.clear()
 
         for piece in unit:
-            for doc in piece.documents(text_field):
+            for doc in piece.documents(text_field, weight_field):
+                if weight_field is not None:
+                    doc, weight = doc
+                    weights.append(weight)
                 batch.append(doc)
                 chars += len(doc)
                 if chars >= BATCH_CHARS:
@@ -214,13 +222,21 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     np.cumsum(lengths, out=offsets[1:])
     idx_tmp.write_bytes(offsets.tobytes())
     record = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
+    if weight_field is not None:
+        wgt_tmp = shards / f"{name}.wgt.{writer}.tmp"
+        wgt_tmp.write_bytes(np.asarray(weights, dtype="<f8").tobytes())
     if lengths:
         os.replace(bin_tmp, shards / f"{name}.bin")
         os.replace(idx_tmp, shards / f"{name}.idx")
         record.update(name=name, bin_sha256=_sha256(shards / f"{name}.bin"), idx_sha256=_sha256(shards / f"{name}.idx"))
+        if weight_field is not None:
+            os.replace(wgt_tmp, shards / f"{name}.wgt")
+            record["wgt_sha256"] = _sha256(shards / f"{name}.wgt")
     else:
         bin_tmp.unlink()
         idx_tmp.unlink()
+        if weight_field is not None:
+            wgt_tmp.unlink()
     atomic_write(store / WORK / f"{name}.done", json.dumps(record, sort_keys=True))
     return record
 
@@ -231,7 +247,7 @@ def _pool_unit(args: tuple) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- build
 def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int = 1, text_field: str = "text",
-          tokenizer=None, unit_bytes: int = UNIT_BYTES, log: Callable[[str], None] | None = None) -> Path:
+          weight_field: str | None = None, tokenizer=None, unit_bytes: int = UNIT_BYTES, log: Callable[[str], None] | None = None) -> Path:
     """Build (or finish) the store at `out` from `sources` with the tokenizer `tokenizer_name` (a folder or hub
     id; or the `tokenizer` object itself, in this process only). Finished work units are kept: a killed build
     rerun with the same command resumes. Returns `out`."""
@@ -247,7 +263,8 @@ def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (out / DONE).is_file():
             return out
-        return _build(sources, out, tokenizer_name, workers=workers, text_field=text_field, tokenizer=tokenizer,
+        return _build(sources, out, tokenizer_name, workers=workers, text_field=text_field,
+                      weight_field=weight_field, tokenizer=tokenizer,
                       unit_bytes=unit_bytes, log=log)
 
 
@@ -263,6 +280,7 @@ class BuildPlan:
     tokenizer_name: str | None
     fingerprint: str
     text_field: str
+    weight_field: str | None = None
 
     def marker(self, index: int) -> Path:
         return self.out / WORK / f"{index:06d}.done"
@@ -284,11 +302,11 @@ class BuildPlan:
 
     def build_unit(self, index: int) -> dict[str, Any]:
         return build_unit(index, self.units[index], self.out, self.text_field, self.tokenizer_name,
-                          self.tokenizer)
+                          self.tokenizer, self.weight_field)
 
 
 def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_field: str = "text", tokenizer=None,
-            unit_bytes: int = UNIT_BYTES) -> BuildPlan:
+            unit_bytes: int = UNIT_BYTES, weight_field: str | None = None) -> BuildPlan:
     """Plan the build of `out` (or check the plan an earlier or concurrent process wrote): the same sources,
     tokenizer and text field always give the same units, so any number of processes may prepare at once."""
     out = Path(out)
@@ -296,7 +314,7 @@ def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_f
         tokenizer = load_tokenizer(tokenizer_name)  # for the fingerprint; workers load their own
     fingerprint = tokenizer_fingerprint(tokenizer)
     units = plan_units(sources, unit_bytes)
-    plan = _plan_record(units, fingerprint, text_field)
+    plan = _plan_record(units, fingerprint, text_field, weight_field)
     (out / WORK).mkdir(parents=True, exist_ok=True)
     (out / SHARDS).mkdir(exist_ok=True)
     plan_path = out / WORK / "plan.json"
@@ -306,14 +324,16 @@ def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_f
                               "sources changed since); delete it or pass the same sources and --tokenizer")
     else:  # two processes writing the same bytes at once: atomic, either one wins
         atomic_write(plan_path, json.dumps(plan, sort_keys=True))
-    return BuildPlan(out, list(sources), units, tokenizer, tokenizer_name, fingerprint, text_field)
+    return BuildPlan(out, list(sources), units, tokenizer, tokenizer_name, fingerprint, text_field, weight_field)
 
 
 def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int, text_field: str,
+           weight_field: str | None,
            tokenizer, unit_bytes: int, log: Callable[[str], None] | None) -> Path:
     if workers > 1 and tokenizer_name is None:
         raise ConfigError("a parallel build needs the tokenizer's folder or hub id (each worker loads its own)")
-    plan = prepare(sources, out, tokenizer_name, text_field=text_field, tokenizer=tokenizer, unit_bytes=unit_bytes)
+    plan = prepare(sources, out, tokenizer_name, text_field=text_field, tokenizer=tokenizer, unit_bytes=unit_bytes,
+                   weight_field=weight_field)
     units = plan.units
     todo = plan.todo()
     say = log or (lambda _line: None)
@@ -328,7 +348,7 @@ def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers
 
         # spawn: a fresh interpreter per worker, each with its own tokenizer (no fork of a tokenizer's threads)
         with mp.get_context("spawn").Pool(workers, initializer=_quiet_worker) as pool:
-            args = [(i, units[i], out, text_field, tokenizer_name) for i in todo]
+            args = [(i, units[i], out, text_field, tokenizer_name, None, weight_field) for i in todo]
             for done, _record in enumerate(pool.imap_unordered(_pool_unit, args), 1):
                 if done % max(1, len(todo) // 20) == 0:
                     say(f"corpus build: {done}/{len(todo)} unit(s) ({time.monotonic() - started:.0f} s)")
@@ -362,7 +382,8 @@ def finish(plan: BuildPlan) -> Path:
         tokens += record["tokens"]
         documents += record["documents"]
         if record["documents"]:
-            shards.append({k: record[k] for k in ("name", "tokens", "documents", "bin_sha256", "idx_sha256")})
+            keys = ("name", "tokens", "documents", "bin_sha256", "idx_sha256")
+            shards.append({k: record[k] for k in (*keys, "wgt_sha256") if k in record})
     if not documents:
         shutil.rmtree(out / WORK, ignore_errors=True)
         raise DataError(f"corpus {' '.join(sources)} holds no non-empty documents (text field '{text_field}')")
@@ -372,6 +393,8 @@ def finish(plan: BuildPlan) -> Path:
                 "tokenizer": {"fingerprint": fingerprint, "vocab_size": len(tokenizer), "bos": bos, "eos": eos,
                               "name_or_path": Path(str(tokenizer.name_or_path)).name},
                 "tokens": tokens, "documents": documents, "shards": shards}
+    if plan.weight_field is not None:  # only then: an unweighted store's manifest is what it was before weights
+        manifest["weight_field"] = plan.weight_field
     for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
         leftover.unlink(missing_ok=True)
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
@@ -451,6 +474,20 @@ class TokenStore:
     offsets: np.ndarray  # n_docs + 1 global document starts
 
     @property
+    def weight_field(self) -> str | None:
+        return self.manifest.get("weight_field")
+
+    def weights(self) -> np.ndarray:
+        """Each document's weight (`corpus build --weight-field`), in store order; DataError when it has none."""
+        if self.weight_field is None:
+            raise DataError(f"token store {self.path} has no document weights (build it with --weight-field)")
+        parts = [np.fromfile(self.path / SHARDS / f"{s['name']}.wgt", dtype="<f8") for s in self.manifest["shards"]]
+        weights = np.concatenate(parts)[:self.n_documents]
+        if not np.all(np.isfinite(weights)) or weights.min(initial=0) < 0 or weights.max(initial=0) > corpus.MAX_WEIGHT:
+            raise _damaged(self.path, "a document weight out of range")
+        return weights
+
+    @property
     def n_documents(self) -> int:
         return len(self.offsets) - 1
 
@@ -507,7 +544,10 @@ def open_store(store: str | Path, verify: bool = True, max_documents: int | None
     fresh: dict[str, Any] = {}
     for shard in manifest["shards"]:
         name = shard["name"]
-        for ext, size in (("bin", shard["tokens"] * dtype.itemsize), ("idx", (shard["documents"] + 1) * 8)):
+        kinds = [("bin", shard["tokens"] * dtype.itemsize), ("idx", (shard["documents"] + 1) * 8)]
+        if manifest.get("weight_field") is not None:
+            kinds.append(("wgt", shard["documents"] * 8))
+        for ext, size in kinds:
             path = store / SHARDS / f"{name}.{ext}"
             try:
                 st = path.stat()
@@ -515,6 +555,8 @@ def open_store(store: str | Path, verify: bool = True, max_documents: int | None
                 raise _damaged(store, f"shard {path.name} is missing") from None
             if st.st_size != size:
                 raise _damaged(store, f"shard {path.name} has {st.st_size} bytes, its manifest says {size}")
+            if f"{ext}_sha256" not in shard:
+                raise _damaged(store, f"shard {name} has no {ext}_sha256 in the manifest")
             stamp = [st.st_size, st.st_mtime_ns, shard[f"{ext}_sha256"]]
             if verify and stamps.get(path.name) != stamp:
                 if _sha256(path) != shard[f"{ext}_sha256"]:

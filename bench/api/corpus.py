@@ -34,7 +34,8 @@ def _checked_out(out: str | Path) -> Path:
 
 
 def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: int = 1, text_field: str = "text",
-                unit_mb: float = 64, log: Callable[[str], None] | None = None) -> Path:
+                unit_mb: float = 64, log: Callable[[str], None] | None = None,
+                weight_field: str | None = None) -> Path:
     """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids) into a token store at `out`
     with `workers` processes; a killed build rerun with the same arguments resumes. Returns the store folder."""
     from biobench.ranges import Bounds
@@ -44,7 +45,7 @@ def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: in
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     out = _checked_out(out)
     return token_store.build(list(sources), out, tokenizer_source(tokenizer), workers=workers, text_field=text_field,
-                             unit_bytes=int(unit_mb * 2**20), log=log)
+                             weight_field=weight_field, unit_bytes=int(unit_mb * 2**20), log=log)
 
 
 def _unit_key(plan: Any, index: int) -> Path:
@@ -53,7 +54,8 @@ def _unit_key(plan: Any, index: int) -> Path:
 
 
 def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_field: str = "text", unit_mb: float = 64,
-                  claim_s: float = 300.0, poll_s: float = 2.0, log: Callable[[str], None] | None = None) -> Path:
+                  claim_s: float = 300.0, poll_s: float = 2.0, log: Callable[[str], None] | None = None,
+                  weight_field: str | None = None) -> Path:
     """One of several processes building one store (what each element of `corpus build --launcher slurm` runs):
     each work unit is claimed first (bench/eval/claims, the leases eval's runs use), so every unit is tokenised
     once while the processes live; a process killed or requeued leaves its unit's claim to expire (`claim_s`, at
@@ -75,7 +77,7 @@ def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_fiel
     if (out / token_store.DONE).is_file():
         return out
     plan = token_store.prepare(list(sources), out, tokenizer_source(tokenizer), text_field=text_field,
-                               unit_bytes=int(unit_mb * 2**20))
+                               unit_bytes=int(unit_mb * 2**20), weight_field=weight_field)
     claims = RunClaims(claim_s, warn=say)
     mine = 0
     try:
@@ -147,7 +149,7 @@ def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_fie
 
 
 def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: Any, text_field: str = "text",
-                 unit_mb: float = 64, claim_s: float = 300.0) -> tuple[str, Path, int]:
+                 unit_mb: float = 64, claim_s: float = 300.0, weight_field: str | None = None) -> tuple[str, Path, int]:
     """`corpus build --launcher slurm`: plan the store now (the sources and the tokenizer checked before any job
     starts), then submit `settings.workers` array elements through the eval launcher (runtime.launch), each running
     this build with `--claim-units`. Returns (job id, log folder, number of units). `settings`: the launcher's
@@ -178,11 +180,14 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
     sources = [str(Path(s).resolve()) if raw_corpus.is_local(s) else s for s in sources]
     out = _checked_out(Path(out).resolve())
     tok = tokenizer_source(tokenizer)
-    plan = token_store.prepare(sources, out, tok, text_field=text_field, unit_bytes=int(unit_mb * 2**20))
+    plan = token_store.prepare(sources, out, tok, text_field=text_field, unit_bytes=int(unit_mb * 2**20),
+                               weight_field=weight_field)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log_dir = Path(settings.log_dir or Path("biobench-slurm") / f"corpus-{out.name}-{stamp}").resolve()
     argv = ["corpus", "build", *sources, "--tokenizer", tok, "--out", str(out), "--text-field", text_field,
             "--unit-mb", repr(unit_mb), "--claim-units", "--claim-seconds", repr(claim_s)]
+    if weight_field is not None:
+        argv += ["--weight-field", weight_field]
     made_log_dir = not log_dir.exists()
     try:
         job = launch.submit(launch.SlurmLaunch(
@@ -211,6 +216,9 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int) -> tuple[str, list[str
     if seq_len < 8 or tokens < seq_len:
         raise ConfigError(f"--tokens {tokens:,} and --seq-len {seq_len}: need at least one sequence of 8+ tokens")
     mix = mixture.read_mix(mix_file)
-    available = [int(token_store.read_manifest(s.store)["tokens"]) for s in mix.sources]
+    # manifests only, except a weighted source: its repeated tokens need its documents' lengths and weights
+    available = [int(token_store.read_manifest(s.store)["tokens"]) if s.weight is None
+                 else len(mixture.source_stream(s, token_store.open_store(s.store, verify=False))[0])
+                 for s in mix.sources]
     result = mixture.plan_mix(mix, available, -(-tokens // seq_len), seq_len)
     return result.table(), result.short(), result.rows()

@@ -32,6 +32,9 @@ def add_parser(subparsers) -> None:
     b.add_argument("--text-field", default="text", help="JSON field / parquet column holding the text")
     b.add_argument("--unit-mb", type=float, default=64, help="text per work unit, in MiB (default 64): what a "
                    "worker holds and a killed build redoes")
+    b.add_argument("--weight-field", metavar="F", help="also record each document's numeric field F (JSONL field or "
+                   "parquet column: a finite number from 0 to 1000), which a mix source's `weight = \"F\"` turns "
+                   "into deterministic repeat counts (docs/PRETRAINING.md)")
     b.add_argument("--dry-run", action="store_true", help="list the work units (done, being tokenised and by whom, "
                    "to do) and write nothing: the progress of a build, e.g. of a --launcher slurm array")
     b.add_argument("--claim-units", action="store_true", help="share the units with other processes building the "
@@ -94,7 +97,7 @@ def build(args: argparse.Namespace, corpus) -> int:
         if args.claim_units:
             raise ConfigError("--claim-units is what each --launcher slurm element runs; give one or the other")
         job, log_dir, n_units = corpus.launch_build(args.sources, args.tokenizer, args.out, args, args.text_field,
-                                                    args.unit_mb, args.claim_seconds)
+                                                    args.unit_mb, args.claim_seconds, args.weight_field)
         workers = 8 if args.workers is None else args.workers
         print(f"submitted SLURM array {job}: {workers} worker(s) on {n_units} work unit(s), each claiming the next "
               "unfinished unit")
@@ -106,9 +109,10 @@ def build(args: argparse.Namespace, corpus) -> int:
         if args.workers not in (None, 1):
             raise ConfigError("--claim-units tokenises in this process: run more processes, not --workers")
         out = corpus.build_claimed(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb,
-                                   args.claim_seconds, log=say)
+                                   args.claim_seconds, log=say, weight_field=args.weight_field)
     else:
         out = corpus.build_store(args.sources, args.tokenizer, args.out, workers=args.workers or 1,
-                                 text_field=args.text_field, unit_mb=args.unit_mb, log=say)
+                                 text_field=args.text_field, unit_mb=args.unit_mb, log=say,
+                                 weight_field=args.weight_field)
     print(corpus.store_info(out, verify=False))
     return 0
