@@ -99,7 +99,7 @@ def test_processes_sharing_units_one_killed_give_the_local_store(tmp_path, tok_d
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert dry.returncode == 0 and "work unit(s):" in dry.stdout, dry.stderr[-2000:]
-    assert f"1 being tokenised" in dry.stdout and f"unit {int(held.stem):6d}: being tokenised by " in dry.stdout
+    assert "1 being tokenised" in dry.stdout and f"unit {int(held.stem):6d}: being tokenised by " in dry.stdout
     assert f"pid {victim.pid}" in dry.stdout, dry.stdout
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
