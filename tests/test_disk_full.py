@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from biobench.errors import DiskFullError
-from biobench.training import checkpoint, corpus
+from biobench.training import checkpoint
 
 
 def _full(*_args, **_kwargs):
@@ -47,19 +47,56 @@ def test_checkpoint_on_a_full_disk(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1"]  # no step-2.tmp left half-written
 
 
-def test_token_cache_on_a_full_disk(tmp_path, monkeypatch):
+def _full_after(monkeypatch, calls: int) -> None:
+    """os.fsync fails with ENOSPC from its `calls`+1-th call on (a full disk found at the flush of a shard)."""
+    real, seen = os.fsync, []
+
+    def fsync(fd):
+        seen.append(fd)
+        if len(seen) > calls:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_token_store_on_a_full_disk(tmp_path, monkeypatch):
+    from biobench.training import token_store
     from biobench.training.presets import train_tokenizer
 
     docs = ["Le patient présente une fièvre.", "Scanner thoracique normal."] * 5
     source = tmp_path / "c.jsonl"
     source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     tok = train_tokenizer(docs, vocab_size=120)
-    monkeypatch.setattr(np, "save", _full)
+    _full_after(monkeypatch, 1)  # the plan (work/plan.json) is written; the first shard fills the disk
     with pytest.raises(DiskFullError) as err:
-        corpus.load_or_build(str(source), tok, tmp_path / "cache")
-    assert str(err.value).startswith(f"disk full writing to {tmp_path / 'cache'}")
-    assert f"0 finished token cache(s) in {tmp_path / 'cache'} are safe" in str(err.value)
-    assert list((tmp_path / "cache").iterdir()) == []  # the half-built cache is gone: the next run rebuilds it
+        token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok)
+    assert str(err.value).startswith(f"disk full writing to {tmp_path / 'store' / 'shards'}")
+    assert f"0 finished work unit(s) of {tmp_path / 'store'} are safe" in str(err.value)
+    assert list((tmp_path / "store" / "shards").iterdir()) == []  # nothing half-written left
+    assert not (tmp_path / "store" / "done").exists()
+
+
+def test_token_store_full_half_way_keeps_finished_units_and_resumes(tmp_path, monkeypatch):
+    from biobench.training import token_store
+    from biobench.training.presets import train_tokenizer
+
+    docs = [f"Le patient {i} présente une fièvre et une toux." for i in range(400)]
+    source = tmp_path / "c.jsonl"
+    source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    tok = train_tokenizer(docs, vocab_size=200)
+    _full_after(monkeypatch, 5)  # the plan, then per unit its shard and its marker: the third unit's shard fails
+    with pytest.raises(DiskFullError, match=r"2 finished work unit\(s\) of .* are safe \(rerun the same command"):
+        token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok, unit_bytes=4000)
+    assert not list((tmp_path / "store" / "shards").glob("*.tmp"))
+    monkeypatch.undo()
+    lines = []
+    token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok, unit_bytes=4000, log=lines.append)
+    assert "2 already done" in lines[0]
+    fresh = token_store.build([str(source)], tmp_path / "fresh", None, tokenizer=tok, unit_bytes=4000)
+    assert token_store.store_id(tmp_path / "store") == token_store.store_id(fresh)
+    assert token_store.open_store(tmp_path / "store").tokens[0:10**6].tolist() == \
+        token_store.open_store(fresh).tokens[0:10**6].tolist()
 
 
 def test_feature_cache_is_atomic_and_on_a_full_disk_one_line(tmp_path, fill_disk):
@@ -92,25 +129,6 @@ def test_one_function_recognises_a_full_disk():
     wrapped.__cause__ = OSError(errno.ENOSPC, "x")
     assert is_disk_full(wrapped)  # a library's own error type, the full disk chained under it
     assert not is_disk_full(OSError(errno.EACCES, "Permission denied")) and not is_disk_full(ValueError("3 requested"))
-
-
-def test_token_cache_numpy_short_write_is_a_full_disk(tmp_path, monkeypatch):
-    from biobench.training.presets import train_tokenizer
-
-    docs = ["Le patient présente une fièvre.", "Scanner thoracique normal."] * 5
-    source = tmp_path / "c.jsonl"
-    source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
-    tok = train_tokenizer(docs, vocab_size=120)
-
-    def short_write(path, array, *args, **kwargs):
-        with open(path, "wb") as fh:
-            fh.write(b"\x93NUMPY partial")
-        raise OSError(f"{array.nbytes} requested and 14 written")
-
-    monkeypatch.setattr(np, "save", short_write)
-    with pytest.raises(DiskFullError, match=r"^disk full writing to .*cache.*finished token cache"):
-        corpus.load_or_build(str(source), tok, tmp_path / "cache")
-    assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_log_append_is_whole_or_nothing(tmp_path, monkeypatch):

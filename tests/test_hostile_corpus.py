@@ -269,33 +269,40 @@ def test_pickled_weights_are_refused_in_one_line(tmp_path):
     assert not marker.exists()
 
 
-def test_a_planted_token_cache_is_refused_in_one_line(tmp_path):
+def test_a_planted_token_store_shard_is_refused_in_one_line(tmp_path):
     import json
 
     import numpy as np
     from biobench.errors import DataError
-    from biobench.training import corpus
+    from biobench.training import token_store
     from biobench.training.presets import train_tokenizer
 
     docs = ["Le patient présente une fièvre.", "Scanner thoracique normal."] * 5
     source = tmp_path / "c.jsonl"
     source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     tok = train_tokenizer(docs, vocab_size=120)
-    built = corpus.load_or_build(str(source), tok, tmp_path / "cache")
+    store = token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok)
     marker = tmp_path / "PWNED"
-    bad = {"pickle": np.array([_Planted(marker)], dtype=object), "2-D floats": np.zeros((3, 2)),
-           "cut": None}
-    for what, array in bad.items():
-        path = built.path / "tokens.npy"
-        if array is None:
-            path.write_bytes(path.read_bytes()[:20])
+    bin_path = next((store / token_store.SHARDS).glob("*.bin"))
+    idx_path = bin_path.with_suffix(".idx")
+    original = {p: p.read_bytes() for p in (bin_path, idx_path)}
+    # a pickle, 2-D floats (np.save writes a header: never what the manifest says), a cut shard, same-size junk
+    cases = {"pickle": (idx_path, np.array([_Planted(marker)], dtype=object)), "2-D floats": (bin_path, np.zeros((3, 2))),
+             "cut": (bin_path, None), "same size": (idx_path, b"\xff" * len(original[idx_path]))}
+    for what, (path, content) in cases.items():
+        if content is None:
+            path.write_bytes(original[path][:20])
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
         else:
-            np.save(path, array, allow_pickle=True)
+            with path.open("wb") as fh:
+                np.save(fh, content, allow_pickle=True)
         with pytest.raises(DataError) as err:
-            corpus.load_or_build(str(source), tok, tmp_path / "cache")
-        assert "\n" not in str(err.value) and "not a token cache biobench wrote" in str(err.value), what
-        assert "delete the folder" in str(err.value)
-    assert not marker.exists()
+            token_store.open_store(store)
+        assert "\n" not in str(err.value) and "is damaged" in str(err.value) and "it is not used" in str(err.value), what
+        path.write_bytes(original[path])
+    assert token_store.open_store(store).n_documents == 10  # restored: valid again
+    assert not marker.exists()  # the store reads raw arrays (memmap, fromfile): nothing is ever unpickled
 
 
 # --- malformed results and caches (issue 20 §2): what the leaderboard shows, whichever reader reads them -----

@@ -1,4 +1,4 @@
-"""Corpus readers, the tokenised cache and packing: every document exactly once, framed by [CLS] ... [SEP]."""
+"""Corpus readers, the token store and packing: every document exactly once, framed by [CLS] ... [SEP]."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from biobench.errors import DataError
-from biobench.training import corpus
+from biobench.training import corpus, token_store
 from biobench.training.packing import PackedCorpus, document_positions
 
 DOCS = ["Le patient présente une fièvre.", "Traitement par amoxicilline pendant sept jours.",
@@ -46,7 +46,7 @@ def test_e3c_records_are_read(shared_data):
 def test_bad_corpora_have_one_clear_message(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(DataError, match="holds no non-empty documents"):
-        corpus.load_or_build(str(tmp_path / "empty.jsonl"), _tok(), tmp_path / "cache")
+        token_store.build([str(tmp_path / "empty.jsonl")], tmp_path / "store", None, tokenizer=_tok())
     (tmp_path / "broken.jsonl.gz").write_bytes(b"not gzip at all")
     with pytest.raises(DataError, match=r"cannot read corpus file .*broken.jsonl.gz"):
         list(corpus.iter_documents(str(tmp_path / "broken.jsonl.gz")))
@@ -57,7 +57,7 @@ def test_bad_corpora_have_one_clear_message(tmp_path):
     with pytest.raises(DataError, match=r"holds no .jsonl\(.gz\), .parquet or .txt files"):
         list(corpus.iter_documents(str(tmp_path / "folder")))
     with pytest.raises(DataError, match="does not exist"):
-        corpus.load_or_build(str(tmp_path / "missing.jsonl"), _tok(), tmp_path / "cache")
+        token_store.build([str(tmp_path / "missing.jsonl")], tmp_path / "store2", None, tokenizer=_tok())
 
 
 
@@ -91,12 +91,15 @@ def _tok():
     return _TOK["t"]
 
 
-def test_cache_is_built_once_and_packing_loses_nothing(tmp_path):
+def test_store_is_built_once_and_packing_loses_nothing(tmp_path):
     tok = _tok()
     path = _jsonl(tmp_path / "c.jsonl", DOCS)
-    built = corpus.load_or_build(str(path), tok, tmp_path / "cache")
-    again = corpus.load_or_build(str(path), tok, tmp_path / "cache")
-    assert again.path == built.path and isinstance(again.tokens, np.memmap)
+    folder = token_store.build([str(path)], tmp_path / "store", None, tokenizer=tok)
+    stamps = {p.name: p.stat().st_mtime_ns for p in (folder / token_store.SHARDS).iterdir()}
+    assert token_store.build([str(path)], folder, None, tokenizer=tok) == folder  # built once: found done
+    assert {p.name: p.stat().st_mtime_ns for p in (folder / token_store.SHARDS).iterdir()} == stamps
+    built = token_store.open_store(folder)
+    assert isinstance(built.tokens[0:4], np.memmap)  # read from the shards on demand
     expected = [[tok.cls_token_id] + tok(d, add_special_tokens=False)["input_ids"] + [tok.sep_token_id] for d in DOCS]
     assert len(built.tokens) == sum(map(len, expected))  # token count: nothing lost, nothing duplicated
 

@@ -1,29 +1,24 @@
-"""Pretraining corpora: read documents, tokenise them once, cache the token stream memory-mapped.
+"""Pretraining corpora: read documents, bounded (tokenising them into a store is training/token_store.py).
 
 Sources: a text file (documents separated by blank lines), JSONL / JSONL.gz (one record per line, text in
 `text_field` — the E3C dumps in ../shared/data/pretrain-{fr,en}), a folder (recursively, sorted: its JSONL
 files, or its .txt files when it has no JSONL — README/SOURCE .md files are never read from a folder), or
-a Hugging Face dataset id (streamed). The cache holds the documents already framed as the packer needs them
-([CLS] doc [SEP] — the separator between documents) in one flat uint16/uint32 array plus document offsets,
-keyed by a fingerprint of the tokenizer and of the corpus, so a rerun or another rank just maps it.
+a Hugging Face dataset id (streamed). Documents are framed as the packer needs them ([CLS] doc [SEP]:
+`frame_ids`); `corpus_fingerprint` keys the store pretrain builds from raw text (training/corpus_input.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from biobench.errors import ConfigError, DataError
-from biobench.runtime.files import cache_home, disk_full_guard
+from biobench.runtime.files import cache_home
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
@@ -355,11 +350,6 @@ def corpus_record(source: str, text_field: str = "text") -> dict[str, Any]:
     return {"text_field": text_field, "files": files, "bytes": total, "n_files": len(corpus_files(source))}
 
 
-def tokenizer_fingerprint(tokenizer) -> str:
-    state = tokenizer.backend_tokenizer.to_str() if hasattr(tokenizer, "backend_tokenizer") else repr(tokenizer.get_vocab())
-    return hashlib.sha256(state.encode()).hexdigest()[:16]
-
-
 def frame_ids(tokenizer) -> tuple[int | None, int]:
     """(bos, eos) put around each document: [CLS]/[SEP] for BERT-style tokenizers, else BOS/EOS."""
     bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
@@ -369,88 +359,5 @@ def frame_ids(tokenizer) -> tuple[int | None, int]:
     return bos, eos
 
 
-@dataclass
-class TokenCorpus:
-    """The framed token stream of a corpus: tokens (memory-mapped) and document start offsets."""
-
-    tokens: np.ndarray
-    offsets: np.ndarray  # n_docs + 1 positions into tokens
-    path: Path
-
-    @property
-    def n_documents(self) -> int:
-        return len(self.offsets) - 1
-
-
 def default_cache_dir() -> Path:
     return cache_home("tokens")
-
-
-def load_or_build(source: str, tokenizer, cache_dir: Path | None = None, text_field: str = "text",
-                  max_documents: int | None = None, batch_docs: int = 256) -> TokenCorpus:
-    """Tokenise the corpus into the cache unless an identical cache exists; return it memory-mapped."""
-    check_source(source)
-    key = f"{tokenizer_fingerprint(tokenizer)}-{corpus_fingerprint(source, text_field, max_documents)}"
-    folder = (cache_dir or default_cache_dir()) / key
-    if (folder / "done").exists():
-        return _open(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    bos, eos = frame_ids(tokenizer)
-    dtype = np.uint16 if len(tokenizer) < 2**16 else np.uint32
-    chunks: list[np.ndarray] = []
-    lengths: list[int] = []
-    batch: list[str] = []
-
-    def flush():
-        for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
-            framed = ([bos] if bos is not None else []) + ids + [eos]
-            chunks.append(np.asarray(framed, dtype=dtype))
-            lengths.append(len(framed))
-        batch.clear()
-
-    for n, doc in enumerate(iter_documents(source, text_field)):
-        if max_documents is not None and n >= max_documents:
-            break
-        batch.append(doc)
-        if len(batch) >= batch_docs:
-            flush()
-    if batch:
-        flush()
-    if not chunks:
-        raise DataError(f"corpus {source} holds no non-empty documents (text field '{text_field}')")
-    tokens = np.concatenate(chunks)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    root = folder.parent
-    with disk_full_guard(folder, tokens.nbytes + offsets.nbytes,
-                         lambda: f"{len(list(root.glob('*/done')))} finished token cache(s) in {root} are safe",
-                         cleanup=lambda: shutil.rmtree(folder, ignore_errors=True)):
-        tmp = folder / "tokens.tmp.npy"
-        np.save(tmp, tokens)
-        os.replace(tmp, folder / "tokens.npy")
-        np.save(folder / "offsets.npy", offsets)
-        (folder / "meta.json").write_text(json.dumps({"source": str(source), "text_field": text_field,
-                                                      "documents": len(lengths), "tokens": int(sum(lengths))}))
-    (folder / "done").touch()
-    return _open(folder)
-
-
-def _open(folder: Path) -> TokenCorpus:
-    """A finished cache, checked: plain arrays only (allow_pickle=False: a planted pickle is never run), 1-D
-    integers, offsets that frame the tokens. Anything else is one DataError line naming the file."""
-    name = "tokens.npy"
-    try:
-        tokens = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-        name = "offsets.npy"
-        offsets = np.load(folder / name, allow_pickle=False)
-        reason = next((why for bad, why in (
-            (tokens.ndim != 1 or tokens.dtype.kind not in "ui", f"tokens are {tokens.dtype} of shape {tokens.shape}"),
-            (offsets.ndim != 1 or offsets.dtype.kind not in "ui" or len(offsets) < 1,
-             f"offsets are {offsets.dtype} of shape {offsets.shape}"),
-            (len(offsets) and (offsets[0] != 0 or offsets[-1] != len(tokens) or np.any(offsets[1:] < offsets[:-1])),
-             "offsets do not frame the tokens")) if bad), None)
-    except (ValueError, OSError, EOFError) as err:
-        reason = f"{name}: {' '.join(str(err).split())[:160]}"
-    if reason is not None:
-        raise DataError(f"{folder}: not a token cache biobench wrote ({reason}); delete the folder and rerun "
-                        "(it is rebuilt from the corpus)")
-    return TokenCorpus(tokens, offsets, folder)

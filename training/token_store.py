@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 from biobench.errors import ConfigError, DataError
-from biobench.runtime.files import atomic_write
+from biobench.runtime.files import atomic_write, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 from biobench.training import corpus
 
@@ -196,48 +196,57 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     batch: list[str] = []
     chars = 0
     encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
-    with bin_tmp.open("wb") as out:
-        def flush() -> None:
-            for enc in encode(batch, add_special_tokens=False):
-                ids = ([bos] if bos is not None else []) + enc.ids + [eos]
-                out.write(np.asarray(ids, dtype=dtype).tobytes())
-                lengths.append(len(ids))
-            batch.clear()
+    def safe() -> str:
+        done = len(list((store / WORK).glob("*.done")))
+        return f"{done} finished work unit(s) of {store} are safe (rerun the same command to resume)"
 
-        for piece in unit:
-            for doc in piece.documents(text_field, weight_field):
-                if weight_field is not None:
-                    doc, weight = doc
-                    weights.append(weight)
-                batch.append(doc)
-                chars += len(doc)
-                if chars >= BATCH_CHARS:
-                    flush()
-                    chars = 0
-        if batch:
-            flush()
-        out.flush()
-        os.fsync(out.fileno())
-    offsets = np.zeros(len(lengths) + 1, dtype="<i8")
-    np.cumsum(lengths, out=offsets[1:])
-    idx_tmp.write_bytes(offsets.tobytes())
-    record = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
-    if weight_field is not None:
-        wgt_tmp = shards / f"{name}.wgt.{writer}.tmp"
-        wgt_tmp.write_bytes(np.asarray(weights, dtype="<f8").tobytes())
-    if lengths:
-        os.replace(bin_tmp, shards / f"{name}.bin")
-        os.replace(idx_tmp, shards / f"{name}.idx")
-        record.update(name=name, bin_sha256=_sha256(shards / f"{name}.bin"), idx_sha256=_sha256(shards / f"{name}.idx"))
+    def cleanup() -> None:  # this unit's temporaries; its completion marker is written last, so none exists
+        for leftover in shards.glob(f"{name}.*.{writer}.tmp"):
+            leftover.unlink(missing_ok=True)
+
+    with disk_full_guard(shards, 0, safe, cleanup):
+        with bin_tmp.open("wb") as out:
+            def flush() -> None:
+                for enc in encode(batch, add_special_tokens=False):
+                    ids = ([bos] if bos is not None else []) + enc.ids + [eos]
+                    out.write(np.asarray(ids, dtype=dtype).tobytes())
+                    lengths.append(len(ids))
+                batch.clear()
+
+            for piece in unit:
+                for doc in piece.documents(text_field, weight_field):
+                    if weight_field is not None:
+                        doc, weight = doc
+                        weights.append(weight)
+                    batch.append(doc)
+                    chars += len(doc)
+                    if chars >= BATCH_CHARS:
+                        flush()
+                        chars = 0
+            if batch:
+                flush()
+            out.flush()
+            os.fsync(out.fileno())
+        offsets = np.zeros(len(lengths) + 1, dtype="<i8")
+        np.cumsum(lengths, out=offsets[1:])
+        idx_tmp.write_bytes(offsets.tobytes())
+        record = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
         if weight_field is not None:
-            os.replace(wgt_tmp, shards / f"{name}.wgt")
-            record["wgt_sha256"] = _sha256(shards / f"{name}.wgt")
-    else:
-        bin_tmp.unlink()
-        idx_tmp.unlink()
-        if weight_field is not None:
-            wgt_tmp.unlink()
-    atomic_write(store / WORK / f"{name}.done", json.dumps(record, sort_keys=True))
+            wgt_tmp = shards / f"{name}.wgt.{writer}.tmp"
+            wgt_tmp.write_bytes(np.asarray(weights, dtype="<f8").tobytes())
+        if lengths:
+            os.replace(bin_tmp, shards / f"{name}.bin")
+            os.replace(idx_tmp, shards / f"{name}.idx")
+            record.update(name=name, bin_sha256=_sha256(shards / f"{name}.bin"), idx_sha256=_sha256(shards / f"{name}.idx"))
+            if weight_field is not None:
+                os.replace(wgt_tmp, shards / f"{name}.wgt")
+                record["wgt_sha256"] = _sha256(shards / f"{name}.wgt")
+        else:
+            bin_tmp.unlink()
+            idx_tmp.unlink()
+            if weight_field is not None:
+                wgt_tmp.unlink()
+        atomic_write(store / WORK / f"{name}.done", json.dumps(record, sort_keys=True))
     return record
 
 
