@@ -87,6 +87,43 @@ def test_store_holds_every_document_framed_and_reads_like_an_array(tmp_path, tok
 
 
 @pytest.mark.slow
+def test_the_global_document_index_is_memory_mapped_and_checked(tmp_path, tok_dir, monkeypatch):
+    """offsets.idx (written at the end of the build) is what open_store maps: the same offsets as the shards'
+    .idx files concatenated, opened without reading any .idx once the copy was verified (O(1) memory in the
+    number of documents), and an altered index is a damaged store."""
+    root = _sources(tmp_path / "src")
+    store = token_store.build([str(root / "a.jsonl"), str(root / "tables")], tmp_path / "s", str(tok_dir),
+                              unit_bytes=3000)
+    manifest = token_store.read_manifest(store)
+    assert len(manifest["shards"]) > 3 and manifest["offsets"]["file"] == token_store.OFFSETS
+    opened = token_store.open_store(store)  # verifies every file once
+    assert isinstance(opened.offsets, np.memmap) and opened.n_documents == 420
+    expected, base = [0], 0
+    for shard in manifest["shards"]:
+        idx = np.fromfile(store / "shards" / f"{shard['name']}.idx", dtype="<i8")
+        expected += (idx[1:] + base).tolist()
+        base += shard["tokens"]
+    assert opened.offsets.tolist() == expected
+    assert token_store.open_store(store, max_documents=7).offsets.tolist() == expected[:8]
+
+    def no_read(*_args, **_kwargs):
+        raise AssertionError("a shard index was read into memory")
+
+    monkeypatch.setattr(np, "fromfile", no_read)
+    assert token_store.open_store(store).offsets.tolist() == expected  # verified before: nothing read whole
+    assert token_store.open_store(store, verify=False).n_documents == 420
+    monkeypatch.undo()
+    index = store / token_store.OFFSETS
+    raw = bytearray(index.read_bytes())
+    raw[8] ^= 1
+    index.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match=r"is damaged \(document index offsets.idx does not match its sha256"):
+        token_store.open_store(store)
+    index.write_bytes(bytes(raw[:-8]))
+    with pytest.raises(DataError, match=r"document index offsets.idx has \d+ bytes, its manifest says"):
+        token_store.open_store(store, verify=False)
+
+
 def test_two_workers_write_the_same_bytes_as_one(tmp_path, tok_dir):
     root = _sources(tmp_path / "src")
     sources = [str(root), str(root / "prose"), str(root / "tables")]

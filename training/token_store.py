@@ -5,6 +5,7 @@ Layout of a store folder (`biobench corpus build SOURCE... --tokenizer MODEL --o
     manifest.json          tokenizer fingerprint, dtype, counts, and each shard's token/document counts + sha256
     shards/NNNNNN.bin      the framed token ids of one work unit ([CLS] doc [SEP] ..., uint16 or uint32)
     shards/NNNNNN.idx      its document boundaries: n_docs + 1 little-endian int64 offsets into the .bin
+    offsets.idx            every document's global start (n_docs + 1 int64), written at the end, memory-mapped
     done                   the completion marker: the sha256 of manifest.json (ranks wait on it)
     work/                  only while building: the plan and one completion marker per work unit
 
@@ -46,6 +47,7 @@ from biobench.training import corpus
 FORMAT = "biobench-token-store"
 VERSION = 1
 MANIFEST, DONE, WORK, SHARDS, VERIFIED = "manifest.json", "done", "work", "shards", "verified.json"
+OFFSETS = "offsets.idx"  # every document's global start, n_docs + 1 int64, memory-mapped by open_store
 BUILD_LOCK = ".build.lock"  # held (flock) by the one process building the store
 UNIT_BYTES = 64 << 20  # text per work unit: bounds a worker's memory and the work a kill -9 loses
 GZIP_UNIT_WEIGHT = 4  # a .gz counts as 4x its size when grouping files into units (text compresses ~4x)
@@ -406,11 +408,31 @@ def finish(plan: BuildPlan) -> Path:
         manifest["weight_field"] = plan.weight_field
     for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
         leftover.unlink(missing_ok=True)
+    manifest["offsets"] = {"file": OFFSETS, "sha256": _write_offsets(out, shards)}
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     atomic_write(out / MANIFEST, text)
     atomic_write(out / DONE, hashlib.sha256(text.encode()).hexdigest() + "\n")
     shutil.rmtree(out / WORK, ignore_errors=True)
     return out
+
+
+def _write_offsets(out: Path, shards: list[dict[str, Any]]) -> str:
+    """The global document index: each shard's .idx shifted by the tokens before it, streamed shard by shard (one
+    shard's offsets in memory at a time), written atomically. Returns its sha256."""
+    tmp = out / f"{OFFSETS}.{os.getpid()}.tmp"
+    with disk_full_guard(out, 0, lambda: "the shards are safe (rerun the same command to finish)",
+                         lambda: tmp.unlink(missing_ok=True)):
+        with tmp.open("wb") as handle:
+            handle.write(np.zeros(1, dtype="<i8").tobytes())
+            base = 0
+            for shard in shards:
+                idx = np.fromfile(out / SHARDS / f"{shard['name']}.idx", dtype="<i8")
+                handle.write((idx[1:] + base).astype("<i8").tobytes())
+                base += int(shard["tokens"])
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, out / OFFSETS)
+    return _sha256(out / OFFSETS)
 
 
 def _source_name(source: str) -> str:
@@ -540,50 +562,69 @@ def read_manifest(store: Path) -> dict[str, Any]:
 
 def open_store(store: str | Path, verify: bool = True, max_documents: int | None = None) -> TokenStore:
     """Open a finished store: manifest checksum, every shard's size, and (verify) each shard's sha256 unless
-    this copy was verified before with the same size and mtime (recorded in verified.json, outside the content)."""
+    this copy was verified before with the same size and mtime (recorded in verified.json, outside the content).
+    The document offsets are the memory-mapped global index (offsets.idx), so opening holds O(shards) memory,
+    not 8 bytes per document; a shard's .idx is read only when its sha256 is checked (it must frame its tokens)."""
     store = Path(store)
     manifest = read_manifest(store)
     dtype = np.dtype(manifest["dtype"])
-    files, lengths, offsets, base = [], [], [np.zeros(1, dtype=np.int64)], 0
+    files, lengths, old_offsets, base = [], [], [np.zeros(1, dtype=np.int64)], 0
     stamps_path = store / VERIFIED
     try:
         stamps = read_json(stamps_path, 64 << 20) if stamps_path.is_file() else {}
     except UnsafeJSONError:
         stamps = {}
     fresh: dict[str, Any] = {}
+
+    def check(path: Path, size: int, sha256: object, what: str) -> bool:
+        """Size always; sha256 when verifying a copy not verified before. True when the sha256 was computed."""
+        try:
+            st = path.stat()
+        except OSError:
+            raise _damaged(store, f"{what} {path.name} is missing") from None
+        if st.st_size != size:
+            raise _damaged(store, f"{what} {path.name} has {st.st_size} bytes, its manifest says {size}")
+        stamp = [st.st_size, st.st_mtime_ns, sha256]
+        fresh[path.name] = stamp
+        if verify and stamps.get(path.name) != stamp:
+            if _sha256(path) != sha256:
+                raise _damaged(store, f"{what} {path.name} does not match its sha256 in the manifest")
+            return True
+        return False
+
+    indexed = isinstance(manifest.get("offsets"), dict)  # stores built before the global index: offsets in RAM
     for shard in manifest["shards"]:
         name = shard["name"]
         kinds = [("bin", shard["tokens"] * dtype.itemsize), ("idx", (shard["documents"] + 1) * 8)]
         if manifest.get("weight_field") is not None:
             kinds.append(("wgt", shard["documents"] * 8))
+        computed = False
         for ext, size in kinds:
-            path = store / SHARDS / f"{name}.{ext}"
-            try:
-                st = path.stat()
-            except OSError:
-                raise _damaged(store, f"shard {path.name} is missing") from None
-            if st.st_size != size:
-                raise _damaged(store, f"shard {path.name} has {st.st_size} bytes, its manifest says {size}")
             if f"{ext}_sha256" not in shard:
                 raise _damaged(store, f"shard {name} has no {ext}_sha256 in the manifest")
-            stamp = [st.st_size, st.st_mtime_ns, shard[f"{ext}_sha256"]]
-            if verify and stamps.get(path.name) != stamp:
-                if _sha256(path) != shard[f"{ext}_sha256"]:
-                    raise _damaged(store, f"shard {path.name} does not match its sha256 in the manifest")
-            fresh[path.name] = stamp
-        idx = np.fromfile(store / SHARDS / f"{name}.idx", dtype="<i8")
-        if idx[0] != 0 or idx[-1] != shard["tokens"] or np.any(idx[1:] < idx[:-1]):
-            raise _damaged(store, f"shard {name}.idx does not frame its tokens")
-        offsets.append(idx[1:] + base)
+            computed |= check(store / SHARDS / f"{name}.{ext}", size, shard[f"{ext}_sha256"], "shard")
+        if computed or not indexed:
+            idx = np.fromfile(store / SHARDS / f"{name}.idx", dtype="<i8")
+            if idx[0] != 0 or idx[-1] != shard["tokens"] or np.any(idx[1:] < idx[:-1]):
+                raise _damaged(store, f"shard {name}.idx does not frame its tokens")
+            if not indexed:
+                old_offsets.append(idx[1:] + base)
         base += int(shard["tokens"])
         files.append(store / SHARDS / f"{name}.bin")
         lengths.append(int(shard["tokens"]))
+    if indexed:
+        index = manifest["offsets"]
+        check(store / OFFSETS, (int(manifest["documents"]) + 1) * 8, index.get("sha256"), "document index")
+        all_offsets = np.memmap(store / OFFSETS, dtype="<i8", mode="r")
+        if all_offsets[0] != 0 or all_offsets[-1] != manifest["tokens"]:
+            raise _damaged(store, f"{OFFSETS} does not frame the tokens")
+    else:
+        all_offsets = np.concatenate(old_offsets)
     if verify and fresh != stamps:
         try:
             atomic_write(stamps_path, json.dumps(fresh))
         except OSError:
             pass  # a read-only copy is verified again next time
-    all_offsets = np.concatenate(offsets)
     limit = None
     if max_documents is not None and max_documents < len(all_offsets) - 1:
         all_offsets = all_offsets[:max_documents + 1]
