@@ -292,3 +292,20 @@ def test_corpus_speed_arguments():
     assert args.sizes == [10_000_000, 1_000_000_000] and args.plan_tokens == "50B"
     quick = corpus_speed.parse_args(["--quick"])
     assert (quick.sizes, quick.loader_steps, quick.plan_tokens) == ([200_000], 2, "1B")
+
+
+@pytest.mark.slow
+def test_corpus_speed_memory_only_runs_end_to_end(tmp_path, tiny_tokenizer, capsys):
+    """--memory-only with --build-workers 2: one line per size (prefixes of one generated corpus), the report's
+    rows with the building process's and the largest worker's peak RSS and the memory opening the store took."""
+    from biobench.perf import corpus_speed
+
+    tiny_tokenizer.save_pretrained(tmp_path / "tok")
+    assert corpus_speed.main(["--memory-only", "--tokens", "100K", "3M", "--build-workers", "2", "--tokenizer",
+                              str(tmp_path / "tok"), "--tmp", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 0
+    rows = json.loads((tmp_path / "r.json").read_text())["builds"]
+    assert len(rows) == 2 and rows[0]["tokens"] < rows[1]["tokens"] and rows[1]["shards"] >= 1
+    assert all(r["peak_rss_mb"] > 0 and r["open_rss_mb"] < 50 for r in rows)
+    out = capsys.readouterr().out
+    assert out.count("2 worker(s)") == 2 and "opening the store: +" in out and "load average" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "tok"]  # the corpora and stores are removed

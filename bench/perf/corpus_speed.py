@@ -1,6 +1,11 @@
 """The token store and mixtures, measured (issue 49 §3): build speed and memory, loader speed, plan cost, fidelity.
 
     python -m biobench.perf.corpus_speed --tokens 10M 100M [--tokenizer FOLDER] [--out report.json]
+    python -m biobench.perf.corpus_speed --memory-only --tokens 10M 100M 300M 1B --build-workers 2
+
+--memory-only: the build memory figure alone (peak RSS against corpus size, and the memory opening each store
+takes), skipping scaling, loader and plan. The corpora of all sizes are prefixes of one generated corpus (files of
+up to 4 MB), so the largest is generated once.
 
 - build: a synthetic JSONL corpus of about each --tokens size (French-like words, written to a temporary folder,
   never committed) is built into a store with 1 worker, in a process of its own: tokens/s per worker and its peak
@@ -46,6 +51,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 200K tokens, 2 loader steps, a 1B mix")
     parser.add_argument("--tmp", help="where to write the corpora (default: the system's temporary folder)")
     parser.add_argument("--out", type=Path, help="also write the report as JSON")
+    parser.add_argument("--memory-only", action="store_true", help="only the builds' peak RSS per size (and the "
+                        "memory opening each store takes)")
+    parser.add_argument("--build-workers", type=int, default=1, help="tokenising workers of the size builds "
+                        "(default 1)")
     args = parser.parse_args(argv)
     args.sizes = [parse_tokens(t) for t in (["200K"] if args.quick else args.tokens)]
     if args.quick:
@@ -62,7 +71,7 @@ def default_tokenizer() -> str:
     return str(folder)
 
 
-def write_corpus(folder: Path, tokens: int, tokens_per_byte: float, seed: int = 0) -> int:
+def write_corpus(folder: Path, tokens: int, tokens_per_byte: float, seed: int = 0, file_bytes: int = FILE_BYTES) -> int:
     """Generated documents (50-2,000 words from a 60,000-word vocabulary) in JSONL files; returns bytes written."""
     rng = random.Random(seed)
     vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyzéèà") for _ in range(rng.randint(2, 11)))
@@ -70,7 +79,7 @@ def write_corpus(folder: Path, tokens: int, tokens_per_byte: float, seed: int = 
     target = int(tokens / tokens_per_byte)
     written, index, handle = 0, 0, None
     while written < target:
-        if handle is None or handle.tell() >= FILE_BYTES:
+        if handle is None or handle.tell() >= file_bytes:
             if handle is not None:
                 handle.close()
             handle = (folder / f"part-{index:04d}.jsonl").open("w", encoding="utf-8")
@@ -104,10 +113,60 @@ def _build(corpus: str, store: str, tokenizer: str, workers: int, unit_bytes: in
     token_store.build([corpus], Path(store), tokenizer, workers=workers, unit_bytes=unit_bytes)
     seconds = time.perf_counter() - started
     manifest = token_store.read_manifest(Path(store))
-    queue.put({"workers": workers, "seconds": seconds, "tokens": manifest["tokens"],
+    rss_before = _rss_mb()
+    opened = token_store.open_store(Path(store), verify=False)
+    last = int(opened.offsets[-1]) + int(opened.offsets[len(opened.offsets) // 2])  # touch the index
+    open_mb = _rss_mb() - rss_before
+    queue.put({"workers": workers, "seconds": seconds, "tokens": manifest["tokens"], "open_rss_mb": open_mb,
+               "touched": last,
                "documents": manifest["documents"], "shards": len(manifest["shards"]),
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "workers_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024})
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (VmRSS), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def memory_figure(args: argparse.Namespace, tokenizer: str, root: Path, ratio: float) -> list[dict[str, Any]]:
+    """Peak RSS of a build at each size (one process per build: the building process and, with workers, the
+    largest worker), corpora as prefixes of one generated corpus of the largest size."""
+    corpus = root / "corpus"
+    corpus.mkdir()
+    # files of an eighth of the smallest corpus (64 KB to 4 MB): every size is a prefix within 1/8 of its target
+    file_bytes = min(4 << 20, max(64 << 10, int(min(args.sizes) / ratio) // 8))
+    written_total = write_corpus(corpus, max(args.sizes), ratio, file_bytes=file_bytes)
+    parts = sorted(corpus.iterdir())
+    rows = []
+    for size in sorted(args.sizes):
+        want = int(size / ratio)
+        chosen, have = [], 0
+        for part in parts:
+            if have >= want:
+                break
+            chosen.append(part)
+            have += part.stat().st_size
+        folder = root / f"corpus-{size}"
+        folder.mkdir()
+        for part in chosen:
+            (folder / part.name).symlink_to(part)
+        row = in_process(_build, str(folder), str(root / f"store-{size}"), tokenizer, args.build_workers, 64 << 20)
+        row.update(corpus_bytes=have, tokens_per_s=row["tokens"] / row["seconds"])
+        rows.append(row)
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+        print(f"build {row['tokens']:,} tokens ({have / 1e6:,.0f} MB, {row['shards']} shards, {row['documents']:,} "
+              f"documents), {args.build_workers} worker(s): {row['seconds']:.1f} s, {row['tokens_per_s']:,.0f} "
+              f"tokens/s; peak RSS: building process {row['peak_rss_mb']:.0f} MB, largest worker "
+              f"{row['workers_peak_rss_mb']:.0f} MB; opening the store: +{row['open_rss_mb']:.1f} MB "
+              f"(load average {load})", flush=True)
+        shutil.rmtree(root / f"store-{size}", ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    del written_total
+    return rows
 
 
 def in_process(target, *args: Any) -> dict[str, Any]:
@@ -174,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"tokenizer": Path(tokenizer).name, "builds": []}
     try:
         ratio = tokens_per_byte(tokenizer, root)
+        if args.memory_only:
+            report["builds"] = memory_figure(args, tokenizer, root, ratio)
+            return _end(report, args)
         smallest = None
         for size in args.sizes:
             corpus = root / f"corpus-{size}"
@@ -216,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
                                                   f"{r['deviation_sequences']} seq off)" for r in rows))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    return _end(report, args)
+
+
+def _end(report: dict[str, Any], args: argparse.Namespace) -> int:
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     report["loadavg"] = load
     print(f"load average: {' '.join(load)}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
