@@ -66,6 +66,11 @@ def test_claimed_build_in_one_process_equals_a_local_build_and_dry_run_says_wher
     assert "--claim-units is what each --launcher slurm element runs" in capsys.readouterr().err
     assert cli.main([*base, "--claim-units", "--claim-seconds", "0"]) != 0
     assert "--claim-seconds" in capsys.readouterr().err
+    # a submit that cannot work is refused before anything is submitted
+    assert cli.main([*base[:-4], "--out", str(tmp_path / "s2"), "--launcher", "slurm", "--claim-seconds", "0"]) != 0
+    assert "--claim-seconds" in capsys.readouterr().err and not (tmp_path / "s2").exists()
+    assert cli.main([*base[:-4], "--out", str(tmp_path / "s2"), "--launcher", "slurm", "--workers", "0"]) != 0
+    assert "--workers 0: give 1 to" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from biobench import cli
-from biobench.errors import ConfigError
+from biobench.errors import ConfigError, DataError
 from biobench.training import mixture, token_store
 from biobench.training.packing import PackedCorpus
 
@@ -52,7 +52,7 @@ def test_build_records_weights_and_bad_weights_are_one_line_naming_the_line(tmp_
     # the weight shard is checked like the others: one flipped byte is a damaged store
     wgt = next((tmp_path / "s" / "shards").glob("*.wgt"))
     wgt.write_bytes(wgt.read_bytes()[:-1] + b"\x7f")
-    with pytest.raises(Exception, match=r"is damaged .*\.wgt does not match its sha256"):
+    with pytest.raises(DataError, match=r"is damaged .*\.wgt does not match its sha256"):
         token_store.open_store(tmp_path / "s")
     bad = {"-1": "is -1; give a finite number from 0 to 1000", "1e9": "is 1000000000.0; give a finite number",
            '"high"': "is str, not a number", "true": "is bool, not a number"}

@@ -157,6 +157,7 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
     import contextlib
     from datetime import UTC, datetime
 
+    from biobench.ranges import Bounds
     from biobench.runtime import launch
     from biobench.training import corpus as raw_corpus
     from biobench.training import token_store
@@ -174,6 +175,8 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
         if value is not None and not 0 <= value <= 10_000:
             raise ConfigError(f"{flag} {value}: give a number from 0 to 10000")
     time_min, extra = launch.minutes(settings.time), launch.slurm_args(settings.slurm_arg)
+    Bounds(0.001, 4096).check(unit_mb, "--unit-mb")  # refused here, not in every element after the submit
+    Bounds(1, 7 * 86400).check(claim_s, "--claim-seconds")
     launch.import_submitit()
     launch.check_slurm(settings.partition)
     # every path absolute: the elements start in the job's folder, not here
