@@ -96,9 +96,12 @@ def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_fiel
                             continue
                         took, finished = True, False
                         try:
-                            with stop.abandonable():
-                                plan.build_unit(index)
-                            mine += 1
+                            # looked for again once claimed (eval/claims' rule 3): the process that finished it may
+                            # have removed its claim between our look and our claim, leaving it free to take
+                            if not plan.marker(index).is_file():
+                                with stop.abandonable():
+                                    plan.build_unit(index)
+                                mine += 1
                             finished = True
                         finally:
                             claims.release(key, finished=finished, abandoned=None if finished else "stopped")
