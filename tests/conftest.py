@@ -4,6 +4,7 @@ offline MiniLM from PyPI. Tests never touch the network."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def readme_quick_check_run(shared_data, minilm_dir, tmp_path_factory):
     """The README's quick check, verbatim, run once for the session on the real data with the installed
     all-MiniLM-L6-v2 (minutes: its ncbi-disease run is the suite's one real-data NER training): its `command`
     as the README gives it, the `argv` that ran (after `biobench`), the `results` folder and the --json `summary`.
-    tests/test_newcomer.py reads its scores; tests/test_eval_real_data.py reruns it (skips) and retrains its
+    tests/test_readme_on_real_data.py reads its scores; tests/eval/test_real_data.py reruns it (skips) and retrains its
     ncbi-disease run (the same score)."""
     import contextlib
     import io
@@ -170,8 +171,8 @@ def readme_quick_check_run(shared_data, minilm_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def submitted_and_evaluated(tiny_mlm_dir, tmp_path_factory):
     """One real `biobench submit` (a smoke run of demo-cls on the tiny model, with stated metadata) taken by
-    `biobench worker --once`, in process, for the queue's and the metadata's tests (tests/test_service_queue.py,
-    tests/test_service_metadata.py: what each checks of it is theirs). In order: the submit, the same submit again
+    `biobench worker --once`, in process, for the queue's and the metadata's tests (tests/service/test_queue.py,
+    tests/service/test_submission_metadata.py: what each checks of it is theirs). In order: the submit, the same submit again
     while pending, the worker, a second worker that finds nothing; each step's (rc, out, err)."""
     import contextlib
     import io
@@ -203,8 +204,8 @@ def submitted_and_evaluated(tiny_mlm_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def torchrun_pretraining(tmp_path_factory):
     """`torchrun --nproc_per_node 2 biobench pretrain` (detour, tiny preset, gloo, one thread a rank), run once for
-    the session: the two-rank reference that one process (tests/test_training_distributed.py) and `srun -n 2`
-    (tests/test_slurm.py) must reach. Its `corpus`, `tokens` and `out` folder."""
+    the session: the two-rank reference that one process (tests/training/test_distributed.py) and `srun -n 2`
+    (tests/runtime/test_slurm.py) must reach. Its `corpus`, `tokens` and `out` folder."""
     import subprocess
     import sys
     from types import SimpleNamespace
@@ -235,7 +236,7 @@ def transformers_logs_to_the_session_stderr():
     """transformers gives its root logger a StreamHandler bound to whatever sys.stderr is when it first logs.
     If that first time is inside a test using capsys, the handler keeps that test's stream, closed once the test
     ends, and every later warning prints '--- Logging error --- Traceback ...' into other tests' stderr (seen
-    under xdist, where test order differs: test_pretrain_every_setting's no-Traceback check failed on it). Bind
+    under xdist, where test order differs: test_every_setting's no-Traceback check failed on it). Bind
     it here, to the session's stream, before any test captures."""
     try:
         from transformers.utils import logging as hf_logging
@@ -244,6 +245,18 @@ def transformers_logs_to_the_session_stderr():
         return
     hf_logging.get_logger("transformers")
     yield
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_as_they_were():
+    """A test that runs a stop path in process (runtime.slurm.requeue_self, runtime.interrupts.stop_on_signal)
+    changes this process's signal handlers; they are put back after each test, so the next test's processes and
+    pools start from the session's handlers, whatever order xdist gives the tests."""
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)}
+    yield
+    for sig, handler in kept.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -354,8 +367,8 @@ def slurm_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def slurm_toy_reference(slurm_cluster, tmp_path_factory, tiny_mlm_dir) -> Path:
-    """The sequential reference of the two SLURM array tests (tests/test_slurm.py: our batch script;
-    tests/test_slurm_launcher.py: submitit's): the 2-task x 2-seed toy grid of tests.support.slurm_toy_grid, run
+    """The sequential reference of the two SLURM array tests (tests/runtime/test_slurm.py: our batch script;
+    tests/runtime/test_launch_slurm.py: submitit's): the 2-task x 2-seed toy grid of tests.support.slurm_toy_grid, run
     once for the session by `eval --no-claims` in one process. Its `results-seq` folder; both tests compare their
     array's result files and predictions, byte for byte, with it (they ran it each, the same grid, before)."""
     import subprocess

@@ -88,12 +88,19 @@ SignalHandler = Callable[[int, FrameType | None], Any] | int | signal.Handlers |
 
 
 def ignore_sigterm() -> SignalHandler:
-    """Ignore SIGTERM (main thread only: elsewhere signal handlers cannot be set) and return the handler it
-    replaced, for restore_sigterm; None when it could not be set."""
+    """Let SIGTERM pass without stopping this process (main thread only: elsewhere signal handlers cannot be set)
+    and return the handler it replaced, for restore_sigterm; None when it could not be set. A handler that does
+    nothing, not SIG_IGN: an ignored signal stays ignored across exec, so every process started afterwards (a
+    tokenizer pool, a child command) could not be stopped with SIGTERM either; a Python handler is reset in
+    them (a test suite's multiprocessing pool hung on exactly that, waiting for workers deaf to terminate())."""
     try:
-        return signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return signal.signal(signal.SIGTERM, _let_sigterm_pass)
     except ValueError:  # not the main thread
         return None
+
+
+def _let_sigterm_pass(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM after this job asked to be requeued: SLURM stopping it; the process is already on its way out."""
 
 
 def restore_sigterm(previous: SignalHandler) -> None:
@@ -131,8 +138,8 @@ def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_S
     # SLURM answers an accepted requeue by sending SIGTERM to the whole job at once, often before scontrol has
     # returned here. The caller is stopping anyway; with SIGTERM at its default (the stop handler restored it
     # after the first signal) the job died before it wrote the line that says it was requeued and what was
-    # kept (seen in CI: one life in three lost both lines). So SIGTERM is ignored from here on; SLURM's
-    # SIGKILL after KillWait stays the backstop. A requeue that fails gives the previous handler back.
+    # kept (seen in CI: one life in three lost both lines). So SIGTERM is let pass from here on (ignore_sigterm);
+    # SLURM's SIGKILL after KillWait stays the backstop. A requeue that fails gives the previous handler back.
     previous_term = ignore_sigterm()
     try:
         done = subprocess.run([scontrol, "requeue", job], capture_output=True, text=True, timeout=REQUEUE_TIMEOUT_S)
