@@ -96,7 +96,7 @@ class ForwardBackward(torch.autograd.Function):
     them one by one (about 1.3 s of a 2 x 1,024-subword training step on CPU). The forward pass is the plain
     recursion (`logsumexp` above: the same values); the backward pass propagates the adjoints of the
     alpha and beta recursions with the softmax weights they imply, a matrix-vector product per step, and
-    sums the transition gradients once per chunk of steps. tests/test_heads_ner_compute.py compares both
+    sums the transition gradients once per chunk of steps. tests/heads/test_ner_compute.py compares both
     with autograd through the plain recursion."""
 
     CHUNK = 64  # steps whose (N, chunk, tags, tags) softmax weights are built at once in backward

@@ -23,7 +23,7 @@ from biobench.tasks.options import check_fetch, check_keys, check_source
 from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS, ProtocolName, TaskKind
 
 # The paper's 19 tasks in paper order. The same list is `"paper_task": true` in specs/*.json and the task
-# column of bench/standings/reference/paper_results.csv: tests/test_tasks_registry.py checks the three agree.
+# column of bench/standings/reference/paper_results.csv: tests/tasks/test_registry.py checks the three agree.
 PAPER_TASKS: tuple[str, ...] = (
     "diamed", "meddialog-fr", "fracco-30", "fracco-100", "cantemist", "distemist", "quaero-emea",
     "quaero-medline", "chemprot", "phenotyping", "cos", "social-history", "deid", "anatem", "bc5cdr",

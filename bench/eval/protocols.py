@@ -5,7 +5,7 @@ The protocol lives here, in one place: the seeds of each protocol (`SEEDS`), its
 (head learning rate, gradient clipping, selection metric: its `knobs`) are biobench.heads.HEAD_SPECS; the protocol *names* a task spec may give are vocabulary of the spec
 format (biobench.tasks.schema.PROTOCOL_NAMES, next to TASK_KINDS) because the task registry validates specs
 and may import nothing from bench but errors and the runtime layer; `SEEDS` covers exactly those names
-(tests/test_eval_protocols.py).
+(tests/eval/test_protocols.py).
 
 Why a hash: a result is only comparable to another one computed with the same protocol, so every result
 records the resolved protocol and its hash is part of the run key (biobench.store).
@@ -311,7 +311,7 @@ def protocol_steps(protocol: Protocol, n_train: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- the protocol table
 # Where each value of a task's protocol comes from: `biobench tasks --protocol`, the leaderboard's About tab and
-# docs/PROTOCOL.md's table are all `protocol_rows` (tests/test_protocol_paper.py holds them to the paper).
+# docs/PROTOCOL.md's table are all `protocol_rows` (tests/eval/test_protocol_paper.py holds them to the paper).
 PAPER = "paper arXiv 2605.12438"
 KNOB_SOURCES: dict[tuple[str, str], str] = {
     ("fr", "classification"): "tabib configs/base/cls_bert.yaml",

@@ -4,7 +4,7 @@ the process's peak memory (RSS) after prediction and after training.
 
 Why a script of its own: the span head is the costliest head of the French protocol (it once trained at 26.7
 tokens/s at max_length 1024), and its faster compute path must keep the same outputs
-(tests/test_heads_ner_compute.py holds the equality). `--baseline REV` measures the heads of another git
+(tests/heads/test_ner_compute.py holds the equality). `--baseline REV` measures the heads of another git
 revision in the same run, side by side: each arm runs in its own fresh process, the baseline with the
 package tree of REV first on its path (the script only uses the API both share: `get_head`, featurize /
 collate / build / predict), and the table gives each arm's ratio to the baseline.

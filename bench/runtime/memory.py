@@ -8,7 +8,7 @@ by `biobench eval` and `load_encoder` (bench/eval/models.py), by `biobench pretr
 by the queue worker before it runs a request (bench/service/worker.py).
 
 What counts: BERT, RoBERTa, CamemBERT, XLM-RoBERTa, ELECTRA, DistilBERT and ModernBERT are counted exactly (the
-parameters of transformers' AutoModel for them, pooler included: tests/test_model_memory.py builds each from a
+parameters of transformers' AutoModel for them, pooler included: tests/runtime/test_memory.py builds each from a
 config and compares). Any other architecture that states vocab_size / hidden_size / num_hidden_layers /
 intermediate_size is counted by its embedding and weight matrices alone: a lower bound, so the check never
 refuses a model that would fit. One without those keys is not estimated (`ParamEstimate.params` None, with a

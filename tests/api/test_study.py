@@ -1,0 +1,405 @@
+"""Study files (bench/api/study.py): validation before anything runs, run references, steps and their order,
+`extends`; the Holm correction of the report; the tiny study end to end (slow); the report equal to `compare`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from biobench import cli
+from biobench.api.study import load_study, order
+from biobench.errors import ConfigError
+
+from tests.support import TINY_STUDY as TINY
+from tests.support import TRANSPLANT_PROBES
+from tests.support import study_pretrain as _pretrain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _api_example() -> str:
+    """The Python block of docs/API.md's "A study from Python" section."""
+    text = (REPO / "docs" / "API.md").read_text(encoding="utf-8")
+    section = text[text.index("## A study from Python"):]
+    return section[section.index("```python\n") + 10:section.index("```\n", section.index("```python"))]
+
+
+def _eval(name: str, models: list[str], tasks: str = '["demo-cls"]', seeds: str = "42") -> str:
+    listed = ", ".join(f'{{ model = "{m}" }}' for m in models)
+    return f'\n[[eval]]\nname = "{name}"\ntasks = {tasks}\nseeds = "{seeds}"\nmodels = [{listed}]\n'
+
+
+def _write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _refused(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        load_study(_write(tmp_path, text))
+    message = str(err.value)
+    assert "\n" not in message and str(tmp_path / "study.toml") in message
+    return message
+
+
+def test_a_study_becomes_steps_in_dependency_order(tmp_path):
+    text = (_pretrain("detour") + _pretrain("mlm", "mlm") + _pretrain("decay", "mlm", "run:detour/phase1")
+            + _eval("fr", ["run:detour/final", "run:mlm/final", "run:decay/final"])
+            + '\n[[analysis]]\nname = "cka-final"\nkind = "cka"\nmodels = ["run:detour/final", "run:mlm/final"]\n'
+              'texts = ["demo-cls"]\nn = 8\n'
+            + '\n[[compare]]\na = "run:detour/final"\nb = "run:mlm/final"\n')
+    study = load_study(_write(tmp_path, text))
+    ids = [s.id for s in order(study)]
+    assert ids.index("pretrain/detour") < ids.index("pretrain/decay") < ids.index("eval/fr/decay")
+    assert study.step("pretrain/decay").needs == ("pretrain/detour",)
+    assert study.step("eval/fr/detour").needs == ("pretrain/detour",)
+    assert study.step("analysis/cka-final").needs == ("pretrain/detour", "pretrain/mlm")
+    argv = study.step("analysis/cka-final").argv
+    assert argv[:2] == ("analyze", "cka") and str(study.runs / "detour" / "final") in argv
+    assert argv[-2:] == ("--out", str(study.out / "analyses" / "cka-final"))
+    assert study.out == (tmp_path / "study").resolve() and study.results == study.out / "results"
+    assert [c.name for c in study.compares] == ["detour-vs-mlm"] and study.compares[0].correction == "holm"
+    # the decay run starts from detour's phase1 folder; a hub id is never read as a reference
+    from biobench.api.study import pretrain_settings_text
+
+    assert f'model = "{study.runs / "detour" / "phase1"}"' in pretrain_settings_text(study, "decay")
+    hub = load_study(_write(tmp_path, _eval("hub", ["almanach/moderncamembert-base"]), "hub.toml"))
+    assert hub.grids[0].models[0].model == "almanach/moderncamembert-base" and hub.step("eval/hub/moderncamembert-base").needs == ()
+
+
+def test_a_step_checkpoint_resolves_to_the_folder_the_trainer_writes(tmp_path):
+    text = _pretrain("detour", extra='save_every = "2K"') + _eval("fr", ["run:detour/step-4K"])
+    study = load_study(_write(tmp_path, text))
+    # 4 sequences x 64 tokens = 256 tokens a step: 4,000 is reached at step 16 (4,096 tokens seen)
+    assert study.grids[0].models[0].model == str(study.runs / "detour" / "step-4096")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (_pretrain("a", model="run:b/final") + _pretrain("b", model="run:a/final"),
+     "form a cycle (a -> b -> a)"),
+    (_pretrain("a") + _eval("fr", ["run:nope/final"]), "run:nope/final refers to no [[pretrain]] run (runs: a)"),
+    (_pretrain("a") + _pretrain("a", "mlm"), "the name 'a' is used by two [[pretrain]] tables"),
+    (_pretrain("a") + _eval("fr", ["run:a/step-500M"]),
+     "run 'a' never writes step checkpoints (save_every is unset); add save_every"),
+    (_pretrain("a", extra='save_every = "3K"') + _eval("fr", ["run:a/step-4K"]),
+     "saves every 3,000 tokens, so it writes no checkpoint at 4,000"),
+    (_pretrain("a", extra='save_every = "10K"') + _eval("fr", ["run:a/step-30K"]), "never reaches 30,000"),
+    (_pretrain("a") + _eval("fr", ["run:a"]), "'run:a' is not a run reference; write run:NAME/final"),
+    (_pretrain("a") + _eval("fr", ["run:a/final", "run:a/final"]), "evaluates run:a/final twice"),
+    (_pretrain("a") + _eval("one", ["run:a/final"], '["demo-cls", "demo-ner"]') + _eval("two", ["run:a/final"]),
+     "run:a/final on demo-cls with these seeds and overrides is already evaluated by eval/one/a"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "x"\nkind = "cka"\nmodels = ["run:a/final", "run:a/final"]\ntexts = ["t"]\n'
+     '\n[[analysis]]\nname = "x"\nkind = "cka"\nmodels = ["run:a/final", "run:a/final"]\ntexts = ["t"]\n',
+     "analysis 'x' writes too; give it its own name"),
+    (_pretrain("a", extra="lrr = 0.1"), "unknown setting 'lrr': did you mean 'lr'?"),
+    (_pretrain("a", extra='out = "elsewhere"'), "out is decided by the study"),
+    ('bogus = 1\n' + _pretrain("a"), "unknown key(s) bogus"),
+    (_pretrain("a") + _eval("fr", ["run:a/final"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n',
+     "b = 'DrBERT' is evaluated by no [[eval]] table"),
+    (_pretrain("a") + _eval("fr", ["run:a/final", "DrBERT"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n'
+     'correction = "fdr"\n', "correction = 'fdr'; give one of holm, bonferroni, none"),
+    (_pretrain("a") + _eval("fr", ["run:a/final", "DrBERT"]) + '\n[[compare]]\na = "run:a/final"\nb = "DrBERT"\n'
+     'paper_a = "Nope"\n', "'Nope' is not a model row of the paper's tables"),
+    ("", "no [[pretrain]], [[eval]] or [[analysis]] table"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\n',
+     "analysis 'p': a probe needs task = \"TASK\""),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'seeds = "44-42"\n', "range 44-42 is reversed"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'results = "elsewhere"\n', "results is decided by the study"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'paper = nan\n', "analysis 'p' paper value 'nan': give a finite number"),
+    (_pretrain("a") + _pretrain("b", "mlm") + '\n[[analysis]]\nname = "c"\nkind = "cka"\n'
+     'models = ["run:a/final", "run:b/final"]\ntexts = ["t"]\n'
+     '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "analysis:c"\ntask = "demo-cls"\n',
+     "model = 'analysis:c' is a cka analysis; only a transplant's folder is a model"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "analysis:t"\ntask = "demo-cls"\n'
+     '\n[[analysis]]\nname = "t"\nkind = "transplant"\nfrom = "run:a/final"\ninto = "run:a/init"\nlayers = "0"\n',
+     "model = 'analysis:t' names no earlier [[analysis]]"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "t"\nkind = "transplant"\nfrom = "run:a/final"\n'
+     'into = "run:zz/final"\nlayers = "0"\n', "run:zz/final refers to no [[pretrain]] run"),
+])
+def test_bad_input_is_one_line_before_anything_runs(tmp_path, text, expected):
+    assert expected in _refused(tmp_path, text)
+    assert not (tmp_path / "study").exists()  # nothing written, nothing run
+
+
+def test_transplant_and_probe_steps_their_needs_done_markers_and_progress(tmp_path):
+    """A transplant after both runs it reads, a probe of it after the transplant; the transplant is done when its
+    transplant.json exists, a probe when each of its seeds has a result file (status: partly done, k/n seeds)."""
+    import biobench
+    from biobench.api.study_run import is_done
+
+    study = biobench.study(_write(tmp_path, _pretrain("detour") + _pretrain("mlm", "mlm") + TRANSPLANT_PROBES))
+    plan = {step["id"]: step for step in study.plan()}
+    assert plan["analysis/transplant-low"]["needs"] == ["pretrain/detour", "pretrain/mlm"]
+    assert plan["analysis/probe-transplant-low"]["needs"] == ["analysis/transplant-low"]
+    assert plan["analysis/probe-mlm"]["needs"] == ["pretrain/mlm"]
+    out = study.out
+    assert plan["analysis/transplant-low"]["argv"] == [
+        "analyze", "transplant", "--from", str(out / "runs" / "detour" / "final"), "--into",
+        str(out / "runs" / "mlm" / "final"), "--layers", "0-1", "--component", "all", "--out",
+        str(out / "analyses" / "transplant-low")]
+    probe = plan["analysis/probe-transplant-low"]["argv"]
+    assert probe[probe.index("--model") + 1] == str(out / "analyses" / "transplant-low")
+    assert probe[-2:] == ["--results", str(out / "analyses" / "probe-transplant-low" / "results")]
+    assert [s["analysis"] for s in plan.values() if s["kind"] == "analysis"] == ["transplant", "probe", "probe"]
+    assert not any(s["done"] for s in plan.values())
+    # the outputs say what is done: the runs' final records, the transplant's record, the probe's seed files
+    for run in ("detour", "mlm"):
+        (out / "runs" / run / "final").mkdir(parents=True)
+        (out / "runs" / run / "final" / "biobench_pretrain.json").write_text("{}")
+    (out / "analyses" / "transplant-low").mkdir(parents=True)
+    (out / "analyses" / "transplant-low" / "transplant.json").write_text("{}")
+    seed = out / "analyses" / "probe-transplant-low" / "results" / "transplant-low--abc--probe-mean-last" / "demo-cls"
+    seed.mkdir(parents=True)
+    (seed / "seed-42.json").write_text("{}")
+    states = {s.step: s for s in study.status()}
+    assert states["analysis/transplant-low"].state == "done"
+    assert (states["analysis/probe-transplant-low"].state, states["analysis/probe-transplant-low"].detail) == \
+        ("partly done", "1/2 seeds done")
+    assert (states["analysis/probe-mlm"].state, states["analysis/probe-mlm"].detail) == ("to run", "0/2 seeds done")
+    (seed / "seed-43.json").write_text("{}")
+    assert is_done(study.study, study.study.step("analysis/probe-transplant-low"))
+    assert {s.step: s.state for s in study.status()}["analysis/probe-transplant-low"] == "done"
+
+
+def test_the_api_refuses_what_the_command_refuses(tmp_path):
+    import biobench
+
+    path = _write(tmp_path, _pretrain("a") + _eval("fr", ["run:nope/final"]))
+    with pytest.raises(biobench.ConfigError, match="run:nope/final refers to no"):
+        biobench.study(path)
+    study = biobench.study(_write(tmp_path, _pretrain("a"), "ok.toml"), out=tmp_path / "elsewhere")
+    assert study.out == tmp_path / "elsewhere" and [s["id"] for s in study.plan()] == ["pretrain/a"]
+    with pytest.raises(biobench.ConfigError, match="steps pretrain/b: no such step"):
+        study.run(steps=["pretrain/b"])
+    with pytest.raises(biobench.ConfigError, match=r"no \[\[compare\]\] table and no probe"):
+        study.report()
+
+
+def test_bad_study_through_the_command_line_is_one_error_line(tmp_path, capsys):
+    path = _write(tmp_path, _pretrain("a", model="run:b/final") + _pretrain("b", model="run:a/final"))
+    assert cli.main(["study", "run", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "cycle" in err[0]
+
+
+def test_extends_replaces_tables_by_name_and_keeps_the_base_paths(tmp_path):
+    base_dir = tmp_path / "base"
+    base_dir.mkdir()
+    (base_dir / "corpus.txt").write_text("un texte\n", encoding="utf-8")
+    base = (_pretrain("detour").replace('"generated:demo-fr"', '"corpus.txt"') + _pretrain("mlm", "mlm")
+            + _eval("fr", ["run:detour/final", "run:mlm/final"]))
+    _write(base_dir, base, "base.toml")
+    child = 'extends = "base/base.toml"\nout = "mine"\n' + _pretrain("mlm", "mlm", tokens="40K")
+    study = load_study(_write(tmp_path, child))
+    assert study.pretrain["mlm"]["tokens"] == 40_000 and study.pretrain["detour"]["tokens"] == 20_000
+    assert study.pretrain["detour"]["corpus"] == str((base_dir / "corpus.txt").resolve())
+    assert study.out == (tmp_path / "mine").resolve() and len(study.grids) == 2
+    loop = _write(tmp_path, 'extends = "loop.toml"\n' + _pretrain("a"), "loop.toml")
+    with pytest.raises(ConfigError, match="makes a loop of study files"):
+        load_study(loop)
+
+
+def test_adjusted_p_values_holm_and_bonferroni():
+    from biobench.stats import adjust_p_values
+
+    p = [0.01, 0.04, 0.03, math.nan, 0.005]
+    # statsmodels.stats.multitest.multipletests(..., method="holm") on the four tested values
+    assert adjust_p_values(p, "holm")[:3] == pytest.approx([0.03, 0.06, 0.06]) and adjust_p_values(p)[4] == 0.02
+    assert math.isnan(adjust_p_values(p, "holm")[3])
+    assert adjust_p_values(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, math.nan, 0.02], nan_ok=True)
+    assert adjust_p_values([0.3, 0.6], "holm") == [0.6, 0.6] and adjust_p_values([0.3], "none") == [0.3]
+
+
+def _outputs(root: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in root.rglob("*")
+            if p.is_file() and ".study" not in p.parts and "logs" not in p.parts and "report" not in p.parts}
+
+
+@pytest.mark.slow
+def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_path, capsys, monkeypatch):
+    """docs/API.md's study example on the tiny study (two pretrainings side by side, their eval grids, CKA and
+    its trajectory, a layer transplant and two linear probes), each step after what it needs; `status` says done
+    for each; a second run (the command line) reruns nothing; the report's numbers are `biobench compare
+    --average` by hand on the same results, its task p-values Holm-adjusted, and the probes' means their seeds'."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, TINY + TRANSPLANT_PROBES)
+    out = tmp_path / "study"
+    example = _api_example()
+    assert 'biobench.study("examples/studies/tiny.toml", out="study-tiny")' in example
+    exec(example.replace("examples/studies/tiny.toml", str(path)).replace('out="study-tiny"', f'out="{out}"'), {})
+    captured = capsys.readouterr()
+    err = captured.err
+    # one line per finished run: 2 models x 2 tasks x 2 seeds of eval, 2 probes x 2 seeds
+    assert err.count(": test macro-F1 ") == 8 + 4, err
+    assert "eval/cls/detour after pretrain/detour" in captured.out  # the example's plan lines
+    assert "study-tiny" not in captured.out and "detour-vs-mlm {'fr': " in captured.out
+    # each step starts only after what it needs ended
+    assert err.index("[pretrain/detour] finished") < err.index("[eval/cls/detour] started")
+    assert max(err.index("[pretrain/detour] finished"), err.index("[pretrain/mlm] finished")) < \
+        err.index("[analysis/transplant-low] started")
+    assert err.index("[analysis/transplant-low] finished") < err.index("[analysis/probe-transplant-low] started")
+    assert (out / "detour" / "final" / "config.json").exists() is False  # runs live under <out>/runs/
+    assert (out / "runs" / "detour" / "final" / "config.json").exists()
+    assert (out / "analyses" / "cka-final" / "cka.json").exists()
+    transplant = json.loads((out / "analyses" / "transplant-low" / "transplant.json").read_text())
+    assert (transplant["from"], transplant["into"], transplant["layers"]) == \
+        (str(out / "runs" / "detour" / "final"), str(out / "runs" / "mlm" / "final"), [0, 1])
+    before = _outputs(out)
+    assert cli.main(["study", "run", str(path), "--jobs", "2"]) == 0
+    again = capsys.readouterr().err
+    assert again.count("done already: skipped") == 9 and "started" not in again
+    assert _outputs(out) == before
+
+    assert cli.main(["study", "status", str(path)]) == 0
+    status = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in status] == ["done"] * 9
+    assert "4/4 runs done" in next(line for line in status if line.startswith("eval/cls/detour"))
+    assert "2/2 seeds done" in next(line for line in status if line.startswith("analysis/probe-transplant-low"))
+
+    assert cli.main(["study", "report", str(path)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert cli.main(["compare", str(out / "runs" / "detour" / "final"), str(out / "runs" / "mlm" / "final"),
+                     "--results", str(out / "results"), "--average", "--json", "--n-boot", "200"]) == 0
+    by_hand = json.loads(capsys.readouterr().out)
+    mine = report["comparisons"][0]["compare"]
+    assert mine["tasks"] == [{**row, "p_adjusted": mine["tasks"][i]["p_adjusted"]} for i, row in enumerate(by_hand["tasks"])]
+    assert mine["averages"] == by_hand["averages"]
+    from biobench.stats import adjust_p_values
+
+    assert [r["p_adjusted"] for r in mine["tasks"]] == adjust_p_values([r["p_value"] for r in by_hand["tasks"]], "holm")
+    md = (out / "report" / "report.md").read_text()
+    assert "| demo-cls | demo-multilabel | average |" in md.replace("model | ", "") and "Holm" in md
+    assert "![CKA divergence by layer: cka-final](figures/cka-final.png)" in md
+    assert (out / "report" / "figures" / "cka-final.png").stat().st_size > 0
+    assert "![CKA divergence along the run (trajectory): trajectory](figures/trajectory.png)" in md
+    # the combined figure: A - B per task and on the average with their CIs
+    assert "(figures/detour-vs-mlm-differences.png)" in md and "filled: significant after Holm" in md
+    assert report["comparisons"][0]["figure"] == str(out / "report" / "figures" / "detour-vs-mlm-differences.png")
+    assert (out / "report" / "figures" / "detour-vs-mlm-differences.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the paper's row for A as published (bench/standings/reference): no demo task in Table 1, its French average
+    assert "| CLM detour (Base, 10B) = ModernCamemBERT-bio-base (paper) | – | – | 61.60 |" in md
+    assert "\\begin{tabular}" in (out / "report" / "report.tex").read_text()
+    csv = (out / "report" / "report.csv").read_text().splitlines()
+    assert csv[0].startswith("comparison,task,model_a,model_b,mean_a") and len(csv) == 1 + 2 + 1
+    # the probes (Table 3's layout): each one's mean is its seeds' macro-F1 as their result files hold them
+    probes = {p["probe"]: p for p in report["probes"]}
+    for name in ("probe-mlm", "probe-transplant-low"):
+        seeds = sorted((out / "analyses" / name / "results").glob("*/demo-cls/seed-*.json"))
+        assert [s.name for s in seeds] == ["seed-42.json", "seed-43.json"]
+        f1 = [json.loads(s.read_text())["metrics"]["test"]["macro_f1"] for s in seeds]
+        assert probes[name]["summary"]["mean"] == pytest.approx(100 * sum(f1) / 2) and probes[name]["seeds_done"] == 2
+    transplant_name = "transplant-low (layers 0-1 [all] of run:detour/final into run:mlm/final)"
+    assert probes["probe-transplant-low"]["model"] == transplant_name and probes["probe-mlm"]["model"] == "run:mlm/final"
+    assert f"| probe-transplant-low | {transplant_name} | demo-cls |" in md and "## Linear probes" in md
+    # a probe's `paper = 32.8`: the paper's score beside it (not passed to analyze probe)
+    assert (probes["probe-mlm"]["paper"], probes["probe-transplant-low"]["paper"]) == (32.8, None)
+    assert next(line for line in md.splitlines() if line.startswith("| probe-mlm |")).endswith("| 2/2 | 32.80 |")
+    import biobench
+
+    plan = {step["id"]: step for step in biobench.study(path).plan()}
+    assert "--paper" not in plan["analysis/probe-mlm"]["argv"] and "--task" in plan["analysis/probe-mlm"]["argv"]
+    assert f"probe probe-transplant-low: {transplant_name} on demo-cls: " in printed
+    assert (out / "report" / "probes.csv").read_text().splitlines()[0] == \
+        "probe,model,task,mean,ci_low,ci_high,seeds_done,seeds,paper"
+
+
+def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
+    """A pretraining that fails (its corpus is not there) fails its step; the eval that needs it is not run;
+    `status` says failed, the log's last line and the command that retries; the eval waits on it."""
+    missing = tmp_path / "no-such-corpus.txt"
+    text = _pretrain("a").replace('"generated:demo-fr"', f'"{missing}"') + _eval("fr", ["run:a/final"])
+    path = _write(tmp_path, text)
+    assert cli.main(["study", "run", str(path), "--jobs", "1", "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "[pretrain/a] failed (exit 2)" in err and "[eval/fr/a] not run: pretrain/a failed" in err, err
+    assert cli.main(["study", "status", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["pretrain/a", "failed"] and "error: " in lines[0] and str(missing) in lines[0]
+    assert lines[1].strip() == f"retry: biobench study run {path}"
+    assert lines[2].split()[:4] == ["eval/fr/a", "waiting", "on", "pretrain/a"]
+
+
+@pytest.mark.parametrize("name", ["tiny", "paper-fr-base", "paper-en-base"])
+def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, capsys):
+    """`study run --dry-run` of each example: the paper's French study carries Table 7's decay sweep (each
+    decay_ratio a run of its own, evaluated and compared with the 1B decay), Table 4's decoder control (a
+    Gemma-3 decoder-control run and its CKA from init to final) and Table 3/6's transplants with their probes."""
+    path = REPO / "examples" / "studies" / f"{name}.toml"
+    assert cli.main(["study", "run", str(path), "--dry-run", "--out", str(tmp_path / "s")]) == 0
+    steps = {line.split(":", 1)[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert not (tmp_path / "s").exists()  # a dry run writes nothing
+    if name != "paper-fr-base":
+        assert "pretrain/detour" in steps and "pretrain/mlm" in steps
+        return
+    study = load_study(path, tmp_path / "s")
+    sweep = {n: s["decay_ratio"] for n, s in study.pretrain.items() if n.startswith("detour-decay-")}
+    assert sweep == {"detour-decay-0.025": 0.025, "detour-decay-0.2": 0.2, "detour-decay-0.3": 0.3,
+                     "detour-decay-0.5": 0.5} and study.pretrain["detour"]["decay_ratio"] == 0.1
+    assert all(steps[f"eval/decay-sweep/{n}"].endswith(f"(after pretrain/{n})") for n in sweep)
+    assert {c.name for c in study.compares} >= {f"decay-{r}-vs-detour" for r in ("0.025", "0.2", "0.3", "0.5")}
+    assert study.pretrain["decoder-control"]["recipe"] == "decoder-control"
+    assert f"--models {tmp_path / 's' / 'runs' / 'decoder-control' / 'init'} " in steps["analysis/cka-decoder-control"]
+    transplants = [s for s in study.steps if s.analysis == "transplant"]
+    assert [s.argv[s.argv.index("--layers") + 1] for s in transplants] == ["0-7", "8-14", "15-21", "0-21", "0-21"]
+    probes = [s for s in study.steps if s.analysis == "probe"]
+    assert len(probes) == 7 and all(s.argv[s.argv.index("--task") + 1] == "diamed" for s in probes)
+    assert study.paper_scores == {"probe-mlm": 32.8, "probe-detour": 39.9, "probe-transplant-low": 31.9,
+                                  "probe-transplant-mid": 35.3, "probe-transplant-late": 32.4,
+                                  "probe-transplant-attention": 33.9, "probe-transplant-mlp": 35.3}
+    assert study.step("analysis/probe-transplant-mlp").needs == ("analysis/transplant-mlp",)
+
+
+def test_status_keeps_each_eval_steps_plan_while_what_it_depends_on_is_unchanged(tmp_path, tiny_mlm_dir, monkeypatch):
+    """`study status` plans an eval step once (model revision from its weights, task data, keys) and keeps the
+    plan in <out>/.study/plans/; the next call reads the result files and claims against it without planning
+    and says the same; new weights (or another grid) make it plan again."""
+    import shutil
+
+    import biobench
+    from biobench.eval import runner
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_mlm_dir, model)
+    path = _write(tmp_path, _eval("fr", [str(model)], '["demo-cls", "demo-multilabel"]', "42,43"))
+    calls: list[str] = []
+    real = runner.plan_grid
+    monkeypatch.setattr(runner, "plan_grid", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+
+    def states() -> list[tuple[str, str, str]]:
+        return [(s.step, s.state, s.detail) for s in biobench.study(path).status()]
+
+    first = states()
+    assert first == [("eval/fr/model", "to run", "0/4 runs done")] and len(calls) == 1
+    kept = tmp_path / "study" / ".study" / "plans" / "eval--fr--model.json"
+    assert json.loads(kept.read_text())["runs"][0][:2] == ["demo-cls", 42]
+    assert states() == first and len(calls) == 1  # read from the kept plan: not planned again
+    weights = next(model.glob("*.safetensors"))
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # new weights: another revision maybe
+    assert states() == first and len(calls) == 2
+    assert states() == first and len(calls) == 2
+    path.write_text(_eval("fr", [str(model)], '["demo-cls"]', "42"), encoding="utf-8")  # another grid
+    assert states() == [("eval/fr/model", "to run", "0/1 runs done")] and len(calls) == 3
+
+
+def test_the_status_benchmark_compares_both_arms_and_prints_the_ratio_last(tmp_path, capsys):
+    """bench/perf/study_status.py (the figure in docs/STUDIES.md): both arms run `study status` as processes,
+    must print the same states, and the ratio is the last line."""
+    from biobench.perf import study_status
+
+    path = _write(tmp_path, _pretrain("a"))
+    assert study_status.main([str(path), "--out", str(tmp_path / "out"), "--repeats", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("plan    median ") and lines[1].startswith("cached  median ")
+    assert "states identical in both arms" in lines[2] and lines[-1].startswith("ratio: ")
+    with pytest.raises(SystemExit):
+        study_status.main([str(path), "--out", str(tmp_path / "out"), "--repeats", "0"])

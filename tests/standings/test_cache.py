@@ -1,0 +1,202 @@
+"""The significance cache: the same groups and problems as computing them, a warm start reads every task from
+disk, a changed predictions file invalidates only its task, a corrupt cache file is recomputed; the scale
+script's synthetic folder makes a working board."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from biobench.standings import process_pool
+from biobench.standings.aggregate import build_board
+from biobench.standings.cache import cached_groups
+from biobench.standings.significance import compute_groups
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+
+
+def test_cache_gives_the_computed_groups_and_invalidates_one_task(tmp_path):
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    compute_groups(fresh, n_boot=200)
+    assert fresh.groups and any("predictions" in p.path for p in fresh.problems)
+
+    lines: list[str] = []
+    cold = build_board([results], n_boot=200, cache_dir=cache, log=lines.append)
+    assert cold.groups == fresh.groups and cold.problems == fresh.problems
+    assert lines[-1].startswith("significance groups: 9 tasks (0 from the cache, 9 computed)")
+    warm_board = build_board([results], significance=False)
+    warm = cached_groups(warm_board, n_boot=200, cache_dir=cache)
+    assert warm == {"tasks": 9, "cached": 9, "computed": 0}
+    assert warm_board.groups == fresh.groups and warm_board.problems == fresh.problems  # problems replayed
+    assert warm_board.ranks == cold.ranks == fresh.ranks
+
+    other = build_board([results], significance=False)
+    assert cached_groups(other, n_boot=100, cache_dir=cache)["computed"] == 9  # other bootstrap settings
+
+    pred = results / "local__tiny-mlm" / "diamed" / "seed-42.predictions.jsonl"
+    pred.write_text(pred.read_text())
+    os.utime(pred, ns=(pred.stat().st_atime_ns, pred.stat().st_mtime_ns + 10**9))
+    changed = build_board([results], significance=False)
+    assert cached_groups(changed, n_boot=200, cache_dir=cache) == {"tasks": 9, "cached": 8, "computed": 1}
+
+    for path in cache.rglob("*"):  # the groups, their replicates, the runs' facts and the models' scores
+        if path.is_file():
+            path.write_bytes(b"\x80 truncated")
+    broken = build_board([results], significance=False)
+    assert cached_groups(broken, n_boot=200, cache_dir=cache)["computed"] == 9 and broken.groups == fresh.groups
+    assert broken.ranks == fresh.ranks and fresh.ranks
+
+
+def test_scale_script_folder_builds_a_board(tmp_path):
+    from biobench.perf import leaderboard_scale as scale
+
+    args = scale.parse_args(["--quick"])
+    assert (args.models, args.tasks, args.seeds, args.examples) == (10, 4, 3, 100)
+    tasks = scale.benchmark_tasks(3)
+    assert [lang for lang, _ in tasks] == ["fr"] * 3
+    assert scale.generate(tmp_path / "r", 3, tasks, 2, 40) == 18
+    out = scale.start_up(str(tmp_path / "r"), str(tmp_path / "c"), 50, app=False)
+    assert (out["entries"], out["groups"], out["problems"]) == (3, 3, 0)
+    board = build_board([tmp_path / "r"], significance=False)
+    means = [board.entry(f"synthetic__model-{m:03d}", "fr").cells[tasks[0][1]].mean for m in range(3)]
+    assert means[0] > means[1] > means[2]  # error rates 10%, 30%, 50%
+
+
+def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_path, monkeypatch):
+    from biobench.leaderboard.tables.html import render_html
+    from biobench.standings import scan as R
+
+    results, cache = tmp_path / "results", tmp_path / "cache"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    cold = build_board([results], significance=False, cache_dir=cache)
+    (index_file,) = cache.glob("results-*.arrow")
+    assert index_file.read_bytes().startswith(b"biobench-results-index 4 ")  # Arrow behind a checksum, not a pickle
+    reads: list[Path] = []
+    real = R.read_row
+    monkeypatch.setattr(R, "read_row", lambda path: reads.append(path) or real(path))
+    warm = build_board([results], significance=False, cache_dir=cache)
+    invalid = sorted({Path(p.path) for p in fresh.problems if Path(p.path).name.startswith("seed-")})
+    assert invalid and sorted(reads) == invalid  # all came from the index but the files that are not valid results
+    unparsable = invalid
+    for lang in ("fr", "en"):
+        assert render_html(fresh, lang) == render_html(cold, lang) == render_html(warm, lang)
+    assert warm.problems == fresh.problems and warm.analyses == fresh.analyses
+
+    seed_file = next(p for p in sorted(results.rglob("seed-*.json")) if p.stat().st_size > 0 and '"macro_f1": 0.' in p.read_text())
+    text = seed_file.read_text()
+    old = text.split('"macro_f1": ', 1)[1].split(",", 1)[0].split("\n", 1)[0]
+    seed_file.write_text(text.replace(f'"macro_f1": {old}', '"macro_f1": 0.123456', 1))
+    os.utime(seed_file, ns=(seed_file.stat().st_atime_ns, seed_file.stat().st_mtime_ns + 10**9))
+    reads.clear()
+    changed = build_board([results], significance=False, cache_dir=cache)
+    assert sorted(reads) == sorted([seed_file, *unparsable])  # only the changed file is read again
+    run = next(r for e in changed.entries for runs in e.runs.values() for r in runs if r.path == seed_file)
+    assert run.score == 0.123456
+
+
+def _app_function(app, name: str):
+    return next(f.fn for f in app.fns.values() if f.name == name)
+
+
+def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path, monkeypatch):
+    """significance="background": the board and the app are ready before any group is computed; the app's poll
+    shows the progress, then re-renders the tables with the top-group marks; the groups equal computed ones."""
+    import threading
+
+    from biobench.leaderboard.app import build_app
+    from biobench.standings import cache
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    compute_groups(fresh, n_boot=200)
+
+    gate, real = threading.Event(), cache._compute
+    monkeypatch.setattr(process_pool, "ENABLED", False)  # the patched _compute runs in this process only
+    monkeypatch.setattr(cache, "_compute", lambda *a: (gate.wait(60), real(*a))[1])
+    board = build_board([results], n_boot=200, significance="background", cache_dir=tmp_path / "cache")
+    progress = board.significance
+    assert board.groups == {} and not progress.finished.is_set()
+    app = build_app(board)  # served while nothing is computed yet
+    poll = next(d for d in app.fns.values() if d.name == "on_poll")
+    by_label = {c.label or c.elem_id: c for c in poll.inputs}  # the controls, by component (gradio passes a dict)
+    values = {c: [] for c in poll.inputs} | {by_label["Rows"]: ["measured", "reported"], by_label["Sort by"]: "Avg",
+                                             by_label["Size"]: sorted({e.size for e in board.entries}),
+                                             by_label["Context"]: sorted({str(e.context) for e in board.entries}),
+                                             by_label["Recipe"]: sorted({e.recipe for e in board.entries})}
+    by_id = {c.elem_id: c for c in app.blocks.values() if getattr(c, "elem_id", None)}
+    french, status = by_id["lb-fr"], by_id["lb-significance"]
+    assert 'class="top"' not in _app_function(app, "refresh")(values)[french]  # no marks before the groups
+    waiting = poll.fn(values)
+    assert waiting == {status: "Significance groups: computing in the background (0/9 tasks); the top-group marks "
+                               "appear when they are done."}  # nothing else changes while they are computed
+
+    gate.set()
+    assert progress.wait(120)
+    done = poll.fn(values)
+    assert done[status] == ""  # the cache counts are the server log's, not the visitors'
+    assert 'class="top"' in done[french]  # the French table now shades the top group
+    assert [o.active for o in done.values() if type(o).__name__ == "Timer"] == [False]  # the polling stops
+    assert done[by_id["lb-other-tasks"]].startswith('<div id="lb-other"')
+    assert any(isinstance(v, str) and v.startswith("# biobench leaderboard") for v in done.values())
+    assert board.groups == fresh.groups and progress.done == progress.total == 9
+
+
+def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkeypatch):
+    from biobench.standings import cache
+
+    def boom(*_):
+        raise RuntimeError("predictions unreadable")
+
+    monkeypatch.setattr(process_pool, "ENABLED", False)  # the patched _compute runs in this process only
+    monkeypatch.setattr(cache, "_compute", boom)
+    lines: list[str] = []
+    board = build_board([FIXTURES], n_boot=50, significance="background", log=lines.append)
+    assert board.significance.wait(60)
+    assert board.significance.status.startswith("Significance groups failed (RuntimeError: predictions unreadable)")
+    assert board.groups == {} and board.entries and "Traceback" in lines[-1]
+
+
+def test_groups_computed_in_the_worker_process_equal_the_ones_computed_here(tmp_path):
+    """The background groups' worker (`python -c`, pickles over its pipes) gives the groups and problems that
+    computing in this process gives; a worker that cannot start leaves the work to this process."""
+
+    here, there = build_board([FIXTURES], significance=False), build_board([FIXTURES], significance=False)
+    cached_groups(here, n_boot=100)
+    assert cached_groups(there, n_boot=100, process=True)["computed"] > 1
+    assert there.groups == here.groups and there.problems == here.problems
+    broken = build_board([FIXTURES], significance=False)
+    real = process_pool._WORKER
+    try:
+        process_pool._WORKER = "import sys; sys.exit(3)"
+        cached_groups(broken, n_boot=100, process=True)
+    finally:
+        process_pool._WORKER = real
+    assert broken.groups == here.groups
+
+
+def test_groups_from_several_workers_come_back_in_task_order(tmp_path, monkeypatch):
+    """Task i goes to worker i mod n; the parent reads them back in task order, so each task gets its own
+    groups whatever the number of workers (one per core, at most MAX_WORKERS, never more than the tasks)."""
+    from biobench.perf import leaderboard_scale as scale
+
+    scale.generate(tmp_path, 3, scale.benchmark_tasks(5), 2, 30)
+    here = build_board([tmp_path], significance=False)
+    cached_groups(here, n_boot=100)
+    groups = list(here.groups.values())
+    assert len(groups) == 5 and all(a != b for i, a in enumerate(groups) for b in groups[i + 1:])  # a mix-up shows
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: 64)
+    assert process_pool.worker_count(2) == 2 and process_pool.worker_count(100) == process_pool.MAX_WORKERS
+    monkeypatch.setattr(process_pool, "MAX_WORKERS", 3)
+    started = []
+    real_popen = process_pool.subprocess.Popen
+    monkeypatch.setattr(process_pool.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    there = build_board([tmp_path], significance=False)
+    assert cached_groups(there, n_boot=100, process=True)["computed"] == 5
+    assert len(started) == 3 and there.groups == here.groups and there.problems == here.problems
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: None)
+    assert process_pool.worker_count(5) == 1

@@ -1,0 +1,257 @@
+"""The results index (bench/store/index.py): what the board reads through it equals what it reads from the files,
+on a board with smoke, degenerate and malformed results; a damaged, foreign or altered index is one Problems line
+and is rebuilt; a changed, added or removed result file is picked up on its own."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc
+import pytest
+from biobench import store
+from biobench.standings import scan as R
+from biobench.standings.scan import scan_results
+from biobench.store import index as store_index
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "results"
+
+
+def _write(root: Path, model: str, seed: int, f1: float, **extra) -> Path:
+    path = store.result_path(root, model, "demo-cls", seed, extra.pop("smoke", None))
+    rows = [{"id": str(i), "gold": "ab"[i % 2], "pred": extra.pop("pred", None) or "ab"[(i + seed) % 3 % 2]}
+            for i in range(20)]
+    data = {"schema": store.SCHEMA, "model": {"id": model, "slug": model, "params": 1000, "lineage": None},
+            "task": {"id": "demo-cls", "lang": "fr", "kind": "classification", "labels": ["a", "b"]},
+            "seed": seed, "protocol": {"name": "fr", "hash": "p"}, "key": store.run_key("sha256:w", "sha256:d", "p", seed),
+            "metrics": {"test": {"macro_f1": f1, "per_label": {"a": {"f1": 0.75}, "b": 0.25}}},
+            "timings": {"tokens_per_s": 10.0}, **extra}
+    store.write_result(path, store.Result.from_dict(data), rows)
+    return path
+
+
+def _board(tmp_path: Path) -> Path:
+    """The fixtures plus a smoke run, a degenerate run, a task without a language and malformed results."""
+    root = tmp_path / "results"
+    shutil.copytree(FIXTURES, root)
+    _write(root, "idx-a", 42, 0.6)
+    _write(root, "idx-a", 43, 0.5, smoke="ab" * 32, overrides={"epochs": {"run": 1, "protocol": 15}})
+    _write(root, "idx-b", 42, 0.33, pred="a",
+           degenerate={"finding": "one class for every example", "reason": "a constant head"})
+    bad = root / "idx-c" / "demo-cls"
+    bad.mkdir(parents=True)
+    (bad / "seed-42.json").write_text('{"schema": "biobench.result/1", "seed": 42')  # truncated
+    (bad / "seed-43.json").write_text(json.dumps({"schema": store.SCHEMA, "seed": 43}))  # fields missing
+    (bad / "seed-44.json").write_text(json.dumps({**json.loads((root / "idx-a/demo-cls/seed-42.json").read_text()),
+                                                  "metrics": {"test": {"macro_f1": 3.0}}}))  # not a fraction
+    return root
+
+
+def _same(a, b) -> None:
+    assert a.runs == b.runs and a.problems == b.problems and a.analyses == b.analyses
+    # equal dicts could still differ in order (a tooltip lists timings in the file's order)
+    assert [(list(r.details), list(r.per_label), list(r.model_meta)) for r in a.runs] == [
+        (list(r.details), list(r.per_label), list(r.model_meta)) for r in b.runs]
+
+
+def test_the_index_reads_what_the_files_say(tmp_path):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    files = scan_results([root])
+    assert any(r.smoke for r in files.runs) and any(r.degenerate for r in files.runs)
+    assert any(r.per_label for r in files.runs) and all(r.predictions for r in files.runs if "idx-" in str(r.path))
+    assert sum("idx-c" in p.path for p in files.problems) == 3
+    cold = scan_results([root], cache_dir=cache)
+    (index,) = cache.glob("results-*.arrow")
+    warm = scan_results([root], cache_dir=cache)
+    _same(files, cold)
+    _same(files, warm)
+    body = index.read_bytes().partition(b"\n")[2]
+    table = pyarrow.ipc.open_stream(pa.py_buffer(body)).read_all()
+    scores = dict(zip(table.column("rel").to_pylist(), table.column("score").to_pylist(), strict=True))
+    assert scores[os.path.join("idx-a", "demo-cls", "seed-42.json")] == 0.6  # typed columns: a float score
+    assert table.schema.field("seed").type == pa.int64() and pa.types.is_dictionary(table.schema.field("model").type)
+    assert not any("idx-c" in rel for rel in scores)  # an invalid file has no row: it is read and reported each start
+
+
+def _rewrite(index: Path, change) -> None:
+    """The index with `change(columns)` applied to its rows, re-encoded with a valid checksum: an index whose
+    bytes are intact but whose content was altered (a hostile cache folder)."""
+    body = index.read_bytes().partition(b"\n")[2]
+    table = pyarrow.ipc.open_stream(pa.py_buffer(body)).read_all()
+    columns = {name: table.column(name).to_pylist() for name in table.schema.names}
+    change(columns)
+    arrays = [pa.array(columns[f.name], type=f.type.value_type).dictionary_encode() if pa.types.is_dictionary(f.type)
+              else pa.array(columns[f.name], type=f.type) for f in table.schema]
+    sink = io.BytesIO()
+    with pyarrow.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(pa.Table.from_arrays(arrays, schema=table.schema))
+    body = sink.getvalue()
+    head = b" ".join([store_index.MAGIC, str(store_index.VERSION).encode(), hashlib.sha256(body).hexdigest().encode()])
+    index.write_bytes(head + b"\n" + body)
+
+
+def _set(column: str, value, row: int = 0):
+    def change(columns):
+        columns[column][row] = value
+    return change
+
+
+@pytest.mark.parametrize("hostile", [
+    _set("score", float("nan")), _set("score", 9.6), _set("seed", None), _set("task", "../../etc"),
+    _set("predictions", "../secret.jsonl"), _set("lang", "<script>"), _set("details", "[1, 2]"),
+    _set("details", '{"timings": {"train_s": NaN}}'), _set("model_meta", "{" * 100_000), _set("rel", None),
+    _set("per_label", '{"a": "x"}'), _set("size", -1),
+    lambda columns: columns["rel"].__setitem__(1, columns["rel"][0]),  # one file listed twice
+])
+def test_a_hostile_index_is_one_problem_and_rebuilt(tmp_path, hostile):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    files = scan_results([root])
+    scan_results([root], cache_dir=cache)
+    (index,) = cache.glob("results-*.arrow")
+    good = index.read_bytes()
+    _rewrite(index, hostile)
+    assert index.read_bytes() != good
+    scan = scan_results([root], cache_dir=cache)
+    assert scan.runs == files.runs
+    extra = [p for p in scan.problems if p not in files.problems]
+    assert len(extra) == 1 and extra[0].path == str(index) and extra[0].reason.endswith(
+        "ignored and rebuilt from the result files") and "results index unreadable or altered" in extra[0].reason
+    assert index.read_bytes() == good  # rewritten from the files
+    _same(files, scan_results([root], cache_dir=cache))
+
+
+def test_a_damaged_or_foreign_index_is_one_problem_and_rebuilt(tmp_path):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    files = scan_results([root])
+    scan_results([root], cache_dir=cache)
+    (index,) = cache.glob("results-*.arrow")
+    good = index.read_bytes()
+    flipped = good.replace(b"tokens_per_s", b"tokens_per_x", 1)  # valid Arrow, but not the bytes written
+    for wrong, why in ((b"", "no index header"), (b"\0" * 100, "no index header"), (good[:-40], "checksum"),
+                       (flipped, "checksum"), (good.replace(good.partition(b"\n")[2][:8], b"\xff" * 8), "checksum")):
+        assert wrong != good
+        index.write_bytes(wrong)
+        scan = scan_results([root], cache_dir=cache)
+        assert scan.runs == files.runs
+        extra = [p for p in scan.problems if p not in files.problems]
+        assert len(extra) == 1 and extra[0].path == str(index) and why in extra[0].reason
+        assert index.read_bytes() == good
+    index.write_bytes(good.replace(b"index 4 ", b"index 3 ", 1))  # another version: an upgrade, a quiet miss
+    scan = scan_results([root], cache_dir=cache)
+    assert scan.problems == files.problems and index.read_bytes() == good
+
+
+def test_a_changed_added_or_removed_file_is_picked_up_on_its_own(tmp_path, monkeypatch):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    scan_results([root], cache_dir=cache)
+    reads: list[Path] = []
+    real = R.read_row
+    monkeypatch.setattr(R, "read_row", lambda path: reads.append(path) or real(path))
+    scan_results([root], cache_dir=cache)
+    always = sorted(reads)  # files that are not valid results are read at every start (their Problem is fresh)
+    invalid = {Path(p.path) for p in scan_results([root]).problems}
+    assert len([p for p in always if "idx-c" in str(p)]) == 3 and set(always) <= invalid
+    changed = root / "idx-a" / "demo-cls" / "seed-42.json"
+    changed.write_text(changed.read_text().replace('"macro_f1": 0.6', '"macro_f1": 0.7'))
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
+    added = _write(root, "idx-d", 42, 0.4)
+    removed = root / "idx-b" / "demo-cls" / "seed-42.json"
+    removed.unlink()
+    reads.clear()
+    scan = scan_results([root], cache_dir=cache)
+    assert sorted(reads) == sorted([*always, changed, added])
+    _same(scan, scan_results([root]))
+    assert {r.path: r.score for r in scan.runs}[changed] == 0.7 and removed not in {r.path for r in scan.runs}
+    reads.clear()
+    _same(scan_results([root], cache_dir=cache), scan)
+    assert sorted(reads) == always
+
+
+def test_a_predictions_file_removed_after_indexing_is_seen(tmp_path):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    scan_results([root], cache_dir=cache)
+    store.predictions_path(root / "idx-a" / "demo-cls" / "seed-42.json").unlink()
+    scan = scan_results([root], cache_dir=cache)
+    _same(scan, scan_results([root]))
+    assert {str(r.path): r.predictions for r in scan.runs}[str(root / "idx-a" / "demo-cls" / "seed-42.json")] is None
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_only_speed(tmp_path):
+    root, blocker = _board(tmp_path), tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cache = blocker / "cache"  # every write under it fails (NotADirectoryError), even for root
+    _same(scan_results([root], cache_dir=cache), scan_results([root]))
+    assert not cache.exists()
+
+
+def test_the_walk_lists_files_in_the_order_of_their_path_parts(tmp_path):
+    """Listing sorts each folder's entries instead of all paths at the end: the same order, tricky names included
+    (a folder 'a' sorts before 'a-b' and 'a.json', its files come as one block), links to folders not followed."""
+    root = tmp_path / "r"
+    for rel in ("a/seed-1.json", "a/b/seed-2.json", "a-b/seed-3.json", "a.json", "ab/x/train_log.jsonl",
+                "a/b.json", "Z/seed-4.json", "a/b/c/d/seed-5.json", "a/seed-10.json", "a/seed-9.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("{}")
+    (root / "link").symlink_to(root / "a", target_is_directory=True)
+    (root / "dangling.json").symlink_to(root / "missing.json")
+    expected = sorted((str(p) for p in root.rglob("*") if p.name.endswith(".json") or p.name == "train_log.jsonl"
+                       if not str(p).startswith(str(root / "link") + os.sep)), key=lambda p: p.split(os.sep))
+    listing = R.Listing(root)
+    assert listing.wanted() == expected and str(root / "link") not in listing.files
+    assert listing.stamp(root / "a.json") == (2, (root / "a.json").stat().st_mtime_ns)
+    assert listing.stamp(root / "dangling.json") is None and listing.has(root / "dangling.json")
+
+
+def test_the_json_scan_index_it_replaces_is_removed(tmp_path):
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    cache.mkdir()
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    old, other = cache / f"scan-{digest}.json", cache / "scan-0123456789abcdef.json"  # another folder's: kept
+    old.write_text('{"v": 2, "files": {}}')
+    other.write_text('{"v": 2, "files": {}}')
+    _same(scan_results([root], cache_dir=cache), scan_results([root]))
+    assert not old.exists() and other.exists() and len(list(cache.glob("results-*.arrow"))) == 1
+
+
+def test_a_folder_nested_past_the_recursion_limit_is_walked(tmp_path):
+    import sys
+
+    root = tmp_path / "r"
+    deep = root.joinpath(*["d"] * 40)
+    deep.mkdir(parents=True)
+    (deep / "seed-1.json").write_text("{}")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(30 + len(__import__("inspect").stack()))  # fewer frames than the folder is deep
+    try:
+        listing = R.Listing(root)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert listing.wanted() == [str(deep / "seed-1.json")]
+
+
+def test_a_large_cold_scan_read_in_worker_processes_equals_one_read_here(tmp_path, monkeypatch):
+    """Past PARALLEL_READ_FILES unread results, the scan reads them in `python -c` workers by chunks: the same
+    runs, the same Problems lines (the reader's messages), the same index; a worker that fails leaves its
+    chunks to this process."""
+    from biobench.standings import process_pool
+
+    root = _board(tmp_path)
+    here = scan_results([root])
+    monkeypatch.setattr(R, "PARALLEL_READ_FILES", 1)
+    monkeypatch.setattr(R, "READ_CHUNK", 3)
+    started = []
+    real_popen = process_pool.subprocess.Popen
+    monkeypatch.setattr(process_pool.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: 2)
+    there = scan_results([root], cache_dir=tmp_path / "cache")
+    assert len(started) == 2
+    _same(here, there)
+    assert any("idx-c" in p.path and "not a fraction" in p.reason for p in there.problems)
+    _same(here, scan_results([root], cache_dir=tmp_path / "cache"))  # the index written from the workers' rows
+    monkeypatch.setattr(process_pool, "_WORKER", "import sys; sys.exit(3)")
+    _same(here, scan_results([root], cache_dir=tmp_path / "other-cache"))

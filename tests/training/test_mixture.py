@@ -1,0 +1,138 @@
+"""Mix files and the mixed sequence order (training/mixture.py): validation in one line, Megatron's greedy keeps
+every source within one sequence of its share, `corpus plan`, and pretraining from a store and a mix
+(issue 49 §2 and §4)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from biobench.errors import ConfigError
+from biobench.training import mixture, token_store
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _mix(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "mix.toml"
+    path.write_text(body)
+    return path
+
+
+def _source(name: str, store: str, amount: str = "share = 0.5", extra: str = "") -> str:
+    return f'[[source]]\nname = "{name}"\nstore = "{store}"\n{amount}\n{extra}\n'
+
+
+@pytest.mark.parametrize("body, message", [
+    (_source("a", "s1") + _source("b", "s2", "share = 0.4"), r"shares sum to 0\.9, not 1"),
+    (_source("a", "s1", "share = -0.5") + _source("b", "s2", "share = 1.5"), r"share value '-0\.5'"),
+    (_source("a", "s1", "share = nan") + _source("b", "s2"), r"share value 'nan'"),
+    (_source("a", "s1", "share = inf") + _source("b", "s2"), r"share value 'inf'"),
+    (_source("a", "s1") + _source("a", "s2"), r"source 'a' appears twice"),
+    (_source("a", "s1") + _source("b", "./s1"), r"store \./s1 is already another source's"),
+    (_source("a", "s1", "shares = 0.5") + _source("b", "s2"), r"unknown key 'shares': did you mean 'share'\?"),
+    (_source("a", "s1", extra="max_pases = 3") + _source("b", "s2"), r"did you mean 'max_passes'\?"),
+    (_source("a", "s1", extra="max_passes = 0.5") + _source("b", "s2"), r"max_passes value '0\.5'"),
+    (_source("a", "s1") + _source("b", "s2", "tokens = 100"), r"mix 'share' and 'tokens'"),
+    (_source("a", "s1", "share = 0.5\ntokens = 3") + _source("b", "s2"), r"exactly one of share .* or tokens"),
+    ('title = "x"\n' + _source("a", "s1", "share = 1"), r"unknown key 'title'"),
+    ("", r"expected one or more \[\[source\]\] tables"),
+    ("[[source\n", r"not valid TOML"),
+    (_source("a b", "s1", "share = 1"), r"name 'a b' must be"),
+])
+def test_bad_mix_files_are_one_line_naming_the_file(tmp_path, body, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        mixture.read_mix(_mix(tmp_path, body))
+    assert "\n" not in str(err.value) and str(tmp_path / "mix.toml") in str(err.value)
+
+
+def test_ten_thousand_sources_are_refused_before_anything_is_read(tmp_path):
+    body = "".join(_source(f"s{i}", f"store{i}", "share = 0.0001") for i in range(10_000))
+    with pytest.raises(ConfigError, match=r"10,000 sources; at most 64"):
+        mixture.read_mix(_mix(tmp_path, body))
+
+
+def test_tokens_become_shares_and_stores_resolve_beside_the_file(tmp_path):
+    mix = mixture.read_mix(_mix(tmp_path, _source("a", "s1", "tokens = 3_000") + _source("b", "../s2", "tokens = 1_000",
+                                                                                            'build_from = "hub/x"')))
+    assert [s.share for s in mix.sources] == [0.75, 0.25]
+    assert mix.sources[0].store == (tmp_path / "s1").resolve() and mix.sources[1].store == (tmp_path.parent / "s2").resolve()
+    assert mix.sources[1].build_from == "hub/x" and mix.sources[0].max_passes == 1
+
+
+@pytest.mark.parametrize("shares", [[0.6, 0.2, 0.2], [0.7, 0.2, 0.04, 0.06], [0.999, 0.001], [1 / 3] * 3])
+def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares):
+    total = 20_000
+    source_of, index_in = mixture.blend(shares, total)
+    onehot = np.eye(len(shares), dtype=np.int64)[source_of]
+    taken = np.cumsum(onehot, axis=0)  # sequences of each source after each position
+    target = np.outer(np.arange(1, total + 1), shares)
+    assert np.abs(taken - target).max() <= 1.0  # Megatron's rule: within one sequence at every step
+    for s in range(len(shares)):  # each source's sequences are taken in order 0, 1, 2, ...
+        assert index_in[source_of == s].tolist() == list(range(int((source_of == s).sum())))
+
+
+def _fake_store(folder: Path, tokens: int) -> Path:
+    """A store's manifest and marker only (what `corpus plan` reads)."""
+    import hashlib
+
+    folder.mkdir(parents=True)
+    text = json.dumps({"format": token_store.FORMAT, "version": token_store.VERSION, "tokens": tokens,
+                       "documents": 1, "shards": [], "dtype": "uint16", "sources": [], "text_field": "text",
+                       "tokenizer": {"fingerprint": "x"}}, indent=1, sort_keys=True) + "\n"
+    (folder / "manifest.json").write_text(text)
+    (folder / "done").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+    return folder
+
+
+def test_corpus_plan_prints_the_table_and_names_a_short_source(tmp_path, capsys):
+    from biobench import cli
+
+    _fake_store(tmp_path / "lit", 7_000_000)
+    _fake_store(tmp_path / "mimic", 500_000)
+    mix = _mix(tmp_path, _source("lit", "lit", "share = 0.8") +
+               _source("mimic", "mimic", "share = 0.2", "max_passes = 3"))
+    assert cli.main(["corpus", "plan", str(mix), "--tokens", "8M", "--seq-len", "1000"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith("mix mix.toml: 8,000 sequences x 1,000 tokens")
+    lit = next(line for line in lines if line.startswith("lit "))
+    assert "7,000,000" in lit and "0.914" in lit and "6,400,000" in lit and "80.00%" in lit
+    assert captured.err.strip() == ("mix source 'mimic' cannot fill its share of 20.00%: it needs 3.20 passes over "
+                                    "its 500,000 tokens, max_passes is 3 (raise max_passes, lower its share, or add "
+                                    "tokens)")
+    assert cli.main(["corpus", "plan", str(mix), "--tokens", "7M", "--seq-len", "1000", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == ["lit", "mimic"] and rows[1]["passes"] == 2.8
+    assert math.isclose(rows[1]["realised_share"], 0.2)
+
+
+@pytest.mark.parametrize("name", ["paper-fr", "paper-en-10b", "paper-en-50b"])
+def test_the_paper_mixes_parse(name):
+    mix = mixture.read_mix(REPO / "examples" / "mixes" / f"{name}.toml")
+    assert math.isclose(sum(s.share for s in mix.sources), 1.0)
+    assert all(s.build_from for s in mix.sources)
+
+
+def test_a_mixed_corpus_reads_each_source_at_its_share_as_a_pure_function_of_position(tmp_path):
+    from biobench.training.packing import PackedCorpus
+
+    a = PackedCorpus(np.arange(1000, dtype=np.uint16), np.array([0, 1000]), 10, 0, seed=1)  # ids 0..999
+    b = PackedCorpus(np.arange(5000, 5050, dtype=np.uint16), np.array([0, 50]), 10, 0, seed=1)  # 5 sequences
+    mix = mixture.Mix(tmp_path / "m.toml", (mixture.MixSource("a", tmp_path, 0.75, 1),
+                                            mixture.MixSource("b", tmp_path, 0.25, 5)))
+    plan = mixture.plan_mix(mix, [1000, 50], 80, 10)
+    assert not plan.short() and plan.counts() == [60, 20]
+    mixed = mixture.MixedCorpus([a, b], plan, seed=3)
+    rows = [mixed.sequence_tokens(mixed.at(p)) for p in range(80)]
+    from_b = [r for r in rows if r[0] >= 5000]
+    assert len(from_b) == 20  # 4 passes over b's 5 sequences, each pass a permutation of them
+    for k in range(4):
+        assert sorted(int(r[0]) for r in from_b[5 * k:5 * k + 5]) == [5000, 5010, 5020, 5030, 5040]
+    again = mixture.MixedCorpus([a, b], mixture.plan_mix(mix, [1000, 50], 80, 10), seed=3)
+    assert all(np.array_equal(again.sequence_tokens(again.at(p)), rows[p]) for p in (79, 0, 41, 7))
+    batch = mixed.batch([0, 1, 2])
+    assert batch["input_ids"].shape == (3, 10)
