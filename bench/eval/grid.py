@@ -35,7 +35,7 @@ from typing import Any
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.parallel import check_parallel
 from biobench.eval.protocols import OVERRIDES, check_override
-from biobench.ranges import parse_seeds
+from biobench.ranges import optional_seeds
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.store.metadata import check_metadata
 
@@ -199,8 +199,7 @@ def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, t
             task_files=[_path(base, f, where) for f in task_files], source=where,
             parallel=None if parallel is None else check_parallel(parallel, where)), None if seeds is None else str(seeds)))
     # the seeds of every grid once the file's other keys are checked (the order in which a file's errors are met)
-    grids = [Grid(**fields, seeds=parse_seeds(text, f"{fields['source']} seeds") if text else None)
-             for fields, text in checked]
+    grids = [Grid(**fields, seeds=optional_seeds(text, f"{fields['source']} seeds")) for fields, text in checked]
     runs = planned_runs(grids)
     if runs > MAX_GRID_RUNS:
         raise ConfigError(f"{path}: plans {runs:,} runs (models x tasks x seeds over its {len(grids):,} grid(s)), over "
