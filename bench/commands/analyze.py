@@ -175,50 +175,18 @@ def _write_json(path: Path, data: Any) -> None:
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
-    from biobench.tasks import needle
-
-    if Path(value).exists():
-        return needle.read_texts(value), value
-    from biobench.tasks.loading import load_task
-    from biobench.tasks.registry import get_spec
-
-    task = load_task(get_spec(value), data_dir)
-    return [ex.text for split in ("train", "dev", "test") for ex in task.splits.get(split, [])], task.source
-
-
 def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], list[int]]:
-    """(the sampled texts, per seed their rows in that list, the sources, the seeds): each source gives an
-    equal share of --n texts per sample seed; only texts some seed draws are kept (and encoded)."""
-    import numpy as np
+    """(the sampled texts, per seed their rows in that list, the sources, the seeds): analysis.cka.sample_texts."""
     from biobench.analysis import cka
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
-    texts: list[str] = []
-    sources = []
-    for value in args.texts:
-        got, source = _texts(value, args.data_dir)
-        sources.append({"source": source, "n_texts": len(got)})
-        texts.extend(got)
-    samples = cka.sample_mixed([s["n_texts"] for s in sources], args.n, seeds)
-    bounds = np.cumsum([0] + [s["n_texts"] for s in sources])
-    first = samples[seeds[0]]  # every seed draws the same number from each source
-    for k, src in enumerate(sources):
-        src["drawn_per_seed"] = int(np.sum((first >= bounds[k]) & (first < bounds[k + 1])))
-    union = np.unique(np.concatenate(list(samples.values())))
-    position = {int(t): k for k, t in enumerate(union)}
-    samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
-    return [texts[i] for i in union], samples, sources, seeds
+    return (*cka.sample_texts(args.texts, args.n, seeds, args.data_dir), seeds)
 
 
 def _layer_features(name: str, texts: list[str], args, device: str):
     from biobench.analysis import features
 
-    model, tokenizer, info = features.load_frozen_encoder(name, device)
-    feats = features.layer_features(model, tokenizer, texts, args.max_length, args.batch_size)
-    del model
-    return feats, {"id": info.id, "revision": info.revision, "architecture": info.architecture,
-                   "layers": len(feats) - 1}
+    return features.model_layer_features(name, texts, args.max_length, args.batch_size, device)
 
 
 def run_cka(args) -> int:
