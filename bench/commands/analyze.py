@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -326,8 +325,7 @@ def run_needle_generate(args) -> int:
 
 
 def run_needle(args) -> int:
-    import numpy as np
-    from biobench.analysis import features, needle_probe, plots
+    from biobench.analysis import needle_probe
     from biobench.tasks import needle
 
     rows = needle.read_jsonl(Path(args.data) / "needle.jsonl")
@@ -337,30 +335,10 @@ def run_needle(args) -> int:
         if not rows:
             raise ConfigError(f"--lengths {args.lengths}: no example of these lengths in {args.data}")
     seeds = parse_ranges(args.seeds, "--seeds")
-    device = _device(args.device)
-    encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
-    max_length = min(args.max_length or 10**9, features.model_max_length(encoder, tokenizer))
-    meta_path = Path(args.data) / "needle_meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    if meta.get("tokenizer") and str(Path(meta["tokenizer"]).resolve()) != str(Path(info.source).resolve()):
-        print(f"note: {args.data} counts lengths in the tokens of {meta['tokenizer']}, not of {info.source}; "
-              "regenerate it with --tokenizer set to this model for exact lengths", file=sys.stderr)
-    start = time.time()
-    # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
-    cache = Path(args.data) / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"
-    feats = features.cached(cache, Path(args.data) / "needle.jsonl", lambda: features.pooled_features(
-        encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows], pooling="cls",
-        max_length=max_length, batch_size=args.encode_batch_size))
-    encode_s = time.time() - start
-    visible = needle_probe.fact_visible(tokenizer, rows, max_length)
     config = needle_probe.ProbeConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
-    summary = needle_probe.evaluate(rows, np.asarray(feats, dtype=np.float32), visible, seeds, config)
-    result = {"schema": "biobench.needle/1", "model": {"id": info.id, "slug": info.slug, "revision": info.revision},
-              "data": str(args.data), "max_length": max_length, "probe": config.to_dict(), "seeds": seeds,
-              "timings": {"encode_s": round(encode_s, 1), "total_s": round(time.time() - start, 1)}, **summary}
-    out = Path(args.out) if args.out else Path(args.data) / "runs" / info.slug
-    _write_json(out / "needle_results.json", result)
-    plots.plot_needle(result, out / "needle_results.png")
+    result, out = needle_probe.run_needle(args.model, args.data, rows, seeds, config, max_length=args.max_length,
+                                          encode_batch_size=args.encode_batch_size, device=_device(args.device),
+                                          out=args.out, note=lambda line: print(line, file=sys.stderr))
     lengths = "  ".join(f"{k}: {v:.3f}" for k, v in result["by_length"].items())
     positions = "  ".join(f"{k}: {v:.3f}" for k, v in result["by_position"].items())
     print(f"test accuracy {result['accuracy']:.3f} (dev {result['dev_accuracy']:.3f}); by length {lengths}; "
