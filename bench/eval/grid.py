@@ -35,7 +35,7 @@ from typing import Any
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.parallel import check_parallel
 from biobench.eval.protocols import OVERRIDES, check_override
-from biobench.ranges import optional_seeds
+from biobench.ranges import format_ranges, optional_seeds
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.store.metadata import check_metadata
 
@@ -318,7 +318,7 @@ def resolved_grid_file(grids: list[Grid], overrides: dict[str, Any] | None = Non
         else:
             table["lang"] = grid.lang
         if grid.seeds:
-            table["seeds"] = grid.seeds
+            table["seeds"] = format_ranges(grid.seeds)  # "42-50" as such a file is written by hand
         merged = {**grid.overrides, **(overrides or {})}
         if merged:
             table["overrides"] = merged
