@@ -69,6 +69,12 @@ def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
     return parse_ranges(text, option, minimum=0, maximum=SEED_MAX, max_count=MAX_SEEDS)
 
 
+def optional_seeds(text: str | None, option: str = "--seeds") -> list[int] | None:
+    """Seeds that may be left out: None or an empty text is None (each task's protocol seeds), anything else
+    parse_seeds. The one reading of a grid file's `seeds` and a queued request's."""
+    return parse_seeds(text, option) if text else None
+
+
 def finite_number(value: object, option: str, *, positive: bool = False, minimum: float | None = None,
                   maximum: float | None = None) -> float:
     """`value` as a finite float (ConfigError otherwise): `positive` refuses 0 and below, `minimum`/`maximum`

@@ -45,3 +45,14 @@ def test_eval_and_analyze_use_this_parser():
     from biobench.eval import runner
 
     assert not hasattr(runner, "parse_seeds")
+
+
+def test_optional_seeds_are_none_when_left_out_and_bounded_otherwise():
+    """A grid file's `seeds` and a queued request's: left out or empty is each task's protocol seeds (None)."""
+    from biobench.ranges import optional_seeds
+
+    assert optional_seeds(None) is None and optional_seeds("") is None
+    assert optional_seeds("43,42-43") == [42, 43]
+    with pytest.raises(ConfigError) as err:
+        optional_seeds("0-256", "grid 'g' seeds")
+    assert str(err.value) == f"bad grid 'g' seeds value '0-256': more than 256 values{HINT}"

@@ -256,3 +256,38 @@ def trajectory_point(start_feats: list[np.ndarray], feats: list[np.ndarray], sam
     return {"mean_divergence": s["mean_divergence"], "ci_low": s["ci_low"], "ci_high": s["ci_high"],
             "per_seed_mean": s["per_seed_mean"], "embeddings": report["embeddings"]["divergence"],
             "layers": [r["divergence"] for r in report["layers"]]}
+
+
+# ------------------------------------------------------------------------------------------------ the texts
+def read_text_source(value: str, data_dir: str | Path | None = None) -> tuple[list[str], str]:
+    """(texts, where they come from) of one `--texts` value: a text file or folder (tasks.needle.read_texts), else
+    a task id (every example of its train, dev and test splits, loaded from `data_dir`)."""
+    from biobench.tasks import needle
+    from biobench.tasks.loading import load_task
+    from biobench.tasks.registry import get_spec
+
+    if Path(value).exists():
+        return needle.read_texts(value), value
+    task = load_task(get_spec(value), data_dir)
+    return [ex.text for split in ("train", "dev", "test") for ex in task.splits.get(split, [])], task.source
+
+
+def sample_texts(values: Sequence[str], n: int, seeds: Sequence[int],
+                 data_dir: str | Path | None = None) -> tuple[list[str], dict[int, np.ndarray], list[dict[str, Any]]]:
+    """(the sampled texts, per seed their rows in that list, the sources): each source of `values` gives an
+    equal share of `n` texts per sample seed (sample_mixed); only texts some seed draws are kept (and encoded)."""
+    texts: list[str] = []
+    sources: list[dict[str, Any]] = []
+    for value in values:
+        got, source = read_text_source(value, data_dir)
+        sources.append({"source": source, "n_texts": len(got)})
+        texts.extend(got)
+    samples = sample_mixed([s["n_texts"] for s in sources], n, seeds)
+    bounds = np.cumsum([0] + [s["n_texts"] for s in sources])
+    first = samples[seeds[0]]  # every seed draws the same number from each source
+    for k, src in enumerate(sources):
+        src["drawn_per_seed"] = int(np.sum((first >= bounds[k]) & (first < bounds[k + 1])))
+    union = np.unique(np.concatenate(list(samples.values())))
+    position = {int(t): k for k, t in enumerate(union)}
+    samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
+    return [texts[i] for i in union], samples, sources

@@ -126,3 +126,14 @@ def cached(path: Path, source: Path, compute: Callable[[], np.ndarray]) -> np.nd
     atomic_write(path, buffer.getvalue(),
                  safe=lambda: f"{len(list(path.parent.glob('*.npy')))} cached feature file(s) in {path.parent} are safe")
     return feats
+
+
+def model_layer_features(name: str | Path, texts: list[str], max_length: int, batch_size: int,
+                         device: str = "cpu") -> tuple[list[np.ndarray], dict[str, Any]]:
+    """The per-layer features of `texts` under one model (layer_features, the model freed after) and what
+    identifies the model in a report: id, revision, architecture and its number of layers."""
+    model, tokenizer, info = load_frozen_encoder(name, device)
+    feats = layer_features(model, tokenizer, texts, max_length, batch_size)
+    del model
+    return feats, {"id": info.id, "revision": info.revision, "architecture": info.architecture,
+                   "layers": len(feats) - 1}

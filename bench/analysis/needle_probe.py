@@ -10,9 +10,12 @@ out of long haystacks on short-context models, the share of test facts still ins
 
 from __future__ import annotations
 
+import json
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,3 +132,40 @@ def evaluate(
     summary["n"] = {s: int((splits == s).sum()) for s in ("train", "dev", "test")}
     summary["per_seed"] = per_seed
     return summary
+
+
+def run_needle(model: str, data: str | Path, rows: list[dict[str, Any]], seeds: Sequence[int], config: ProbeConfig,
+               *, max_length: int | None = None, encode_batch_size: int = 8, device: str = "cpu",
+               out: str | Path | None = None,
+               note: Callable[[str], None] = lambda line: None) -> tuple[dict[str, Any], Path]:
+    """`analyze needle run`: the frozen model's CLS features of `rows` (DATA/needle.jsonl or the lengths of it
+    asked for; cached per model weights, data, max length), the probe trained and scored per seed (evaluate),
+    the result written to `out` (default DATA/runs/<model>/) as needle_results.json and .png. `note`: told a
+    line when the data's lengths were counted in another model's tokens. Returns (the result, its folder)."""
+    from biobench.analysis import features, plots
+    from biobench.runtime.files import atomic_write
+
+    data = Path(data)
+    encoder, tokenizer, info = features.load_frozen_encoder(model, device)
+    max_length = min(max_length or 10**9, features.model_max_length(encoder, tokenizer))
+    meta_path = data / "needle_meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    if meta.get("tokenizer") and str(Path(meta["tokenizer"]).resolve()) != str(Path(info.source).resolve()):
+        note(f"note: {data} counts lengths in the tokens of {meta['tokenizer']}, not of {info.source}; "
+             "regenerate it with --tokenizer set to this model for exact lengths")
+    start = time.time()
+    # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
+    cache = data / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"
+    feats = features.cached(cache, data / "needle.jsonl", lambda: features.pooled_features(
+        encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows], pooling="cls",
+        max_length=max_length, batch_size=encode_batch_size))
+    encode_s = time.time() - start
+    visible = fact_visible(tokenizer, rows, max_length)
+    summary = evaluate(rows, np.asarray(feats, dtype=np.float32), visible, seeds, config)
+    result = {"schema": "biobench.needle/1", "model": {"id": info.id, "slug": info.slug, "revision": info.revision},
+              "data": str(data), "max_length": max_length, "probe": config.to_dict(), "seeds": seeds,
+              "timings": {"encode_s": round(encode_s, 1), "total_s": round(time.time() - start, 1)}, **summary}
+    folder = Path(out) if out else data / "runs" / info.slug
+    atomic_write(folder / "needle_results.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    plots.plot_needle(result, folder / "needle_results.png")
+    return result, folder

@@ -1,19 +1,23 @@
 """`evaluate`: plan the runs of a model on tasks x seeds, run the pending ones, return their `Results`.
 
-The one path from "a model and some tasks" to result files: `biobench eval` calls `plan_evaluation` and
-`execute_plan` as the Python API does (the command only parses arguments and prints), so a notebook and the
-command line skip, resume and refuse the same runs.
+The one path from "a model and some tasks" to result files: `biobench eval` calls `plan_evaluation` (a model
+with tasks or a language and seeds), `plan_grid_model` (each model of a grid file), the dry runs of both and
+`execute_plan` as the Python API does (the command only parses arguments and prints), so a notebook, a grid file
+and the command line skip, resume and refuse the same runs. Which tasks and seeds a model runs is decided in one
+place (`choose_runs`, `grid_choice`: a `RunChoice`), whether the model resolves or not (a dry run offline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from biobench.api.results import Results
 from biobench.errors import ConfigError
 from biobench.eval.claims import RunClaims
+from biobench.eval.grid import Grid, GridModel, RunStatus, grid_specs, plan_rows
 from biobench.eval.runner import Execution, GridPlan
 from biobench.runtime.interrupts import StopRequest
 
@@ -53,6 +57,56 @@ def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
     return values
 
 
+@dataclass(frozen=True)
+class RunChoice:
+    """What one model runs, decided once (for its plan, and for a dry run's list when the model cannot be
+    resolved here): the task specs, whether a task without data is skipped (a language's tasks) or an error
+    (tasks named one by one), the seeds (None: each task's protocol seeds) and the data folder tasks load from."""
+
+    specs: list[Any]
+    skip_unavailable: bool
+    seeds: list[int] | None
+    data_dir: str | Path | None
+
+
+def choose_runs(tasks: str | Sequence[str] | None = None, lang: Lang | None = None,
+                seeds: str | int | Sequence[int] | None = None, task_files: Sequence[str | Path] = (),
+                data_dir: str | Path | None = None) -> RunChoice:
+    """The runs of `--tasks`/`--lang`, `--seeds` and `--data-dir` (or their API arguments), checked in that order."""
+    from biobench.tasks.loading import resolve_data_dir
+
+    specs, lenient = select_specs(tasks, lang, task_files)
+    folder = resolve_data_dir(data_dir)
+    return RunChoice(specs, lenient, seed_list(seeds), folder)
+
+
+def grid_choice(grid: Grid, task_files: Sequence[str | Path] = (), data_dir: str | Path | None = None) -> RunChoice:
+    """The runs of a grid file's grid: its tasks or its language (eval.grid.grid_specs: with its task files, then
+    `task_files`), its seeds (integers since the file was read) and its data folder, else `data_dir` (as given:
+    a grid's tasks load from it unresolved, as they always have)."""
+    return RunChoice(grid_specs(grid, task_files), grid.lang is not None, grid.seeds,
+                     grid.data_dir or data_dir)
+
+
+def unresolved_runs(choice: RunChoice) -> list[tuple[str, int | None, str | None]]:
+    """(task, seed, None) of every run a model would make, for a dry run whose model cannot be resolved here;
+    a task whose data is not here is one (task, None, what is missing and its fix) instead, as for a model
+    that resolves (the files are looked for, not hashed)."""
+    from biobench.eval.protocols import task_seeds
+    from biobench.tasks.fetch import task_status
+    from biobench.tasks.loading import resolve_data_dir
+
+    folder = resolve_data_dir(choice.data_dir)
+    out: list[tuple[str, int | None, str | None]] = []
+    for spec in choice.specs:
+        status = task_status(spec, folder, checksums=False)
+        if status.state in ("found", "generated", "hub"):
+            out += [(spec.id, seed, None) for seed in (choice.seeds or task_seeds(spec))]
+        else:
+            out.append((spec.id, None, f"{status.detail}; fix: {status.fix}"))
+    return out
+
+
 def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Protocol overrides by their `eval` option names without dashes (epochs=1, limit_train=500, lr=5e-5,
     max_length=128, ...), each checked as the command line checks it."""
@@ -66,29 +120,94 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
                     results: str | Path = "results", name: str | None = None, task_files: Sequence[str | Path] = (),
                     overwrite: bool = False, shard: str | None = None,
                     overrides: dict[str, Any] | None = None, quick: bool = False,
-                    metadata: dict[str, Any] | None = None) -> GridPlan:
+                    metadata: dict[str, Any] | None = None,
+                    chosen: Callable[[RunChoice], None] | None = None) -> GridPlan:
     """Resolve the model, load the tasks, key every run and decide which are done (nothing is trained).
     `quick`: each task with its kind's `--quick` budget (biobench.eval.protocols.QUICK), `overrides` winning.
     `metadata`: model metadata stated by the caller (params, license, ...; checked by
-    biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's."""
-    from biobench.eval.runner import parse_shard, plan_grid
+    biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's.
+    `chosen`: told the RunChoice before the model is resolved (what a dry run lists when it cannot be)."""
     from biobench.store.metadata import check_metadata
-    from biobench.tasks.loading import load_task, resolve_data_dir
 
     stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
-    specs, lenient = select_specs(tasks, lang, task_files)
-    folder = resolve_data_dir(data_dir)
-    return plan_grid(model, specs, lambda spec: load_task(spec, folder), results, seeds=seed_list(seeds),
-                     overrides=check_overrides(overrides or {}), overwrite=overwrite, shard=parse_shard(shard),
-                     skip_unavailable=lenient, name=name, quick=quick, metadata=stated)
+    choice = choose_runs(tasks, lang, seeds, task_files, data_dir)
+    if chosen is not None:
+        chosen(choice)
+    return plan_runs(model, choice, results, overrides=check_overrides(overrides or {}), overwrite=overwrite,
+                     shard=shard, name=name, quick=quick, metadata=stated)
+
+
+def plan_grid_model(grid: Grid, entry: GridModel, *, task_files: Sequence[str | Path] = (),
+                    data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
+                    overwrite: bool = False, shard: str | None = None, quick: bool = False,
+                    chosen: Callable[[RunChoice], None] | None = None) -> GridPlan:
+    """One model of a grid file planned as `plan_evaluation` plans `--model` (`biobench eval --config`, a study's
+    eval step): its grid's choice of runs (`grid_choice`), the grid's then the model's then `overrides` (the
+    command line's, already checked) protocol overrides, the model's name and stated metadata."""
+    choice = grid_choice(grid, task_files, data_dir)
+    if chosen is not None:
+        chosen(choice)
+    return plan_runs(entry.model, choice, grid.results,
+                     overrides={**grid.overrides, **entry.overrides, **(overrides or {})}, overwrite=overwrite,
+                     shard=shard, name=entry.name, quick=quick, metadata=entry.metadata)
+
+
+def plan_runs(model: str, choice: RunChoice, results: str | Path, *, overrides: dict[str, Any], overwrite: bool = False,
+              shard: str | None = None, name: str | None = None, quick: bool = False,
+              metadata: dict[str, Any] | None = None) -> GridPlan:
+    """The plan of `model` on a RunChoice with checked `overrides` and `metadata`: the model resolved, the tasks
+    loaded, every run keyed and decided (eval.runner.plan_grid)."""
+    from biobench.eval.runner import parse_shard, plan_grid
+    from biobench.tasks.loading import load_task
+
+    folder = choice.data_dir
+    return plan_grid(model, choice.specs, lambda spec: load_task(spec, folder), results, seeds=choice.seeds,
+                     overrides=overrides, overwrite=overwrite, shard=parse_shard(shard),
+                     skip_unavailable=choice.skip_unavailable, name=name, quick=quick, metadata=metadata)
+
+
+def dry_run_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lang | None = None,
+                       seeds: str | int | Sequence[int] | None = None, data_dir: str | Path | None = None,
+                       results: str | Path = "results", name: str | None = None,
+                       task_files: Sequence[str | Path] = (), shard: str | None = None,
+                       overrides: dict[str, Any] | None = None, quick: bool = False,
+                       metadata: dict[str, Any] | None = None) -> list[RunStatus]:
+    """Every run plan_evaluation would plan, with its status (done, to run, claimed, ...; eval.grid.plan_rows),
+    nothing trained or written: a model that cannot be resolved here lists its runs as 'revision unresolved',
+    a selection that cannot be planned is one 'cannot plan' row."""
+    chosen: list[RunChoice] = []
+    return plan_rows("-", name or model, lambda: plan_evaluation(
+        model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name, task_files=task_files,
+        overwrite=True, shard=shard, overrides=overrides, quick=quick, metadata=metadata, chosen=chosen.append),
+        lambda: unresolved_runs(chosen[-1]))
+
+
+def dry_run_grids(grids: Sequence[Grid], *, task_files: Sequence[str | Path] = (), data_dir: str | Path | None = None,
+                  overrides: dict[str, Any] | None = None, shard: str | None = None,
+                  quick: bool = False) -> list[RunStatus]:
+    """dry_run_evaluation for every model of every grid (`eval --config G --dry-run`), as plan_grid_model plans
+    them."""
+    rows: list[RunStatus] = []
+    for grid in grids:
+        for entry in grid.models:
+            chosen: list[RunChoice] = []
+            rows += plan_rows(grid.name, entry.name or entry.model,
+                              lambda g=grid, e=entry, c=chosen: plan_grid_model(
+                                  g, e, task_files=task_files, data_dir=data_dir, overrides=overrides, overwrite=True,
+                                  shard=shard, quick=quick, chosen=c.append),
+                              lambda c=chosen: unresolved_runs(c[-1]))
+    return rows
 
 
 def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: int | str = 1,
                  threads: int | None = None, progress: bool = True, claims: RunClaims | None = None,
-                 stop: StopRequest | None = None) -> GridPlan:
+                 stop: StopRequest | None = None, before_runs: Callable[[], None] | None = None) -> GridPlan:
     """Train and write every pending run of the plan, one after the other or `parallel` at once. With `claims`
     (biobench.eval.claims.RunClaims) each run is claimed first, so several processes on one grid share it;
-    `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError)."""
+    `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError).
+    `before_runs`: called once the model is known to fit the device (the one memory check of the plan), before
+    any run is claimed or started: where `biobench eval` says what it will do, so a model too big is refused
+    before anything is said."""
     from biobench.eval.models import check_memory
     from biobench.eval.runner import execute
     from biobench.runtime.device import resolve_device
@@ -96,6 +215,8 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     execution = execution or Execution()
     if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
         check_memory(plan.model.ref, resolve_device(execution.device), training=True, limit_gb=execution.max_model_gb)
+    if before_runs is not None:
+        before_runs()
     if parallel in (1, None):
         execute(plan, device=execution.device, progress=progress, trust_remote_code=execution.trust_remote_code,
                 compile_encoder=execution.compile_encoder, report_to=execution.report_to,

@@ -394,7 +394,8 @@ def load_study(path: str | Path, out: str | Path | None = None,
                 raise ConfigError(f"{grid.source}: evaluates {entry.model} twice; list each model once per [[eval]]")
             overrides = {**grid.overrides, **entry.overrides}
             for task in tasks:  # the same result files from two steps: the same output twice
-                key = (entry.model, str(grid.results), task, grid.seeds, tuple(sorted(overrides.items(), key=str)))
+                key = (entry.model, str(grid.results), task, grid.seeds and tuple(grid.seeds),
+                       tuple(sorted(overrides.items(), key=str)))
                 if key in run_keys:
                     raise ConfigError(f"{grid.source}: {entry.model} on {task} with these seeds and overrides is "
                                       f"already evaluated by {run_keys[key]} (the same result files twice)")

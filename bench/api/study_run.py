@@ -73,7 +73,6 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
     (_plan_fingerprint), so `study status` reads the result files and claims without planning again."""
     from biobench.errors import BiobenchError
     from biobench.eval.grid import grid_specs, plan_rows
-    from biobench.ranges import parse_seeds
 
     grid = study.grids[[s.id for s in study.steps if s.kind == "eval"].index(step.id)]
     entry = grid.models[0]
@@ -81,19 +80,15 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
         return 0, 0, 0, f"{entry.model} does not exist yet"
     try:
         specs = grid_specs(grid)
-        seeds = parse_seeds(grid.seeds, f"{grid.source}: seeds") if grid.seeds else None
 
-        def plan():  # as `eval --config` plans the step's grid (bench/commands/eval.py run_config)
+        def plan():  # as `eval --config` plans the step's grid (api.evaluation.plan_grid_model)
             fingerprint = _plan_fingerprint(grid, specs)
             cache = _records(study) / "plans" / f"{step.id.replace('/', '--')}.json"
             if fingerprint is not None and (kept := _cached_plan(cache, fingerprint)) is not None:
                 return kept
-            from biobench.eval.runner import plan_grid  # the engine's imports: only when it plans
-            from biobench.tasks.loading import load_task
+            from biobench.api.evaluation import plan_grid_model  # the engine's imports: only when it plans
 
-            planned = plan_grid(entry.model, specs, lambda spec: load_task(spec, grid.data_dir), grid.results,
-                                seeds=seeds, overrides={**grid.overrides, **entry.overrides}, overwrite=True,
-                                skip_unavailable=grid.lang is not None, name=entry.name, metadata=entry.metadata)
+            planned = plan_grid_model(grid, entry, overwrite=True)
             if fingerprint is not None:
                 _keep_plan(cache, fingerprint, planned)
             return planned

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -175,50 +174,18 @@ def _write_json(path: Path, data: Any) -> None:
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
-    from biobench.tasks import needle
-
-    if Path(value).exists():
-        return needle.read_texts(value), value
-    from biobench.tasks.loading import load_task
-    from biobench.tasks.registry import get_spec
-
-    task = load_task(get_spec(value), data_dir)
-    return [ex.text for split in ("train", "dev", "test") for ex in task.splits.get(split, [])], task.source
-
-
 def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], list[int]]:
-    """(the sampled texts, per seed their rows in that list, the sources, the seeds): each source gives an
-    equal share of --n texts per sample seed; only texts some seed draws are kept (and encoded)."""
-    import numpy as np
+    """(the sampled texts, per seed their rows in that list, the sources, the seeds): analysis.cka.sample_texts."""
     from biobench.analysis import cka
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
-    texts: list[str] = []
-    sources = []
-    for value in args.texts:
-        got, source = _texts(value, args.data_dir)
-        sources.append({"source": source, "n_texts": len(got)})
-        texts.extend(got)
-    samples = cka.sample_mixed([s["n_texts"] for s in sources], args.n, seeds)
-    bounds = np.cumsum([0] + [s["n_texts"] for s in sources])
-    first = samples[seeds[0]]  # every seed draws the same number from each source
-    for k, src in enumerate(sources):
-        src["drawn_per_seed"] = int(np.sum((first >= bounds[k]) & (first < bounds[k + 1])))
-    union = np.unique(np.concatenate(list(samples.values())))
-    position = {int(t): k for k, t in enumerate(union)}
-    samples = {s: np.array([position[int(t)] for t in rows]) for s, rows in samples.items()}
-    return [texts[i] for i in union], samples, sources, seeds
+    return (*cka.sample_texts(args.texts, args.n, seeds, args.data_dir), seeds)
 
 
 def _layer_features(name: str, texts: list[str], args, device: str):
     from biobench.analysis import features
 
-    model, tokenizer, info = features.load_frozen_encoder(name, device)
-    feats = features.layer_features(model, tokenizer, texts, args.max_length, args.batch_size)
-    del model
-    return feats, {"id": info.id, "revision": info.revision, "architecture": info.architecture,
-                   "layers": len(feats) - 1}
+    return features.model_layer_features(name, texts, args.max_length, args.batch_size, device)
 
 
 def run_cka(args) -> int:
@@ -358,8 +325,7 @@ def run_needle_generate(args) -> int:
 
 
 def run_needle(args) -> int:
-    import numpy as np
-    from biobench.analysis import features, needle_probe, plots
+    from biobench.analysis import needle_probe
     from biobench.tasks import needle
 
     rows = needle.read_jsonl(Path(args.data) / "needle.jsonl")
@@ -369,30 +335,10 @@ def run_needle(args) -> int:
         if not rows:
             raise ConfigError(f"--lengths {args.lengths}: no example of these lengths in {args.data}")
     seeds = parse_ranges(args.seeds, "--seeds")
-    device = _device(args.device)
-    encoder, tokenizer, info = features.load_frozen_encoder(args.model, device)
-    max_length = min(args.max_length or 10**9, features.model_max_length(encoder, tokenizer))
-    meta_path = Path(args.data) / "needle_meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    if meta.get("tokenizer") and str(Path(meta["tokenizer"]).resolve()) != str(Path(info.source).resolve()):
-        print(f"note: {args.data} counts lengths in the tokens of {meta['tokenizer']}, not of {info.source}; "
-              "regenerate it with --tokenizer set to this model for exact lengths", file=sys.stderr)
-    start = time.time()
-    # the encoder is frozen: CLS features are cached per (model weights, data, max length) for reruns
-    cache = Path(args.data) / "features" / f"{info.slug}-{info.revision[-16:]}-{max_length}-{len(rows)}.npy"
-    feats = features.cached(cache, Path(args.data) / "needle.jsonl", lambda: features.pooled_features(
-        encoder, tokenizer, [r["query"] for r in rows], [r["text"] for r in rows], pooling="cls",
-        max_length=max_length, batch_size=args.encode_batch_size))
-    encode_s = time.time() - start
-    visible = needle_probe.fact_visible(tokenizer, rows, max_length)
     config = needle_probe.ProbeConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
-    summary = needle_probe.evaluate(rows, np.asarray(feats, dtype=np.float32), visible, seeds, config)
-    result = {"schema": "biobench.needle/1", "model": {"id": info.id, "slug": info.slug, "revision": info.revision},
-              "data": str(args.data), "max_length": max_length, "probe": config.to_dict(), "seeds": seeds,
-              "timings": {"encode_s": round(encode_s, 1), "total_s": round(time.time() - start, 1)}, **summary}
-    out = Path(args.out) if args.out else Path(args.data) / "runs" / info.slug
-    _write_json(out / "needle_results.json", result)
-    plots.plot_needle(result, out / "needle_results.png")
+    result, out = needle_probe.run_needle(args.model, args.data, rows, seeds, config, max_length=args.max_length,
+                                          encode_batch_size=args.encode_batch_size, device=_device(args.device),
+                                          out=args.out, note=lambda line: print(line, file=sys.stderr))
     lengths = "  ".join(f"{k}: {v:.3f}" for k, v in result["by_length"].items())
     positions = "  ".join(f"{k}: {v:.3f}" for k, v in result["by_position"].items())
     print(f"test accuracy {result['accuracy']:.3f} (dev {result['dev_accuracy']:.3f}); by length {lengths}; "

@@ -162,8 +162,6 @@ def run(args: argparse.Namespace) -> int:
     if args.launcher == "slurm" and not args.dry_run:
         return launch_slurm(args)
     if args.launcher == "local" and args.workers:  # the same workers on this machine: today's --parallel
-        from biobench.eval.parallel import parallel_value
-
         args.parallel = parallel_value(str(args.workers))
     if args.config:
         return run_config(args)
@@ -171,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         from biobench.errors import ConfigError
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
-    from biobench.api.evaluation import plan_evaluation, seed_list, select_specs
+    from biobench.api.evaluation import dry_run_evaluation, plan_evaluation
     from biobench.eval.protocols import overrides_from_args
 
     if args.threads:
@@ -179,22 +177,13 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
-    metadata = metadata_option(args.metadata)
-
-    def plan(overwrite: bool):
-        return plan_evaluation(args.model, args.tasks, lang=args.lang, seeds=args.seeds, data_dir=args.data_dir,
-                               results=args.results, name=args.name, task_files=args.task_file,
-                               overwrite=overwrite, shard=args.shard, overrides=overrides, quick=args.quick,
-                               metadata=metadata)
-
+    selection: dict[str, Any] = dict(lang=args.lang, seeds=args.seeds, data_dir=args.data_dir, results=args.results,
+                                     name=args.name, task_files=args.task_file, shard=args.shard, overrides=overrides,
+                                     quick=args.quick, metadata=metadata_option(args.metadata))
     if args.dry_run:
-        from biobench.eval.grid import plan_rows
-
-        return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
-                                       lambda: unresolved_runs(select_specs(args.tasks, args.lang, args.task_file)[0],
-                                                               seed_list(args.seeds), args.data_dir)), args, 0)
+        return print_dry_run(dry_run_evaluation(args.model, args.tasks, **selection), args, 0)
     with wall_clock(args):
-        grid_plan = plan(args.overwrite)
+        grid_plan = plan_evaluation(args.model, args.tasks, overwrite=args.overwrite, **selection)
         grid_plan.fix = own_fix(getattr(args, "argv", None))
         run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
@@ -283,25 +272,6 @@ def metadata_option(text: str | None) -> dict[str, Any]:
     except UnsafeJSONError as err:
         raise ConfigError(f"--metadata: {err.reason}; give a JSON object, e.g. '{{\"license\": \"mit\"}}'") from None
     return check_metadata(raw, "--metadata")
-
-
-def unresolved_runs(specs, seeds, data_dir=None) -> list[tuple[str, int | None, str | None]]:
-    """(task, seed, None) of every run a model would make, for a dry run whose model cannot be resolved here;
-    a task whose data is not here is one (task, None, what is missing and its fix) instead, as for a model
-    that resolves (the files are looked for, not hashed)."""
-    from biobench.eval.protocols import task_seeds
-    from biobench.tasks.fetch import task_status
-    from biobench.tasks.loading import resolve_data_dir
-
-    folder = resolve_data_dir(data_dir)
-    out: list[tuple[str, int | None, str | None]] = []
-    for spec in specs:
-        status = task_status(spec, folder, checksums=False)
-        if status.state in ("found", "generated", "hub"):
-            out += [(spec.id, seed, None) for seed in (seeds or task_seeds(spec))]
-        else:
-            out.append((spec.id, None, f"{status.detail}; fix: {status.fix}"))
-    return out
 
 
 def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
@@ -422,31 +392,30 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
 def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parallel: int | str | None = None) -> None:
     """Say what the plan will do, run its pending runs (`parallel` of them at once: --parallel, else the grid
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
-    `eval --config` grid."""
+    `eval --config` grid. What it will do is said once execute_plan has checked the model fits (its one memory
+    check), so a model too big is refused before anything is said or run."""
     from biobench.api.evaluation import execute_plan
     from biobench.eval.runner import Execution, summarize
 
-    if any(r.status == "pending" for r in plan.runs):  # a model too big is refused before anything is said or run
-        from biobench.eval.models import check_memory
-        from biobench.runtime.device import resolve_device
+    def say_what_runs() -> None:
+        skipped = sum(r.status == "skipped" for r in plan.runs)
+        if not args.json or skipped:
+            print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
+                  f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
+        if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
+            from biobench.api.contamination import attach_to_plan
 
-        check_memory(plan.model.ref, resolve_device(args.device), limit_gb=getattr(args, "max_model_gb", None))
-    skipped = sum(r.status == "skipped" for r in plan.runs)
-    if not args.json or skipped:
-        print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
-              f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
-    if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
-        from biobench.api.contamination import attach_to_plan
+            report = attach_to_plan(plan)
+            for task, splits in report["tasks"].items():
+                test = splits.get("test", {})
+                print(f"contamination {task}: {test.get('contaminated', 0)}/{test.get('examples', 0)} test examples "
+                      f"share a {report['n']}-gram with the corpus (longest run {test.get('longest', 0)} words)",
+                      file=sys.stderr)
 
-        report = attach_to_plan(plan)
-        for task, splits in report["tasks"].items():
-            test = splits.get("test", {})
-            print(f"contamination {task}: {test.get('contaminated', 0)}/{test.get('examples', 0)} test examples share a "
-                  f"{report['n']}-gram with the corpus (longest run {test.get('longest', 0)} words)", file=sys.stderr)
     execute_plan(plan, Execution(args.device, args.trust_remote_code, args.compile, args.report_to, micro_batch(args),
                                  getattr(args, "max_model_gb", None)),
                  parallel=args.parallel or parallel or 1, threads=args.threads, progress=not args.no_progress,
-                 claims=getattr(args, "claims", None), stop=getattr(args, "stop", None))
+                 claims=getattr(args, "claims", None), stop=getattr(args, "stop", None), before_runs=say_what_runs)
     summary = summarize(plan)
     if args.json:
         print(json.dumps(json_safe(summary), indent=2))
@@ -459,139 +428,49 @@ def micro_batch(args: argparse.Namespace) -> str | None:
     return "auto" if str(args.batch_size).strip().lower() == "auto" else None
 
 
-def selected_grids(args: argparse.Namespace) -> list:
-    """The grids of --config, only those named by --grid when given."""
-    from biobench.errors import ConfigError
-    from biobench.eval.grid import read_grid_file
-
-    grids = read_grid_file(args.config)
-    if args.grid:
-        unknown = [g for g in args.grid if g not in {grid.name for grid in grids}]
-        if unknown:
-            raise ConfigError(f"{args.config}: no grid named {', '.join(unknown)} (grids: "
-                              f"{', '.join(g.name for g in grids)})")
-        grids = [g for g in grids if g.name in args.grid]
-    return grids
-
-
-# what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid)
-PASSED_FLAGS = {"threads": "--threads", "device": "--device", "claim_seconds": "--claim-seconds",
-                "parallel": "--parallel", "report_to": "--report-to", "max_model_gb": "--max-model-gb"}
-PASSED_SWITCHES = {"compile": "--compile", "trust_remote_code": "--trust-remote-code", "overwrite": "--overwrite",
-                   "no_claims": "--no-claims"}
-
-
 def launch_slurm(args: argparse.Namespace) -> int:
-    """`eval --config G --launcher slurm`: resolve the grid now, write it to the log folder, submit --workers
-    array elements that each run `biobench eval --config <that grid>` (claiming runs), print where to look."""
-    from datetime import UTC, datetime
-
+    """`eval --config G --launcher slurm`: submit the grid as one SLURM array (eval.grid_launch), print where to
+    look."""
     from biobench.errors import ConfigError
-    from biobench.eval.grid import resolved_grid_file
-    from biobench.eval.models import identify_model
+    from biobench.eval.grid_launch import ArraySettings, launch_grid
     from biobench.eval.protocols import overrides_from_args
-    from biobench.runtime import launch
 
     if not args.config:
         raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")
-    if args.shard:
-        raise ConfigError("--launcher slurm shares the grid by claims; drop --shard")
-    for what, value in (("--config", args.config), ("--account", args.account), ("--partition", args.partition),
-                        ("--log-dir", args.log_dir)):
-        if value is not None:
-            launch.check_text(value, what)
-    workers = 8 if args.workers is None else args.workers  # `--workers 0` is refused, not read as the default
-    if not 1 <= workers <= launch.MAX_WORKERS:
-        raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
-    for flag, value in (("--gpus-per-task", args.gpus_per_task), ("--array-parallelism", args.array_parallelism),
-                        ("--cpus-per-task", args.cpus_per_task)):
-        if value is not None and not 0 <= value <= 10_000:
-            raise ConfigError(f"{flag} {value}: give a number from 0 to 10000")
-    time_min, extra = launch.minutes(args.time), launch.slurm_args(args.slurm_arg)
-    launch.import_submitit()
-    launch.check_slurm(args.partition)
-    grids = selected_grids(args)
-    for grid in grids:
-        launch.check_writable(Path(grid.results), f"results folder of grid {grid.name!r}")
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    log_dir = Path(args.log_dir or Path("biobench-slurm") / f"{Path(args.config).stem}-{stamp}").resolve()
-    launch.check_writable(log_dir, "--log-dir")
-    revisions = {}
-    for grid in grids:  # pinned now: what the models are at submit time (also: each one resolves from here)
-        for entry in grid.models:
-            identity = identify_model(entry.model, grid.results, entry.name)
-            revisions[f"{grid.name}/{identity.name}"] = identity.info.revision
-    grid_file = log_dir / "grid.toml"
-    wrote_grid = not grid_file.exists()
-    grid_file.write_text(resolved_grid_file(grids, overrides_from_args(args), [Path(f) for f in args.task_file],
-                                            args.data_dir), encoding="utf-8")
-    argv = ["eval", "--config", str(grid_file), "--no-progress"]
-    argv += [part for dest, flag in PASSED_FLAGS.items() if getattr(args, dest, None) not in (None, "none")
-             for part in (flag, str(getattr(args, dest)))]
-    argv += [flag for dest, flag in PASSED_SWITCHES.items() if getattr(args, dest, False)]
-    if micro_batch(args):
-        argv += ["--batch-size", "auto"]
-    try:
-        job = launch.submit(launch.SlurmLaunch(
-            argv, workers, log_dir, f"biobench-{Path(args.config).stem}"[:60], args.partition, args.account,
-            args.gpus_per_task, args.cpus_per_task, time_min, args.array_parallelism, extra,
-            record={"grid": str(grid_file), "grid_source": str(Path(args.config).resolve()), "revisions": revisions}))
-    except ConfigError:  # nothing was submitted: leave no resolved grid behind for a job that does not exist
-        if wrote_grid:
-            grid_file.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            log_dir.rmdir()  # only when empty (a folder this submit created)
-        raise
-    print(f"submitted SLURM array {job}: {workers} worker(s) on {sum(len(g.models) for g in grids)} model(s) of "
-          f"{len(grids)} grid(s), each claiming the next unfinished run")
-    print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err (launch.json and the resolved grid.toml beside them)")
-    print(f"progress: biobench eval --config {grid_file} --dry-run")
+    options = vars(args)
+    launched = launch_grid(args.config, args.grid, ArraySettings.from_options(options), options,
+                           overrides=overrides_from_args(args), task_files=args.task_file, data_dir=args.data_dir,
+                           shard=args.shard)
+    print(f"submitted SLURM array {launched.job}: {launched.workers} worker(s) on {launched.models} model(s) of "
+          f"{launched.grids} grid(s), each claiming the next unfinished run")
+    print(f"logs: {launched.log_dir}/{launched.job}_<element>_0_log.out and .err (launch.json and the resolved "
+          "grid.toml beside them)")
+    print(f"progress: biobench eval --config {launched.grid_file} --dry-run")
     return 0
 
 
 def run_config(args: argparse.Namespace) -> int:
-    """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run, or with
-    --dry-run the list of runs and whether each is done."""
+    """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run
+    (api.evaluation.plan_grid_model), or with --dry-run the list of runs and whether each is done."""
+    from biobench.api.evaluation import dry_run_grids, plan_grid_model
     from biobench.errors import ConfigError
-    from biobench.eval.grid import dry_run
+    from biobench.eval.grid import select_grids
     from biobench.eval.protocols import overrides_from_args
-    from biobench.eval.runner import parse_shard, plan_grid
-    from biobench.ranges import parse_seeds
-    from biobench.tasks.loading import load_task
-    from biobench.tasks.registry import get_spec, list_specs
 
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
-    grids = selected_grids(args)
-    cli_overrides = overrides_from_args(args)
-
-    def plan_model(grid, entry, overwrite: bool = False):
-        task_files = [*grid.task_files, *args.task_file]
-        specs = ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
-                 else list_specs(lang=grid.lang, task_files=task_files))
-        seeds = parse_seeds(grid.seeds, f"{grid.source}: seeds") if grid.seeds else None
-        data_dir = grid.data_dir or args.data_dir
-        plan = plan_grid(entry.model, specs, lambda spec: load_task(spec, data_dir), grid.results, seeds=seeds,
-                         overrides={**grid.overrides, **entry.overrides, **cli_overrides}, overwrite=overwrite,
-                         shard=parse_shard(args.shard), skip_unavailable=grid.lang is not None, name=entry.name,
-                         metadata=entry.metadata, quick=args.quick)
-        plan.fix = own_fix(None, {"model": entry.model, "--name": entry.name, "--data-dir": data_dir,
-                                  "--results": grid.results, "--task-file": task_files})
-        return plan
-
+    grids = select_grids(args.config, args.grid)
+    options: dict[str, Any] = dict(task_files=args.task_file, data_dir=args.data_dir,
+                                   overrides=overrides_from_args(args), shard=args.shard, quick=args.quick)
     if args.dry_run:
-        def unresolved(grid, entry):
-            specs = ([get_spec(t, [*grid.task_files, *args.task_file]) for t in grid.tasks] if grid.tasks
-                     else list_specs(lang=grid.lang, task_files=[*grid.task_files, *args.task_file]))
-            return unresolved_runs(specs, parse_seeds(grid.seeds, f"{grid.source}: seeds")
-                                   if grid.seeds else None, grid.data_dir or args.data_dir)
-
-        rows = dry_run(grids, lambda grid, entry: plan_model(grid, entry, overwrite=True), unresolved)
-        return print_dry_run(rows, args, len(grids))
+        return print_dry_run(dry_run_grids(grids, **options), args, len(grids))
     with wall_clock(args):
         for grid in grids:
             for entry in grid.models:
-                plan = plan_model(grid, entry, overwrite=args.overwrite)
+                plan = plan_grid_model(grid, entry, overwrite=args.overwrite, **options)
+                plan.fix = own_fix(None, {"model": entry.model, "--name": entry.name,
+                                          "--data-dir": grid.data_dir or args.data_dir, "--results": grid.results,
+                                          "--task-file": [*grid.task_files, *args.task_file]})
                 if args.stop.requested:  # a signal while this model was planned
                     from biobench.eval.runner import stopped
 

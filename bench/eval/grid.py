@@ -27,6 +27,7 @@ the same plan and runner, so a grid file and single commands share results and s
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from typing import Any
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.parallel import check_parallel
 from biobench.eval.protocols import OVERRIDES, check_override
+from biobench.ranges import format_ranges, optional_seeds
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.store.metadata import check_metadata
 
@@ -64,7 +66,9 @@ class Grid:
     models: list[GridModel]
     tasks: list[str] | None  # None: every paper task of `lang`
     lang: str | None
-    seeds: str | None  # a range text as --seeds takes it; None: each task's protocol seeds
+    # parsed when the file is read (bench/ranges.parse_seeds: --seeds' forms and bounds), so a bad range is refused
+    # before anything is planned and every reader of a grid gets integers; None: each task's protocol seeds
+    seeds: list[int] | None
     overrides: dict[str, Any]
     results: Path
     data_dir: Path | None
@@ -132,12 +136,25 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     return grids_from_tables(tables, raw, path)
 
 
+def select_grids(path: str | Path, names: Sequence[str] = ()) -> list[Grid]:
+    """The grids of a grid file (`eval --config`), only those named in `names` (`--grid`) when given."""
+    grids = read_grid_file(path)
+    if names:
+        unknown = [g for g in names if g not in {grid.name for grid in grids}]
+        if unknown:
+            raise ConfigError(f"{path}: no grid named {', '.join(unknown)} (grids: "
+                              f"{', '.join(g.name for g in grids)})")
+        grids = [g for g in grids if g.name in names]
+    return grids
+
+
 def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, table_name: str = "grid") -> list[Grid]:
     """Each table of `tables` (a grid file's [[grid]] tables, a study file's [[eval]] tables) as a validated Grid;
     `defaults`: the file's top-level results, data_dir, task_files and parallel; paths relative to `path`'s folder."""
     raw = defaults
     base = path.parent
-    grids, names = [], set()
+    checked: list[tuple[dict[str, Any], str | None]] = []
+    names: set[str] = set()
     for n, table in enumerate(tables, 1):
         where = f"{path} [[{table_name}]] #{n}"
         if not isinstance(table, dict):
@@ -156,7 +173,7 @@ def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, t
             raise ConfigError(f"{where}: tasks must be a non-empty list of task ids")
         if lang is not None and lang not in ("fr", "en"):
             raise ConfigError(f"{where}: lang must be \"fr\" or \"en\", not {lang!r}")
-        seeds = table.get("seeds")
+        seeds = table.get("seeds")  # "42-50", "42,44", 42 or [42, 44]: one range text for the one parser
         if isinstance(seeds, list):
             seeds = ",".join(str(s) for s in seeds)
         models = table.get("models")
@@ -175,11 +192,14 @@ def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, t
         data_dir = table.get("data_dir", raw.get("data_dir"))
         task_files = table.get("task_files", raw.get("task_files", []))
         parallel = table.get("parallel", raw.get("parallel"))
-        grids.append(Grid(name, parsed, list(tasks) if tasks else None, lang, None if seeds is None else str(seeds),
-                          _overrides(table.get("overrides"), where), _path(base, results, where),
-                          _path(base, data_dir, where) if data_dir else None,
-                          [_path(base, f, where) for f in task_files], where,
-                          None if parallel is None else check_parallel(parallel, where)))
+        checked.append((dict(
+            name=name, models=parsed, tasks=list(tasks) if tasks else None, lang=lang,
+            overrides=_overrides(table.get("overrides"), where), results=_path(base, results, where),
+            data_dir=_path(base, data_dir, where) if data_dir else None,
+            task_files=[_path(base, f, where) for f in task_files], source=where,
+            parallel=None if parallel is None else check_parallel(parallel, where)), None if seeds is None else str(seeds)))
+    # the seeds of every grid once the file's other keys are checked (the order in which a file's errors are met)
+    grids = [Grid(**fields, seeds=optional_seeds(text, f"{fields['source']} seeds")) for fields, text in checked]
     runs = planned_runs(grids)
     if runs > MAX_GRID_RUNS:
         raise ConfigError(f"{path}: plans {runs:,} runs (models x tasks x seeds over its {len(grids):,} grid(s)), over "
@@ -192,14 +212,13 @@ def planned_runs(grids: list[Grid]) -> int:
     its tasks (all of its language's paper tasks for `lang`) x its seeds (its protocol's, 9 at most, when it
     names none)."""
     from biobench.eval.protocols import SEEDS
-    from biobench.ranges import parse_seeds
     from biobench.tasks.registry import list_specs
 
     default_seeds = max(len(s) for s in SEEDS.values())
     total = 0
     for grid in grids:
         tasks = len(grid.tasks) if grid.tasks else len(list_specs(grid.lang))
-        seeds = len(parse_seeds(grid.seeds, f"{grid.source} seeds")) if grid.seeds else default_seeds
+        seeds = len(grid.seeds) if grid.seeds else default_seeds
         total += len(grid.models) * tasks * seeds
     return total
 
@@ -232,20 +251,6 @@ def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
     return ("done", "") if same else ("conflict", f"{path} holds another run's result (--overwrite replaces it)")
 
 
-def dry_run(grids: list[Grid], plan_model, unresolved=None) -> list[RunStatus]:
-    """Every run of the grids with its status, planned as `eval` plans (model resolved, data loaded, keys
-    computed) but nothing trained or written. `plan_model(grid, model)` returns the runner's Plan; a model or
-    data set that cannot be planned is one row saying why. `unresolved(grid, model)` lists the (task, seed,
-    no-data reason or None) of a model whose revision cannot be resolved here (offline, not cached): what would
-    run, unkeyed, and a task whose data is not here as one "no data" row, as for a model that resolves."""
-    rows: list[RunStatus] = []
-    for grid in grids:
-        for entry in grid.models:
-            rows += plan_rows(grid.name, entry.name or entry.model, lambda g=grid, e=entry: plan_model(g, e),
-                              unresolved and (lambda g=grid, e=entry: unresolved(g, e)))
-    return rows
-
-
 def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunStatus]:
     """The dry-run rows of one model (`eval --model` and each model of a grid file)."""
     from biobench.errors import ModelLoadError
@@ -276,7 +281,7 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
     return rows
 
 
-def grid_specs(grid: Grid, extra_task_files: list[Path] | tuple = ()) -> list:
+def grid_specs(grid: Grid, extra_task_files: Sequence[str | Path] = ()) -> list:
     """The task specs of a grid: its task ids, or every paper task of its language (with its task files)."""
     from biobench.tasks.registry import get_spec, list_specs
 
@@ -313,7 +318,7 @@ def resolved_grid_file(grids: list[Grid], overrides: dict[str, Any] | None = Non
         else:
             table["lang"] = grid.lang
         if grid.seeds:
-            table["seeds"] = grid.seeds
+            table["seeds"] = format_ranges(grid.seeds)  # "42-50" as such a file is written by hand
         merged = {**grid.overrides, **(overrides or {})}
         if merged:
             table["overrides"] = merged

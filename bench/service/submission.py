@@ -65,11 +65,11 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     the grid file's validator) before anything is resolved or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
     from biobench.eval.protocols import check_override, resolve_task_protocol
-    from biobench.ranges import parse_seeds
+    from biobench.ranges import optional_seeds
     from biobench.tasks.registry import get_spec, list_specs
 
     ids = task_ids(tasks, lang)
-    seed_list = parse_seeds(seeds) if seeds else None  # bounded before anything is resolved
+    seed_list = optional_seeds(seeds)  # bounded before anything is resolved
     overrides = {k: check_override(k, v) for k, v in (overrides or {}).items()}
     metadata = check_metadata(metadata, "the request")
     storage = open_storage(queue_location, dry_run=dry_run)

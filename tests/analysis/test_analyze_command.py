@@ -113,6 +113,16 @@ def test_needle_generate_and_run(models, tmp_path, capsys):
     assert (tmp_path / "run" / "needle_results.png").is_file()
     captured = capsys.readouterr()
     assert "test accuracy" in captured.out and "note:" not in captured.err  # lengths counted with this model
+    # another model: told its lengths were counted in m0's tokens; --lengths keeps those examples only
+    assert cli.main(["analyze", "needle", "run", "--model", str(models["m1"]), "--data", str(data), "--out",
+                     str(tmp_path / "run-m1"), "--seeds", "1", "--epochs", "1", "--lengths", "256"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (f"note: {data} counts lengths in the tokens of {meta['tokenizer']}, not of "
+                                    f"{models['m1']}; regenerate it with --tokenizer set to this model for exact lengths")
+    assert set(json.loads((tmp_path / "run-m1" / "needle_results.json").read_text())["by_length"]) == {"256"}
+    assert cli.main(["analyze", "needle", "run", "--model", str(models["m1"]), "--data", str(data), "--lengths",
+                     "300-301"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --lengths 300-301: no example of these lengths in {data}"
 
 
 def test_needle_haystack_folder_too_small(tmp_path, capsys):

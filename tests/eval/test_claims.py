@@ -550,8 +550,9 @@ def test_resolved_grid_file_round_trips(tmp_path):
     copy = tmp_path / "elsewhere" / "grid.toml"
     copy.parent.mkdir()
     copy.write_text(resolved_grid_file(grids, {"max_length": 128}))
+    assert 'seeds = "42-44"' in copy.read_text()  # written as the file's author wrote it
     again = read_grid_file(copy)[0]
-    assert again.results == tmp_path / "res" and again.lang == "fr" and again.seeds == "42-44"
+    assert again.results == tmp_path / "res" and again.lang == "fr" and again.seeds == [42, 43, 44]
     assert again.overrides == {"epochs": 3, "max_length": 128} and again.parallel == 2
     assert again.models[0].name == 'Dr "B"' and again.models[0].overrides == {"lr": 5e-5}
 

@@ -16,13 +16,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "grids"
 
 def test_the_paper_grids_parse_with_the_papers_tasks_seeds_and_models():
     from biobench.eval.protocols import task_seeds
-    from biobench.ranges import parse_ranges
     from biobench.tasks.registry import list_specs
 
     for name, lang, n_models in (("paper-fr", "fr", 5), ("paper-en", "en", 4)):
         grid = next(g for g in read_grid_file(EXAMPLES / f"{name}.toml") if g.name == name)
         assert grid.lang == lang and grid.tasks is None and len(grid.models) == n_models
-        assert {task_seeds(s) for s in list_specs(lang)} == {tuple(parse_ranges(grid.seeds, "seeds"))}
+        assert grid.seeds is not None and {task_seeds(s) for s in list_specs(lang)} == {tuple(grid.seeds)}
         assert grid.results == (EXAMPLES / "../../results")
 
 
@@ -150,6 +149,31 @@ def test_bad_grid_files_are_one_clear_error(tmp_path, text, message):
     with pytest.raises(ConfigError) as err:
         read_grid_file(path)
     assert str(err.value).startswith(str(path)) and message in str(err.value)
+
+
+@pytest.mark.parametrize(("seeds", "expected"), [
+    ('"42-44"', [42, 43, 44]), ('"44, 42,44"', [42, 44]), ("[9, 3]", [3, 9]), ("7", [7]), ('"1-2,5"', [1, 2, 5]),
+    ('""', None),  # an empty range: each task's protocol seeds, as before seeds were typed
+])
+def test_grid_seeds_are_integers_once_the_file_is_read(tmp_path, seeds, expected):
+    path = tmp_path / "g.toml"
+    path.write_text(f"[[grid]]\ntasks = ['demo-cls']\nseeds = {seeds}\nmodels = ['x']\n")
+    assert read_grid_file(path)[0].seeds == expected
+
+
+@pytest.mark.parametrize(("seeds", "reason"), [
+    ('"9-3"', "'9-3': range 9-3 is reversed (write 3-9)"), ('[1, "x"]', "'1,x': 'x' is not a number or a range"),
+    ('"0-300"', "'0-300': more than 256 values"), ('"-1"', "'-1': -1 is below 0"),
+    ('"4294967296"', "'4294967296': 4294967296 is above 4294967295"),
+])
+def test_a_bad_grid_seed_range_is_refused_when_the_file_is_read_with_the_seeds_bounds(tmp_path, seeds, reason):
+    """The bounds of --seeds (bench/ranges.parse_seeds), met before any model or task is planned; the message
+    names the file and the grid, as it did when the range was parsed at plan time."""
+    path = tmp_path / "g.toml"
+    path.write_text(f"[[grid]]\nname = 'g'\ntasks = ['demo-cls']\nseeds = {seeds}\nmodels = ['x']\n")
+    with pytest.raises(ConfigError) as err:
+        read_grid_file(path)
+    assert str(err.value).startswith(f"bad {path} grid 'g' seeds value {reason}; use a range like 1-4")
 
 
 def test_grid_flags_need_a_config_and_an_existing_grid(tmp_path, tiny_mlm_dir, capsys):
