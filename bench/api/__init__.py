@@ -35,10 +35,10 @@ from biobench.api.results import Results
 from biobench.errors import BiobenchError, ConfigError, DataError, DiskFullError, ModelLoadError, ResultsError
 
 __all__ = ["BiobenchError", "ConfigError", "DataError", "DiskFullError", "ModelLoadError", "Results",
-           "ResultsError", "compare", "contamination", "evaluate", "load_results", "pretrain", "study", "tasks"]
+           "ResultsError", "compare", "contamination", "evaluate", "list_tasks", "load_results", "pretrain", "study"]
 
 
-def tasks(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None, *,
+def list_tasks(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None, *,
           task_files: Sequence[str | Path] = (), include_extra: bool = False,
           counts: bool = False) -> list[dict[str, Any]]:
     """The benchmark's tasks (the paper's 19, or one language's), one dict each: id, lang, kind, max_length,
@@ -63,7 +63,7 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     runs are skipped, so a rerun resumes. `overrides` change the protocol by `biobench eval`'s option names
     (epochs=1, limit_train=500, limit_eval=200, max_length=128, lr=5e-5, batch_size=8, ...): such runs are
     smoke runs, flagged in `Results.summary()`. `quick=True` is `eval --quick`: each task kind's budget that
-    learns in minutes on a CPU (biobench.eval.protocols.QUICK), `overrides` winning. `check_contamination`: for a `biobench pretrain` checkpoint,
+    learns in minutes on a CPU (biobench.protocols.QUICK), `overrides` winning. `check_contamination`: for a `biobench pretrain` checkpoint,
     also measure the n-gram overlap of each task with the corpus its model card records and store it in each
     run's record. `claims` (default): each run is claimed next to its result before it trains, so a notebook and
     an `eval` (or several) on the same runs never train one twice. `metadata`: what you state about the model
