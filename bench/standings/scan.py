@@ -297,7 +297,7 @@ def _read_in_workers(paths: list[str]) -> dict[str, IndexRow | str]:
 
     chunks = [(paths[i:i + READ_CHUNK],) for i in range(0, len(paths), READ_CHUNK)]
     read: dict[str, IndexRow | str] = {}
-    for (chunk,), rows in zip(chunks, process_pool.in_workers("biobench.standings.scan:read_rows", chunks), strict=True):
+    for (chunk,), rows in zip(chunks, process_pool.in_workers(read_rows, chunks), strict=True):
         read.update(zip(chunk, rows, strict=True))
     return read
 
