@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from biobench.lineage import Lineage
 from biobench.runtime.paths import display_text
-from biobench.store.lineage import Lineage
 
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
-# a hub model id, org/name (the one pattern: eval.models resolves --model with it too)
+# a hub model id, org/name (the one pattern: biobench.models resolves --model with it too)
 HUB_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w.-]*/\w[\w.-]*")  # checked with fullmatch; no `..` (org/.. was a hub id)
 
 
@@ -68,7 +68,7 @@ def base_model_name(base: Any) -> str:
 
 
 def lineage_name(lineage: Mapping[str, Any] | Lineage) -> str:
-    """'detour · ModernCamemBERT · 10B' from a checkpoint's lineage (biobench_pretrain.json, biobench.store.lineage);
+    """'detour · ModernCamemBERT · 10B' from a checkpoint's lineage (biobench_pretrain.json, biobench.lineage);
     a checkpoint other than the end of the run says which one ('· phase1', '· step-57344'); freezes not implied by
     the recipe name are added."""
     record = lineage if isinstance(lineage, Lineage) else Lineage.from_dict(

@@ -75,7 +75,7 @@ class TaskSpec:
     max_length: int
     protocol: ProtocolName
     sources: tuple[Source, ...]
-    seeds: tuple[int, ...] = ()  # the spec's own seeds; () = its protocol's (biobench.eval.protocols.task_seeds)
+    seeds: tuple[int, ...] = ()  # the spec's own seeds; () = its protocol's (biobench.protocols.task_seeds)
     metric: str = "macro_f1"  # headline test metric (biobench.metrics.METRICS)
     dev_metric: str | None = None  # checkpoint selection on dev; None = the protocol's (docs/PROTOCOL.md)
     head: str | None = None  # biobench.heads.HEAD_SPECS entry; None = the protocol's

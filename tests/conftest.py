@@ -316,9 +316,9 @@ def toy_classification(tiny_mlm_dir):
     """A factory: (encoder, tokenizer, prepared task, protocol) for an 8-note two-class task on the tiny
     model, batch 4 (2 steps per epoch) — the smallest real fine-tuning run."""
     from biobench.eval import finetune as ft
-    from biobench.eval.models import load_encoder
-    from biobench.eval.protocols import resolve_protocol
+    from biobench.eval.encoder import load_encoder
     from biobench.heads import get_head
+    from biobench.protocols import resolve_protocol
     from biobench.tasks.schema import ClassificationExample, TaskData
 
     def make(epochs: int = 2, dev_metric: str | None = None):

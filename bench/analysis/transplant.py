@@ -60,7 +60,7 @@ def _load(name: str | Path):
     """Model and tokenizer source of a folder, alias or cached hub id, in its saved class (heads kept)."""
     import torch
     import transformers
-    from biobench.eval.models import check_memory, resolve_model
+    from biobench.models import check_memory, resolve_model
     from transformers import AutoConfig
 
     ref = resolve_model(str(name))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.errors import DataError
-from biobench.eval.protocols import resolve_task_protocol
+from biobench.protocols import resolve_task_protocol
 from biobench.runtime.files import atomic_write
 from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir, source_fingerprint
 from biobench.tasks.registry import list_specs

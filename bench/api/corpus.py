@@ -15,7 +15,7 @@ def tokenizer_source(model: str) -> str:
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path.resolve())
-    from biobench.eval.models import resolve_model
+    from biobench.models import resolve_model
 
     return resolve_model(model).source
 

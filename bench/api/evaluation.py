@@ -56,7 +56,7 @@ def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
 def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Protocol overrides by their `eval` option names without dashes (epochs=1, limit_train=500, lr=5e-5,
     max_length=128, ...), each checked as the command line checks it."""
-    from biobench.eval.protocols import check_override
+    from biobench.protocols import check_override
 
     return {name: check_override(name, value) for name, value in overrides.items() if value is not None}
 
@@ -68,7 +68,7 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
                     overrides: dict[str, Any] | None = None, quick: bool = False,
                     metadata: dict[str, Any] | None = None) -> GridPlan:
     """Resolve the model, load the tasks, key every run and decide which are done (nothing is trained).
-    `quick`: each task with its kind's `--quick` budget (biobench.eval.protocols.QUICK), `overrides` winning.
+    `quick`: each task with its kind's `--quick` budget (biobench.protocols.QUICK), `overrides` winning.
     `metadata`: model metadata stated by the caller (params, license, ...; checked by
     biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's."""
     from biobench.eval.runner import parse_shard, plan_grid
@@ -89,8 +89,8 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     """Train and write every pending run of the plan, one after the other or `parallel` at once. With `claims`
     (biobench.eval.claims.RunClaims) each run is claimed first, so several processes on one grid share it;
     `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError)."""
-    from biobench.eval.models import check_memory
     from biobench.eval.runner import execute
+    from biobench.models import check_memory
     from biobench.runtime.device import resolve_device
 
     execution = execution or Execution()

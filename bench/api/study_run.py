@@ -130,7 +130,7 @@ def _plan_fingerprint(grid: Any, specs: list[Any]) -> str | None:
     import biobench
     from biobench.errors import BiobenchError
     from biobench.eval.grid import resolved_grid_file
-    from biobench.eval.models import resolve_model
+    from biobench.models import resolve_model
     from biobench.tasks.loading import data_stamps
 
     try:  # a study's checkpoint folder, or an alias whose weights are a local folder (e.g. all-MiniLM-L6-v2)

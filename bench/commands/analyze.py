@@ -324,7 +324,7 @@ def run_needle_generate(args) -> int:
         if not args.tokenizer:
             raise ConfigError("needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL "
                               "(the model you will run), or --length-unit words to count whitespace words")
-        from biobench.eval.models import resolve_model
+        from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
         folder = Path(args.tokenizer)

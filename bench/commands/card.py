@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from biobench.errors import ConfigError, DataError
-    from biobench.eval.models import inspect_model
+    from biobench.models import inspect_model
     from biobench.names import display_name
     from biobench.store.layout import results_of_revision
     from biobench.store.summary import model_summaries

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.eval.parallel import parallel_value
-from biobench.eval.protocols import add_protocol_arguments
+from biobench.protocols import add_protocol_arguments
 from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
 
 EPILOG = """examples:
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
     from biobench.api.evaluation import plan_evaluation, seed_list, select_specs
-    from biobench.eval.protocols import overrides_from_args
+    from biobench.protocols import overrides_from_args
 
     if args.threads:
         import torch
@@ -236,7 +236,7 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
     `eval --config` grid's model, with the options that command would need (`--model`, `--name`, `--data-dir`,
     `--results`, `--task-file`). None (no command line, e.g. the Python API): the public `fix_command`."""
 
-    from biobench.eval.protocols import OVERRIDES
+    from biobench.protocols import OVERRIDES
 
     if config is not None:
         base = ["eval", "--model", str(config["model"])]
@@ -289,7 +289,7 @@ def unresolved_runs(specs, seeds, data_dir=None) -> list[tuple[str, int | None, 
     """(task, seed, None) of every run a model would make, for a dry run whose model cannot be resolved here;
     a task whose data is not here is one (task, None, what is missing and its fix) instead, as for a model
     that resolves (the files are looked for, not hashed)."""
-    from biobench.eval.protocols import task_seeds
+    from biobench.protocols import task_seeds
     from biobench.tasks.fetch import task_status
     from biobench.tasks.loading import resolve_data_dir
 
@@ -427,7 +427,7 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     from biobench.eval.runner import Execution, summarize
 
     if any(r.status == "pending" for r in plan.runs):  # a model too big is refused before anything is said or run
-        from biobench.eval.models import check_memory
+        from biobench.models import check_memory
         from biobench.runtime.device import resolve_device
 
         check_memory(plan.model.ref, resolve_device(args.device), limit_gb=getattr(args, "max_model_gb", None))
@@ -488,8 +488,8 @@ def launch_slurm(args: argparse.Namespace) -> int:
 
     from biobench.errors import ConfigError
     from biobench.eval.grid import resolved_grid_file
-    from biobench.eval.models import identify_model
-    from biobench.eval.protocols import overrides_from_args
+    from biobench.models import identify_model
+    from biobench.protocols import overrides_from_args
     from biobench.runtime import launch
 
     if not args.config:
@@ -554,8 +554,8 @@ def run_config(args: argparse.Namespace) -> int:
     --dry-run the list of runs and whether each is done."""
     from biobench.errors import ConfigError
     from biobench.eval.grid import dry_run
-    from biobench.eval.protocols import overrides_from_args
     from biobench.eval.runner import parse_shard, plan_grid
+    from biobench.protocols import overrides_from_args
     from biobench.ranges import parse_seeds
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec, list_specs

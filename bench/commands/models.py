@@ -23,7 +23,7 @@ OFFLINE_WORDS = {"package": "package", "cache": "HF cache", "no": "no"}
 
 def rows() -> list[dict[str, str]]:
     from biobench.aliases import ALIASES, package_folder
-    from biobench.eval.models import offline_status
+    from biobench.models import offline_status
 
     out = []
     for alias in ALIASES:

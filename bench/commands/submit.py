@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from biobench.eval.protocols import add_protocol_arguments
+from biobench.protocols import add_protocol_arguments
 
 EPILOG = """examples:
   biobench submit ModernCamemBERT-bio --lang fr --queue queue/
@@ -59,7 +59,7 @@ def metadata_from_args(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.eval.protocols import overrides_from_args
+    from biobench.protocols import overrides_from_args
     from biobench.service.submission import submit_request
 
     metadata = metadata_from_args(args)  # checked before the model is resolved

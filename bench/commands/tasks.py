@@ -84,7 +84,7 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: lis
 
 
 def _protocol(specs: list[Any], as_json: bool, markdown: bool) -> int:
-    from biobench.eval.protocols import PROTOCOL_FIELDS, protocol_markdown, protocol_row, sources_markdown
+    from biobench.protocols import PROTOCOL_FIELDS, protocol_markdown, protocol_row, sources_markdown
 
     rows = [protocol_row(s) for s in specs]
     if as_json:

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 from biobench.errors import DataError
-from biobench.eval.protocols import Protocol
 from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
+from biobench.protocols import Protocol
 from biobench.runtime.batching import micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import autocast

@@ -33,7 +33,7 @@ from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.parallel import check_parallel
-from biobench.eval.protocols import OVERRIDES, check_override
+from biobench.protocols import OVERRIDES, check_override
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.store.metadata import check_metadata
 
@@ -191,7 +191,7 @@ def planned_runs(grids: list[Grid]) -> int:
     """An upper bound of the runs `grids` plan, counted from the file alone (no task data read): a grid's models x
     its tasks (all of its language's paper tasks for `lang`) x its seeds (its protocol's, 9 at most, when it
     names none)."""
-    from biobench.eval.protocols import SEEDS
+    from biobench.protocols import SEEDS
     from biobench.ranges import parse_seeds
     from biobench.tasks.registry import list_specs
 

@@ -80,7 +80,7 @@ def unverified_files(snapshot: Path) -> list[str]:
 
 def prefetch_model(name: str, log: Log = print) -> Item:
     """The model's files into the Hugging Face cache at its current commit, verified."""
-    from biobench.eval.models import resolve_model
+    from biobench.models import resolve_model
 
     try:
         ref = resolve_model(name)

@@ -29,8 +29,9 @@ from biobench.eval.claims import (
     abandoned_count,
     too_long,
 )
-from biobench.eval.models import ModelIdentity, ModelInfo, identify_model
-from biobench.eval.protocols import (
+from biobench.metrics import EXTRA_METRICS, extra_metrics
+from biobench.models import ModelIdentity, ModelInfo, identify_model
+from biobench.protocols import (
     Protocol,
     protocol_overrides,
     protocol_steps,
@@ -38,7 +39,6 @@ from biobench.eval.protocols import (
     resolve_task_protocol,
     task_seeds,
 )
-from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
 from biobench.runtime.slurm import WARNING_SIGNAL
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
@@ -258,7 +258,7 @@ class RunSession:
 
     def __init__(self, plan: GridPlan, execution: Execution, log: Callable[[str], None]):
         import torch
-        from biobench.eval.models import load_encoder
+        from biobench.eval.encoder import load_encoder
         from biobench.runtime.device import resolve_device
 
         self.plan, self.execution, self.log = plan, execution, log

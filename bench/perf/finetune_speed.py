@@ -62,7 +62,7 @@ def load_data(setup: dict[str, Any]):
 
 
 def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
-    from biobench.eval.protocols import resolve_task_protocol
+    from biobench.protocols import resolve_task_protocol
 
     overrides = {"epochs": setup["epochs"]}
     if setup.get("batch_size"):
@@ -75,7 +75,7 @@ def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
 
 
 def model_folder(name: str) -> str:
-    from biobench.eval.models import resolve_model
+    from biobench.models import resolve_model
 
     return resolve_model(name).source
 
@@ -84,8 +84,8 @@ def model_folder(name: str) -> str:
 def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """prepare_task (tokenise once) + finetune (length-grouped dynamic batches, best state in memory)."""
     import torch
+    from biobench.eval.encoder import load_encoder
     from biobench.eval.finetune import finetune, prepare_task
-    from biobench.eval.models import load_encoder
     from biobench.heads import get_head
 
     init_arm(setup["threads"])
@@ -303,8 +303,8 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     the real head model, plus the same batches through the encoder alone (forward + backward of a dummy
     loss), so head cost = full step - encoder step. Not timed against anything: `--arms profile`."""
     import torch
+    from biobench.eval.encoder import load_encoder
     from biobench.eval.finetune import _optimizer, prepare_task
-    from biobench.eval.models import load_encoder
     from biobench.heads import get_head
     from biobench.runtime.batching import LengthGroupedSampler
     from torch.profiler import ProfilerActivity, profile

@@ -22,10 +22,10 @@ from pathlib import Path
 def run(args: argparse.Namespace) -> None:
     import biobench.eval.finetune as ft
     import torch
-    from biobench.eval.models import load_encoder
-    from biobench.eval.protocols import resolve_task_protocol
+    from biobench.eval.encoder import load_encoder
     from biobench.heads import get_head
     from biobench.metrics import score
+    from biobench.protocols import resolve_task_protocol
     from biobench.tasks.loading import load_task
     from biobench.tasks.registry import get_spec
 

@@ -35,7 +35,7 @@ PACKAGE_DIRS = {folder: package.replace(".", "/") for package, folder in package
 
 def encoder_and_tokenizer(name: str, train_texts: list[str]):
     """`preset:tiny|small`: a fresh ModernBERT with a tokenizer trained on the task's training texts (seeded),
-    the README's CPU model, which takes 1,024 positions; anything else: biobench.eval.models.load_encoder."""
+    the README's CPU model, which takes 1,024 positions; anything else: biobench.eval.encoder.load_encoder."""
     if name.startswith("preset:"):
         import torch
         from biobench.training.presets import PRESETS, build_modernbert_mlm, train_tokenizer
@@ -44,7 +44,7 @@ def encoder_and_tokenizer(name: str, train_texts: list[str]):
         tokenizer = train_tokenizer(train_texts, vocab_size=PRESETS[preset]["vocab_size"])
         torch.manual_seed(0)
         return build_modernbert_mlm(tokenizer, preset, seed=0).model, tokenizer
-    from biobench.eval.models import load_encoder
+    from biobench.eval.encoder import load_encoder
 
     encoder, tokenizer, _ = load_encoder(name)
     return encoder, tokenizer

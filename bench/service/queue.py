@@ -120,7 +120,7 @@ def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
     """The fields of a request as values the worker can use safely, or ValueError with the first bad one:
     the id a plain name (it names files), tasks plain names, seeds bounded integers, overrides known flags with
     finite values, texts short and without control characters. Unknown fields are ignored (a newer biobench)."""
-    from biobench.eval.protocols import check_override
+    from biobench.protocols import check_override
     from biobench.store.metadata import check_metadata
 
     known = Request.__dataclass_fields__

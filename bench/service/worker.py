@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biobench.errors import BiobenchError, ConfigError, DiskFullError
-from biobench.eval.protocols import OVERRIDES
+from biobench.protocols import OVERRIDES
 from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import cache_home, disk_full_guard
 from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name
@@ -166,7 +166,7 @@ def memory_refusal(request: queue.Request, config: WorkerConfig) -> str | None:
     marked running, so a model too big fails its request at once and the queue goes on. The device's memory is
     read without torch (nvidia-smi's total for a GPU; available RAM otherwise): a CUDA context in the worker
     would take memory from its eval child. A model that cannot be read here is eval's to report, not refused."""
-    from biobench.eval.models import check_memory, model_config
+    from biobench.models import check_memory, model_config
     from biobench.runtime.memory import device_without_torch
 
     try:

@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from biobench.lineage import Lineage
 from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.standings import scan as R
 from biobench.standings.cache import BackgroundGroups, cached_groups
 from biobench.standings.entries import Board, Cell, Entry
-from biobench.store.lineage import Lineage
 from biobench.store.summary import TaskScores
 from biobench.store.trust import SMOKE_MARK
 
@@ -34,7 +34,7 @@ def size_bucket(params: int | None) -> str:
 
 
 def lineage_text(lineage: Any) -> str:
-    """One line from a `biobench pretrain` checkpoint's lineage (biobench.store.lineage; tolerant of missing keys)."""
+    """One line from a `biobench pretrain` checkpoint's lineage (biobench.lineage; tolerant of missing keys)."""
     record = Lineage.from_dict({**lineage, "recipe": lineage.get("recipe") or "?"}) if isinstance(lineage, dict) else None
     if record is None:
         return ""

@@ -3,7 +3,7 @@ the aligned test predictions of two models, handed to the one A-vs-B computation
 (`biobench.store.comparison.compare_pair`: per task, the task average, the protocol settings that differ).
 
 What `biobench compare` prints; the command only parses and formats. Torch-free: a local model folder is
-matched to its results by the sha256 of its weights (biobench.eval.models, imported lazily, loads no model).
+matched to its results by the sha256 of its weights (biobench.models, imported lazily, loads no model).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def model_folder(results: Path, name: str) -> Path:
     'recipe · base · tokens'), a hub id or a local model folder (found by its weights, wherever they lie now)."""
     if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
-    from biobench.eval.models import inspect_model, resolve_model
+    from biobench.models import inspect_model, resolve_model
     from biobench.store.layout import folders_of_revision, model_slug
 
     found = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
