@@ -5,7 +5,7 @@ that the one fine-tuning loop (biobench.eval.finetune) talks to. An entry's `def
 (biobench.heads.config: fields, defaults, checks); `as_dict(kind)` of it is what a result records next to the
 head's name. The protocol knobs a head brings with it (its own learning rate, gradient clipping, dev selection
 metric) are its entry's `knobs`; the default head per protocol and task kind is the protocol's
-(`biobench.protocols.DEFAULTS`). Evidence for every number is in docs/PROTOCOL.md.
+(the `head` setting of `biobench.protocols.Protocol`). Evidence for every number is in docs/PROTOCOL.md.
 
 Torch-free at import (the registry is read by `biobench tasks` and the protocol hash): each factory below is a
 small function that imports its head's module when a head is built.
