@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.names import HUB_ID, display_name
+from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.runtime.memory import check_model_memory
 from biobench.runtime.weights import check_model_files
 from biobench.store.layout import model_slug, results_folder, results_slug
+from biobench.store.metadata import apply_metadata
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
 
 if TYPE_CHECKING:
@@ -149,7 +152,6 @@ def weights_checksum(folder: Path) -> str:
 def _read_json(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 
     try:  # bounded: a config.json that is a FIFO or /dev/zero is refused, not read forever
         data = read_json(path, 16 << 20)
@@ -267,8 +269,6 @@ class ModelIdentity:
         """The result's `model` object: the identity plus its display name and results folder (`info`: the
         same model as loaded, with its parameter count and architecture filled in), with the stated metadata
         over the card's and the measured values (biobench.store.metadata.apply_metadata)."""
-        from biobench.store.metadata import apply_metadata
-
         return apply_metadata({**(info or self.info).to_dict(), "slug": self.slug, "name": self.name}, self.stated)
 
 
@@ -287,8 +287,6 @@ def check_memory(name_or_ref: str | ModelRef, device: str, *, training: bool = T
     """Refuse in one line (ModelLoadError) a model whose config.json implies more memory than `device` has to
     fine-tune it (`training`) or load it, or more than the operator's --max-model-gb / $BIOBENCH_MAX_MODEL_GB,
     before a byte of it is allocated (biobench.runtime.memory). Returns the parameter estimate."""
-    from biobench.runtime.memory import check_model_memory
-
     ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
     config, where = model_config(ref)
     return check_model_memory(config, where, device, training=training, limit_gb=limit_gb, use_torch=use_torch,

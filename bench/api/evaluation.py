@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.api.results import Results
-from biobench.errors import ConfigError
+from biobench.errors import ConfigError, ResultsError
 from biobench.eval.claims import RunClaims
+from biobench.eval.parallel import execute_parallel
 from biobench.eval.runner import Execution, GridPlan
+from biobench.models import check_memory
+from biobench.protocols import check_override
+from biobench.ranges import parse_seeds
+from biobench.runtime.device import resolve_device
 from biobench.runtime.interrupts import StopRequest
+from biobench.store import read_result
+from biobench.store.metadata import check_metadata
 
 Lang = Literal["fr", "en"]
 
@@ -24,6 +31,7 @@ def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = N
                  task_files: Sequence[str | Path] = ()) -> tuple[list[Any], bool]:
     """The task specs to run and whether tasks without data may be skipped (only for a language or default
     selection: tasks named one by one must all load). `tasks`: ids as a list or comma-separated text."""
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec, list_specs
 
     if tasks is not None and lang is not None:
@@ -39,8 +47,6 @@ def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = N
 
 def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
     """'42-44', '42,44', 42 or [42, 43] -> a list of seeds (None: each task's protocol seeds)."""
-    from biobench.ranges import parse_seeds
-
     if seeds is None:
         return None
     if isinstance(seeds, str):
@@ -56,8 +62,6 @@ def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
 def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Protocol overrides by their `eval` option names without dashes (epochs=1, limit_train=500, lr=5e-5,
     max_length=128, ...), each checked as the command line checks it."""
-    from biobench.protocols import check_override
-
     return {name: check_override(name, value) for name, value in overrides.items() if value is not None}
 
 
@@ -71,8 +75,10 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
     `quick`: each task with its kind's `--quick` budget (biobench.protocols.QUICK), `overrides` winning.
     `metadata`: model metadata stated by the caller (params, license, ...; checked by
     biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's."""
+    # lazy: tests patch it on its module
     from biobench.eval.runner import parse_shard, plan_grid
-    from biobench.store.metadata import check_metadata
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task, resolve_data_dir
 
     stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
@@ -89,9 +95,8 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     """Train and write every pending run of the plan, one after the other or `parallel` at once. With `claims`
     (biobench.eval.claims.RunClaims) each run is claimed first, so several processes on one grid share it;
     `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError)."""
+    # lazy: tests patch it on its module
     from biobench.eval.runner import execute
-    from biobench.models import check_memory
-    from biobench.runtime.device import resolve_device
 
     execution = execution or Execution()
     if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
@@ -101,7 +106,6 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
                 compile_encoder=execution.compile_encoder, report_to=execution.report_to,
                 micro_batch=execution.micro_batch, claims=claims, stop=stop)
     else:
-        from biobench.eval.parallel import execute_parallel
 
         execute_parallel(plan, parallel, execution, threads=threads, progress=progress, claims=claims, stop=stop)
     return plan
@@ -109,8 +113,6 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
 
 def plan_results(plan: GridPlan) -> Results:
     """The results of the plan's whole grid found on disk with the plan's run keys (whichever shard wrote them)."""
-    from biobench.errors import ResultsError
-    from biobench.store import read_result
 
     out = Results()
     for run in plan.grid:

@@ -12,6 +12,8 @@ from typing import Any
 from biobench.errors import ConfigError
 from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device as _device
+from biobench.runtime.files import atomic_write
+from biobench.tasks.registry import add_task_arguments
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -113,7 +115,6 @@ def _add_probe(sub) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="texts per forward pass when extracting features")
     p.add_argument("--results", default="results", metavar="DIR", help="results store (default results/)")
     p.add_argument("--overwrite", action="store_true", help="redo seeds that already have a result")
-    from biobench.tasks.registry import add_task_arguments
 
     add_task_arguments(p)
     _common(p)
@@ -170,17 +171,19 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from biobench.runtime.files import atomic_write
-
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _texts(value: str, data_dir: str | None = None) -> tuple[list[str], str]:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks import needle
 
     if Path(value).exists():
         return needle.read_texts(value), value
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     task = load_task(get_spec(value), data_dir)
@@ -191,6 +194,8 @@ def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], l
     """(the sampled texts, per seed their rows in that list, the sources, the seeds): each source gives an
     equal share of --n texts per sample seed; only texts some seed draws are kept (and encoded)."""
     import numpy as np
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.analysis import cka
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
@@ -212,6 +217,7 @@ def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], l
 
 
 def _layer_features(name: str, texts: list[str], args, device: str):
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.analysis import features
 
     model, tokenizer, info = features.load_frozen_encoder(name, device)
@@ -222,6 +228,7 @@ def _layer_features(name: str, texts: list[str], args, device: str):
 
 
 def run_cka(args) -> int:
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.analysis import cka, plots
 
     texts, samples, sources, seeds = _cka_texts(args)
@@ -252,6 +259,7 @@ def run_cka(args) -> int:
 
 
 def run_cka_trajectory(args) -> int:
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.analysis import cka, plots
 
     run = Path(args.run)
@@ -279,6 +287,7 @@ def run_cka_trajectory(args) -> int:
 
 
 def run_transplant(args) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.analysis.transplant import transplant
 
     layers = parse_ranges(args.layers, "--layers")
@@ -289,8 +298,13 @@ def run_transplant(args) -> int:
 
 
 def run_probe(args) -> int:
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.analysis import probe
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     spec = get_spec(args.task, args.task_file)
@@ -315,6 +329,7 @@ def _needle_pairs(args) -> int:
 
 
 def run_needle_generate(args) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks import needle
 
     n_pairs = _needle_pairs(args)
@@ -324,6 +339,7 @@ def run_needle_generate(args) -> int:
         if not args.tokenizer:
             raise ConfigError("needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL "
                               "(the model you will run), or --length-unit words to count whitespace words")
+        # lazy: `biobench --help` does not import it (startup time)
         from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
@@ -359,7 +375,11 @@ def run_needle_generate(args) -> int:
 
 def run_needle(args) -> int:
     import numpy as np
+
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.analysis import features, needle_probe, plots
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks import needle
 
     rows = needle.read_jsonl(Path(args.data) / "needle.jsonl")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from biobench.api.pretraining import parse_tokens
+
 EPILOG = """examples:
   biobench corpus build ../shared/data/pretrain-fr --tokenizer almanach/moderncamembert-base --out stores/e3c-fr --workers 4
   biobench corpus info stores/e3c-fr
@@ -50,6 +52,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api import corpus
 
     if args.corpus_command == "build":
@@ -60,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
     if args.corpus_command == "info":
         print(corpus.store_info(args.store, verify=not args.no_verify))
         return 0
-    from biobench.api.pretraining import parse_tokens
 
     table, short, rows = corpus.plan(args.mix, parse_tokens(args.tokens), args.seq_len)
     print(json.dumps(rows, indent=1) if args.json else table)

@@ -11,9 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from biobench.api.contamination import attach_to_plan
+from biobench.errors import ConfigError
 from biobench.eval.parallel import parallel_value
-from biobench.protocols import add_protocol_arguments
+from biobench.protocols import OVERRIDES, add_protocol_arguments, overrides_from_args, task_seeds
+from biobench.ranges import parse_seeds
+from biobench.runtime.console import console as terminal_console
+from biobench.runtime.device import check_device, resolve_device
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
+from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, is_smoke
+from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.registry import add_task_arguments
 
 EPILOG = """examples:
   biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
@@ -26,8 +35,6 @@ A finished (model revision, data, protocol, seed) run is skipped, so rerunning a
 
 
 def add_parser(subparsers) -> None:
-    from biobench.tasks.registry import add_task_arguments
-
     parser = subparsers.add_parser(
         "eval", help="fine-tune and score a model on tasks x seeds (macro-F1, mean/std/95%% CI)",
         description="Fine-tune a model on each task with the paper's protocol, once per seed, and score it "
@@ -90,6 +97,7 @@ def add_parser(subparsers) -> None:
                              "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
     add_protocol_arguments(parser, quick=True)
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(parser)
@@ -98,7 +106,10 @@ def add_parser(subparsers) -> None:
 
 def claim_seconds(text: str) -> float:
     """argparse type of --claim-seconds: a finite number of seconds within the lease bounds."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.claims import MIN_CLAIM_S
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.leases import MAX_LEASE_S
 
     try:
@@ -112,6 +123,7 @@ def claim_seconds(text: str) -> float:
 
 def make_claims(args: argparse.Namespace):
     """The run claims of this process (None with --no-claims)."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.claims import DEFAULT_CLAIM_S, RunClaims
 
     if args.no_claims:
@@ -122,7 +134,10 @@ def make_claims(args: argparse.Namespace):
 @contextlib.contextmanager
 def wall_clock(args: argparse.Namespace):
     """The whole eval under SIGTERM/SIGUSR1 stop handling and this process's claims (released on the way out)."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.eval.runner import STOP_MESSAGE
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
 
     claims = make_claims(args)
@@ -137,8 +152,6 @@ def wall_clock(args: argparse.Namespace):
 
 def check_arguments(args: argparse.Namespace) -> None:
     """What can be refused before anything loads: threads, device, a results path that is not a folder."""
-    from biobench.errors import ConfigError
-    from biobench.runtime.device import check_device
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
@@ -162,17 +175,15 @@ def run(args: argparse.Namespace) -> int:
     if args.launcher == "slurm" and not args.dry_run:
         return launch_slurm(args)
     if args.launcher == "local" and args.workers:  # the same workers on this machine: today's --parallel
-        from biobench.eval.parallel import parallel_value
 
         args.parallel = parallel_value(str(args.workers))
     if args.config:
         return run_config(args)
     if args.grid:
-        from biobench.errors import ConfigError
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.api.evaluation import plan_evaluation, seed_list, select_specs
-    from biobench.protocols import overrides_from_args
 
     if args.threads:
         import torch
@@ -188,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
                                metadata=metadata)
 
     if args.dry_run:
+        # lazy: `biobench --help` does not import it (startup time)
         from biobench.eval.grid import plan_rows
 
         return print_dry_run(plan_rows("-", args.name or args.model, lambda: plan(True),
@@ -215,7 +227,6 @@ class OwnFix:
     def __call__(self, result: Any) -> str:
         import shlex
 
-        from biobench.store.trust import is_smoke
 
         base = list(self.base)
         run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
@@ -235,8 +246,6 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
     protocol's budget). A protocol run's fix is a look at the task's data, then another head. `config`: an
     `eval --config` grid's model, with the options that command would need (`--model`, `--name`, `--data-dir`,
     `--results`, `--task-file`). None (no command line, e.g. the Python API): the public `fix_command`."""
-
-    from biobench.protocols import OVERRIDES
 
     if config is not None:
         base = ["eval", "--model", str(config["model"])]
@@ -270,8 +279,7 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
 def metadata_option(text: str | None) -> dict[str, Any]:
     """--metadata JSON as the stated metadata (biobench.store.metadata.check_metadata, the grid file's
     validator); ConfigError in one line for text that is not a JSON object of known, valid fields."""
-    from biobench.errors import ConfigError
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.store.metadata import check_metadata
 
     if text is None:
@@ -289,9 +297,8 @@ def unresolved_runs(specs, seeds, data_dir=None) -> list[tuple[str, int | None, 
     """(task, seed, None) of every run a model would make, for a dry run whose model cannot be resolved here;
     a task whose data is not here is one (task, None, what is missing and its fix) instead, as for a model
     that resolves (the files are looked for, not hashed)."""
-    from biobench.protocols import task_seeds
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks.fetch import task_status
-    from biobench.tasks.loading import resolve_data_dir
 
     folder = resolve_data_dir(data_dir)
     out: list[tuple[str, int | None, str | None]] = []
@@ -308,6 +315,7 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
     """The dry run: first what a person reads at a glance (per grid a task x model table of done / claimed /
     left, the tasks with no data here and how to get them, models whose revision cannot be resolved and how
     to fetch them, who holds claims, the totals), then with --verbose one line per run (tab-separated)."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import UNRESOLVED
 
     if args.json:
@@ -333,6 +341,7 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
 def _cell(statuses: list[str]) -> str:
     """One task x model cell: done/claimed/left, '?/N' when the model is unresolved (N runs, done or not
     unknown), 'no data' when the task cannot run here."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import UNRESOLVED
 
     if "no data" in statuses:
@@ -347,6 +356,7 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     """Per grid a table, tasks down and models across ([1], [2], ... named below it: display names are long),
     each cell done/claimed/left; then the tasks with no data here, the unresolved models, claim holders and
     the totals. Stdout: this is the dry run's answer."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import UNRESOLVED
 
     grids = list(dict.fromkeys(row.grid for row in rows))
@@ -378,7 +388,6 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     tasks = {row.task for row in rows if row.task != "*"}
     where = f" --data-dir {args.data_dir}" if getattr(args, "data_dir", None) else ""
     if missing:
-        from biobench.tasks.loading import resolve_data_dir
 
         given = resolve_data_dir(getattr(args, "data_dir", None)) is not None or getattr(args, "config", None)
         here = "here" if given else ("here (no data folder given: pass --data-dir DIR, set BIOBENCH_DATA or create "
@@ -423,12 +432,15 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     """Say what the plan will do, run its pending runs (`parallel` of them at once: --parallel, else the grid
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.api.evaluation import execute_plan
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.eval.runner import Execution, summarize
 
     if any(r.status == "pending" for r in plan.runs):  # a model too big is refused before anything is said or run
+        # lazy: `biobench --help` does not import it (startup time)
         from biobench.models import check_memory
-        from biobench.runtime.device import resolve_device
 
         check_memory(plan.model.ref, resolve_device(args.device), limit_gb=getattr(args, "max_model_gb", None))
     skipped = sum(r.status == "skipped" for r in plan.runs)
@@ -436,7 +448,6 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
         print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
               f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
     if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
-        from biobench.api.contamination import attach_to_plan
 
         report = attach_to_plan(plan)
         for task, splits in report["tasks"].items():
@@ -461,7 +472,7 @@ def micro_batch(args: argparse.Namespace) -> str | None:
 
 def selected_grids(args: argparse.Namespace) -> list:
     """The grids of --config, only those named by --grid when given."""
-    from biobench.errors import ConfigError
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import read_grid_file
 
     grids = read_grid_file(args.config)
@@ -486,10 +497,13 @@ def launch_slurm(args: argparse.Namespace) -> int:
     array elements that each run `biobench eval --config <that grid>` (claiming runs), print where to look."""
     from datetime import UTC, datetime
 
-    from biobench.errors import ConfigError
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import resolved_grid_file
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.models import identify_model
-    from biobench.protocols import overrides_from_args
+
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime import launch
 
     if not args.config:
@@ -552,12 +566,16 @@ def launch_slurm(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run, or with
     --dry-run the list of runs and whether each is done."""
-    from biobench.errors import ConfigError
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import dry_run
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.eval.runner import parse_shard, plan_grid
-    from biobench.protocols import overrides_from_args
-    from biobench.ranges import parse_seeds
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec, list_specs
 
     if args.tasks or args.lang or args.seeds:
@@ -593,6 +611,7 @@ def run_config(args: argparse.Namespace) -> int:
             for entry in grid.models:
                 plan = plan_model(grid, entry, overwrite=args.overwrite)
                 if args.stop.requested:  # a signal while this model was planned
+                    # lazy: loads numpy, scipy.special, which `biobench --help` does not
                     from biobench.eval.runner import stopped
 
                     raise stopped(plan, args.stop, lambda line: print(line, file=sys.stderr))
@@ -617,8 +636,6 @@ def _pct(value: float | None) -> str:
 
 def print_summary(summary: dict[str, Any]) -> None:
     """The final table: test macro-F1 per task (mean, std, 95% CI over seeds) and per-language averages."""
-    from biobench.runtime.console import console as terminal_console
-    from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK
     from rich.table import Table
 
     table = Table(title=f"{summary['model']['name']} — test macro-F1 (%)", title_justify="left")

@@ -13,6 +13,8 @@ import contextlib
 import importlib.util
 from typing import Any
 
+from biobench.errors import ConfigError
+
 
 def on_cuda(device: Any) -> bool:
     """True for "cuda", "cuda:1" or a torch.device of type cuda."""
@@ -33,7 +35,6 @@ def check_device(name: str | None) -> None:
     `cuda` without CUDA) before any model loads — instead of a torch traceback in the middle of a run."""
     import re
 
-    from biobench.errors import ConfigError
 
     if name in (None, "", "auto"):
         return

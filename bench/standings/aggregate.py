@@ -20,6 +20,7 @@ from biobench.lineage import Lineage
 from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.standings import scan as R
 from biobench.standings.cache import BackgroundGroups, cached_groups
+from biobench.standings.dataset import resolve_sources
 from biobench.standings.entries import Board, Cell, Entry
 from biobench.store.summary import TaskScores
 from biobench.store.trust import SMOKE_MARK
@@ -202,8 +203,6 @@ def build_board(
     on-disk cache under `cache_dir` when given (bench/standings/cache.py; `log` gets its progress lines).
     significance="background": return at once and compute the groups in a thread (`board.significance`,
     a cache.BackgroundGroups: status line, wait())."""
-    from biobench.standings.dataset import resolve_sources
-
     unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
     dirs = resolve_sources(dirs, unsafe_rows)
     ref_rows = R.load_reference()

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from biobench.errors import ResultsError
+from biobench.metrics import labels_in
 from biobench.standings import scan as R
 from biobench.standings.entries import Board, Entry
 from biobench.stats import (
@@ -52,8 +53,6 @@ class RunFacts:
 
 
 def run_facts(columns: PredictionColumns) -> RunFacts:
-    from biobench.metrics import labels_in
-
     digest = hashlib.sha256(json.dumps([columns.ids, columns.gold], default=str).encode()).hexdigest()
     return RunFacts(digest, len(columns.gold), tuple(labels_in(columns.gold, columns.pred)))
 
