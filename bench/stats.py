@@ -27,6 +27,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from biobench import metrics
+from biobench.metrics import labels_in
 from scipy.special import ndtri, stdtrit  # what scipy.stats' t.ppf / norm.ppf call: 0.2 s to import, not 1 s
 
 Metric = Callable[[list, list], float]
@@ -102,8 +104,6 @@ def macro_f1_metric(labels: Sequence[Hashable], keep_absent: bool = False) -> Co
     A label absent from both gold and predictions (possible inside a bootstrap resample) is left out of the
     mean, as scikit-learn does with labels inferred from the data, unless `keep_absent` (multilabel over a
     full label inventory, where such a label counts 0)."""
-    from biobench import metrics
-
     labels = list(labels)
 
     def count(gold: Sequence, pred: Sequence) -> np.ndarray:
@@ -119,8 +119,6 @@ def prediction_macro_f1(gold: Sequence, *preds: Sequence, kind: str | None = Non
                         labels: Sequence[Hashable] = ()) -> CountMetric:
     """A macro-F1 CountMetric whose label axis covers `labels` (the task's inventory, when known), gold and
     every prediction list given; multilabel keeps absent inventory labels at 0, as the headline score does."""
-    from biobench.metrics import labels_in
-
     found = labels_in(gold, *preds)
     axis = list(dict.fromkeys([*labels, *found]))
     return macro_f1_metric(axis, keep_absent=kind == "multilabel")

@@ -15,7 +15,7 @@ import biobench
 
 results_dir = sys.argv[1] if len(sys.argv) > 1 else "results-quickstart"
 
-print([t["id"] for t in biobench.tasks(include_extra=True) if t["id"].startswith("demo")])
+print([t["id"] for t in biobench.list_tasks(include_extra=True) if t["id"].startswith("demo")])
 results = biobench.evaluate("all-MiniLM-L6-v2", tasks=["demo-cls"], seeds=[42], results=results_dir,
                             epochs=1, limit_train=200, limit_eval=100, max_length=64, progress=False)
 summary = results.summary()

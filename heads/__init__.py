@@ -5,7 +5,7 @@ that the one fine-tuning loop (biobench.eval.finetune) talks to. An entry's `def
 (biobench.heads.config: fields, defaults, checks); `as_dict(kind)` of it is what a result records next to the
 head's name. The protocol knobs a head brings with it (its own learning rate, gradient clipping, dev selection
 metric) are its entry's `knobs`; the default head per protocol and task kind is the protocol's
-(`biobench.eval.protocols.DEFAULTS`). Evidence for every number is in docs/PROTOCOL.md.
+(the `head` setting of `biobench.protocols.Protocol`). Evidence for every number is in docs/PROTOCOL.md.
 
 Torch-free at import (the registry is read by `biobench tasks` and the protocol hash): each factory below is a
 small function that imports its head's module when a head is built.
@@ -43,30 +43,34 @@ class HeadEntry:
     selection_metrics: tuple[str, ...] = ()  # dev metrics the head computes itself (HeadSpec.selection_metrics)
     knobs: Mapping[str, Any] = field(default_factory=dict)  # head_lr, grad_clip, dev_metric
     # kind -> (loss, decision rule) in words, and the harness file they follow: the protocol table
-    # (biobench.eval.protocols.protocol_rows, `biobench tasks --protocol`) shows them per task
+    # (biobench.protocols.protocol_rows, `biobench tasks --protocol`) shows them per task
     rules: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     source: str = ""
 
 
 def _linear_head(kind: str, config: Any):
+    # lazy: loads torch, torch.nn.utils.rnn
     from biobench.heads.sequence import linear_head
 
     return linear_head(kind, config)
 
 
 def _hf_sequence_head(kind: str, config: Any):
+    # lazy: loads torch, torch.nn.utils.rnn
     from biobench.heads.sequence import hf_sequence_head
 
     return hf_sequence_head(kind, config)
 
 
 def _span_head(kind: str, config: Any):
+    # lazy: loads torch
     from biobench.heads.span_ner import span_head
 
     return span_head(kind, config)
 
 
 def _hf_token_head(kind: str, config: Any):
+    # lazy: loads torch
     from biobench.heads.token_ner import hf_token_head
 
     return hf_token_head(kind, config)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
+from biobench.errors import ConfigError
 from torch import nn
 
 
@@ -65,7 +66,6 @@ def wrap_hf_head(auto_class: Any, encoder: nn.Module, labels: Sequence[str], **c
     own and the weights are the checkpoint's."""
     import copy
 
-    from biobench.errors import ConfigError
 
     config = copy.deepcopy(encoder.config)
     config.num_labels = len(labels)

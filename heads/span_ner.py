@@ -46,6 +46,7 @@ from biobench.heads.words import (
     subword_units,
     tokenize_documents,
 )
+from biobench.metrics import f1_from_totals
 from torch import nn
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,6 @@ class SpanNerSpec:
 
     def selection_metrics(self, feature_predictions: Sequence[WindowSpans]) -> dict[str, float]:
         """Rian-T/tabib's `compute_metrics` `f1` over every window's sampled spans (SELECTION_METRIC)."""
-        from biobench.metrics import f1_from_totals
-
         totals = np.array([getattr(p, "tally", (0, 0, 0)) for p in feature_predictions] or [(0, 0, 0)], dtype=float)
         return {SELECTION_METRIC: float(f1_from_totals(totals, "micro"))}
 

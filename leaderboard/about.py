@@ -2,7 +2,7 @@
 
 Why generated from the protocol rather than written as prose: the per-task table is what a submission is
 evaluated with (biobench.service.submission.task_protocols resolves it from the task specs and
-biobench.eval.protocols, the same resolution `submit` hashes into a request), so it cannot drift from the code.
+biobench.protocols, the same resolution `submit` hashes into a request), so it cannot drift from the code.
 The reasons for each choice are docs/PROTOCOL.md's; this tab links there.
 """
 

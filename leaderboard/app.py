@@ -21,7 +21,7 @@ import gradio as gr
 import pandas as pd
 from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
-from biobench.leaderboard.json_routes import serve
+from biobench.leaderboard.json_routes import model_choices, model_row_json, serve
 from biobench.leaderboard.service_views import (
     build_paper_tab,
     build_queue_tab,
@@ -39,6 +39,8 @@ from biobench.leaderboard.tables.html import render_html
 from biobench.leaderboard.tables.rows import model_rows, row_counts, smoke_counts, smoke_only
 from biobench.runtime.files import csv_text
 from biobench.service.submission import PublicPolicy, task_protocols
+from biobench.standings.aggregate import build_board
+from biobench.standings.cache import default_dir
 from biobench.standings.entries import Board, Entry
 from biobench.standings.entry_pairs import (
     average_dict,
@@ -48,6 +50,7 @@ from biobench.standings.entry_pairs import (
     default_measured_pair,
     task_mdd,
 )
+from biobench.standings.reproduction import paper_entry
 from biobench.store.trust import SMOKE_MARK
 
 LANG_NAMES = {"fr": "French", "en": "English"}
@@ -162,8 +165,6 @@ def default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
 
 
 def _default_pair(board: Board, lang: str) -> tuple[str | None, str | None]:
-    from biobench.standings.reproduction import paper_entry
-
     reported = [e for e in board.lang_entries(lang) if e.source == "reported"]
 
     def shared(a, b) -> int:
@@ -424,8 +425,6 @@ def _model_tab(live: Live, app: gr.Blocks) -> None:
     """The Model tab: pick a language and a model (one per model, as the tables list them) for its metadata —
     parameters, context, license, base model, training data, open weights, each stated or from its card — and
     its per-task results, smoke runs marked; the view of /api/v1/models (leaderboard/json_routes.py), nothing recomputed."""
-    from biobench.leaderboard.json_routes import model_choices, model_row_json
-
     board = live.board
     with gr.Tab("Model", id="tab-model") as tab:
         with gr.Row():
@@ -854,8 +853,6 @@ def launch(board: Board, host: str = "127.0.0.1", port: int | None = None, **app
 def build_space_app(results: str, queue: str | None = None, refresh_minutes: float = 10.0) -> gr.Blocks:
     """The app a Space serves (biobench space init): the results dataset rescanned every `refresh_minutes`,
     significance in the background through the on-disk cache, the Submit tab writing to `queue`."""
-    from biobench.standings.aggregate import build_board
-    from biobench.standings.cache import default_dir
 
     def rebuild() -> Board:
         return build_board([results], significance="background", cache_dir=default_dir())

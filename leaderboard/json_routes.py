@@ -21,6 +21,7 @@ from typing import Any
 from biobench.leaderboard.tables.filters import Filters
 from biobench.leaderboard.tables.rows import ModelRow, model_key, model_rows, row_counts
 from biobench.names import folder_name, is_hub_id
+from biobench.runtime.paths import display_text
 from biobench.standings.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
 from biobench.store.trust import SMOKE_MARK
 
@@ -207,7 +208,6 @@ def tasks_json(board: Board) -> dict[str, Any]:
 def add_routes(app: Any, current: Callable[[], Board]) -> None:
     """Register the JSON routes on the FastAPI app that serves the Gradio pages; `current` returns the board
     the pages show now (a refresh replaces it)."""
-    from biobench.runtime.paths import display_text
     from fastapi.responses import JSONResponse
 
     def leaderboard(lang: str = "fr", include_smoke: bool | None = None, hide_contaminated: bool = False

@@ -17,14 +17,20 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+from biobench.aliases import ALIASES
 from biobench.errors import BiobenchError
 from biobench.leaderboard.tables.escape import md, md_code
 from biobench.leaderboard.tables.frames import display
+from biobench.leaderboard.tables.html import row_anchor
+from biobench.leaderboard.tables.rows import model_key
 from biobench.names import display_name
 from biobench.runtime.paths import HF_DATASETS, hide_paths, public_model
-from biobench.service.submission import PublicPolicy
+from biobench.service.queue import list_requests
+from biobench.service.queue_storage import open_storage
+from biobench.service.submission import PublicPolicy, submit_request, vet_public_model
 from biobench.standings.entries import Board, Entry
-from biobench.store.metadata import LICENSES, MAX_TEXT
+from biobench.standings.reproduction import board_floor, paper_entry, reproduction, verdict_rows
+from biobench.store.metadata import LICENSES, MAX_TEXT, metadata_from_fields
 from biobench.store.trust import SMOKE_MARK
 
 LANG_TABS = {"fr": "French", "en": "English"}
@@ -100,8 +106,6 @@ def _took(start: str | None, end: str | None) -> str:
 def _identities(*names: object) -> set[str]:
     """The names one model goes by, lowercased: the given ones, and for an alias or its hub id both of them
     (a request holds what the submitter typed; a result records the hub id the alias resolved to)."""
-    from biobench.aliases import ALIASES
-
     found = {str(n).strip().lower() for n in names if isinstance(n, str) and n.strip()}
     for alias in ALIASES:
         pair = {alias.name.lower(), (alias.hub_id or "").lower()} - {""}
@@ -156,8 +160,6 @@ class BoardRow:
 
 
 def board_row(board: Board, entry: Entry, tasks: list[str]) -> BoardRow:
-    from biobench.leaderboard.tables.html import row_anchor
-    from biobench.leaderboard.tables.rows import model_key
 
     part = "paper" if any(t in board.benchmark.get(entry.lang, []) for t in tasks if t in entry.cells) else "other"
     return BoardRow(entry.lang, row_anchor(entry.lang, model_key(entry)), part, bool(entry.smoke))
@@ -180,8 +182,6 @@ def queue_frame(queue: str | None, board: Board | None = None) -> pd.DataFrame:
     board shows them)."""
     if not queue:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
-    from biobench.service.queue import list_requests
-    from biobench.service.queue_storage import open_storage
 
     try:  # a malformed request file or an unreachable hub never stops the app (the worker reports them)
         everything = list_requests(open_storage(queue))  # oldest first
@@ -225,8 +225,6 @@ def build_queue_tab(queue: str | None, get_board: Callable[[], Board]) -> QueueT
     def row_of(index: int) -> BoardRow | None:
         if not queue:
             return None
-        from biobench.service.queue import list_requests
-        from biobench.service.queue_storage import open_storage
 
         current = frame()
         if not 0 <= index < len(current):
@@ -265,8 +263,6 @@ def visitor(request: gr.Request | None) -> str:
 def form_metadata(fields: dict[str, object] | None) -> dict[str, object]:
     """The form's metadata fields as stated metadata, checked by the grid file's validator
     (biobench.store.metadata); ConfigError in one line otherwise."""
-    from biobench.store.metadata import metadata_from_fields
-
     return metadata_from_fields("the form", **(fields or {}))
 
 
@@ -274,8 +270,6 @@ def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lan
                 numbers: dict[str, object], submitter: str, metadata: dict[str, object] | None = None) -> str:
     """One form submission checked as public input (`vet_public_model`, the metadata by `form_metadata`) and
     queued; the answer is one line that names no server path."""
-    from biobench.service.submission import submit_request, vet_public_model
-
     if not (model or "").strip():
         return "error: give a model"
     if not policy.limiter.allow():
@@ -365,8 +359,6 @@ class PaperTab:
 def build_paper_tab(get_board: Callable[[], Board]) -> PaperTab:
     """The "vs paper" tab: pick a measured model that the paper reports; per task and for the average, the
     verdict of bench/standings/reproduction.py. `get_board` returns the current board (it changes on refresh)."""
-    from biobench.standings.reproduction import board_floor, paper_entry, reproduction, verdict_rows
-
     def choices() -> list[tuple[str, str]]:
         board = get_board()
         return [(f"{e.name} ({e.lang})", f"{e.lang}|{e.key}") for e in board.entries

@@ -26,8 +26,10 @@ from pathlib import Path
 
 from biobench import __version__
 from biobench.errors import ConfigError
+from biobench.names import is_hub_id
 from biobench.runtime.checkout import package_dirs, source_root
 from biobench.runtime.files import atomic_write
+from biobench.service.submission import check_proxies
 
 APP = '''"""The biobench leaderboard as a Hugging Face Space (written by `biobench space init`, biobench {version}).
 
@@ -185,8 +187,6 @@ def write_space(out: str | Path, results: str, queue: str | None = None, refresh
     (ORG/NAME) makes requirements.txt point at the wheel's URL in that Space. A `results` that is not
     hf://datasets/… is refused unless `local_ok` (a Space cannot read the folders of the machine that wrote it).
     `trusted_proxy`: the proxies app.py trusts by default (None: "auto", the hub's proxy inside a Space)."""
-    from biobench.names import is_hub_id
-    from biobench.service.submission import check_proxies
 
     out = Path(out)
     title = _one_line(title, "--title")

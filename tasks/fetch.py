@@ -45,7 +45,7 @@ from biobench.errors import DataError
 from biobench.runtime.files import disk_full_guard, is_disk_full
 from biobench.runtime.paths import UnsafePathError, safe_member
 from biobench.tasks.archives import CHUNK, Limits, Member, Unpacker, check_readable, one_line, write_stream
-from biobench.tasks.hub import datasets_cached, offline_reason, offline_requested
+from biobench.tasks.hub import DEFAULT_ENDPOINT, datasets_cached, endpoint, offline_reason, offline_requested
 from biobench.tasks.loading import locate, resolve_path
 from biobench.tasks.options import CONVERTER_OPTIONS
 from biobench.tasks.readers import meddialog
@@ -77,8 +77,6 @@ def add_info(info: Mapping[str, Any]) -> Mapping[str, Any]:
 def hub_url(url: str) -> str:
     """A download URL on the Hugging Face hub, moved to $HF_ENDPOINT when that names another endpoint (a mirror,
     or the loopback hub of the tests), as the hub libraries do for `datasets.load_dataset`."""
-    from biobench.tasks.hub import DEFAULT_ENDPOINT, endpoint
-
     if url.startswith(DEFAULT_ENDPOINT + "/") and endpoint() != DEFAULT_ENDPOINT:
         return endpoint() + url[len(DEFAULT_ENDPOINT):]
     return url

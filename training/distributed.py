@@ -151,6 +151,7 @@ def wrap(module: torch.nn.Module, d: Dist, fsdp: bool = False) -> torch.nn.Modul
     if d.world == 1:
         return module
     if fsdp:
+        # lazy: loads torch
         from biobench.training.freezing import encoder_layers
         from torch.distributed.fsdp import fully_shard
 

@@ -16,6 +16,14 @@ from pathlib import Path
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.runtime.memory import check_model_memory
 from biobench.runtime.weights import untrusted_weights
+from biobench.training.causal import DECODER_FAMILIES, DECODER_SUPPORTED
+from biobench.training.presets import (
+    DECODER_PRESETS,
+    PRESETS,
+    build_gemma3_causal_lm,
+    build_modernbert_mlm,
+    train_tokenizer,
+)
 
 CAUSAL_FAMILIES = ("modernbert",)
 MASK_TOKEN = "<mask>"
@@ -30,8 +38,6 @@ def decoder_attention(attn: str) -> str:
 
 def check_architecture(model_type: str, recipe_name: str, needs_causal: bool, source: str,
                        decoder: bool = False) -> None:
-    from biobench.training.causal import DECODER_FAMILIES, DECODER_SUPPORTED
-
     if decoder and model_type not in DECODER_FAMILIES:
         raise ConfigError(f"recipe '{recipe_name}' runs on a causal LM: {DECODER_SUPPORTED}, or "
                           f"preset:tiny-decoder; {source} is '{model_type}'")
@@ -123,13 +129,6 @@ def add_mask_token(model, tokenizer, seed: int = 0):
 
 
 def _preset(name: str, attn: str, corpus_documents, seed: int, tokenizer_dir: Path | None, train_new: bool):
-    from biobench.training.presets import (
-        DECODER_PRESETS,
-        PRESETS,
-        build_gemma3_causal_lm,
-        build_modernbert_mlm,
-        train_tokenizer,
-    )
     from transformers import AutoTokenizer
 
     presets = {**PRESETS, **DECODER_PRESETS}
@@ -156,7 +155,6 @@ def load_checkpoint(folder: Path, attn: str, device: str = "cpu", max_model_gb: 
                     sharded: bool = False):
     """A biobench checkpoint: AutoModelForCausalLM for decoders (decoder-control), else AutoModelForMaskedLM;
     its config is checked against the device's memory first, as `load` does (an --out folder may be a copy)."""
-    from biobench.training.causal import DECODER_FAMILIES
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     config = AutoConfig.from_pretrained(folder)

@@ -350,6 +350,7 @@ class MixedCorpus:
         return part.sequence_tokens(j)
 
     def batch(self, positions: list[int]):
+        # lazy: loads torch
         from biobench.training.packing import stack_rows
 
         return stack_rows([self.sequence(self.at(p)) for p in positions])

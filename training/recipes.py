@@ -16,7 +16,7 @@ from biobench.errors import ConfigError
 
 # the frozen-layer record is the lineage's (the contract between the trainer that writes biobench_pretrain.json
 # and the store that reads it): one class for both
-from biobench.store.lineage import Freeze
+from biobench.lineage import Freeze
 
 PHASE_TAGS = {"clm": 0, "phase1": 0, "decay": 1, "phase2": 1}
 

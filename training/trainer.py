@@ -25,6 +25,7 @@ from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
 from biobench.runtime.interrupts import SIGNALS, WALL_CLOCK_SIGNALS, StopRequest, stop_on_signal
+from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.randomness import rng_state, set_rng_state
 from biobench.runtime.reporting import NoReport, make_reporter, report_dir
@@ -501,7 +502,6 @@ class Trainer:
         """Drop log lines past the checkpoint a run resumes from (a fresh run starts an empty log)."""
         log = self.out / "train_log.jsonl"
         if log.exists() or log.is_symlink():
-            from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 
             try:  # bounded and regular files only: a FIFO or junk in --out is one line, never a hang or traceback
                 records = [record for _, record in iter_jsonl(log, max_bytes=1 << 30)]

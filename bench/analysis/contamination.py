@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from biobench.errors import ConfigError
 
 WORD = re.compile(r"\w+")
 DEFAULT_N = 13
@@ -194,7 +195,6 @@ def check(texts: Mapping[tuple[str, str], Sequence[tuple[str, str]]], documents:
     """The report: per task and split, examples, short, contaminated (count and share), the longest shared run
     (words) and the first contaminated example ids; plus what was read of the corpus."""
     if n < 1:
-        from biobench.errors import ConfigError
 
         raise ConfigError(f"--n {n}: give a positive n-gram length (13 is the GPT-3 paper's)")
     side = task_side(texts, n)

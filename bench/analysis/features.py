@@ -18,9 +18,11 @@ from biobench.runtime.files import atomic_write
 
 def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[Any, Any, Any]:
     """(encoder, tokenizer, ModelInfo) in eval mode, float32 (CKA and probes compare exact features),
-    gradients off. Aliases, hub ids and local folders resolve through biobench.eval.models."""
+    gradients off. Aliases, hub ids and local folders resolve through biobench.models."""
     import torch
-    from biobench.eval.models import load_encoder
+
+    # lazy: tests patch it on its module
+    from biobench.eval.encoder import load_encoder
 
     encoder, tokenizer, info = load_encoder(str(name_or_path), device, dtype=torch.float32)
     encoder.eval()

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from biobench.analysis import features, plots
 from biobench.errors import ConfigError
+from biobench.runtime.files import atomic_write
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,6 @@ def run_needle(model: str, data: str | Path, rows: list[dict[str, Any]], seeds: 
     asked for; cached per model weights, data, max length), the probe trained and scored per seed (evaluate),
     the result written to `out` (default DATA/runs/<model>/) as needle_results.json and .png. `note`: told a
     line when the data's lengths were counted in another model's tokens. Returns (the result, its folder)."""
-    from biobench.analysis import features, plots
-    from biobench.runtime.files import atomic_write
 
     data = Path(data)
     encoder, tokenizer, info = features.load_frozen_encoder(model, device)

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from biobench import store
+from biobench.analysis import features
 from biobench.errors import ConfigError
+from biobench.eval.runner import versions
 
 if TYPE_CHECKING:
     from biobench.tasks.registry import TaskSpec
@@ -79,6 +82,7 @@ def run_seed(
     limit_train: int | None = None, c: float = 1.0, max_iter: int = 2000,
 ) -> tuple[dict[str, Any], list[Any]]:
     """(metrics {"dev": ..., "test": ...}, test predictions) of one seed."""
+    # lazy: tests patch it on its module
     from biobench.metrics import score
 
     rows = train_subsample(len(gold["train"]), limit_train, seed)
@@ -109,9 +113,6 @@ def evaluate(model: str, spec: TaskSpec, task: TaskData, seeds: Sequence[int], r
     """Probe `model` on a loaded task for every seed whose result is not there yet; writes eval-style results
     under `<results>/<model-slug>--probe-<pooling>-<layer>/<task>/` and returns {seed: result path}."""
     import sklearn
-    from biobench import store
-    from biobench.analysis import features
-    from biobench.eval.runner import versions
 
     if spec.kind not in PROBE_KINDS:  # before any encoding
         raise ConfigError(f"task '{spec.id}' is a {spec.kind} task; linear probes need classification, "

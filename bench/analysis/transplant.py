@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, ModelLoadError
+from biobench.models import check_memory, resolve_model
 from biobench.runtime.files import atomic_write, disk_full_guard
 from biobench.runtime.weights import untrusted_weights
 from biobench.store.analysis import Transplant
@@ -60,7 +61,6 @@ def _load(name: str | Path):
     """Model and tokenizer source of a folder, alias or cached hub id, in its saved class (heads kept)."""
     import torch
     import transformers
-    from biobench.eval.models import check_memory, resolve_model
     from transformers import AutoConfig
 
     ref = resolve_model(str(name))

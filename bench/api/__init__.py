@@ -30,23 +30,26 @@ from typing import Any, Literal
 # after it raised "'module' object is not callable"
 from biobench.api import contamination as _contamination_module  # noqa: F401
 from biobench.api import study as _study_module  # noqa: F401  (the same, for `study` below)
+from biobench.api.catalog import task_rows
+from biobench.api.contamination import attach_to_plan, check_tasks
 from biobench.api.pretraining import pretrain
-from biobench.api.results import Results
+from biobench.api.results import RefusedFile, Results
+from biobench.api.study import load_study
 from biobench.errors import BiobenchError, ConfigError, DataError, DiskFullError, ModelLoadError, ResultsError
+from biobench.standings.folder_pairs import compare as compare_folders
+from biobench.store import SEED_FILE
 
 __all__ = ["BiobenchError", "ConfigError", "DataError", "DiskFullError", "ModelLoadError", "Results",
-           "ResultsError", "compare", "contamination", "evaluate", "load_results", "pretrain", "study", "tasks"]
+           "ResultsError", "compare", "contamination", "evaluate", "list_tasks", "load_results", "pretrain", "study"]
 
 
-def tasks(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None, *,
+def list_tasks(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None, *,
           task_files: Sequence[str | Path] = (), include_extra: bool = False,
           counts: bool = False) -> list[dict[str, Any]]:
     """The benchmark's tasks (the paper's 19, or one language's), one dict each: id, lang, kind, max_length,
     protocol, head, metric, dev_metric, labels, available (data found under `data_dir` or $BIOBENCH_DATA),
     source, reason (what is missing and the command that fixes it), splits (sizes, with `counts=True`, which
     reads the data). `task_files`: your own task specs (docs/TASKS.md); `include_extra`: also the demo tasks."""
-    from biobench.api.catalog import task_rows
-
     return task_rows(lang, data_dir, task_files, include_extra=include_extra, counts=counts)
 
 
@@ -63,22 +66,25 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     runs are skipped, so a rerun resumes. `overrides` change the protocol by `biobench eval`'s option names
     (epochs=1, limit_train=500, limit_eval=200, max_length=128, lr=5e-5, batch_size=8, ...): such runs are
     smoke runs, flagged in `Results.summary()`. `quick=True` is `eval --quick`: each task kind's budget that
-    learns in minutes on a CPU (biobench.eval.protocols.QUICK), `overrides` winning. `check_contamination`: for a `biobench pretrain` checkpoint,
+    learns in minutes on a CPU (biobench.protocols.QUICK), `overrides` winning. `check_contamination`: for a `biobench pretrain` checkpoint,
     also measure the n-gram overlap of each task with the corpus its model card records and store it in each
     run's record. `claims` (default): each run is claimed next to its result before it trains, so a notebook and
     an `eval` (or several) on the same runs never train one twice. `metadata`: what you state about the model
     (params, context, license, base_model, training_data, open_weights; as a grid file's `metadata`), recorded
     over its model card's and marked as stated. Returns the grid's results (this call's and those already there)."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.api.evaluation import execute_plan, plan_evaluation, plan_results
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.eval.runner import Execution
 
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
                            task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata,
                            quick=quick)
     if check_contamination:
-        from biobench.api.contamination import attach_to_plan
 
         attach_to_plan(plan)
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.claims import RunClaims
 
     held = RunClaims() if claims else None
@@ -94,10 +100,11 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
     """The results of a results folder (as `biobench eval` writes it), a results.parquet, a folder holding one,
     or a published results dataset (hf://datasets/ORG/NAME); several sources as a list. Files the store's
     reader refuses are listed in `Results.problems`, never fatal."""
-    from biobench.api.results import RefusedFile
+    # lazy: loads numpy, pandas, which `biobench --help` does not
     from biobench.standings.dataset import resolve_sources
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.standings.scan import Problem as ScanProblem
-    from biobench.store import SEED_FILE
 
     sources = [source] if isinstance(source, str | Path) else list(source)
     refused: list[ScanProblem] = []
@@ -122,8 +129,6 @@ def compare(a: str, b: str, results: str | Path = "results", *, tasks: Sequence[
     average per language. `a` and `b`: display names, aliases, hub ids, local model folders or results
     sub-folder names. A task whose runs differ in protocol settings gets no test unless
     `allow_different_protocols`. What `biobench compare A B` prints."""
-    from biobench.standings.folder_pairs import compare as compare_folders
-
     if n_boot < 1:
         raise ConfigError(f"--n-boot {n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")
     return compare_folders(Path(results), a, b, list(tasks) if tasks else None, lang, n_boot, average,
@@ -135,8 +140,6 @@ def contamination(corpus: str | Path, tasks: str | Sequence[str] | None = None, 
                   task_files: Sequence[str | Path] = (), text_field: str = "text") -> dict[str, Any]:
     """Per task and split, the share of examples that share a word `n`-gram with `corpus` (any form
     `pretrain` reads) and the longest shared run of words, streaming the corpus once (docs/API.md)."""
-    from biobench.api.contamination import check_tasks
-
     return check_tasks(corpus, tasks, lang=lang, data_dir=data_dir, n=n, task_files=task_files,
                        text_field=text_field)
 
@@ -146,7 +149,7 @@ def study(path: str | Path, out: str | Path | None = None) -> Any:
     one-line ConfigError before anything runs); `out` replaces its study folder. The handle's `.plan()` lists the
     steps, `.run(jobs=1, threads=None, steps=None)` runs those not done here, `.submit(SlurmSettings(...))` as
     SLURM jobs with afterok dependencies, `.status()` says each step's state, `.report()` writes the report."""
-    from biobench.api.study import load_study
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api.study_run import StudyHandle
 
     retry = f"biobench study run {path}" + (f" --out {out}" if out is not None else "")

@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.errors import DataError
-from biobench.eval.protocols import resolve_task_protocol
-from biobench.runtime.files import atomic_write
+from biobench.protocols import resolve_task_protocol
+from biobench.runtime.files import atomic_write, cache_home
 from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir, source_fingerprint
 from biobench.tasks.registry import list_specs
 
 
 def cache_dir() -> Path:
-    from biobench.runtime.files import cache_home
-
     return cache_home("tasks")
 
 

@@ -8,6 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.eval.claims import RunClaims, read_claim
+from biobench.models import resolve_model
+from biobench.ranges import Bounds
+from biobench.runtime import launch
+from biobench.runtime.files import output_folder
+from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, stop_on_signal
+from biobench.training import corpus as raw_corpus
+from biobench.training import mixture, token_store
 
 
 def tokenizer_source(model: str) -> str:
@@ -16,14 +24,11 @@ def tokenizer_source(model: str) -> str:
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path.resolve())
-    from biobench.eval.models import resolve_model
 
     return resolve_model(model).source
 
 
 def _checked_out(out: str | Path) -> Path:
-    from biobench.runtime.files import output_folder
-    from biobench.training import token_store
 
     out = Path(out)
     if out.exists() and not (out / token_store.WORK).is_dir() and not (out / token_store.DONE).is_file() \
@@ -38,9 +43,6 @@ def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: in
                 weight_field: str | None = None) -> Path:
     """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids) into a token store at `out`
     with `workers` processes; a killed build rerun with the same arguments resumes. Returns the store folder."""
-    from biobench.ranges import Bounds
-    from biobench.training import token_store
-
     Bounds(1, 256, integer=True).check(workers, "--workers")
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     out = _checked_out(out)
@@ -65,10 +67,6 @@ def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_fiel
     import signal
     import time
 
-    from biobench.eval.claims import RunClaims
-    from biobench.ranges import Bounds
-    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, stop_on_signal
-    from biobench.training import token_store
 
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     Bounds(1, 7 * 86400).check(claim_s, "--claim-seconds")
@@ -130,8 +128,6 @@ def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_fie
                    unit_mb: float = 64) -> tuple[str, list[UnitState]]:
     """`corpus build --dry-run`: the plan's units (from the sources alone; nothing is written), each done, held or
     to do, and a summary line."""
-    from biobench.eval.claims import read_claim
-    from biobench.training import token_store
 
     out = Path(out)
     if (out / token_store.DONE).is_file():
@@ -160,10 +156,6 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
     import contextlib
     from datetime import UTC, datetime
 
-    from biobench.ranges import Bounds
-    from biobench.runtime import launch
-    from biobench.training import corpus as raw_corpus
-    from biobench.training import token_store
 
     for what, value in (("--out", out), ("--account", settings.account), ("--partition", settings.partition),
                         ("--log-dir", settings.log_dir), ("--text-field", text_field),
@@ -209,16 +201,12 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
 
 
 def store_info(store: str | Path, verify: bool = True) -> str:
-    from biobench.training import token_store
-
     return token_store.describe(token_store.open_store(store, verify=verify))
 
 
 def plan(mix_file: str | Path, tokens: int, seq_len: int) -> tuple[str, list[str], list[dict[str, Any]]]:
     """(table, lines naming the sources that cannot fill their share, rows) of a mix for a run of `tokens` tokens
     in sequences of `seq_len`; reads the stores' manifests only."""
-    from biobench.training import mixture, token_store
-
     if seq_len < 8 or tokens < seq_len:
         raise ConfigError(f"--tokens {tokens:,} and --seq-len {seq_len}: need at least one sequence of 8+ tokens")
     mix = mixture.read_mix(mix_file)

@@ -15,11 +15,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.api.results import Results
-from biobench.errors import ConfigError
+from biobench.errors import ConfigError, ResultsError
 from biobench.eval.claims import RunClaims
 from biobench.eval.grid import Grid, GridModel, RunStatus, grid_specs, plan_rows
+from biobench.eval.parallel import execute_parallel
 from biobench.eval.runner import Execution, GridPlan
+from biobench.models import check_memory
+from biobench.protocols import check_override, task_seeds
+from biobench.ranges import parse_seeds
+from biobench.runtime.device import resolve_device
 from biobench.runtime.interrupts import StopRequest
+from biobench.store import read_result
+from biobench.store.metadata import check_metadata
+from biobench.tasks.fetch import task_status
+from biobench.tasks.loading import resolve_data_dir
 
 Lang = Literal["fr", "en"]
 
@@ -28,6 +37,7 @@ def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = N
                  task_files: Sequence[str | Path] = ()) -> tuple[list[Any], bool]:
     """The task specs to run and whether tasks without data may be skipped (only for a language or default
     selection: tasks named one by one must all load). `tasks`: ids as a list or comma-separated text."""
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec, list_specs
 
     if tasks is not None and lang is not None:
@@ -43,8 +53,6 @@ def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = N
 
 def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
     """'42-44', '42,44', 42 or [42, 43] -> a list of seeds (None: each task's protocol seeds)."""
-    from biobench.ranges import parse_seeds
-
     if seeds is None:
         return None
     if isinstance(seeds, str):
@@ -73,8 +81,6 @@ def choose_runs(tasks: str | Sequence[str] | None = None, lang: Lang | None = No
                 seeds: str | int | Sequence[int] | None = None, task_files: Sequence[str | Path] = (),
                 data_dir: str | Path | None = None) -> RunChoice:
     """The runs of `--tasks`/`--lang`, `--seeds` and `--data-dir` (or their API arguments), checked in that order."""
-    from biobench.tasks.loading import resolve_data_dir
-
     specs, lenient = select_specs(tasks, lang, task_files)
     folder = resolve_data_dir(data_dir)
     return RunChoice(specs, lenient, seed_list(seeds), folder)
@@ -92,9 +98,6 @@ def unresolved_runs(choice: RunChoice) -> list[tuple[str, int | None, str | None
     """(task, seed, None) of every run a model would make, for a dry run whose model cannot be resolved here;
     a task whose data is not here is one (task, None, what is missing and its fix) instead, as for a model
     that resolves (the files are looked for, not hashed)."""
-    from biobench.eval.protocols import task_seeds
-    from biobench.tasks.fetch import task_status
-    from biobench.tasks.loading import resolve_data_dir
 
     folder = resolve_data_dir(choice.data_dir)
     out: list[tuple[str, int | None, str | None]] = []
@@ -110,8 +113,6 @@ def unresolved_runs(choice: RunChoice) -> list[tuple[str, int | None, str | None
 def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     """Protocol overrides by their `eval` option names without dashes (epochs=1, limit_train=500, lr=5e-5,
     max_length=128, ...), each checked as the command line checks it."""
-    from biobench.eval.protocols import check_override
-
     return {name: check_override(name, value) for name, value in overrides.items() if value is not None}
 
 
@@ -123,11 +124,10 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
                     metadata: dict[str, Any] | None = None,
                     chosen: Callable[[RunChoice], None] | None = None) -> GridPlan:
     """Resolve the model, load the tasks, key every run and decide which are done (nothing is trained).
-    `quick`: each task with its kind's `--quick` budget (biobench.eval.protocols.QUICK), `overrides` winning.
+    `quick`: each task with its kind's `--quick` budget (biobench.protocols.QUICK), `overrides` winning.
     `metadata`: model metadata stated by the caller (params, license, ...; checked by
     biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's.
     `chosen`: told the RunChoice before the model is resolved (what a dry run lists when it cannot be)."""
-    from biobench.store.metadata import check_metadata
 
     stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
     choice = choose_runs(tasks, lang, seeds, task_files, data_dir)
@@ -157,7 +157,10 @@ def plan_runs(model: str, choice: RunChoice, results: str | Path, *, overrides: 
               metadata: dict[str, Any] | None = None) -> GridPlan:
     """The plan of `model` on a RunChoice with checked `overrides` and `metadata`: the model resolved, the tasks
     loaded, every run keyed and decided (eval.runner.plan_grid)."""
+    # lazy: tests patch it on its module
     from biobench.eval.runner import parse_shard, plan_grid
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
 
     folder = choice.data_dir
@@ -208,9 +211,8 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     `before_runs`: called once the model is known to fit the device (the one memory check of the plan), before
     any run is claimed or started: where `biobench eval` says what it will do, so a model too big is refused
     before anything is said."""
-    from biobench.eval.models import check_memory
+    # lazy: tests patch it on its module
     from biobench.eval.runner import execute
-    from biobench.runtime.device import resolve_device
 
     execution = execution or Execution()
     if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
@@ -222,7 +224,6 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
                 compile_encoder=execution.compile_encoder, report_to=execution.report_to,
                 micro_batch=execution.micro_batch, claims=claims, stop=stop)
     else:
-        from biobench.eval.parallel import execute_parallel
 
         execute_parallel(plan, parallel, execution, threads=threads, progress=progress, claims=claims, stop=stop)
     return plan
@@ -230,8 +231,6 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
 
 def plan_results(plan: GridPlan) -> Results:
     """The results of the plan's whole grid found on disk with the plan's run keys (whichever shard wrote them)."""
-    from biobench.errors import ResultsError
-    from biobench.store import read_result
 
     out = Results()
     for run in plan.grid:

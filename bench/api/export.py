@@ -10,7 +10,7 @@ finding travel in `score_details.details` (the schema's free-form strings), with
 the metric, so a reader never takes a smoke score for the protocol's. No server path is written: model ids go
 through `runtime.paths.public_model`, and result file paths are never copied. The file's uuid is derived from
 the model's results folder, so exporting again replaces the file instead of adding a second one.
-A copy of the schema, its license and source: bench/api/schemas/ (tests/api/test_export.py validates against it).
+A copy of the schema, its license and source: bench/api/schemas/ (tests/api/api/test_export.py validates against it).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from biobench import __version__
 from biobench.api.results import Results, _model_name
+from biobench.errors import ConfigError
 from biobench.runtime.files import atomic_write, output_folder
 from biobench.runtime.paths import public_model
 from biobench.store.trust import describe_overrides, overrides
@@ -135,8 +137,6 @@ def evaluation_result(row: dict[str, Any], records: list[Any]) -> dict[str, Any]
 
 def every_eval_ever_records(results: Results, retrieved: float | None = None) -> dict[str, dict[str, Any]]:
     """{datastore-relative path: the aggregate record} for each model of `results`."""
-    from biobench import __version__
-
     stamp = str(int(time.time() if retrieved is None else retrieved))
     rows = results.summary_rows(mdd=False)
     summarised: dict[tuple[str, str, str], list[Any]] = {}  # the grouping of Results.summary_rows
@@ -171,7 +171,6 @@ def export(results: Results, out: str | Path, fmt: Format = "every-eval-ever",
     """Write `results` under `out` in `fmt` (`data/biobench/<developer>/<model>/<uuid>.json`, one file per
     model); the paths written."""
     if fmt not in FORMATS:
-        from biobench.errors import ConfigError
 
         raise ConfigError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
     root = output_folder(out, "--out")

@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.runtime.batching import AUTO, batch_size_value
+from biobench.runtime.device import resolve_device
+from biobench.runtime.files import atomic_write, output_folder
+from biobench.runtime.paths import check_text
+from biobench.tasks.options import check_keys
 
 SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 # CPU defaults for preset models: a run of a few million tokens finishes in minutes. The paper's geometry is
@@ -36,8 +41,7 @@ def parse_tokens(text: str | int) -> int:
 def resolve_geometry(model: str, device: str | None, batch_size: int | str | None, seq_len: int | None,
                      micro_batch_size: int | str | None) -> dict[str, Any]:
     """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512); explicit values win."""
-    from biobench.runtime.batching import AUTO
-    from biobench.runtime.device import resolve_device
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.config import config_defaults
 
     on_cpu = resolve_device(device).startswith("cpu")
@@ -70,9 +74,13 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     `biobench.training.trainer.PretrainConfig` (lr, decay_ratio, freeze, seed, device, ...); what is left out
     takes that class's default. Returns the final checkpoint folder (None when this process is not the one that
     saves, under torchrun)."""
-    from biobench.runtime.files import output_folder
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training import recipes
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.config import PretrainConfig
+
+    # lazy: loads torch, torch.distributed
     from biobench.training.trainer import train
 
     geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
@@ -102,7 +110,6 @@ def write_config(cfg: Any, path: Path) -> None:
     import json
     from dataclasses import fields
 
-    from biobench.runtime.files import atomic_write
 
     lines = ["# biobench pretrain: the resolved settings of this run (biobench pretrain --config THIS_FILE)"]
     for spec in fields(cfg):
@@ -122,7 +129,7 @@ def check_settings(raw: dict[str, Any], where: str) -> dict[str, Any]:
     line."""
     from dataclasses import fields
 
-    from biobench.tasks.options import check_keys
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.config import PretrainConfig
 
     settings = {spec.name: spec for spec in fields(PretrainConfig)}
@@ -143,8 +150,7 @@ def setting_value(spec: Any, value: Any, where: str, from_flag: bool = True) -> 
     `where` and what was expected otherwise."""
     from dataclasses import MISSING
 
-    from biobench.runtime.batching import batch_size_value
-    from biobench.runtime.paths import check_text
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.recipes import parse_freeze
 
     default = spec.default_factory() if spec.default_factory is not MISSING else spec.default

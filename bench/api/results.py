@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from biobench.errors import ResultsError
+from biobench.store import read_result
 from biobench.store.record import Result
 from biobench.store.trust import degenerate, degenerate_text, describe_overrides, overrides
 
@@ -47,8 +49,6 @@ class Results:
     @classmethod
     def from_files(cls, paths: Iterable[Path]) -> Results:
         """The results in these files, read by the store's one reader; unreadable files become `problems`."""
-        from biobench.errors import ResultsError
-        from biobench.store import read_result
 
         out = cls()
         for path in paths:
@@ -112,6 +112,7 @@ class Results:
 
     def summary_rows(self, mdd: bool = True) -> list[dict[str, Any]]:
         """One dict per (model, task, smoke overrides): the rows of `summary` (fractions)."""
+        # lazy: loads numpy, scipy.special, which `biobench --help` does not
         from biobench.store.summary import TaskScores, summary_row
 
         groups: dict[tuple[str, str, str], list[int]] = {}

@@ -53,8 +53,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from biobench.api.pretraining import check_settings, parse_tokens, resolve_geometry
 from biobench.errors import ConfigError
+from biobench.ranges import finite_number, parse_seeds
+from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+from biobench.tasks.synthetic import demo_corpus
 
 MAX_STUDY_BYTES = 1 << 20
 MAX_EXTENDS = 8  # a chain of base files deeper than this is a loop or a mistake
@@ -174,7 +178,6 @@ def parse_ref(value: Any, where: str) -> RunRef | None:
                           "run:NAME/step-<tokens> (e.g. run:detour/step-500M)")
     tokens = None
     if match[3]:
-        from biobench.api.pretraining import parse_tokens
 
         tokens = parse_tokens(match[3])
     return RunRef(match[1], match[2], tokens)
@@ -183,8 +186,6 @@ def parse_ref(value: Any, where: str) -> RunRef | None:
 def tokens_per_step(settings: dict[str, Any]) -> int:
     """Tokens of one optimiser step of a [[pretrain]] table (global batch x sequence length), with the geometry
     `biobench pretrain` resolves (the paper's 384 x 8192, 16 x 512 for a preset on a CPU)."""
-    from biobench.api.pretraining import resolve_geometry
-
     geometry = resolve_geometry(str(settings["model"]), settings.get("device"), settings.get("batch_size"),
                                 settings.get("seq_len"), settings.get("micro_batch_size"))
     batch = geometry["batch_size"] if isinstance(geometry["batch_size"], int) else 384
@@ -302,7 +303,7 @@ def load_study(path: str | Path, out: str | Path | None = None,
     """The study file `path` validated and turned into steps; `out` overrides its study folder; `adjust` may
     change the file's tables before they are checked (the demo's options). ConfigError in one line, naming the
     file and the table, on anything wrong."""
-    from biobench.api.pretraining import check_settings
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import grids_from_tables
 
     path = Path(path)
@@ -481,7 +482,6 @@ def load_study(path: str | Path, out: str | Path | None = None,
                                 done_dir=folder / "results" if done_patterns else None, done_patterns=done_patterns,
                                 analysis=kind))
         if kind == "probe" and "paper" in table:  # the paper's score for this probe (Table 3/6), shown beside it
-            from biobench.ranges import finite_number
 
             study.paper_scores[name] = finite_number(table["paper"], f"{where} paper", minimum=0, maximum=100)
 
@@ -531,8 +531,6 @@ def load_study(path: str | Path, out: str | Path | None = None,
 def _probe_patterns(table: dict[str, Any], where: str) -> tuple[str, ...]:
     """A probe's result files, as globs under its results folder (`<model slug>--probe-.../<task>/seed-<n>.json`:
     the slug is the model's, known once it is loaded), one per seed of the table (`analyze probe`'s default)."""
-    from biobench.ranges import parse_seeds
-
     task = table.get("task")
     if not isinstance(task, str) or not NAME.fullmatch(task):
         raise ConfigError(f"{where}: a probe needs task = \"TASK\" (a classification, relation or multilabel "
@@ -552,6 +550,7 @@ def _short(model: str) -> str:
 def _grid_tasks(grid: Any) -> list[str]:
     if grid.tasks:
         return list(grid.tasks)
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import grid_specs
 
     return [spec.id for spec in grid_specs(grid)]
@@ -579,6 +578,7 @@ def _refuse_cycles(needs: dict[str, list[str]], path: Path) -> None:
 
 def paper_models() -> list[str]:
     """The model rows of the paper's Tables 1-2 (bench/standings/reference), as a [[compare]]'s paper_a/b names them."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.standings.scan import load_reference
 
     return list(dict.fromkeys(row.model for row in load_reference()))
@@ -623,8 +623,6 @@ def generated_corpus_path(out: Path, name: str) -> Path:
 
 def write_generated_corpus(path: Path, name: str) -> None:
     """A `generated:NAME` corpus, written once (documents separated by a blank line, as `pretrain` reads a .txt)."""
-    from biobench.runtime.files import atomic_write
-    from biobench.tasks.synthetic import demo_corpus
 
     if path.exists():
         return
@@ -637,8 +635,8 @@ def write_generated_corpus(path: Path, name: str) -> None:
 def write_step_files(study: Study) -> None:
     """The files the steps' command lines name: each pretraining's settings and each eval step's one-model grid
     (paths absolute, so a SLURM job reads them from anywhere), and the generated corpora they read."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import resolved_grid_file
-    from biobench.runtime.files import atomic_write
 
     for name in GENERATED:
         path = generated_corpus_path(study.out, name)

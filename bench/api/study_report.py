@@ -17,23 +17,26 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from biobench.analysis.plots import plot_differences
 from biobench.api.study import Compare, Study
+from biobench.ranges import format_ranges
+from biobench.runtime.files import atomic_write, csv_text
+from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.standings.scan import load_reference
+from biobench.stats import adjust_p_values, seed_summary
+from biobench.store import iter_results
 
 CORRECTION_NAMES = {"holm": "Holm (step-down, family-wise error 5%)", "bonferroni": "Bonferroni",
                     "none": "no correction"}
 
 
 def _paper_row(model: str, lang: str | None) -> Any:
-    from biobench.standings.scan import load_reference
-
     rows = [r for r in load_reference() if r.model == model and (lang is None or r.lang == lang)]
     return rows[0] if rows else None
 
 
 def _seed_scores(results: Path, folder: str) -> dict[str, dict[int, float]]:
     """task -> seed -> macro-F1 (fraction) of one model's results folder, read as `compare` reads it."""
-    from biobench.store import iter_results
-
     scores: dict[str, dict[int, float]] = {}
     for _, result in iter_results(results, folder):
         scores.setdefault(result.task_id, {})[result.seed] = result.macro_f1
@@ -41,8 +44,6 @@ def _seed_scores(results: Path, folder: str) -> dict[str, dict[int, float]]:
 
 
 def _summary(values: list[float]) -> dict[str, float]:
-    from biobench.stats import seed_summary
-
     # unclipped: "mean ± half the interval" must be the interval (with 2 seeds it can pass 0 or 100: say so)
     s = seed_summary([100 * v for v in values])
     return {"mean": s.mean, "low": s.ci_low, "high": s.ci_high, "seeds": s.n}
@@ -51,8 +52,8 @@ def _summary(values: list[float]) -> dict[str, float]:
 def compare_one(study: Study, spec: Compare) -> dict[str, Any]:
     """One [[compare]]: compare's report (the same call as `biobench compare A B --average --json` by hand, A and
     B given as their checkpoint folders), each model's seed summaries, the adjusted p-values, the paper's rows."""
+    # lazy: tests patch it on its module
     from biobench.standings.folder_pairs import compare
-    from biobench.stats import adjust_p_values
 
     report = compare(study.results, study.model_path(spec.a), study.model_path(spec.b),
                      list(spec.tasks) if spec.tasks else None, spec.lang, spec.n_boot, True,
@@ -199,8 +200,6 @@ def figures(study: Study, folder: Path) -> list[tuple[str, Path]]:
 
 def _transplant_text(study: Study, folder: Path) -> str:
     """`layers 0-7 [all] of run:detour/final into run:mlm/final` from a transplant folder's transplant.json."""
-    from biobench.ranges import format_ranges
-
     record = _read_json(folder / "transplant.json")
     if not record:
         return ""
@@ -216,8 +215,6 @@ def _transplant_text(study: Study, folder: Path) -> str:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
-
     try:
         data = read_json(path, 1 << 20)
     except (OSError, UnsafeJSONError, ValueError):
@@ -229,8 +226,6 @@ def probe_rows(study: Study) -> list[dict[str, Any]]:
     """Each probe step (Table 3/6's layout: one row per probed model): its model as the study names it (a
     transplant described by what it copied), the task, the mean macro-F1 (%) over the seeds whose result file
     exists, with its 95% Student-t interval, and how many seeds of how many."""
-    from biobench.store import iter_results
-
     rows = []
     for step in study.steps:
         if step.analysis != "probe" or step.done_dir is None:
@@ -253,8 +248,6 @@ def probe_rows(study: Study) -> list[dict[str, Any]]:
 def difference_figure(item: dict[str, Any], folder: Path) -> Path | None:
     """The comparison's A − B per task and on the average with their 95% CIs (analysis/plots), as
     figures/<name>-differences.png; None when no task was compared."""
-    from biobench.analysis.plots import plot_differences
-
     rows = [{"label": r["task"], "diff": r["diff"], "low": r["ci_low"], "high": r["ci_high"],
              "significant": r["p_adjusted"] == r["p_adjusted"] and r["p_adjusted"] < 0.05, "average": False}
             for r in item["compare"]["tasks"]]
@@ -272,7 +265,6 @@ def write_report(study: Study) -> dict[str, Any]:
     """Every [[compare]] of the study and its analyses' figures as <out>/report/report.{md,tex,csv,json} and
     report/figures/; returns the numbers (what report.json holds)."""
     import pandas as pd
-    from biobench.runtime.files import atomic_write, csv_text
 
     folder = study.out / "report"
     folder.mkdir(parents=True, exist_ok=True)

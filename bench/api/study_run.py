@@ -22,8 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import biobench
+from biobench.api.evaluation import plan_grid_model
 from biobench.api.study import NO_DEVICE, Step, Study, order, write_step_files
-from biobench.errors import ConfigError
+from biobench.api.study_report import write_report
+from biobench.errors import BiobenchError, ConfigError
+from biobench.eval.grid import grid_specs, plan_rows, resolved_grid_file
+from biobench.models import resolve_model
+from biobench.runtime import launch
+from biobench.runtime.files import atomic_write
+from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.tasks.loading import data_stamps
 
 # lines of a step's output worth showing while it runs (the rest is in its log): a finished eval run, a
 # pretraining's start, phases and end, and every error
@@ -49,8 +58,6 @@ def step_log(study: Study, step: Step) -> Path:
 
 
 def _read_record(path: Path) -> dict[str, Any]:
-    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
-
     try:
         data = read_json(path, 1 << 20)
     except (OSError, UnsafeJSONError, ValueError):
@@ -59,8 +66,6 @@ def _read_record(path: Path) -> dict[str, Any]:
 
 
 def _write_record(path: Path, data: dict[str, Any]) -> None:
-    from biobench.runtime.files import atomic_write
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(data, indent=1, default=str) + "\n")
 
@@ -71,8 +76,6 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
     reads the model's weights (its revision) and the tasks' data, and trains nothing. The plan (each run's
     result path and key) is kept in <out>/.study/plans/ while what it was computed from is unchanged
     (_plan_fingerprint), so `study status` reads the result files and claims without planning again."""
-    from biobench.errors import BiobenchError
-    from biobench.eval.grid import grid_specs, plan_rows
 
     grid = study.grids[[s.id for s in study.steps if s.kind == "eval"].index(step.id)]
     entry = grid.models[0]
@@ -86,7 +89,7 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
             cache = _records(study) / "plans" / f"{step.id.replace('/', '--')}.json"
             if fingerprint is not None and (kept := _cached_plan(cache, fingerprint)) is not None:
                 return kept
-            from biobench.api.evaluation import plan_grid_model  # the engine's imports: only when it plans
+            # lazy: the engine's imports (torch): only when it plans
 
             planned = plan_grid_model(grid, entry, overwrite=True)
             if fingerprint is not None:
@@ -122,11 +125,6 @@ def _plan_fingerprint(grid: Any, specs: list[Any]) -> str | None:
     import hashlib
     from importlib import import_module
 
-    import biobench
-    from biobench.errors import BiobenchError
-    from biobench.eval.grid import resolved_grid_file
-    from biobench.eval.models import resolve_model
-    from biobench.tasks.loading import data_stamps
 
     try:  # a study's checkpoint folder, or an alias whose weights are a local folder (e.g. all-MiniLM-L6-v2)
         model = resolve_model(grid.models[0].model).path
@@ -213,6 +211,7 @@ def local_argv(step: Step, threads: int) -> list[str]:
     if step.kind in ("pretrain", "eval"):
         argv += ["--threads", str(threads)]
     if step.kind == "pretrain":
+        # lazy: loads torch
         from biobench.training import checkpoint
 
         run = Path(_pretrain_out(step))
@@ -279,6 +278,7 @@ def run_local(study: Study, jobs: int = 1, threads: int | None = None,
                 argv = local_argv(step, threads)
                 log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} biobench {' '.join(argv)}\n")
                 log.flush()
+                # lazy: guarded by a try
                 from biobench.runtime.children import die_with_parent
 
                 child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *argv], env=_child_env(threads),
@@ -337,8 +337,6 @@ def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str,
     """Submit every step not done as a SLURM job (an eval step as an array of `workers` elements that claim its
     runs), each with `afterok` on the jobs of the steps it needs, through runtime.launch (submitit); returns
     (step, job id, what it waits on: "STEP: job ID") in submission order and records them in <out>/.study/slurm.json."""
-    from biobench.runtime import launch
-
     launch.import_submitit()
     launch.check_slurm(settings.partition)
     launch.check_writable(study.out, "the study folder")
@@ -362,6 +360,7 @@ def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str,
             extra["kill_on_invalid_dep"] = "yes"  # a failed need cancels the step instead of leaving it pending
         argv = list(step.argv)
         if step.kind == "pretrain":
+            # lazy: loads torch
             from biobench.training import checkpoint
 
             run = Path(_pretrain_out(step))
@@ -545,8 +544,6 @@ class StudyHandle:
 
     def report(self) -> dict[str, Any]:
         """The [[compare]] tables and probes as <out>/report/report.{md,tex,csv,json} (+ figures); the numbers."""
-        from biobench.api.study_report import write_report
-
         if not self.study.compares and not any(s.analysis == "probe" for s in self.study.steps):
             raise ConfigError(f"{self.study.path}: no [[compare]] table and no probe: nothing to report")
         return write_report(self.study)

@@ -11,6 +11,8 @@ from typing import Any
 from biobench.errors import ConfigError
 from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device as _device
+from biobench.runtime.files import atomic_write
+from biobench.tasks.registry import add_task_arguments
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -112,7 +114,6 @@ def _add_probe(sub) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="texts per forward pass when extracting features")
     p.add_argument("--results", default="results", metavar="DIR", help="results store (default results/)")
     p.add_argument("--overwrite", action="store_true", help="redo seeds that already have a result")
-    from biobench.tasks.registry import add_task_arguments
 
     add_task_arguments(p)
     _common(p)
@@ -169,13 +170,12 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from biobench.runtime.files import atomic_write
-
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], list[int]]:
     """(the sampled texts, per seed their rows in that list, the sources, the seeds): analysis.cka.sample_texts."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.analysis import cka
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
@@ -183,12 +183,14 @@ def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], l
 
 
 def _layer_features(name: str, texts: list[str], args, device: str):
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.analysis import features
 
     return features.model_layer_features(name, texts, args.max_length, args.batch_size, device)
 
 
 def run_cka(args) -> int:
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.analysis import cka, plots
 
     texts, samples, sources, seeds = _cka_texts(args)
@@ -219,6 +221,7 @@ def run_cka(args) -> int:
 
 
 def run_cka_trajectory(args) -> int:
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.analysis import cka, plots
 
     run = Path(args.run)
@@ -246,6 +249,7 @@ def run_cka_trajectory(args) -> int:
 
 
 def run_transplant(args) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.analysis.transplant import transplant
 
     layers = parse_ranges(args.layers, "--layers")
@@ -256,8 +260,13 @@ def run_transplant(args) -> int:
 
 
 def run_probe(args) -> int:
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.analysis import probe
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     spec = get_spec(args.task, args.task_file)
@@ -282,6 +291,7 @@ def _needle_pairs(args) -> int:
 
 
 def run_needle_generate(args) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks import needle
 
     n_pairs = _needle_pairs(args)
@@ -291,7 +301,8 @@ def run_needle_generate(args) -> int:
         if not args.tokenizer:
             raise ConfigError("needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL "
                               "(the model you will run), or --length-unit words to count whitespace words")
-        from biobench.eval.models import resolve_model
+        # lazy: `biobench --help` does not import it (startup time)
+        from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
         folder = Path(args.tokenizer)
@@ -325,7 +336,10 @@ def run_needle_generate(args) -> int:
 
 
 def run_needle(args) -> int:
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.analysis import needle_probe
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks import needle
 
     rows = needle.read_jsonl(Path(args.data) / "needle.jsonl")

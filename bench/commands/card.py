@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from biobench.errors import ConfigError, DataError
+from biobench.store.trust import describe_overrides, overrides, split_smoke
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -22,12 +25,19 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from biobench.errors import ConfigError, DataError
-    from biobench.eval.models import inspect_model
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.models import inspect_model
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.names import display_name
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.store.layout import results_of_revision
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.store.summary import model_summaries
-    from biobench.store.trust import describe_overrides, overrides, split_smoke
+
+    # lazy: loads numpy, which `biobench --help` does not
     from biobench.training.card import add_results
 
     folder = Path(args.model_dir)

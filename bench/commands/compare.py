@@ -9,6 +9,7 @@ from pathlib import Path
 
 from biobench.api import compare
 from biobench.errors import ConfigError
+from biobench.runtime.console import console
 from biobench.standings.folder_pairs import model_folder
 
 
@@ -55,7 +56,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    from biobench.runtime.console import console
     from rich.table import Table
 
     table = Table(title=f"A = {report['a']}   B = {report['b']}   (test macro-F1, %)", title_justify="left")
@@ -88,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_paper(args: argparse.Namespace) -> int:
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.standings.aggregate import build_board
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.standings.reproduction import model_verdicts, verdict_rows
 
     if args.model_b:
@@ -103,7 +106,6 @@ def run_paper(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": key, "results_dir": str(results), "languages": report}, indent=2))
         return 0
-    from biobench.runtime.console import console
     from rich.table import Table
 
     def num(x: float | None, sign: str = "") -> str:

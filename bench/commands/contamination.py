@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 
+from biobench.api.contamination import check_tasks
+from biobench.runtime.console import console
+from biobench.tasks.registry import add_task_arguments
+
 EPILOG = """examples:
   biobench contamination --corpus ../shared/data/pretrain-fr --lang fr --data-dir ../shared/data
   biobench contamination --corpus corpus/ --tasks quaero-emea,fracco-30 --n 8 --json
@@ -16,8 +20,6 @@ id), once, streamed: memory holds the tasks' n-grams and one batch of corpus wor
 
 
 def add_parser(subparsers) -> None:
-    from biobench.tasks.registry import add_task_arguments
-
     parser = subparsers.add_parser(
         "contamination", help="share of task examples that share a word n-gram with a corpus",
         description="Per task and split: how many examples share a word n-gram (default 13, as the GPT-3 paper's "
@@ -38,14 +40,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.api.contamination import check_tasks
-
     report = check_tasks(args.corpus, args.tasks, lang=args.lang, data_dir=args.data_dir, n=args.n,
                          task_files=args.task_file, text_field=args.text_field, progress=not args.json)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
-    from biobench.runtime.console import console
     from rich.table import Table
 
     corpus = report["corpus"]

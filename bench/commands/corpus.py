@@ -6,6 +6,9 @@ import argparse
 import json
 import sys
 
+from biobench.api.pretraining import parse_tokens
+from biobench.errors import ConfigError
+
 EPILOG = """examples:
   biobench corpus build ../shared/data/pretrain-fr --tokenizer almanach/moderncamembert-base --out stores/e3c-fr --workers 4
   biobench corpus info stores/e3c-fr
@@ -42,6 +45,7 @@ def add_parser(subparsers) -> None:
                    "redone by the next one once its claim expires")
     b.add_argument("--claim-seconds", type=float, default=300.0, metavar="S", help="with --claim-units: how long a "
                    "claim lives without renewal, i.e. how late a killed process's unit is redone (default 300)")
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime.launch import add_launcher_arguments
 
     # --workers: tokenising processes here (--launcher local, the default), array elements with --launcher slurm
@@ -64,6 +68,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api import corpus
 
     if args.corpus_command == "build":
@@ -71,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
     if args.corpus_command == "info":
         print(corpus.store_info(args.store, verify=not args.no_verify))
         return 0
-    from biobench.api.pretraining import parse_tokens
 
     table, short, rows = corpus.plan(args.mix, parse_tokens(args.tokens), args.seq_len)
     print(json.dumps(rows, indent=1) if args.json else table)
@@ -81,8 +85,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace, corpus) -> int:
-    from biobench.errors import ConfigError
-
     def say(line: str) -> None:
         print(line, flush=True)
 

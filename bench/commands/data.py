@@ -11,19 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import ConfigError
+from biobench.errors import BiobenchError, ConfigError
+from biobench.ranges import finite_number
+from biobench.runtime.files import output_folder
+from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.registry import list_specs
 
 
 def _data_dir(args: argparse.Namespace, create: bool = False) -> Path:
     """The data folder; `create` (fetch, add): it must be a folder this user can make (not a file)."""
-    from biobench.runtime.files import output_folder
-    from biobench.tasks.loading import resolve_data_dir
 
     data_dir = resolve_data_dir(args.data_dir)
     if data_dir is None:
         raise ConfigError("no data folder: pass --data-dir DIR or set BIOBENCH_DATA")
     if getattr(args, "max_ratio", None) is not None:
-        from biobench.ranges import finite_number
 
         finite_number(args.max_ratio, "--max-ratio", positive=True)
     return output_folder(data_dir, "--data-dir") if create else data_dir
@@ -50,7 +51,6 @@ def add_parser(subparsers: Any) -> None:
                        help="refuse archives that expand to more than N bytes, per member and in all "
                        "(default 4 GiB per member, 16 GiB in all, or $BIOBENCH_MAX_EXPAND_BYTES)")
 
-    from biobench.tasks.registry import list_specs
 
     fetchable = [s.id for s in list_specs(include_extra=True)
                  if s.fetch and not s.fetch.get("gated") and s.fetch.get("convert") and s.fetch.get("files")]
@@ -88,9 +88,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    from biobench.errors import BiobenchError
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks.archives import Limits
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks.fetch import fetch_task, task_status
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     data_dir = _data_dir(args, create=True)
@@ -117,8 +121,13 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks.archives import Limits
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks.fetch import add_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     data_dir = _data_dir(args, create=True)
@@ -130,8 +139,8 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.tasks.fetch import task_status
-    from biobench.tasks.registry import list_specs
 
     data_dir = _data_dir(args)
     rows = [task_status(spec, data_dir) for spec in list_specs(include_extra=args.all)]

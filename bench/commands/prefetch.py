@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.tasks.loading import resolve_data_dir
 
 # (this module parses and prints; the work is in biobench.eval.prefetch)
 
@@ -38,11 +39,12 @@ def add_parser(subparsers: Any) -> None:
 
 def _selection(args: argparse.Namespace) -> tuple[list[str], list[tuple[Any, Path | None]]]:
     """(models, [(task spec, data folder)]) named by the grid file or by --model/--lang/--tasks."""
-    from biobench.tasks.loading import resolve_data_dir
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec, list_specs
 
     data_dir = resolve_data_dir(args.data_dir)
     if args.config:
+        # lazy: `biobench --help` does not import it (startup time)
         from biobench.eval.grid import grid_specs, read_grid_file
 
         if args.model or args.lang or args.tasks:
@@ -66,6 +68,7 @@ def _selection(args: argparse.Namespace) -> tuple[list[str], list[tuple[Any, Pat
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.eval.prefetch import prefetch_model, prefetch_task
 
     models, tasks = _selection(args)

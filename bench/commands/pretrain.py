@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from biobench.api.pretraining import parse_tokens
+from biobench.api.pretraining import check_settings, parse_tokens, pretrain, setting_value
 from biobench.errors import ConfigError
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 
 __all__ = ["add_parser", "parse_tokens", "run"]
 
@@ -45,6 +46,7 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     argparse's type function (a 43-line traceback) and `--max-documents 50` stayed the text '50'."""
     from dataclasses import MISSING, fields
 
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.config import PretrainConfig
 
     for spec in fields(PretrainConfig):
@@ -71,8 +73,6 @@ def config_file(path: Path) -> dict[str, Any]:
     underscores; an unknown one is refused with the closest name), values of the setting's kind and within its
     bounds (biobench.api.pretraining.check_settings, which a study file's [[pretrain]] tables share; the same
     `setting_value` as the flags)."""
-    from biobench.api.pretraining import check_settings
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 
     try:
         raw = parse_toml(read_bytes(path, MAX_CONFIG_BYTES), path)
@@ -87,7 +87,7 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given as flags (None: not given), each turned into its value by `setting_value`."""
     from dataclasses import fields
 
-    from biobench.api.pretraining import setting_value
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.config import PretrainConfig
 
     return {spec.name: setting_value(spec, value, f"--{spec.name.replace('_', '-')} {str(value)[:40]!r}")
@@ -95,6 +95,7 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.training import recipes
 
     if args.list:
@@ -107,7 +108,6 @@ def run(args) -> int:
     if missing:
         raise ConfigError(f"biobench pretrain needs {', '.join(missing)}, as flags or in --config "
                           "(or --list to see the recipes)")
-    from biobench.api.pretraining import pretrain
 
     def announce(cfg, threads: int) -> None:
         print(f"biobench pretrain: recipe {cfg.recipe}, model {cfg.model}, corpus {cfg.corpus}, phase-1 budget "
@@ -146,7 +146,10 @@ def micro_text(cfg) -> str:
 def requeued_resume(out: Path) -> bool | None:
     """A SLURM job that was requeued (SLURM_RESTART_COUNT > 0) runs its batch script again, with the same
     command: it resumes from the latest checkpoint under --out without --resume, as if it had been given."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.slurm import restart_count
+
+    # lazy: loads torch
     from biobench.training import checkpoint
 
     restarts = restart_count()
@@ -160,8 +163,13 @@ def requeue_after(stop: KeyboardInterrupt) -> None:
     """After the checkpoint a wall-clock warning (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, the job's time
     nearly out) made it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it
     resumes there. SIGTERM (`scancel`) stops it for good: runtime.slurm.requeue_self says so in one line."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.runtime.slurm import requeue_self
+
+    # lazy: loads torch, torch.distributed
     from biobench.training.trainer import Stopped
 
     wall_clock = {signal.Signals(s).name for s in WALL_CLOCK_SIGNALS}
@@ -171,6 +179,7 @@ def requeue_after(stop: KeyboardInterrupt) -> None:
 
 def kept(out: Path) -> str:
     """What an interrupted run left to resume from, in words (the latest resumable checkpoint, or none)."""
+    # lazy: loads torch
     from biobench.training import checkpoint
 
     folder = checkpoint.latest(out) if out.is_dir() else None

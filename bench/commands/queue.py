@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from biobench.errors import ConfigError
+
 EPILOG = """examples:
   biobench queue configure --queue queue/ --review on --max-pending 3
   biobench queue list --queue queue/
@@ -34,8 +36,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.errors import ConfigError
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service import queue
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service.queue_storage import open_storage
 
     storage = open_storage(args.queue, dry_run=args.dry_run)

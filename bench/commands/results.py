@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+import biobench
+from biobench.runtime.files import output_folder
+
 EPILOG = """examples:
   biobench results push my-org/biobench-results --results results/
   biobench results push my-org/biobench-results --results results/ --dry-run shared/   # write, do not upload
@@ -44,11 +47,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_push(args: argparse.Namespace) -> int:
+    # lazy: loads numpy, pandas, which `biobench --help` does not
     from biobench.standings import dataset
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.standings.aggregate import build_board
 
     if args.dry_run:
-        from biobench.runtime.files import output_folder
 
         output_folder(args.dry_run, "--dry-run")
     board = build_board(args.results, reference=False, significance=False)
@@ -76,7 +81,7 @@ def _warn_left_out(problems: list[tuple[str, str]]) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    import biobench
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api.export import export
 
     results = biobench.load_results(args.results)

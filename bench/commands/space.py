@@ -48,6 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.leaderboard.space import write_space
 
     written = write_space(args.out, args.results, queue=args.queue, refresh_minutes=args.refresh_minutes,

@@ -7,7 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from biobench.api.study import load_study
 from biobench.errors import ConfigError
+from biobench.runtime.device import resolve_device
 
 
 def add_parser(subparsers) -> None:
@@ -28,6 +30,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--step", action="append", default=[], metavar="ID", help="only these steps (repeatable; "
                    "`--dry-run` lists the ids); what they need must be done")
     p.add_argument("--dry-run", action="store_true", help="list the steps, their commands and dependencies; run nothing")
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(p)
@@ -55,7 +58,7 @@ def _retry(args: argparse.Namespace, slurm: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.api.study import load_study
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api.study_run import check_nothing_conflicts, describe, run_local
 
     study = load_study(args.study, args.out)
@@ -73,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--jobs and --threads take a positive number")
     import os
 
-    from biobench.runtime.device import resolve_device
 
     jobs = args.jobs or (1 if not resolve_device(None).startswith("cpu") else min(2, os.cpu_count() or 1))
     outcome = run_local(study, jobs, args.threads, only=set(args.step) or None)
@@ -90,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace, study) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api.study_run import SlurmSettings, submit_slurm
+
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime import launch
 
     settings = SlurmSettings(args.partition, args.account, args.gpus_per_task, args.cpus_per_task,
@@ -106,7 +111,7 @@ def _submit(args: argparse.Namespace, study) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from biobench.api.study import load_study
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api.study_run import study_status
 
     study = load_study(args.study, args.out)
@@ -124,7 +129,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from biobench.api.study import load_study
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.api.study_report import difference_rows, write_report
 
     study = load_study(args.study, args.out)

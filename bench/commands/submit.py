@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from biobench.eval.protocols import add_protocol_arguments
+from biobench.protocols import add_protocol_arguments, overrides_from_args
+from biobench.store.trust import SMOKE_MARK, describe_overrides
 
 EPILOG = """examples:
   biobench submit ModernCamemBERT-bio --lang fr --queue queue/
@@ -51,6 +52,7 @@ def add_metadata_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def metadata_from_args(args: argparse.Namespace) -> dict:
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.store.metadata import metadata_from_fields
 
     return metadata_from_fields("submit", params=args.params, context=args.context_length, license=args.license,
@@ -59,7 +61,7 @@ def metadata_from_args(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.eval.protocols import overrides_from_args
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service.submission import submit_request
 
     metadata = metadata_from_args(args)  # checked before the model is resolved
@@ -79,8 +81,6 @@ def run(args: argparse.Namespace) -> int:
 def next_steps(request, queue_location: str) -> list[str]:
     """What the submitter should know and run next: a request with protocol overrides is a smoke run (its score
     is a check, marked ⚑, not the protocol's), and how the request gets run and watched."""
-    from biobench.store.trust import SMOKE_MARK, describe_overrides
-
     lines = []
     if request.overrides:
         shown = describe_overrides({k: {"run": v} for k, v in sorted(request.overrides.items())})

@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 from biobench.api.catalog import task_rows
+from biobench.protocols import PROTOCOL_FIELDS, protocol_markdown, protocol_row, sources_markdown
+from biobench.runtime.console import console as terminal_console
 from biobench.tasks.loading import resolve_data_dir, without_data_dir_hints
 from biobench.tasks.registry import add_task_arguments, list_specs
 
@@ -53,7 +55,6 @@ def _short_source(row: dict[str, Any], data_dir: Any) -> str:
 
 def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: list[dict[str, Any]] = ()) -> None:
     """The listing; `others` (the built-in tasks, when only the user's own are listed) is one summary line."""
-    from biobench.runtime.console import console as terminal_console
     from rich.table import Table
 
     console = terminal_console()
@@ -84,8 +85,6 @@ def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: lis
 
 
 def _protocol(specs: list[Any], as_json: bool, markdown: bool) -> int:
-    from biobench.eval.protocols import PROTOCOL_FIELDS, protocol_markdown, protocol_row, sources_markdown
-
     rows = [protocol_row(s) for s in specs]
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from biobench.errors import ConfigError
 from biobench.eval.parallel import parallel_value
+from biobench.ranges import finite_number
+from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
+from biobench.runtime.paths import HF_DATASETS
 
 EPILOG = """examples:
   biobench worker --queue queue/ --results results/ --once
@@ -33,7 +37,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
                    help="each request's runs up to N at once (eval's --parallel; alone or 'auto': as many as fit "
                    "the GPU)")
-    from biobench.runtime.memory import add_max_model_gb_argument
 
     add_max_model_gb_argument(p)
     p.add_argument("--lease-seconds", type=float, default=600.0, help="a claim expires this long after its last "
@@ -42,6 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-seconds", type=float, default=30.0, help="look for new requests this often")
     p.add_argument("--dry-run", metavar="DIR", help="hub queue/results: work in DIR and record the hub operations "
                    "in DIR/operations.jsonl instead of committing")
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime.launch import add_launcher_arguments
 
     add_launcher_arguments(p)
@@ -49,11 +53,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from biobench.errors import ConfigError
-    from biobench.ranges import finite_number
-    from biobench.runtime.paths import HF_DATASETS
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service.queue import MAX_LEASE_S
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service.queue_storage import open_storage
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.service.worker import WorkerConfig, run_worker
 
     finite_number(args.lease_seconds, "--lease-seconds", positive=True, maximum=MAX_LEASE_S)
@@ -62,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
     if args.max_hours is not None:
         finite_number(args.max_hours, "--max-hours", positive=True, maximum=24 * 365)
     finite_number(args.request_hours, "--request-hours", positive=True, maximum=24 * 365)
-    from biobench.runtime.memory import operator_limit_gb
 
     max_model_gb = operator_limit_gb(args.max_model_gb)  # checked before the first claim, like the rest
     if args.renew_seconds >= args.lease_seconds:
@@ -86,9 +91,8 @@ def launch_workers(args: argparse.Namespace) -> int:
     """`worker --launcher slurm`: --workers queue workers as one SLURM array (each claims requests by lease)."""
     from datetime import UTC, datetime
 
-    from biobench.errors import ConfigError
+    # lazy: loads submitit.helpers, which `biobench --help` does not
     from biobench.runtime import launch
-    from biobench.runtime.paths import HF_DATASETS
 
     for what, value in (("--queue", args.queue), ("--results", args.results), ("--account", args.account),
                         ("--partition", args.partition), ("--log-dir", args.log_dir), ("--data-dir", args.data_dir)):
@@ -125,6 +129,4 @@ def launch_workers(args: argparse.Namespace) -> int:
 
 
 def _absolute(where: str) -> str:
-    from biobench.runtime.paths import HF_DATASETS
-
     return where if where.startswith(HF_DATASETS) else str(Path(where).resolve())

@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 from biobench.errors import DataError
-from biobench.eval.protocols import Protocol
 from biobench.heads.base import HeadSpec, to_device
 from biobench.metrics import score
-from biobench.runtime.batching import micro_batch_size
+from biobench.protocols import Protocol
+from biobench.runtime.batching import LengthGroupedSampler, micro_batch_size
 from biobench.runtime.compiling import compile_in_place
 from biobench.runtime.device import autocast
 from biobench.runtime.progress import Ticker, log_line, progress_bar
@@ -310,7 +310,6 @@ def _train_loader(task: PreparedTask, protocol: Protocol, seed: int):
     """Batches of the train features in an order drawn from `seed` (lists of features, collated per
     micro-batch): length-grouped, or uniformly shuffled for a head whose `train_order` is "random" (the span
     heads: Rian-T/tabib trains them with the Trainer's default RandomSampler, `group_by_length` unset)."""
-    from biobench.runtime.batching import LengthGroupedSampler
     from torch.utils.data import DataLoader, RandomSampler
 
     train = task.features["train"]

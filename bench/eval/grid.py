@@ -32,12 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import BiobenchError, ConfigError, ResultsError
+from biobench.errors import BiobenchError, ConfigError, ModelLoadError, ResultsError
+from biobench.eval.claims import read_claim
 from biobench.eval.parallel import check_parallel
-from biobench.eval.protocols import OVERRIDES, check_override
+from biobench.protocols import OVERRIDES, SEEDS, check_override
 from biobench.ranges import format_ranges, optional_seeds
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+from biobench.runtime.leases import now_iso
+from biobench.store import read_result
 from biobench.store.metadata import check_metadata
+from biobench.tasks.registry import list_specs
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
 # Runs (models x tasks x seeds, over its grids) one grid file may plan: the paper's study is 19 tasks x ~20 models
@@ -211,8 +215,6 @@ def planned_runs(grids: list[Grid]) -> int:
     """An upper bound of the runs `grids` plan, counted from the file alone (no task data read): a grid's models x
     its tasks (all of its language's paper tasks for `lang`) x its seeds (its protocol's, 9 at most, when it
     names none)."""
-    from biobench.eval.protocols import SEEDS
-    from biobench.tasks.registry import list_specs
 
     default_seeds = max(len(s) for s in SEEDS.values())
     total = 0
@@ -240,8 +242,6 @@ class RunStatus:
 
 def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
     """Whether a planned run is finished: its result exists with the same key."""
-    from biobench.store import read_result
-
     if not path.exists():
         return "to run", ""
     try:
@@ -253,8 +253,6 @@ def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
 
 def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunStatus]:
     """The dry-run rows of one model (`eval --model` and each model of a grid file)."""
-    from biobench.errors import ModelLoadError
-
     try:
         plan = plan_model()
     except ModelLoadError as err:
@@ -264,8 +262,6 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
                 RunStatus(grid, model, task, seed, UNRESOLVED, str(err)) for task, seed, missing in unresolved()]
     except BiobenchError as err:
         return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
-    from biobench.eval.claims import read_claim
-    from biobench.runtime.leases import now_iso
 
     rows = []
     for run in plan.grid:
@@ -283,6 +279,7 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
 
 def grid_specs(grid: Grid, extra_task_files: Sequence[str | Path] = ()) -> list:
     """The task specs of a grid: its task ids, or every paper task of its language (with its task files)."""
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec, list_specs
 
     task_files = [*grid.task_files, *extra_task_files]

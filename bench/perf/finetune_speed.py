@@ -27,6 +27,9 @@ import tempfile
 import time
 from typing import Any
 
+from biobench.heads import get_head
+from biobench.heads.words import segment_words
+from biobench.models import resolve_model
 from biobench.perf.perf_common import (
     PeakMemory,
     base_parser,
@@ -41,7 +44,10 @@ from biobench.perf.perf_common import (
     safe_ratio,
     script,
 )
+from biobench.protocols import resolve_task_protocol
+from biobench.runtime.batching import LengthGroupedSampler
 from biobench.runtime.device import resolve_device
+from biobench.tasks.loading import resolve_data_dir
 
 DEFAULT_TASKS = ("ncbi-disease", "gad")
 QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}
@@ -50,8 +56,13 @@ QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}
 # ---------------------------------------------------------------- shared by both arms
 def load_data(setup: dict[str, Any]):
     """The task's TaskData with every split cut to its limit (the same fixed subset for both arms)."""
+    # lazy: loads torch
     from biobench.eval.finetune import train_subset
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     spec = get_spec(setup["task"])
@@ -62,8 +73,6 @@ def load_data(setup: dict[str, Any]):
 
 
 def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
-    from biobench.eval.protocols import resolve_task_protocol
-
     overrides = {"epochs": setup["epochs"]}
     if setup.get("batch_size"):
         overrides["batch_size"] = setup["batch_size"]
@@ -75,8 +84,6 @@ def protocol_for(setup: dict[str, Any], spec: Any, context: int | None):
 
 
 def model_folder(name: str) -> str:
-    from biobench.eval.models import resolve_model
-
     return resolve_model(name).source
 
 
@@ -84,9 +91,12 @@ def model_folder(name: str) -> str:
 def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """prepare_task (tokenise once) + finetune (length-grouped dynamic batches, best state in memory)."""
     import torch
+
+    # lazy: tests patch it on its module
+    from biobench.eval.encoder import load_encoder
+
+    # lazy: loads torch
     from biobench.eval.finetune import finetune, prepare_task
-    from biobench.eval.models import load_encoder
-    from biobench.heads import get_head
 
     init_arm(setup["threads"])
     started = time.perf_counter()
@@ -113,8 +123,6 @@ def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
 def word_ranges(example: Any) -> list[tuple[int, int]]:
     """Character ranges of the words a run_ner.py user feeds the model: the source's tokens (IOB data), else
     the regex words of biobench.heads.words (raw BRAT/generated documents)."""
-    from biobench.heads.words import segment_words
-
     return segment_words(example.text, example.tokens)
 
 
@@ -234,7 +242,8 @@ def _training_arguments(setup: dict[str, Any], protocol: Any, out: str):
 def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """The Trainer fine-tune a user would write (see the module docstring for its defaults)."""
     import torch
-    from biobench.heads import get_head
+
+    # lazy: tests patch it on its module
     from biobench.metrics import score
     from transformers import (
         AutoModelForSequenceClassification,
@@ -303,10 +312,12 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     the real head model, plus the same batches through the encoder alone (forward + backward of a dummy
     loss), so head cost = full step - encoder step. Not timed against anything: `--arms profile`."""
     import torch
+
+    # lazy: tests patch it on its module
+    from biobench.eval.encoder import load_encoder
+
+    # lazy: loads torch
     from biobench.eval.finetune import _optimizer, prepare_task
-    from biobench.eval.models import load_encoder
-    from biobench.heads import get_head
-    from biobench.runtime.batching import LengthGroupedSampler
     from torch.profiler import ProfilerActivity, profile
     from torch.utils.data import DataLoader
 
@@ -383,8 +394,6 @@ def parse_args(argv: list[str] | None = None):
 
 
 def setups(args) -> list[dict[str, Any]]:
-    from biobench.tasks.loading import resolve_data_dir
-
     limit_eval = args.limit_eval or (QUICK_LIMITS["dev"] if args.quick else None)
     limits = {"train": args.limit_train or (QUICK_LIMITS["train"] if args.quick else None),
               "dev": limit_eval, "test": limit_eval}

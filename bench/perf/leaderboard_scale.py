@@ -40,6 +40,7 @@ from typing import Any
 from biobench.metrics import score
 from biobench.perf.perf_common import arm_flag, base_parser, finish, print_table, run_isolated, script
 from biobench.runtime.files import disk_full_guard
+from biobench.standings.scan import load_reference, task_order
 
 LABELS = [f"label-{i}" for i in range(8)]
 
@@ -79,8 +80,6 @@ def parse_args(argv: list[str] | None = None):
 
 def benchmark_tasks(n: int) -> list[tuple[str, str]]:
     """(lang, task) of the first n benchmark tasks in the paper's order, French then English."""
-    from biobench.standings.scan import load_reference, task_order
-
     order = task_order(load_reference())
     tasks = [(lang, t) for lang in ("fr", "en") for t in order.get(lang, [])]
     if n > len(tasks):
@@ -165,8 +164,10 @@ def _board_builder() -> Any:
     """build_board of the biobench imported: bench/standings/aggregate.py, or bench/board/board.py in a baseline
     checkout from before issue 47 renamed the board model (so that a before/after of the rename can be timed)."""
     try:
+        # lazy: a checkout from before the rename has no biobench.standings (ModuleNotFoundError below)
         from biobench.standings.aggregate import build_board
     except ModuleNotFoundError:
+        # lazy: the baseline arm's checkout, from before the rename
         from biobench.board.board import build_board  # type: ignore[no-redef]
     return build_board
 
@@ -180,6 +181,7 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: floa
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
     t1 = time.perf_counter()
     if app:
+        # lazy: loads gradio
         from biobench.leaderboard.app import build_app
 
         build_app(board)
@@ -203,6 +205,7 @@ def refresh_after_adding(results: str, cache_dir: str, n_boot: int, app: bool, t
     memory = TreeMemory()
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
     if app:
+        # lazy: loads gradio
         from biobench.leaderboard.app import build_app
 
         build_app(board)

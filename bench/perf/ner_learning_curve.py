@@ -18,15 +18,25 @@ import json
 import time
 from pathlib import Path
 
+from biobench.heads import get_head
+from biobench.protocols import resolve_task_protocol
+
 
 def run(args: argparse.Namespace) -> None:
+    # lazy: loads torch
     import biobench.eval.finetune as ft
     import torch
-    from biobench.eval.models import load_encoder
-    from biobench.eval.protocols import resolve_task_protocol
-    from biobench.heads import get_head
+
+    # lazy: tests patch it on its module
+    from biobench.eval.encoder import load_encoder
+
+    # lazy: tests patch it on its module
     from biobench.metrics import score
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     torch.set_num_threads(args.threads)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from biobench.eval.parallel import execute_parallel, parallel_value, thread_share
 from biobench.perf.perf_common import (
     arm_flag,
     base_parser,
@@ -34,6 +35,7 @@ from biobench.perf.perf_common import (
     safe_ratio,
     script,
 )
+from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device
 
 QUICK = {"seeds": "1-2", "limit_train": 100, "epochs": 1, "max_length": 64, "limit_eval": 100}
@@ -59,7 +61,6 @@ def parse_args(argv: list[str] | None = None):
             setattr(args, name, value)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    from biobench.eval.parallel import parallel_value
 
     try:
         args.arm_values = [parallel_value(a) for a in args.arms.split(",") if a.strip()]
@@ -89,11 +90,17 @@ def measure_arm(setup: dict[str, Any]) -> dict[str, Any]:
     import copy
 
     import torch
+
+    # lazy: loads torch
     from biobench.eval.finetune import train_subset
-    from biobench.eval.parallel import execute_parallel
+
+    # lazy: tests patch it on its module
     from biobench.eval.runner import Execution, execute, plan_grid
-    from biobench.ranges import parse_ranges
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     init_arm(setup["threads"])
@@ -132,8 +139,6 @@ def run_arm(args, parallel: int | str, threads: int) -> dict[str, Any]:
 
 def summarize(arms: dict[str, list[dict[str, Any]]], threads: int) -> list[dict[str, Any]]:
     """One row per arm: medians over repeats, runs/hour against --parallel 1, the prediction check."""
-    from biobench.eval.parallel import thread_share
-
     base = arms.get("1")
     rows = []
     for name, repeats in arms.items():

@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from biobench.errors import BiobenchError
+from biobench.runtime.console import HelpFormatter
 from biobench.runtime.files import atomic_write
+from biobench.training import flops
+from biobench.training.presets import SHAPES, modernbert_config
 
 OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                        "TOKENIZERS_PARALLELISM": "false"}
@@ -44,8 +48,6 @@ def offline_environment() -> None:
 def shape_params(shape: str) -> dict[str, Any]:
     """ModernBertConfig keyword arguments of a named shape (biobench.training.presets.SHAPES: tiny, small,
     base)."""
-    from biobench.training.presets import SHAPES
-
     if shape not in SHAPES:
         raise SystemExit(f"unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
     return dict(SHAPES[shape])
@@ -74,7 +76,6 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
     """A freshly initialised ModernBertForMaskedLM of a named shape; `tokenizer` None = synthetic vocabulary
     of the shape's size."""
     import torch
-    from biobench.training.presets import modernbert_config
     from transformers import ModernBertForMaskedLM
 
     vocab = tokenizer if tokenizer is not None else VocabSpec(shape_params(shape)["vocab_size"])
@@ -84,10 +85,6 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
 
 # ---------------------------------------------------------------- command line, environment, output
 def base_parser(description: str) -> argparse.ArgumentParser:
-    from biobench.runtime.console import (
-        HelpFormatter,  # biobench's: a default shown once, and only when there is one
-    )
-
     parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes on 2 CPU cores")
     parser.add_argument("--out", type=Path, default=None, help="write the measurements to this JSON file")
@@ -164,8 +161,6 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
 
 def script(main: Callable[[], Any]) -> int:
     """Run a perf script's main: a biobench error (a full disk, a missing file) is one `error:` line, exit 2."""
-    from biobench.errors import BiobenchError
-
     try:
         rc = main()
         return rc if isinstance(rc, int) else 0
@@ -461,8 +456,6 @@ def mfu_report(n_params: int, config: Any, seq_len: int, tokens_per_s: float, pe
     """The MFU fields of an arm's JSON, in biobench's convention (biobench.training.flops, the formula the
     pretraining log uses too), plus `mfu_dense_attention` (every layer over the full sequence, PaLM's
     12·L·d·n) for comparison with published figures that count attention that way."""
-    from biobench.training import flops
-
     dense = 6 * n_params + flops.dense_attention_flops_per_token(config, seq_len)
     return {"flops_per_token": flops.flops_per_token(n_params, config, seq_len, causal),
             "mfu": flops.mfu(n_params, config, seq_len, tokens_per_s, peak_flops, causal),

@@ -31,6 +31,7 @@ SPECIAL = [0, 1, 2, 3, 4]
 
 
 def _corpus(tokens: int, vocab: int, seq_len: int):
+    # lazy: loads torch
     from biobench.training.packing import PackedCorpus
 
     rng = np.random.default_rng(0)
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.batch, args.baseline_rows = 64, 16
     torch.set_num_threads(1)
+    # lazy: loads torch
     from biobench.training.batches import BatchBuilder, Masker
 
     packed = _corpus(max(4 * args.batch * args.seq_len, 1 << 22), args.vocab, args.seq_len)

@@ -24,6 +24,7 @@ from typing import Any
 from biobench.perf.perf_common import (
     PeakMemory,
     base_parser,
+    build_modernbert,
     check_arms,
     environment,
     finish,
@@ -36,8 +37,13 @@ from biobench.perf.perf_common import (
     run_isolated,
     safe_ratio,
     script,
+    shape_params,
 )
 from biobench.runtime.device import resolve_device
+from biobench.tasks.loading import resolve_data_dir
+from biobench.training.corpus import iter_documents
+from biobench.training.presets import train_tokenizer
+from biobench.training.recipes import get_recipe
 
 CORPUS_FOLDER = "pretrain-fr"  # under the data root ($BIOBENCH_DATA), as in ../shared/data
 TOKENIZER_DOCS = 2000
@@ -45,8 +51,6 @@ TOKENIZER_DOCS = 2000
 
 def mlm_rate() -> float:
     """The masking rate of the `mlm` recipe's phase 1 (what the biobench arm runs); the baseline uses it too."""
-    from biobench.training.recipes import get_recipe
-
     return get_recipe("mlm").phases[0].mask_rate
 
 
@@ -69,8 +73,6 @@ def generated_corpus(path: Path, n_docs: int = 2000, seed: int = 0) -> Path:
 
 def default_corpus(fallback: Path) -> str:
     """The data root's pretrain-fr corpus when $BIOBENCH_DATA has one, else a generated corpus at `fallback`."""
-    from biobench.tasks.loading import resolve_data_dir
-
     root = resolve_data_dir(None)
     if root is not None and (root / CORPUS_FOLDER).is_dir():
         return str(root / CORPUS_FOLDER)
@@ -80,7 +82,6 @@ def default_corpus(fallback: Path) -> str:
 def documents(corpus: str, limit: int | None) -> list[str]:
     from itertools import islice
 
-    from biobench.training.corpus import iter_documents
 
     return list(islice(iter_documents(corpus), limit))
 
@@ -88,8 +89,6 @@ def documents(corpus: str, limit: int | None) -> list[str]:
 def prepare_model(setup: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Train the tokenizer on the corpus, build the shape's ModernBERT, save both: the one starting point of
     both arms (same weights, same vocabulary). A folder that already holds a model is reused as is."""
-    from biobench.perf.perf_common import build_modernbert, shape_params
-    from biobench.training.presets import train_tokenizer
 
     if (folder / "config.json").is_file():
         from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -124,6 +123,7 @@ def _with_mfu(result: dict[str, Any], setup: dict[str, Any], folder: Path) -> di
 def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """`biobench pretrain --recipe mlm` phase 1 (MLM 30%) through biobench.training.trainer, stopped after
     `steps` steps (the phase budget is one step longer, so no phase checkpoint is written in the timing)."""
+    # lazy: loads torch, torch.distributed
     from biobench.training.trainer import PretrainConfig, train
 
     init_arm(setup["threads"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from biobench.heads import get_head
 from biobench.perf.perf_common import (
     ARM_WINDOWS,
     ArmClock,
@@ -35,6 +36,7 @@ from biobench.perf.perf_common import (
     time_call,
 )
 from biobench.runtime.device import autocast, resolve_device
+from biobench.training.causal import causal_attention
 
 MODES = ("eval", "mlm", "clm")
 LENGTHS = (512, 1024, 2048, 4096, 8192)
@@ -43,9 +45,11 @@ LENGTHS = (512, 1024, 2048, 4096, 8192)
 def make_step(mode: str, model: Any, seq_len: int, batch_size: int, device: str, bf16: bool, seed: int):
     """A zero-argument callable running one optimiser step of `mode` on fixed random inputs."""
     import torch
-    from biobench.heads import get_head
+
+    # lazy: loads torch
     from biobench.training.batches import mlm_mask
-    from biobench.training.causal import causal_attention
+
+    # lazy: loads torch
     from biobench.training.objectives import LMLoss, clm_labels
 
     vocab = VocabSpec(model.config.vocab_size)

@@ -30,6 +30,8 @@ from typing import Any
 
 from biobench.perf.perf_common import base_parser, finish, print_table, safe_ratio, script
 from biobench.store.record import predictions_path
+from biobench.tasks.synthetic import demo_corpus
+from biobench.training.presets import build_modernbert_mlm, train_tokenizer
 
 ARMS = {"static": "--shard $SLURM_ARRAY_TASK_ID/2 --no-claims", "claims": ""}
 FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
@@ -44,8 +46,6 @@ def task_order(long_ids: list[str], short_ids: list[str]) -> list[str]:
 
 def write_inputs(root: Path, long_train: int, short_train: int, seed: int = 42) -> list[str]:
     """The tiny model folder and the 10 task files; the task ids in grid order."""
-    from biobench.tasks.synthetic import demo_corpus
-    from biobench.training.presets import build_modernbert_mlm, train_tokenizer
 
     tokenizer = train_tokenizer(demo_corpus(400), vocab_size=500)
     model = build_modernbert_mlm(tokenizer, "tiny", seed=seed)
@@ -82,6 +82,7 @@ def run_arm(root: Path, arm: str, tasks: list[str], timeout: float, device: str 
     """One arm as a 2-element array; its makespan, and its disturbance: the jobs' own CPU seconds (bash's
     `times` in each element) against the machine's busy CPU over the arm (perf_common.CpuWindow), since the
     jobs are not children of this process."""
+    # lazy: tests patch it on its module
     from biobench.perf.perf_common import ARM_WINDOWS, ArmClock, CpuWindow
 
     grid = write_grid(root, arm, tasks)

@@ -26,7 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from biobench.heads import get_head
+from biobench.perf.perf_common import disturbance_summary
 from biobench.runtime.checkout import package_dirs
+from biobench.training.presets import PRESETS, build_modernbert_mlm, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 # checkout folder -> where its import package lies in an import tree (bench -> biobench, heads -> biobench/heads)
@@ -35,16 +38,16 @@ PACKAGE_DIRS = {folder: package.replace(".", "/") for package, folder in package
 
 def encoder_and_tokenizer(name: str, train_texts: list[str]):
     """`preset:tiny|small`: a fresh ModernBERT with a tokenizer trained on the task's training texts (seeded),
-    the README's CPU model, which takes 1,024 positions; anything else: biobench.eval.models.load_encoder."""
+    the README's CPU model, which takes 1,024 positions; anything else: biobench.eval.encoder.load_encoder."""
     if name.startswith("preset:"):
         import torch
-        from biobench.training.presets import PRESETS, build_modernbert_mlm, train_tokenizer
 
         preset = name.removeprefix("preset:")
         tokenizer = train_tokenizer(train_texts, vocab_size=PRESETS[preset]["vocab_size"])
         torch.manual_seed(0)
         return build_modernbert_mlm(tokenizer, preset, seed=0).model, tokenizer
-    from biobench.eval.models import load_encoder
+    # lazy: tests patch it on its module
+    from biobench.eval.encoder import load_encoder
 
     encoder, tokenizer, _ = load_encoder(name)
     return encoder, tokenizer
@@ -52,8 +55,11 @@ def encoder_and_tokenizer(name: str, train_texts: list[str]):
 
 def measure(args: argparse.Namespace) -> dict:
     import torch
-    from biobench.heads import get_head
+
+    # lazy: tests patch it on its module
     from biobench.tasks.loading import load_task
+
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec
 
     torch.set_num_threads(args.threads)
@@ -95,6 +101,7 @@ def measure(args: argparse.Namespace) -> dict:
     model.train()
     step(batches[0])
     train_rates = timed(step)
+    # lazy: loads torch
     import biobench.heads.span_ner as span_module
 
     return {"head": args.head, "task": args.task, "model": args.model, "max_length": args.max_length,
@@ -134,7 +141,7 @@ def run_arm(argv: list[str], tree: Path | None, out: Path) -> dict:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    from biobench.perf.perf_common import (  # here: an arm's process may be the baseline's
+    from biobench.perf.perf_common import (  # lazy: an arm's process may be the baseline's
         ARM_WINDOWS,
         ArmClock,
     )
@@ -201,7 +208,6 @@ def main() -> None:
         argv = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
                 if value is not None and key not in ("baseline", "out", "compare", "quick")]
         result = side_by_side(args, argv)
-        from biobench.perf.perf_common import disturbance_summary
 
         result["disturbance"] = disturbance_summary()
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

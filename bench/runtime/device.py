@@ -13,6 +13,8 @@ import contextlib
 import importlib.util
 from typing import Any
 
+from biobench.errors import ConfigError
+
 
 def on_cuda(device: Any) -> bool:
     """True for "cuda", "cuda:1" or a torch.device of type cuda."""
@@ -33,7 +35,6 @@ def check_device(name: str | None) -> None:
     `cuda` without CUDA) before any model loads — instead of a torch traceback in the middle of a run."""
     import re
 
-    from biobench.errors import ConfigError
 
     if name in (None, "", "auto"):
         return
@@ -76,7 +77,7 @@ def autocast(device: Any, precision: str = "auto"):
 def attention_implementation(device: Any) -> str:
     """flash-attention 2 on CUDA when the flash_attn package is installed (unpadded batches, is_causal path),
     else PyTorch's sdpa. A model class without sdpa support makes transformers raise; callers that load
-    arbitrary hub models fall back to transformers' own default (eager) then (`biobench.eval.models.load_encoder`)."""
+    arbitrary hub models fall back to transformers' own default (eager) then (`biobench.eval.encoder.load_encoder`)."""
     if on_cuda(device) and importlib.util.find_spec("flash_attn") is not None:
         return "flash_attention_2"
     return "sdpa"

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from biobench.errors import DiskFullError
+from biobench.errors import ConfigError, DiskFullError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -145,8 +145,6 @@ def append_line(path: str | Path, line: str, safe: Callable[[], str] | None = No
 def output_folder(path: str | Path, option: str) -> Path:
     """`path` as a folder a command may write into: refused in one line (ConfigError) when it is a file, a FIFO
     or a device, or cannot be created — instead of a FileExistsError traceback from the first mkdir."""
-    from biobench.errors import ConfigError
-
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{option} {folder} is not a folder (a file, FIFO or device); give a folder")

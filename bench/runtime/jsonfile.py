@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from biobench.errors import BiobenchError
+from biobench.runtime.paths import UnsafePathError, inside
 
 MAX_DEPTH = 64  # a result file nests 5 deep, the scan cache 8
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -68,8 +69,6 @@ def _confined(path: str | Path) -> str:
     otherwise. The one rule for a file of a results folder (a result, its predictions, a claim, an index): a
     `seed-42.predictions.jsonl` linked to /etc/shadow was published raw by `leaderboard --export` and `results
     push` (issue 51 §1). A link within its own folder is followed; one that leads out is refused."""
-    from biobench.runtime.paths import UnsafePathError, inside
-
     try:
         return str(inside(Path(path).parent, path))
     except UnsafePathError:

@@ -35,6 +35,7 @@ from typing import Any
 
 from biobench.errors import ConfigError
 from biobench.runtime.paths import UNSAFE_TEXT
+from biobench.runtime.slurm import seconds
 
 SLURM_ARG = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,40})=([^\x00-\x1f]{0,200})")
 MAX_WORKERS = 10_000
@@ -74,8 +75,6 @@ def add_launcher_arguments(parser: Any) -> None:
 def minutes(text: str) -> int:
     """A SLURM time limit (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]; runtime.slurm.seconds, the one parser) ->
     whole minutes (at least 1). A field out of range (99:99:99) is refused, as sbatch would."""
-    from biobench.runtime.slurm import seconds
-
     total = seconds(text) if len(text) <= 40 else None
     if total is None:
         raise ConfigError(f"--time {text[:40]!r}: give HH:MM:SS, D-HH:MM:SS or minutes (minutes and seconds "

@@ -4,7 +4,7 @@ Why: a model folder or hub id is untrusted input, and transformers believes its 
 allocated 3.3 GB before a traceback, 2e9 tried a 3 TB allocation, 100,000 layers built modules for minutes.
 The parameter count of the encoders biobench evaluates follows from a handful of config keys, so it is counted
 here (no torch, no allocation) and a model that cannot fit is refused in one line before anything is built:
-by `biobench eval` and `load_encoder` (bench/eval/models.py), by `biobench pretrain` (training/loading.py) and
+by `biobench eval` and `load_encoder` (bench/eval/encoder.py), by `biobench pretrain` (training/loading.py) and
 by the queue worker before it runs a request (bench/service/worker.py).
 
 What counts: BERT, RoBERTa, CamemBERT, XLM-RoBERTa, ELECTRA, DistilBERT and ModernBERT are counted exactly (the

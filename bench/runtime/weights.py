@@ -16,6 +16,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json, read_bytes, too_deep
+
 
 def is_refused_pickle(err: BaseException | None) -> bool:
     """True when `err` (or an error chained under it) is torch's weights-only loader refusing a pickle."""
@@ -64,7 +66,6 @@ def _safetensors_problem(path: Path) -> str | None:
     import json
     import struct
 
-    from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
 
     try:
         with open_regular(path, 2**63 - 1) as fh:  # a regular file: a FIFO here never blocks
@@ -99,8 +100,6 @@ def _safetensors_problem(path: Path) -> str | None:
 def check_model_files(folder: str | Path, error: type[Exception]) -> None:
     """Raise `error` (one line naming the file and the fix) when a local model folder's *.safetensors header or
     tokenizer.json is forged, cut or out of bounds; what passes is parsed by the libraries as before."""
-    from biobench.runtime.jsonfile import UnsafeJSONError, read_bytes, too_deep
-
     folder = Path(folder)
     for path in sorted(folder.glob("*.safetensors")):
         why = _safetensors_problem(path)

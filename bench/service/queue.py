@@ -30,11 +30,13 @@ from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError, ResultsError
+from biobench.protocols import check_override
 from biobench.ranges import MAX_SEEDS, SEED_MAX
 from biobench.runtime import leases
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
 from biobench.runtime.paths import LANG_CODE, UNSAFE_TEXT, UnsafePathError, check_text, hide_paths, safe_name
 from biobench.service.queue_storage import Storage
+from biobench.store.metadata import check_metadata
 
 REQUESTS = "requests"
 LEASES = "leases"
@@ -120,8 +122,6 @@ def check_fields(raw: dict[str, Any]) -> dict[str, Any]:
     """The fields of a request as values the worker can use safely, or ValueError with the first bad one:
     the id a plain name (it names files), tasks plain names, seeds bounded integers, overrides known flags with
     finite values, texts short and without control characters. Unknown fields are ignored (a newer biobench)."""
-    from biobench.eval.protocols import check_override
-    from biobench.store.metadata import check_metadata
 
     known = Request.__dataclass_fields__
     missing = [f for f, spec in known.items() if f not in raw and spec.default is spec.default_factory is MISSING]

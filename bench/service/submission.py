@@ -17,9 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError
+from biobench.models import find_alias, inspect_model, resolve_model
+from biobench.protocols import check_override, protocol_row, resolve_task_protocol
+from biobench.protocols import protocol_markdown as table
+from biobench.ranges import optional_seeds
 from biobench.service import queue
 from biobench.service.queue_storage import open_storage
 from biobench.store.metadata import check_metadata
+from biobench.tasks.registry import list_specs
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -30,8 +35,6 @@ def resolve_revision(model: str, revision: str | None) -> tuple[str, str, str | 
     kept as given (the worker resolves it again, and the board names the row by it: an alias's offline package
     folder would otherwise become a second name for the same weights); a local folder is passed on as an
     absolute path and identified by the sha256 of its weights (as results are)."""
-    from biobench.eval.models import inspect_model, resolve_model
-
     ref = resolve_model(model)
     target = str(Path(ref.path).resolve()) if ref.path and not (ref.alias or ref.hub_id) else model
     if revision:
@@ -64,8 +67,7 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     """Check everything a request holds (tasks, bounded seeds, finite overrides, the stated model `metadata` by
     the grid file's validator) before anything is resolved or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
-    from biobench.eval.protocols import check_override, resolve_task_protocol
-    from biobench.ranges import optional_seeds
+    # lazy: tests patch it on its module
     from biobench.tasks.registry import get_spec, list_specs
 
     ids = task_ids(tasks, lang)
@@ -85,19 +87,15 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
 
 def task_protocols(lang: str | None = None) -> list[dict[str, Any]]:
     """What a request for each of the paper's tasks gets (the protocol `submit` hashes into it): per task the rows
-    of biobench.eval.protocols.protocol_row (every setting with its source) and the task's description; the
+    of biobench.protocols.protocol_row (every setting with its source) and the task's description; the
     leaderboard's About tab shows them (it imports neither the protocols nor the task registry itself)."""
-    from biobench.eval.protocols import protocol_row
-    from biobench.tasks.registry import list_specs
 
     return [{**protocol_row(spec), "description": spec.description} for spec in list_specs(lang=lang) if spec.paper_task]
 
 
 def protocol_markdown(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of task_protocols rows: the one table docs/PROTOCOL.md and `biobench tasks --protocol
-    --markdown` show too (biobench.eval.protocols.protocol_markdown)."""
-    from biobench.eval.protocols import protocol_markdown as table
-
+    --markdown` show too (biobench.protocols.protocol_markdown)."""
     return table(rows)
 
 
@@ -202,7 +200,6 @@ def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api
     model, revision = model.strip(), (revision or "").strip() or None
     if revision is not None and not COMMIT.fullmatch(revision):
         raise ConfigError("the revision must be a full commit id (40 hex digits) of the model's hub repository")
-    from biobench.eval.models import find_alias
 
     alias = find_alias(model)
     if alias is not None and alias.hub_id:

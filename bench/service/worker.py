@@ -27,12 +27,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biobench.errors import BiobenchError, ConfigError, DiskFullError
-from biobench.eval.protocols import OVERRIDES
+from biobench.models import check_memory, model_config
+from biobench.protocols import OVERRIDES
 from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import cache_home, disk_full_guard
+from biobench.runtime.memory import device_without_torch
 from biobench.runtime.paths import HF_DATASETS, hide_paths, safe_name
 from biobench.service import queue
 from biobench.service.queue_storage import Storage
+from biobench.standings import dataset
+from biobench.standings.aggregate import build_board
+from biobench.store.layout import results_of_revision
+from biobench.store.summary import task_scores
+from biobench.store.trust import (
+    DEGENERATE_MARK,
+    SMOKE_MARK,
+    degenerate,
+    degenerate_text,
+    describe_overrides,
+    overrides,
+)
 
 
 @dataclass
@@ -93,7 +107,6 @@ def working_results(config: WorkerConfig) -> Path:
     dataset's current results (so the push that follows carries everything, and finished runs are skipped)."""
     if not hub_results(config):
         return Path(config.results)
-    from biobench.standings import dataset
 
     repo = results_repo(config)
     local = cache_home("worker") / repo.replace("/", "--")
@@ -114,8 +127,6 @@ def publish(config: WorkerConfig, local: Path) -> str:
     working folder as results.parquet + card (or write it to the dry-run folder)."""
     if not hub_results(config):
         return str(local)
-    from biobench.standings import dataset
-    from biobench.standings.aggregate import build_board
 
     repo = results_repo(config)
     runs = dataset.board_runs(build_board([local], reference=False, significance=False))
@@ -166,8 +177,6 @@ def memory_refusal(request: queue.Request, config: WorkerConfig) -> str | None:
     marked running, so a model too big fails its request at once and the queue goes on. The device's memory is
     read without torch (nvidia-smi's total for a GPU; available RAM otherwise): a CUDA context in the worker
     would take memory from its eval child. A model that cannot be read here is eval's to report, not refused."""
-    from biobench.eval.models import check_memory, model_config
-    from biobench.runtime.memory import device_without_torch
 
     try:
         model_config(request.model)
@@ -311,8 +320,6 @@ def _run(storage: Storage, lease: queue.HeldRequest, config: WorkerConfig, log: 
 def request_results(request: queue.Request, results_dir: Path) -> list:
     """The results of this request in a results folder: its weights (revision), tasks and seeds, made with its
     overrides (a smoke request's runs, not the protocol runs of the same seeds, and the other way round)."""
-    from biobench.store.layout import results_of_revision
-    from biobench.store.trust import overrides
 
     wanted = {k: str(v) for k, v in request.overrides.items()}
     return [r for r in results_of_revision(results_dir, request.revision)
@@ -324,15 +331,6 @@ def score_lines(request: queue.Request, results_dir: Path) -> list[str]:
     """What a finished request scored, one line per task (test headline metric in percent, mean over its
     seeds) with the marks every view uses (store.trust: ⚑ smoke with its overrides, ⚠ degenerate with the
     command that fixes it), so `worker --once` says what came out, not only where."""
-    from biobench.store.summary import task_scores
-    from biobench.store.trust import (
-        DEGENERATE_MARK,
-        SMOKE_MARK,
-        degenerate,
-        degenerate_text,
-        describe_overrides,
-        overrides,
-    )
 
     results = request_results(request, results_dir)
     if not results:

@@ -16,11 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from biobench.lineage import Lineage
 from biobench.names import folder_name, human_tokens, is_hub_id
 from biobench.standings import scan as R
 from biobench.standings.cache import BackgroundGroups, cached_groups
+from biobench.standings.dataset import resolve_sources
 from biobench.standings.entries import Board, Cell, Entry
-from biobench.store.lineage import Lineage
 from biobench.store.summary import TaskScores
 from biobench.store.trust import SMOKE_MARK
 
@@ -34,7 +35,7 @@ def size_bucket(params: int | None) -> str:
 
 
 def lineage_text(lineage: Any) -> str:
-    """One line from a `biobench pretrain` checkpoint's lineage (biobench.store.lineage; tolerant of missing keys)."""
+    """One line from a `biobench pretrain` checkpoint's lineage (biobench.lineage; tolerant of missing keys)."""
     record = Lineage.from_dict({**lineage, "recipe": lineage.get("recipe") or "?"}) if isinstance(lineage, dict) else None
     if record is None:
         return ""
@@ -202,8 +203,6 @@ def build_board(
     on-disk cache under `cache_dir` when given (bench/standings/cache.py; `log` gets its progress lines).
     significance="background": return at once and compute the groups in a thread (`board.significance`,
     a cache.BackgroundGroups: status line, wait())."""
-    from biobench.standings.dataset import resolve_sources
-
     unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
     dirs = resolve_sources(dirs, unsafe_rows)
     ref_rows = R.load_reference()

@@ -157,7 +157,7 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
     reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
     many times sooner, docs/performance.md)."""
     jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
-    return process_pool.in_workers("biobench.standings.cache:_compute", jobs, process)
+    return process_pool.in_workers(_compute, jobs, process)
 
 
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from biobench.errors import ConfigError, ResultsError
+from biobench.lineage import Lineage
 from biobench.runtime.files import EXPAND_FLOOR, EXPAND_RATIO, atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.standings.scan import Problem, collapse
 from biobench.store import predictions_path, read_json_file, result_path
-from biobench.store.lineage import Lineage
 from biobench.store.result_files import MAX_RESULT_BYTES, predictions_limit, predictions_refused
 from biobench.store.trust import protocol_label
 

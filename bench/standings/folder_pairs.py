@@ -3,7 +3,7 @@ the aligned test predictions of two models, handed to the one A-vs-B computation
 (`biobench.store.comparison.compare_pair`: per task, the task average, the protocol settings that differ).
 
 What `biobench compare` prints; the command only parses and formats. Torch-free: a local model folder is
-matched to its results by the sha256 of its weights (biobench.eval.models, imported lazily, loads no model).
+matched to its results by the sha256 of its weights (biobench.models, imported lazily, loads no model).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biobench.errors import ConfigError
-from biobench.store import Result
+from biobench.errors import ConfigError, ResultsError
+from biobench.store import Result, align_predictions, iter_results, read_predictions, read_result
+from biobench.store.trust import describe_overrides, overrides
 
 if TYPE_CHECKING:
     from biobench.stats import TaskPredictions
@@ -27,7 +28,10 @@ def model_folder(results: Path, name: str) -> Path:
     'recipe · base · tokens'), a hub id or a local model folder (found by its weights, wherever they lie now)."""
     if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
-    from biobench.eval.models import inspect_model, resolve_model
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.models import inspect_model, resolve_model
+
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.store.layout import folders_of_revision, model_slug
 
     found = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
@@ -60,8 +64,6 @@ def model_folder(results: Path, name: str) -> Path:
 def _folders_recording(folders: list[Path], hub_id: str | None) -> list[Path]:
     """The results folders whose results name the hub model `hub_id` (the id their result files record): a
     model named by alias or hub id is found without asking the hub for its revision."""
-    from biobench.errors import ResultsError
-    from biobench.store import read_result
 
     def recorded_id(folder: Path) -> str | None:
         for path in sorted(folder.glob("*/seed-*.json")):
@@ -74,16 +76,14 @@ def _folders_recording(folders: list[Path], hub_id: str | None) -> list[Path]:
 
 def display_of(folder: Path) -> str:
     """The display name of the model whose results are in `folder` (as the leaderboard shows it)."""
+    # lazy: `biobench --help` does not import it (startup time)
     from biobench.names import display_name
-    from biobench.store import iter_results
 
     first = next(iter_results(folder.parent, folder.name), None)
     return display_name(first[1].model) if first else folder.name
 
 
 def _load_task_runs(folder: Path) -> dict[str, TaskRuns]:
-    from biobench.store import iter_results
-
     runs: dict[str, TaskRuns] = {}
     for path, result in iter_results(folder.parent, folder.name):
         runs.setdefault(result.task_id, {})[result.seed] = (path, result)
@@ -93,8 +93,8 @@ def _load_task_runs(folder: Path) -> dict[str, TaskRuns]:
 def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredictions:
     """The two models' aligned test predictions on `task` with the task's macro-F1, from the runs' predictions
     files, which must share their test examples (else ResultsError naming both files)."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.stats import TaskPredictions, prediction_macro_f1
-    from biobench.store import align_predictions, read_predictions
 
     aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
                                         (runs[seed] for seed in sorted(runs))]
@@ -111,8 +111,8 @@ def _scores(runs: TaskRuns) -> list[float]:
 
 
 def _settings(runs: TaskRuns) -> list[dict[str, str]]:
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.store.comparison import run_settings
-    from biobench.store.trust import describe_overrides, overrides
 
     return [run_settings(result.protocol, describe_overrides(overrides(result)), result.key.get("data_checksum"))
             for _, result in (runs[seed] for seed in sorted(runs))]
@@ -133,7 +133,10 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
     """What `biobench compare A B` prints: per task (and with `average`, per language) A - B from
     `biobench.store.comparison.compare_pair`, the settings in which the two models' runs differ, and the tasks
     left without a test because of them (unless `allow_different_protocols`)."""
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.store.comparison import TaskRuns as PairRuns
+
+    # lazy: loads numpy, scipy.special, which `biobench --help` does not
     from biobench.store.comparison import compare_pair
 
     folder_a, folder_b = model_folder(results, model_a), model_folder(results, model_b)

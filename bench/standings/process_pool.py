@@ -5,7 +5,8 @@ Why processes: reading thousands of JSON files is Python work that holds the GIL
 being built beside it; processes run on the other cores. A worker is `python -c` (not multiprocessing's spawn,
 which re-runs the parent's main script: an app.py calling launch() at top level would start a second server),
 niced so that on a machine with few cores the app's own pages come first. The pipes carry pickles between this
-process and its own children only, and a job names its function (a `biobench.` module's), never code. If a worker
+process and its own children only, and a job names its function (a module-level function of a `biobench.` module,
+passed as the function itself and sent as its "module:name"), never code. If a worker
 fails, the jobs not yet returned are run here, so the result is the same either way.
 """
 
@@ -27,6 +28,15 @@ MAX_WORKERS = 4  # worker processes at most
 _WORKER = ("import os, pickle, sys; out = sys.stdout.buffer; sys.stdout = sys.stderr; "
            "hasattr(os, 'nice') and os.nice(5); sys.path[:0] = pickle.load(sys.stdin.buffer); "
            "from biobench.standings.process_pool import _serve; _serve(sys.stdin.buffer, out)")
+
+
+def job_name(function: Callable[..., Any]) -> str:
+    """"module:name" of a module-level biobench function, what a worker imports it by; ValueError for anything
+    a worker could not import by name (a lambda, a nested function, another package's function)."""
+    name = f"{function.__module__}:{function.__qualname__}"
+    if "<" in name or "." in function.__qualname__ or _function(name) is not function:
+        raise ValueError(f"not a module-level biobench function: {name!r}")
+    return name
 
 
 def _function(name: str) -> Callable[..., Any]:
@@ -69,12 +79,14 @@ def worker_count(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1, MAX_WORKERS))
 
 
-def in_workers(function: str, jobs: list[tuple], process: bool = True) -> Iterator[Any]:
-    """`function(*job)` for each job, in order (`function`: "biobench.module:name"): job i in worker i mod
+def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = True) -> Iterator[Any]:
+    """`function(*job)` for each job, in order (`function`: a module-level function of a biobench module, which a
+    worker imports by its `job_name`): job i in worker i mod
     `worker_count` when `process` and there is more than one job, else here; if a worker fails, the jobs not
     yet returned are run here."""
     done = 0
     if process and ENABLED and len(jobs) > 1:
+        name = job_name(function)
         n = worker_count(len(jobs))
         children: list[subprocess.Popen] = []
         try:
@@ -84,7 +96,7 @@ def in_workers(function: str, jobs: list[tuple], process: bool = True) -> Iterat
                 children.append(child)
                 assert child.stdin is not None
                 pickle.dump(list(sys.path), child.stdin)
-                threading.Thread(target=_send, args=(child, [(function, job) for job in jobs[w::n]]),
+                threading.Thread(target=_send, args=(child, [(name, job) for job in jobs[w::n]]),
                                  name="biobench-board-jobs", daemon=True).start()
             while done < len(jobs):
                 out = children[done % n].stdout
@@ -100,6 +112,5 @@ def in_workers(function: str, jobs: list[tuple], process: bool = True) -> Iterat
                 child.wait()
                 if child.stdout is not None:
                     child.stdout.close()
-    run = _function(function)
     for job in jobs[done:]:
-        yield run(*job)
+        yield function(*job)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from biobench.aliases import ALIASES
 from biobench.standings.entries import Board, Entry
+from biobench.standings.entry_pairs import task_mdd
 from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK
 
 REPRODUCED, DIFFERS, NO_DATA = "reproduced", "differs", "no data"
@@ -147,8 +148,6 @@ def with_marks(verdict: Verdict, entry: Entry, tasks: list[str]) -> Verdict:
 
 def board_floor(board: Board, entry: Entry) -> Callable[[str], float | None]:
     """The MDD floor (points) of one-seed tasks from the entry's saved predictions."""
-    from biobench.standings.entry_pairs import task_mdd
-
     def floor(task: str) -> float | None:
         mdd = task_mdd(board, entry.lang, task).get(entry.key)
         return None if mdd is None else 100 * mdd.mdd_many_seeds

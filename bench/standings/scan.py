@@ -22,6 +22,7 @@ from biobench import store
 from biobench.errors import ResultsError
 from biobench.names import display_name
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_name
+from biobench.standings import process_pool
 from biobench.store import trust
 from biobench.store.analysis import ANALYSIS_FILES
 from biobench.store.index import IndexRow, ResultsIndex
@@ -293,11 +294,9 @@ def _read_in_workers(paths: list[str]) -> dict[str, IndexRow | str]:
     11 s in one process (docs/performance.md), and a board start has the machine's cores to itself until its
     groups begin. What a worker returns is what this process would have read (the same reader, the same
     messages); a failed worker's chunks are read here."""
-    from biobench.standings import process_pool
-
     chunks = [(paths[i:i + READ_CHUNK],) for i in range(0, len(paths), READ_CHUNK)]
     read: dict[str, IndexRow | str] = {}
-    for (chunk,), rows in zip(chunks, process_pool.in_workers("biobench.standings.scan:read_rows", chunks), strict=True):
+    for (chunk,), rows in zip(chunks, process_pool.in_workers(read_rows, chunks), strict=True):
         read.update(zip(chunk, rows, strict=True))
     return read
 

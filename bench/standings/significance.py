@@ -7,7 +7,7 @@ bootstrap resample of the test examples, `stats.replicate_scores`), which depend
 the task's label axis and the bootstrap settings only: `task_bootstrap` takes them from a store when it has
 them (bench/standings/cache.py keys them by those inputs), so a new model costs its own predictions, not the
 board's. Pairs and ranks are then a few vector operations over the cached scores, the same ones a full
-recompute runs, so incremental and full results are equal to the last bit (tests/standings/test_rank_intervals.py).
+recompute runs, so incremental and full results are equal to the last bit (tests/standings/standings/test_rank_intervals.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from biobench.errors import ResultsError
+from biobench.metrics import labels_in
 from biobench.standings import scan as R
 from biobench.standings.entries import Board, Entry
 from biobench.stats import (
@@ -52,8 +53,6 @@ class RunFacts:
 
 
 def run_facts(columns: PredictionColumns) -> RunFacts:
-    from biobench.metrics import labels_in
-
     digest = hashlib.sha256(json.dumps([columns.ids, columns.gold], default=str).encode()).hexdigest()
     return RunFacts(digest, len(columns.gold), tuple(labels_in(columns.gold, columns.pred)))
 

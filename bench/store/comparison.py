@@ -34,7 +34,7 @@ WELCH = "Welch t over seeds"
 MEANS_ONLY = "reported means only"
 DIFFERENT_PROTOCOLS = "no test: different protocols"
 
-# the protocol record's settings a comparison checks, with the words shown for each (biobench.eval.protocols
+# the protocol record's settings a comparison checks, with the words shown for each (biobench.protocols
 # Protocol; `overrides` and `data` come from the run's details and key). `hash`/`name` say nothing more.
 SETTINGS: dict[str, str] = {
     "epochs": "epochs", "max_steps": "steps", "lr": "lr", "head_lr": "head lr", "batch_size": "batch",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from biobench.errors import ResultsError
 from biobench.store.record import Result
+from biobench.store.result_files import iter_results, read_result
 
 _REVISION_SUFFIX = re.compile(r"--([0-9a-f]{8})$")
 
@@ -41,8 +42,6 @@ def results_slug(name: str, revision: str | None) -> str:
 def _folder_revision(folder: Path) -> str | None:
     """The model revision recorded by one result file of a results sub-folder (None when it has none); read with
     the store's validating reader (a FIFO or a huge file there is skipped, never read)."""
-    from biobench.store.result_files import read_result
-
     for path in folder.glob("*/seed-*.json"):
         with contextlib.suppress(ResultsError):
             return read_result(path, check_key=False).model.get("revision")
@@ -65,8 +64,6 @@ def folders_of_revision(results_dir: str | Path, revision: str) -> list[Path]:
 def results_of_revision(results_dir: str | Path, revision: str) -> list[Result]:
     """Every result of the weights with this revision, in whichever results sub-folder it lies (the folder
     named after the model, one written under another name or location of the same weights, the old layout)."""
-    from biobench.store.result_files import iter_results
-
     return [result for folder in folders_of_revision(results_dir, revision)
             for _, result in iter_results(results_dir, folder.name) if result.model.get("revision") == revision]
 

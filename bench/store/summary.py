@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import ResultsError
+from biobench.errors import DataError, ResultsError
 from biobench.stats import (
     DetectableDifference,
     SeedSummary,
@@ -125,8 +125,6 @@ def model_summaries(results: Iterable[Result], where: str) -> list[dict[str, Any
     """Per task of one model's `results`, sorted by task id: the headline test metric (the protocol's `metric`,
     macro-F1 by default) per seed and its mean over seeds, as the model card's `model-index` rows (task_id, kind,
     lang, metric, values, seeds, value). DataError naming `where` when there is no result."""
-    from biobench.errors import DataError
-
     per_task = task_scores((None, r) for r in results)
     if not per_task:
         raise DataError(f"no results for {where} (run `biobench eval --model ...` first)")

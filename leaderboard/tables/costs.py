@@ -6,9 +6,9 @@ from typing import Any
 
 import pandas as pd
 from biobench.leaderboard.tables.filters import Filters, select
+from biobench.lineage import Lineage
 from biobench.names import human_tokens
 from biobench.standings.entries import Board, Entry
-from biobench.store.lineage import Lineage
 
 
 def _median(values: list[float]) -> float | None:
@@ -30,7 +30,7 @@ def run_timing(run, name: str) -> float | None:
 
 def pretraining_cost(lineage: Any) -> dict[str, Any]:
     """Tokens, device-hours and hardware of a `biobench pretrain` checkpoint, from its lineage
-    (biobench.store.lineage; empty for other models; checkpoints written before compute was recorded give
+    (biobench.lineage; empty for other models; checkpoints written before compute was recorded give
     tokens only)."""
     record = Lineage.from_dict({**lineage, "recipe": lineage.get("recipe") or "?"}) if isinstance(lineage, dict) else None
     if record is None:

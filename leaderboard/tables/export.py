@@ -10,6 +10,7 @@ from biobench.errors import ConfigError
 from biobench.leaderboard.tables.frames import data_frame
 from biobench.leaderboard.tables.rows import ModelRow, rank_text
 from biobench.runtime.files import atomic_write, csv_text
+from biobench.standings import dataset
 from biobench.standings.entries import Board
 
 
@@ -36,7 +37,6 @@ def write_export(board: Board, path: str | Path, problems: list[tuple[str, str]]
     file leaves its row's predictions out, into `problems` (dataset.results_frame)."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
-        from biobench.standings import dataset
 
         return dataset.write_parquet(dataset.board_runs(board), path, [] if problems is None else problems)
     frame = export_frame(board)

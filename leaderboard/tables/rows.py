@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from biobench.leaderboard.tables.filters import Filters, kept, sort_key
+from biobench.standings.aggregate import _distinct_names
 from biobench.standings.entries import Board, Entry
 
 
@@ -48,8 +49,6 @@ def model_rows(board: Board, lang: str, filters: Filters = Filters(), tasks: Seq
     """One row per model of `lang` that passes the filters and has a cell among `tasks` (default: every column),
     sorted as `select` sorts. A task a model ran both ways shows its protocol cell; among smoke runs, the one
     with the most seeds. Rows with the same name get their results folder appended (as the board's entries do)."""
-    from biobench.standings.aggregate import _distinct_names
-
     shown = list(board.columns(lang) if tasks is None else tasks)
     groups: dict[str, list[Entry]] = {}
     for e in board.lang_entries(lang):

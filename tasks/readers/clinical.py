@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from biobench.errors import DataError
+from biobench.tasks.readers.iob import flat_bio_entities
 from biobench.tasks.readers.rows import Row
 from biobench.tasks.readers.textio import open_data, read_text
+from biobench.tasks.schema import NerExample
 
 PHENOTYPES: tuple[str, ...] = (
     "ADVANCED.CANCER", "ADVANCED.HEART.DISEASE", "ADVANCED.LUNG.DISEASE", "ALCOHOL.ABUSE",
@@ -174,8 +176,6 @@ def cos_snippet_examples(folder: str | Path) -> list:
     punctuation marks (the protocol's regex), its gold the flat BIO of the Cos/Ref/Loc/Attr/Val annotations
     inside the snippet (iob.flat_bio_entities), as lindvalllab/BioClinical-ModernBERRian-T/tabib's COS.process_ann_only
     builds it. Only the .ann files are read, as there."""
-    from biobench.tasks.readers.iob import flat_bio_entities
-    from biobench.tasks.schema import NerExample
 
     folder = Path(folder)
     anns = sorted(folder.rglob("*.ann")) if folder.is_dir() else []
@@ -197,8 +197,6 @@ def social_history_examples(folder: str | Path) -> list:
     in file-name order; whitespace tokens; gold = the flat BIO of every continuous annotation, applied in order
     of start offset (file order among equal starts), as lindvalllab/BioClinical-ModernBERT's
     SocialHistory.process_pair builds it (iob.flat_bio_entities)."""
-    from biobench.tasks.readers.iob import flat_bio_entities
-    from biobench.tasks.schema import NerExample
 
     folder = Path(folder)
     texts = sorted(folder.rglob("*.txt")) if folder.is_dir() else []

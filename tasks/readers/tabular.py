@@ -18,7 +18,7 @@ from biobench.errors import DataError
 from biobench.runtime.jsonfile import MAX_DEPTH, UnsafeJSONError, iter_jsonl, too_deep
 from biobench.tasks.readers import textio
 from biobench.tasks.readers.rows import Row
-from biobench.tasks.readers.textio import check_data_file, numbered_lines
+from biobench.tasks.readers.textio import check_data_file, numbered_lines, read_text
 
 
 def read_jsonl(path: str | Path) -> list[Row]:
@@ -43,8 +43,6 @@ def read_jsonl(path: str | Path) -> list[Row]:
 
 def read_json(path: str | Path) -> list[Row]:
     """A JSON array of objects, or an object holding one such array (e.g. {"data": [...]})."""
-    from biobench.tasks.readers.textio import read_text
-
     text = read_text(path)
     if too_deep(text):  # json.loads recurses: a file nested 200k deep is a RecursionError, not a message
         raise DataError(f"{path}: JSON nested too deeply (over {MAX_DEPTH} levels); refused")
@@ -62,8 +60,6 @@ def read_json(path: str | Path) -> list[Row]:
 
 def _csv_records(path: str | Path, delimiter: str) -> list[tuple[int, list[str]]]:
     """(first line number, cells) of each record, undoing csv.writer's quoting (a quoted cell may span lines)."""
-    from biobench.tasks.readers.textio import read_text
-
     reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter)
     out, start = [], 1
     for cells in reader:

@@ -127,7 +127,7 @@ def test_eval_check_contamination_stores_the_check_in_each_record(tmp_path, tiny
 
 
 def test_model_card_metadata_is_read_from_its_yaml_header(tmp_path):
-    from biobench.eval.models import card_metadata
+    from biobench.models import card_metadata
 
     card = tmp_path / "README.md"
     card.write_text("---\nlicense: apache-2.0\nbase_model: almanach/moderncamembert-base\ndatasets:\n- rntc/e3c\n---\n# x\n")

@@ -27,10 +27,11 @@ def test_import_biobench_loads_no_torch_and_help_lists_the_surface():
         assert name in out, name
 
 
-def test_tasks_is_the_package_and_lists_the_tasks(tmp_path):
-    import biobench.tasks.registry  # noqa: F401 - the package stays callable once its modules are imported
+def test_list_tasks_lists_the_tasks_and_tasks_is_the_package(tmp_path):
+    import biobench.tasks.registry
 
-    rows = biobench.tasks(lang="fr", data_dir=tmp_path)
+    assert biobench.tasks.__name__ == "biobench.tasks" and not callable(biobench.tasks)  # the package, nothing else
+    rows = biobench.list_tasks(lang="fr", data_dir=tmp_path)
     assert [r["id"] for r in rows] == [s.id for s in biobench.tasks.registry.list_specs("fr")]
     assert len(rows) == 8 and not any(r["available"] for r in rows)
     assert "quaero-emea" in {r["id"] for r in rows} and all(r["reason"] for r in rows)

@@ -4,8 +4,8 @@ file), its dry runs, and execute_plan's one memory check."""
 from __future__ import annotations
 
 import biobench.api.evaluation as evaluation
-import biobench.eval.models as models
 import biobench.eval.runner as runner
+import biobench.models as models
 import pytest
 from biobench.cli import main
 from biobench.eval.grid import read_grid_file

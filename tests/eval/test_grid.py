@@ -15,7 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "grids"
 
 
 def test_the_paper_grids_parse_with_the_papers_tasks_seeds_and_models():
-    from biobench.eval.protocols import task_seeds
+    from biobench.protocols import task_seeds
     from biobench.tasks.registry import list_specs
 
     for name, lang, n_models in (("paper-fr", "fr", 5), ("paper-en", "en", 4)):
@@ -43,7 +43,7 @@ def test_dry_run_of_the_paper_grid_offline_leads_with_a_task_by_model_summary_an
         (data / name).write_bytes(b"")  # found, not read: a dry run looks for the files
     grid = ["eval", "--config", str(EXAMPLES / "paper-fr.toml"), "--dry-run", "--data-dir", str(data)]
     assert main([*grid, "--json"]) == 0
-    from biobench.eval.protocols import task_seeds
+    from biobench.protocols import task_seeds
     from biobench.tasks.registry import list_specs
 
     rows = json.loads(capsys.readouterr().out)

@@ -8,10 +8,10 @@ import shutil
 import pytest
 from biobench import cli
 from biobench.errors import ConfigError, ModelLoadError
-from biobench.eval.models import (
+from biobench.eval.encoder import load_encoder
+from biobench.models import (
     find_alias,
     inspect_model,
-    load_encoder,
     resolve_model,
     usable_context,
     weights_checksum,

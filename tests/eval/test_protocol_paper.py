@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from biobench.cli import main
-from biobench.eval.protocols import protocol_markdown, protocol_row, sources_markdown
+from biobench.protocols import protocol_markdown, protocol_row, sources_markdown
 from biobench.tasks.registry import PAPER_TASKS, get_spec, list_specs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"

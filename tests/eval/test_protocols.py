@@ -8,7 +8,8 @@ import json
 
 import pytest
 from biobench.errors import ConfigError
-from biobench.eval.protocols import (
+from biobench.heads import HEAD_SPECS
+from biobench.protocols import (
     add_protocol_arguments,
     overrides_from_args,
     protocol_overrides,
@@ -17,7 +18,6 @@ from biobench.eval.protocols import (
     resolve_task_protocol,
     spec_origin,
 )
-from biobench.heads import HEAD_SPECS
 from biobench.tasks.registry import get_spec, read_spec_file
 
 
@@ -65,7 +65,7 @@ def test_head_configs_record_only_the_keys_their_kind_uses():
 
 
 def test_the_protocol_lives_in_one_module():
-    from biobench.eval import protocols
+    from biobench import protocols
     from biobench.tasks.registry import get_spec
     from biobench.tasks.schema import PROTOCOL_NAMES
 

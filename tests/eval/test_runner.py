@@ -104,7 +104,7 @@ def test_predictions_follow_the_test_split(finished):
 def test_a_finished_grid_is_skipped_without_loading_the_model_or_touching_files(finished, tiny_mlm_dir, monkeypatch):
     first, results = finished
     before = snapshot(results)
-    monkeypatch.setattr("biobench.eval.models.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
+    monkeypatch.setattr("biobench.eval.encoder.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
     again = plan(tiny_mlm_dir, results)
     runner.execute(again, progress=False)
     assert [r.status for r in again.runs] == ["skipped"] * 5
@@ -362,7 +362,7 @@ def test_an_older_folders_smoke_run_at_the_protocol_path_is_read_skipped_and_nam
 
 
 def test_quick_gives_each_task_kind_its_budget_and_explicit_flags_win(tiny_mlm_dir, tmp_path):
-    from biobench.eval.protocols import QUICK
+    from biobench.protocols import QUICK
 
     quick = plan(tiny_mlm_dir, tmp_path, overrides=None, quick=True)
     assert {r.task.id: r.protocol.max_steps for r in quick.runs} == {

@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 from biobench.errors import ConfigError, DataError
+from biobench.eval.encoder import load_encoder
 from biobench.eval.finetune import finetune, prepare_task
-from biobench.eval.models import load_encoder
-from biobench.eval.protocols import resolve_protocol
 from biobench.heads import get_head
 from biobench.heads.sequence import IGNORE_INDEX, HfSequenceModel, decide_multilabel, decode
+from biobench.protocols import resolve_protocol
 from biobench.tasks.schema import ClassificationExample, MultilabelExample, RelationExample, TaskData
 
 WORDS = {"cardio": "cœur infarctus palpitations", "pneumo": "poumon toux dyspnée", "neuro": "cerveau migraine vertiges"}

@@ -479,7 +479,7 @@ def test_real_brat_documents_split_into_windows_and_merge_back(shared_data, mini
 
 def test_a_document_whose_offsets_leave_its_text_stops_the_task_naming_its_source(tiny_tokenizer):
     from biobench.eval.finetune import prepare_task
-    from biobench.eval.protocols import resolve_protocol
+    from biobench.protocols import resolve_protocol
     from biobench.tasks.schema import TaskData
 
     bad = NerExample("doc-7", "aspirin", (Entity(3, 12, "CHEM"),))
@@ -495,7 +495,7 @@ def test_span_heads_train_on_random_batches_as_the_harness_does():
     from types import SimpleNamespace
 
     from biobench.eval.finetune import _train_loader
-    from biobench.eval.protocols import resolve_protocol
+    from biobench.protocols import resolve_protocol
 
     protocol = resolve_protocol("fr", "ner", 64)
     train = [{"input_ids": [0] * n} for n in (3, 50, 4, 49, 5, 48, 6, 47)]

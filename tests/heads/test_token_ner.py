@@ -7,11 +7,11 @@ import random
 
 import pytest
 import torch
+from biobench.eval.encoder import load_encoder
 from biobench.eval.finetune import finetune, prepare_task
-from biobench.eval.models import load_encoder
-from biobench.eval.protocols import resolve_protocol
 from biobench.heads import get_head
 from biobench.heads.token_ner import IGNORE_INDEX, TokenNerModel, bio_tags, bio_to_spans, spans_to_bio
+from biobench.protocols import resolve_protocol
 from biobench.tasks.schema import TaskData
 from seqeval.metrics.sequence_labeling import get_entities
 

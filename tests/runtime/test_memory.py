@@ -114,7 +114,7 @@ def test_model_configs_end_in_one_line_before_the_model_is_built(tmp_path, capsy
 
 
 def test_a_config_whose_weights_differ_is_one_line_not_a_traceback(tmp_path):
-    from biobench.eval.models import load_encoder
+    from biobench.eval.encoder import load_encoder
 
     folder = hc.model_with_config(tmp_path / "m", vocab_size=200_000)  # fits the weights' size, not their shapes
     with pytest.raises(ModelLoadError, match="weights' shapes differ from what its config.json describes"):

@@ -91,7 +91,7 @@ def test_average_over_tasks_both_models_have(tmp_path, capsys):
 
 
 def test_models_given_as_absolute_model_folders(tmp_path):
-    from biobench.eval.models import resolve_model
+    from biobench.models import resolve_model
 
     models = tmp_path / "runs"
     for name in ("detour", "mlm"):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from biobench.eval import runner
-from biobench.eval.models import inspect_model
+from biobench.models import inspect_model
 from biobench.standings.folder_pairs import compare
 from biobench.store import read_result
 from biobench.store.layout import results_slug, short_revision

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from biobench.errors import ConfigError
 from biobench.eval.grid import read_grid_file, resolved_grid_file
-from biobench.eval.models import identify_model
+from biobench.models import identify_model
 from biobench.store.metadata import check_metadata
 
 GRID = """[[grid]]

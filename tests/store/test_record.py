@@ -339,7 +339,7 @@ def test_analysis_files_load_into_typed_records(tmp_path):
 
 
 def test_a_checkpoint_lineage_loads_back_as_a_record():
-    from biobench.store.lineage import Freeze, Lineage
+    from biobench.lineage import Freeze, Lineage
 
     meta = {"recipe": "detour", "phase": "final", "base_model": "preset:tiny", "tokens": {"seen": 61440, "clm": 4e4,
             "mlm": float("nan")}, "frozen": [{"layers": [0, 7], "phase": "clm"}, {"layers": "bad"}],

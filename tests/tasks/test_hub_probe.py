@@ -83,7 +83,7 @@ def test_offline_flag_skips_the_probe(fresh_probe, capsys):
 def test_model_and_dataset_fail_fast_after_the_probe(fresh_probe, capsys):
     """The first hub access probes; the model and the hub dataset then fail with their own messages."""
     fresh_probe.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
-    from biobench.eval.models import inspect_model
+    from biobench.models import inspect_model
     from biobench.tasks.readers.hf import load_hub
 
     with pytest.raises(ModelLoadError) as err:

@@ -27,7 +27,7 @@ def test_nineteen_paper_tasks_with_table8_lengths():
     assert {s.id: s.max_length for s in specs} == TABLE8
     assert len(list_specs("fr")) == 8 and len(list_specs("en")) == 11
     assert all(s.paper_task and s.metric == "macro_f1" for s in specs)
-    from biobench.eval.protocols import resolve_protocol, resolve_task_protocol, task_seeds
+    from biobench.protocols import resolve_protocol, resolve_task_protocol, task_seeds
 
     # every paper task selects as its protocol's default head does (docs/PROTOCOL.md)
     assert all(resolve_task_protocol(s).dev_metric == resolve_protocol(s.protocol, s.kind, 512).dev_metric

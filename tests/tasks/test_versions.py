@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from biobench.aliases import ALIASES
 from biobench.errors import DataError
-from biobench.eval.models import resolve_model
 from biobench.metrics import extra_metrics, micro_f1_excluding
+from biobench.models import resolve_model
 from biobench.tasks.loading import load_task, random_split
 from biobench.tasks.readers.clinical import deid_rows, mask_category
 from biobench.tasks.registry import PAPER_TASKS, get_spec, spec_from_dict

@@ -55,7 +55,7 @@ def _result(slug: str, task: str, seed: int, value: float, lineage: dict | None 
 
 
 def test_card_command_adds_model_index(run_dir, tmp_path, capsys):
-    from biobench.eval.models import inspect_model
+    from biobench.models import inspect_model
     from huggingface_hub import ModelCard
 
     info = inspect_model(str(run_dir / "final"))
@@ -85,7 +85,7 @@ def test_card_of_a_copied_folder_finds_its_results_by_revision(run_dir, tmp_path
     weights: `card` looks them up by revision, not by folder name."""
     import shutil
 
-    from biobench.eval.models import inspect_model
+    from biobench.models import inspect_model
 
     copy = tmp_path / "moved" / "elsewhere"
     shutil.copytree(run_dir / "final", copy)
@@ -106,7 +106,7 @@ def test_card_command_errors(run_dir, tmp_path, capsys):
 
 def test_card_leaves_smoke_runs_out_of_model_index(run_dir, tmp_path, capsys):
     """A result made with protocol overrides is not the protocol's score: model-index never states it."""
-    from biobench.eval.models import inspect_model
+    from biobench.models import inspect_model
     from huggingface_hub import ModelCard
 
     info = inspect_model(str(run_dir / "final"))

@@ -1,9 +1,10 @@
-"""Model aliases, identity (id, revision, display name, results folder) and encoder loading.
+"""Model aliases and identity (id, revision, display name, results folder), torch-free.
 
 Why: results are keyed by the exact weights they were computed with, so a model is always resolved to a hub
 commit hash or, for a local folder, the sha256 of its weight files — before anything is trained, so a resumed
 grid can skip finished runs without loading the model. Where its results live is the store's
-(biobench.store.layout). torch/transformers are imported lazily.
+(biobench.store.layout). Torch-free: the board and the service import it; loading an encoder (torch,
+transformers) is biobench.eval.encoder's.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.names import HUB_ID, display_name
-from biobench.runtime.device import attention_implementation, default_dtype
-from biobench.runtime.weights import check_model_files, untrusted_weights
+from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.runtime.memory import check_model_memory
+from biobench.runtime.weights import check_model_files
 from biobench.store.layout import model_slug, results_folder, results_slug
+from biobench.store.metadata import apply_metadata
 from biobench.tasks.hub import ensure_hub_mode, offline_reason
 
 if TYPE_CHECKING:
@@ -86,7 +89,7 @@ def resolve_model(name: str) -> ModelRef:
                       "(org/name) or a local folder also works")
 
 
-def _offline_message(ref: ModelRef) -> str:
+def offline_message(ref: ModelRef) -> str:
     """Why a hub model cannot be loaded, in biobench's words (the libraries' own messages are long and cut)."""
     named = f"alias '{ref.alias}' -> hub id '{ref.hub_id}'" if ref.alias else f"hub id '{ref.hub_id}'"
     why = offline_reason() or "the hub did not serve it (no such model, a gated model, or a network error)"
@@ -111,7 +114,7 @@ def _hub_file(ref: ModelRef, filename: str, required: bool = True) -> Path | Non
     except Exception:  # offline, not cached, unknown repo, network: one clear message
         if not required:
             return None
-        raise ModelLoadError(_offline_message(ref)) from None
+        raise ModelLoadError(offline_message(ref)) from None
 
 
 def _model_file(ref: ModelRef, filename: str, required: bool = True) -> Path | None:
@@ -149,7 +152,6 @@ def weights_checksum(folder: Path) -> str:
 def _read_json(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 
     try:  # bounded: a config.json that is a FIFO or /dev/zero is refused, not read forever
         data = read_json(path, 16 << 20)
@@ -267,8 +269,6 @@ class ModelIdentity:
         """The result's `model` object: the identity plus its display name and results folder (`info`: the
         same model as loaded, with its parameter count and architecture filled in), with the stated metadata
         over the card's and the measured values (biobench.store.metadata.apply_metadata)."""
-        from biobench.store.metadata import apply_metadata
-
         return apply_metadata({**(info or self.info).to_dict(), "slug": self.slug, "name": self.name}, self.stated)
 
 
@@ -287,8 +287,6 @@ def check_memory(name_or_ref: str | ModelRef, device: str, *, training: bool = T
     """Refuse in one line (ModelLoadError) a model whose config.json implies more memory than `device` has to
     fine-tune it (`training`) or load it, or more than the operator's --max-model-gb / $BIOBENCH_MAX_MODEL_GB,
     before a byte of it is allocated (biobench.runtime.memory). Returns the parameter estimate."""
-    from biobench.runtime.memory import check_model_memory
-
     ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
     config, where = model_config(ref)
     return check_model_memory(config, where, device, training=training, limit_gb=limit_gb, use_torch=use_torch,
@@ -310,70 +308,6 @@ def model_config(name_or_ref: str | ModelRef) -> tuple[dict[str, Any], str]:
     config_path = _model_file(ref, "config.json")
     where = str(config_path) if ref.path and not ref.alias else f"model {ref.name!r} (its config.json)"
     return _read_json(config_path), where
-
-
-@contextlib.contextmanager
-def _quiet_transformers():
-    """Loading an encoder from an *ForMaskedLM checkpoint lists the unused head weights: expected, silenced."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-
-
-def load_encoder(name_or_ref: str | ModelRef, device: str = "cpu", dtype: Any = None, trust_remote_code: bool = False,
-                 attn_device: str | None = None):
-    """(encoder, tokenizer, ModelInfo) for an alias, hub id or local folder.
-
-    dtype None means bf16 on CUDA and float32 on CPU (the fine-tuning loop passes float32 and uses autocast).
-    `attn_device` is where the model will run when it is loaded on another device first (the grid keeps a
-    pristine CPU copy and moves a clone per seed): the attention backend (flash-attention 2 / sdpa) is
-    chosen for it.
-    """
-    from transformers import AutoModel, AutoTokenizer
-
-    ref = name_or_ref if isinstance(name_or_ref, ModelRef) else resolve_model(name_or_ref)
-    if not ref.path:
-        ensure_hub_mode()
-    info = inspect_model(ref)
-    check_memory(ref, device, training=False)  # a config claiming 2e9 tokens is refused, not allocated
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "dtype": dtype or default_dtype(device)}
-    attn = attention_implementation(attn_device or device)
-    try:
-        with _quiet_transformers(), untrusted_weights(ref.source, ModelLoadError):
-            tokenizer = AutoTokenizer.from_pretrained(ref.source, trust_remote_code=trust_remote_code)
-            try:
-                encoder = AutoModel.from_pretrained(ref.source, attn_implementation=attn, **kwargs)
-            except (ValueError, ImportError):
-                encoder = AutoModel.from_pretrained(ref.source, **kwargs)  # architecture without flash/sdpa
-    except OSError as err:
-        if ref.path:
-            raise ModelLoadError(f"cannot load model folder {ref.path}: {str(err).splitlines()[0]}") from None
-        raise ModelLoadError(_offline_message(ref)) from None
-    except RuntimeError as err:  # weights whose shapes the config does not describe (a vocab_size edited)
-        if "mismatched_sizes" not in str(err) and "size mismatch" not in str(err):
-            raise
-        raise ModelLoadError(f"cannot load model {ref.name!r}: its weights' shapes differ from what its "
-                             "config.json describes (vocab_size, hidden_size or layers edited?); fix the config"
-                             ) from None
-    except ValueError as err:
-        hint = "" if trust_remote_code else " (if it needs custom code, pass --trust-remote-code)"
-        raise ModelLoadError(f"cannot load model {ref.name!r}: {str(err).splitlines()[0]}{hint}") from None
-    except (RecursionError, Exception) as err:
-        # a hub model's files are only on disk once from_pretrained fetched them: a forged safetensors header
-        # (SafetensorError) or a tokenizer.json nested too deeply (RecursionError) is one line here too
-        if not (isinstance(err, RecursionError) or type(err).__name__ == "SafetensorError"):
-            raise
-        why = "nested too deeply" if isinstance(err, RecursionError) else str(err).splitlines()[0][:200]
-        raise ModelLoadError(f"cannot load model {ref.name!r}: a forged or damaged file ({why}); re-download or "
-                             "re-save the model") from None
-    encoder.to(device)
-    info = replace(info, params=sum(p.numel() for p in encoder.parameters()), architecture=type(encoder).__name__)
-    return encoder, tokenizer, info
 
 
 def offline_status(alias: Alias) -> str:

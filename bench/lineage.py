@@ -5,7 +5,8 @@ Why a record: display names, the board's lineage column, the efficiency table an
 recipe, base model, tokens, freezes, compute and hardware out of the raw dictionary with their own guards. Here
 the file's dictionary loads once into typed fields; `to_dict` gives back exactly what was loaded (fields this
 version does not type stay in `extra`), so reading a lineage never loses what a newer pretraining recorded.
-Written by biobench.training as the dictionary; training imports only this module of the store (its `Freeze`).
+Written by biobench.training as the dictionary (its `Freeze`); a root module, so that `names` (a root module) and
+training may import it (docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
