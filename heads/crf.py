@@ -63,6 +63,11 @@ def bioul_constraints(n_classes: int) -> tuple[torch.Tensor, torch.Tensor, torch
 class BioulCrf(nn.Module):
     """Linear-chain CRF over the BIOUL tags of `n_classes` classes with learned, constrained transitions."""
 
+    # the buffers register_buffer sets (torch types a module's unknown attributes as Tensor | Module)
+    forbidden: torch.Tensor
+    forbidden_start: torch.Tensor
+    forbidden_end: torch.Tensor
+
     def __init__(self, n_classes: int):
         super().__init__()
         forbidden, start, end = bioul_constraints(n_classes)
