@@ -195,7 +195,7 @@ def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], l
 
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
     texts: list[str] = []
-    sources = []
+    sources: list[dict[str, Any]] = []
     for value in args.texts:
         got, source = _texts(value, args.data_dir)
         sources.append({"source": source, "n_texts": len(got)})
@@ -348,7 +348,7 @@ def run_needle_generate(args) -> int:
     needle.write_jsonl(rows, out / "needle.jsonl")
     meta = {"schema": "biobench.needle-data/2", "haystacks": str(args.haystacks), "n_examples": len(rows),
             "n_pairs": n_pairs, "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
-            "length_counts": "query + special tokens + document" if reserve else "document words",
+            "length_counts": "query + special tokens + document" if reserve is not None else "document words",
             "tokenizer": tokenizer_source, "templates": str(needle.TEMPLATES_PATH.name),
             "negatives": "every slot changed",
             "splits": {s: sum(r["split"] == s for r in rows) for s in ("train", "dev", "test")}}
