@@ -107,6 +107,7 @@ def data_stamps(spec: TaskSpec, data_dir: str | Path | None) -> list[Any] | None
     if source.type == "generated":
         return ["generated", where]
     base = _base(spec, root)
+    assert base is not None  # locate finds a local source only where there is a base folder
     stamps: list[Any] = []
     for rel in sorted(_source_paths(source)):
         path = resolve_path(base, rel)
