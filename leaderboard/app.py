@@ -679,7 +679,7 @@ def _wire_tables(app: gr.Blocks, live: Live, controls: Controls, tables: Tables,
     """The controls re-render the tables; while the significance groups are computed, a poll shows their
     progress and, once done, the tables with their top-group marks. Returns the tables' callback."""
 
-    # mypy finds no single key type joining gradio's HTML and DownloadButton (both Component and FormComponent)
+    # mypy cannot infer one key type for gradio's HTML and DownloadButton here (the dict is the components' update)
     @_safe(lambda msg: {**{t: f"<p>error: {esc(msg)}</p>" for t in (*tables.langs.values(), tables.other)},  # type: ignore[misc]
                         tables.download: None})
     def refresh(values: dict) -> dict:
