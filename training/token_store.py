@@ -617,7 +617,7 @@ def open_store(store: str | Path, verify: bool = True, max_documents: int | None
     if indexed:
         index = manifest["offsets"]
         check(store / OFFSETS, (int(manifest["documents"]) + 1) * 8, index.get("sha256"), "document index")
-        all_offsets = np.memmap(store / OFFSETS, dtype="<i8", mode="r")
+        all_offsets: np.ndarray = np.memmap(store / OFFSETS, dtype="<i8", mode="r")
         if all_offsets[0] != 0 or all_offsets[-1] != manifest["tokens"]:
             raise _damaged(store, f"{OFFSETS} does not frame the tokens")
     else:
