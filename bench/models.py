@@ -56,12 +56,18 @@ class ModelRef:
     def legacy_slug(self) -> str:
         """The results folder name of biobench before 2026-12 (hub id, or the last two parts of a local path):
         only read, to find results written then (see results_folder)."""
-        return model_slug(self.hub_id) if self.hub_id else model_slug("__".join(self.path.parts[-2:]))
+        if self.hub_id:
+            return model_slug(self.hub_id)
+        assert self.path is not None  # a ModelRef is a local folder or a hub id
+        return model_slug("__".join(self.path.parts[-2:]))
 
     @property
     def source(self) -> str:
         """What from_pretrained gets."""
-        return str(self.path) if self.path else self.hub_id
+        if self.path:
+            return str(self.path)
+        assert self.hub_id is not None  # a ModelRef is a local folder or a hub id
+        return self.hub_id
 
 
 def resolve_model(name: str) -> ModelRef:
@@ -105,6 +111,7 @@ def _hub_file(ref: ModelRef, filename: str, required: bool = True) -> Path | Non
     from huggingface_hub.errors import RemoteEntryNotFoundError
 
     ensure_hub_mode()
+    assert ref.hub_id is not None  # only a model without a local folder reads the hub
     try:
         return Path(hf_hub_download(ref.hub_id, filename))
     except RemoteEntryNotFoundError:  # the repo exists but lacks the file (a missing local copy is not this)
@@ -213,7 +220,8 @@ def card_metadata(card_path: Path | None, lineage: dict[str, Any] | None) -> dic
         except Exception:  # a malformed YAML header (any of the parser's errors) states nothing
             header = {}
     lineage = lineage or {}
-    record = lineage.get("corpus_record") if isinstance(lineage.get("corpus_record"), dict) else {}
+    found = lineage.get("corpus_record")
+    record: dict[str, Any] = found if isinstance(found, dict) else {}
     corpus = [Path(str(f.get("path"))).name for f in record.get("files") or [] if isinstance(f, dict)]
     if not corpus and record.get("hub"):
         corpus = [str(record["hub"])]
@@ -241,6 +249,7 @@ def inspect_model(name_or_ref: str | ModelRef) -> ModelInfo:
         check_model_files(ref.path, ModelLoadError)
         revision = weights_checksum(ref.path)
     else:  # hub cache layout: .../snapshots/<commit>/config.json
+        assert config_path is not None  # required=True: found or raised
         revision = config_path.parent.name if config_path.parent.parent.name == "snapshots" else "unknown"
     lineage_path = _model_file(ref, "biobench_pretrain.json", required=False) if ref.path else None
     lineage = _read_json(lineage_path) if lineage_path else None

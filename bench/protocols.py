@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # A value stated per protocol: keyed by (protocol, task kind), else by protocol ("fr"), else "*" (every protocol);
 # the most specific key wins (`stated`).
 Scope = str | tuple[str, str]
-PerProtocol = Mapping[Scope, Any]
+PerProtocol = Mapping[Any, Any]  # keyed by Scope; Any: Mapping is invariant in its key type (a dict keyed by tuples only is no Mapping[str | tuple])
 
 
 def stated(values: PerProtocol, protocol: str, kind: str, missing: Any = MISSING) -> Any:
@@ -400,7 +400,7 @@ _LAYOUT: tuple[tuple[str, str], ...] = (
     ("dev_metric", "dev selection"),
 )
 _OWN_ROWS = tuple(s for s in SETTINGS.values() if s.row and s.row not in dict(_LAYOUT))
-PROTOCOL_FIELDS: tuple[tuple[str, str], ...] = (*_LAYOUT, *((s.row, s.label) for s in _OWN_ROWS), ("seeds", "seeds"))
+PROTOCOL_FIELDS: tuple[tuple[str, str], ...] = (*_LAYOUT, *((str(s.row), s.label) for s in _OWN_ROWS), ("seeds", "seeds"))
 
 
 def _training(p: Protocol) -> str:

@@ -16,11 +16,14 @@ labels (multilabel), a sorted list of [start, end, label] character spans (ner).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from biobench.errors import ConfigError
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class HeadModel(nn.Module):
@@ -59,7 +62,7 @@ def to_device(batch: dict[str, Any], device: torch.device | str) -> dict[str, An
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
 
 
-def wrap_hf_head(auto_class: Any, encoder: nn.Module, labels: Sequence[str], **config_values: Any) -> nn.Module:
+def wrap_hf_head(auto_class: Any, encoder: nn.Module, labels: Sequence[str], **config_values: Any) -> PreTrainedModel:
     """The architecture's own task model (`auto_class`, e.g. AutoModelForTokenClassification) around an
     already loaded `encoder`: built from the encoder's config with the task's labels, then the pretrained
     encoder takes the place of the freshly initialised one (`base_model_prefix`), so the head is the model's
@@ -67,7 +70,7 @@ def wrap_hf_head(auto_class: Any, encoder: nn.Module, labels: Sequence[str], **c
     import copy
 
 
-    config = copy.deepcopy(encoder.config)
+    config: Any = copy.deepcopy(encoder.config)  # a transformers config (torch types it Tensor | Module)
     config.num_labels = len(labels)
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}

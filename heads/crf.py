@@ -63,6 +63,11 @@ def bioul_constraints(n_classes: int) -> tuple[torch.Tensor, torch.Tensor, torch
 class BioulCrf(nn.Module):
     """Linear-chain CRF over the BIOUL tags of `n_classes` classes with learned, constrained transitions."""
 
+    # the buffers register_buffer sets (torch types a module's unknown attributes as Tensor | Module)
+    forbidden: torch.Tensor
+    forbidden_start: torch.Tensor
+    forbidden_end: torch.Tensor
+
     def __init__(self, n_classes: int):
         super().__init__()
         forbidden, start, end = bioul_constraints(n_classes)
@@ -140,13 +145,13 @@ class ForwardBackward(torch.autograd.Function):
         for hi in range(steps, 1, -ForwardBackward.CHUNK):
             lo = max(hi - ForwardBackward.CHUNK, 1)
             weights = (alpha[:, lo - 1:hi - 1, :, None] + trans - inflow[:, lo:hi, None, :]).clamp_(min=EXP_FLOOR).exp_()
-            arrived = []
+            arrived_steps: list[torch.Tensor] = []
             for t in range(hi - 1, lo - 1, -1):
                 step = adjoint * real[:, t]
-                arrived.append(step)
+                arrived_steps.append(step)
                 back = torch.bmm(weights[:, t - lo], step.unsqueeze(2)).squeeze(2)
                 adjoint = grad[:, t - 1] + torch.where(mask[:, t, None], back, adjoint)
-            arrived = torch.stack(arrived[::-1], 1)
+            arrived = torch.stack(arrived_steps[::-1], 1)
             grad_emissions[:, lo:hi] += arrived
             grad_trans += torch.einsum("ntij,ntj->ij", weights, arrived)
         grad_emissions[:, 0] += adjoint
@@ -159,14 +164,14 @@ class ForwardBackward(torch.autograd.Function):
             weights = (trans + (emissions[:, lo + 1:hi + 1] + beta[:, lo + 1:hi + 1])[:, :, None, :]
                        - beta[:, lo:hi, :, None]).clamp_(min=EXP_FLOOR).exp_()
             weights = torch.where(mask[:, lo + 1:hi + 1, None, None], weights, 0.0)  # beta_t = end: no softmax
-            sent = []
+            sent_steps: list[torch.Tensor] = []
             for t in range(lo, hi):
                 step = adjoint * real[:, t + 1]
-                sent.append(step)
+                sent_steps.append(step)
                 forward = torch.bmm(step.unsqueeze(1), weights[:, t - lo]).squeeze(1)
                 grad_end += (adjoint * (1 - real[:, t + 1])).sum(0)
                 adjoint = grad[:, t + 1] + forward
-            sent = torch.stack(sent, 1)
+            sent = torch.stack(sent_steps, 1)
             grad_trans += torch.einsum("nti,ntij->ij", sent, weights)
             grad_emissions[:, lo + 1:hi + 1] += torch.einsum("nti,ntij->ntj", sent, weights)
         grad_end += adjoint.sum(0)

@@ -54,7 +54,7 @@ class SequenceModel(HeadModel):
         self.multilabel = multilabel
         self.threshold = threshold
         self.fallback_top1 = fallback_top1
-        config = encoder.config
+        config: Any = encoder.config  # a transformers config (torch types it Tensor | Module)
         rates = (getattr(config, name, None) for name in ("classifier_dropout", "hidden_dropout_prob"))
         self.dropout = nn.Dropout(next((r for r in rates if r is not None), 0.1))
         self.classifier = nn.Linear(config.hidden_size, len(self.labels))

@@ -157,7 +157,7 @@ class SpanNerSpec:
         unit_start = torch.zeros((n, n_units), dtype=torch.long)
         unit_end = torch.ones((n, n_units), dtype=torch.long)
         unit_mask = torch.zeros((n, n_units), dtype=torch.bool)
-        samples = []
+        samples: list[tuple[int, int, int, int]] = []
         for i, f in enumerate(features):
             ids = f["input_ids"] or [pad_token_id]
             input_ids[i, : len(ids)] = torch.tensor(ids)
@@ -284,7 +284,8 @@ class GatedBiLSTM(nn.Module):
         lengths = mask.sum(1).clamp(min=1)
         reverse = reverse_index(lengths, x.shape[1])
         for lstm, gate, norm in zip(self.lstms, self.gates, self.norms, strict=True):
-            out = self.dropout(bidirectional_lstm(lstm, x, lengths, reverse))
+            # nn.ModuleList iterates as nn.Module; its items here are the nn.LSTM layers built above
+            out = self.dropout(bidirectional_lstm(lstm, x, lengths, reverse))  # type: ignore[arg-type]
             g = torch.sigmoid(gate(out))
             x = norm(x * (1 - g) + out * g)
         return x
@@ -300,7 +301,8 @@ class SpanNerModel(HeadModel):
         self.config = config
         self.n_classes = len(self.labels) + 1  # class 0 = O
         size = config.lstm_size
-        self.contextualizer = GatedBiLSTM(encoder.config.hidden_size, size, config.lstm_layers, config.dropout)
+        encoder_config: Any = encoder.config  # a transformers config (torch types it Tensor | Module)
+        self.contextualizer = GatedBiLSTM(encoder_config.hidden_size, size, config.lstm_layers, config.dropout)
         self.tagger_dropout = nn.Dropout(config.dropout)
         self.tag_proj = nn.Linear(size, 1 + 4 * self.n_classes)
         self.crf = BioulCrf(self.n_classes)

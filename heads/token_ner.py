@@ -53,6 +53,7 @@ def bio_to_spans(tags: Sequence[int]) -> list[tuple[int, int, int]]:
     for w, tag in enumerate([*tags, 0]):
         kind, lab = ("O", None) if tag == 0 else ("B" if tag % 2 else "I", (tag - 1) // 2)
         if start is not None and not (kind == "I" and lab == label):
+            assert label is not None  # set together with start
             spans.append((start, w - 1, label))
             start = label = None
         if kind == "B" or (kind == "I" and start is None):

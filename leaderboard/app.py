@@ -23,6 +23,7 @@ from biobench.leaderboard import plots
 from biobench.leaderboard.about import about_markdown
 from biobench.leaderboard.json_routes import model_choices, model_row_json, serve
 from biobench.leaderboard.service_views import (
+    PaperTab,
     build_paper_tab,
     build_queue_tab,
     build_submit_tab,
@@ -241,7 +242,8 @@ def analysis_figures(board: Board) -> Callable[[], tuple]:
     load rather than at start-up (they do not depend on the filters; matplotlib alone costs ~1 s); the problems
     found in analysis files join the board's. An analysis with no file at all is None (the tab says so in one
     line instead of drawing an empty box)."""
-    lock, drawn = threading.Lock(), []
+    lock = threading.Lock()
+    drawn: list[tuple] = []
 
     def figures() -> tuple:
         with lock:
@@ -676,7 +678,8 @@ def _wire_tables(app: gr.Blocks, live: Live, controls: Controls, tables: Tables,
     """The controls re-render the tables; while the significance groups are computed, a poll shows their
     progress and, once done, the tables with their top-group marks. Returns the tables' callback."""
 
-    @_safe(lambda msg: {**{t: f"<p>error: {esc(msg)}</p>" for t in (*tables.langs.values(), tables.other)},
+    # mypy cannot infer one key type for gradio's HTML and DownloadButton here (the dict is the components' update)
+    @_safe(lambda msg: {**{t: f"<p>error: {esc(msg)}</p>" for t in (*tables.langs.values(), tables.other)},  # type: ignore[misc]
                         tables.download: None})
     def refresh(values: dict) -> dict:
         return tables.render(controls.filters(values))
@@ -727,7 +730,7 @@ class Page:
     tables: Tables
     refresh_tables: Callable[[dict], dict]
     compare: CompareTab
-    paper: object
+    paper: PaperTab
     problems: ProblemsTab
 
 
@@ -822,6 +825,7 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             timer = gr.Timer(60 * refresh_minutes if refresh_minutes else 3600, active=bool(refresh_minutes))
             page = Page(live, header, banner, status, poll, controls, tables, refresh_tables, compare_tab, paper,
                         problems)
+            assert refresh_button is not None and refresh_note is not None  # _toolbar draws both with a rebuild
             _wire_refresh(page, refresh_button, refresh_note, timer, rebuild)
     app.biobench_board = lambda: live.board  # what the JSON routes read (leaderboard/json_routes.py), refreshes included
     return app

@@ -112,7 +112,7 @@ def model_metadata(entries: list[Entry]) -> dict[str, Any]:
             break
     for field in ("license", "base_model", "training_data", "open_weights"):
         meta[field] = _shown(field, recorded.get(field))
-    stated = recorded.get("stated") if isinstance(recorded.get("stated"), list) else []
+    stated = recorded["stated"] if isinstance(recorded.get("stated"), list) else []
     meta["stated"] = [METADATA_NAMES[f] for f in METADATA_NAMES if f in stated]
     return meta
 

@@ -145,7 +145,7 @@ def cka_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
 
 def needle_figure(paths: Sequence[Path], problems: list[Problem]) -> Figure:
     """Needle-in-a-haystack accuracy by haystack length and by needle position, one line per model."""
-    runs = []
+    runs: list[tuple[str, Any, Any]] = []
     for record in _records(paths, "needle", problems):
         runs.extend((_model_name(r.model), r.by_length, r.by_position) for r in record.runs)
         problems.extend(Problem(record.source, f"needle results for {name!r} have no by_length/by_position")

@@ -75,9 +75,9 @@ def submit_command(model: str, revision: str, lang: str, tasks: str, seeds: str,
         parts += ["--seeds", seeds]
     for name, value in (overrides or {}).items():
         parts += [f"--{name.replace('_', '-')}", str(value)]
-    for name, value in (metadata or {}).items():
-        text = (",".join(value) if isinstance(value, list) else ("yes" if value else "no") if isinstance(value, bool)
-                else str(value))
+    for name, stated in (metadata or {}).items():
+        text = (",".join(stated) if isinstance(stated, list) else ("yes" if stated else "no") if isinstance(stated, bool)
+                else str(stated))
         parts += [METADATA_OPTIONS[name], text]
     parts += ["--queue", queue if queue and queue.startswith(HF_DATASETS) else "QUEUE"]  # never a server path
     return shlex.join(parts)
@@ -328,7 +328,7 @@ def build_submit_tab(queue: str | None, table: gr.Dataframe, policy: PublicPolic
 
         def on_submit(model_v, revision_v, lang_v, tasks_v, seeds_v, epochs_v, max_length_v, limit_train_v,
                       params_v, context_v, license_v, base_model_v, training_data_v, open_weights_v,
-                      request: gr.Request = None):
+                      request: gr.Request | None = None):
             numbers = {"epochs": epochs_v, "max_length": max_length_v, "limit_train": limit_train_v}
             fields = {"params": params_v, "context": context_v, "license": license_v, "base_model": base_model_v,
                       "training_data": training_data_v, "open_weights": open_weights_v}
@@ -340,6 +340,7 @@ def build_submit_tab(queue: str | None, table: gr.Dataframe, policy: PublicPolic
                     return f"error: {md(hide_paths(str(err)))}", queue_frame(queue)
                 return (f"Run: {md_code(submit_command(model_v, revision_v, lang_v, tasks_v, seeds_v, queue, {k: int(v) for k, v in safe.items()}, stated))}",
                         queue_frame(queue))
+            assert queue is not None  # writable: queue_writable refuses no queue
             return (form_submit(queue, policy, model_v, revision_v, lang_v, tasks_v, seeds_v, numbers, visitor(request),
                                 fields), queue_frame(queue))
 

@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from biobench.errors import DataError
 from biobench.runtime.files import EXPAND_FLOOR, EXPAND_RATIO
@@ -88,7 +88,7 @@ class Budget:
 class Capped(io.RawIOBase):
     """A member's stream that stops at its cap and the budget, and turns read errors into one DataError line."""
 
-    def __init__(self, raw: IO[bytes], cap: int, budget: Budget, what: str):
+    def __init__(self, raw: IO[bytes] | io.BufferedIOBase, cap: int, budget: Budget, what: str):
         super().__init__()
         self.raw, self.cap, self.budget, self.what, self.done = raw, cap, budget, what, 0
 
@@ -192,7 +192,8 @@ class Unpacker:
         try:
             if zipfile.is_zipfile(path):
                 zf = self.stack.enter_context(zipfile.ZipFile(path))
-                infos = [(i, i.filename, i.file_size, i.compress_size) for i in zf.infolist() if not i.is_dir()]
+                infos: list[tuple[Any, str, int, int]] = [(i, i.filename, i.file_size, i.compress_size)
+                                                          for i in zf.infolist() if not i.is_dir()]
                 opener: Callable = zf.open
             elif is_tar(path):
                 tar = self.stack.enter_context(tarfile.open(path, "r:*"))

@@ -264,7 +264,8 @@ class _Joined(io.RawIOBase):
 
     def __init__(self, members: Sequence[Member]):
         super().__init__()
-        self.members, self.current = list(members), None
+        self.members = list(members)
+        self.current: io.BufferedIOBase | None = None
 
     def readable(self) -> bool:
         return True
@@ -318,6 +319,7 @@ def _convert_meddialog_release(task_id: str, inputs: Inputs, info: Mapping[str, 
     if missing:
         raise _missing(task_id, missing, members, inputs)
     labels, texts = found["labels"], found["texts"]
+    assert labels is not None and texts is not None  # none missing
     where = {m.name: m.source if m.name == Path(m.source).name else m.what for m in (labels, texts)}  # a file given as is: its path
     splits = meddialog.release_splits(_member_bytes(labels, meddialog.MAX_FILE_BYTES),
                                       _member_bytes(texts, meddialog.MAX_FILE_BYTES), where[labels.name],
@@ -451,9 +453,9 @@ def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Lo
     info = fetch_info(spec)
     limits = limits or Limits.from_env()
     if info.get("gated"):
-        files = "; ".join(f"{f.get('name', '')} {f.get('url', '')}".strip() for f in info.get("files", ()))
+        named = "; ".join(f"{f.get('name', '')} {f.get('url', '')}".strip() for f in info.get("files", ()))
         raise DataError(f"task '{spec.id}' is credentialed/gated data, which biobench never downloads: get it "
-                        f"yourself ({files}), then run `biobench data add {spec.id} FILE...`. {spec.access}")
+                        f"yourself ({named}), then run `biobench data add {spec.id} FILE...`. {spec.access}")
     if info.get("convert") is None or not info.get("files"):
         raise DataError(f"task '{spec.id}': nothing to fetch automatically: {info.get('note') or spec.access}")
     with _staged(spec, data_dir, log) as staging:
@@ -539,7 +541,7 @@ def task_status(spec: TaskSpec, data_dir: Path | None, checksums: bool = True) -
     if source is None:
         hubs = [s for s in spec.sources if s.type == "hub"]
         names = ", ".join(s.describe() for s in hubs)
-        if hubs and offline_requested() and not any(datasets_cached(s.dataset) for s in hubs):
+        if hubs and offline_requested() and not any(s.dataset is not None and datasets_cached(s.dataset) for s in hubs):
             # offline, the hub copy is no source at all: say so instead of "hub", which reads as available
             return TaskStatus(spec.id, "hub, offline", f"not local, and {names} is not reachable offline "
                               f"({offline_reason()}) nor in the datasets cache",
@@ -553,6 +555,7 @@ def task_status(spec: TaskSpec, data_dir: Path | None, checksums: bool = True) -
     bad = []
     base = Path(spec.base_dir) if spec.base_dir else data_dir
     for rel, sha in (expected_contents(spec.fetch or {}) if checksums else {}).items():
+        assert base is not None  # a local source was located, so there is a data folder
         path = resolve_path(base, rel)
         if path.is_file() and content_sha256(path) != sha:
             bad.append(rel)

@@ -66,7 +66,7 @@ def _iob(entry: EntryRead) -> list:
                         id_prefix=f"{entry.split}{entry.read_before and '-' + str(entry.read_before) or ''}")
 
 
-def _brat_documents(entry: EntryRead) -> list:
+def _brat_documents(entry: EntryRead) -> tuple[brat.BratDocument, ...]:
     opts = entry.options
     return brat.read_brat(entry.path, member_prefix=entry.member_prefix,
                           note_type=opts.get("note_type", "AnnotatorNotes"),
@@ -97,6 +97,11 @@ def _rows(found: list, entry: EntryRead) -> list:
     return rows.rows_to_examples(found, entry.kind, entry.split, entry.options)
 
 
+def _table(fmt: str) -> Callable[[EntryRead], list]:
+    """The reader of one table format (tsv, csv, jsonl, json)."""
+    return lambda e: _rows(tabular.read_table(e.path, fmt, e.options), e)
+
+
 @dataclass(frozen=True)
 class Format:
     read: Callable[[EntryRead], list]
@@ -115,10 +120,8 @@ FORMATS: dict[str, Format] = {
                              clinical.DEID_OPTIONS + rows.OPTIONS, "note"),
     "cos_snippets": Format(lambda e: clinical.cos_snippet_examples(e.path), (), "snippet"),
     "social_history": Format(lambda e: clinical.social_history_examples(e.path), (), "document"),
-    **{fmt: Format(lambda e, fmt=fmt: _rows(tabular.read_table(e.path, fmt, e.options), e),
-                   tabular.DELIMITED_OPTIONS + rows.OPTIONS) for fmt in ("tsv", "csv")},
-    **{fmt: Format(lambda e, fmt=fmt: _rows(tabular.read_table(e.path, fmt, e.options), e), rows.OPTIONS,
-                   "record" if fmt == "json" else "line")
+    **{fmt: Format(_table(fmt), tabular.DELIMITED_OPTIONS + rows.OPTIONS) for fmt in ("tsv", "csv")},
+    **{fmt: Format(_table(fmt), rows.OPTIONS, "record" if fmt == "json" else "line")
        for fmt in ("jsonl", "json")},
 }
 

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
@@ -80,10 +81,10 @@ def go_offline() -> None:
     """Offline mode for this process: the environment, and the flags the libraries read at import."""
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ[name] = "1"
-    hub_constants = sys.modules.get("huggingface_hub.constants")
+    hub_constants: Any = sys.modules.get("huggingface_hub.constants")  # a module: its flags are set below
     if hub_constants is not None:
         hub_constants.HF_HUB_OFFLINE = True
-    datasets_config = sys.modules.get("datasets.config")
+    datasets_config: Any = sys.modules.get("datasets.config")
     if datasets_config is not None:
         datasets_config.HF_HUB_OFFLINE = True
         datasets_config.HF_DATASETS_OFFLINE = True

@@ -108,6 +108,7 @@ def data_stamps(spec: TaskSpec, data_dir: str | Path | None) -> list[Any] | None
     if source.type == "generated":
         return ["generated", where]
     base = _base(spec, root)
+    assert base is not None  # locate finds a local source only where there is a base folder
     stamps: list[Any] = []
     for rel in sorted(_source_paths(source)):
         path = resolve_path(base, rel)
@@ -159,6 +160,7 @@ def source_fingerprint(spec: TaskSpec, data_dir: Path | None) -> str | None:
     digest = hashlib.sha256(json.dumps(spec.to_dict(), sort_keys=True, default=str).encode())
     base = _base(spec, data_dir)
     for rel in _source_paths(source) if source.type == "local" and base is not None else []:
+        assert base is not None  # the loop runs with a base only
         path = resolve_path(base, rel)
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
@@ -319,12 +321,14 @@ def _carve(train: list, fraction: float) -> tuple[list, list]:
 
 
 def _read_hub(spec: TaskSpec, source: Source) -> dict[str, list]:
+    assert source.dataset is not None  # a hub source names its dataset (checked when the spec is read)
     dd = hf.load_hub(source.dataset, source.revision, source.config)
     split_rows = hf.hub_split_rows(dd, source.splits, source.describe())
     return {s: rows.rows_to_examples(r, spec.kind, s, source.options) for s, r in split_rows.items()}
 
 
 def _read_generated(source: Source) -> dict[str, list]:
+    assert source.generator is not None  # a generated source names its generator (checked when the spec is read)
     return synthetic.generate_task(source.generator, **dict(source.options))
 
 
@@ -419,7 +423,9 @@ def _load_cached(spec_json: str, data_dir: str | None) -> TaskData:
     if source is not None and source.type == "generated":
         return _finish(spec, source, _read_generated(source), where)
     if source is not None:
-        return _finish(spec, source, _read_local(spec, source, _base(spec, root)), where)
+        base = _base(spec, root)
+        assert base is not None  # locate finds a local source only where there is a base folder
+        return _finish(spec, source, _read_local(spec, source, base), where)
     errors = []
     for hub in (s for s in spec.sources if s.type == "hub"):
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from biobench.errors import ConfigError
 from biobench.runtime.keys import check_keys  # re-exported: grid, pretrain and task files import it from here
 from biobench.tasks import synthetic
 from biobench.tasks.formats import FORMATS
@@ -58,8 +59,12 @@ def check_source(raw: Mapping[str, Any], number: int, origin: str) -> None:
     kind = raw.get("type")
     if kind == "hub":
         allowed: tuple[str, ...] = HUB_OPTIONS
+        if not isinstance(raw.get("dataset"), str) or not raw["dataset"]:
+            raise ConfigError(f"{where}: a hub source needs \"dataset\", the Hugging Face dataset id to read")
     elif kind == "generated":
         allowed = GENERATED_OPTIONS
+        if not isinstance(raw.get("generator"), str) or not raw["generator"]:  # a name not known: generate_task
+            raise ConfigError(f"{where}: a generated source needs \"generator\", one of {', '.join(synthetic.GENERATORS)}")
     else:
         formats = [raw.get("format", "")]
         for value in (raw.get("splits") or {}).values():
@@ -80,7 +85,7 @@ def check_source(raw: Mapping[str, Any], number: int, origin: str) -> None:
 def check_fetch(fetch: Mapping[str, Any], origin: str) -> None:
     """A spec's `fetch` entry: its keys, each file's keys, and the options of its converter."""
     check_keys(fetch, FETCH_KEYS, f"{origin}: fetch")
-    convert = fetch.get("convert")
+    convert: Any = fetch.get("convert")  # the spec's value, checked against CONVERTER_OPTIONS below
     if convert is not None and convert not in CONVERTER_OPTIONS:
         check_keys([str(convert)], CONVERTER_OPTIONS, f"{origin}: fetch.convert", what="converter")
     for i, entry in enumerate(fetch.get("files") or (), start=1):

@@ -53,7 +53,7 @@ def _corpus_rows(record: Any) -> list[str]:
     (and `biobench eval --check-contamination`) knows exactly which text the model saw."""
     if not isinstance(record, dict):
         return []
-    store = record.get("token_store") if isinstance(record.get("token_store"), dict) else {}
+    store = record["token_store"] if isinstance(record.get("token_store"), dict) else {}
     rows = [f"| mixture | {_mix_cell(store['plan'])} |"] if isinstance(store.get("plan"), list) else []
     if store.get("id") and not store.get("raw"):
         rows.append(f"| token store | `{Path(str(store.get('store'))).name}` (content id {store['id']}, "
@@ -151,8 +151,9 @@ def add_results(folder: Path, model_name: str, results: list[dict[str, Any]]) ->
 
     path = Path(folder) / CARD
     card = ModelCard.load(path) if path.is_file() else ModelCard(f"---\n{ModelCardData().to_yaml()}\n---\n\n# {model_name}\n")
-    card.data.model_name = model_name
-    card.data.eval_results = [
+    # huggingface_hub types a card's data as the CardData base class; a ModelCard's is its ModelCardData
+    card.data.model_name = model_name  # type: ignore[union-attr]
+    card.data.eval_results = [  # type: ignore[union-attr]
         EvalResult(task_type="token-classification" if r["kind"] == "ner" else "text-classification",
                    dataset_type=r["task_id"], dataset_name=r["task_id"], metric_type=r["metric"],
                    metric_value=round(r["value"], 4), metric_name=f"{r['metric']} (mean of {len(r['seeds'])} seeds: "

@@ -113,6 +113,7 @@ def causal_attention(model: Any) -> Iterator[Any]:
         source = values.get("input_ids")
         if source is None:
             source = values.get("inputs_embeds")
+        assert source is not None  # a forward call gives input_ids or inputs_embeds
         values["attention_mask"] = attention_masks(
             module, mask, source.shape[0], source.shape[1], causal=True, device=source.device
         )

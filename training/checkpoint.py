@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from biobench.errors import ConfigError
@@ -35,7 +35,7 @@ TENSOR, TUPLE, ITEMS = "__tensor__", "__tuple__", "__items__"
 
 
 def save(folder: Path, model, tokenizer, meta: dict[str, Any], state: dict[str, Any] | None,
-         model_state: dict[str, torch.Tensor] | None = None) -> Path:
+         model_state: dict[str, Any] | None = None) -> Path:
     """Write one checkpoint folder atomically. `model_state` overrides the weights (gathered FSDP state)."""
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
@@ -89,7 +89,7 @@ def latest(out: Path) -> Path | None:
     return best
 
 
-def resolve_resume(resume: str | bool, out: Path, recipe: str) -> Path:
+def resolve_resume(resume: str | Literal[True], out: Path, recipe: str) -> Path:
     """The folder to resume from (explicit path, or the latest under --out), checked against the recipe."""
     folder = latest(out) if resume is True else Path(resume)
     if folder is None:

@@ -336,7 +336,7 @@ def corpus_record(source: str, text_field: str = "text") -> dict[str, Any]:
     Hashing reads the files once (about 1 GB/s; a 40 GB corpus adds under a minute to a run of days)."""
     if not is_local(source):
         return {"hub": source, "text_field": text_field, "files": [], "bytes": None}
-    files = []
+    files: list[dict[str, Any]] = []
     total = 0
     for path in corpus_files(source):
         size = path.stat().st_size

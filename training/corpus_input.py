@@ -83,7 +83,7 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         if short:
             raise ConfigError(short[0])
         parts = [PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed) for tokens, offsets in streams]
-        summary = {"mix": str(Path(source).resolve()), "plan": plan.rows(),
+        summary: dict[str, Any] = {"mix": str(Path(source).resolve()), "plan": plan.rows(),
                    "stores": [{"name": m.name, "store": str(s.path), "id": token_store.store_id(s.path),
                                "tokens": len(s.tokens)} for m, s in zip(mix.sources, stores, strict=True)]}
         return mixture.MixedCorpus(parts, plan, seed), summary

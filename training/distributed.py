@@ -9,10 +9,14 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from biobench.runtime.device import default_device
+
+if TYPE_CHECKING:
+    from biobench.training.objectives import LMLoss
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def barrier(d: Dist) -> None:
         dist.barrier()
 
 
-def wrap(module: torch.nn.Module, d: Dist, fsdp: bool = False) -> torch.nn.Module:
+def wrap(module: LMLoss, d: Dist, fsdp: bool = False) -> torch.nn.Module:
     """DDP (default) or FSDP2 (`fully_shard` per transformer layer, for models too big to replicate).
     DDP is rebuilt at each phase start because the set of trainable parameters changes with freezing; FSDP2
     is applied once (it replaces the parameters, and handles frozen ones itself)."""
@@ -157,7 +161,8 @@ def wrap(module: torch.nn.Module, d: Dist, fsdp: bool = False) -> torch.nn.Modul
 
         for layer in encoder_layers(module.model):
             fully_shard(layer)
-        return fully_shard(module)
+        # fully_shard returns `module` itself, its class swapped for a subclass of it and of FSDPModule
+        return fully_shard(module)  # type: ignore[return-value]
     ids = [d.device.index] if d.device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(module, device_ids=ids)
 

@@ -54,7 +54,7 @@ class LMLoss(nn.Module):
         return loss, keep.sum()
 
 
-def _parts(model: Any) -> tuple[nn.Module, nn.Module, nn.Module]:
+def _parts(model: Any) -> tuple[Any, Any, Any]:  # modules; a causal LM's encoder and decoder are partials
     """(encoder, prediction head, decoder) of a masked-LM model: ModernBERT names, BERT-style names, or a
     causal LM's (decoder stack, identity, LM head)."""
     if hasattr(model, "head") and hasattr(model, "decoder"):  # ModernBertForMaskedLM

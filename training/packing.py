@@ -12,14 +12,18 @@ perm_{g // n}(g % n) of epoch g // n. A resumed or data-parallel run therefore n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+if TYPE_CHECKING:
+    from biobench.training.token_store import ShardedTokens
+
 
 @dataclass
 class PackedCorpus:
-    tokens: np.ndarray  # flat framed stream (memory-mapped)
+    tokens: np.ndarray | ShardedTokens  # flat framed stream (memory-mapped)
     offsets: np.ndarray  # document starts, n_docs + 1
     seq_len: int
     pad_id: int

@@ -164,6 +164,7 @@ def _worker_tokenizer(name: str | None, tokenizer=None):
     if tokenizer is not None:
         return tokenizer
     if _WORKER.get("name") != name:
+        assert name is not None  # build() is given a tokenizer object or its name
         tok = load_tokenizer(name)
         _WORKER.update(name=name, tok=tok)
     return _WORKER["tok"]
@@ -232,7 +233,7 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
         offsets = np.zeros(len(lengths) + 1, dtype="<i8")
         np.cumsum(lengths, out=offsets[1:])
         idx_tmp.write_bytes(offsets.tobytes())
-        record = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
+        record: dict[str, Any] = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
         if weight_field is not None:
             wgt_tmp = shards / f"{name}.wgt.{writer}.tmp"
             wgt_tmp.write_bytes(np.asarray(weights, dtype="<f8").tobytes())
@@ -322,6 +323,7 @@ def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_f
     tokenizer and text field always give the same units, so any number of processes may prepare at once."""
     out = Path(out)
     if tokenizer is None:
+        assert tokenizer_name is not None  # build() is given a tokenizer object or its name
         tokenizer = load_tokenizer(tokenizer_name)  # for the fingerprint; workers load their own
     fingerprint = tokenizer_fingerprint(tokenizer)
     units = plan_units(sources, unit_bytes)
@@ -615,7 +617,7 @@ def open_store(store: str | Path, verify: bool = True, max_documents: int | None
     if indexed:
         index = manifest["offsets"]
         check(store / OFFSETS, (int(manifest["documents"]) + 1) * 8, index.get("sha256"), "document index")
-        all_offsets = np.memmap(store / OFFSETS, dtype="<i8", mode="r")
+        all_offsets: np.ndarray = np.memmap(store / OFFSETS, dtype="<i8", mode="r")
         if all_offsets[0] != 0 or all_offsets[-1] != manifest["tokens"]:
             raise _damaged(store, f"{OFFSETS} does not frame the tokens")
     else:

@@ -28,7 +28,7 @@ from biobench.runtime.interrupts import SIGNALS, WALL_CLOCK_SIGNALS, StopRequest
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.randomness import rng_state, set_rng_state
-from biobench.runtime.reporting import NoReport, make_reporter, report_dir
+from biobench.runtime.reporting import NoReport, Reporter, make_reporter, report_dir
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
 from biobench.training.batches import BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
@@ -54,9 +54,11 @@ class Plan:
     warmup: int
     accumulation: int
     micro: int
+    batch_size: int  # global, in sequences: the config's, a number by now (api.pretraining.resolve_geometry)
 
 
 def make_plan(cfg: PretrainConfig, world: int) -> Plan:
+    assert isinstance(cfg.batch_size, int)  # the CLI's 'auto' is resolved to a number before a run
     tokens_per_step = cfg.batch_size * cfg.seq_len
     steps1 = cfg.tokens // tokens_per_step
     if steps1 < 1:
@@ -67,12 +69,13 @@ def make_plan(cfg: PretrainConfig, world: int) -> Plan:
     if cfg.batch_size % world:
         raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by the {world} processes")
     per_rank = cfg.batch_size // world
-    micro = per_rank if cfg.micro_batch_size == AUTO else min(cfg.micro_batch_size or per_rank, per_rank)
+    # None: the whole per-process batch; AUTO: that too, until the model is on its device (Trainer.__init__)
+    micro = min(cfg.micro_batch_size or per_rank, per_rank) if isinstance(cfg.micro_batch_size, int) else per_rank
     if per_rank % micro:
         raise ConfigError(f"per-process batch {per_rank} is not a multiple of --micro-batch-size {micro}")
     steps2 = max(1, round(cfg.decay_ratio * steps1))
     warmup = schedules.warmup_steps(steps1, tokens_per_step, cfg.warmup_tokens)
-    return Plan(tokens_per_step, (steps1, steps2), warmup, per_rank // micro, micro)
+    return Plan(tokens_per_step, (steps1, steps2), warmup, per_rank // micro, micro, cfg.batch_size)
 
 
 def _hardware(device: torch.device) -> str:
@@ -151,7 +154,7 @@ class Trainer:
         self._setup_data()
         self._setup_optimizer()
         self.state = self._restore()
-        self.report = NoReport()  # run() opens the --report-to writer
+        self.report: NoReport | Reporter = NoReport()  # run() opens the --report-to writer
         self.stop = StopRequest()  # run() connects it to SIGINT/SIGTERM
         self.saved_seen = self.state.tokens["seen"] if self.resume_from is not None else -1  # last resumable save
         self.saved_at = time.monotonic()
@@ -221,12 +224,12 @@ class Trainer:
         """The corpus as packed sequences: a built token store, a mix of stores (training/mixture.py), or raw text
         built into a store first (training/corpus_input.py; the other ranks wait on its completion marker)."""
         cfg = self.cfg
-        total = sum(self.plan.steps) * cfg.batch_size
+        total = sum(self.plan.steps) * self.plan.batch_size
         self.packed, self.corpus_summary = packed_corpus(cfg, self.tokenizer, self.dist.main, total, self.data_seed,
                                                          self._print)
         self.special_ids = sorted(set(self.tokenizer.all_special_ids))
         masker = Masker(self.special_ids, self.tokenizer.mask_token_id, len(self.tokenizer), cfg.seed)
-        self.batches = BatchBuilder(self.packed, masker, cfg.batch_size, self.plan.micro, self.dist.rank, self.dist.world)
+        self.batches = BatchBuilder(self.packed, masker, self.plan.batch_size, self.plan.micro, self.dist.rank, self.dist.world)
 
     def _setup_optimizer(self) -> None:
         """One optimiser for every phase (FSDP2 must wrap the model before the optimiser sees its parameters)."""
@@ -249,6 +252,7 @@ class Trainer:
                 state = TrainState.from_json(saved["trainer"])
                 set_rng_state(saved["rng"])
             except (KeyError, TypeError, ValueError, RuntimeError) as err:
+                assert self.resume_from is not None  # the saved state was read from it
                 raise ConfigError(f"--resume: {self.resume_from / checkpoint.STATE} does not fit this run's model and "
                                   f"optimiser ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
                                   f"resume from the checkpoint folder it was written with") from err
@@ -267,12 +271,13 @@ class Trainer:
 
     def _forward_inputs(self, b: dict[str, torch.Tensor], causal: bool) -> dict[str, Any]:
         dev = self.dist.device
-        inputs = {"input_ids": b["input_ids"].to(dev, non_blocking=True), "labels": b["labels"].to(dev, non_blocking=True)}
-        mask = b["attention_mask"].to(dev, non_blocking=True)
+        inputs: dict[str, Any] = {"input_ids": b["input_ids"].to(dev, non_blocking=True),
+                                  "labels": b["labels"].to(dev, non_blocking=True)}
+        mask: torch.Tensor | dict[str, Any] = b["attention_mask"].to(dev, non_blocking=True)
         if self.cfg.doc_mask:
             inputs["position_ids"] = document_positions(b["document_ids"]).to(dev)
             if self.attn != "flash_attention_2":  # flash: positions restart, attention still crosses documents
-                mask = attention_masks(self.model, mask, *mask.shape, causal=causal,
+                mask = attention_masks(self.model, mask, *b["attention_mask"].shape, causal=causal,
                                        document_ids=b["document_ids"], device=dev)
         inputs["attention_mask"] = mask
         return inputs
@@ -343,7 +348,7 @@ class Trainer:
                 loss, grad_norm, lr = self._step(next(stream), wrapped, trainable, phase, total, causal)
                 elapsed = time.perf_counter() - t0
                 tokens = self.plan.tokens_per_step
-                self.state.advance(phase_index, phase.objective, tokens, self.cfg.batch_size)
+                self.state.advance(phase_index, phase.objective, tokens, self.plan.batch_size)
                 if self.dist.main:
                     self._log_step(phase_index, phase.objective, loss, grad_norm, lr, tokens / elapsed, bar)
                 seen, every = self.state.tokens["seen"], self.cfg.save_every
@@ -389,11 +394,11 @@ class Trainer:
 
     def _log_step(self, phase_index: int, objective: str, loss: float, grad_norm: float, lr: float,
                   tokens_per_s: float, bar) -> None:
-        record = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
+        record: dict[str, Any] = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
                   "tokens": self.state.tokens["seen"], "loss": round(loss, 6), "lr": lr,
                   "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
                   "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device, objective == "clm"),
-                  "data_digest": step_digest(self.packed, self.state.position - self.cfg.batch_size, self.cfg.batch_size)}
+                  "data_digest": step_digest(self.packed, self.state.position - self.plan.batch_size, self.plan.batch_size)}
         append_line(self.out / "train_log.jsonl", json.dumps(record), lambda: checkpoint.finished(self.out))
         self.report.scalars({f"train/{k}": record[k] for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")},
                             record["step"])
@@ -428,7 +433,7 @@ class Trainer:
     def corpus_passes(self) -> dict[str, Any]:
         """How many times the run reads its corpus: planned sequences over the corpus's packed sequences (a
         small corpus is repeated, each pass in another order: packing.PackedCorpus), and how far it got."""
-        planned = sum(self.plan.steps) * self.cfg.batch_size
+        planned = sum(self.plan.steps) * self.plan.batch_size
         return {"corpus_tokens": len(self.packed.tokens), "corpus_sequences": self.packed.n_sequences,
                 "planned": round(planned / self.packed.n_sequences, 2),
                 "done": round(self.state.position / self.packed.n_sequences, 2)}
@@ -457,7 +462,7 @@ class Trainer:
         """(stop requested, rolling checkpoint due), the same on every rank: a signal or a clock seen by one
         process makes all of them save (a checkpoint written by some ranks only would hang the others)."""
         minutes = self.cfg.save_minutes
-        flags = [self.stop.requested, bool(minutes) and time.monotonic() - self.saved_at >= 60 * minutes]
+        flags = [self.stop.requested, bool(minutes and time.monotonic() - self.saved_at >= 60 * minutes)]
         if self.dist.world > 1:
             total = distributed.all_reduce_sum(torch.tensor([float(f) for f in flags], device=self.dist.device), self.dist)
             flags = [bool(v > 0) for v in total.tolist()]

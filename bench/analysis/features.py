@@ -36,8 +36,8 @@ def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[
 def model_max_length(encoder, tokenizer) -> int:
     """The longest input the encoder accepts: position embeddings, capped by the tokenizer's limit."""
     limits = [getattr(encoder.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
-    limits = [int(x) for x in limits if x and int(x) < 10**8]
-    return min(limits) if limits else 512
+    caps = [int(x) for x in limits if x and int(x) < 10**8]
+    return min(caps) if caps else 512
 
 
 def num_layers(encoder) -> int:

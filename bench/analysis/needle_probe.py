@@ -119,7 +119,7 @@ def evaluate(
     if missing:
         raise ConfigError(f"the needle data has no {'/'.join(missing)} examples; generate it with a larger --n")
     test = np.flatnonzero(splits == "test")
-    test_rows = [rows[i] for i in test]
+    test_rows = [rows[int(i)] for i in test]
     per_seed = []
     for seed in seeds:
         preds, history, best_epoch = train_probe(feats, labels, splits, config, seed)
@@ -129,7 +129,7 @@ def evaluate(
     for name in ("by_length", "by_position", "by_cell"):
         summary[name] = {k: float(np.mean([s[name][k] for s in per_seed])) for k in per_seed[0][name]}
     summary["dev_accuracy"] = float(np.mean([max(h["dev_accuracy"] for h in s["history"]) for s in per_seed]))
-    vis = accuracy_table(test_rows, [visible[i] for i in test])
+    vis = accuracy_table(test_rows, [visible[int(i)] for i in test])
     summary["fact_visible"] = {"overall": vis["accuracy"], "by_length": vis["by_length"]}
     summary["n"] = {s: int((splits == s).sum()) for s in ("train", "dev", "test")}
     summary["per_seed"] = per_seed

@@ -149,7 +149,7 @@ def evaluate(model: str, spec: TaskSpec, task: TaskData, seeds: Sequence[int], r
             model={**info.to_dict(), "slug": slug, "variant": variant},
             task={"id": spec.id, "lang": spec.lang, "kind": spec.kind, "data_checksum": task.checksum,
                   "source": task.source, **{f"n_{s}": len(exs) for s, exs in splits.items()}},
-            seed=seed, protocol=proto, key=key, metrics=metrics,
+            seed=seed, protocol=proto, key=dict(key), metrics=metrics,
             details={"dev_score": metrics.get("dev", {}).get("macro_f1"), "best_epoch": None,
                      "timings": {"encode_s": round(encode_s, 2), "train_s": round(time.time() - t0, 2),
                                  "total_s": round(encode_s + time.time() - t0, 2)},

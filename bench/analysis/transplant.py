@@ -43,8 +43,7 @@ def select_keys(names: list[str], layers: list[int], component: str, n_layers: i
             "fix --layers"
         )
     for layer_re, parts in NAMING.values():
-        matched = [(name, re.match(layer_re, name)) for name in names]
-        matched = [(name, m) for name, m in matched if m]
+        matched = [(name, m) for name in names if (m := re.match(layer_re, name))]
         if not matched:
             continue
         wanted = set(layers)
@@ -102,7 +101,7 @@ def transplant(
     buffers = dict(model_b.base_model.named_buffers())
     with torch.no_grad():
         for key in keys:
-            (params.get(key) if key in params else buffers[key]).copy_(enc_a[key])
+            (params[key] if key in params else buffers[key]).copy_(enc_a[key])
     out = Path(out)
     created = not out.exists()
     prefix = model_b.base_model_prefix

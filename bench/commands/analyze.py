@@ -326,7 +326,7 @@ def run_needle_generate(args) -> int:
     needle.write_jsonl(rows, out / "needle.jsonl")
     meta = {"schema": "biobench.needle-data/2", "haystacks": str(args.haystacks), "n_examples": len(rows),
             "n_pairs": n_pairs, "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
-            "length_counts": "query + special tokens + document" if reserve else "document words",
+            "length_counts": "query + special tokens + document" if reserve is not None else "document words",
             "tokenizer": tokenizer_source, "templates": str(needle.TEMPLATES_PATH.name),
             "negatives": "every slot changed",
             "splits": {s: sum(r["split"] == s for r in rows) for s in ("train", "dev", "test")}}

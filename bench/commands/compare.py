@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from biobench.api import compare
 from biobench.errors import ConfigError
@@ -102,7 +103,7 @@ def run_paper(args: argparse.Namespace) -> int:
     by_lang = model_verdicts(board, key, args.lang)
     if not by_lang:
         raise ConfigError(f"no results for {args.model_a} in {results}" + (f" in {args.lang}" if args.lang else ""))
-    report = {lang: verdict_rows(rows) for lang, rows in by_lang.items()}
+    report: dict[str, list[dict[str, Any]]] = {lang: verdict_rows(rows) for lang, rows in by_lang.items()}
     if args.json:
         print(json.dumps({"model": key, "results_dir": str(results), "languages": report}, indent=2))
         return 0

@@ -9,7 +9,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from biobench.api.contamination import attach_to_plan
 from biobench.errors import ConfigError
@@ -355,14 +355,14 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
                      f"{sum(r.status == 'done' for r in runs)} of {len(runs)} run(s) done")
             print(f"  [{i}] {model}: {state}")
     missing = list(dict.fromkeys(row.task for row in rows if row.status == "no data"))
-    tasks = {row.task for row in rows if row.task != "*"}
+    all_tasks = {row.task for row in rows if row.task != "*"}
     where = f" --data-dir {args.data_dir}" if getattr(args, "data_dir", None) else ""
     if missing:
 
         given = resolve_data_dir(getattr(args, "data_dir", None)) is not None or getattr(args, "config", None)
         here = "here" if given else ("here (no data folder given: pass --data-dir DIR, set BIOBENCH_DATA or create "
                                      "./data)")
-        print(f"no data {here} ({len(missing)} of {len(tasks)} task(s), their runs cannot start): {', '.join(missing)}"
+        print(f"no data {here} ({len(missing)} of {len(all_tasks)} task(s), their runs cannot start): {', '.join(missing)}"
               f" — `biobench data status{where}` says how to get each (`biobench data fetch TASK` for open data, "
               "`biobench data add TASK FILE...` for files you downloaded)")
     unresolved = list(dict.fromkeys(row.model for row in rows if row.status == UNRESOLVED))
@@ -376,26 +376,26 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
         if row.status == "claimed":
             holders.setdefault(row.holder, []).append(row)
     for holder, held in holders.items():
-        runs = ", ".join(f"{r.task} seed {r.seed}" for r in held[:4]) + (" ..." if len(held) > 4 else "")
-        print(f"claimed by {holder}: {runs} (until {max(r.expires for r in held)} unless renewed)")
+        held_runs = ", ".join(f"{r.task} seed {r.seed}" for r in held[:4]) + (" ..." if len(held) > 4 else "")
+        print(f"claimed by {holder}: {held_runs} (until {max(r.expires for r in held)} unless renewed)")
     for row in rows:  # what a claim says of a run still to do: junk at its path, a dead holder, too long a run
         if row.status in ("to run", "claimed") and row.detail:
             print(f"{row.grid + ': ' if row.grid != '-' else ''}{row.model} · {row.task} seed {row.seed}: {row.detail}")
     done = sum(r.status == "done" for r in rows)
     claimed = sum(r.status == "claimed" for r in rows)
     conflicts = sum(r.status == "conflict" for r in rows)
-    runs = sum(r.seed is not None for r in rows)
+    n_runs = sum(r.seed is not None for r in rows)
     n_unresolved = sum(r.status == UNRESOLVED for r in rows)
-    cannot = sum(r.status == "cannot plan" for r in rows)
-    models = len({(r.grid, r.model) for r in rows})
+    n_cannot = sum(r.status == "cannot plan" for r in rows)
+    n_models = len({(r.grid, r.model) for r in rows})
     grid_count = f" in {len(grids)} grid(s)" if getattr(args, "config", None) else ""
-    print(f"{runs} run(s){grid_count}: {done} done, {runs - done} to run"
+    print(f"{n_runs} run(s){grid_count}: {done} done, {n_runs - done} to run"
           + (f" ({claimed} claimed now)" if claimed else "")
           + (f" ({n_unresolved} with the revision unresolved)" if n_unresolved else "")
           + (f" ({conflicts} conflict(s) with another run's result: --verbose lists them)" if conflicts else "")
           + (f"; {len(missing)} task(s) with no data" if missing else "")
-          + (f"; {cannot} model(s) could not be planned" if cannot else "")
-          + f"; {models} model(s) x {len(tasks)} task(s)")
+          + (f"; {n_cannot} model(s) could not be planned" if n_cannot else "")
+          + f"; {n_models} model(s) x {len(all_tasks)} task(s)")
 
 
 def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parallel: int | str | None = None) -> None:
@@ -511,8 +511,10 @@ def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{summary['model']['name']} — test macro-F1 (%)", title_justify="left")
-    for column, justify in (("task", "left"), ("lang", "left"), ("kind", "left"), ("seeds", "right"),
-                            ("mean", "right"), ("std", "right"), ("95% CI", "right"), ("MDD", "right")):
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("task", "left"), ("lang", "left"), ("kind", "left"), ("seeds", "right"), ("mean", "right"), ("std", "right"),
+        ("95% CI", "right"), ("MDD", "right"))
+    for column, justify in columns:
         table.add_column(column, justify=justify)
     for row in summary["tasks"]:
         ci = f"[{_pct(row.get('ci_low'))}, {_pct(row.get('ci_high'))}]" if row["n"] > 1 else "–"

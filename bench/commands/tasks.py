@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from biobench.api.catalog import task_rows
@@ -53,7 +54,7 @@ def _short_source(row: dict[str, Any], data_dir: Any) -> str:
     return "[red]missing[/red]" + (" (hub fallback)" if "hub fallback" in (row["reason"] or "") else "")
 
 
-def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: list[dict[str, Any]] = ()) -> None:
+def _table(rows: list[dict[str, Any]], data_dir: Any, counted: bool, others: Sequence[dict[str, Any]] = ()) -> None:
     """The listing; `others` (the built-in tasks, when only the user's own are listed) is one summary line."""
     from rich.table import Table
 

@@ -119,7 +119,7 @@ def read_claim(result: str | Path, now: float | None = None) -> ClaimInfo | None
     except BiobenchError as err:
         return ClaimInfo(False, None, 0.0, str(err))
     held, problem = not state.free(now), state.problem
-    if held and leases.dead(Holder.here(), state):
+    if held and state.holder is not None and leases.dead(Holder.here(), state):
         held, problem = False, f"its holder ({state.holder.describe()}) is gone; the next eval takes the run at once"
     return ClaimInfo(held, state.holder, state.expires, problem, abandoned_count(result))
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from biobench.errors import DataError
-from biobench.heads.base import HeadSpec, to_device
+from biobench.heads.base import HeadModel, HeadSpec, to_device
 from biobench.metrics import score
 from biobench.protocols import Protocol
 from biobench.runtime.batching import LengthGroupedSampler, micro_batch_size
@@ -95,14 +95,14 @@ class FinetuneOutcome:
     best_epoch: int
     best_step: int
     history: list[dict[str, Any]]
-    timings: dict[str, float]
+    timings: dict[str, float | None]  # tokens_per_s is None for a run that took no measurable time
     compiled: bool = False  # the encoder ran under torch.compile (--compile, where the compiler could run)
     micro_batch: int = 0  # examples per forward pass (--batch-size auto); the protocol's batch when equal
     accumulation: int = 1  # micro-batches per optimiser step
     steps: int = 0  # optimiser steps run
 
 
-def _optimizer(model: nn.Module, protocol: Protocol) -> torch.optim.Optimizer:
+def _optimizer(model: HeadModel, protocol: Protocol) -> torch.optim.Optimizer:
     """AdamW; the head gets its own learning rate; biases and norms get no weight decay."""
     head_ids = {id(p) for p in model.head_parameters()}
     groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
@@ -123,7 +123,7 @@ def _length(feature: dict[str, Any]) -> int:
     return len(feature.get("input_ids", ()))
 
 
-def predict(model: nn.Module, head: HeadSpec, features: Sequence[dict[str, Any]], n_examples: int,
+def predict(model: HeadModel, head: HeadSpec, features: Sequence[dict[str, Any]], n_examples: int,
             batch_size: int, pad_token_id: int, device: str, head_metrics: dict[str, float] | None = None,
             progress: str | None = None) -> list:
     """Per-example predictions of a split (features batched by length, order restored, merged by the head).
@@ -167,6 +167,7 @@ def _accumulate(model: nn.Module, head: HeadSpec, features: list[dict[str, Any]]
                 loss = loss * (len(chunk) / len(features))
         loss.backward()
         total = loss.detach() if total is None else total + loss.detach()
+    assert total is not None  # a batch holds one feature at least
     return total
 
 
@@ -218,7 +219,7 @@ class _Run:
     """What one seed's fine-tuning needs at every step; its methods are the steps `finetune` runs in order."""
 
     task: PreparedTask
-    model: nn.Module
+    model: HeadModel
     protocol: Protocol
     seed: int
     pad_token_id: int
@@ -299,6 +300,8 @@ class _Run:
     def test(self) -> tuple[list, dict[str, Any]]:
         """Test predictions and metrics of the state best on dev."""
         t0 = time.perf_counter()
+        # kept at the first dev evaluation (any score beats the initial -1), which every run reaches
+        assert self.selection.state is not None
         self.model.load_state_dict(self.selection.state)
         preds = self.predict("test")
         metrics = score(self.task.kind, self.task.gold["test"], preds, self.task.labels)
@@ -315,10 +318,11 @@ def _train_loader(task: PreparedTask, protocol: Protocol, seed: int):
     train = task.features["train"]
     generator = torch.Generator().manual_seed(seed)
     if getattr(task.head, "train_order", "length") == "random":
-        sampler = RandomSampler(train, generator=generator)
+        sampler: Iterable[int] = RandomSampler(train, generator=generator)
     else:
         sampler = LengthGroupedSampler(protocol.batch_size, lengths=[_length(f) for f in train], generator=generator)
-    return DataLoader(train, batch_size=protocol.batch_size, sampler=sampler, collate_fn=list)
+    # a list is a map-style dataset (__getitem__, __len__); torch's annotation asks for a Dataset
+    return DataLoader(train, batch_size=protocol.batch_size, sampler=sampler, collate_fn=list)  # type: ignore[arg-type]
 
 
 def finetune(task: PreparedTask, encoder: nn.Module, pad_token_id: int, protocol: Protocol, seed: int,

@@ -373,7 +373,8 @@ def _execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution,
             kind, slot = message[0], message[1]
             child = pool.children[slot]
             if kind == "failed":
-                _raise_failure(plan, *message[2:], log)
+                failed_run, error, line, trace = message[2:]
+                _raise_failure(plan, failed_run, error, line, trace, log)
             if kind == "ready":
                 first_free = message[2] if first_free is None else first_free
                 pool.assign(child)

@@ -89,6 +89,7 @@ def prefetch_model(name: str, log: Log = print) -> Item:
         return Item("model", name, "missing", str(err))
     if ref.path is not None:
         return Item("model", name, "ready", f"local folder {ref.path}")
+    assert ref.hub_id is not None  # a model without a local folder is named by its hub id
     from huggingface_hub import snapshot_download
 
     ensure_hub_mode()

@@ -149,7 +149,7 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
         default = resolve_task_protocol(spec, None, info.context) if task_overrides else protocol
         smoke = protocol.hash if protocol_overrides(default, protocol) else None  # its own file, beside the protocol's
         for seed in (seeds or task_seeds(spec)):
-            key = run_key(info.revision, data[spec.id].checksum, protocol.hash, seed)
+            key = dict(run_key(info.revision, data[spec.id].checksum, protocol.hash, seed))
             path = result_path(results_dir, slug, spec.id, seed, smoke)
             if smoke is not None and not path.exists():
                 path = _older_smoke_file(result_path(results_dir, slug, spec.id, seed), key) or path
@@ -319,13 +319,16 @@ class RunSession:
                                           "requested": execution.micro_batch}
         write_result(run.path, result, rows)
         run.status, run.macro_f1 = "done", outcome.test_metrics["macro_f1"]
-        return outcome.timings["train_s"]
+        train_s = outcome.timings["train_s"]
+        assert train_s is not None  # only tokens_per_s may be None
+        return train_s
 
 
 def finished_message(plan: GridPlan, run: PlannedRun, done: int, total: int, train_s: float) -> str:
     """The one line printed per finished run, by the sequential and the parallel grid alike; the smoke and
     degenerate marks come from the result just written (a parallel run wrote it in another process). The score
     in percent with two decimals, as eval's table and the leaderboard print it (42.07, not 0.4207)."""
+    assert run.macro_f1 is not None  # set when the run finished
     return (f"[{done}/{total}] {plan.name} · {run.task.id} seed {run.seed}: test macro-F1 {100 * run.macro_f1:.2f} "
             f"({train_s:.0f} s training){run_line(read_result(run.path), plan.fix)}")
 
@@ -543,8 +546,10 @@ def summarize(plan: GridPlan) -> dict[str, Any]:
                     if (note := degenerate(result, plan.fix)) is not None:
                         notes[run.seed] = degenerate_text(note)
         row = summary_row(scores, expected=len(runs), labels=labels)
-        if found or (runs[0].default is not None and runs[0].default != runs[0].protocol):
-            row["overrides"] = describe_overrides(found or protocol_overrides(runs[0].default, runs[0].protocol))
+        if found:
+            row["overrides"] = describe_overrides(found)
+        elif runs[0].default is not None and runs[0].default != runs[0].protocol:
+            row["overrides"] = describe_overrides(protocol_overrides(runs[0].default, runs[0].protocol))
         if notes:
             row["degenerate"] = notes
         tasks.append(row)

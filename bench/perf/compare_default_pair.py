@@ -106,12 +106,13 @@ def measure(models: int, seeds: int, examples: int, repeats: int, all_pairs: boo
                 row["same_pair"] = before == pair
         app = build_app(board, rebuild=lambda: rescan(root))
         refresh = next(d for d in app.fns.values() if d.name == "on_refresh")
+        assert refresh.fn is not None  # gradio types a block function's fn Optional; on_refresh has one
         for _ in range(repeats):
             board.memo.clear()
             times["page"].append(sum(page_view(app).values()))
-            values = {c: getattr(c, "value", None) for c in refresh.inputs}
+            inputs = {c: getattr(c, "value", None) for c in refresh.inputs}
             started = time.perf_counter()
-            refresh.fn(values)
+            refresh.fn(inputs)
             times["refresh"].append(time.perf_counter() - started)
         for name, values in times.items():
             if values:

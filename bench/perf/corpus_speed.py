@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory_only:
             report["builds"] = memory_figure(args, tokenizer, root, ratio)
             return _end(report, args)
-        smallest = None
+        smallest: tuple[Path, dict[str, Any]] | None = None
         for size in args.sizes:
             corpus = root / f"corpus-{size}"
             corpus.mkdir()
@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 smallest = (corpus, row)
             else:
                 shutil.rmtree(corpus)
+        assert smallest is not None  # --sizes names one size at least
         corpus, _ = smallest  # scaling: the same 8 work units tokenised by 1, then 2 workers
         unit = max(1 << 16, sum(p.stat().st_size for p in corpus.iterdir()) // 8)
         one = in_process(_build, str(corpus), str(root / "store-1w"), tokenizer, 1, unit)

@@ -331,8 +331,9 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     train = task.features["train"]
     sampler = LengthGroupedSampler(protocol.batch_size, lengths=[len(f["input_ids"]) for f in train],
                                    generator=torch.Generator().manual_seed(0))
-    loader = DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,
-                        collate_fn=lambda feats: task.head.collate(feats, pad_id))
+    # a list is a map-style dataset (__getitem__, __len__); torch's annotation asks for a Dataset
+    loader: DataLoader[Any] = DataLoader(train, batch_size=protocol.batch_size, sampler=sampler,  # type: ignore[arg-type]
+                                         collate_fn=lambda feats: task.head.collate(feats, pad_id))
     batches = [b for b, _ in zip(loader, range(steps + 1), strict=False)]
     optimizer = _optimizer(model, protocol)
 
@@ -412,9 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for setup in setups(args):
         print(f"[{setup['task']}] running {args.arms} x {args.repeats}, alternating ...", flush=True)
-        arms = run_arms(args.arms.split(","), lambda name, setup=setup: run_isolated(
-            ARMS[name], setup, isolate=not args.in_process, arm_name=f"{setup['task']} {name}"),
-            args.repeats, "tokens_per_s")
+
+        def measure(name: str, setup: dict[str, Any] = setup) -> dict[str, Any]:
+            return run_isolated(ARMS[name], setup, isolate=not args.in_process, arm_name=f"{setup['task']} {name}")
+
+        arms = run_arms(args.arms.split(","), measure, args.repeats, "tokens_per_s")
         ratio = safe_ratio(arms.get("biobench", {}).get("tokens_per_s"), arms.get("hf-trainer", {}).get("tokens_per_s"))
         report["tasks"][setup["task"]] = {"setup": setup, "arms": arms, "ratio": ratio}
         for arm in arms.values():

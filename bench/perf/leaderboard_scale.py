@@ -360,8 +360,8 @@ def main(argv: list[str] | None = None) -> int:
               + (f", peak {out['peak_mb']:.0f} MiB (with the worker {out['tree_peak_mb']:.0f})" if "peak_mb" in out else "")
               + f", load {' '.join(f'{x:.2f}' for x in os.getloadavg())} {arm_flag(out)}".rstrip(), flush=True)
     shutil.rmtree(added, ignore_errors=True)  # the folder stays the one --reuse expects
-    for grown in ("cache-grown", "cache-baseline-grown"):
-        shutil.rmtree(root / grown, ignore_errors=True)
+    for grown_cache in ("cache-grown", "cache-baseline-grown"):
+        shutil.rmtree(root / grown_cache, ignore_errors=True)
     rows = []
     for arm, outs in runs.items():  # the median run of each arm (by served time)
         out = sorted(outs, key=lambda o: o["total_s"])[len(outs) // 2]

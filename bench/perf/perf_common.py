@@ -345,7 +345,7 @@ def run_isolated(fn: Callable[..., dict[str, Any]], *args: Any, isolate: bool = 
             with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
                 out = pool.submit(fn, *args, **kwargs).result()
     assert clock.window is not None
-    ARM_WINDOWS.append((arm_name or getattr(fn, "__name__", "arm"), clock.window))
+    ARM_WINDOWS.append((arm_name or str(getattr(fn, "__name__", "arm")), clock.window))
     if isinstance(out, dict):
         out = {**out, "cpu": clock.window.to_dict()}
     return out

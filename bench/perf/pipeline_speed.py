@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
             else:
                 tokens = _row_by_row_step(packed, r * args.batch, args.baseline_rows, args.micro, args.vocab)
             rates[arm].append(tokens / (time.perf_counter() - t0))
+        assert clock.window is not None  # set on leaving the with block
         ARM_WINDOWS.append((arm, clock.window))
     medians = {arm: statistics.median(v) for arm, v in rates.items()}
     result = {"seq_len": args.seq_len, "batch": args.batch, "micro": args.micro, "vocab": args.vocab,

@@ -107,6 +107,7 @@ def run_arm(root: Path, arm: str, tasks: list[str], timeout: float, device: str 
         time.sleep(0.5)
     makespan = time.monotonic() - start
     clock.__exit__(None, None, None)
+    assert clock.window is not None  # set by __exit__
     jobs_cpu = sum(job_cpu_s(path.read_text()) for path in times.iterdir())
     window = CpuWindow(clock.window.wall_s, jobs_cpu, clock.window.machine_busy_s, clock.window.cores)
     ARM_WINDOWS.append((arm, window))

@@ -148,6 +148,7 @@ def run_arm(argv: list[str], tree: Path | None, out: Path) -> dict:
 
     with ArmClock() as clock:  # its own CPU time (a waited-for child) and the machine's, over its window
         subprocess.run([sys.executable, __file__, *argv, "--out", str(out)], env=env, check=True)
+    assert clock.window is not None  # set on leaving the with block
     ARM_WINDOWS.append(("baseline" if tree is not None else "this checkout", clock.window))
     return {**json.loads(out.read_text()), "cpu": clock.window.to_dict(), "flag": clock.window.flag}
 

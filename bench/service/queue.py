@@ -443,11 +443,11 @@ def claim_next(storage: Storage, worker: str, lease_s: float, clock: float | Non
             if problems is not None:
                 problems.append(QueueProblem(f"{REQUESTS}/{request.id}.json", reason))
             continue
-        reason = admit(request) if admit is not None else None
-        if reason:  # held, never marked running: no other worker takes it meanwhile, no eval is started
-            finish(storage, claim, "failed", [f"refused: {reason}"], clock=clock)
+        refusal = admit(request) if admit is not None else None
+        if refusal:  # held, never marked running: no other worker takes it meanwhile, no eval is started
+            finish(storage, claim, "failed", [f"refused: {refusal}"], clock=clock)
             if problems is not None:
-                problems.append(QueueProblem(f"{REQUESTS}/{request.id}.json", reason, request.id))
+                problems.append(QueueProblem(f"{REQUESTS}/{request.id}.json", refusal, request.id))
             continue
         resumed = request.status == "running"
         request.status, request.worker, request.attempts = "running", worker, request.attempts + 1

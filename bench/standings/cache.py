@@ -20,7 +20,7 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,7 @@ def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int,
 
 
 def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process: bool,
-              folder: str | None = None) -> Iterator[tuple]:
+              folder: str | None = None) -> Generator[Any, None, None]:
     """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/standings/process_pool.py:
     reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
     many times sooner, docs/performance.md)."""
@@ -313,9 +313,10 @@ class BackgroundGroups:
     def __init__(self, board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
                  cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None):
         self.board, self.log = board, log
-        self.kwargs = {"n_boot": n_boot, "seed": seed, "alpha": alpha, "cache_dir": cache_dir, "log": log,
+        self.kwargs: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "alpha": alpha, "cache_dir": cache_dir, "log": log,
                        "process": True}
-        self.done, self.total = 0, None
+        self.done = 0
+        self.total: int | None = None
         self.counts: dict[str, int] | None = None
         self.error: str | None = None
         self.seconds: float | None = None

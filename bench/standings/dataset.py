@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +297,7 @@ def _write_row(out: Path, row: Any) -> int:
         raise ValueError(f"its result is not usable: {err.reason}") from None
     if not isinstance(result, dict):
         raise ValueError(f"its result is a JSON {type(result).__name__}, not an object")
-    key = result.get("key") if isinstance(result.get("key"), dict) else {}
+    key = result["key"] if isinstance(result.get("key"), dict) else {}
     smoke = str(key.get("protocol_hash", "")) if result.get("overrides") else None  # beside the protocol run's seed
     path = result_path(out, row.model_slug, row.task, seed, smoke)  # ValueError: a smoke row without a hex hash
     folder.mkdir(parents=True, exist_ok=True)
@@ -321,7 +321,7 @@ def _marker(out: Path, digest: str) -> list[Problem] | None:
     return None
 
 
-def _rows(parquet: Path, columns: list[str]) -> Iterable[tuple[int, Any]]:
+def _rows(parquet: Path, columns: list[str]) -> Iterator[tuple[int, Any]]:
     """(row number, row) of a results parquet, ROW_BATCH rows in memory at a time; ResultsError when it is not
     a biobench results parquet or holds more than MAX_DATASET_ROWS rows (counted from its footer, before any
     row is read)."""

@@ -99,6 +99,7 @@ def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredi
     aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
                                         (runs[seed] for seed in sorted(runs))]
                                  for side, runs in (("a", runs_a), ("b", runs_b))})
+    assert aligned is not None  # both sides have runs, and a mismatch raised (strict)
     first = next(iter(runs_a.values()))[1]
     preds_a, preds_b = aligned.preds["a"], aligned.preds["b"]
     metric = prediction_macro_f1(aligned.gold, *preds_a, *preds_b, kind=first.task["kind"],
@@ -155,7 +156,8 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
     by_lang: dict[str, list[str]] = {}
     for t in common:
         by_lang.setdefault(str(next(iter(runs_a[t].values()))[1].task["lang"]), []).append(t)
-    rows, averages, refused, differences, warnings = {}, {}, [], {}, []
+    refused: list[str] = []
+    rows, averages, differences, warnings = {}, {}, {}, []
     for lg, lang_tasks in sorted(by_lang.items()):
         paired = {t: task_predictions(t, runs_a[t], runs_b[t]) for t in lang_tasks}
         pair = compare_pair([PairRuns(t, _scores(runs_a[t]), _scores(runs_b[t]), _settings(runs_a[t]),

@@ -18,7 +18,7 @@ import pickle
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, BinaryIO
 
 ENABLED = True  # tests that patch a job's function turn workers off (a patch does not reach another process)
@@ -79,7 +79,7 @@ def worker_count(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1, MAX_WORKERS))
 
 
-def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = True) -> Iterator[Any]:
+def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = True) -> Generator[Any, None, None]:
     """`function(*job)` for each job, in order (`function`: a module-level function of a biobench module, which a
     worker imports by its `job_name`): job i in worker i mod
     `worker_count` when `process` and there is more than one job, else here; if a worker fails, the jobs not

@@ -95,20 +95,22 @@ def task_verdict(task: str, entry: Entry, reported: float | None, floor: float |
 def average_verdict(tasks: list[str], entry: Entry, reported_avg: float | None,
                     floors: dict[str, float | None]) -> Verdict:
     cells = [entry.cells.get(t) for t in tasks]
-    if not tasks or any(c is None or c.summary is None for c in cells):
+    summaries = [c.summary for c in cells if c is not None and c.summary is not None]
+    if not tasks or len(summaries) < len(cells):
         have = sum(c is not None for c in cells)
         return Verdict("average", None, None, None, 0, reported_avg, f"{have}/{len(tasks)} tasks measured", NO_DATA)
-    mean = sum(c.summary.mean for c in cells) / len(tasks)
-    if all(c.summary.n > 1 for c in cells):
-        half = 1.96 * math.sqrt(sum(c.summary.std ** 2 / c.summary.n for c in cells)) / len(tasks)
+    finite_floors = [f for t in tasks if (f := floors.get(t)) is not None and math.isfinite(f)]
+    mean = sum(s.mean for s in summaries) / len(tasks)
+    if all(s.n > 1 for s in summaries):
+        half = 1.96 * math.sqrt(sum(s.std ** 2 / s.n for s in summaries)) / len(tasks)
         how = "95% normal interval of the task means"
-    elif all(floors.get(t) is not None and math.isfinite(floors[t]) for t in tasks):
-        half = math.sqrt(sum(floors[t] ** 2 for t in tasks)) / len(tasks)
+    elif len(finite_floors) == len(tasks):
+        half = math.sqrt(sum(f ** 2 for f in finite_floors)) / len(tasks)
         how = f"MDD floors ±{half:.2f}"
     else:
-        return Verdict("average", mean, None, None, min(c.summary.n for c in cells), reported_avg,
+        return Verdict("average", mean, None, None, min(s.n for s in summaries), reported_avg,
                        "a one-seed task without predictions", NO_DATA)
-    seeds = min(c.summary.n for c in cells)
+    seeds = min(s.n for s in summaries)
     low, high, clipped = _clip(mean - half, mean + half, mean)
     if reported_avg is None:
         return Verdict("average", mean, low, high, seeds, None, how, NO_DATA, clipped)
@@ -121,8 +123,8 @@ def reproduction(board: Board, entry: Entry, floor_of: Callable[[str], float | N
     one-seed tasks (default: none, so one-seed tasks are `no data`); only asked for tasks measured with one seed."""
     paper = paper_entry(board, entry)
     tasks = list(board.benchmark.get(entry.lang, []))
-    floors = {t: (floor_of(t) if floor_of and t in entry.cells and entry.cells[t].summary
-                  and entry.cells[t].summary.n == 1 else None) for t in tasks}
+    floors = {t: (floor_of(t) if floor_of and t in entry.cells and (summary := entry.cells[t].summary) is not None
+                  and summary.n == 1 else None) for t in tasks}
     rows = [task_verdict(t, entry, paper.cells[t].mean if paper and t in paper.cells else None, floors[t])
             for t in tasks]
     reported_avg = None

@@ -88,7 +88,7 @@ def aligned_predictions(board: Board, task: str, entries: Sequence[Entry]) -> Al
     readable file, seeds misaligned with their model's others and models scored on other test examples than
     the first are left out; the first two are reported as problems (damaged input), the last is not (another
     test subset, e.g. a smoke run's --limit-eval)."""
-    groups: dict[str, list[tuple[str, list]]] = {}
+    groups: dict[str, list[tuple[str, PredictionColumns]]] = {}
     for entry in entries:
         for run in entry.runs.get(task, []):
             if run.predictions is None:
@@ -193,6 +193,7 @@ def task_bootstrap(board: Board, task: str, entries: Sequence[Entry], n_boot: in
     missing = [m for m in kept if values[m] is None]
     if missing:
         def columns(run: R.Run) -> PredictionColumns:
+            assert run.predictions is not None  # a kept run has its predictions
             return loaded.get(str(run.predictions)) or R.load_predictions(run.predictions)
 
         gold = list(columns(next(iter(kept.values()))[0][0]).gold)
@@ -225,12 +226,14 @@ def average_ranks(tasks: Sequence[TaskBootstrap | None]) -> dict[str, RankInterv
     """Rank intervals on a language's average: the models measured on every one of `tasks` (the language's
     benchmark tasks; none when one of them has no bootstrap), each replicate's score the mean over tasks of the
     model's replicate seed-means (every task resampled on its own, with its own test examples)."""
-    if not tasks or any(t is None for t in tasks):
+    present = [t for t in tasks if t is not None]
+    if not tasks or len(present) < len(tasks):
         return {}
-    models = [m for m in tasks[0].models if all(m in t.models for t in tasks)]
+    models = [m for m in present[0].models if all(m in t.models for t in present)]
     if len(models) < 2:
         return {}
-    index = [{m: i for i, m in enumerate(t.models)} for t in tasks]
-    replicates = sum(t.replicates[:, [ix[m] for m in models]] for t, ix in zip(tasks, index, strict=True)) / len(tasks)
-    observed = [sum(t.observed[ix[m]] for t, ix in zip(tasks, index, strict=True)) / len(tasks) for m in models]
-    return dict(zip(models, rank_intervals(replicates, observed), strict=True))
+    index = [{m: i for i, m in enumerate(t.models)} for t in present]
+    replicates = sum(t.replicates[:, [ix[m] for m in models]] for t, ix in zip(present, index, strict=True)) / len(tasks)
+    observed = [sum(t.observed[ix[m]] for t, ix in zip(present, index, strict=True)) / len(tasks) for m in models]
+    # sum() keeps its int start in its type: over one task at least, replicates is an array
+    return dict(zip(models, rank_intervals(replicates, observed), strict=True))  # type: ignore[arg-type]

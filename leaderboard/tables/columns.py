@@ -61,7 +61,8 @@ class Column:
     pinned: bool = False  # the HTML shows it left of the task columns (Model and Avg stay put when it scrolls)
 
 
-ALL, DATA = frozenset(("frame", "export", "html", "text")), frozenset(("frame", "export"))
+ALL: frozenset[View] = frozenset(("frame", "export", "html", "text"))
+DATA: frozenset[View] = frozenset(("frame", "export"))
 
 
 TASKS = Column("<tasks>", "", "", lambda c: None, ALL)  # stands for one column per task

@@ -64,7 +64,7 @@ def efficiency_frame(board: Board, lang: str) -> pd.DataFrame:
             "model": e.name, "runs": len(runs),
             "fine-tune s/run": round(sum(train) / len(train), 1) if train else None,
             "fine-tune h total": round(sum(train) / 3600, 3) if train else None,
-            "tokens/s": round(_median(speed)) if speed else None,
+            "tokens/s": round(median_speed) if (median_speed := _median(speed)) is not None else None,
             "fine-tune device": ", ".join(devices),
             "pretrain tokens": human_tokens(cost["tokens"]) if cost.get("tokens") else "",
             "pretrain device-h": f"{cost['hours']:.3g} {cost['hours_unit']}" if cost.get("hours") is not None else "",

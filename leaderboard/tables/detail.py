@@ -63,7 +63,7 @@ def model_detail(board: Board, lang: str, key: str) -> tuple[str, pd.DataFrame]:
             rows.append({"task": task, "seed": "reported", "macro-F1": round(cell.mean, 2)})
             continue
         for r in e.runs[task]:
-            protocol = r.details.get("protocol") if isinstance(r.details.get("protocol"), dict) else {}
+            protocol = r.details["protocol"] if isinstance(r.details.get("protocol"), dict) else {}
             rows.append({"task": task, "seed": r.seed, "macro-F1": round(100 * r.score, 2),
                          "dev": round(100 * r.details["dev_score"], 2) if isinstance(r.details.get("dev_score"), int | float) else None,
                          "train s": round_or_none(run_timing(r, "train_s"), 1), "tokens/s": round_or_none(run_timing(r, "tokens_per_s"), 0),

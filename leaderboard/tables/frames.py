@@ -47,7 +47,7 @@ def display(frame: pd.DataFrame, kinds: dict[str, str] | None = None, default: s
     """The frame as the app shows it: numeric columns formatted by their kind (`kinds` by column, else
     `default`), missing values as '–'. Gradio shows a Styler's formatted values in a read-only Dataframe."""
     kinds = kinds or {}
-    formats = {}
+    formats: dict[str, Any] = {}  # a format string or a function, by column
     for column in frame.columns:
         kind = kinds.get(column, default)
         if kind and pd.api.types.is_numeric_dtype(frame[column]):

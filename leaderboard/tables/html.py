@@ -149,7 +149,7 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     avg_ranks = _ranks([a.value if not a.partial else None for a in averages])
     out = [f'<div class="lb-scroll"><table id="{esc(table_id)}" class="lb-table"><thead><tr>'
            + "".join(_header(col, tasks, bench) for col in columns) + "</tr></thead><tbody>"]
-    notes = []
+    notes: list[str] = []
     for i, (row, avg) in enumerate(zip(rows, averages, strict=True)):
         e, cells = row.entry, Cells(row, lang, avg, board)
         parts = []

@@ -71,14 +71,16 @@ def _raw_pairs(path: Path, member_prefix: str = "") -> Iterator[tuple[str, str, 
                     if total > MAX_TEXT_BYTES:
                         raise DataError(f"{path}: its .txt/.ann members expand to over {MAX_TEXT_BYTES >> 20} MiB; "
                                         "refused (split the archive)")
-                    files[name] = tar.extractfile(member).read(member.size)
+                    member_file = tar.extractfile(member)
+                    assert member_file is not None  # a regular file (isfile above)
+                    files[name] = member_file.read(member.size)
     for name in sorted(n for n in files if n.endswith(".txt")):
         stem = name[:-4]
-        ann = files.get(stem + ".ann")
+        annotations = files.get(stem + ".ann")
         yield (
             stem[len(member_prefix):],
             files[name].decode("utf-8"),
-            ann.decode("utf-8") if ann is not None else None,
+            annotations.decode("utf-8") if annotations is not None else None,
             f"{path}!{stem}",
         )
 

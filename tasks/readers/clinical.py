@@ -118,7 +118,7 @@ def deid_rows(original: str | Path, masked: str | Path) -> list[Row]:
     if set(texts) != set(masks):
         only = sorted(set(texts) ^ set(masks))[:3]
         raise DataError(f"{original} and {masked} hold different records (e.g. {only}); use id.text and id.res of one release")
-    rows = []
+    rows: list[Row] = []
     for rec_id, raw in texts.items():
         text = raw.strip().replace("\n", " ")
         segments = _MASK.split(masks[rec_id].strip().replace("\n", " "))

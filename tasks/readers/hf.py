@@ -50,8 +50,8 @@ def load_local(path: str | Path) -> Any:
     files = sorted(str(p) for p in path.rglob("*.parquet")) if path.is_dir() else [str(path)]
     if not files:
         raise DataError(f"{path}: no .parquet files and no save_to_disk folder here")
-    for file in files:
-        check_data_file(file)
+    for data_file in files:
+        check_data_file(data_file)
     return datasets.load_dataset("parquet", data_files=files, split="train")
 
 

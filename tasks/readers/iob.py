@@ -83,6 +83,7 @@ def decode_tags(
             entities.append(Entity(offsets[current[0]][0], offsets[current[1]][1], current[2]))
             current = None
         if prefix == "I" and continues:
+            assert current is not None  # continues: an entity is open
             current[1] = i
         elif prefix in ("B", "I"):
             current = [i, i, etype]
@@ -149,7 +150,9 @@ def read_iob_documents(
             )
             groups[-1][1].append(NerExample(f"{prefix}-{count}", text, ents, offsets))
             count += 1
-            tokens.clear(), tags.clear(), where.clear()
+            tokens.clear()
+            tags.clear()
+            where.clear()
 
     for lineno, line in numbered_lines(path):
         if not line.strip():

@@ -22,7 +22,7 @@ from biobench.tasks.readers.textio import check_data_file, numbered_lines, read_
 
 
 def read_jsonl(path: str | Path) -> list[Row]:
-    rows = []
+    rows: list[Row] = []
     bound = textio.MAX_TEXT_BYTES  # the bound of a task file read whole (the rows are held whole too)
     check_data_file(path, bound)  # never a FIFO (iter_jsonl would wait on it) nor an endless file
     try:
@@ -96,7 +96,7 @@ def read_delimited(
         names = list(fieldnames)
     else:
         raise DataError(f"{path}: no header; give \"fieldnames\" in the task spec's options")
-    rows = []
+    rows: list[Row] = []
     for lineno, cells in records:
         if len(cells) != len(names):
             raise DataError(

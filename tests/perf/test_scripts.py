@@ -309,3 +309,20 @@ def test_corpus_speed_memory_only_runs_end_to_end(tmp_path, tiny_tokenizer, caps
     out = capsys.readouterr().out
     assert out.count("2 worker(s)") == 2 and "opening the store: +" in out and "load average" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "tok"]  # the corpora and stores are removed
+
+
+def test_ner_learning_curve_table_reads_runs_selected_on_any_dev_metric(tmp_path, capsys):
+    """A run selected on macro-F1 has no dev_<metric> key besides dev_macro_f1: its selection score is that one
+    (the table raised a TypeError on such a file); a step one file lacks is '-'."""
+    from biobench.perf import ner_learning_curve
+
+    micro, macro = tmp_path / "micro.jsonl", tmp_path / "macro.jsonl"
+    rows = [{"step": 100, "head": "span", "dev_micro_f1": 0.5, "dev_macro_f1": 0.4, "test_macro_f1": 0.3},
+            {"step": 200, "head": "span", "dev_micro_f1": 0.6, "dev_macro_f1": 0.5, "test_macro_f1": 0.45}]
+    micro.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    macro.write_text(json.dumps({"step": 100, "head": "hf-token", "dev_macro_f1": 0.25, "test_macro_f1": 0.2}) + "\n")
+    ner_learning_curve.table([str(micro), str(macro)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| step | span dev sel / dev F1 / test F1 | hf-token dev sel / dev F1 / test F1 |"
+    assert lines[2] == "| 100 | 50.0 / 40.0 / 30.0 | 25.0 / 25.0 / 20.0 |"
+    assert lines[3] == "| 200 | 60.0 / 50.0 / 45.0 | - |"

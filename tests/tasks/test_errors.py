@@ -158,3 +158,17 @@ def test_a_task_files_missing_split_file_names_it_as_written_and_the_fix_there(t
     assert err.startswith(f"task 'mine': data not found (missing splits.tsv (relative to the task file's folder "
                           f"{tmp_path / 'spec'})). Put the file(s) there, or correct the path(s) in the task file")
     assert "--data-dir does not apply to them" in err and "pass --data-dir" not in err and "Expected layout" not in err
+
+
+def test_a_hub_source_without_a_dataset_and_a_generated_one_without_a_generator_are_refused_when_read():
+    """Refused when the spec is read, naming the source and the key: they were read as dataset None (a hub fallback
+    'hub:None' after the offline probe) and generator None."""
+    def spec(source: dict) -> dict:
+        return {"id": "toy", "lang": "en", "kind": "classification", "max_length": 64, "protocol": "en",
+                "sources": [source]}
+
+    with pytest.raises(ConfigError, match=r'^toy.json: source #1: a hub source needs "dataset", the Hugging Face'):
+        spec_from_dict(spec({"type": "hub", "revision": "main"}), "toy.json")
+    with pytest.raises(ConfigError, match=r'^toy.json: source #1: a generated source needs "generator", one of demo-cls, '):
+        spec_from_dict(spec({"type": "generated"}), "toy.json")
+    assert spec_from_dict(spec({"type": "generated", "generator": "demo-cls"}), "toy.json").sources[0].generator == "demo-cls"
