@@ -80,11 +80,11 @@ def test_attention_is_sdpa_on_cuda_without_flash_attn(flash_missing):
 
 def test_bench_and_training_use_the_same_rules():
     """No second copy: the fine-tuning loader and the pretraining trainer import these very functions."""
-    from biobench.eval import finetune, models
+    from biobench.eval import encoder, finetune
     from biobench.training import loading, trainer
 
-    assert models.attention_implementation is dev.attention_implementation is trainer.attention_implementation
-    assert models.default_dtype is dev.default_dtype
+    assert encoder.attention_implementation is dev.attention_implementation is trainer.attention_implementation
+    assert encoder.default_dtype is dev.default_dtype
     assert finetune.autocast is dev.autocast is trainer.autocast
     assert not hasattr(loading, "default_attention")
 
