@@ -10,7 +10,7 @@ The seeds of each protocol are `SEEDS`. A head and the knobs it brings with it (
 clipping, selection metric: its `knobs`) are biobench.heads.HEAD_SPECS; the protocol *names* a task spec may give
 are vocabulary of the spec format (biobench.tasks.schema.PROTOCOL_NAMES, next to TASK_KINDS) because the task
 registry validates specs and may import nothing from bench but errors and the runtime layer; `SEEDS` covers
-exactly those names (tests/eval/test_protocols.py).
+exactly those names (tests/test_protocols.py).
 
 Why a hash: a result is only comparable to another one computed with the same protocol, so every result
 records the resolved protocol and its hash is part of the run key (biobench.store).
@@ -390,7 +390,7 @@ def protocol_steps(protocol: Protocol, n_train: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- the protocol table
 # Where each value of a task's protocol comes from: `biobench tasks --protocol`, the leaderboard's About tab and
-# docs/PROTOCOL.md's table are all `protocol_rows` (tests/eval/test_protocol_paper.py holds them to the paper).
+# docs/PROTOCOL.md's table are all `protocol_rows` (tests/test_protocol_paper.py holds them to the paper).
 # (key, label) of each row, in the order the table shows them: the settings' rows (a setting's `row`; one that
 # names no row of this layout gets its own, before the seeds) and what a task spec decides.
 _LAYOUT: tuple[tuple[str, str], ...] = (

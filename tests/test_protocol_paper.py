@@ -16,7 +16,7 @@ from biobench.cli import main
 from biobench.protocols import protocol_markdown, protocol_row, sources_markdown
 from biobench.tasks.registry import PAPER_TASKS, get_spec, list_specs
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "PROTOCOL.md"
 
 # Table 8: max length per task (tokens)
 TABLE_8_MAX_LENGTH = {"diamed": 2048, "meddialog-fr": 4096, "fracco-30": 4096, "fracco-100": 4096, "cantemist": 4096,
