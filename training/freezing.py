@@ -10,7 +10,7 @@ from biobench.training.recipes import Freeze
 
 
 def encoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The stack of transformer layers: ModernBERRian-T/tabib's model.layers, BERRian-T/tabib's encoder.layer, ..."""
+    """The stack of transformer layers: ModernBERT's model.layers, BERT's encoder.layer, ..."""
     n = getattr(model.config, "num_hidden_layers", None)
     for module in model.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == n:

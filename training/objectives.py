@@ -3,7 +3,7 @@
 Labels are position-aligned (label[t] is what the head must output at position t, -100 = no loss), so one
 loss module serves both objectives and computes the cross-entropy exactly once, itself: transformers picks a
 model's loss function from its class name and the causal-LM loss shifts labels again, so we never hand
-labels to the model. Only labelled positions go through the head (ModernBERRian-T/tabib's sparse prediction), which
+labels to the model. Only labelled positions go through the head (ModernBERT's sparse prediction), which
 saves 20-30% of the step with an 8k vocabulary.
 
 Decoders (Gemma-3, the decoder control) go through the same module: encoder = the decoder stack, head =

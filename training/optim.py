@@ -49,7 +49,7 @@ def _all_on_cuda(params: list) -> bool:
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """All parameters (frozen ones too, so optimiser state carries across phases); biases and norm weights
-    without decay (ModernBERRian-T/tabib's filter_bias_norm_wd)."""
+    without decay (ModernBERT's filter_bias_norm_wd)."""
     decay: list[torch.nn.Parameter] = []
     no_decay: list[torch.nn.Parameter] = []
     norm_params = {id(p) for m in model.modules() if isinstance(m, torch.nn.LayerNorm) for p in m.parameters()}

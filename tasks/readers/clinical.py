@@ -174,7 +174,7 @@ def cos_snippet_examples(folder: str | Path) -> list:
     """UW BioNLP's COS corpus (events-COS-corpus.zip, BRAT): one example per `Snippet` annotation, in .ann
     file-name order; its text is the snippet's text as the .ann gives it, its tokens words and single
     punctuation marks (the protocol's regex), its gold the flat BIO of the Cos/Ref/Loc/Attr/Val annotations
-    inside the snippet (iob.flat_bio_entities), as lindvalllab/BioClinical-ModernBERRian-T/tabib's COS.process_ann_only
+    inside the snippet (iob.flat_bio_entities), as lindvalllab/BioClinical-ModernBERT's COS.process_ann_only
     builds it. Only the .ann files are read, as there."""
 
     folder = Path(folder)

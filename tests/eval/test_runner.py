@@ -80,7 +80,7 @@ def test_a_result_records_the_model_task_and_protocol(finished):
 
 
 def test_en_classification_uses_the_hf_head_selected_on_dev_weighted_f1(finished):
-    """BioClinical-ModernBERRian-T/tabib's protocol: the model's own HF head, the checkpoint best on dev weighted-F1."""
+    """BioClinical-ModernBERT's protocol: the model's own HF head, the checkpoint best on dev weighted-F1."""
     result = read_result(finished[0].runs[0].path).to_dict()
     assert result["head"] == {"name": "hf-sequence", **result["protocol"]["head_config"]}
     assert result["protocol"]["head"] == "hf-sequence" and result["dev_metric"] == "weighted_f1"

@@ -49,7 +49,7 @@ def test_no_leak_from_future_tokens(tiny_tokenizer, impl):
 
 @pytest.mark.canary
 def test_is_causal_flag_alone_leaks(tiny_tokenizer):
-    """Upstream canary: tests transformers, not biobench. ModernBERRian-T/tabib's own `is_causal=True` is not causal on
+    """Upstream canary: tests transformers, not biobench. ModernBERT's own `is_causal=True` is not causal on
     sdpa (the sliding-window and padding masks win), which is why biobench.training.causal builds its own
     mask mapping. When this starts failing, transformers has fixed the flag: nothing in biobench breaks
     (test_no_leak_from_future_tokens still guards the CLM phase), but the mask mapping may be redundant."""
