@@ -82,10 +82,20 @@ def test_launcher_reaches_a_real_time_limit_stops_its_eval_and_requeues(slurm_cl
     """`--launcher slurm --time 3`: submitit's USR2 warning (90 s before the limit, up to 30 s earlier) reaches
     the element; its eval child (USR2 ignored) is stopped with SIGUSR1 from the main loop, abandons the run in
     flight and releases its claim; submitit requeues the element, which finishes the grid. It used to hang in a
-    futex wait until TIMEOUT with 1 of 8 results (issue 48 §1)."""
-    grid = _long_grid(tmp_path, tiny_mlm_dir, "42-46", epochs=40)
+    futex wait until TIMEOUT with 1 of 8 results (issue 48 §1).
+
+    The grid (5 runs of 80 epochs: 120 s of training at the fastest seen, ~0.3 s an epoch) is longer than the
+    warning's latest time (90 s after the start), so the first life is always warned; at 40 epochs a quiet CI run
+    finished the grid before the warning came. Once submitit has requeued the element, the test gives the job
+    15 minutes: its second life finishes the grid however slow the machine (what is tested is one warning and
+    its requeue, not how many 3-minute lives a grid needs)."""
+    grid = _long_grid(tmp_path, tiny_mlm_dir, "42-46", epochs=80)
     log_dir = tmp_path / "logs"
     job = _launch(slurm_cluster, grid, log_dir, 1, "3")
+    logs_text = lambda: "\n".join(_logs(log_dir).values())  # noqa: E731
+    _wait_for(lambda: "Requeued job" in logs_text(), 600, "submitit's requeue after the wall-clock warning", logs_text,
+              slurm_cluster, job)
+    slurm_cluster.client("scontrol", "update", f"JobId={job}", "TimeLimit=15")
     states = slurm_cluster.wait(job, timeout=900)
     logs = _logs(log_dir)
     text = "\n".join(logs.values())
