@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the environment and runs the whole test suite (fast + slow + browser + the one-node SLURM cluster).
-# Both cores (pytest-xdist): the tests that share the SLURM cluster, the browser or a costly fixture run in one
-# worker (tests/conftest.py: pytest_collection_modifyitems), the slow ones are handed out first.
-# Quick loop while developing: .venv/bin/pytest -m "not slow" -n 2
+# Both cores, three pytest-xdist workers (one math thread each): a third of the suite's time is spent waiting on
+# SLURM's clock, a claim or a server, and a third worker trains meanwhile. The tests that share the browser or a
+# costly fixture run in one worker (tests/conftest.py: pytest_collection_modifyitems), the long ones are handed
+# out first. Quick loop while developing: .venv/bin/pytest -m "not slow" -n 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,7 +11,7 @@ bash scripts/install_browser.sh || echo "note: chromium not installed; the brows
 bash scripts/install_slurm.sh || echo "note: SLURM not installed; the one-node cluster tests will be skipped"
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=20 "$@"
+.venv/bin/python -m pytest -n 3 --dist loadgroup --no-loadscope-reorder --durations=20 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "no tests collected"; exit 1; fi

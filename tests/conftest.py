@@ -47,24 +47,29 @@ def shared_data_dir() -> Path | None:
 
 
 # ---------------------------------------------------------------- pytest-xdist: which tests share a worker
-# `pytest -n 2 --dist loadgroup` (scripts/test.sh) spreads tests over two worker processes; a test carrying
+# `pytest -n 3 --dist loadgroup` (scripts/test.sh) spreads tests over worker processes; a test carrying
 # @pytest.mark.xdist_group(name) runs in the one worker that runs every test of that group, in collection order.
-# Tests get their group here, from what they use, so that a new test needing the cluster or the browser is
+# Tests get their group here, from what they use, so that a new test needing the browser or a costly fixture is
 # grouped without anyone remembering to mark it:
-# - a machine-wide resource that two workers must not both start: the one-node SLURM cluster, a Chromium;
+# - a Chromium: two headless browsers and their servers on two cores time out under load;
 # - a session fixture too costly to build once per worker (a real-data or reference run): its users meet where
 #   it was built;
 # - a module- or class-scoped fixture: the module's tests that use it run where it was built (once, not twice).
+# The one-node SLURM cluster is not a group: each worker that needs one starts its own (tests/slurm_cluster.py:
+# its own folder and free ports; two ran side by side through a whole suite), so the SLURM tests, which mostly
+# wait on the scheduler's clock, spread over the workers instead of queueing in one for 15 minutes.
+# Grouping needs pytest < 9.2 (pyproject: pytest-xdist 3.8 writes the group into item._nodeid, which pytest 9.2
+# no longer reads; pytest-dev/pytest-xdist#1386): tests/test_suite_layout.py checks that a group holds.
 GROUP_OF_FIXTURE = {
-    "slurm_cluster": "slurm-cluster",
+    "slurm_toy_reference": "slurm-toy-reference",  # the two SLURM array tests' sequential reference
     "readme_quick_check_run": "readme-quick-check",
     "submitted_and_evaluated": "submit-worker",
-    "torchrun_pretraining": "slurm-cluster",  # the reference of the srun test, which needs the cluster
+    "torchrun_pretraining": "torchrun-reference",  # one process's and srun's reference
 }
 GROUP_OF_MARKER = {"browser": "browser"}
-# longest first: six SLURM jobs and trainings; three real-data MiniLM trainings; two servers;
-# one tiny run
-LONGEST_FIRST = ["slurm-cluster", "readme-quick-check", "browser", "submit-worker"]
+# handed out first, longest first: three real-data MiniLM trainings; two SLURM arrays with a requeue; two
+# servers and a browser; one tiny run
+LONGEST_FIRST = ["readme-quick-check", "slurm-toy-reference", "browser", "torchrun-reference", "submit-worker"]
 
 
 def xdist_group(item: pytest.Item) -> tuple[str, bool] | None:
@@ -84,9 +89,10 @@ def xdist_group(item: pytest.Item) -> tuple[str, bool] | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """`-n 2` alone (the quick loop: pytest -m "not slow" -n 2) distributes as scripts/test.sh does: by the
-    groups below, in the order below (xdist's default `load` would ignore the groups)."""
-    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+    """`-n 3` alone (the quick loop: pytest -m "not slow" -n 3) distributes as scripts/test.sh does: by the
+    groups below, in the order below (xdist's default `load`, which its own hook may have set first, would
+    ignore the groups)."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist in ("no", "load"):
         config.option.dist = "loadgroup"
         config.option.loadscopereorder = False
 
@@ -95,6 +101,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the order and the groups do not matter
+    # A worker takes --dist from the command line again (xdist's remote.setup_config), not the loadgroup that
+    # pytest_cmdline_main above set in the controller: without this, `-n 3` alone would drop every group.
+    config.option.loadgroup = True
     rank = {}
     for item in items:
         found = None if item.get_closest_marker("xdist_group") else xdist_group(item)
@@ -102,12 +111,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(found[0]))
         if found and found[1]:
             rank[item.nodeid] = LONGEST_FIRST.index(found[0]) if found[0] in LONGEST_FIRST else len(LONGEST_FIRST)
+        elif "slurm_cluster" in item.fixturenames:
+            rank[item.nodeid] = len(LONGEST_FIRST)
         else:
             rank[item.nodeid] = len(LONGEST_FIRST) + (1 if item.get_closest_marker("slow") else 2)
-    # The shared resources' groups first (the SLURM cluster's is minutes long), then the other slow tests, then
-    # the fast ones; a stable sort gives every worker the same order, as xdist requires. With
-    # --no-loadscope-reorder the workers take work in this order: the long runs start at once and the fast tests
-    # fill the end, instead of one long test finishing alone on one core.
+    # The costly groups first, then the SLURM tests (minutes each, mostly waiting on the scheduler's clock: started
+    # early, their waits overlap the other workers' training), then the other slow tests, then the fast ones; a
+    # stable sort gives every worker the same order, as xdist requires. With --no-loadscope-reorder the workers
+    # take work in this order: the long runs start at once and the fast tests fill the end, instead of one long
+    # test finishing alone on one core.
     items.sort(key=lambda item: rank[item.nodeid])
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 
 import pytest
 from biobench import cli
@@ -60,10 +61,13 @@ def test_the_readme_pretrain_then_eval_example_scores_without_a_warning(shared_d
 
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", ["README.md", "docs/API.md"])
-def test_the_python_example_scores_without_a_warning(doc, shared_data, minilm_dir, tmp_path, monkeypatch, capsys):
+def test_the_python_example_scores_without_a_warning(doc, shared_data, minilm_dir, readme_quick_check_run, tmp_path,
+                                                     monkeypatch, capsys):
     """Issue 52 item 1: the first Python example of the README and of docs/API.md, run as written in a folder whose
     `data/` is the shared data folder (the alias resolves to the hub; the installed package holds the same
-    weights): every task above 0 and no ⚠. ~1 min per seed on one core."""
+    weights): every task above 0 and no ⚠. The folder's `results/` starts as a copy of the README quick check's
+    (conftest readme_quick_check_run): its ncbi-disease seed 42 is the same run, found finished and read back,
+    so only API.md's seed 43 trains here (~1 min on one core; each example trained seed 42 again before)."""
     text = (REPO / doc).read_text(encoding="utf-8")
     code = re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)[0]
     assert "biobench.evaluate(" in code and "quick=True" in code
@@ -72,9 +76,16 @@ def test_the_python_example_scores_without_a_warning(doc, shared_data, minilm_di
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
     (tmp_path / "data").symlink_to(shared_data)
+    shutil.copytree(readme_quick_check_run.results, tmp_path / "results")
     scope: dict = {}
     exec(compile(code.replace('"all-MiniLM-L6-v2"', repr(str(minilm_dir))), doc, "exec"), scope)
     summary = scope["results"].summary()
     assert len(summary) >= 1 and (summary["mean"] > 0).all(), summary
     assert not summary["degenerate"].astype(bool).any(), summary["degenerate"].tolist()
     assert "ncbi-disease" in capsys.readouterr().out
+    # seed 42 was the quick check's run, found finished (its file untouched); API.md's seed 43 trained here
+    (quick,) = readme_quick_check_run.results.glob("*/ncbi-disease/seed-42*.json")
+    copied = tmp_path / "results" / quick.relative_to(readme_quick_check_run.results)
+    assert copied.read_bytes() == quick.read_bytes()
+    trained = sorted(p.name.split(".")[0] for p in copied.parent.glob("seed-*.json"))
+    assert trained == (["seed-42", "seed-43"] if doc == "docs/API.md" else ["seed-42"]), trained

@@ -7,6 +7,9 @@ itself keeps the ones that cross packages (the README, the architecture, hostile
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -55,3 +58,33 @@ def test_a_test_named_after_a_package_lives_in_its_folder():
     misplaced = [p.name for p in TESTS.glob("test_*.py")
                  if any(p.stem.startswith(f"test_{package}_") for package in PACKAGES)]
     assert misplaced == [], f"move these into tests/<package>/: {misplaced}"
+
+
+def test_a_costly_fixtures_tests_share_one_worker_under_xdist(tmp_path):
+    """scripts/test.sh runs pytest-xdist with the groups of tests/conftest.py: the tests that use a costly session
+    fixture run in the one worker that built it. This failed silently with pytest 9.2 (xdist's loadgroup writes
+    the group where pytest 9.2 no longer reads it, pytest-dev/pytest-xdist#1386: the real-data fixture would be
+    built in each worker): 12 tests of two modules using the fixture, 12 that do not, three workers."""
+    (tmp_path / "conftest.py").write_text(
+        "import os\nfrom pathlib import Path\n\nimport pytest\n"
+        "from tests.conftest import pytest_cmdline_main, pytest_collection_modifyitems  # noqa: F401\n\n\n"
+        "@pytest.fixture(scope='session')\n"
+        "def submitted_and_evaluated():\n"
+        "    (Path(os.environ['BUILT']) / os.environ['PYTEST_XDIST_WORKER']).touch()\n")
+    for module in ("a", "b"):
+        (tmp_path / f"test_{module}.py").write_text(
+            "import pytest\n\n\n@pytest.mark.parametrize('i', range(6))\n"
+            "def test_uses_it(submitted_and_evaluated, i):\n    pass\n\n\n"
+            "@pytest.mark.parametrize('i', range(6))\ndef test_alone(i):\n    pass\n")
+    built = tmp_path / "built"
+    built.mkdir()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "3", "-v", "-p", "no:cacheprovider", "--rootdir",
+                           str(tmp_path), str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "BUILT": str(built), "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    workers = {line.split("]")[0].lstrip("[") for line in done.stdout.splitlines()
+               if "PASSED" in line and "test_uses_it" in line}
+    alone = {line.split("]")[0].lstrip("[") for line in done.stdout.splitlines()
+             if "PASSED" in line and "test_alone" in line}
+    assert done.stdout.count("PASSED") == 24 and len(workers) == 1 and len(alone) > 1, done.stdout
+    assert [p.name for p in built.iterdir()] == list(workers)  # built once, where its tests ran

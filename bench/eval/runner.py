@@ -486,14 +486,23 @@ def plan_label(run: PlannedRun) -> str:
     return f"{run.task.id} seed {run.seed}"
 
 
+LOOK_S = 2.0  # how often a process waiting for other processes' runs looks at them (wait_for_held)
+LOOKS_PER_S = 20.0  # and at most this many claim folders a second
+
+
 def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Callable[[str], None],
                   sleep: Callable[[float], None] = time.sleep) -> Iterator[PlannedRun]:
     """The runs other processes held when this one passed them, waited for instead of given up (issue 48: an
     element whose eval was killed with `kill -9` left its run to nobody until a new submission). Each held
-    run is looked at every lease_s / HEARTBEATS_PER_CLAIM seconds until it is finished (skipped), free (its
+    run is looked at until it is finished (skipped), free (its
     holder released it, died on this machine, or its claim expired: claimed here and yielded, to train), or
     found renewed by its holder (alive: left to it). Bounded: one claim length (`lease_s`) and one look more,
-    after which what is still held is left to its holders. Yields only runs this process has claimed."""
+    after which what is still held is left to its holders. Yields only runs this process has claimed.
+    The runs are looked at every LOOK_S seconds, not once a heartbeat (lease_s / HEARTBEATS_PER_CLAIM): a
+    holder's last run finishing, or its release on a requeue, is seen within seconds (once a heartbeat, 60 s
+    with the default claim, a job sat idle on its GPUs for up to a minute after the grid's last run); and at
+    most LOOKS_PER_S claim folders a second, so that many elements waiting at a grid's tail do not flood a
+    shared file system's metadata server."""
     first_seen = {id(run): (info.expires if (info := read_claim(run.path)) is not None else 0.0)
                   for run in plan.runs if run.status == "held"}
     if not first_seen:
@@ -520,7 +529,8 @@ def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Cal
             info = read_claim(run.path)
             if info is not None and info.held and info.expires > first_seen[id(run)]:
                 first_seen.pop(id(run))  # renewed since: its holder is alive and finishes it
-        sleep(every)
+        if any(run.status == "held" and id(run) in first_seen for run in waiting):
+            sleep(min(every, max(LOOK_S, len(waiting) / LOOKS_PER_S)))
 
 
 def summarize(plan: GridPlan) -> dict[str, Any]:

@@ -371,3 +371,28 @@ def test_quick_gives_each_task_kind_its_budget_and_explicit_flags_win(tiny_mlm_d
     mine = plan(tiny_mlm_dir, tmp_path, overrides={"max_steps": 7}, quick=True)
     assert {r.protocol.max_steps for r in mine.runs} == {7} and {r.protocol.limit_train for r in mine.runs} == {1000}
     assert QUICK[("fr", "ner")]["head"] == "hf-token"  # the span head predicts nothing for ~200 steps
+
+
+@pytest.mark.parametrize("held, look", [(1, 2.0), (100, 5.0), (5000, 60.0)])
+def test_a_waiter_sees_a_run_finished_elsewhere_within_seconds_and_bounds_its_reads(monkeypatch, tmp_path, held, look):
+    """wait_for_held looks every LOOK_S seconds (not once a heartbeat: 60 s with the default 300 s claim, which
+    kept a job idle after the grid's last run), reads at most LOOKS_PER_S claim folders a second, and never
+    looks less often than a heartbeat."""
+    runs = [SimpleNamespace(status="held", path=tmp_path / f"seed-{i}.json") for i in range(held)]
+    plan = SimpleNamespace(name="tiny", runs=runs)
+    claims = SimpleNamespace(lease_s=300.0, claim=lambda path: False)
+    looks: list[int] = []
+
+    def finished_elsewhere(plan, run) -> bool:  # as runner's: a run found finished is marked skipped
+        if len(looks) >= 3:
+            run.status = "skipped"
+        return run.status == "skipped"
+
+    monkeypatch.setattr(runner, "finished_elsewhere", finished_elsewhere)
+    sleeps: list[float] = []
+    stop = SimpleNamespace(requested=False)
+    lines: list[str] = []
+    taken = list(runner.wait_for_held(plan, claims, stop, lines.append,
+                                      sleep=lambda s: (sleeps.append(s), looks.append(1))))
+    assert taken == [] and sleeps == [look] * 3  # seen finished on the fourth look, 3 looks apart
+    assert "waiting up to 360 s" in lines[0]
