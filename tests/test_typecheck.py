@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # mypy over the whole library: ~40 s cold
 def test_the_listed_packages_type_check():
     pytest.importorskip("mypy", reason="mypy (part of the 'dev' extra) is not installed")
     done = subprocess.run(["bash", str(ROOT / "scripts/typecheck.sh")], capture_output=True, text=True, timeout=600)

@@ -61,6 +61,7 @@ def online_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
             "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
+@pytest.mark.slow  # eval subprocesses against a loopback hub: ~7 s
 def test_prefetch_then_the_grid_runs_offline(tiny_mlm_dir, tmp_path):
     files = {f"/files/{s}.tsv": IOB.encode() for s in ("train", "dev", "test")}
     with fake_hub({"org/tiny-bio": Repo.from_folder(tiny_mlm_dir)}, files) as endpoint:

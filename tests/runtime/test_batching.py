@@ -16,6 +16,7 @@ from biobench.runtime import batching
 OOM = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 
 
+@pytest.mark.slow  # trains under simulated out-of-memory: ~5 s
 def test_halves_until_it_fits_keeping_a_divisor_of_the_batch():
     tried = []
 

@@ -3,6 +3,7 @@ nothing when progress is off."""
 
 from __future__ import annotations
 
+import pytest
 from biobench.runtime import progress
 
 
@@ -42,6 +43,7 @@ def test_a_fine_tuning_run_in_a_log_says_where_training_and_scoring_are(tiny_mlm
     assert "t1 seed 1: scoring dev (inputs): " in err and "t1 seed 1: scoring test (inputs): " in err
 
 
+@pytest.mark.slow  # an eval subprocess: ~10 s
 def test_no_loading_weights_bar_in_a_log(tiny_mlm_dir):
     """Off a terminal (stderr a pipe), `biobench` silences transformers' own bars before any command loads a
     model: a log gets no "Loading weights" frames. The same load without biobench's start shows the bar, so the

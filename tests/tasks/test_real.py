@@ -30,7 +30,12 @@ COUNTS = {
 }
 
 
-@pytest.mark.parametrize("task_id", sorted(COUNTS))
+# JNLPBA's two readings take 6-7 s each (its 2,000-abstract corpus): slow, the others fast
+SLOW_TO_READ = {"jnlpba", "jnlpba-blurb"}
+
+
+@pytest.mark.parametrize("task_id", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW_TO_READ else t
+                                     for t in sorted(COUNTS)])
 def test_split_sizes_match_source(shared_data, task_id):
     task = load_task(get_spec(task_id), shared_data)
     assert tuple(len(task.splits[s]) for s in ("train", "dev", "test")) == COUNTS[task_id]
@@ -42,6 +47,7 @@ def _mentions(task, split):
     return Counter(e.label for ex in task.splits[split] for e in ex.entities)
 
 
+@pytest.mark.slow  # reads every real NER task's splits: ~15 s
 def test_entity_mention_counts(shared_data):
     assert _mentions(load_task(get_spec("anatem-untyped"), shared_data), "test") == {"Anatomy": 4616}
     typed = _mentions(load_task(get_spec("anatem"), shared_data), "test")  # anatem-typed/SOURCE.md table

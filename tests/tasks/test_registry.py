@@ -127,6 +127,7 @@ def test_tasks_cli_names_a_bad_spec_file(capsys, tmp_path):
     assert f"{bad}: dev_metric 'auroc' is not computed" in err
 
 
+@pytest.mark.slow  # reads every shared task: ~7 s
 def test_tasks_json_cli_shared_data(shared_data, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
     assert main(["tasks", "--json", "--data-dir", str(shared_data), "--counts"]) == 0

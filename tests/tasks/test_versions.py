@@ -24,6 +24,7 @@ def _dev_ids(path) -> set[str]:
         return {line.split()[1] for line in fh if line.startswith("-DOCSTART-")}
 
 
+@pytest.mark.slow  # reads JNLPBA's three splits and GENIA's: ~12 s
 def test_typed_jnlpba_uses_genia_tokens_in_every_split(shared_data):
     """One tokenisation: train is BLURB's GENIA-tokenised train typed from the standoff; dev/test are MTL's
     typed IOB. Mentions per type in train = those of the standoff .ann files of every abstract except the 200
