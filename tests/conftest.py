@@ -155,8 +155,8 @@ def readme_quick_check_run(shared_data, minilm_dir, tmp_path_factory):
     """The README's quick check, verbatim, run once for the session on the real data with the installed
     all-MiniLM-L6-v2 (minutes: its ncbi-disease run is the suite's one real-data NER training): its `command`
     as the README gives it, the `argv` that ran (after `biobench`), the `results` folder and the --json `summary`.
-    tests/test_readme_on_real_data.py reads its scores; tests/eval/test_real_data.py reruns it (skips) and retrains its
-    ncbi-disease run (the same score)."""
+    tests/test_readme_on_real_data.py reads its scores and starts the Python examples from its results (their seed 42
+    is this run); tests/eval/test_real_data.py reruns it (skips)."""
     import contextlib
     import io
     import json

@@ -36,10 +36,10 @@ def test_minilm_smoke_run_on_gad_learns_and_skips(shared_data, minilm_dir, tmp_p
 
 
 @pytest.mark.slow
-def test_ncbi_disease_learns_skips_and_reproduces(readme_quick_check_run, capsys):
-    """The README quick check's ncbi-disease run (the English token head, which no other test retrains): above
-    chance; the same command again skips every run and touches no file; retrained with --overwrite, the same
-    score."""
+def test_ncbi_disease_learns_and_skips(readme_quick_check_run, capsys):
+    """The README quick check's ncbi-disease run (the English token head): above chance; the same command again
+    skips every run and touches no file. That the token head retrained with --overwrite learns the same weights is
+    tests/eval/test_runner.py's, on the tiny model (this retrain of MiniLM cost a minute of the suite)."""
     run = readme_quick_check_run
     (first,) = [r for r in run.summary["runs"] if r["task"] == "ncbi-disease"]
     assert first["status"] == "done" and first["macro_f1"] > CHANCE["ncbi-disease"] + 0.1
@@ -48,9 +48,3 @@ def test_ncbi_disease_learns_skips_and_reproduces(readme_quick_check_run, capsys
     assert cli.main(run.argv) == 0
     assert {r["status"] for r in json.loads(capsys.readouterr().out)["runs"]} == {"skipped"}
     assert snapshot(run.results) == files
-
-    argv = list(run.argv)
-    argv[argv.index("--tasks") + 1] = "ncbi-disease"
-    assert cli.main([*argv, "--overwrite"]) == 0
-    (again,) = json.loads(capsys.readouterr().out)["runs"]
-    assert again["status"] == "done" and again["macro_f1"] == first["macro_f1"]

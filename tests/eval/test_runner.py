@@ -396,3 +396,24 @@ def test_a_waiter_sees_a_run_finished_elsewhere_within_seconds_and_bounds_its_re
                                       sleep=lambda s: (sleeps.append(s), looks.append(1))))
     assert taken == [] and sleeps == [look] * 3  # seen finished on the fourth look, 3 looks apart
     assert "waiting up to 360 s" in lines[0]
+
+
+def test_the_token_head_retrained_with_overwrite_learns_the_same_weights(tiny_mlm_dir, tmp_path, capsys):
+    """`--overwrite` of a finished run of the token head (hf-token, the English NER head: ncbi-disease's on real data,
+    tests/eval/test_real_data.py) trains the same losses, epoch by epoch, and writes the same predictions and score.
+    On the tiny model, not on real data: the same code path in seconds instead of a minute of MiniLM."""
+    args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-ner", "--seeds", "3", "--epochs", "2",
+            "--limit-train", "40", "--max-length", "32", "--head", "hf-token", "--results", str(tmp_path),
+            "--no-progress", "--json"]
+    assert cli.main(args) == 0
+    (first,) = json.loads(capsys.readouterr().out)["runs"]
+    (path,) = tmp_path.rglob("seed-3*.json")
+    record, predictions = read_result(path), path.with_name(path.name.replace(".json", ".predictions.jsonl"))
+    kept = predictions.read_bytes()
+    assert cli.main([*args, "--overwrite"]) == 0
+    (again,) = json.loads(capsys.readouterr().out)["runs"]
+    assert first["status"] == again["status"] == "done" and again["macro_f1"] == first["macro_f1"]
+    redone = read_result(path)
+    losses = [[h["train_loss"] for h in r.details["history"]] for r in (record, redone)]
+    assert len(losses[0]) == 2 and losses[0] == losses[1]  # bit for bit: the same batches, masks and updates
+    assert redone.protocol["head"] == "hf-token" and predictions.read_bytes() == kept
