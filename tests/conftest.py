@@ -217,7 +217,7 @@ def submitted_and_evaluated(tiny_mlm_dir, tmp_path_factory):
 def torchrun_pretraining(tmp_path_factory):
     """`torchrun --nproc_per_node 2 biobench pretrain` (detour, tiny preset, gloo, one thread a rank), run once for
     the session: the two-rank reference that one process (tests/training/test_distributed.py) and `srun -n 2`
-    (tests/runtime/runtime/test_slurm.py) must reach. Its `corpus`, `tokens` and `out` folder."""
+    (tests/runtime/test_slurm.py) must reach. Its `corpus`, `tokens` and `out` folder."""
     import subprocess
     import sys
     from types import SimpleNamespace
@@ -379,7 +379,7 @@ def slurm_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def slurm_toy_reference(slurm_cluster, tmp_path_factory, tiny_mlm_dir) -> Path:
-    """The sequential reference of the two SLURM array tests (tests/runtime/runtime/test_slurm.py: our batch script;
+    """The sequential reference of the two SLURM array tests (tests/runtime/test_slurm.py: our batch script;
     tests/runtime/test_launch_slurm.py: submitit's): the 2-task x 2-seed toy grid of tests.support.slurm_toy_grid, run
     once for the session by `eval --no-claims` in one process. Its `results-seq` folder; both tests compare their
     array's result files and predictions, byte for byte, with it (they ran it each, the same grid, before)."""

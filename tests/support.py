@@ -255,7 +255,7 @@ def headless_chromium(profile: Path):
     return driver
 
 
-# study files (tests/api/api/test_study.py, tests/api/api/test_study_slurm.py): a [[pretrain]] table on the demo's generated corpus
+# study files (tests/api/test_study.py, tests/api/test_study_slurm.py): a [[pretrain]] table on the demo's generated corpus
 STUDY_PRETRAIN = """
 [[pretrain]]
 name = "{name}"

@@ -10,7 +10,7 @@ finding travel in `score_details.details` (the schema's free-form strings), with
 the metric, so a reader never takes a smoke score for the protocol's. No server path is written: model ids go
 through `runtime.paths.public_model`, and result file paths are never copied. The file's uuid is derived from
 the model's results folder, so exporting again replaces the file instead of adding a second one.
-A copy of the schema, its license and source: bench/api/schemas/ (tests/api/api/test_export.py validates against it).
+A copy of the schema, its license and source: bench/api/schemas/ (tests/api/test_export.py validates against it).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def length_grouped_order(lengths: list[int], batch_size: int, generator: Any) ->
     a random permutation (from `generator`), cut into mega-batches of min(n // (4 batch), 50) batches (at least
     one), each sorted by decreasing length, the longest example of all moved to the very front (so a batch that
     does not fit fails at the first step). The Hugging Face Trainer's `group_by_length` order, index for index
-    (tests/test_batching.py compares them); owned here because transformers keeps it in an internal module."""
+    (tests/runtime/test_batching.py compares them); owned here because transformers keeps it in an internal module."""
     import torch
 
     per_mega = max(1, min(len(lengths) // (batch_size * 4), 50))

@@ -7,7 +7,7 @@ bootstrap resample of the test examples, `stats.replicate_scores`), which depend
 the task's label axis and the bootstrap settings only: `task_bootstrap` takes them from a store when it has
 them (bench/standings/cache.py keys them by those inputs), so a new model costs its own predictions, not the
 board's. Pairs and ranks are then a few vector operations over the cached scores, the same ones a full
-recompute runs, so incremental and full results are equal to the last bit (tests/standings/standings/test_rank_intervals.py).
+recompute runs, so incremental and full results are equal to the last bit (tests/standings/test_rank_intervals.py).
 """
 
 from __future__ import annotations

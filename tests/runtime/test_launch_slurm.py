@@ -1,5 +1,5 @@
 """`biobench eval --config G --launcher slurm` on the real one-node SLURM cluster of tests/slurm_cluster.py: the
-array that submitit writes and submits, not a batch script of ours (that path is tests/runtime/runtime/test_slurm.py).
+array that submitit writes and submits, not a batch script of ours (that path is tests/runtime/test_slurm.py).
 
 The cluster has no slurmdbd, hence no `sacct`; submitit polls `sacct` only when asked for a job's state, which
 neither the submit nor this test does: the test reads the elements' states with `squeue -t all` (finished jobs
@@ -24,7 +24,7 @@ def test_launcher_slurm_array_with_a_forced_requeue_matches_a_sequential_run(slu
     command) that drains a 2-task x 2-seed grid with run claims; the element training a run is requeued with
     `scontrol requeue` (eval in it abandons the run and releases its claim; submitit's element runs again). Every
     result exists once, predictions are byte-identical to a sequential --no-claims run (conftest's
-    slurm_toy_reference, shared with tests/runtime/runtime/test_slurm.py), no claim is left."""
+    slurm_toy_reference, shared with tests/runtime/test_slurm.py), no claim is left."""
     from biobench.eval.claims import read_claim
 
     env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}

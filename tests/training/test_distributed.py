@@ -52,6 +52,6 @@ def test_srun_step_variables_become_torch_distributed_ones():
     assert slurm_environment({**step, "WORLD_SIZE": "8"}) == {}
     assert slurm_environment({k: v for k, v in step.items() if k != "SLURM_STEP_ID"}) == {}
     assert slurm_environment({**step, "SLURM_STEP_NUM_TASKS": "1"}) == {}
-    no_scontrol = {"PATH": "/nonexistent"}  # the parser; tests/runtime/runtime/test_slurm_wall_clock.py checks it against scontrol
+    no_scontrol = {"PATH": "/nonexistent"}  # the parser; tests/runtime/test_slurm_wall_clock.py checks it against scontrol
     assert [first_host(x, no_scontrol) for x in ("vm", "gpu[07-09,12],cpu01", "a01,a02", "n[3]", "r1-[001-004]-ib",
                                                  "r1i[0-1]n[0-3]")] == ["vm", "gpu07", "a01", "n3", "r1-001-ib", "r1i0n0"]
