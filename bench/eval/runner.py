@@ -495,8 +495,9 @@ def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Cal
     """The runs other processes held when this one passed them, waited for instead of given up (issue 48: an
     element whose eval was killed with `kill -9` left its run to nobody until a new submission). Each held
     run is looked at until it is finished (skipped), free (its holder released it, died on this machine, or its
-    claim expired: claimed here and yielded, to train), or found renewed by its holder (alive: left to it). Bounded: one claim length (`lease_s`) and one look more,
-    after which what is still held is left to its holders. Yields only runs this process has claimed.
+    claim expired: claimed here and yielded, to train), or found renewed by its holder (alive: left to it).
+    Bounded: one claim length (`lease_s`) and one look more, after which what is still held is left to its
+    holders. Yields only runs this process has claimed.
     The runs are looked at every LOOK_S seconds, not once a heartbeat (lease_s / HEARTBEATS_PER_CLAIM): a
     holder's last run finishing, or its release on a requeue, is seen within seconds (once a heartbeat, 60 s
     with the default claim, a job sat idle on its GPUs for up to a minute after the grid's last run); and at

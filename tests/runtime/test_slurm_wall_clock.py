@@ -81,7 +81,7 @@ def _long_grid(folder: Path, model: Path, seeds: str, epochs: int) -> Path:
 def test_launcher_reaches_a_real_time_limit_stops_its_eval_and_requeues(slurm_cluster, tiny_mlm_dir, tmp_path):
     """`--launcher slurm --time 3`: submitit's USR2 warning (90 s before the limit, up to 30 s earlier) reaches
     the element; its eval child (USR2 ignored) is stopped with SIGUSR1 from the main loop, abandons the run in
-    flight and releases its claim; submitit requeues the element, whose second life redoes that run first. It
+    flight and releases its claim; submitit requeues the element, whose second life takes that run up again. It
     used to hang in a futex wait until TIMEOUT with 1 of 8 results (issue 48 §1).
 
     The grid (100 runs of 10 epochs, ~3 s a run at the fastest seen, ~0.3 s an epoch) is far longer than the
