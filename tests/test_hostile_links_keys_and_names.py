@@ -149,19 +149,23 @@ def test_duplicate_keys_are_refused_in_every_json_read_from_a_stranger(tmp_path)
     assert not requests and len(problems) == 1 and "duplicate key 'status'" in problems[0].reason
 
 
-def test_every_toml_reader_bounds_dotted_keys_before_tomllib(tmp_path):
-    import time
+def test_every_toml_reader_bounds_dotted_keys_before_tomllib(tmp_path, monkeypatch):
+    """tomllib's time grows with the square of a key's parts: a deep key is refused before tomllib parses
+    anything (counted; the refusal's time is bench/perf/time_bounds.py's `deep TOML` row)."""
+    import tomllib
 
     from biobench.runtime import checkout
     from biobench.runtime.jsonfile import MAX_TOML_KEY_PARTS, UnsafeJSONError, parse_toml
 
+    parsed: list[int] = []
+    real_loads = tomllib.loads
+    monkeypatch.setattr(tomllib, "loads", lambda text, **kw: parsed.append(len(text)) or real_loads(text, **kw))
     fine = ".".join(["a"] * MAX_TOML_KEY_PARTS) + " = 1\n"
-    assert parse_toml(fine.encode(), "f.toml")
+    assert parse_toml(fine.encode(), "f.toml") and len(parsed) == 1
     for kind in ("key", "table", "grid"):
-        start = time.perf_counter()
         with pytest.raises(UnsafeJSONError, match="more than 32 dotted parts"):
             parse_toml(hc.deep_toml(60_000, kind).encode(), "deep.toml")
-        assert time.perf_counter() - start < 2
+    assert len(parsed) == 1  # none of the three deep documents reached tomllib
     # dots inside strings and comments are no keys
     text = 'x = "' + ".".join("a" * 100) + '"\n# ' + ".".join("b" * 100) + '\ny = """\n' + "c." * 100 + '"""\n'
     assert parse_toml(text.encode(), "s.toml")["x"].count(".") == 99
@@ -185,15 +189,16 @@ def test_round_four_command_lines_are_one_error_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_round_four_in_real_processes_under_a_memory_cap(tmp_path):
     """~20 s: the issue's worst inputs as real processes under a 2 GiB address-space cap: each ends with rc 2 and
-    one line within 30 s (on main: 28 s then a MemoryError traceback at 6 GB, 154 s of --dry-run, 120 s+)."""
+    one line, under 1 GiB (on main: 28 s then a MemoryError traceback at 6 GB, 154 s of --dry-run, 120 s+). The
+    300 s limit is for a hang alone; how long each takes is scripts/hostile_round4.py's figure (issue 61 item 1)."""
     sweep = tmp_path / "sweep"
     cases = {what: argv for what, argv, _ in hc.round4_cli_cases(sweep)}
     for what in ("tasks --task-file a 60,000-part dotted key", "eval --config a 60,000-part dotted key",
                  "pretrain --config a 60,000-part dotted key", "eval --config 2,000 grids x 256 seeds",
                  "eval --config 2,000 models x 256 seeds", "pretrain --tokens 12Q"):
-        run = hc.run_limited(cases[what], address_space=2 << 30, timeout=60, env={"OMP_NUM_THREADS": "1"})
+        run = hc.run_limited(cases[what], address_space=2 << 30, timeout=300, env={"OMP_NUM_THREADS": "1"})
         assert run["rc"] == 2 and len(run["lines"]) == 1 and not run["traceback"], (what, run["lines"][-3:])
-        assert run["seconds"] < 30 and run["peak_mib"] < 1024, (what, run["seconds"], run["peak_mib"])
+        assert run["peak_mib"] < 1024, (what, run["peak_mib"])
 
 
 def test_names_and_texts_keep_no_control_or_bidi_character(tmp_path, capsys):

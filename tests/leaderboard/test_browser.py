@@ -114,7 +114,7 @@ def server(tmp_path_factory):
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()

@@ -36,7 +36,7 @@ def serve(argv, tmp_path, env_extra=None, cwd=None):
 def stop(proc):
     proc.terminate()
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
         proc.kill()
     proc.stdout.close()

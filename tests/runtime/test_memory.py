@@ -95,20 +95,18 @@ def test_refusals_name_the_limit_the_device_and_the_weights(monkeypatch):
 
 def test_model_configs_end_in_one_line_before_the_model_is_built(tmp_path, capsys, monkeypatch):
     import resource
-    import time
 
     monkeypatch.delenv(memory.LIMIT_ENV, raising=False)
     for what, argv, phrase, env in hc.model_config_cases(tmp_path):
         with monkeypatch.context() as patch:
             for key, value in env.items():
                 patch.setenv(key, value)
-            start, peak = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             rc = cli.main(argv)
-            took = time.monotonic() - start
         out, err = capsys.readouterr()
         lines = (out + err).strip().splitlines()
         assert rc != 0 and len(lines) == 1 and lines[0].startswith("error: ") and phrase in lines[0], (what, lines)
-        assert "Traceback" not in out + err and took < 30, (what, took)
+        assert "Traceback" not in out + err, what  # its time: bench/perf/time_bounds.py's `model configs` row
         assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 500_000, what  # KiB: nothing allocated
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
 

@@ -278,4 +278,4 @@ def test_only_the_warning_with_the_time_nearly_out_requeues(monkeypatch, tmp_pat
         # multiprocessing pool started later in the same test process hung in terminate() on that)
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         child.terminate()
-        assert child.wait(timeout=30) == -signal.SIGTERM
+        assert child.wait(timeout=300) == -signal.SIGTERM
