@@ -263,3 +263,43 @@ def test_a_predictions_file_is_bounded_by_its_task(tmp_path):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.slow
+def test_a_hard_link_or_a_file_not_of_the_format_is_never_published(tmp_path, capsys):
+    """Issue 57 item 8: a predictions file hard-linked to a secret outside the results folder resolves inside its
+    folder, so `leaderboard --export` and `results push --dry-run` copied it without a warning. Published now is
+    only a regular file with one link, inside its folder, whose lines are predictions rows; anything else is left
+    out with a warning line naming it, and the genuine model's predictions are published as they are."""
+    import os
+
+    import pandas as pd
+
+    root, outside = tmp_path / "results", tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "shadow"  # valid JSONL rows, even: only the link count tells it is not the folder's own
+    secret.write_text(f'{{"id": "x", "gold": "{hc.SECRET}", "pred": "{hc.SECRET}"}}\n', encoding="utf-8")
+    hc.good_result(root, "good-1")
+    linked = hc.good_result(root, "hard-link").with_name("seed-42.predictions.jsonl")
+    linked.unlink()
+    os.link(secret, linked)
+    not_rows = hc.good_result(root, "not-rows").with_name("seed-42.predictions.jsonl")
+    not_rows.write_text(f"password={hc.SECRET}\n", encoding="utf-8")  # one link, inside, but no JSONL row
+    good = (root / "good-1" / "diamed" / "seed-42.predictions.jsonl").read_text(encoding="utf-8")
+
+    assert cli.main(["leaderboard", "--export", str(tmp_path / "x.parquet"), "--results", str(root)]) == 0
+    out = capsys.readouterr().out
+    frame = pd.read_parquet(tmp_path / "x.parquet")
+    assert hc.SECRET not in frame.to_json()
+    assert frame.loc[frame.model_slug == "good-1", "predictions"].tolist() == [good]
+    for path, phrase in ((linked, "2 hard links"), (not_rows, "not valid JSON")):
+        assert any(str(path) in line and phrase in line for line in out.splitlines()), (path, out)
+        assert frame.loc[frame.model_slug == path.parent.parent.name, "predictions"].isna().all()
+
+    assert cli.main(["results", "push", "org/r", "--results", str(root), "--dry-run", str(tmp_path / "push")]) == 0
+    out = capsys.readouterr().out
+    for path, phrase in ((linked, "2 hard links"), (not_rows, "not valid JSON")):
+        assert any(line.startswith(f"warning: {path}") and phrase in line for line in out.splitlines()), (path, out)
+    _no_secret_under(tmp_path / "push")
+    pushed = pd.read_parquet(next((tmp_path / "push").rglob("*.parquet")))
+    assert pushed.loc[pushed.model_slug == "good-1", "predictions"].tolist() == [good]

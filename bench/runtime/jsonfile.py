@@ -76,13 +76,16 @@ def _confined(path: str | Path) -> str:
                                     "itself)") from None
 
 
-def open_regular(path: str | Path, max_bytes: int, confined: bool = False) -> BinaryIO:
+def open_regular(path: str | Path, max_bytes: int, confined: bool = False, one_link: bool = False) -> BinaryIO:
     """A binary file object on a regular file (links followed) of at most `max_bytes`, for readers that want a
     handle rather than bytes (pandas, tarfile, gzip on task data). A FIFO, device or folder is refused without
     blocking (opened O_NONBLOCK, checked with fstat on the open descriptor, so a swap between check and read
     cannot fool it); FileNotFoundError propagates for the caller's own message. `confined`: the file, links
     followed, must stay in the folder that holds it (`_confined`; the resolved path is then opened without
-    following a link, so a link swapped in after the check is refused too). The caller closes it."""
+    following a link, so a link swapped in after the check is refused too). `one_link`: the file must have one
+    name only (st_nlink 1, checked on the open descriptor): a hard link resolves inside its folder whatever file
+    it names, so a `seed-42.predictions.jsonl` hard-linked to a secret elsewhere passed `confined` and was
+    published (issue 57 item 8); what is published is a file of its folder alone. The caller closes it."""
     target, extra = (_confined(path), getattr(os, "O_NOFOLLOW", 0)) if confined else (path, 0)
     try:
         fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | extra)
@@ -94,6 +97,9 @@ def open_regular(path: str | Path, max_bytes: int, confined: bool = False) -> Bi
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeJSONError(path, "not a regular file (a FIFO, device or folder); refused")
+        if one_link and info.st_nlink != 1:
+            raise UnsafeJSONError(path, f"a file with {info.st_nlink} hard links (one may lie outside its folder); "
+                                        "refused (replace it with a copy of its own)")
         if info.st_size > max_bytes:
             raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
         return open(fd, "rb")  # noqa: SIM115 - the caller closes it (not os.fdopen: tests fake a full disk there)
@@ -102,10 +108,10 @@ def open_regular(path: str | Path, max_bytes: int, confined: bool = False) -> Bi
         raise
 
 
-def read_bytes(path: str | Path, max_bytes: int, confined: bool = False) -> bytes:
+def read_bytes(path: str | Path, max_bytes: int, confined: bool = False, one_link: bool = False) -> bytes:
     """The bytes of a regular file (links followed) of at most `max_bytes` (`open_regular`'s checks, `confined`
-    included); a file that grows past the limit while read is refused too."""
-    with open_regular(path, max_bytes, confined) as fh:
+    and `one_link` included); a file that grows past the limit while read is refused too."""
+    with open_regular(path, max_bytes, confined, one_link) as fh:
         # the size it has now, plus one byte to see growth: read(max_bytes + 1) allocated the whole limit for
         # every file (8 MiB for a 1 KB result: 35 us of a 50 us read, 1.8 s of a 51,300-result scan)
         size = os.fstat(fh.fileno()).st_size
@@ -252,6 +258,12 @@ def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = 
     opener = gzip.open if path.suffix == ".gz" else open
     left = max_bytes if max_bytes is not None and path.suffix == ".gz" else None  # characters, a bound of bytes
     yield from _jsonl_lines(path, opener(path, "rt", encoding=encoding), left, max_depth)
+
+
+def iter_jsonl_text(text: str, source: str | Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[int, Any]]:
+    """`iter_jsonl` of JSONL text already read (the bytes a publisher checks and then copies as they are), with
+    its errors naming `source:line`."""
+    yield from _jsonl_lines(Path(source), io.StringIO(text), None, max_depth)
 
 
 def _jsonl_lines(path: Path, handle: Any, left: int | None, max_depth: int) -> Iterator[tuple[int, Any]]:

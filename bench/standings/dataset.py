@@ -30,7 +30,7 @@ from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, r
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.standings.scan import Problem, collapse
 from biobench.store import predictions_path, read_json_file, result_path
-from biobench.store.result_files import MAX_RESULT_BYTES, predictions_limit, predictions_refused
+from biobench.store.result_files import MAX_RESULT_BYTES, published_predictions
 from biobench.store.trust import protocol_label
 
 PARQUET = "results.parquet"
@@ -89,17 +89,13 @@ def _predictions_or_problem(path: str | Path, problems: list[tuple[str, str]] | 
 
 
 def _predictions_text(path: str | Path) -> str:
-    """A predictions file read as every reader reads it (the store's rule): a regular file that no link leads out
-    of its folder (a link to /etc/shadow was published raw), bounded by what its task can produce
-    (`predictions_limit`); ResultsError naming it otherwise."""
-    limit = predictions_limit(path)
+    """A predictions file read for publishing by the store's one rule (`store.result_files.published_predictions`:
+    a regular file with one link, inside its folder, bounded, JSONL rows of the format); ResultsError naming it
+    otherwise."""
     try:
-        return read_bytes(path, limit, confined=True).decode("utf-8")
-    except UnsafeJSONError as err:
-        raise ResultsError(f"{path}: predictions file refused ({predictions_refused(path, err, limit)}); rerun that "
-                           "seed or remove it") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ResultsError(f"{path}: predictions file unreadable ({err}); rerun that seed or remove it") from None
+        return published_predictions(path)
+    except ResultsError as err:
+        raise ResultsError(f"{err}; rerun that seed or remove it") from None
 
 
 def results_frame(runs: Iterable[Any], problems: list[tuple[str, str]] | None = None) -> pd.DataFrame:

@@ -21,7 +21,15 @@ from typing import Any, Literal
 
 from biobench.errors import ResultsError
 from biobench.runtime.files import atomic_write
-from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl, object_at, parse_json, read_json
+from biobench.runtime.jsonfile import (
+    UnsafeJSONError,
+    iter_jsonl,
+    iter_jsonl_text,
+    object_at,
+    parse_json,
+    read_bytes,
+    read_json,
+)
 from biobench.store.record import KEY_FIELDS, SEED_FILE, Result, predictions_path, result_path
 
 MAX_RESULT_BYTES = 8 * 2**20  # a result with a long history is ~100 KB; a 300 MB "result" is refused
@@ -124,9 +132,7 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     limit = predictions_limit(path)
     try:
         for lineno, row in iter_jsonl(path, limit, confined=True):
-            if not isinstance(row, dict) or "gold" not in row or "pred" not in row:
-                raise ResultsError(f"{path}:{lineno}: a predictions row needs 'gold' and 'pred'")
-            rows.append(row)
+            rows.append(_predictions_row(path, lineno, row))
     except FileNotFoundError:
         raise ResultsError(f"{path}: predictions file is missing (rerun the seed with --overwrite)") from None
     except UnsafeJSONError as err:
@@ -137,6 +143,39 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     except OSError as err:
         raise ResultsError(f"{path}: unreadable predictions file ({err})") from None
     return rows
+
+
+def _predictions_row(path: Path, lineno: int, row: Any) -> dict[str, Any]:
+    """A predictions row as the format has it (a JSON object with 'gold' and 'pred'); ResultsError otherwise."""
+    if not isinstance(row, dict) or "gold" not in row or "pred" not in row:
+        raise ResultsError(f"{path}:{lineno}: a predictions row needs 'gold' and 'pred'")
+    return row
+
+
+def published_predictions(path: str | Path) -> str:
+    """The text of a predictions file for publishing (`leaderboard --export`, `results push`, anything that copies
+    it where others read it), under the one rule for a published file: a regular file with one link (a hard link
+    to a secret elsewhere resolves inside the folder; `open_regular`'s `one_link`), no link leading out of its
+    folder, bounded by what its task can produce (`predictions_limit`), and every line a predictions row of the
+    format (a JSON object with 'gold' and 'pred'). ResultsError naming the file and why otherwise: the caller
+    leaves it out with a warning, never copies it."""
+    path = Path(path)
+    limit = predictions_limit(path)
+    try:
+        text = read_bytes(path, limit, confined=True, one_link=True).decode("utf-8")
+        for lineno, row in iter_jsonl_text(text, path):
+            _predictions_row(path, lineno, row)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: predictions file is missing (rerun the seed with --overwrite)") from None
+    except UnsafeJSONError as err:
+        raise ResultsError(f"{err.source}: predictions file refused ({predictions_refused(path, err, limit)})"
+                           ) from None
+    except UnicodeDecodeError as err:
+        raise ResultsError(f"{path}: predictions file refused (not UTF-8 text: {err.reason} at byte {err.start})"
+                           ) from None
+    except OSError as err:
+        raise ResultsError(f"{path}: predictions file unreadable ({err})") from None
+    return text
 
 
 def _key_difference(old: Result, key: Mapping[str, Any], protocol: Mapping[str, Any] | None) -> str:
