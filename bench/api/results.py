@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ResultsError
-from biobench.store import read_result
+from biobench.names import display_name, distinct_names
+from biobench.store import model_group, read_result
 from biobench.store.record import Result
 from biobench.store.trust import degenerate, degenerate_text, describe_overrides, overrides
 
 if TYPE_CHECKING:  # numpy and pandas load when a table is asked for: `import biobench` stays instant
     import pandas as pd
 
-SUMMARY_COLUMNS = ("model", "task", "lang", "kind", "seeds", "n", "mean", "std", "ci_low", "ci_high", "mdd",
+SUMMARY_COLUMNS = ("model", "slug", "task", "lang", "kind", "seeds", "n", "mean", "std", "ci_low", "ci_high", "mdd",
                    "mdd_many_seeds", "smoke", "degenerate", "contamination")
-RUN_COLUMNS = ("model", "slug", "task", "lang", "kind", "seed", "macro_f1", "metric", "smoke", "degenerate",
+RUN_COLUMNS = ("model", "slug", "task", "lang", "kind", "seed", "macro_f1", "metric", "score", "smoke", "degenerate",
                "contamination", "path")
 
 
@@ -69,32 +70,55 @@ class Results:
         return iter(self.records)
 
     def __repr__(self) -> str:
-        models = sorted({_model_name(r) for r in self.records})
+        models = sorted(self.names().values())
         tasks = sorted({r.task_id for r in self.records})
         return (f"Results({len(self.records)} run(s): {len(models)} model(s) {models[:3]}"
                 f"{'...' if len(models) > 3 else ''}, {len(tasks)} task(s)"
                 + (f", {len(self.problems)} unreadable file(s)" if self.problems else "") + ")")
 
+    def groups(self) -> list[str]:
+        """The models, each its results folder (`store.model_group`: display name + 8 digits of its revision,
+        the one identity the board, `compare` and the export use), in order of first appearance: two checkpoints
+        with one display name are two models."""
+        return list(dict.fromkeys(self._group(i) for i in range(len(self.records))))
+
+    def names(self) -> dict[str, str]:
+        """{results folder: the name a table shows}: the display name, followed by the results folder where
+        several models share it (`names.distinct_names`, as the board shows them)."""
+        firsts: dict[str, Result] = {}
+        for i, record in enumerate(self.records):
+            firsts.setdefault(self._group(i), record)
+        return dict(zip(firsts, distinct_names([(_model_name(r), g) for g, r in firsts.items()]), strict=True))
+
+    def _group(self, i: int) -> str:
+        return model_group(self.records[i], self.paths[i])
+
     @property
     def models(self) -> list[str]:
-        """The display names of the models, in order of first appearance."""
-        return list(dict.fromkeys(_model_name(r) for r in self.records))
+        """The models' names, in order of first appearance: one per results folder (`groups`), display names
+        told apart by their results folder where two models share one."""
+        return list(self.names().values())
 
     def filter(self, model: str | None = None, task: str | None = None, lang: str | None = None) -> Results:
-        """The records of one model (display name or results folder), task and/or language."""
+        """The records of one model (display name, the name `models` shows, or results folder), task and/or
+        language."""
+        names = self.names()
         keep = [(r, p) for r, p in zip(self.records, self.paths, strict=True)
-                if (model is None or model in (_model_name(r), r.slug))
+                if (model is None or model in (_model_name(r), names[model_group(r, p)], model_group(r, p), r.slug))
                 and (task is None or r.task_id == task) and (lang is None or r.task.get("lang") == lang)]
         return Results([r for r, _ in keep], [p for _, p in keep], list(self.problems))
 
     def runs(self) -> list[dict[str, Any]]:
         """One dict per run (the rows of `to_pandas`)."""
         rows = []
+        names = self.names()
         for record, path in zip(self.records, self.paths, strict=True):
             note = degenerate(record)
-            rows.append({"model": _model_name(record), "slug": record.slug, "task": record.task_id,
+            group = model_group(record, path)
+            rows.append({"model": names[group], "slug": group, "task": record.task_id,
                          "lang": record.task.get("lang", ""), "kind": record.task.get("kind", ""),
                          "seed": record.seed, "macro_f1": record.macro_f1, "metric": record.metric,
+                         "score": record.score,
                          "smoke": describe_overrides(overrides(record)),
                          "degenerate": degenerate_text(note) if note else "",
                          "contamination": _contamination_share(record),
@@ -102,39 +126,45 @@ class Results:
         return rows
 
     def to_pandas(self) -> pd.DataFrame:
-        """One row per run: model, slug (results folder), task, lang, kind, seed, macro_f1 (a fraction), the
-        headline metric's name, smoke (the protocol overrides, '' for a protocol run), degenerate (the finding
-        and its likely reason, ''), contamination (the measured share of test examples sharing an n-gram with
+        """One row per run: model (its name, told apart by its results folder where two models share one), slug
+        (results folder: the model's identity), task, lang, kind, seed, macro_f1 (a fraction), metric (the task's
+        headline metric) and score (its value: what summaries average and the board ranks), smoke (the protocol
+        overrides, '' for a protocol run), degenerate (the finding and its likely reason, ''), contamination (the measured share of test examples sharing an n-gram with
         the pretraining corpus, None when not measured) and path."""
         import pandas as pd
 
         return pd.DataFrame(self.runs(), columns=list(RUN_COLUMNS))
 
     def summary_rows(self, mdd: bool = True) -> list[dict[str, Any]]:
-        """One dict per (model, task, smoke overrides): the rows of `summary` (fractions)."""
+        """One dict per (model, task, smoke overrides): the rows of `summary` (fractions). A model is its results
+        folder (`groups`); a second result for one seed of a model's task is listed in `problems`, never averaged
+        in or put in the place of the first."""
         # lazy: loads numpy, scipy.special, which `biobench --help` does not
         from biobench.store.summary import TaskScores, summary_row
 
-        groups: dict[tuple[str, str, str], list[int]] = {}
-        for i, record in enumerate(self.records):
-            key = (_model_name(record), record.task_id, describe_overrides(overrides(record)))
-            groups.setdefault(key, []).append(i)
+        names = self.names()
         rows: list[dict[str, Any]] = []
         refused: list[str] = []
-        for (model, task, smoke), members in groups.items():
+        for (group, task, smoke), members in self.summarised().items():
             first = self.records[members[0]]
-            scores = TaskScores(task, str(first.task.get("lang", "")), str(first.task.get("kind", "")))
+            scores = TaskScores(task, str(first.task.get("lang", "")), str(first.task.get("kind", "")), first.metric)
             notes, shares = [], []
+            kept = []
             for i in members:
                 record = self.records[i]
-                scores.add(record.seed, record.macro_f1, self.paths[i])
+                try:
+                    scores.add(record.seed, record.score, self.paths[i])
+                except ResultsError as err:
+                    self.problems.append(RefusedFile(str(self.paths[i] or "<record>"), str(err)))
+                    continue
+                kept.append(i)
                 if (note := degenerate(record)) is not None:
                     notes.append(f"seed {record.seed}: {degenerate_text(note)}")
                 if (share := _contamination_share(record)) is not None:
                     shares.append(share)
-            row = summary_row(scores, mdd=mdd and all(self.paths[i] is not None for i in members),
+            row = summary_row(scores, mdd=mdd and all(self.paths[i] is not None for i in kept),
                               labels=first.task.get("labels") or (), problems=refused)
-            rows.append({"model": model, "task": task, "lang": row["lang"], "kind": row["kind"],
+            rows.append({"model": names[group], "slug": group, "task": task, "lang": row["lang"], "kind": row["kind"],
                          "seeds": sorted(row["scores"]), "n": row["n"], "mean": row.get("mean"),
                          "std": row.get("std") if row["n"] > 1 else None,
                          "ci_low": row.get("ci_low") if row["n"] > 1 else None,
@@ -150,8 +180,17 @@ class Results:
                 self.problems.append(RefusedFile(path, line))
         return rows
 
+    def summarised(self) -> dict[tuple[str, str, str], list[int]]:
+        """{(results folder, task, smoke overrides): the indices of its records}, in order of first appearance:
+        the groups `summary` rows and the export's entries are made of."""
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, record in enumerate(self.records):
+            groups.setdefault((self._group(i), record.task_id, describe_overrides(overrides(record))), []).append(i)
+        return groups
+
     def summary(self, mdd: bool = True) -> pd.DataFrame:
-        """One row per (model, task, smoke overrides): seeds, n, mean, std, 95% t-interval (ci_low, ci_high,
+        """One row per (model, task, smoke overrides): model (its name, told apart by its results folder where two
+        models share one), slug (its results folder), seeds, n, mean, std, 95% t-interval (ci_low, ci_high,
         clipped to [0, 1]), the minimum detectable difference at 80% power (mdd; mdd_many_seeds: the floor more
         seeds cannot lower; from the saved predictions, `mdd=False` skips it), and the trust flags: smoke (the
         protocol overrides of a smoke run, never averaged with the protocol's seeds), degenerate (seeds whose
@@ -163,7 +202,8 @@ class Results:
 
 
 def _model_name(record: Result) -> str:
-    return str(record.model.get("name") or record.slug or "?")
+    """A record's display name, as the board shows it (`names.display_name`)."""
+    return display_name(record.model)
 
 
 def _contamination_share(record: Result) -> float | None:

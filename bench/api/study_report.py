@@ -36,10 +36,11 @@ def _paper_row(model: str, lang: str | None) -> Any:
 
 
 def _seed_scores(results: Path, folder: str) -> dict[str, dict[int, float]]:
-    """task -> seed -> macro-F1 (fraction) of one model's results folder, read as `compare` reads it."""
+    """task -> seed -> the task's headline score (`Result.score`, a fraction) of one model's results folder, read
+    as `compare` reads it."""
     scores: dict[str, dict[int, float]] = {}
     for _, result in iter_results(results, folder):
-        scores.setdefault(result.task_id, {})[result.seed] = result.macro_f1
+        scores.setdefault(result.task_id, {})[result.seed] = result.score
     return scores
 
 
@@ -233,7 +234,7 @@ def probe_rows(study: Study) -> list[dict[str, Any]]:
         argv = list(step.argv)
         model = argv[argv.index("--model") + 1]
         task = argv[argv.index("--task") + 1]
-        scores = [r.macro_f1 for _, r in iter_results(step.done_dir, None, task)] if step.done_dir.is_dir() else []
+        scores = [r.score for _, r in iter_results(step.done_dir, None, task)] if step.done_dir.is_dir() else []
         path = Path(model)
         transplant = _transplant_text(study, path) if (path / "transplant.json").is_file() else ""
         name = (f"{path.name} ({transplant})" if transplant else

@@ -550,7 +550,8 @@ def summarize(plan: GridPlan) -> dict[str, Any]:
             if run.path.exists():
                 result = read_result(run.path)
                 if result.key == run.key:
-                    scores.add(run.seed, result.macro_f1, run.path)
+                    scores.metric = result.metric  # the summary's score and MDD: the task's headline metric
+                    scores.add(run.seed, result.score, run.path)
                     labels = result.task.get("labels") or ()
                     found = found or overrides(result)
                     if (note := degenerate(result, plan.fix)) is not None:

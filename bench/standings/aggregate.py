@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from biobench.errors import ResultsError
 from biobench.lineage import Lineage
-from biobench.names import folder_name, human_tokens, is_hub_id
+from biobench.names import distinct_names, folder_name, human_tokens, is_hub_id
 from biobench.standings import scan as R
 from biobench.standings.cache import BackgroundGroups, cached_groups
 from biobench.standings.dataset import resolve_sources
@@ -71,9 +72,12 @@ def smoke_key(slug: str, smoke: str) -> str:
     return f"{slug}~smoke-{hashlib.sha256(smoke.encode()).hexdigest()[:8]}" if smoke else slug
 
 
-def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
+def _measured_entries(runs: Iterable[R.Run], problems: list[R.Problem] | None = None) -> list[Entry]:
     """One entry per (model, language, overrides): a smoke run's scores are never averaged into the seeds of the
-    protocol's row; its row is named with the smoke mark so every table, plot and menu shows it."""
+    protocol's row; its row is named with the smoke mark so every table, plot and menu shows it. A model is its
+    results folder (`Run.model`, `store.model_group`); a second result for one seed of its task (the same
+    folder in two results folders scanned together) is left out into `problems`, never put in the first's
+    place."""
     grouped: dict[tuple[str, str, str], list[R.Run]] = defaultdict(list)
     for run in runs:
         grouped[(run.model, run.lang, run.smoke)].append(run)
@@ -83,10 +87,17 @@ def _measured_entries(runs: Iterable[R.Run]) -> list[Entry]:
         for run in sorted(model_runs, key=lambda r: (r.task, r.seed)):
             by_task[run.task].append(run)
         cells = {}
-        for task, task_runs in by_task.items():
-            scores = TaskScores(task)
-            for r in task_runs:
-                scores.add(r.seed, r.score)
+        for task, runs_of_task in by_task.items():
+            scores, task_runs = TaskScores(task), []
+            for r in runs_of_task:
+                try:
+                    scores.add(r.seed, r.score, r.path)
+                except ResultsError as err:
+                    if problems is not None:
+                        problems.append(R.Problem(str(r.path), str(err).removeprefix(f"{r.path}: ")))
+                    continue
+                task_runs.append(r)
+            by_task[task] = task_runs
             labels = sorted({lab for r in task_runs for lab in r.per_label})
             per_label = {
                 lab: 100 * sum(r.per_label[lab] for r in task_runs if lab in r.per_label)
@@ -144,14 +155,14 @@ def _distinct_names(entries: list[Entry]) -> list[Entry]:
     """Two rows with the same display name in one language get told apart: a model's smoke rows by a short tag of
     their overrides (`short_smoke`: 'X ⚑ smoke (epochs 1 +1)'), two models (e.g. the seed-noise control: same recipe, base
     and budget) by their results folder, never by an internal key."""
+    by_lang: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        by_lang[e.lang].append(e)
     for tell in (lambda e: short_smoke(e.smoke), lambda e: e.slug or e.key,
                  lambda e: e.key.rsplit("~", 1)[-1] if "~" in e.key else ""):  # two smoke rows with one short tag
-        count: dict[tuple[str, str], int] = defaultdict(int)
-        for e in entries:
-            count[(e.lang, e.name)] += 1
-        for e in entries:
-            if count[(e.lang, e.name)] > 1 and tell(e):
-                e.name = f"{e.name} ({tell(e)})"
+        for group in by_lang.values():
+            for e, name in zip(group, distinct_names([(e.name, tell(e)) for e in group]), strict=True):
+                e.name = name
     return entries
 
 
@@ -210,7 +221,7 @@ def build_board(
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
     with _collector_paused():
         scan = R.scan_results(dirs, known_langs=known, cache_dir=cache_dir)
-        entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs)
+        entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs, scan.problems)
     extra: dict[str, list[str]] = defaultdict(list)
     for run in scan.runs:
         if run.task not in benchmark.get(run.lang, []) and run.task not in extra[run.lang]:

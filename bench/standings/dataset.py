@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from biobench.errors import ConfigError, ResultsError
 from biobench.lineage import Lineage
+from biobench.names import distinct_names
 from biobench.runtime.files import EXPAND_FLOOR, EXPAND_RATIO, atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
@@ -39,7 +40,7 @@ HF_PREFIX = HF_DATASETS
 SCHEMA = "biobench.results-dataset/1"
 # Flat columns, in order; `result` (the whole result JSON) and `predictions` (its JSONL) follow.
 COLUMNS = ["model", "model_slug", "model_id", "model_revision", "lang", "task", "kind", "seed", "data_checksum",
-           "protocol_hash", "protocol_name", "protocol", "macro_f1", "micro_f1", "weighted_f1", "dev_score", "train_s",
+           "protocol_hash", "protocol_name", "protocol", "metric", "score", "macro_f1", "micro_f1", "weighted_f1", "dev_score", "train_s",
            "total_s", "tokens_per_s", "device", "params", "context", "recipe", "created", "biobench_version"]
 
 
@@ -66,7 +67,9 @@ def result_row(run: Any, problems: list[tuple[str, str]] | None = None) -> dict[
         "protocol_hash": str(key.get("protocol_hash") or protocol.get("hash") or ""),
         "protocol_name": str(protocol.get("name") or ""),
         "protocol": protocol_label(getattr(run, "smoke", "")),  # 'protocol', or 'smoke: <overrides>'
-        "macro_f1": float(run.score), "micro_f1": _number(test.get("micro_f1")),
+        # the task's headline metric and its score (what the board ranks), then the F1s every result records
+        "metric": str(protocol.get("metric") or "macro_f1"), "score": float(run.score),
+        "macro_f1": float(test["macro_f1"]), "micro_f1": _number(test.get("micro_f1")),
         "weighted_f1": _number(test.get("weighted_f1")), "dev_score": _number(data.get("dev_score")),
         "train_s": _number(timings.get("train_s")), "total_s": _number(timings.get("total_s")),
         "tokens_per_s": _number(timings.get("tokens_per_s")),
@@ -170,21 +173,27 @@ def summary_lines(frame: pd.DataFrame) -> list[str]:
     lines: list[str] = []
     smoke = frame["protocol"].ne("protocol") if "protocol" in frame else pd.Series(False, index=frame.index)
     for lang, smoke_rows in frame[smoke].groupby("lang", sort=True):
-        lines += [f"{lang}: {len(smoke_rows)} smoke run(s) of {smoke_rows['model'].nunique()} model(s) (protocol "
+        lines += [f"{lang}: {len(smoke_rows)} smoke run(s) of {smoke_rows['model_slug'].nunique()} model(s) (protocol "
                   "overrides) left out of the averages below.", ""]
     frame = frame[~smoke]
     for lang, rows in frame.groupby("lang", sort=True):
-        task_sets = {name: set(r["task"]) for name, r in rows.groupby("model", sort=True)}
+        # a model is its results folder (`model_slug`, store.model_group), its name told apart by it where two
+        # share one (names.distinct_names): two checkpoints named alike were one row of the card
+        slugs = list(dict.fromkeys(rows.sort_values(["model", "model_slug"])["model_slug"]))
+        names = dict(zip(slugs, distinct_names([(str(rows.loc[rows.model_slug == s, "model"].iloc[0]), s)
+                                                for s in slugs]), strict=True))
+        task_sets = {slug: set(r["task"]) for slug, r in rows.groupby("model_slug", sort=True)}
         common = sorted(set.intersection(*task_sets.values()))
         lines += [f"### {lang}: mean over the {len(common)} task(s) every model has"
                   + (f" ({', '.join(common)})" if common else " (none: no average)"), "",
-                  "| model | tasks | seeds per task | mean macro-F1 (%) |", "|---|---|---|---|"]
-        for name, model_rows in rows.groupby("model", sort=True):
+                  "| model | tasks | seeds per task | mean score (%) |", "|---|---|---|---|"]
+        for slug in slugs:
+            model_rows = rows[rows.model_slug == slug]
             per_task = model_rows.groupby("task")["seed"].nunique()
             seeds = f"{per_task.min()}" if per_task.min() == per_task.max() else f"{per_task.min()}-{per_task.max()}"
-            task_means = model_rows.groupby("task")["macro_f1"].mean()
+            task_means = model_rows.groupby("task")["score"].mean()  # each task's headline metric
             mean = f"{100 * task_means[common].mean():.1f}" if common else "–"
-            lines.append(f"| {name} | {len(task_sets[name])} | {seeds} | {mean} |")
+            lines.append(f"| {names[slug]} | {len(task_sets[slug])} | {seeds} | {mean} |")
         lines.append("")
     return lines
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ConfigError, ResultsError
-from biobench.store import Result, align_predictions, iter_results, read_predictions, read_result
+from biobench.store import Result, align_predictions, iter_results, model_group, read_predictions, read_result
 from biobench.store.trust import describe_overrides, overrides
 
 if TYPE_CHECKING:
@@ -84,9 +84,18 @@ def display_of(folder: Path) -> str:
 
 
 def _load_task_runs(folder: Path) -> dict[str, TaskRuns]:
+    """The runs of the one model whose results folder is `folder` (`store.model_group`, the identity the board and
+    the export use); ConfigError when it holds results of several (files copied in from another model's folder):
+    one model's seeds are never compared mixed with another's."""
     runs: dict[str, TaskRuns] = {}
+    groups: dict[str, Path] = {}
     for path, result in iter_results(folder.parent, folder.name):
+        groups.setdefault(model_group(result, path), path)
         runs.setdefault(result.task_id, {})[result.seed] = (path, result)
+    if len(groups) > 1:
+        raise ConfigError(f"{folder} holds results of {len(groups)} models ("
+                          + ", ".join(f"{g}: {p.relative_to(folder)}" for g, p in groups.items())
+                          + "); move each into its own results folder")
     return runs
 
 
@@ -94,7 +103,7 @@ def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredi
     """The two models' aligned test predictions on `task` with the task's macro-F1, from the runs' predictions
     files, which must share their test examples (else ResultsError naming both files)."""
     # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.stats import TaskPredictions, prediction_macro_f1
+    from biobench.stats import TaskPredictions, prediction_metric
 
     aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
                                         (runs[seed] for seed in sorted(runs))]
@@ -102,13 +111,13 @@ def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredi
     assert aligned is not None  # both sides have runs, and a mismatch raised (strict)
     first = next(iter(runs_a.values()))[1]
     preds_a, preds_b = aligned.preds["a"], aligned.preds["b"]
-    metric = prediction_macro_f1(aligned.gold, *preds_a, *preds_b, kind=first.task["kind"],
-                                 labels=first.task.get("labels") or ())
+    metric = prediction_metric(aligned.gold, *preds_a, *preds_b, kind=first.task["kind"],
+                               labels=first.task.get("labels") or (), metric=first.metric)
     return TaskPredictions(task, aligned.gold, preds_a, preds_b, metric)
 
 
 def _scores(runs: TaskRuns) -> list[float]:
-    return [runs[seed][1].macro_f1 for seed in sorted(runs)]
+    return [runs[seed][1].score for seed in sorted(runs)]  # the task's headline metric (Result.score)
 
 
 def _settings(runs: TaskRuns) -> list[dict[str, str]]:

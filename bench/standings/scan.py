@@ -147,6 +147,11 @@ class Run:
     def degenerate(self) -> str:  # degenerate test predictions and their likely reason (store.trust.degenerate_text)
         return self.row.degenerate
 
+    @property
+    def metric(self) -> str:  # the task's headline metric, the one `score` is (Result.metric)
+        protocol = self.row.details.get("protocol")
+        return str(protocol.get("metric") or "macro_f1") if isinstance(protocol, dict) else "macro_f1"
+
 
 @dataclass(frozen=True)
 class ReferenceRow:
@@ -212,13 +217,13 @@ def index_row(path: Path, result: store.Result) -> IndexRow:
     _check_ids(path, result.task_id, lang or None, predictions)  # no language: checked once it is known (run_of)
     note = trust.degenerate(result)
     return IndexRow(
-        model=str(result.slug or path.parent.parent.name),
+        model=store.model_group(result, path),  # the one identity of a model (its results folder)
         name=display_name(result.model),  # the stored name; older files: built from alias / lineage / id
         lang=lang or "",
         task=result.task_id,
         kind=str(task.get("kind", "classification")),
         seed=result.seed,
-        score=float(result.macro_f1),
+        score=result.score,  # the task's headline metric: what ranks and averages
         per_label=_per_label_f1(result.metrics["test"].get("per_label")),
         predictions=predictions,
         model_meta=dict(result.model),

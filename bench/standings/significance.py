@@ -28,9 +28,9 @@ from biobench.stats import (
     RankInterval,
     SignificanceGroups,
     TaskPredictions,
+    f1_metric,
     groups_from_replicates,
-    macro_f1_metric,
-    prediction_macro_f1,
+    prediction_metric,
     rank_intervals,
     rank_replicates,
     replicate_scores,
@@ -112,7 +112,8 @@ def paired_predictions(board: Board, task: str, a: Entry, b: Entry) -> TaskPredi
         return None
     pa, pb = aligned.preds[a.key], aligned.preds[b.key]
     first = a.runs[task][0]
-    return TaskPredictions(task, aligned.gold, pa, pb, prediction_macro_f1(aligned.gold, *pa, *pb, kind=first.kind, labels=first.labels))
+    return TaskPredictions(task, aligned.gold, pa, pb, prediction_metric(aligned.gold, *pa, *pb, kind=first.kind,
+                                                                         labels=first.labels, metric=first.metric))
 
 
 def compute_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> None:
@@ -180,10 +181,11 @@ def task_bootstrap(board: Board, task: str, entries: Sequence[Entry], n_boot: in
     kept = {m: [runs[i] for (i,) in seeds] for m, seeds in aligned.preds.items()}
     first = entries[0].runs[task][0]
     found = sorted({lab for model_runs in kept.values() for _, f in model_runs for lab in f.labels}, key=str)
-    axis = list(dict.fromkeys([*first.labels, *found]))  # prediction_macro_f1's axis, from the runs' facts
-    metric = macro_f1_metric(axis, keep_absent=first.kind == "multilabel")
+    axis = list(dict.fromkeys([*first.labels, *found]))  # prediction_metric's axis, from the runs' facts
+    metric = f1_metric(axis, first.metric, keep_absent=first.kind == "multilabel")  # the score the board ranks
     n = next(iter(kept.values()))[0][1].n
     settings = json.dumps({"v": REPLICATES_VERSION, "axis": axis, "multilabel": first.kind == "multilabel", "n": n,
+                           **({"metric": first.metric} if first.metric != "macro_f1" else {}),
                            "n_boot": n_boot, "seed": seed}, default=str)
     keys = {m: hashlib.sha256(json.dumps([settings, [[str(r.predictions), *(_stamp(str(r.predictions)) or ())]
                                                      for r, _ in model_runs]]).encode()).hexdigest()

@@ -5,6 +5,8 @@
 - storage:  the writer (predictions first, result last, atomic), the one validating reader of untrusted result
             files (regular files, bounded size and depth, finite numbers in range, integer seeds), the folder
             walk and the skip / overwrite decision.
+- layout:   where a model's results live, and `model_group`, the one identity of a model wherever results are
+            grouped by model (its results folder: display name + 8 digits of its revision).
 - pairing:  alignment of several models' test predictions for paired statistics.
 - summary:  per-task seed summaries and the minimum detectable difference (fractions).
 - comparison: A versus B per task and on the task average, and the protocol settings in which their runs
@@ -18,6 +20,7 @@ No torch here: the leaderboard reads results through this package. `eval`, `comp
 the probes and the leaderboard call it; nothing else parses a result file.
 """
 
+from biobench.store.layout import model_group
 from biobench.store.pairing import AlignedPredictions, PredictionColumns, align_predictions
 from biobench.store.record import (
     KEY_FIELDS,
@@ -42,6 +45,6 @@ from biobench.store.result_files import (
 
 __all__ = [
     "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "claim_path", "decide",
-    "iter_results", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
+    "iter_results", "model_group", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
     "result_path", "run_key", "write_result",
 ]

@@ -8,8 +8,9 @@ models alone differed. Here:
 - `compare_task` / `compare_average`: a paired bootstrap over test examples x seeds when both models have
   aligned predictions (`biobench.stats.paired_bootstrap`, `average_bootstrap`); otherwise Welch's t over the
   seed scores when both have at least two seeds; otherwise the difference of the seed means only.
-- `run_settings` / `protocol_differences`: the protocol settings in which A's runs and B's runs of a task differ
-  (epochs, lr, max length, steps, batch, head, smoke overrides, the test data itself, ...).
+- `run_settings` / `protocol_differences`: the protocol settings in which A's runs and B's runs of a task differ:
+  every setting the runs' protocol records hold (the protocol hash's inputs: epochs, lr, max length, steps,
+  batch, head, metric, ...), their smoke overrides and the test data itself.
 - `compare_pair`: every task of a pair at once. A task whose protocols differ gets its means and difference but
   no interval, p-value or significance (and stays out of the average) unless the caller allows it
   (`biobench compare --allow-different-protocols`): a difference in settings is not a difference of models.
@@ -34,15 +35,21 @@ WELCH = "Welch t over seeds"
 MEANS_ONLY = "reported means only"
 DIFFERENT_PROTOCOLS = "no test: different protocols"
 
-# the protocol record's settings a comparison checks, with the words shown for each (biobench.protocols
-# Protocol; `overrides` and `data` come from the run's details and key). `hash`/`name` say nothing more.
-SETTINGS: dict[str, str] = {
-    "epochs": "epochs", "max_steps": "steps", "lr": "lr", "head_lr": "head lr", "batch_size": "batch",
-    "max_length": "max length", "warmup_ratio": "warmup", "weight_decay": "weight decay", "grad_clip": "grad clip",
-    "eval_every": "eval every", "limit_train": "train examples", "limit_eval": "eval examples", "head": "head",
-    "head_config": "head settings", "metric": "metric", "dev_metric": "dev metric",
-    "smoke": "smoke overrides", "data": "test data (checksum; e.g. another sample unit)",
-}
+# What a comparison checks is every setting a result's protocol record holds: the record is the protocol's
+# fields as `biobench.protocols.Protocol.to_dict` writes them, the inputs of its hash, so a setting added to the
+# protocol table is compared the day it is recorded, with no second list to forget it in (issue 57 item 3: a
+# list here left out `name`, and would have left out the next setting). `hash` is those settings again. Each is
+# shown by its own name in words ('max_length' -> 'max length', the protocol table's default label); the run's
+# smoke overrides and test data, which are no protocol field, are named here.
+NOT_A_SETTING = frozenset(("hash",))
+WORDS: dict[str, str] = {"name": "protocol", "smoke": "smoke overrides",
+                         "data": "test data (checksum; e.g. another sample unit)"}
+_RUN_EXTRAS = ("smoke", "data")  # a run's settings beyond its protocol record, compared after it
+
+
+def setting_words(setting: str) -> str:
+    """How a setting is named in a difference: 'max_length' -> 'max length', 'name' -> 'protocol'."""
+    return WORDS.get(setting, setting.replace("_", " "))
 
 
 @dataclass(frozen=True)
@@ -114,11 +121,12 @@ _PROTOCOL_VALUE = re.compile(r" \(protocol [^)]*\)")  # describe_overrides' '(pr
 
 
 def run_settings(protocol: Mapping[str, Any] | None, smoke: str = "", data_checksum: Any = None) -> dict[str, str]:
-    """The settings of one run as comparable strings: its protocol record's knobs (`SETTINGS`), its smoke
-    overrides as described by `biobench.store.trust.describe_overrides` ('' for a protocol run) and the checksum
-    of the data it was scored on (another sample unit or data version changes it)."""
+    """The settings of one run as comparable strings: every setting its protocol record holds (the inputs of the
+    protocol hash, in the record's order), its smoke overrides as described by
+    `biobench.store.trust.describe_overrides` ('' for a protocol run) and the checksum of the data it was scored
+    on (another sample unit or data version changes it)."""
     protocol = protocol if isinstance(protocol, Mapping) else {}
-    out = {k: _shown(protocol.get(k)) for k in SETTINGS if k not in ("smoke", "data") and k in protocol}
+    out = {str(k): _shown(v) for k, v in protocol.items() if k not in NOT_A_SETTING and k not in _RUN_EXTRAS}
     # what ran, not the protocol each override departs from: two models run with the same `--quick` command
     # differ in the protocol's max length (capped by each model's context: 512 vs 1,024) though both ran at 128
     out["smoke"] = _PROTOCOL_VALUE.sub("", smoke) or "none"
@@ -137,17 +145,19 @@ class SettingDifference:
 
     def text(self) -> str:
         """'epochs 2 vs 3', 'lr 5e-05 vs 0.001', 'smoke overrides epochs 1 (protocol 15) vs none'."""
-        return f"{SETTINGS.get(self.setting, self.setting)} {' / '.join(self.a)} vs {' / '.join(self.b)}"
+        return f"{setting_words(self.setting)} {' / '.join(self.a)} vs {' / '.join(self.b)}"
 
 
 def protocol_differences(settings_a: Iterable[Mapping[str, str]], settings_b: Iterable[Mapping[str, str]]
                          ) -> list[SettingDifference]:
     """The settings (`run_settings` of each run of A, of B, on one task) whose values differ between A and B,
-    in `SETTINGS` order; [] when A and B were run with the same protocol. A setting one side did not record
-    (older files) is not a difference."""
+    in the order the runs record them (the protocol's fields, then smoke overrides and test data); [] when A
+    and B were run with the same protocol. A setting one side did not record (older files) is not a
+    difference."""
     runs_a, runs_b = list(settings_a), list(settings_b)
+    recorded = [k for r in (*runs_a, *runs_b) for k in r if k not in _RUN_EXTRAS]
     out = []
-    for setting in SETTINGS:
+    for setting in (*dict.fromkeys(recorded), *_RUN_EXTRAS):
         values_a = {r[setting] for r in runs_a if setting in r}
         values_b = {r[setting] for r in runs_b if setting in r}
         if values_a and values_b and values_a != values_b:

@@ -35,7 +35,9 @@ from biobench.runtime.jsonfile import read_bytes
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
 from biobench.store.record import INT_LIMIT
 
-VERSION = 4  # 2: the JSON scan index (raw fields); 3: Arrow rows of raw fields (reverted); 4: validated typed rows
+# 2: the JSON scan index (raw fields); 3: Arrow rows of raw fields (reverted); 4: validated typed rows; 5: `score` is
+# the task's headline metric (Result.score) and `model` the one identity (store.model_group), issue 57
+VERSION = 5
 MAGIC = b"biobench-results-index"
 MAX_INDEX_BYTES = 2**30  # ~600 bytes per result: over a million results
 
@@ -46,13 +48,13 @@ class IndexRow(NamedTuple):
     lies). `lang` is the file's own `task.lang` ("" when absent: the scan falls back to the known task's
     language); `predictions` is the predictions file's name beside the result, whether or not it exists."""
 
-    model: str  # slug: the identity of a model across tasks and folders
+    model: str  # the results folder (store.model_group): the identity of a model across tasks and folders
     name: str
     lang: str
     task: str
     kind: str
     seed: int
-    score: float
+    score: float  # the test score of the task's headline metric (Result.score)
     per_label: dict[str, float]
     predictions: str
     model_meta: dict[str, Any]

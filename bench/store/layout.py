@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from biobench.errors import ResultsError
-from biobench.store.record import Result
+from biobench.store.record import SEED_FILE, Result
 from biobench.store.result_files import iter_results, read_result
 
 _REVISION_SUFFIX = re.compile(r"--([0-9a-f]{8})$")
@@ -37,6 +37,23 @@ def results_slug(name: str, revision: str | None) -> str:
     revision ('detour · tiny · 400k', 'sha256:3fa2…' -> 'detour_tiny_400k--3fa2…')."""
     short = short_revision(revision)
     return f"{model_slug(name)}--{short}" if short else model_slug(name)
+
+
+def model_group(result: Result, path: str | Path | None = None) -> str:
+    """The one identity of the model a result belongs to, wherever results are grouped by model (the board,
+    `compare`, `results export`, `load_results` and its summary, push, the card): its results folder, display
+    name + 8 digits of its revision, as the result records it (`model.slug`, the folder eval wrote it into); a
+    result that does not record it, by the folder it lies in (`<results>/<folder>/<task>/seed-<n>.json`), else
+    by its model id and revision (`results_slug`). Never the display name alone: two checkpoints of one recipe,
+    base and budget share 'detour · tiny · 213k', and grouping by it filed one checkpoint's score under the
+    other's revision (issue 57 item 2)."""
+    slug = result.model.get("slug")
+    if isinstance(slug, str) and slug:
+        return slug
+    if path is not None and SEED_FILE.fullmatch(Path(path).name) and Path(path).parent.parent.name:
+        return Path(path).parent.parent.name
+    return results_slug(str(result.model.get("id") or result.model.get("source") or "model"),
+                        result.model.get("revision"))
 
 
 def _folder_revision(folder: Path) -> str | None:

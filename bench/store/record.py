@@ -74,6 +74,14 @@ class Result:
         """The protocol's headline metric name (macro_f1 unless the protocol says otherwise)."""
         return str((self.protocol or {}).get("metric", "macro_f1"))
 
+    @property
+    def score(self) -> float:
+        """The test score of the task's headline metric (`metric`, a fraction, checked by `from_dict`): what ranks,
+        averages and is compared everywhere (the board, `compare`, `load_results`, the export, the card). A task
+        spec's `metric = "micro_f1"` was recorded and picked the dev checkpoint, yet the board ranked by
+        macro-F1 (issue 57 item 3)."""
+        return float(self.metrics["test"][self.metric])
+
     def to_dict(self) -> dict[str, Any]:
         values = {"schema": self.schema, **{f: getattr(self, f) for f in _CORE}, **self.details,
                   "predictions": self.predictions}
@@ -109,6 +117,12 @@ class Result:
         if isinstance(value, bool) or not isinstance(value, int | float) or not (
                 math.isfinite(value) and 0.0 <= value <= 1.0):
             raise ResultsError(f"{source}: test macro_f1 {value!r} is not a fraction in [0, 1]")
+        metric = object_at(data, "protocol").get("metric", "macro_f1")
+        headline = test.get(metric) if isinstance(metric, str) else None
+        if isinstance(headline, bool) or not isinstance(headline, int | float) or not (
+                math.isfinite(headline) and 0.0 <= headline <= 1.0):
+            raise ResultsError(f"{source}: test {str(metric)[:40]!r} (the protocol's headline metric) is "
+                               f"{str(headline)[:40]}, not a fraction in [0, 1]")
         seed = _seed(data["seed"])
         if seed is None:
             raise ResultsError(f"{source}: seed {data['seed']!r} is not an integer")

@@ -18,7 +18,7 @@ from biobench.stats import (
     DetectableDifference,
     SeedSummary,
     minimum_detectable_difference,
-    prediction_macro_f1,
+    prediction_metric,
     seed_summary,
 )
 from biobench.store.pairing import align_predictions
@@ -39,6 +39,14 @@ class TaskScores:
     paths: dict[int, Path] = field(default_factory=dict)  # seed -> its result file, when read from one
 
     def add(self, seed: int, value: float, path: Path | None = None) -> None:
+        """Record one seed's score; ResultsError when the seed has one already. Why: a second score silently took
+        the first one's place, so two checkpoints grouped as one model showed one of their two scores (issue 57
+        item 2); a model's seed is one run, and a second is the caller's to list as a problem."""
+        if seed in self.scores:
+            first = self.paths.get(seed)
+            raise ResultsError(f"{path or self.task}: a second result for seed {seed} of {self.task} of one model"
+                               + (f" (the first: {first})" if first else "") + "; left out (remove one of the two, "
+                               "or keep them in two results folders)")
         self.scores[seed] = float(value)
         if path is not None:
             self.paths[seed] = path
@@ -64,14 +72,16 @@ def task_scores(results: Iterable[tuple[Path | None, Result]], metric: str | Non
 
 
 def detectable_difference(gold: Sequence, preds: Sequence[Sequence], kind: str, labels: Sequence = (),
-                          n_boot: int = 1000, seed: int = 0) -> DetectableDifference:
+                          n_boot: int = 1000, seed: int = 0, metric: str = "macro_f1") -> DetectableDifference:
     """The minimum detectable difference at 80% power (`stats.minimum_detectable_difference`) of one model on
-    one task from its seeds' aligned predictions, in fractions."""
-    return minimum_detectable_difference(gold, preds, prediction_macro_f1(gold, *preds, kind=kind, labels=labels), n_boot, seed)
+    one task from its seeds' aligned predictions, in fractions of the task's `metric`."""
+    return minimum_detectable_difference(
+        gold, preds, prediction_metric(gold, *preds, kind=kind, labels=labels, metric=metric), n_boot, seed)
 
 
 def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequence = (),
-                                problems: list[str] | None = None) -> DetectableDifference | None:
+                                problems: list[str] | None = None, metric: str = "macro_f1"
+                                ) -> DetectableDifference | None:
     """`detectable_difference` from these seeds' predictions files; None when a file is missing or unreadable,
     or the seeds were scored on different examples. A file that is there but refused (a link out of its
     folder, over what its task can produce, a duplicate key) is added to `problems` as its one line: the MDD
@@ -84,7 +94,7 @@ def files_detectable_difference(paths: Sequence[Path], kind: str, labels: Sequen
         return None
     if aligned is None or not aligned.gold:
         return None
-    return detectable_difference(aligned.gold, aligned.preds["seeds"], kind, labels)
+    return detectable_difference(aligned.gold, aligned.preds["seeds"], kind, labels, metric=metric)
 
 
 def summary_row(scores: TaskScores, expected: int | None = None, mdd: bool = True,
@@ -96,7 +106,8 @@ def summary_row(scores: TaskScores, expected: int | None = None, mdd: bool = Tru
     if scores.scores:
         s = scores.summary()
         row.update(mean=float(s.mean), std=float(s.std), ci_low=float(s.ci_low), ci_high=float(s.ci_high))
-        found = (files_detectable_difference(list(scores.paths.values()), scores.kind, labels, problems)
+        found = (files_detectable_difference(list(scores.paths.values()), scores.kind, labels, problems,
+                                             scores.metric)
                  if mdd else None)
         if found is not None:
             row.update(mdd=found.mdd, mdd_many_seeds=found.mdd_many_seeds, test_se=found.test_se)

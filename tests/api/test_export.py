@@ -228,3 +228,92 @@ def test_each_entry_carries_the_settings_and_hash_of_the_runs_it_summarises(tmp_
             assert errors(record, SCHEMA) == []
             compared += 1
     assert compared == 5
+
+
+def _checkpoint(root: Path, model_path: str, digest: str, scores: dict[int, float], task: str = "gad",
+                metric: str = "macro_f1") -> str:
+    """The results of one pretraining checkpoint, written by the store's writer as eval writes them: display name
+    'detour · tiny · 213k' (what two checkpoints of one recipe, base and budget share), results folder and
+    revision from the weights' digest; its results folder name."""
+    from biobench.store.layout import results_slug
+
+    name, revision = "detour · tiny · 213k", f"sha256:{digest}{'0' * 56}"
+    slug = results_slug(name, revision)
+    protocol = {"hash": "p1", "epochs": 3, "metric": metric}
+    for seed, f1 in scores.items():
+        record = store.new_result(
+            {"id": model_path, "slug": slug, "name": name, "revision": revision},
+            {"id": task, "lang": "en", "kind": "classification", "labels": ["a", "b"]}, seed, protocol,
+            store.run_key(revision, "d1", "p1", seed),
+            {"test": {"macro_f1": f1, "micro_f1": min(1.0, f1 + 0.2), "weighted_f1": f1}}, {})
+        store.write_result(store.result_path(root, slug, task, seed), record,
+                           [{"id": str(i), "gold": g, "pred": "a"} for i, g in enumerate("abab")])
+    return slug
+
+
+@pytest.mark.slow
+def test_two_checkpoints_sharing_a_display_name_stay_two_models_with_their_own_scores(tmp_path):
+    """Issue 57 item 2: `pretrain --out runs/tiny` and `--seed 1 --out runs/tiny-seed1` are both 'detour · tiny ·
+    213k'. The export wrote ONE model (one checkpoint's id and revision, the other's score) and `load_results`
+    said 1 model. A model is its results folder everywhere: two files, each checked field by field against the
+    result files of its folder; two models in the API, named apart by their folders as the board names them."""
+    import statistics
+
+    from biobench.standings.aggregate import build_board
+
+    results = tmp_path / "results"
+    slugs = [_checkpoint(results, str(tmp_path / "runs/tiny/final"), "3f201efc", {42: 0.40, 43: 0.50}),
+             _checkpoint(results, str(tmp_path / "runs/tiny-seed1/final"), "517bdbb2", {42: 0.80, 43: 0.90})]
+    out = tmp_path / "eee"
+    assert main(["results", "export", "--format", "every-eval-ever", "--results", str(results), "--out", str(out)]) == 0
+    exported = [json.loads(p.read_text()) for p in sorted(out.rglob("*.json"))]
+    assert len(exported) == 2
+    assert sorted(e["model_info"]["id"] for e in exported) == sorted(slugs)
+    for record in exported:
+        info = record["model_info"]
+        files = sorted((results / info["id"] / "gad").glob("seed-*.json"))
+        runs = [json.loads(f.read_text()) for f in files if not f.name.endswith(".predictions.jsonl")]
+        assert len(runs) == 2 and {r["model"]["slug"] for r in runs} == {info["id"]}
+        assert info["additional_details"]["revision"] == runs[0]["model"]["revision"]
+        assert info["additional_details"]["results_folder"] == info["id"]
+        assert info["name"] == f"detour · tiny · 213k ({info['id']})"  # told apart, as the board names it
+        [entry] = record["evaluation_results"]
+        assert entry["score_details"]["score"] == pytest.approx(
+            statistics.mean(r["metrics"]["test"]["macro_f1"] for r in runs))
+        assert entry["score_details"]["details"]["seeds"] == ",".join(str(r["seed"]) for r in runs)
+        assert entry["score_details"]["uncertainty"]["num_samples"] == 2
+        assert errors(record, SCHEMA) == []
+    assert str(tmp_path) not in json.dumps(exported)
+
+    loaded = biobench.load_results(results)
+    assert len(loaded.models) == 2 and "2 model(s)" in repr(loaded)
+    board = build_board([results], reference=False, significance=False)
+    assert sorted(loaded.models) == sorted(e.name for e in board.entries)  # one rule names them apart
+    summary = loaded.summary(mdd=False)
+    assert sorted(zip(summary["slug"], summary["mean"], strict=True)) == [
+        (slugs[0], pytest.approx(0.45)), (slugs[1], pytest.approx(0.85))]
+    assert loaded.filter(model=slugs[1]).summary(mdd=False)["mean"].tolist() == [pytest.approx(0.85)]
+    # push: the dataset card's table has a row per checkpoint, with its own mean
+    assert main(["results", "push", "org/r", "--results", str(results), "--dry-run", str(tmp_path / "push")]) == 0
+    card = (tmp_path / "push" / "README.md").read_text()
+    assert f"| detour · tiny · 213k ({slugs[0]}) | 1 | 2 | 45.0 |" in card
+    assert f"| detour · tiny · 213k ({slugs[1]}) | 1 | 2 | 85.0 |" in card
+
+
+def test_a_second_result_for_one_seed_of_one_model_is_a_problem_not_a_replacement(tmp_path):
+    """Issue 57 item 2: a second score for one seed of a model's task took the first's place in the summary
+    (store/summary.py). The same results folder read from two places: the first is kept, the second listed."""
+    import shutil
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    slug = _checkpoint(first, "runs/tiny/final", "3f201efc", {42: 0.40})
+    shutil.copytree(first, second)
+    copy = second / slug / "gad" / "seed-42.json"
+    data = json.loads(copy.read_text())
+    data["metrics"]["test"]["macro_f1"] = 0.99
+    copy.write_text(json.dumps(data))
+    loaded = biobench.load_results([first, second])
+    summary = loaded.summary(mdd=False)
+    assert summary["mean"].tolist() == [pytest.approx(0.40)] and summary["n"].tolist() == [1]
+    assert [p.path for p in loaded.problems] == [str(copy)]
+    assert "a second result for seed 42" in loaded.problems[0].reason

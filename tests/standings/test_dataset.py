@@ -107,7 +107,9 @@ def test_card_averages_compare_like_with_like():
     rows = [("A", "fr", t, s, f) for t, f in (("t1", 0.5), ("t2", 0.7), ("t3", 0.9), ("t4", 0.99)) for s in (1, 2)]
     rows += [("B", "fr", t, 1, f) for t, f in (("t1", 0.6), ("t2", 0.6), ("t3", 0.6))]
     rows += [("C", "en", "e1", 1, 0.4)]
-    frame = pd.DataFrame(rows, columns=["model", "lang", "task", "seed", "macro_f1"])
+    # a model is its results folder (model_slug); the card averages each task's headline score (`score`)
+    frame = pd.DataFrame([(m, m.lower(), *rest) for m, *rest in rows],
+                         columns=["model", "model_slug", "lang", "task", "seed", "score"])
     lines = summary_lines(frame)
     assert "### fr: mean over the 3 task(s) every model has (t1, t2, t3)" in lines
     assert "| A | 4 | 2 | 70.0 |" in lines and "| B | 3 | 1 | 60.0 |" in lines  # t4 (A only) is not averaged

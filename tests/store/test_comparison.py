@@ -169,3 +169,91 @@ def test_protocol_differences_in_the_library():
     assert protocol_differences(a, a) == [] and protocol_differences(a, []) == []
     pair = compare_pair([TaskRuns("x", [0.5, 0.6], [0.4, 0.45], a, b)], n_boot=10)
     assert pair.refused == ("x",) and not pair.same_protocol and pair.tasks[0].comparison.tested is False
+
+
+def _protocol_fields():
+    from dataclasses import fields
+
+    from biobench.protocols import Protocol
+
+    return [f.name for f in fields(Protocol)]
+
+
+@pytest.mark.parametrize("setting", [*_protocol_fields(), "a_setting_added_later"])
+def test_every_setting_a_result_records_is_compared(setting):
+    """Issue 57 item 3: comparison.py kept its own list of setting names, so two runs differing in a setting
+    missing from it (the protocol's `name`, or the next setting added to the protocol table) got
+    `protocol_differences == []` and were tested across the difference. Every field of the protocol table
+    (`biobench.protocols.Protocol`, the hash's inputs) and any other setting a result records is compared."""
+    from biobench.protocols import resolve_protocol
+    from biobench.store.comparison import (
+        DIFFERENT_PROTOCOLS,
+        TaskRuns,
+        compare_pair,
+        protocol_differences,
+        run_settings,
+    )
+
+    base = resolve_protocol("fr", "classification", 512).to_dict()
+    other = dict(base)
+    value = base.get(setting)
+    other[setting] = ({"dropout": 0.3} if isinstance(value, dict) else "x" if isinstance(value, str) else
+                      (value or 0) + 7)
+    if setting == "a_setting_added_later":
+        base[setting] = 0
+    a, b = run_settings(base), run_settings(other)
+    diffs = protocol_differences([a], [b])
+    assert [d.setting for d in diffs] == [setting]
+    assert diffs[0].text().startswith("protocol " if setting == "name" else setting.replace("_", " ") + " ")
+    pair = compare_pair([TaskRuns("t", [0.5, 0.6], [0.4, 0.5], [a, a], [b, b])])
+    assert pair.refused == ("t",) and pair.tasks[0].comparison.method == DIFFERENT_PROTOCOLS
+    assert protocol_differences([a], [run_settings(dict(base))]) == []  # the same record: the same protocol
+
+
+def test_the_tasks_metric_is_the_score_compared_ranked_and_averaged(tmp_path):
+    """Issue 57 item 3: a task whose spec says `metric = "micro_f1"` recorded it and picked the dev checkpoint by
+    it, yet the board ranked by macro-F1 and `compare` compared macro-F1. Two models whose micro- and macro-F1
+    disagree: the board, compare and `load_results` all give the micro-F1 order."""
+    import biobench
+    from biobench.standings.aggregate import build_board
+
+    gold = ["a"] * 8 + ["b"] * 2
+    preds = {"all-a": ["a"] * 10,  # micro 0.80, macro 0.44
+             "mixed": ["a"] * 4 + ["b"] * 6}  # micro 0.60, macro 0.58
+    expected = {}
+    for slug, pred in preds.items():
+        metrics = score("classification", gold, pred)
+        expected[slug] = metrics["micro_f1"]
+        for seed in (1, 2):
+            write_result(result_path(tmp_path, slug, "t", seed), Result(
+                model={"id": slug, "slug": slug, "name": slug},
+                task={"id": "t", "lang": "en", "kind": "classification", "labels": ["a", "b"]}, seed=seed,
+                protocol={"hash": "p", "metric": "micro_f1"}, key=run_key("r", "d", "p", seed),
+                metrics={"test": metrics}),
+                [{"id": str(i), "gold": g, "pred": p} for i, (g, p) in enumerate(zip(gold, pred, strict=True))])
+    assert expected == {"all-a": pytest.approx(0.8), "mixed": pytest.approx(0.6)}
+
+    row = compare(tmp_path, "all-a", "mixed", n_boot=200)["tasks"][0]
+    assert row["mean_a"] == pytest.approx(0.8) and row["mean_b"] == pytest.approx(0.6)
+    assert row["diff"] == pytest.approx(0.2)  # the paired bootstrap on micro-F1 too
+
+    board = build_board([tmp_path], reference=False, significance=False)
+    cells = {e.key: e.cells["t"].mean for e in board.entries}
+    assert cells == {"all-a": pytest.approx(80.0), "mixed": pytest.approx(60.0)}
+
+    summary = biobench.load_results(tmp_path).summary(mdd=False)
+    assert dict(zip(summary["slug"], summary["mean"], strict=True)) == {"all-a": pytest.approx(0.8),
+                                                                         "mixed": pytest.approx(0.6)}
+
+
+def test_a_result_without_a_fraction_for_its_metric_is_refused(tmp_path):
+    """The score that ranks is the task's metric: a result naming a metric it does not hold is refused in one
+    line, never ranked by another score."""
+    from biobench.store import read_result
+
+    path = result_path(tmp_path, "m", "t", 1)
+    write_result(path, Result(model={"id": "m", "slug": "m"}, task={"id": "t", "lang": "en", "kind": "classification"},
+                              seed=1, protocol={"hash": "p", "metric": "micro_f1"}, key=run_key("r", "d", "p", 1),
+                              metrics={"test": {"macro_f1": 0.5}}), [{"id": "0", "gold": "a", "pred": "a"}])
+    with pytest.raises(ResultsError, match="test 'micro_f1' .*not a fraction"):
+        read_result(path)
