@@ -80,7 +80,7 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
 
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
                            task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata,
-                           quick=quick)
+                           quick=quick, rename=True)
     if check_contamination:
 
         attach_to_plan(plan)

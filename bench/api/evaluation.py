@@ -122,25 +122,27 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
                     overwrite: bool = False, shard: str | None = None,
                     overrides: dict[str, Any] | None = None, quick: bool = False,
                     metadata: dict[str, Any] | None = None,
-                    chosen: Callable[[RunChoice], None] | None = None) -> GridPlan:
+                    chosen: Callable[[RunChoice], None] | None = None, rename: bool = False) -> GridPlan:
     """Resolve the model, load the tasks, key every run and decide which are done (nothing is trained).
     `quick`: each task with its kind's `--quick` budget (biobench.protocols.QUICK), `overrides` winning.
     `metadata`: model metadata stated by the caller (params, license, ...; checked by
     biobench.store.metadata.check_metadata, a grid file's validator), recorded over the model card's.
-    `chosen`: told the RunChoice before the model is resolved (what a dry run lists when it cannot be)."""
+    `chosen`: told the RunChoice before the model is resolved (what a dry run lists when it cannot be).
+    `rename`: `name` renames these weights' results found under another name (eval.runner.plan_grid; a run,
+    never a dry run)."""
 
     stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
     choice = choose_runs(tasks, lang, seeds, task_files, data_dir)
     if chosen is not None:
         chosen(choice)
     return plan_runs(model, choice, results, overrides=check_overrides(overrides or {}), overwrite=overwrite,
-                     shard=shard, name=name, quick=quick, metadata=stated)
+                     shard=shard, name=name, quick=quick, metadata=stated, rename=rename)
 
 
 def plan_grid_model(grid: Grid, entry: GridModel, *, task_files: Sequence[str | Path] = (),
                     data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
                     overwrite: bool = False, shard: str | None = None, quick: bool = False,
-                    chosen: Callable[[RunChoice], None] | None = None) -> GridPlan:
+                    chosen: Callable[[RunChoice], None] | None = None, rename: bool = False) -> GridPlan:
     """One model of a grid file planned as `plan_evaluation` plans `--model` (`biobench eval --config`, a study's
     eval step): its grid's choice of runs (`grid_choice`), the grid's then the model's then `overrides` (the
     command line's, already checked) protocol overrides, the model's name and stated metadata."""
@@ -149,12 +151,12 @@ def plan_grid_model(grid: Grid, entry: GridModel, *, task_files: Sequence[str | 
         chosen(choice)
     return plan_runs(entry.model, choice, grid.results,
                      overrides={**grid.overrides, **entry.overrides, **(overrides or {})}, overwrite=overwrite,
-                     shard=shard, name=entry.name, quick=quick, metadata=entry.metadata)
+                     shard=shard, name=entry.name, quick=quick, metadata=entry.metadata, rename=rename)
 
 
 def plan_runs(model: str, choice: RunChoice, results: str | Path, *, overrides: dict[str, Any], overwrite: bool = False,
               shard: str | None = None, name: str | None = None, quick: bool = False,
-              metadata: dict[str, Any] | None = None) -> GridPlan:
+              metadata: dict[str, Any] | None = None, rename: bool = False) -> GridPlan:
     """The plan of `model` on a RunChoice with checked `overrides` and `metadata`: the model resolved, the tasks
     loaded, every run keyed and decided (eval.runner.plan_grid)."""
     # lazy: tests patch it on its module
@@ -166,7 +168,8 @@ def plan_runs(model: str, choice: RunChoice, results: str | Path, *, overrides: 
     folder = choice.data_dir
     return plan_grid(model, choice.specs, lambda spec: load_task(spec, folder), results, seeds=choice.seeds,
                      overrides=overrides, overwrite=overwrite, shard=parse_shard(shard),
-                     skip_unavailable=choice.skip_unavailable, name=name, quick=quick, metadata=metadata)
+                     skip_unavailable=choice.skip_unavailable, name=name, quick=quick, metadata=metadata,
+                     rename=rename)
 
 
 def dry_run_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lang | None = None,

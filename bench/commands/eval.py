@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return print_dry_run(dry_run_evaluation(args.model, args.tasks, **selection), args, 0)
     with wall_clock(args):
-        grid_plan = plan_evaluation(args.model, args.tasks, overwrite=args.overwrite, **selection)
+        grid_plan = plan_evaluation(args.model, args.tasks, overwrite=args.overwrite, rename=True, **selection)
         grid_plan.fix = own_fix(getattr(args, "argv", None))
         run_plan(grid_plan, args, f"{grid_plan.name} ({grid_plan.model.info.id})", "in this shard")
     return 0
@@ -423,6 +423,8 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
                       f"share a {report['n']}-gram with the corpus (longest run {test.get('longest', 0)} words)",
                       file=sys.stderr)
 
+    for note in plan.notes:  # a --name that renamed these weights' results (or why it could not)
+        print(note, file=sys.stderr)
     execute_plan(plan, Execution(args.device, args.trust_remote_code, args.compile, args.report_to, micro_batch(args),
                                  getattr(args, "max_model_gb", None)),
                  parallel=args.parallel or parallel or 1, threads=args.threads, progress=not args.no_progress,
@@ -478,7 +480,7 @@ def run_config(args: argparse.Namespace) -> int:
     with wall_clock(args):
         for grid in grids:
             for entry in grid.models:
-                plan = plan_grid_model(grid, entry, overwrite=args.overwrite, **options)
+                plan = plan_grid_model(grid, entry, overwrite=args.overwrite, rename=True, **options)
                 plan.fix = own_fix(None, {"model": entry.model, "--name": entry.name,
                                           "--data-dir": grid.data_dir or args.data_dir, "--results": grid.results,
                                           "--task-file": [*grid.task_files, *args.task_file]})

@@ -15,7 +15,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -48,6 +48,7 @@ from biobench.runtime.progress import finished_line, progress_bar, quiet_library
 from biobench.runtime.reporting import make_reporter, report_dir
 from biobench.runtime.slurm import WARNING_SIGNAL, requeue_self
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
+from biobench.store.layout import rename_results, results_slug
 from biobench.store.result_files import Decision
 from biobench.store.summary import TaskScores, language_average, summary_row
 from biobench.store.trust import degenerate, degenerate_note, degenerate_text, describe_overrides, overrides
@@ -104,6 +105,7 @@ class GridPlan:
     # what a ⚠ line in this terminal tells the user to run (their own command with only what changes:
     # commands.eval.own_fix); None: store.trust.fix_command, the public form that hides server paths
     fix: Callable[[Result], str] | None = None
+    notes: list[str] = field(default_factory=list)  # one line each, said before the runs (a --name rename)
 
     @property
     def name(self) -> str:
@@ -122,13 +124,30 @@ class GridPlan:
 def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir: str | Path,
               seeds: Sequence[int] | None = None, overrides: dict[str, Any] | None = None,
               overwrite: bool = False, shard: tuple[int, int] = (0, 1), skip_unavailable: bool = False,
-              name: str | None = None, metadata: dict[str, Any] | None = None, quick: bool = False) -> GridPlan:
+              name: str | None = None, metadata: dict[str, Any] | None = None, quick: bool = False,
+              rename: bool = False) -> GridPlan:
     """Resolve the model, load every task, compute each run's key and decide new / skip / overwrite.
     With `skip_unavailable` (a --lang selection), tasks whose data cannot be loaded are listed, not fatal.
     `name` is the display name to record (default: names.display_name of the model); `metadata` the model
     metadata stated in a grid file (validated by store.metadata.check_metadata), recorded over the card's.
-    `quick`: each task runs with its kind's `--quick` budget (protocols.QUICK), `overrides` winning."""
+    `quick`: each task runs with its kind's `--quick` budget (protocols.QUICK), `overrides` winning.
+    `rename` (a run, not a dry run): `name` given for weights whose results are in a folder of another name
+    renames them (`store.layout.rename_results`), so their finished runs are skipped and `compare "<name>"`
+    finds them; when that cannot be done, a note says why and the runs go on in the old folder."""
     identity = identify_model(model, results_dir, name, metadata)
+    notes = []
+    if rename and name and identity.info.revision and identity.slug != results_slug(identity.name, identity.info.revision):
+        old = Path(results_dir) / identity.slug
+        if old.is_dir():
+            try:
+                new = rename_results(results_dir, identity.slug, identity.name, identity.info.revision)
+            except ResultsError as err:
+                notes.append(f"--name {identity.name!r}: these weights' results stay in {old}, under their former "
+                             f"name ({err}); rerun with --name once no other eval of them runs")
+            else:
+                notes.append(f"--name {identity.name!r}: these weights' results were under another name; renamed "
+                             f"{old.name} -> {new.name}")
+                identity = replace(identity, slug=new.name)
     info, slug = identity.info, identity.slug
     data: dict[str, TaskData] = {}
     unavailable: dict[str, str] = {}
@@ -169,7 +188,7 @@ def plan_grid(model: str, tasks: Sequence[TaskSpec], loader: Loader, results_dir
         run.decision = decide(run.path, run.key, overwrite, run.protocol.to_dict())
         if run.decision == "skip":
             run.status, run.macro_f1 = "skipped", read_result(run.path).macro_f1
-    return GridPlan(identity, Path(results_dir), grid, runs, data, unavailable, shard)
+    return GridPlan(identity, Path(results_dir), grid, runs, data, unavailable, shard, notes=notes)
 
 
 def _older_smoke_file(protocol_path: Path, key: dict[str, Any]) -> Path | None:

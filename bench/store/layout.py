@@ -10,10 +10,12 @@ revision their result files record. Torch-free: the board, the eval grid and `ca
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from pathlib import Path
 
 from biobench.errors import ResultsError
+from biobench.runtime.files import atomic_write
 from biobench.store.record import SEED_FILE, Result
 from biobench.store.result_files import iter_results, read_result
 
@@ -94,3 +96,39 @@ def results_folder(results_dir: str | Path, display: str, revision: str | None) 
         return preferred
     existing = folders_of_revision(results_dir, revision)
     return existing[0] if existing else preferred
+
+
+def rename_results(results_dir: str | Path, folder: str, name: str, revision: str) -> Path:
+    """Name the results of one model's weights `name` (`eval --name` on weights already evaluated under another
+    name, issue 57 item 9): each result file of `<results>/<folder>` gets `model.name` = `name` and `model.slug` =
+    its new folder (`results_slug(name, revision)`), rewritten atomically, then the folder takes that name, so
+    the board shows the new name and `compare "<name>"` finds it. Files first, the folder last: a rename cut
+    half way leaves results whose recorded folder is the new one in the old folder, which the next `--name`
+    run renames again (store.model_group reads the recorded folder). Only a folder of these weights alone is
+    renamed: it must be named by the revision's 8 digits, every result in it must record this revision, and no
+    run of it may be claimed (another eval at work there writes into the old folder). ResultsError naming what
+    stops it otherwise; nothing is changed then. Returns the new folder."""
+    root = Path(results_dir)
+    old, new = root / folder, root / results_slug(name, revision)
+    short = short_revision(revision)
+    match = _REVISION_SUFFIX.search(folder)
+    if not short or not match or match[1] != short:
+        raise ResultsError(f"{old} is not named by these weights' revision ({short}); not renamed")
+    if new.exists():
+        raise ResultsError(f"{new} exists; not renamed")
+    claimed = sorted(old.glob("*/seed-*.claim"))
+    if claimed:
+        raise ResultsError(f"{claimed[0]}: a run of it is claimed (another eval may be at work there); not renamed")
+    found = list(iter_results(root, folder))
+    other = next((path for path, result in found if result.model.get("revision") != revision), None)
+    if other is not None:
+        raise ResultsError(f"{other} holds results of other weights; not renamed")
+    for path, result in found:
+        result.model.update(name=name, slug=new.name)
+        atomic_write(path, result.to_json())
+    try:
+        os.rename(old, new)
+    except OSError as err:
+        if not new.is_dir():  # another process of the same --name renamed it first: done either way
+            raise ResultsError(f"{old}: could not be renamed to {new.name} ({err})") from None
+    return new

@@ -417,3 +417,47 @@ def test_the_token_head_retrained_with_overwrite_learns_the_same_weights(tiny_ml
     losses = [[h["train_loss"] for h in r.details["history"]] for r in (record, redone)]
     assert len(losses[0]) == 2 and losses[0] == losses[1]  # bit for bit: the same batches, masks and updates
     assert redone.protocol["head"] == "hf-token" and predictions.read_bytes() == kept
+
+
+@pytest.mark.slow
+def test_name_on_weights_already_evaluated_renames_them_and_compare_finds_them(tiny_mlm_dir, tmp_path):
+    """Issue 57 item 9: `eval --model M --name "my model"` after an unnamed run of the same weights said "1 of 1
+    run(s) done" and `compare "my model" ...` then said "no results for model 'my model'". Real processes: the
+    unnamed run, the named one (which renames the results, skips the finished run and says so in one line),
+    then `compare "my model"`, which finds them; the result file records the new name and folder."""
+    import os
+    import subprocess
+    import sys
+
+    results = tmp_path / "results"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BIOBENCH_CACHE": str(tmp_path / "cache")}
+
+    def biobench(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "biobench.cli", *args], env=env, capture_output=True, text=True,
+                              timeout=600, check=False)
+
+    run = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--results", str(results),
+           "--epochs", "1", "--limit-train", "16", "--max-length", "32", "--device", "cpu", "--no-progress"]
+    first = biobench(*run)
+    assert first.returncode == 0, first.stderr
+    [old] = [p.name for p in results.iterdir()]
+    digits = old.rsplit("--", 1)[1]
+    before = next((results / old).rglob("seed-1*.json")).read_bytes()
+
+    named = biobench(*run, "--name", "my model")
+    assert named.returncode == 0, named.stderr
+    lines = [line for line in named.stderr.splitlines() if "renamed" in line]
+    assert lines == [f"--name 'my model': these weights' results were under another name; renamed {old} -> "
+                     f"my_model--{digits}"], named.stderr
+    assert "1 already done" in named.stderr  # the finished run is skipped, not redone
+    assert [p.name for p in results.iterdir()] == [f"my_model--{digits}"]
+    result = json.loads(next(results.rglob("seed-1*.json")).read_text())
+    assert result["model"]["name"] == "my model" and result["model"]["slug"] == f"my_model--{digits}"
+    old_result = json.loads(before)
+    assert {k: v for k, v in result.items() if k != "model"} == {k: v for k, v in old_result.items() if k != "model"}
+
+    compared = biobench("compare", "my model", "my model", "--results", str(results), "--json")
+    assert compared.returncode == 0, compared.stderr
+    report = json.loads(compared.stdout)
+    assert report["a"] == "my model" and report["folder_a"] == f"my_model--{digits}"
+    assert [t["task"] for t in report["tasks"]] == ["demo-cls"]

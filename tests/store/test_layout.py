@@ -113,3 +113,39 @@ def test_eval_table_shows_the_display_name(two_finals, tmp_path, capsys):
     print_summary(runner.summarize(plan))
     title = capsys.readouterr().out.splitlines()[0]
     assert title.startswith("tiny detour — test macro-F1") and "final" not in title
+
+
+def test_a_rename_that_cannot_be_done_changes_nothing(tmp_path):
+    """`eval --name` renames a results folder only when it holds these weights alone and no run of it is claimed
+    (issue 57 item 9); otherwise one ResultsError says why, and every file stays byte for byte."""
+    from biobench.errors import ResultsError
+    from biobench.store import Result, claim_path, result_path, run_key, write_result
+    from biobench.store.layout import rename_results
+
+    revision = "sha256:" + "ab12cd34" * 8
+    slug = results_slug("tiny", revision)
+
+    def write(seed: int, rev: str) -> None:
+        write_result(result_path(tmp_path, slug, "t", seed), Result(
+            model={"id": "m", "slug": slug, "name": "tiny", "revision": rev},
+            task={"id": "t", "lang": "en", "kind": "classification"}, seed=seed, protocol={"hash": "p"},
+            key=run_key(rev, "d", "p", seed), metrics={"test": {"macro_f1": 0.5}}), [{"id": "0", "gold": "a", "pred": "a"}])
+
+    write(1, revision)
+    claim = claim_path(result_path(tmp_path, slug, "t", 2))
+    claim.mkdir()
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ResultsError, match="is claimed"):
+        rename_results(tmp_path, slug, "my model", revision)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    claim.rmdir()
+    write(3, "sha256:" + "ff" * 32)  # another checkpoint's result copied in
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ResultsError, match="holds results of other weights"):
+        rename_results(tmp_path, slug, "my model", revision)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == files
+    assert [p.name for p in tmp_path.iterdir()] == [slug]
+    result_path(tmp_path, slug, "t", 3).unlink()
+    new = rename_results(tmp_path, slug, "my model", revision)
+    assert new.name == "my_model--ab12cd34" and [p.name for p in tmp_path.iterdir()] == [new.name]
+    assert read_result(result_path(tmp_path, new.name, "t", 1)).model["name"] == "my model"
