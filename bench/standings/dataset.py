@@ -141,8 +141,9 @@ def card_text(frame: pd.DataFrame, repo_id: str | None = None) -> str:
     lines = [
         "# biobench results", "",
         "Fine-tuning results of biomedical encoders scored with [biobench](https://arxiv.org/abs/2605.12438): one row "
-        "per (model, task, seed), test macro-F1 as a fraction.", "",
-        f"{n} run{'' if n == 1 else 's'}: {frame['model'].nunique()} models, {frame['task'].nunique()} tasks.", "",
+        "per (model, task, seed); `score` is the test score of the task's headline metric (`metric`, macro-F1 unless "
+        "the task says otherwise) as a fraction.", "",
+        f"{n} run{'' if n == 1 else 's'}: {frame['model_slug'].nunique()} models, {frame['task'].nunique()} tasks.", "",
     ]
     lines += summary_lines(frame)
     where = f"hf://datasets/{repo_id}" if repo_id else "<this dataset>"

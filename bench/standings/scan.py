@@ -91,7 +91,8 @@ class Run:
     """One measured (model, task, seed) result: what the results index keeps of its file (`row`,
     `store.index.IndexRow`, the one shape of a result row: the index stores it, the board reads it) and where the
     result lies, resolved at scan time: its file, its language (the row's, else the known task's) and its
-    predictions file when it exists. `score` is the test macro-F1 as a fraction."""
+    predictions file when it exists. `score` is the test score of the task's headline metric (`Result.score`,
+    macro-F1 unless the task's spec says otherwise) as a fraction."""
 
     path: Path
     lang: str
