@@ -77,12 +77,15 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         for store in stores:
             store.check_tokenizer(tokenizer, cfg.model)
         streams = [mixture.source_stream(m, s) for m, s in zip(mix.sources, stores, strict=True)]
-        plan = mixture.plan_mix(mix, [len(tokens) for tokens, _ in streams], total_sequences, cfg.seq_len)
+        plan = mixture.plan_run(mix, [len(tokens) for tokens, _, _ in streams], cfg.tokens, cfg.batch_size,
+                                cfg.seq_len, cfg.decay_ratio)
+        assert plan.total_sequences == total_sequences, "the mix plan and the trainer's steps disagree"
         say(plan.table())
         short = plan.short()
         if short:
             raise ConfigError(short[0])
-        parts = [PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed) for tokens, offsets in streams]
+        parts = [PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed, stream=s, groups=groups)
+                 for s, (tokens, offsets, groups) in enumerate(streams)]
         summary: dict[str, Any] = {"mix": str(Path(source).resolve()), "plan": plan.rows(),
                    "stores": [{"name": m.name, "store": str(s.path), "id": token_store.store_id(s.path),
                                "tokens": len(s.tokens)} for m, s in zip(mix.sources, stores, strict=True)]}

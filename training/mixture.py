@@ -22,8 +22,9 @@ tokens, never documents, unlike mosaicml streaming's `proportion`, which counts 
 Megatron-LM's BlendedDataset rule: position g takes the source whose share is furthest behind its target
 (largest `share * (g + 1) - taken`), so every source stays within one sequence of its target share at every
 step. Which sequence a position reads is a pure function of (mix, seed, position): a resumed run, or one with
-another number of ranks, reads the same sequences. Pass p of a source reads its sequences in the permutation
-seeded by (seed, source, p); a source that would need more than `max_passes` passes to fill its share is
+another number of ranks, reads the same sequences. Pass p of a source shuffles its documents before packing them
+(Megatron-LM's per-epoch document index: an upsampled source shows other windows each pass) and reads the
+sequences in a shuffled order, both drawn from (seed, source, p) (packing.PackedCorpus); a source that would need more than `max_passes` passes to fill its share is
 refused in one line naming it (OLMo-core's `max_repetition_ratio` check), and the plan table records target
 and realised share per source (OLMo-core logs the realised deviation per source).
 """
@@ -41,6 +42,7 @@ from biobench.errors import ConfigError, DataError
 from biobench.ranges import Bounds
 from biobench.runtime.jsonfile import UnsafeJSONError, read_toml
 from biobench.runtime.keys import check_keys
+from biobench.training.schedules import phase_steps
 
 MAX_MIX_BYTES = 1 << 20
 MAX_SOURCES = 64  # the paper's mixes have 2-4 sources; the blend index stores a source as uint8
@@ -183,6 +185,9 @@ class RepeatedDocuments:
         self.base, self.base_offsets = tokens, np.asarray(offsets)
         layers = [np.nonzero(counts > k)[0] for k in range(int(counts.max()))]
         self.documents = np.concatenate(layers).astype(np.int64)
+        # where each layer starts among the repeated documents: a pass shuffles documents within a layer only
+        self.layers = np.zeros(len(layers) + 1, dtype=np.int64)
+        np.cumsum([len(layer) for layer in layers], out=self.layers[1:])
         lengths = self.base_offsets[self.documents + 1] - self.base_offsets[self.documents]
         self.offsets = np.zeros(len(self.documents) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
@@ -209,18 +214,19 @@ class RepeatedDocuments:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def source_stream(source: MixSource, store) -> tuple[Any, np.ndarray]:
-    """(tokens, document offsets) that a mix source reads from its opened store (token_store.TokenStore): the
-    store as it is, or its documents repeated by the source's weight field."""
+def source_stream(source: MixSource, store) -> tuple[Any, np.ndarray, np.ndarray | None]:
+    """(tokens, document offsets, shuffle groups) that a mix source reads from its opened store
+    (token_store.TokenStore): the store as it is (one group), or its documents repeated by the source's weight
+    field (a group per layer, so a pass shuffles each layer apart and copies of a document stay layers apart)."""
     if source.weight is None:
-        return store.tokens, store.offsets
+        return store.tokens, store.offsets, None
     where = f"mix source '{source.name}'"
     if store.weight_field != source.weight:
         have = f"has weight field '{store.weight_field}'" if store.weight_field else "has no document weights"
         raise ConfigError(f"{where}: weight = '{source.weight}', but store {store.path} {have}; rebuild it with "
                           f"corpus build ... --weight-field {source.weight}")
     repeated = RepeatedDocuments(store.tokens, store.offsets, repeat_counts(store.weights()), where)
-    return repeated, repeated.offsets
+    return repeated, repeated.offsets, repeated.layers
 
 
 # ---------------------------------------------------------------- plan
@@ -255,6 +261,8 @@ class MixPlan:
     sequences_per_pass: list[int]
     source_of: np.ndarray = field(repr=False)
     index_in: np.ndarray = field(repr=False)
+    steps: tuple[int, int] | None = None  # the run's phases (phase 1, decay) in optimiser steps
+    batch_size: int | None = None  # global sequences per step
 
     def counts(self, upto: int | None = None) -> list[int]:
         upto = self.total_sequences if upto is None else upto
@@ -279,14 +287,31 @@ class MixPlan:
 
     def table(self) -> str:
         head = f"{'source':<18} {'available':>16} {'passes':>8} {'used':>16} {'target':>8} {'realised':>9}"
-        lines = [f"mix {self.mix.path.name}: {self.total_sequences:,} sequences x {self.seq_len:,} tokens", head]
+        phases = (f" ({self.steps[0]:,} phase-1 + {self.steps[1]:,} decay steps of {self.batch_size:,} sequences)"
+                  if self.steps and self.batch_size else "")
+        lines = [f"mix {self.mix.path.name}: {self.total_sequences:,} sequences x {self.seq_len:,} tokens"
+                 f" = {self.total_sequences * self.seq_len:,} tokens read{phases}", head]
         for r in self.rows():
             lines.append(f"{r['name']:<18} {r['available_tokens']:>16,} {r['passes']:>8.3f} {r['used_tokens']:>16,} "
                          f"{r['target_share']:>8.2%} {r['realised_share']:>9.2%}")
+        if any(s.tokens is not None for s in self.mix.sources):
+            stated = sum(s.tokens or 0 for s in self.mix.sources)
+            lines.append(f"note: the sources' `tokens` ({stated:,} in all) are ratios, not counts: each source "
+                         "gets its tokens over their sum of the tokens this run reads (the target share above)")
         return "\n".join(lines)
 
 
-def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int) -> MixPlan:
+def plan_run(mix: Mix, available: list[int], tokens: int, batch_size: int, seq_len: int,
+             decay_ratio: float) -> MixPlan:
+    """What a run reads of the mix: both phases (schedules.phase_steps: phase 1 in whole batches of `tokens`,
+    then the decay), in sequences of `seq_len`. The one plan `corpus plan` prints and `pretrain` trains on, so
+    the two agree token for token and judge max_passes alike."""
+    steps = phase_steps(tokens, batch_size, seq_len, decay_ratio)
+    return plan_mix(mix, available, sum(steps) * batch_size, seq_len, steps, batch_size)
+
+
+def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int,
+             steps: tuple[int, int] | None = None, batch_size: int | None = None) -> MixPlan:
     """The order of a run of `total_sequences` sequences of `seq_len` tokens over the mix's sources, whose stores
     hold `available` tokens each (the manifests' counts: no token is read)."""
     if total_sequences < 1:
@@ -295,7 +320,8 @@ def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int)
         raise ConfigError(f"{total_sequences:,} sequences: more than a mix plan holds; use longer sequences")
     per_pass = [max(1, math.ceil(a / seq_len)) for a in available]
     source_of, index_in = blend([s.share for s in mix.sources], total_sequences)
-    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, source_of, index_in)
+    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, source_of, index_in, steps,
+                   batch_size)
 
 
 @dataclass(frozen=True)
@@ -315,7 +341,6 @@ class MixedCorpus:
             raise DataError("a mixed corpus needs one packed corpus per mix source")
         self.parts, self.plan, self.seed = parts, plan, seed
         self.seq_len = parts[0].seq_len
-        self._orders: dict[int, tuple[int, np.ndarray]] = {}
 
     @property
     def n_sequences(self) -> int:
@@ -332,14 +357,10 @@ class MixedCorpus:
         return position % self.plan.total_sequences
 
     def _resolve(self, index: int):
-        s = int(self.plan.source_of[index])
-        part = self.parts[s]
-        p, j = divmod(int(self.plan.index_in[index]), part.n_sequences)
-        cached = self._orders.get(s)
-        if cached is None or cached[0] != p:
-            cached = (p, np.random.default_rng([self.seed, s, p]).permutation(part.n_sequences))
-            self._orders[s] = cached
-        return part, int(cached[1][j])
+        """(source's packed corpus, its sequence index): the plan's source for this position, and the sequence
+        that source's own pass order reads at its `index_in` (PackedCorpus.at: documents reshuffled each pass)."""
+        part = self.parts[int(self.plan.source_of[index])]
+        return part, part.at(int(self.plan.index_in[index]))
 
     def sequence(self, index: int):
         part, j = self._resolve(index)

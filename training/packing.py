@@ -5,8 +5,11 @@ by the end-of-sequence token and every token of the corpus lands in exactly one 
 sequence is padded). Attention crosses document boundaries as in the paper; `document_ids` lets `--doc-mask`
 restart positions per document and block cross-document attention.
 
-Sequence order is a pure function of (seed, global position): position g reads sequence
-perm_{g // n}(g % n) of epoch g // n. A resumed or data-parallel run therefore needs only the position.
+Each pass over the corpus shuffles its documents before packing them (Megatron-LM's per-epoch document
+index), so an upsampled corpus read 20 times shows the model 20 different cuts of its documents, never the same
+windows again; the pass's sequences are then read in a shuffled order. Both are a pure function of (seed,
+stream, pass): position g reads sequence perm_p(g % n) of pass p = g // n. A resumed or data-parallel run
+therefore needs only the position, whatever the number of ranks.
 """
 
 from __future__ import annotations
@@ -23,23 +26,75 @@ if TYPE_CHECKING:
 
 @dataclass
 class PackedCorpus:
+    """A document stream read pass after pass: pass p shuffles the documents (Megatron-LM's per-epoch document
+    index), packs them into sequences of `seq_len` and reads those in a shuffled order, both drawn from
+    (seed, stream, p) alone. `groups`: document index boundaries within which documents are shuffled (a weighted
+    mix source's layers, mixture.RepeatedDocuments), None for one group. A sequence's index (`at`) is
+    pass * n_sequences + its place in that pass's packing."""
+
     tokens: np.ndarray | ShardedTokens  # flat framed stream (memory-mapped)
     offsets: np.ndarray  # document starts, n_docs + 1
     seq_len: int
     pad_id: int
     seed: int = 0
-    _orders: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    stream: int | None = None  # a mix source's index: its passes drawn apart from the other sources'
+    groups: np.ndarray | None = None
+    _passes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def n_sequences(self) -> int:
         return -(-len(self.tokens) // self.seq_len)
 
+    def _rng(self, p: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, p] if self.stream is None else [self.seed, self.stream, p])
+
+    def shuffled(self, p: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pass p: (document order, each of those documents' start in the pass's stream (n_docs + 1), sequence
+        order). 4 + 8 bytes per document, held for the last two passes asked for."""
+        cached = self._passes.get(p)
+        if cached is not None:
+            return cached
+        rng = self._rng(p)
+        n_docs = len(self.offsets) - 1
+        kind = np.int32 if n_docs < 1 << 31 else np.int64
+        if self.groups is None:
+            order = rng.permutation(n_docs).astype(kind)
+        else:
+            bounds = np.asarray(self.groups, dtype=np.int64)
+            order = np.concatenate([(lo + rng.permutation(hi - lo)).astype(kind)
+                                    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)])
+        offsets = np.asarray(self.offsets)
+        starts = np.zeros(n_docs + 1, dtype=np.int64)
+        np.cumsum(offsets[order.astype(np.int64) + 1] - offsets[order], out=starts[1:])
+        cached = (order, starts, rng.permutation(self.n_sequences))
+        if len(self._passes) >= 2:  # a batch at a pass boundary reads two passes
+            self._passes.pop(next(iter(self._passes)))
+        self._passes[p] = cached
+        return cached
+
+    def _cut(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(token ids, stream document index of each token) of sequence `index`, unpadded."""
+        p, j = divmod(index, self.n_sequences)
+        order, starts, _ = self.shuffled(p)
+        start, stop = j * self.seq_len, min((j + 1) * self.seq_len, int(starts[-1]))
+        v = int(np.searchsorted(starts, start, side="right")) - 1
+        parts, docs, lengths = [], [], []
+        at = start
+        while at < stop:
+            doc, end = int(order[v]), min(stop, int(starts[v + 1]))
+            base = int(self.offsets[doc]) - int(starts[v])
+            parts.append(np.asarray(self.tokens[at + base:end + base]))
+            docs.append(doc)
+            lengths.append(end - at)
+            at, v = end, v + 1
+        ids = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return ids, np.repeat(np.asarray(docs, dtype=np.int64), lengths)
+
     def sequence(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, attention mask, document ids) of packed sequence `index` (corpus order)."""
-        start = index * self.seq_len
-        ids = np.asarray(self.tokens[start:start + self.seq_len], dtype=np.int64)
+        """(ids, attention mask, document ids) of packed sequence `index` (`at`'s numbering)."""
+        raw, docs = self._cut(index)
+        ids = np.asarray(raw, dtype=np.int64)
         mask = np.ones(self.seq_len, dtype=np.int64)
-        docs = np.searchsorted(self.offsets, np.arange(start, start + len(ids)), side="right") - 1
         if len(ids) < self.seq_len:
             pad = self.seq_len - len(ids)
             mask[len(ids):] = 0
@@ -47,20 +102,14 @@ class PackedCorpus:
             docs = np.concatenate([docs, np.full(pad, -1, dtype=docs.dtype)])
         return ids, mask, docs
 
-    def order(self, epoch: int) -> np.ndarray:
-        if epoch not in self._orders:
-            self._orders = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.n_sequences)}
-        return self._orders[epoch]
-
     def at(self, position: int) -> int:
-        """Corpus index of the sequence read at global position `position` (epochs reshuffle)."""
-        epoch, i = divmod(position, self.n_sequences)
-        return int(self.order(epoch)[i])
+        """Index of the sequence read at global position `position` (pass * n_sequences + place in the pass)."""
+        p, i = divmod(position, self.n_sequences)
+        return p * self.n_sequences + int(self.shuffled(p)[2][i])
 
     def sequence_tokens(self, index: int) -> np.ndarray:
         """The unpadded token ids of sequence `index` (what `step_digest` hashes)."""
-        start = index * self.seq_len
-        return np.asarray(self.tokens[start:start + self.seq_len])
+        return self._cut(index)[0]
 
     def batch(self, positions: list[int]) -> dict[str, torch.Tensor]:
         return stack_rows([self.sequence(self.at(p)) for p in positions])

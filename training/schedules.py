@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from biobench.errors import ConfigError
+
 PAPER_WARMUP_TOKENS = 100_000_000
 WARMUP_FRACTION_CAP = 0.10
 DECAY_FLOOR = 0.10
@@ -36,3 +38,17 @@ def multiplier(schedule: str, step: int, total: int, warmup: int) -> float:
     if schedule == "sqrt-decay":
         return sqrt_decay(step, total)
     raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def phase_steps(tokens: int, batch_size: int, seq_len: int, decay_ratio: float) -> tuple[int, int]:
+    """Optimiser steps of each phase of a run of `tokens` phase-1 tokens in global batches of `batch_size`
+    sequences of `seq_len`: phase 1 the whole batches that fit, phase 2 (the decay) `decay_ratio` of them (>= 1).
+    The one rule for what a run reads: the trainer's plan and `corpus plan` both call it."""
+    tokens_per_step = batch_size * seq_len
+    steps1 = tokens // tokens_per_step
+    if steps1 < 1:
+        raise ConfigError(f"--tokens {tokens:,} is smaller than one batch ({batch_size} sequences x "
+                          f"{seq_len} tokens = {tokens_per_step:,}); raise --tokens or lower --batch-size/--seq-len")
+    if not 0 < decay_ratio <= 1:
+        raise ConfigError(f"--decay-ratio {decay_ratio} must be in (0, 1]")
+    return steps1, max(1, round(decay_ratio * steps1))

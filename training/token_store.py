@@ -528,6 +528,10 @@ class TokenStore:
     def fingerprint(self) -> str:
         return str(self.manifest["tokenizer"]["fingerprint"])
 
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.manifest["tokenizer"].get("name_or_path") or "MODEL")
+
     def check_tokenizer(self, tokenizer, model: str) -> None:
         mine = tokenizer_fingerprint(tokenizer)
         if mine != self.fingerprint:

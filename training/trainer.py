@@ -60,12 +60,7 @@ class Plan:
 def make_plan(cfg: PretrainConfig, world: int) -> Plan:
     assert isinstance(cfg.batch_size, int)  # the CLI's 'auto' is resolved to a number before a run
     tokens_per_step = cfg.batch_size * cfg.seq_len
-    steps1 = cfg.tokens // tokens_per_step
-    if steps1 < 1:
-        raise ConfigError(f"--tokens {cfg.tokens:,} is smaller than one batch ({cfg.batch_size} sequences x "
-                          f"{cfg.seq_len} tokens = {tokens_per_step:,}); raise --tokens or lower --batch-size/--seq-len")
-    if not 0 < cfg.decay_ratio <= 1:
-        raise ConfigError(f"--decay-ratio {cfg.decay_ratio} must be in (0, 1]")
+    steps1, steps2 = schedules.phase_steps(cfg.tokens, cfg.batch_size, cfg.seq_len, cfg.decay_ratio)
     if cfg.batch_size % world:
         raise ConfigError(f"--batch-size {cfg.batch_size} is not divisible by the {world} processes")
     per_rank = cfg.batch_size // world
@@ -73,7 +68,6 @@ def make_plan(cfg: PretrainConfig, world: int) -> Plan:
     micro = min(cfg.micro_batch_size or per_rank, per_rank) if isinstance(cfg.micro_batch_size, int) else per_rank
     if per_rank % micro:
         raise ConfigError(f"per-process batch {per_rank} is not a multiple of --micro-batch-size {micro}")
-    steps2 = max(1, round(cfg.decay_ratio * steps1))
     warmup = schedules.warmup_steps(steps1, tokens_per_step, cfg.warmup_tokens)
     return Plan(tokens_per_step, (steps1, steps2), warmup, per_rank // micro, micro, cfg.batch_size)
 

@@ -204,15 +204,24 @@ def store_info(store: str | Path, verify: bool = True) -> str:
     return token_store.describe(token_store.open_store(store, verify=verify))
 
 
-def plan(mix_file: str | Path, tokens: int, seq_len: int) -> tuple[str, list[str], list[dict[str, Any]]]:
-    """(table, lines naming the sources that cannot fill their share, rows) of a mix for a run of `tokens` tokens
-    in sequences of `seq_len`; reads the stores' manifests only."""
-    if seq_len < 8 or tokens < seq_len:
-        raise ConfigError(f"--tokens {tokens:,} and --seq-len {seq_len}: need at least one sequence of 8+ tokens")
+def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay_ratio: float,
+         ) -> tuple[str, list[str], list[dict[str, Any]]]:
+    """(table, lines naming the sources that cannot fill their share, rows) of a mix for the run `pretrain`
+    makes of `tokens` phase-1 tokens, global batches of `batch_size` sequences of `seq_len`, and the decay
+    (`decay_ratio` of phase 1): mixture.plan_run, the plan pretrain trains on, so both read alike token for token.
+    Opens each store as pretrain does (manifest, shards' sizes: token_store.open_store, no sha256) and refuses
+    stores of different tokenizers, which pretrain would refuse."""
+    if seq_len < 8:
+        raise ConfigError(f"--seq-len {seq_len}: give at least 8 tokens")
     mix = mixture.read_mix(mix_file)
-    # manifests only, except a weighted source: its repeated tokens need its documents' lengths and weights
-    available = [int(token_store.read_manifest(s.store)["tokens"]) if s.weight is None
-                 else len(mixture.source_stream(s, token_store.open_store(s.store, verify=False))[0])
-                 for s in mix.sources]
-    result = mixture.plan_mix(mix, available, -(-tokens // seq_len), seq_len)
+    stores = [token_store.open_store(s.store, verify=False) for s in mix.sources]
+    first = stores[0]
+    for source, store in zip(mix.sources[1:], stores[1:], strict=True):
+        if store.fingerprint != first.fingerprint:
+            raise ConfigError(f"mix file {mix.path}: source '{source.name}' (store {store.path}) was built with "
+                              f"another tokenizer than source '{mix.sources[0].name}' (fingerprint "
+                              f"{store.fingerprint} vs {first.fingerprint}); one run reads one tokenizer: "
+                              f"rebuild it with corpus build ... --tokenizer {first.tokenizer_name}")
+    available = [len(mixture.source_stream(s, store)[0]) for s, store in zip(mix.sources, stores, strict=True)]
+    result = mixture.plan_run(mix, available, tokens, batch_size, seq_len, decay_ratio)
     return result.table(), result.short(), result.rows()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
-from biobench.api.pretraining import parse_tokens
 from biobench.errors import ConfigError
 
 EPILOG = """examples:
@@ -58,11 +59,20 @@ def add_parser(subparsers) -> None:
     i.add_argument("--no-verify", action="store_true", help="check sizes only, not the shards' sha256")
     pl = sub.add_parser("plan", help="a mix file's per-source table for a run",
                         description="Per source of a mix file: tokens available, passes, tokens used, target and "
-                        "realised share for a run of --tokens in sequences of --seq-len; a source that cannot fill its "
-                        "share within its max_passes is one line naming it (exit status 1). Reads manifests only.")
-    pl.add_argument("mix", metavar="MIX.toml", help="the mix file ([[source]] tables: name, store, share or tokens, max_passes)")
-    pl.add_argument("--tokens", required=True, help="tokens of the run (e.g. 10B)")
-    pl.add_argument("--seq-len", type=int, default=8192, help="packed sequence length (default 8192)")
+                        "realised share for the run `biobench pretrain` makes with the same settings (both phases: "
+                        "--tokens of phase 1 in whole batches, then the decay), the very table pretrain prints; a "
+                        "source that cannot fill its share within its max_passes is one line naming it (exit "
+                        "status 1). Reads manifests and shard sizes only.")
+    pl.add_argument("mix", metavar="MIX.toml", nargs="?",
+                    help="the mix file ([[source]] tables: name, store, share or tokens, max_passes); default: "
+                    "--config's corpus")
+    pl.add_argument("--config", type=Path, metavar="RUN.toml", help="the run's pretraining config (pretrain "
+                    "--config, or a run's pretrain_config.toml): its tokens, batch, sequence length, decay ratio "
+                    "and corpus; the flags below override it")
+    pl.add_argument("--tokens", help="phase-1 tokens of the run (e.g. 10B), as pretrain --tokens")
+    pl.add_argument("--seq-len", help="packed sequence length (default: pretrain's, 8192)")
+    pl.add_argument("--batch-size", help="global batch in sequences (default: pretrain's, 384)")
+    pl.add_argument("--decay-ratio", help="decay phase over phase 1 (default: pretrain's, 0.1)")
     pl.add_argument("--json", action="store_true", help="the rows as JSON")
     p.set_defaults(func=run)
 
@@ -77,11 +87,30 @@ def run(args: argparse.Namespace) -> int:
         print(corpus.store_info(args.store, verify=not args.no_verify))
         return 0
 
-    table, short, rows = corpus.plan(args.mix, parse_tokens(args.tokens), args.seq_len)
+    table, short, rows = plan(args, corpus)
     print(json.dumps(rows, indent=1) if args.json else table)
     for line in short:
         print(line, file=sys.stderr)
     return 1 if short else 0
+
+
+def plan(args: argparse.Namespace, corpus) -> tuple[str, list[str], list[dict[str, Any]]]:
+    """`corpus plan`: the run's settings as pretrain resolves them (a --config file, flags over it, the same
+    geometry defaults), then the plan of what that run reads."""
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.api.pretraining import resolve_geometry
+    from biobench.commands.pretrain import config_file, flag_settings
+    from biobench.training.config import config_defaults
+
+    settings = config_file(args.config) if args.config else {}
+    settings.update(flag_settings(args))
+    mix = args.mix or settings.get("corpus")
+    if not mix or settings.get("tokens") is None:
+        raise ConfigError("corpus plan needs a mix file and --tokens, as arguments or in --config")
+    geometry = resolve_geometry(str(settings.get("model") or ""), settings.get("device"),
+                                settings.get("batch_size"), settings.get("seq_len"), None)
+    decay = settings.get("decay_ratio", config_defaults()["decay_ratio"])
+    return corpus.plan(mix, settings["tokens"], geometry["seq_len"], geometry["batch_size"], decay)
 
 
 def build(args: argparse.Namespace, corpus) -> int:

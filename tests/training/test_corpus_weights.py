@@ -86,7 +86,7 @@ def test_a_weighted_mix_source_repeats_documents_in_layers_with_weight_proportio
     token_store.build([str(src)], tmp_path / "clin", str(tok_dir), weight_field="score")
     store = token_store.open_store(tmp_path / "clin")
     source = mixture.MixSource("clin", tmp_path / "clin", 1.0, 1.0, weight="score")
-    tokens, offsets = mixture.source_stream(source, store)
+    tokens, offsets, layers = mixture.source_stream(source, store)
     lengths = np.diff(store.offsets)
     assert len(tokens) == int((lengths * np.array(weights, dtype=np.int64)).sum())
     clinical_share = 10 * lengths[1::2].sum() / (10 * lengths[1::2].sum() + lengths[0::2].sum())
@@ -96,7 +96,7 @@ def test_a_weighted_mix_source_repeats_documents_in_layers_with_weight_proportio
     assert (np.diff(repeated) != 0).all()
     assert tokens[0:len(tokens)].tolist() == np.concatenate(
         [store.tokens[int(store.offsets[d]):int(store.offsets[d + 1])] for d in repeated]).tolist()
-    packed = PackedCorpus(tokens, offsets, 16, 0, seed=3)
+    packed = PackedCorpus(tokens, offsets, 16, 0, seed=3, groups=layers)
     is_clinical = np.array([d % 2 == 1 for d in repeated])
     read = np.concatenate([packed.sequence(i)[2] for i in range(packed.n_sequences)])
     read = read[read >= 0]
@@ -105,13 +105,13 @@ def test_a_weighted_mix_source_repeats_documents_in_layers_with_weight_proportio
 
     # the mix key end to end: plan table counts the repeated tokens; a store without weights is one line
     (tmp_path / "mix.toml").write_text('[[source]]\nname = "clin"\nstore = "clin"\nshare = 1\nweight = "score"\n')
-    assert cli.main(["corpus", "plan", str(tmp_path / "mix.toml"), "--tokens", "1000", "--seq-len", "16",
+    assert cli.main(["corpus", "plan", str(tmp_path / "mix.toml"), "--tokens", "1000", "--seq-len", "16", "--batch-size", "4",
                      "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["available_tokens"] == len(tokens)
     token_store.build([str(src)], tmp_path / "plain", str(tok_dir))
     (tmp_path / "plain.toml").write_text('[[source]]\nname = "p"\nstore = "plain"\nshare = 1\nweight = "score"\n')
-    assert cli.main(["corpus", "plan", str(tmp_path / "plain.toml"), "--tokens", "1000", "--seq-len", "16"]) != 0
+    assert cli.main(["corpus", "plan", str(tmp_path / "plain.toml"), "--tokens", "1000", "--seq-len", "16", "--batch-size", "4"]) != 0
     assert "mix source 'p': weight = 'score', but store " in capsys.readouterr().err
     (tmp_path / "bad.toml").write_text('[[source]]\nname = "p"\nstore = "plain"\nshare = 1\nweight = 3\n')
     with pytest.raises(ConfigError, match=r"bad.toml: source 'p': weight must name the store's weight field"):

@@ -106,11 +106,13 @@ def test_store_is_built_once_and_packing_loses_nothing(tmp_path):
     packed = PackedCorpus(built.tokens, built.offsets, seq_len=16, pad_id=tok.pad_token_id, seed=3)
     rows = [packed.sequence(i) for i in range(packed.n_sequences)]
     stream = np.concatenate([ids[mask == 1] for ids, mask, _ in rows])
-    assert stream.tolist() == [t for doc in expected for t in doc]
     assert sum(int(m.sum()) for _, m, _ in rows) == len(built.tokens)
-    # documents are separated by [SEP]; document ids follow the offsets
+    # a pass reads every document once, whole, in a shuffled order (documents framed [CLS] ... [SEP])
     docs = np.concatenate([d[m == 1] for _, m, d in rows])
     assert np.bincount(docs).tolist() == [len(e) for e in expected]
+    read = [stream[docs == d].tolist() for d in range(len(expected))]
+    assert read == expected
+    assert list(dict.fromkeys(docs.tolist())) != list(range(len(expected)))  # not the store's order
     # one epoch of positions reads every sequence exactly once, in a seeded order
     order = [packed.at(p) for p in range(packed.n_sequences)]
     assert sorted(order) == list(range(packed.n_sequences)) and order != sorted(order)

@@ -75,14 +75,20 @@ def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares
         assert index_in[source_of == s].tolist() == list(range(int((source_of == s).sum())))
 
 
-def _fake_store(folder: Path, tokens: int) -> Path:
-    """A store's manifest and marker only (what `corpus plan` reads)."""
+def _fake_store(folder: Path, tokens: int, fingerprint: str = "x") -> Path:
+    """A finished store of one document of `tokens` zeros, its shard a sparse file (what `corpus plan` opens: the
+    manifest and the shards' sizes, no sha256)."""
     import hashlib
 
-    folder.mkdir(parents=True)
+    (folder / "shards").mkdir(parents=True)
+    with open(folder / "shards" / "000000.bin", "wb") as handle:
+        handle.truncate(2 * tokens)
+    np.array([0, tokens], dtype="<i8").tofile(folder / "shards" / "000000.idx")
+    shard = {"name": "000000", "tokens": tokens, "documents": 1, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
     text = json.dumps({"format": token_store.FORMAT, "version": token_store.VERSION, "tokens": tokens,
-                       "documents": 1, "shards": [], "dtype": "uint16", "sources": [], "text_field": "text",
-                       "tokenizer": {"fingerprint": "x"}}, indent=1, sort_keys=True) + "\n"
+                       "documents": 1, "shards": [shard], "dtype": "uint16", "sources": [], "text_field": "text",
+                       "tokenizer": {"fingerprint": fingerprint, "name_or_path": "tok", "vocab_size": 100,
+                                     "bos": 1, "eos": 2}}, indent=1, sort_keys=True) + "\n"
     (folder / "manifest.json").write_text(text)
     (folder / "done").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
     return folder
@@ -95,16 +101,18 @@ def test_corpus_plan_prints_the_table_and_names_a_short_source(tmp_path, capsys)
     _fake_store(tmp_path / "mimic", 500_000)
     mix = _mix(tmp_path, _source("lit", "lit", "share = 0.8") +
                _source("mimic", "mimic", "share = 0.2", "max_passes = 3"))
-    assert cli.main(["corpus", "plan", str(mix), "--tokens", "8M", "--seq-len", "1000"]) == 1
+    run = ["--seq-len", "1000", "--batch-size", "10", "--decay-ratio", "0.25"]  # 640 + 160 steps of 10 sequences
+    assert cli.main(["corpus", "plan", str(mix), "--tokens", "6.4M", *run]) == 1
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
-    assert lines[0].startswith("mix mix.toml: 8,000 sequences x 1,000 tokens")
+    assert lines[0] == ("mix mix.toml: 8,000 sequences x 1,000 tokens = 8,000,000 tokens read (640 phase-1 + 160 "
+                        "decay steps of 10 sequences)")
     lit = next(line for line in lines if line.startswith("lit "))
     assert "7,000,000" in lit and "0.914" in lit and "6,400,000" in lit and "80.00%" in lit
     assert captured.err.strip() == ("mix source 'mimic' cannot fill its share of 20.00%: it needs 3.20 passes over "
                                     "its 500,000 tokens, max_passes is 3 (raise max_passes, lower its share, or add "
                                     "tokens)")
-    assert cli.main(["corpus", "plan", str(mix), "--tokens", "7M", "--seq-len", "1000", "--json"]) == 0
+    assert cli.main(["corpus", "plan", str(mix), "--tokens", "5.6M", *run, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in rows] == ["lit", "mimic"] and rows[1]["passes"] == 2.8
     assert math.isclose(rows[1]["realised_share"], 0.2)
@@ -136,3 +144,60 @@ def test_a_mixed_corpus_reads_each_source_at_its_share_as_a_pure_function_of_pos
     assert all(np.array_equal(again.sequence_tokens(again.at(p)), rows[p]) for p in (79, 0, 41, 7))
     batch = mixed.batch([0, 1, 2])
     assert batch["input_ids"].shape == (3, 10)
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
+    out = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer.save_pretrained(out)
+    return out
+
+
+def test_each_pass_of_an_upsampled_source_reshuffles_its_documents_before_packing(tmp_path, tok_dir):
+    """Issue 59 item 2: pass p of a source packs its documents in an order drawn from (seed, source, p), so two
+    passes cut different sequences from the same documents (Megatron's per-epoch document index)."""
+    from biobench.training.packing import PackedCorpus
+
+    src = tmp_path / "small.jsonl"
+    src.write_text("".join(json.dumps({"text": " ".join(["patient fièvre toux"] * (1 + i % 5)) + f" cas {i}"}) + "\n"
+                           for i in range(30)))
+    token_store.build([str(src)], tmp_path / "small", str(tok_dir))
+    _fake_store(tmp_path / "big", 100_000)
+    mix = mixture.read_mix(_mix(tmp_path, _source("big", "big", "share = 0.5") +
+                                _source("small", "small", "share = 0.5", "max_passes = 10")))
+    stores = [token_store.open_store(s.store, verify=False) for s in mix.sources]  # "big" is sparse zeros
+    streams = [mixture.source_stream(m, s) for m, s in zip(mix.sources, stores, strict=True)]
+    steps1 = -(-7 * -(-len(streams[1][0]) // 16) // 12)  # the small source read ~3.5 times (and the decay: x1.5)
+    plan = mixture.plan_run(mix, [len(t) for t, _, _ in streams], 16 * 8 * steps1, 8, 16, 0.5)
+    assert not plan.short()
+    parts = [PackedCorpus(t, o, 16, 0, seed=5, stream=s, groups=g) for s, (t, o, g) in enumerate(streams)]
+    mixed = mixture.MixedCorpus(parts, plan, seed=5)
+    n = parts[1].n_sequences
+    by_pass: dict[int, list] = {}
+    for position in range(plan.total_sequences):
+        if plan.source_of[position] == 1:  # the small source's sequence read here: pass * n + place in the pass
+            index = parts[1].at(int(plan.index_in[position]))
+            assert np.array_equal(mixed.sequence_tokens(mixed.at(position)), parts[1].sequence_tokens(index))
+            by_pass.setdefault(index // n, []).append((index, parts[1].sequence(index)))
+    by_pass = {p: [row for _, row in sorted(rows, key=lambda r: r[0])] for p, rows in by_pass.items()}
+    assert len(by_pass) >= 3 and all(len(by_pass[p]) == n for p in (0, 1))
+    store = stores[1]
+    documents = sorted(tuple(store.tokens[int(store.offsets[d]):int(store.offsets[d + 1])].tolist())
+                       for d in range(store.n_documents))
+
+    def cut(rows) -> tuple[set, list]:
+        sequences = {tuple(ids[mask == 1].tolist()) for ids, mask, _ in rows}
+        ids = np.concatenate([r[0][r[1] == 1] for r in rows])
+        docs = np.concatenate([r[2][r[1] == 1] for r in rows])
+        starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+        return sequences, sorted(tuple(chunk.tolist()) for chunk in np.split(ids, starts[1:]))
+
+    first, second = cut(by_pass[0]), cut(by_pass[1])
+    assert first[1] == second[1] == documents  # every document once per pass, whole
+    assert first[0].isdisjoint(second[0]) or len(first[0] & second[0]) < n // 2  # other windows
+    assert first[0] != second[0]
+    # a pure function of (seed, source, pass): a fresh corpus reads the same, another seed does not
+    again = [PackedCorpus(t, o, 16, 0, seed=5, stream=s, groups=g) for s, (t, o, g) in enumerate(streams)]
+    other = mixture.MixedCorpus(again, plan, seed=5)
+    assert all(np.array_equal(other.sequence_tokens(other.at(p)), mixed.sequence_tokens(mixed.at(p)))
+               for p in range(plan.total_sequences))

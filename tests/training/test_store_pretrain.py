@@ -5,6 +5,7 @@ the same per-step data as an uninterrupted 1-process run (issue 49 §1-§2)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from pathlib import Path
@@ -62,6 +63,8 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_a_mix_run_resumed_on_two_processes_reads_what_one_uninterrupted_process_reads(tmp_path, tiny_mlm_dir, capsys):
+    from biobench import cli
+    from biobench.api.pretraining import write_config
     from biobench.training.trainer import train
 
     mix = _stores(tmp_path / "data", tiny_mlm_dir)
@@ -74,6 +77,14 @@ def test_a_mix_run_resumed_on_two_processes_reads_what_one_uninterrupted_process
     assert plan["clin"]["passes"] > 1  # the small source is repeated, each pass reshuffled
     card = (tmp_path / "full" / "final" / "README.md").read_text()
     assert "| mixture | lit: 70.0% target, 70.8% realised" in card and "| token store |" not in card
+    # `corpus plan` given the run's config prints the very table pretrain printed, and that table is what the
+    # run read: both phases (4 + 2 steps of 4 sequences of 64 tokens), step by step
+    table = out[out.index("mix mix.toml:"):].splitlines()[:4]
+    assert table[0] == "mix mix.toml: 24 sequences x 64 tokens = 1,536 tokens read (4 phase-1 + 2 decay steps of 4 sequences)"
+    assert len(_digests(tmp_path / "full")) * 4 == 24
+    write_config(_cfg(mix, tmp_path / "full", tiny_mlm_dir), tmp_path / "run.toml")  # what `pretrain` writes
+    assert cli.main(["corpus", "plan", "--config", str(tmp_path / "run.toml")]) == 0
+    assert capsys.readouterr().out.splitlines() == table
 
     assert train(_cfg(mix, tmp_path / "cut", tiny_mlm_dir, save_every=3 * 4 * 64, stop_after_steps=3)) is None
     mp.spawn(_worker, args=(2, _free_port(), dict(corpus=mix, out=tmp_path / "cut", model=tiny_mlm_dir, resume=True)),
@@ -116,3 +127,24 @@ def test_corpus_refusals_come_before_any_model_is_loaded(tmp_path, tiny_mlm_dir,
     mix.write_text('[[source]]\nname = "only"\nstore = "store"\nshare = 1\n')
     with pytest.raises(ConfigError, match=r"mix source 'only' cannot fill its share of 100.00%: it needs "):
         Trainer(_cfg(mix, tmp_path / "short", tiny_mlm_dir, tokens=200 * 4 * 64))
+
+
+def test_corpus_plan_and_pretrain_judge_max_passes_alike_counting_the_decay(tmp_path, tiny_mlm_dir, capsys):
+    """max_passes = 1.57 on a source whose phase 1 reads it 1.57 times at most and the whole run (with the decay)
+    more: `corpus plan` with pretrain's settings and pretrain refuse it with the same line (issue 59 item 1)."""
+    from biobench import cli
+    from biobench.training.trainer import Trainer
+
+    _stores(tmp_path / "data", tiny_mlm_dir)
+    n = -(-len(token_store.open_store(tmp_path / "data" / "lit").tokens) // 64)  # the store's sequences of 64
+    steps1 = math.floor(1.57 * n)
+    mix = tmp_path / "data" / "one.toml"
+    mix.write_text('[[source]]\nname = "only"\nstore = "lit"\nshare = 1\nmax_passes = 1.57\n')
+    cfg = _cfg(mix, tmp_path / "run", tiny_mlm_dir, tokens=steps1 * 64, batch_size=1)
+    with pytest.raises(ConfigError) as refused:
+        Trainer(cfg)
+    capsys.readouterr()
+    assert cli.main(["corpus", "plan", str(mix), "--tokens", str(steps1 * 64), "--seq-len", "64", "--batch-size", "1",
+                     "--decay-ratio", "0.5"]) == 1
+    assert capsys.readouterr().err.strip() == str(refused.value)
+    assert f"needs {(steps1 + round(0.5 * steps1)) / n:.2f} passes" in str(refused.value)
