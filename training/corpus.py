@@ -1,8 +1,9 @@
 """Pretraining corpora: read documents, bounded (tokenising them into a store is training/token_store.py).
 
-Sources: a text file (documents separated by blank lines), JSONL / JSONL.gz (one record per line, text in
-`text_field` — the E3C dumps in ../shared/data/pretrain-{fr,en}), a folder (recursively, sorted: its JSONL
-files, or its .txt files when it has no JSONL — README/SOURCE .md files are never read from a folder), or
+Sources: a text file (documents separated by blank lines: a line of nothing but whitespace, "\n" or "\r\n"),
+JSONL / JSONL.gz (one record per line, text in `text_field` — the E3C dumps in ../shared/data/pretrain-{fr,en}),
+parquet, a folder (recursively, sorted: all its JSONL and parquet files, or its .txt files when it has neither —
+README/SOURCE .md files are never read from a folder), or
 a Hugging Face dataset id (streamed). Documents are framed as the packer needs them ([CLS] doc [SEP]:
 `frame_ids`); `corpus_fingerprint` keys the store pretrain builds from raw text (training/corpus_input.py).
 """
@@ -38,8 +39,10 @@ def corpus_files(source: str) -> list[Path]:
     if path.exists() and not path.is_dir():  # a FIFO or device was called a "corpus folder" (issue 51 §12)
         raise DataError(f"corpus {path} is not a regular file or a folder (a FIFO or device); point --corpus at one")
     found = sorted(p for p in path.rglob("*") if p.is_file())
-    # JSONL data wins over prose: a data folder's README.md / SOURCE.md is documentation, not corpus.
-    files = ([p for p in found if _is_jsonl(p)] or [p for p in found if p.name.lower().endswith(".parquet")]
+    # Data files (JSONL and parquet, every one of them: a folder of a.jsonl and b.parquet is read whole) win over
+    # prose: beside data, a .txt is notes or a list (../shared/data/pretrain-fr/selected_ids.txt), never corpus;
+    # README/SOURCE .md files are documentation. A folder of .txt files alone is a text corpus.
+    files = ([p for p in found if _is_jsonl(p) or p.name.lower().endswith(".parquet")]
              or [p for p in found if p.suffix.lower() in (".txt", ".text")])
     if not files:
         raise DataError(f"corpus folder {path} holds no .jsonl(.gz), .parquet or .txt files; point --corpus at them")
@@ -107,23 +110,44 @@ def open_corpus_file(path: Path):
     return gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
 
 
+def _blank(line: bytes) -> bool:
+    """A line that ends a text document: empty, or nothing but whitespace ("\n", "\r\n", spaces, tabs), so a
+    Windows-made corpus separates its documents as a Unix one does."""
+    return not line.strip()
+
+
+def _previous_line_blank(handle, end: int) -> bool:
+    """Whether the line before byte `end` (a line start: its newline at end - 1, or the end of the file) is blank
+    (`_blank`), read backwards in bounded pieces; the file's start counts as a blank line before the first."""
+    at = end - 1  # the newline
+    while at > 0:
+        step = min(at, 1 << 16)
+        handle.seek(at - step)
+        piece = handle.read(step)
+        newline = piece.rfind(b"\n")
+        if piece[newline + 1:].strip():
+            return False
+        if newline >= 0:
+            return True
+        at -= step
+    return True
+
+
 def _seek_line_start(handle, start: int, path: Path) -> bool:
     """Move to the first line that starts at or after byte `start`; True when the line before it is blank (or
     it is the file's first line): a text document starts there."""
     if start == 0:
         return True
     handle.seek(start - 1)
-    previous = handle.read(1)
-    if previous != b"\n":
+    if handle.read(1) != b"\n":
         while True:  # the rest of a line that began before `start`, read in bounded pieces
             part = handle.readline(1 << 20)
             if not part or part.endswith(b"\n"):
                 break
-        return False
-    if start < 2:
-        return True
-    handle.seek(start - 2)
-    blank = handle.read(2) == b"\n\n"
+    here = handle.tell()
+    # the previous piece reads on to the end of its last document: the first blank line at or after its end
+    blank = _previous_line_blank(handle, here)
+    handle.seek(here)
     return blank
 
 
@@ -202,14 +226,14 @@ def _text_piece(handle, path: Path, end: int | None, at_doc_start: bool) -> Iter
     if not at_doc_start:  # the rest of a document that began in the previous piece
         while True:
             line = _bounded_line(handle, path, f" (byte {handle.tell()})")
-            if not line or line == b"\n":
+            if _blank(line):
                 break
     while True:
         here = handle.tell()
         if not block and end is not None and here >= end:
             return
         line = _bounded_line(handle, path, f" (byte {here})")
-        if not line or line == b"\n":
+        if _blank(line):
             text = "".join(block).strip()
             block, size = [], 0
             if text:

@@ -45,6 +45,9 @@ def check_corpus(cfg) -> None:
     raw text; a raw corpus is small enough to build inside the run."""
     source = str(cfg.corpus)
     corpus.check_source(source)
+    if token_store.is_unfinished(source):
+        raise ConfigError(f"--corpus {source} is an unfinished token store (its build stopped or is still running): "
+                          "finish it with the same biobench corpus build command, then pretrain again")
     what = kind(source)
     if what != "raw" and str(cfg.model).startswith("preset:"):
         raise ConfigError(f"--model {cfg.model} trains its tokenizer on raw text; --corpus {source} is a token "

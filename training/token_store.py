@@ -447,6 +447,12 @@ def is_store(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
+def is_unfinished(path: str | Path) -> bool:
+    """A store folder whose build began (its lock or work units) and never finished: not a corpus of text."""
+    path = Path(path)
+    return path.is_dir() and not (path / DONE).is_file() and ((path / BUILD_LOCK).exists() or (path / WORK).is_dir())
+
+
 def wait_for(store: Path, poll_s: float = 2.0, timeout_s: float | None = None) -> None:
     """Block until another process finished the store (its completion marker): ranks wait on a file, not on a
     collective whose process-group timeout would end a long build."""

@@ -53,6 +53,17 @@ def resolve_geometry(model: str, device: str | None, batch_size: int | str | Non
             "micro_batch_size": AUTO if auto else micro_batch_size or (16 if on_cpu else 4), "on_cpu": on_cpu}
 
 
+def model_source(model: str) -> str:
+    """What `--model` names, as the folder or hub id the run loads: an alias (`biobench models`, e.g.
+    all-MiniLM-L6-v2) resolved as `corpus build --tokenizer` and eval resolve it; a preset or a folder as given."""
+    if str(model).startswith("preset:") or Path(model).expanduser().is_dir():
+        return model
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.models import resolve_model
+
+    return resolve_model(model).source
+
+
 def cpu_threads(requested: int | None) -> int:
     """Explicit threads, else the idle cores (>= 1): oversubscribed OpenMP threads spin and run 2-3x
     slower on a loaded machine than one thread does (measured on the 2-core dev box)."""
@@ -83,6 +94,7 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     # lazy: loads torch, torch.distributed
     from biobench.training.trainer import train
 
+    model = model_source(model)
     geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
     import torch
 

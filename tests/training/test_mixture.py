@@ -201,3 +201,24 @@ def test_each_pass_of_an_upsampled_source_reshuffles_its_documents_before_packin
     other = mixture.MixedCorpus(again, plan, seed=5)
     assert all(np.array_equal(other.sequence_tokens(other.at(p)), mixed.sequence_tokens(mixed.at(p)))
                for p in range(plan.total_sequences))
+
+
+def test_corpus_plan_says_token_counts_are_ratios_and_refuses_stores_of_two_tokenizers(tmp_path, capsys):
+    """Issue 59 item 5: `tokens = 3000` is a ratio (the table says so), and stores of different tokenizers, which
+    pretrain refuses, are refused by plan in one line naming both sources."""
+    from biobench import cli
+
+    _fake_store(tmp_path / "a", 50_000)
+    _fake_store(tmp_path / "b", 50_000)
+    _fake_store(tmp_path / "c", 50_000, fingerprint="other")
+    run = ["--tokens", "20K", "--seq-len", "100", "--batch-size", "10", "--decay-ratio", "0.1"]
+    counts = _mix(tmp_path, _source("a", "a", "tokens = 3000") + _source("b", "b", "tokens = 1000"))
+    assert cli.main(["corpus", "plan", str(counts), *run]) == 0
+    out = capsys.readouterr().out
+    assert "note: the sources' `tokens` (4,000 in all) are ratios, not counts" in out
+    a = next(line for line in out.splitlines() if line.startswith("a "))
+    assert "75.00%" in a and "16,500" in a  # 3000 / 4000 of the 220 sequences of 100 read (20 + 2 steps of 10)
+    two = _mix(tmp_path, _source("a", "a") + _source("c", "c"))
+    assert cli.main(["corpus", "plan", str(two), *run]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "source 'c' (store " in err and "another tokenizer than source 'a'" in err

@@ -148,3 +148,34 @@ def test_corpus_plan_and_pretrain_judge_max_passes_alike_counting_the_decay(tmp_
                      "--decay-ratio", "0.5"]) == 1
     assert capsys.readouterr().err.strip() == str(refused.value)
     assert f"needs {(steps1 + round(0.5 * steps1)) / n:.2f} passes" in str(refused.value)
+
+
+def test_pretrain_resolves_a_model_alias_as_corpus_build_does(tmp_path, minilm_dir, monkeypatch):
+    """Issue 59 item 5: `pretrain --model all-MiniLM-L6-v2` loads what `corpus build --tokenizer all-MiniLM-L6-v2`
+    tokenises with (the alias's folder), not a hub id 'all-MiniLM-L6-v2' that does not exist."""
+    from biobench.api import corpus as corpus_api
+    from biobench.api.pretraining import pretrain
+    from biobench.training import trainer
+
+    seen = []
+    monkeypatch.setattr(trainer, "train", lambda cfg: seen.append(cfg))
+    pretrain("all-MiniLM-L6-v2", tmp_path / "c.txt", "1M", tmp_path / "out", recipe="mlm", device="cpu")
+    assert seen[0].model == str(minilm_dir) == corpus_api.tokenizer_source("all-MiniLM-L6-v2")
+    assert f'model = "{minilm_dir}"' in (tmp_path / "out" / "pretrain_config.toml").read_text()
+
+
+def test_pretrain_on_a_store_whose_build_failed_says_it_is_unfinished(tmp_path, tiny_mlm_dir, capsys):
+    """Issue 59 item 5: a failed build leaves its lock; `pretrain --corpus` on that folder names an unfinished
+    store (and the command that finishes it), not "holds no .jsonl files"."""
+    from biobench import cli
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps({"text": "   "}) + "\n")
+    assert cli.main(["corpus", "build", str(empty), "--tokenizer", str(tiny_mlm_dir), "--out", str(tmp_path / "s")]) != 0
+    assert "holds no non-empty documents" in capsys.readouterr().err
+    assert (tmp_path / "s" / token_store.BUILD_LOCK).exists() and not (tmp_path / "s" / token_store.DONE).exists()
+    assert cli.main(["pretrain", "--model", str(tiny_mlm_dir), "--corpus", str(tmp_path / "s"), "--tokens", "1K", "--seq-len", "64", "--batch-size", "4",
+                     "--out", str(tmp_path / "run"), "--device", "cpu"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: --corpus {tmp_path / 's'} is an unfinished token store (its build stopped or is still "
+                   "running): finish it with the same biobench corpus build command, then pretrain again")
