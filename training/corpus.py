@@ -53,7 +53,7 @@ def is_local(source: str) -> bool:
     return Path(source).exists()
 
 
-def _looks_like_path(source: str) -> bool:
+def looks_like_path(source: str) -> bool:
     """A missing local path, not a hub id ("owner/name" or "name"): a folder's trailing slash, a file suffix,
     or anything a hub id cannot be (the hub library would answer with a message about repo ids)."""
     return (source.startswith(("/", ".", "~")) or source.endswith(("/", os.sep)) or source.count("/") > 1
@@ -63,7 +63,7 @@ def _looks_like_path(source: str) -> bool:
 
 def check_source(source: str) -> None:
     """DataError when `source` names a local path that does not exist (checked before any model is loaded)."""
-    if not is_local(source) and _looks_like_path(source):
+    if not is_local(source) and looks_like_path(source):
         raise DataError(f"corpus {source} does not exist: no such file or folder (expected a text/JSONL file, "
                         f"a folder of them, or a hub dataset id such as owner/name)")
 

@@ -76,6 +76,7 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
     pad = tokenizer.pad_token_id
     if kind(source) == "mix":
         mix = mixture.read_mix(source)
+        mix.check_built(cfg.model)
         stores = [token_store.open_store(s.store) for s in mix.sources]
         for store in stores:
             store.check_tokenizer(tokenizer, cfg.model)

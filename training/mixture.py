@@ -42,12 +42,13 @@ from biobench.errors import ConfigError, DataError
 from biobench.ranges import Bounds
 from biobench.runtime.jsonfile import UnsafeJSONError, read_toml
 from biobench.runtime.keys import check_keys
+from biobench.training import corpus, token_store
 from biobench.training.schedules import phase_steps
 
 MAX_MIX_BYTES = 1 << 20
 MAX_SOURCES = 64  # the paper's mixes have 2-4 sources; the blend index stores a source as uint8
-MIX_KEYS = ("description", "source")
-SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight")
+MIX_KEYS = ("description", "source", "tokenizer")
+SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight", "text_field")
 MAX_REPEATED_DOCUMENTS = 1 << 31  # a weighted source's repeated stream: 16 bytes per repeated document in RAM
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SHARE_TOLERANCE = 1e-6
@@ -60,14 +61,58 @@ class MixSource:
     share: float  # of the run's tokens (from `share`, or `tokens` over the sum of `tokens`)
     max_passes: float
     tokens: int | None = None
-    build_from: str | None = None
+    build_from: str | None = None  # what `corpus build --mix` reads: a local path (as given) or a hub dataset id
     weight: str | None = None  # the store's per-document weight field: repeat counts (repeat_counts)
+    text_field: str = "text"
+
+    def build_source(self, folder: Path) -> str | None:
+        """What `build_from` names, as `corpus build` takes it: a path relative to the mix file's folder (the rule
+        `store` follows too), made absolute, or a hub dataset id; None when the source states none."""
+        if self.build_from is None:
+            return None
+        local = folder / Path(self.build_from).expanduser()
+        if local.exists() or not corpus.HUB_ID.fullmatch(self.build_from) or corpus.looks_like_path(self.build_from):
+            return str(local.resolve())
+        return self.build_from
 
 
 @dataclass(frozen=True)
 class Mix:
     path: Path
     sources: tuple[MixSource, ...]
+    tokenizer: str | None = None  # the model whose tokenizer builds every store (`corpus build --mix`)
+
+    def build_command(self, source: MixSource, tokenizer: str | None = None) -> str:
+        """The `corpus build` command that builds one source's store (paths absolute: run it from anywhere)."""
+        import shlex
+
+        what = source.build_source(self.path.parent)
+        parts = ["biobench", "corpus", "build", what or "SOURCE", "--tokenizer", tokenizer or self.tokenizer or "MODEL",
+                 "--out", str(source.store)]
+        if source.text_field != "text":
+            parts += ["--text-field", source.text_field]
+        if source.weight is not None:
+            parts += ["--weight-field", source.weight]
+        return " ".join(shlex.quote(p) for p in parts)
+
+    def missing(self) -> list[MixSource]:
+        """The sources whose store is not a finished token store (never built, or its build unfinished)."""
+        return [s for s in self.sources if not (s.store / token_store.DONE).is_file()]
+
+    def check_built(self, tokenizer: str | None = None) -> None:
+        """One message listing every store of the mix not built yet, each with the command that builds it, and
+        the one command that builds them all; nothing when every store is finished."""
+        missing = self.missing()
+        if not missing:
+            return
+        tok = tokenizer or self.tokenizer
+        lines = [f"mix file {self.path}: {len(missing)} of {len(self.sources)} store(s) not built yet; build them "
+                 f"all with: biobench corpus build --mix {self.path}" + ("" if tok else " --tokenizer MODEL")
+                 + ", or one by one:"]
+        for s in missing:
+            started = " (unfinished: the command resumes it)" if s.store.exists() else ""
+            lines.append(f"  {s.name}{started}: {self.build_command(s, tok)}")
+        raise ConfigError("\n".join(lines))
 
 
 def is_mix_file(source: str | Path) -> bool:
@@ -129,21 +174,30 @@ def read_mix(path: str | Path) -> Mix:
         build_from = table.get("build_from")
         if build_from is not None and (not isinstance(build_from, str) or len(build_from) > 1000):
             raise ConfigError(f"{here}: build_from must be text (what `corpus build` reads)")
+        if build_from is not None and (not build_from or any(ord(c) < 32 for c in build_from)):
+            raise ConfigError(f"{here}: build_from must be a path (relative to the mix file) or a hub dataset id")
         weight = table.get("weight")
         if weight is not None and (not isinstance(weight, str) or not NAME.fullmatch(weight)):
             raise ConfigError(f"{here}: weight must name the store's weight field (corpus build --weight-field)")
+        text_field = table.get("text_field", "text")
+        if not isinstance(text_field, str) or not NAME.fullmatch(text_field):
+            raise ConfigError(f"{here}: text_field must name the JSON field / parquet column holding the text")
         names.add(name)
         stores.add(store_path)
-        parsed.append((name, store_path, given[0], amount, passes, build_from, weight))
+        parsed.append((name, store_path, given[0], amount, passes, build_from, weight, text_field))
     if len(forms) > 1:
         raise ConfigError(f"{where}: sources mix 'share' and 'tokens'; state every source the same way")
     total = sum(p[3] for p in parsed)
     if forms == {"share"} and abs(total - 1) > SHARE_TOLERANCE:
         raise ConfigError(f"{where}: shares sum to {total:.6g}, not 1; fix them so they sum to 1")
     sources = tuple(MixSource(name, store, amount / total, passes, int(amount) if form == "tokens" else None, build,
-                              weight)
-                    for name, store, form, amount, passes, build, weight in parsed)
-    return Mix(path, sources)
+                              weight, text_field)
+                    for name, store, form, amount, passes, build, weight, text_field in parsed)
+    tokenizer = raw.get("tokenizer")
+    if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer or len(tokenizer) > 1000
+                                  or any(ord(c) < 32 for c in tokenizer)):
+        raise ConfigError(f"{where}: tokenizer must name a model (alias, folder or hub id), as --tokenizer does")
+    return Mix(path, sources, tokenizer)
 
 
 # ---------------------------------------------------------------- per-document weights

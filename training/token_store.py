@@ -447,6 +447,19 @@ def is_store(path: str | Path) -> bool:
     return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
+def check_same_sources(out: Path, sources: list[str], text_field: str, weight_field: str | None) -> None:
+    """A finished store at `out` built from other sources (or another text or weight field) is refused in one
+    line: a build with `--out` of an existing store would otherwise keep the old store and say nothing."""
+    if not (Path(out) / DONE).is_file():
+        return
+    manifest = read_manifest(out)
+    have = (manifest["sources"], manifest["text_field"], manifest.get("weight_field"))
+    if have != ([_source_name(s) for s in sources], text_field, weight_field):
+        raise ConfigError(f"--out {out} is a finished token store of other sources ({', '.join(have[0])[:300]}, "
+                          f"text field '{have[1]}', weight field {have[2] or 'none'}); choose a new --out, or delete "
+                          "that store to rebuild it")
+
+
 def is_unfinished(path: str | Path) -> bool:
     """A store folder whose build began (its lock or work units) and never finished: not a corpus of text."""
     path = Path(path)

@@ -46,8 +46,45 @@ def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: in
     Bounds(1, 256, integer=True).check(workers, "--workers")
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     out = _checked_out(out)
+    token_store.check_same_sources(out, list(sources), text_field, weight_field)
     return token_store.build(list(sources), out, tokenizer_source(tokenizer), workers=workers, text_field=text_field,
                              weight_field=weight_field, unit_bytes=int(unit_mb * 2**20), log=log)
+
+
+def build_mix(mix_file: str | Path, tokenizer: str | None = None, workers: int = 1, unit_mb: float = 64,
+              log: Callable[[str], None] | None = None) -> list[tuple[str, Path, bool]]:
+    """`corpus build --mix`: build every store of the mix that is not finished, each from its source's
+    `build_from` (a path relative to the mix file, or a hub id) with the mix's tokenizer (or `tokenizer`), its
+    weight field and text field. Every source is checked before anything is built (a store to build with no
+    `build_from`, a path that does not exist, no tokenizer): one message listing them. Returns (name, store,
+    built now) per source."""
+    mix = mixture.read_mix(mix_file)
+    tok = tokenizer or mix.tokenizer
+    missing = mix.missing()
+    problems = []
+    for source in missing:
+        what = source.build_source(mix.path.parent)
+        if what is None:
+            problems.append(f"  {source.name}: no build_from (a path relative to the mix file, or a hub id)")
+        elif what.startswith("/") and not Path(what).exists():
+            problems.append(f"  {source.name}: build_from {source.build_from} is not there ({what})")
+    if missing and tok is None:
+        problems.append("  no tokenizer: give --tokenizer MODEL or `tokenizer = \"MODEL\"` in the mix file")
+    if problems:
+        raise ConfigError(f"mix file {mix.path}: cannot build {len(missing)} store(s):\n" + "\n".join(problems))
+    say = log or (lambda _line: None)
+    done = []
+    for source in mix.sources:
+        if source not in missing:
+            say(f"corpus build --mix: {source.name}: {source.store} is built")
+            done.append((source.name, source.store, False))
+            continue
+        say(f"corpus build --mix: {source.name}: {mix.build_command(source, tok)}")
+        assert tok is not None
+        build_store([str(source.build_source(mix.path.parent))], tok, source.store, workers=workers,
+                    text_field=source.text_field, unit_mb=unit_mb, log=log, weight_field=source.weight)
+        done.append((source.name, source.store, True))
+    return done
 
 
 def _unit_key(plan: Any, index: int) -> Path:
@@ -214,6 +251,7 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay
     if seq_len < 8:
         raise ConfigError(f"--seq-len {seq_len}: give at least 8 tokens")
     mix = mixture.read_mix(mix_file)
+    mix.check_built()
     stores = [token_store.open_store(s.store, verify=False) for s in mix.sources]
     first = stores[0]
     for source, store in zip(mix.sources[1:], stores[1:], strict=True):

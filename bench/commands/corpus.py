@@ -28,11 +28,14 @@ def add_parser(subparsers) -> None:
                        description="Tokenise SOURCEs into a token store: work units (byte ranges, row groups) tokenised "
                        "by --workers processes, each ending with a completion marker, so a killed build rerun with "
                        "the same command resumes; the store is the same bytes whatever --workers.")
-    b.add_argument("sources", nargs="+", metavar="SOURCE",
+    b.add_argument("sources", nargs="*", metavar="SOURCE",
                    help="text file, JSONL(.gz), parquet, a folder of them, or a hub dataset id")
-    b.add_argument("--tokenizer", required=True, metavar="MODEL",
-                   help="the model whose tokenizer is used: alias, folder or hub id, as --model takes them")
-    b.add_argument("--out", required=True, help="the store folder")
+    b.add_argument("--mix", metavar="MIX.toml", help="build every store of a mix file that is not built yet, each "
+                   "from its source's build_from (a path relative to the mix file, or a hub id), with its weight "
+                   "and text fields (instead of SOURCE... --out)")
+    b.add_argument("--tokenizer", metavar="MODEL", help="the model whose tokenizer is used: alias, folder or hub "
+                   "id, as --model takes them (with --mix: default the mix file's `tokenizer`)")
+    b.add_argument("--out", help="the store folder")
     b.add_argument("--text-field", default="text", help="JSON field / parquet column holding the text")
     b.add_argument("--unit-mb", type=float, default=64, help="text per work unit, in MiB (default 64): what a "
                    "worker holds and a killed build redoes")
@@ -116,6 +119,17 @@ def plan(args: argparse.Namespace, corpus) -> tuple[str, list[str], list[dict[st
 def build(args: argparse.Namespace, corpus) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
+
+    if args.mix is not None:
+        if args.sources or args.out or args.launcher == "slurm" or args.claim_units or args.dry_run:
+            raise ConfigError("--mix builds the mix's stores here, from its build_from entries: give no SOURCE, "
+                              "--out, --launcher slurm, --claim-units or --dry-run with it")
+        built = corpus.build_mix(args.mix, args.tokenizer, workers=args.workers or 1, unit_mb=args.unit_mb, log=say)
+        print(f"mix {args.mix}: {sum(now for _, _, now in built)} store(s) built now, {len(built)} in all; plan "
+              f"the run: biobench corpus plan {args.mix} --tokens N (or --config RUN.toml)")
+        return 0
+    if not args.sources or not args.out or not args.tokenizer:
+        raise ConfigError("corpus build needs SOURCE..., --tokenizer and --out (or --mix MIX.toml)")
 
     if args.dry_run:
         line, units = corpus.build_progress(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb)

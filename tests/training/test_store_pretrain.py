@@ -179,3 +179,55 @@ def test_pretrain_on_a_store_whose_build_failed_says_it_is_unfinished(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert err == (f"error: --corpus {tmp_path / 's'} is an unfinished token store (its build stopped or is still "
                    "running): finish it with the same biobench corpus build command, then pretrain again")
+
+
+@pytest.mark.slow
+def test_the_paper_fr_mix_builds_with_one_command_then_plan_and_pretrain_agree(tmp_path, tiny_mlm_dir, capsys):
+    """Issue 59 item 4: examples/mixes/paper-fr.toml, its tokenizer the tiny model's and its build_from paths
+    holding small local files: plan names every missing store with its command; `corpus build --mix` (a real
+    process) builds them all; then `corpus plan` prints the very table `pretrain --corpus` trains on."""
+    import subprocess
+    import sys
+    import tomllib
+
+    from biobench import cli
+    from biobench.api.pretraining import write_config
+    from biobench.training.trainer import train
+
+    text = (Path(__file__).resolve().parents[2] / "examples" / "mixes" / "paper-fr.toml").read_text()
+    mix = tmp_path / "mixes" / "paper-fr.toml"
+    mix.parent.mkdir()
+    mix.write_text(text.replace('tokenizer = "almanach/moderncamembert-base"', f'tokenizer = "{tiny_mlm_dir}"'))
+    sizes = {"literature": 150, "synthetic-qa": 80, "e3c": 5, "ema-leaflets": 10}
+    for source in tomllib.loads(text)["source"]:
+        folder = mix.parent / source["build_from"]
+        folder.mkdir(parents=True)
+        rows = [{"text": f"{TEXTS[i % 4]} {source['name']} {i}.", "upsample": 1 + i % 2}
+                for i in range(sizes[source["name"]])]
+        (folder / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    assert cli.main(["corpus", "plan", str(mix), "--tokens", "1K"]) == 2
+    err = capsys.readouterr().err
+    assert f"4 of 4 store(s) not built yet; build them all with: biobench corpus build --mix {mix}" in err
+    assert f"literature: biobench corpus build {mix.parent / 'corpus/fr/literature'} --tokenizer {tiny_mlm_dir} " \
+           f"--out {mix.parent / 'stores/fr/literature'} --weight-field upsample" in err
+
+    built = subprocess.run([str(Path(sys.executable).parent / "biobench"), "corpus", "build", "--mix", str(mix)],
+                           capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert built.returncode == 0, built.stderr
+    assert "4 store(s) built now, 4 in all" in built.stdout
+    for name in sizes:
+        assert (mix.parent / "stores" / "fr" / name / token_store.DONE).is_file()
+    assert token_store.open_store(mix.parent / "stores/fr/literature").weight_field == "upsample"
+    assert cli.main(["corpus", "build", "--mix", str(mix)]) == 0
+    assert "0 store(s) built now, 4 in all" in capsys.readouterr().out
+
+    cfg = _cfg(mix, tmp_path / "run", tiny_mlm_dir)
+    write_config(cfg, tmp_path / "run.toml")
+    assert cli.main(["corpus", "plan", "--config", str(tmp_path / "run.toml")]) == 0
+    planned = capsys.readouterr().out.splitlines()
+    assert planned[0].startswith("mix paper-fr.toml: 24 sequences x 64 tokens = 1,536 tokens read")
+    train(cfg)
+    out = capsys.readouterr().out
+    assert out[out.index("mix paper-fr.toml:"):].splitlines()[:len(planned)] == planned
+    assert len(_digests(tmp_path / "run")) * 4 == 24
