@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import atomic_write, disk_full_guard
-from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
 from biobench.training import corpus
 
 FORMAT = "biobench-token-store"
@@ -444,7 +445,10 @@ def _source_name(source: str) -> str:
 
 
 def is_store(path: str | Path) -> bool:
-    return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
+    """A finished store's folder, or one claiming to be (a manifest or marker of any kind, a FIFO or a link
+    included: open_store then refuses it in one line rather than reading it as raw text)."""
+    path = Path(path)
+    return path.is_dir() and any(os.path.lexists(path / name) for name in (MANIFEST, DONE))
 
 
 def check_same_sources(out: Path, sources: list[str], text_field: str, weight_field: str | None) -> None:
@@ -563,26 +567,88 @@ def _damaged(store: Path, why: str) -> DataError:
     return DataError(f"token store {store} is damaged ({why}); it is not used: rebuild it with biobench corpus build")
 
 
+MAX_DONE_BYTES = 4096  # the completion marker: a sha256 in hex and a newline
+MAX_STORE_TOKENS = 1 << 48  # far past any corpus (the paper's largest run reads 50B = 2^35.5 tokens)
+DTYPES = ("uint16", "uint32")  # store_dtype's choices
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STORE_TOKENS
+
+
+def _check_manifest(store: Path, manifest: Any) -> dict[str, Any]:
+    """The one validation of a manifest, shared by `corpus info`, `plan` and `pretrain` (all through read_manifest):
+    its kinds, bounds and sums, so what reads it later never meets a text count, an infinite one or a missing
+    dtype (each was a traceback), nor a count its shards do not hold. DataError naming what is wrong otherwise."""
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise _damaged(store, f"not a {FORMAT} v{VERSION} manifest")
+
+    def bad(what: str, value: Any) -> DataError:
+        return _damaged(store, f"its manifest's {what} is {str(value)[:40]!r}")
+
+    if manifest.get("dtype") not in DTYPES:
+        raise bad("dtype", manifest.get("dtype"))
+    for key in ("tokens", "documents"):
+        if not _count(manifest.get(key)):
+            raise bad(key, manifest.get(key))
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or len(shards) > MAX_UNITS:
+        raise bad("shards", type(shards).__name__)
+    for shard in shards:
+        if not isinstance(shard, dict) or not isinstance(shard.get("name"), str) \
+                or not re.fullmatch(r"\d{6}", shard["name"]):
+            raise bad("shard entry", shard)
+        for key in ("tokens", "documents"):
+            if not _count(shard.get(key)):
+                raise bad(f"shard {shard['name']} {key}", shard.get(key))
+    for key in ("tokens", "documents"):
+        if sum(s[key] for s in shards) != manifest[key]:
+            raise _damaged(store, f"its manifest counts {manifest[key]:,} {key}, its shards "
+                                  f"{sum(s[key] for s in shards):,}")
+    tokenizer = manifest.get("tokenizer")
+    if not isinstance(tokenizer, dict) or not isinstance(tokenizer.get("fingerprint"), str):
+        raise bad("tokenizer", tokenizer)
+    sources = manifest.get("sources")
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise bad("sources", sources)
+    if not isinstance(manifest.get("text_field"), str):
+        raise bad("text_field", manifest.get("text_field"))
+    if manifest.get("weight_field") is not None and not isinstance(manifest["weight_field"], str):
+        raise bad("weight_field", manifest["weight_field"])
+    index = manifest.get("offsets")
+    if index is not None and not (isinstance(index, dict) and isinstance(index.get("sha256"), str)):
+        raise bad("offsets", index)
+    return manifest
+
+
+def _done_text(store: Path) -> str:
+    """The completion marker's checksum, read within MAX_DONE_BYTES (a sparse 8 GiB `done`, a FIFO or a link to
+    /dev/zero is refused, never read whole or waited on)."""
+    return read_bytes(store / DONE, MAX_DONE_BYTES).decode("ascii").strip()
+
+
 def read_manifest(store: Path) -> dict[str, Any]:
-    """The manifest, checked against the completion marker's checksum (an edited manifest is refused)."""
+    """The manifest, read within bounds (bench/runtime/jsonfile: a FIFO, a device, a file past the bound refused
+    without blocking), checked against the completion marker's checksum (an edited manifest is refused) and
+    validated (`_check_manifest`)."""
     store = Path(store)
     if not (store / DONE).is_file():
         raise DataError(f"{store} is not a finished token store (no '{DONE}' marker): finish it with the same "
                         "biobench corpus build command")
     try:
-        raw = (store / MANIFEST).read_bytes()
-        expected = (store / DONE).read_text(encoding="ascii").strip()
+        expected = _done_text(store)
+        raw = read_bytes(store / MANIFEST, MAX_MANIFEST_BYTES)
+    except UnsafeJSONError as err:
+        raise _damaged(store, f"{Path(err.source).name}: {err.reason}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise _damaged(store, f"cannot read its manifest: {err}") from None
-    if len(raw) > MAX_MANIFEST_BYTES or hashlib.sha256(raw).hexdigest() != expected:
+    if hashlib.sha256(raw).hexdigest() != expected:
         raise _damaged(store, f"{MANIFEST} does not match the checksum in '{DONE}'")
     try:
-        manifest = read_json(store / MANIFEST, MAX_MANIFEST_BYTES)
+        manifest = parse_json(raw, store / MANIFEST)
     except UnsafeJSONError as err:
         raise _damaged(store, err.reason) from None
-    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise _damaged(store, f"not a {FORMAT} v{VERSION} manifest")
-    return manifest
+    return _check_manifest(store, manifest)
 
 
 def open_store(store: str | Path, verify: bool = True, max_documents: int | None = None) -> TokenStore:
@@ -673,4 +739,7 @@ def describe(store: TokenStore) -> str:
 
 
 def store_id(store: Path) -> str:
-    return (Path(store) / DONE).read_text(encoding="ascii").strip()[:16]
+    try:
+        return _done_text(Path(store))[:16]
+    except (UnsafeJSONError, OSError, UnicodeDecodeError) as err:
+        raise _damaged(Path(store), f"cannot read '{DONE}': {getattr(err, 'reason', err)}") from None

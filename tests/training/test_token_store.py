@@ -270,3 +270,92 @@ def test_two_processes_building_one_store_at_once_both_succeed_with_one_store(tm
     assert not any("Traceback" in err for _out, err in outs)
     alone = token_store.build([str(src)], tmp_path / "alone", str(tok_dir), unit_bytes=int(0.02 * 2**20))
     assert _content(tmp_path / "shared") == _content(alone)
+
+
+def _forge(store: Path, **changes) -> None:
+    """Rewrite a finished store's manifest with `changes` (None removes a key) and a matching `done` marker."""
+    import hashlib
+
+    manifest = json.loads((store / token_store.MANIFEST).read_text())
+    for key, value in changes.items():
+        if value is None:
+            manifest.pop(key, None)
+        else:
+            manifest[key] = value
+    text = json.dumps(manifest, indent=1, sort_keys=True).replace('"__1e400__"', "1e400") + "\n"
+    (store / token_store.MANIFEST).write_text(text)
+    (store / token_store.DONE).write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+
+
+def test_a_stores_own_files_are_read_within_bounds_and_validated_once_for_info_plan_and_pretrain(tmp_path, tok_dir,
+                                                                                                 tiny_tokenizer, capsys):
+    """Issue 58 item 7: a manifest that is a FIFO or a link to /dev/zero (a real `corpus info` process, which used
+    to hang), a sparse 8 GiB `done`, a manifest claiming 2^40 tokens, a text, infinite or missing count or dtype:
+    each is one line from `corpus info`, `corpus plan` and pretrain's store opening, never a hang, a MemoryError
+    or a traceback."""
+    import shutil
+
+    from biobench import cli
+    from biobench.training import corpus_input
+
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(20)))
+    good = token_store.build([str(src)], tmp_path / "good", str(tok_dir))
+    biobench = str(Path(sys.executable).parent / "biobench")
+
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(good, tmp_path / name))
+
+    for name, make in (("fifo", lambda p: os.mkfifo(p)), ("zero", lambda p: p.symlink_to("/dev/zero"))):
+        store = copy(name)
+        (store / token_store.MANIFEST).unlink()
+        make(store / token_store.MANIFEST)
+        run = subprocess.run([biobench, "corpus", "info", str(store)], capture_output=True, text=True, timeout=120)
+        assert run.returncode != 0 and "not a regular file" in run.stderr and "Traceback" not in run.stderr
+        assert run.stderr.strip().count("\n") == 0
+
+    sparse = copy("sparse")
+    with open(sparse / token_store.DONE, "wb") as handle:
+        handle.truncate(8 << 30)
+    forged = {"huge": dict(tokens=1 << 40), "text": dict(tokens="5000"), "inf": dict(tokens="__1e400__"),
+              "nodtype": dict(dtype=None), "bool": dict(documents=True)}
+    messages = {"sparse": "over the 4096 bytes limit", "huge": "its manifest counts 1,099,511,627,776 tokens",
+                "text": "tokens is '5000'", "inf": "tokens is 'inf'", "nodtype": "dtype is 'None'",
+                "bool": "documents is 'True'"}
+    for name, changes in forged.items():
+        _forge(copy(name), **changes)
+    for name, message in messages.items():
+        store = tmp_path / name
+        assert cli.main(["corpus", "info", str(store)]) != 0
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0 and "is damaged" in err, (name, err)
+        (tmp_path / f"{name}.toml").write_text(f'[[source]]\nname = "s"\nstore = "{name}"\nshare = 1\n')
+        assert cli.main(["corpus", "plan", str(tmp_path / f"{name}.toml"), "--tokens", "1K", "--seq-len", "16",
+                         "--batch-size", "4"]) != 0
+        err = capsys.readouterr().err.strip()
+        assert message in err and err.count("\n") == 0, (name, err)
+        with pytest.raises(DataError, match=message):  # pretrain --corpus STORE opens it the same way
+            corpus_input.packed_corpus(_Cfg(str(store)), tiny_tokenizer, True, 1, 0, print)
+
+
+class _Cfg:
+    """What corpus_input.packed_corpus reads of a PretrainConfig."""
+
+    def __init__(self, corpus: str):
+        self.corpus, self.seq_len, self.max_documents, self.text_field = corpus, 16, None, "text"
+
+
+def test_building_other_sources_into_a_finished_store_is_refused(tmp_path, tok_dir, capsys):
+    """Issue 58 item 7: `corpus build OTHER --out EXISTING_STORE` kept the old store and said nothing (rc 0)."""
+    from biobench import cli
+
+    for name, seed in (("a.jsonl", 1), ("b.jsonl", 2)):
+        (tmp_path / name).write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(10, seed)))
+    base = ["--tokenizer", str(tok_dir), "--out", str(tmp_path / "s")]
+    assert cli.main(["corpus", "build", str(tmp_path / "a.jsonl"), *base]) == 0
+    assert cli.main(["corpus", "build", str(tmp_path / "a.jsonl"), *base]) == 0  # the same sources: found built
+    capsys.readouterr()
+    assert cli.main(["corpus", "build", str(tmp_path / "b.jsonl"), *base]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: --out {tmp_path / 's'} is a finished token store of other sources (a.jsonl, text field "
+                   "'text', weight field none); choose a new --out, or delete that store to rebuild it")
