@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from biobench.api.pretraining import resolve_geometry
+from biobench.commands.pretrain import config_file, flag_settings
 from biobench.errors import ConfigError
 
 EPILOG = """examples:
   biobench corpus build ../shared/data/pretrain-fr --tokenizer almanach/moderncamembert-base --out stores/e3c-fr --workers 4
   biobench corpus info stores/e3c-fr
-  biobench corpus plan examples/mixes/paper-fr.toml --tokens 10B --seq-len 8192
+  biobench corpus build --mix examples/mixes/paper-fr.toml --workers 16
+  biobench corpus plan examples/mixes/paper-fr.toml --tokens 10B
   biobench pretrain --model almanach/moderncamembert-base --corpus stores/e3c-fr --tokens 10B --out runs/fr
 
 A store is tokenised once and read memory-mapped by every rank; a killed build rerun with the same command
@@ -101,8 +104,6 @@ def plan(args: argparse.Namespace, corpus) -> tuple[str, list[str], list[dict[st
     """`corpus plan`: the run's settings as pretrain resolves them (a --config file, flags over it, the same
     geometry defaults), then the plan of what that run reads."""
     # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.pretraining import resolve_geometry
-    from biobench.commands.pretrain import config_file, flag_settings
     from biobench.training.config import config_defaults
 
     settings = config_file(args.config) if args.config else {}
