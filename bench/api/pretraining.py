@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,6 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     # lazy: loads torch, torch.distributed
     from biobench.training.trainer import train
 
-    model = model_source(model)
     geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
     import torch
 
@@ -111,6 +111,8 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     output_folder(out, "--out")
     write_config(cfg, Path(out) / CONFIG_FILE)
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
+    # the alias as given in the resolved config (portable), what it names for the run
+    cfg = replace(cfg, model=model_source(cfg.model))
     if announce is not None:
         announce(cfg, torch.get_num_threads())
     return train(cfg)
