@@ -22,7 +22,8 @@ from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import cache_home
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
 
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(@[\w.-]{1,100})?")  # org/name[@revision]
+HUB_DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")  # what a hub source is split by
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
 
@@ -320,12 +321,64 @@ def parquet_pieces_documents(path: Path, text_field: str) -> Iterator[str]:
         yield from _parquet_documents(path, text_field, group)
 
 
+def hub_revision(source: str) -> tuple[str, str | None]:
+    """'org/name@rev' -> ('org/name', 'rev'); no '@': the default branch (None)."""
+    repo, _, revision = source.partition("@")
+    return repo, revision or None
+
+
+def _hub_error(source: str, err: Exception) -> DataError:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
+    hint = " (HF_HUB_OFFLINE is set: the hub is unreachable; pass a local folder)" if offline else ""
+    return DataError(f"cannot read hub dataset {source!r} as a corpus: {type(err).__name__}: "
+                     f"{str(err).splitlines()[0] if str(err) else ''}{hint}")
+
+
+def hub_files(source: str) -> tuple[str, str, list[str]]:
+    """(repo id, commit sha, data files) of a hub dataset source 'org/name[@revision]': the revision pinned to its
+    commit, so every work unit and every resume reads the same bytes, and the repo's JSONL and parquet files,
+    sorted (a corpus's shards: one work unit each). No data file (a dataset served by a script or another
+    format): an empty list, and the source is streamed as one unit at that commit."""
+    from huggingface_hub import HfApi
+
+    repo, revision = hub_revision(source)
+    try:
+        info = HfApi().dataset_info(repo, revision=revision)
+    except Exception as err:  # the hub client raises many types (HTTP errors, offline mode, repo not found)
+        raise _hub_error(source, err) from err
+    files = sorted(s.rfilename for s in (info.siblings or []) if s.rfilename.lower().endswith(HUB_DATA_SUFFIXES))
+    return repo, str(info.sha), files
+
+
+def hub_file(repo: str, commit: str, path: str) -> Path:
+    """One data file of a hub dataset at `commit`, downloaded into the Hugging Face cache (once)."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(repo, path, repo_type="dataset", revision=commit))
+    except Exception as err:  # as in hub_files
+        raise _hub_error(f"{repo}@{commit}", err) from err
+
+
+def hub_file_documents(repo: str, commit: str, path: str, text_field: str,
+                       weight_field: str | None = None) -> Iterator[Any]:
+    """The documents of one data file of a hub dataset (a work unit), read as a local file of its format."""
+    local = hub_file(repo, commit, path)
+    kind = file_kind(Path(path))
+    if kind == "parquet":
+        for group in range(parquet_row_groups(local)):
+            yield from _parquet_documents(local, text_field, group, weight_field)
+    else:
+        yield from piece_documents(local, kind, text_field, weight_field=weight_field)
+
+
 def _hub_documents(dataset_id: str, text_field: str) -> Iterator[str]:
     """Stream a hub dataset's train split; offline or unknown ids fail with one clear message."""
     from datasets import load_dataset
 
+    repo, revision = hub_revision(dataset_id)
     try:
-        stream = load_dataset(dataset_id, split="train", streaming=True)
+        stream = load_dataset(repo, split="train", streaming=True, revision=revision)
         for record in stream:
             text = record.get(text_field)
             if isinstance(text, str) and text.strip():
@@ -333,10 +386,7 @@ def _hub_documents(dataset_id: str, text_field: str) -> Iterator[str]:
     except Exception as err:  # datasets raises many types (ConnectionError, FileNotFoundError, DatasetNotFoundError)
         if isinstance(err, DataError):
             raise
-        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
-        hint = " (HF_HUB_OFFLINE is set: the hub is unreachable; pass a local folder)" if offline else ""
-        raise DataError(f"cannot stream hub dataset {dataset_id!r} as a corpus: {type(err).__name__}: "
-                        f"{str(err).splitlines()[0] if str(err) else ''}{hint}") from err
+        raise _hub_error(dataset_id, err) from err
 
 
 def corpus_fingerprint(source: str, text_field: str, max_documents: int | None) -> str:

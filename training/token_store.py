@@ -86,12 +86,16 @@ def store_dtype(tokenizer) -> np.dtype:
 # ---------------------------------------------------------------- plan
 @dataclass(frozen=True)
 class Piece:
-    source: str  # a local file path, or a hub dataset id
-    kind: str  # jsonl | text | parquet | hub
+    source: str  # a local file path, a hub dataset id ('hub'), or 'repo@commit:path' ('hubfile')
+    kind: str  # jsonl | text | parquet | hub | hubfile
     start: int = 0  # byte offset (jsonl/text), row group (parquet)
     end: int | None = None  # byte end (None: to the end of the file)
 
     def documents(self, text_field: str, weight_field: str | None = None) -> Iterator[Any]:
+        if self.kind == "hubfile":  # one data file of a hub dataset, at the commit the plan pinned
+            repo, _, rest = self.source.partition("@")
+            commit, _, path = rest.partition(":")
+            return corpus.hub_file_documents(repo, commit, path, text_field, weight_field)
         if self.kind == "hub":
             if weight_field is not None:
                 raise DataError(f"{self.source}: --weight-field reads local JSONL or parquet files; download the "
@@ -117,7 +121,11 @@ def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES) -> list[list[Pi
         corpus.check_source(source)
         if not corpus.is_local(source):
             close()
-            units.append([Piece(source, "hub")])
+            # a unit per data file (its shards), at the commit the revision names now: parallel, resumable, pinned
+            repo, commit, files = corpus.hub_files(source)
+            units.extend([Piece(f"{repo}@{commit}:{path}", "hubfile")] for path in files)
+            if not files:
+                units.append([Piece(f"{repo}@{commit}", "hub")])
             continue
         for path in corpus.corpus_files(source):
             kind = corpus.file_kind(path)
@@ -149,7 +157,7 @@ def _plan_record(units: list[list[Piece]], fingerprint: str, text_field: str,
     files = {}
     for unit in units:
         for piece in unit:
-            if piece.kind != "hub" and piece.source not in files:
+            if piece.kind not in ("hub", "hubfile") and piece.source not in files:
                 st = Path(piece.source).stat()
                 files[piece.source] = [st.st_size, st.st_mtime_ns]
     return {"tokenizer": fingerprint, "text_field": text_field, "weight_field": weight_field, "files": files,
@@ -409,6 +417,9 @@ def finish(plan: BuildPlan) -> Path:
                 "tokens": tokens, "documents": documents, "shards": shards}
     if plan.weight_field is not None:  # only then: an unweighted store's manifest is what it was before weights
         manifest["weight_field"] = plan.weight_field
+    hub = _hub_record(units)
+    if hub:  # only then, as above: each hub source's pinned commit and the data files read
+        manifest["hub"] = hub
     for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
         leftover.unlink(missing_ok=True)
     manifest["offsets"] = {"file": OFFSETS, "sha256": _write_offsets(out, shards)}
@@ -417,6 +428,19 @@ def finish(plan: BuildPlan) -> Path:
     atomic_write(out / DONE, hashlib.sha256(text.encode()).hexdigest() + "\n")
     shutil.rmtree(out / WORK, ignore_errors=True)
     return out
+
+
+def _hub_record(units: list[list[Piece]]) -> dict[str, Any]:
+    """Per hub dataset read: the commit its revision was pinned to and how many data files (work units) it gave."""
+    hub: dict[str, Any] = {}
+    for unit in units:
+        for piece in unit:
+            if piece.kind in ("hub", "hubfile"):
+                repo, _, rest = piece.source.partition("@")
+                commit = rest.partition(":")[0]
+                entry = hub.setdefault(repo, {"commit": commit, "files": 0})
+                entry["files"] += piece.kind == "hubfile"
+    return hub
 
 
 def _write_offsets(out: Path, shards: list[dict[str, Any]]) -> str:

@@ -76,7 +76,7 @@ def test_a_missing_local_corpus_is_a_missing_path_not_a_repo_id(source, tmp_path
 def test_hub_corpus_offline_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(DataError, match=r"cannot stream hub dataset 'someone/some-corpus'.*HF_HUB_OFFLINE"):
+    with pytest.raises(DataError, match=r"cannot read hub dataset 'someone/some-corpus'.*HF_HUB_OFFLINE"):
         list(corpus.iter_documents("someone/some-corpus"))
 
 

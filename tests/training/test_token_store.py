@@ -359,3 +359,39 @@ def test_building_other_sources_into_a_finished_store_is_refused(tmp_path, tok_d
     err = capsys.readouterr().err.strip()
     assert err == (f"error: --out {tmp_path / 's'} is a finished token store of other sources (a.jsonl, text field "
                    "'text', weight field none); choose a new --out, or delete that store to rebuild it")
+
+
+def test_a_hub_dataset_is_split_into_units_by_its_files_pinned_to_its_commit(tmp_path, tok_dir, monkeypatch):
+    """Issue 59 item 3, against the loopback hub (tests/fake_hub.py): a hub source is one work unit per data file
+    (parquet and JSONL shards, at the commit its revision names when planned, recorded in the manifest), read
+    with --weight-field like local files, and gives the store the same files give locally."""
+    from tests.fake_hub import Repo, parquet_bytes, serving_hub
+
+    docs = _docs(40, 7)
+    jsonl = "".join(json.dumps({"text": d, "score": 2.0}) + "\n" for d in docs[20:]).encode()
+    files = {"data/part-0.parquet": parquet_bytes({"text": docs[:20], "score": [1.0] * 20}),
+             "data/part-1.jsonl": jsonl, "README.md": b"# a corpus\n"}
+    local = tmp_path / "local" / "data"
+    local.mkdir(parents=True)
+    for name, data in files.items():
+        if name.startswith("data/"):
+            (local / name.split("/")[1]).write_bytes(data)
+    expected = token_store.open_store(token_store.build([str(local)], tmp_path / "from-files", str(tok_dir),
+                                                        weight_field="score"))
+    with serving_hub(monkeypatch, tmp_path) as hub:
+        repo = Repo(files)
+        hub.datasets[("org/corpus", "main")] = repo
+        units = token_store.plan_units(["org/corpus"])
+        assert units == [[token_store.Piece(f"org/corpus@{repo.commit}:data/part-0.parquet", "hubfile")],
+                         [token_store.Piece(f"org/corpus@{repo.commit}:data/part-1.jsonl", "hubfile")]]
+        built = token_store.open_store(token_store.build(["org/corpus"], tmp_path / "from-hub", str(tok_dir),
+                                                         weight_field="score"))
+        pinned = token_store.open_store(token_store.build([f"org/corpus@{repo.commit}"], tmp_path / "pinned",
+                                                          str(tok_dir)))
+        with pytest.raises(DataError, match=r"cannot read hub dataset 'org/corpus@nosuchbranch' as a corpus"):
+            token_store.plan_units(["org/corpus@nosuchbranch"])
+    assert built.manifest["hub"] == {"org/corpus": {"commit": repo.commit, "files": 2}}
+    assert len(built.manifest["shards"]) == 2
+    assert built.tokens[0:len(built.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
+    assert built.weights().tolist() == [1.0] * 20 + [2.0] * 20
+    assert pinned.tokens[0:len(pinned.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
