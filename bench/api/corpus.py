@@ -15,7 +15,7 @@ from biobench.runtime import launch
 from biobench.runtime.files import output_folder
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, stop_on_signal
 from biobench.training import corpus as raw_corpus
-from biobench.training import mixture, token_store
+from biobench.training import mixture, schedules, token_store
 
 
 def tokenizer_source(model: str) -> str:
@@ -263,3 +263,44 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay
     available = [len(mixture.source_stream(s, store)[0]) for s, store in zip(mix.sources, stores, strict=True)]
     result = mixture.plan_run(mix, available, tokens, batch_size, seq_len, decay_ratio)
     return result.table(), result.short(), result.rows()
+
+
+MAX_SAMPLES = 1000  # sequences one `corpus sample` decodes
+
+
+def sample(source: str | Path, tokenizer: str, tokens: int, seq_len: int, batch_size: int, decay_ratio: float,
+           data_seed: int, position: int = 0, n: int = 3) -> list[dict[str, Any]]:
+    """`corpus sample`: the sequences a run reads at positions `position` .. `position + n - 1` (step = position
+    // batch_size), built as pretrain builds its data (training/corpus_input.packed_corpus: the same plan, seeds
+    and per-pass shuffles), each with its source, pass, token ids and decoded text. A store or a mix, not raw
+    text (which pretrain first builds into a store)."""
+    from types import SimpleNamespace
+
+    # lazy: loads torch (the packed corpus's batches)
+    from biobench.training import corpus_input
+
+    Bounds(1, MAX_SAMPLES, integer=True).check(n, "--n")
+    Bounds(0, 1 << 40, integer=True).check(position, "--position")
+    if corpus_input.kind(str(source)) == "raw":
+        raise ConfigError(f"corpus sample reads a token store or a mix file; {source} is neither (build it first: "
+                          "biobench corpus build)")
+    tok = token_store.load_tokenizer(tokenizer_source(tokenizer))
+    steps = schedules.phase_steps(tokens, batch_size, seq_len, decay_ratio)
+    cfg = SimpleNamespace(corpus=str(source), seq_len=seq_len, tokens=tokens, batch_size=batch_size,
+                          decay_ratio=decay_ratio, model=tokenizer, max_documents=None, text_field="text",
+                          cache_dir=None)
+    packed, _summary = corpus_input.packed_corpus(cfg, tok, True, sum(steps) * batch_size, data_seed,
+                                                  lambda _line: None)
+    rows = []
+    for p in range(position, position + n):
+        index = packed.at(p)
+        if isinstance(packed, mixture.MixedCorpus):
+            s = int(packed.plan.source_of[index])
+            name, part = packed.plan.mix.sources[s].name, packed.parts[s]
+            passes = int(packed.plan.index_in[index]) // part.n_sequences
+        else:
+            name, passes = Path(source).name, p // packed.n_sequences
+        ids = packed.sequence_tokens(index).astype(int).tolist()
+        rows.append({"position": p, "step": p // batch_size, "source": name, "pass": passes, "ids": ids,
+                     "text": tok.decode(ids)})
+    return rows

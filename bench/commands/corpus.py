@@ -80,6 +80,23 @@ def add_parser(subparsers) -> None:
     pl.add_argument("--batch-size", help="global batch in sequences (default: pretrain's, 384)")
     pl.add_argument("--decay-ratio", help="decay phase over phase 1 (default: pretrain's, 0.1)")
     pl.add_argument("--json", action="store_true", help="the rows as JSON")
+    sa = sub.add_parser("sample", help="decode what a run reads at a position",
+                        description="The packed sequences a run reads at --position .. --position + --n - 1 (a "
+                        "step of the run is --batch-size positions), built as pretrain builds them (plan, seeds, "
+                        "per-pass shuffles), decoded with --tokenizer.")
+    sa.add_argument("corpus", metavar="STORE|MIX.toml", nargs="?", help="a store or a mix file (default: --config's "
+                    "corpus)")
+    sa.add_argument("--tokenizer", metavar="MODEL", help="the model whose tokenizer decodes (default: --config's "
+                    "model, or the mix file's tokenizer)")
+    sa.add_argument("--n", type=int, default=3, help="sequences to show (default 3)")
+    sa.add_argument("--position", type=int, default=0, help="the first position (default 0)")
+    sa.add_argument("--json", action="store_true", help="the sequences as JSON (ids and text)")
+    sa.add_argument("--config", type=Path, metavar="RUN.toml", help="the run's pretraining config, as corpus plan "
+                    "takes it; the flags below override it")
+    for flag, text in (("--tokens", "phase-1 tokens of the run"), ("--seq-len", "sequence length (default 8192)"),
+                       ("--batch-size", "global batch (default 384)"), ("--decay-ratio", "decay over phase 1"),
+                       ("--data-seed", "the run's data seed (default: its seed)")):
+        sa.add_argument(flag, help=text)
     p.set_defaults(func=run)
 
 
@@ -93,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(corpus.store_info(args.store, verify=not args.no_verify))
         return 0
 
+    if args.corpus_command == "sample":
+        return sample(args, corpus)
     table, short, rows = plan(args, corpus)
     print(json.dumps(rows, indent=1) if args.json else table)
     for line in short:
@@ -103,18 +122,58 @@ def run(args: argparse.Namespace) -> int:
 def plan(args: argparse.Namespace, corpus) -> tuple[str, list[str], list[dict[str, Any]]]:
     """`corpus plan`: the run's settings as pretrain resolves them (a --config file, flags over it, the same
     geometry defaults), then the plan of what that run reads."""
+    mix, run = run_settings(args, args.mix, "corpus plan")
+    return corpus.plan(mix, run["tokens"], run["seq_len"], run["batch_size"], run["decay_ratio"])
+
+
+def run_settings(args: argparse.Namespace, given: str | None, command: str) -> tuple[str, dict[str, Any]]:
+    """(corpus, the run's settings) as pretrain resolves them: a --config file, flags over it, pretrain's
+    geometry defaults (resolve_geometry) and decay ratio; the data seed is the seed unless given."""
     # lazy: `biobench --help` does not import it (startup time)
     from biobench.training.config import config_defaults
 
     settings = config_file(args.config) if args.config else {}
     settings.update(flag_settings(args))
-    mix = args.mix or settings.get("corpus")
-    if not mix or settings.get("tokens") is None:
-        raise ConfigError("corpus plan needs a mix file and --tokens, as arguments or in --config")
+    source = given or settings.get("corpus")
+    if not source or settings.get("tokens") is None:
+        raise ConfigError(f"{command} needs a mix file and --tokens, as arguments or in --config")
     geometry = resolve_geometry(str(settings.get("model") or ""), settings.get("device"),
                                 settings.get("batch_size"), settings.get("seq_len"), None)
-    decay = settings.get("decay_ratio", config_defaults()["decay_ratio"])
-    return corpus.plan(mix, settings["tokens"], geometry["seq_len"], geometry["batch_size"], decay)
+    defaults = config_defaults()
+    seed = settings.get("seed", defaults["seed"])
+    data_seed = settings.get("data_seed")
+    return str(source), {"tokens": settings["tokens"], "seq_len": geometry["seq_len"],
+                         "batch_size": geometry["batch_size"], "model": settings.get("model"),
+                         "decay_ratio": settings.get("decay_ratio", defaults["decay_ratio"]),
+                         "data_seed": seed if data_seed is None else data_seed}
+
+
+def sample(args: argparse.Namespace, corpus) -> int:
+    """`corpus sample`: what the run reads at a position, decoded."""
+    source, run = run_settings(args, args.corpus, "corpus sample")
+    tokenizer = args.tokenizer or run["model"]
+    if tokenizer is None and source.lower().endswith(".toml"):
+        tokenizer = mixture_tokenizer(source)
+    if tokenizer is None:
+        raise ConfigError("corpus sample needs --tokenizer MODEL (or a --config with a model, or a mix file's "
+                          "tokenizer)")
+    rows = corpus.sample(source, str(tokenizer), run["tokens"], run["seq_len"], run["batch_size"],
+                         run["decay_ratio"], run["data_seed"], args.position, args.n)
+    if args.json:
+        print(json.dumps(rows, indent=1, ensure_ascii=False))
+        return 0
+    for row in rows:
+        print(f"position {row['position']:,} (step {row['step']:,}, source {row['source']}, pass {row['pass']}, "
+              f"{len(row['ids']):,} tokens):")
+        print("  " + row["text"][:2000].replace("\n", "\n  "))
+    return 0
+
+
+def mixture_tokenizer(path: str) -> str | None:
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.training import mixture
+
+    return mixture.read_mix(path).tokenizer
 
 
 def build(args: argparse.Namespace, corpus) -> int:

@@ -222,3 +222,28 @@ def test_corpus_plan_says_token_counts_are_ratios_and_refuses_stores_of_two_toke
     assert cli.main(["corpus", "plan", str(two), *run]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "source 'c' (store " in err and "another tokenizer than source 'a'" in err
+
+
+def test_corpus_sample_decodes_the_sequences_a_store_run_reads(tmp_path, tok_dir, capsys):
+    """Issue 59 item 6: `corpus sample STORE --position P --n N` shows the sequences pretrain reads there (the
+    step, the pass, the decoded text), with the run's seed and per-pass shuffle."""
+    from biobench import cli
+    from biobench.training.config import config_defaults
+    from biobench.training.packing import PackedCorpus
+    from transformers import AutoTokenizer
+
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": f"patient fièvre toux cas {i}"}) + "\n" for i in range(12)))
+    store = token_store.open_store(token_store.build([str(src)], tmp_path / "store", str(tok_dir)))
+    run = ["--tokens", "128", "--seq-len", "16", "--batch-size", "4", "--decay-ratio", "0.5"]
+    assert cli.main(["corpus", "sample", str(tmp_path / "store"), "--tokenizer", str(tok_dir), *run, "--position", "13",
+                     "--n", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    packed = PackedCorpus(store.tokens, store.offsets, 16, 0, seed=config_defaults()["seed"])
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    n = packed.n_sequences
+    assert out[0] == f"position 13 (step 3, source store, pass {13 // n}, 16 tokens):"
+    assert out[1] == "  " + tok.decode(packed.sequence_tokens(packed.at(13)).tolist())
+    assert out[2].startswith("position 14 (step 3, source store, pass ")
+    assert cli.main(["corpus", "sample", str(src), "--tokenizer", str(tok_dir), *run]) == 2
+    assert "corpus sample reads a token store or a mix file" in capsys.readouterr().err

@@ -4,12 +4,14 @@ the same per-step data as an uninterrupted 1-process run (issue 49 §1-§2)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -85,6 +87,15 @@ def test_a_mix_run_resumed_on_two_processes_reads_what_one_uninterrupted_process
     write_config(_cfg(mix, tmp_path / "full", tiny_mlm_dir), tmp_path / "run.toml")  # what `pretrain` writes
     assert cli.main(["corpus", "plan", "--config", str(tmp_path / "run.toml")]) == 0
     assert capsys.readouterr().out.splitlines() == table
+    # `corpus sample` decodes what a step reads: step 3 (positions 8-11) hashes to the run's logged data_digest
+    assert cli.main(["corpus", "sample", "--config", str(tmp_path / "run.toml"), "--position", "8", "--n", "4",
+                     "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    digest = hashlib.blake2b(digest_size=8)
+    for row in rows:
+        digest.update(np.asarray(row["ids"], dtype=np.int64).tobytes())
+    assert [r["step"] for r in rows] == [2] * 4 and {r["source"] for r in rows} <= {"lit", "clin"}
+    assert digest.hexdigest() == _digests(tmp_path / "full")[2]
 
     assert train(_cfg(mix, tmp_path / "cut", tiny_mlm_dir, save_every=3 * 4 * 64, stop_after_steps=3)) is None
     mp.spawn(_worker, args=(2, _free_port(), dict(corpus=mix, out=tmp_path / "cut", model=tiny_mlm_dir, resume=True)),
