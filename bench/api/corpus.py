@@ -109,6 +109,7 @@ def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_fiel
     Bounds(1, 7 * 86400).check(claim_s, "--claim-seconds")
     say = log or (lambda _line: None)
     out = _checked_out(out)
+    token_store.check_same_sources(out, list(sources), text_field, weight_field)
     if (out / token_store.DONE).is_file():
         return out
     plan = token_store.prepare(list(sources), out, tokenizer_source(tokenizer), text_field=text_field,
@@ -214,6 +215,7 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
     # every path absolute: the elements start in the job's folder, not here
     sources = [str(Path(s).resolve()) if raw_corpus.is_local(s) else s for s in sources]
     out = _checked_out(Path(out).resolve())
+    token_store.check_same_sources(out, sources, text_field, weight_field)
     tok = tokenizer_source(tokenizer)
     plan = token_store.prepare(sources, out, tok, text_field=text_field, unit_bytes=int(unit_mb * 2**20),
                                weight_field=weight_field)
