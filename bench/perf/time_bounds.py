@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from biobench import stats
 from biobench.perf.perf_common import base_parser, finish, print_table, script
+from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml
 
 BOUNDS_S = {"deep TOML": 2.0, "bootstrap": 10.0, "default pair": 1.0, "cached": 0.01, "no shared settings": 5.0,
             "page view": 30.0}
@@ -49,8 +51,6 @@ def median_seconds(work: Callable[[], Any], repeats: int) -> float:
 
 
 def deep_toml_refusal() -> None:
-    from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml
-
     key = ".".join(["a"] * 60_000)
     for text in (f"{key} = 1\n", f"[{key}]\nx = 1\n", f'[[grid]]\nname = "g"\n{key} = 1\n'):
         try:
@@ -61,8 +61,6 @@ def deep_toml_refusal() -> None:
 
 
 def bootstrap() -> None:
-    from biobench import stats
-
     rng = np.random.default_rng(0)
     labels = [f"l{i}" for i in range(30)]
     gold = [labels[i] for i in rng.integers(0, 30, 3000)]
@@ -113,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = {"deep TOML": median_seconds(deep_toml_refusal, args.repeats),
                "bootstrap": median_seconds(bootstrap, args.repeats),
                **compare_tab(args.models, args.repeats)}
-    rows = [{"row": name, "seconds": s, "bound": BOUNDS_S[name], "share": s / BOUNDS_S[name],
+    rows: list[dict[str, Any]] = [{"row": name, "seconds": s, "bound": BOUNDS_S[name], "share": s / BOUNDS_S[name],
              "verdict": "within" if s < BOUNDS_S[name] else "OVER"} for name, s in seconds.items()]
     print_table(rows, [("row", "measure", ""), ("seconds", "median s", ".4f"), ("bound", "bound s", ".2f"),
                        ("share", "of bound", ".2f"), ("verdict", "", "")])
