@@ -34,7 +34,7 @@ from biobench.commands import (
 )
 from biobench.commands import eval as eval_command
 from biobench.errors import BiobenchError
-from biobench.runtime.console import HelpFormatter, RawDescriptionHelpFormatter
+from biobench.runtime.console import CommandParser, HelpFormatter, RawDescriptionHelpFormatter
 from biobench.runtime.progress import quiet_library_bars
 
 
@@ -60,7 +60,7 @@ COMMANDS: dict[str, ModuleType] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="biobench",
         description="Score biomedical encoders on the paper's 19 tasks, run the CLM-detour pretraining "
         "recipe, and browse results (arXiv 2605.12438).",

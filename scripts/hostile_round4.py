@@ -58,7 +58,7 @@ def secret_published(tmp: Path) -> dict[str, bool]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--label", required=True)
     parser.add_argument("--pythonpath", help="a folder to put first on PYTHONPATH (a tree of another revision)")
     parser.add_argument("--cap-gib", type=float, default=6.0)

@@ -318,3 +318,39 @@ task = "demo-cls"
 seeds = "42,43"
 limit_train = 64
 """
+
+
+def example_study_clone(root: Path, inputs: bool = True) -> Path:
+    """examples/studies/ copied into `root` as a clone holds them (examples/studies/*.toml), with small stand-ins of
+    every input they name when `inputs`: the corpora (one .txt each), the needle haystacks and, for every task of
+    the registry, an empty file at each path of its first local source under data/ (what the input check looks
+    for; a dry run reads no data). Returns the examples/studies folder."""
+    import shutil
+
+    from biobench.tasks.loading import _source_paths
+    from biobench.tasks.registry import list_specs
+
+    repo = Path(__file__).resolve().parents[1]
+    studies = root / "examples" / "studies"
+    studies.mkdir(parents=True)
+    for path in (repo / "examples" / "studies").glob("*.toml"):
+        shutil.copy(path, studies / path.name)
+    if not inputs:
+        return studies
+    for corpus in ("corpora/fr-mix", "corpora/en-mix", "data/pretrain-fr"):
+        (root / corpus).mkdir(parents=True)
+        (root / corpus / "a.txt").write_text("Le patient est hospitalisé.\n", encoding="utf-8")
+    for spec in list_specs(include_extra=True):
+        local = next((s for s in spec.sources if s.type == "local"), None)
+        for rel in _source_paths(local) if local is not None else ():
+            target = root / "data" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+    return studies
+
+
+def run_biobench(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`biobench ARGS` as a user types it: the venv's entry point in a child process."""
+    exe = Path(sys.executable).with_name("biobench")
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "BIOBENCH_DATA": ""})

@@ -46,6 +46,7 @@ twice, a cycle.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable
@@ -53,39 +54,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from biobench.analysis.options import ANALYSES, Option
 from biobench.api.pretraining import check_settings, parse_tokens, resolve_geometry
 from biobench.errors import ConfigError
 from biobench.ranges import finite_number, parse_seeds
 from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+from biobench.runtime.paths import UnsafePathError, check_text, display_text, safe_name
 from biobench.tasks.synthetic import demo_corpus
 
 MAX_STUDY_BYTES = 1 << 20
 MAX_EXTENDS = 8  # a chain of base files deeper than this is a loop or a mistake
 TOP_KEYS = {"extends", "out", "runs", "results", "data_dir", "task_files", "pretrain", "eval", "analysis",
-            "compare", "workers"}
+            "compare", "workers", "lives"}
+# how many times a step's SLURM job may start: the first start and each requeue at its time limit (submitit's
+# max_num_timeout + 1; submitit's own default is 3 requeues, so a pretraining longer than 4 x --time ended FAILED)
+DEFAULT_LIVES = 4
+MAX_LIVES = 100
 # the PretrainConfig fields a study decides itself: where the run writes, and whether it resumes
 PRETRAIN_RESERVED = {"out", "resume", "stop_after_steps", "progress"}
 REF = re.compile(r"run:([A-Za-z0-9][A-Za-z0-9._-]{0,99})/(final|phase1|init|step-(\d+(?:\.\d+)?[KMBGTkmbgt]?))")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
-AnalysisKind = Literal["cka", "cka-trajectory", "needle-generate", "needle", "transplant", "probe"]
-# per kind: the `biobench analyze` words, the file whose presence means done ('' for a probe: done when each of
-# its seeds has its result file, Step.done_patterns), and the keys that name models
-ANALYSES: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {
-    "cka": (("analyze", "cka"), "cka.json", ("models", "noise")),
-    "cka-trajectory": (("analyze", "cka-trajectory"), "cka_trajectory.json", ("run", "start")),
-    "needle-generate": (("analyze", "needle", "generate"), "needle.jsonl", ("tokenizer",)),
-    "needle": (("analyze", "needle", "run"), "needle_results.json", ("model",)),
-    # Table 3/6: layers (or only attention / MLP) of one model copied into another; the folder is a model that a
-    # probe (or anything else) reads as `analysis:NAME`. transplant.json is the last file analysis/transplant.py
-    # writes (after the weights and the tokenizer), so its presence means a whole model folder.
-    "transplant": (("analyze", "transplant"), "transplant.json", ("from", "into")),
-    # Table 3's DiaMED linear probe: eval-style result files, one per seed, under <folder>/results/
-    "probe": (("analyze", "probe"), "", ("model",)),
-}
-# analyses without a --device flag (they only copy tensors)
-NO_DEVICE = {"transplant"}
+# analyses without a --device flag (they only copy tensors or write text)
+NO_DEVICE = {kind for kind, spec in ANALYSES.items() if not spec.device}
 PROBE_SEEDS = "42-44"  # `analyze probe`'s default seeds
 Correction = Literal["holm", "bonferroni", "none"]
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -157,6 +149,11 @@ class Study:
     grids: list[Any] = field(default_factory=list)  # the [[eval]] tables as bench.eval.grid.Grid, models resolved
     workers: int = 1  # array elements per eval step under --launcher slurm
     paper_scores: dict[str, float] = field(default_factory=dict)  # probe analysis name -> the paper's F1 (%)
+    lives: int = DEFAULT_LIVES  # starts of a step's SLURM job (the study's `lives`)
+    lives_of: dict[str, int] = field(default_factory=dict)  # step id -> its own (a [[pretrain]] table's `lives`)
+
+    def step_lives(self, step_id: str) -> int:
+        return self.lives_of.get(step_id, self.lives)
 
     def step(self, step_id: str) -> Step:
         return next(s for s in self.steps if s.id == step_id)
@@ -236,16 +233,25 @@ def _read_table_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"study file {path}: unreadable ({err.strerror or err})") from None
     unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown and seen:  # a base named by `extends`: another file's keys are not echoed (it may not be a study)
+        raise ConfigError(f"{seen[-1]}: extends {path}, which is not a study file ({len(unknown)} key(s) a study "
+                          "does not have); name a study file")
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(TOP_KEYS))}")
+        shown = [display_text(k, 60) for k in unknown[:10]]
+        close = difflib.get_close_matches(unknown[0], sorted(TOP_KEYS), n=1)
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(shown)}" + (f" (did you mean {close[0]!r}?)" if close
+                          else "") + f"; allowed: {', '.join(sorted(TOP_KEYS))}")
     base_name = raw.pop("extends", None)
     if base_name is None:
         return raw
     if not isinstance(base_name, str) or not base_name:
         raise ConfigError(f"{path}: extends must be the path of another study file")
-    base_path = (path.parent / base_name).resolve()
-    if base_path in seen or len(seen) >= MAX_EXTENDS:
+    base_path = (path.parent / check_text(base_name, f"{path}: extends", 1000)).resolve()
+    if base_path in seen or base_path == path.resolve():
         raise ConfigError(f"{path}: extends {base_name} makes a loop of study files")
+    if len(seen) + 1 >= MAX_EXTENDS:
+        raise ConfigError(f"{path}: extends {base_name}: a chain of more than {MAX_EXTENDS} study files; "
+                          "merge some of them")
     base = _read_table_file(base_path, (*seen, path.resolve()))
     # the base's relative paths (out, data_dir, task_files, corpora) stay relative to the base file
     base = _rebase(base, base_path.parent, path.parent)
@@ -298,14 +304,43 @@ def _folder(base: Path, value: Any, where: str) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
+@dataclass
+class _Reading:
+    """What the loaders of the four table kinds share while a study file is read."""
+
+    path: Path
+    base: Path  # the study file's folder: relative paths in it are relative to it
+    raw: dict[str, Any]
+    study: Study
+    outputs: dict[Path, str] = field(default_factory=dict)  # folder -> the table that writes it
+    inside: dict[Path, str] = field(default_factory=dict)  # every folder above a claimed one -> its owner
+    step_ids: dict[str, Step] = field(default_factory=dict)
+    evaluated: dict[str, str] = field(default_factory=dict)  # model (as written) -> its eval step id
+
+    def claim_output(self, folder: Path, where: str) -> None:
+        """One owner per output folder, none inside another's. Linear in the steps: each folder is looked up
+        with its parents (a path's depth), never compared with every earlier folder."""
+        folder = folder.resolve()
+        owner = next((self.outputs[p] for p in (folder, *folder.parents) if p in self.outputs), None) \
+            or self.inside.get(folder)
+        if owner is not None:
+            raise ConfigError(f"{where}: writes to {folder}, which {owner} writes too; give it its own name")
+        self.outputs[folder] = where
+        for parent in folder.parents:
+            if parent in self.inside:
+                break  # its parents are there already
+            self.inside[parent] = where
+
+    def add_step(self, step: Step) -> None:
+        self.study.steps.append(step)
+        self.step_ids[step.id] = step
+
+
 def load_study(path: str | Path, out: str | Path | None = None,
                adjust: Callable[[dict[str, Any]], None] | None = None) -> Study:
     """The study file `path` validated and turned into steps; `out` overrides its study folder; `adjust` may
     change the file's tables before they are checked (the demo's options). ConfigError in one line, naming the
     file and the table, on anything wrong."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import grids_from_tables
-
     path = Path(path)
     raw = _read_table_file(path)
     if adjust is not None:
@@ -317,72 +352,107 @@ def load_study(path: str | Path, out: str | Path | None = None,
     workers = raw.get("workers", 1)
     if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 10_000:
         raise ConfigError(f"{path}: workers = {workers!r}: give the number of array elements per eval step (1-10000)")
-    study = Study(path, study_out, runs, results, [], [], {}, workers=workers)
-    outputs: dict[Path, str] = {}
+    lives = raw.get("lives", DEFAULT_LIVES)
+    if not isinstance(lives, int) or isinstance(lives, bool) or not 1 <= lives <= MAX_LIVES:
+        raise ConfigError(f"{path}: lives = {lives!r}: give how many times a SLURM job may start (1-{MAX_LIVES}: "
+                          "the first start and each requeue at its time limit)")
+    reading = _Reading(path, base, raw, Study(path, study_out, runs, results, [], [], {}, workers=workers, lives=lives))
+    _load_pretrain(reading)
+    _load_eval(reading)
+    _load_analyses(reading)
+    _load_compares(reading)
+    if not reading.study.steps:
+        raise ConfigError(f"{path}: no [[pretrain]], [[eval]] or [[analysis]] table: nothing to run")
+    _finish_pretrain_argv(reading.study)
+    return reading.study
 
-    def claim_output(folder: Path, where: str) -> None:
-        folder = folder.resolve()
-        for other, owner in outputs.items():
-            if folder == other or folder in other.parents or other in folder.parents:
-                raise ConfigError(f"{where}: writes to {folder}, which {owner} writes too; give it its own name")
-        outputs[folder] = where
 
-    # [[pretrain]]: a PretrainConfig each (bench/api/pretraining.check_settings, as `pretrain --config`)
-    pretrain_sources: dict[str, str] = {}
-    for n, table in enumerate(_tables(raw, "pretrain", path), 1):
+def _load_pretrain(reading: _Reading) -> None:
+    """[[pretrain]]: a PretrainConfig each (bench/api/pretraining.check_settings, as `pretrain --config`)."""
+    path, base, study = reading.path, reading.base, reading.study
+    sources: dict[str, str] = {}
+    for n, table in enumerate(_tables(reading.raw, "pretrain", path), 1):
         where = f"{path} [[pretrain]] #{n}"
         name = _name(table, where)
         where = f"{path} pretrain {name!r}"
         if name in study.pretrain:
             raise ConfigError(f"{where}: the name {name!r} is used by two [[pretrain]] tables (each names its run folder)")
-        settings = {k: v for k, v in table.items() if k != "name"}
+        settings = {k: v for k, v in table.items() if k not in ("name", "lives")}
         reserved = sorted(PRETRAIN_RESERVED & {k.replace("-", "_") for k in settings})
         if reserved:
             raise ConfigError(f"{where}: {', '.join(reserved)} is decided by the study (the run writes to "
-                              f"{runs / name} and resumes on its own); drop it")
+                              f"{study.runs / name} and resumes on its own); drop it")
+        if "lives" in table:
+            study.lives_of[f"pretrain/{name}"] = _lives(table["lives"], where)
         settings = check_settings(settings, where)
         missing = [k for k in ("model", "corpus", "tokens") if settings.get(k) in (None, "")]
         if missing:
             raise ConfigError(f"{where}: needs {', '.join(missing)}")
         if not parse_ref(settings["model"], where):
             local = base / str(settings["model"])
-            if not Path(str(settings["model"])).is_absolute() and local.exists():
+            if not Path(str(settings["model"])).is_absolute() and (local.exists() or
+                                                                   str(settings["model"]).startswith(("./", "../"))):
                 settings["model"] = str(local.resolve())
         corpus = str(settings["corpus"])
+        if parse_ref(corpus, f"{where} corpus") is not None or corpus.startswith("analysis:"):
+            # a checkpoint (or an analysis folder) is a model, not text: `pretrain --corpus` would fail after
+            # every step this one waits on
+            raise ConfigError(f"{where}: corpus = {corpus!r} names a study output, not text; give a folder of "
+                              ".txt/.jsonl, a token store, a mix file or a hub dataset")
         if corpus.startswith("generated:"):
             if corpus[len("generated:"):] not in GENERATED:
                 raise ConfigError(f"{where}: corpus = {corpus!r}: generated corpora: "
                                   f"{', '.join('generated:' + g for g in GENERATED)}")
-            settings["corpus"] = str(generated_corpus_path(study_out, corpus[len("generated:"):]))
-        elif not Path(corpus).is_absolute() and (base / corpus).exists():
+            settings["corpus"] = str(generated_corpus_path(study.out, corpus[len("generated:"):]))
+        elif not Path(corpus).is_absolute() and ((base / corpus).exists() or corpus.startswith(("./", "../"))):
+            # a path is relative to this file, there or not yet (the input check names where it is expected)
             settings["corpus"] = str((base / corpus).resolve())
         if settings.get("cache_dir") is not None and not Path(settings["cache_dir"]).is_absolute():
             settings["cache_dir"] = (base / settings["cache_dir"]).resolve()
         study.pretrain[name] = settings
-        pretrain_sources[name] = where
-        claim_output(runs / name, where)
+        sources[name] = where
+        reading.claim_output(study.runs / name, where)
     for name, settings in study.pretrain.items():  # references between runs, now that every run is known
-        if (ref := parse_ref(settings["model"], pretrain_sources[name])) is not None:
-            check_ref(ref, study.pretrain, pretrain_sources[name])
+        if (ref := parse_ref(settings["model"], sources[name])) is not None:
+            check_ref(ref, study.pretrain, sources[name])
     needs_of = {name: [ref.run] if (ref := parse_ref(s["model"], "")) else [] for name, s in study.pretrain.items()}
     _refuse_cycles(needs_of, path)
     for name, settings in study.pretrain.items():
         ref = parse_ref(settings["model"], "")
-        study.steps.append(Step(f"pretrain/{name}", "pretrain", (), tuple(f"pretrain/{r}" for r in needs_of[name]),
-                                pretrain_sources[name], done_file=runs / name / "final" / "biobench_pretrain.json"))
+        reading.add_step(Step(f"pretrain/{name}", "pretrain", (), tuple(f"pretrain/{r}" for r in needs_of[name]),
+                              sources[name], done_file=study.runs / name / "final" / "biobench_pretrain.json"))
         if ref is not None:
             settings["model"] = ref.text  # resolved to its folder when the command line is made
 
-    # [[eval]]: grid entries (bench/eval/grid.py validates them as it validates a grid file's [[grid]] tables)
+
+def _lives(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIVES:
+        raise ConfigError(f"{where}: lives = {value!r}: give how many times its SLURM job may start (1-{MAX_LIVES})")
+    return value
+
+
+def _load_eval(reading: _Reading) -> None:
+    """[[eval]]: grid entries (bench/eval/grid.py validates them as it validates a grid file's [[grid]] tables),
+    one step per model."""
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.eval.grid import grids_from_tables
+
+    path, raw, study = reading.path, reading.raw, reading.study
     eval_tables = _tables(raw, "eval", path)
     for n, table in enumerate(eval_tables, 1):
+        if "name" in table:  # it names steps, files and lines of output: a plain name (runtime/paths.py)
+            try:
+                safe_name(table["name"], f"{path} [[eval]] #{n} name")
+            except UnsafePathError as err:
+                raise ConfigError(str(err)) from None
         for i, entry in enumerate(table.get("models") or [], 1):
             model = entry.get("model") if isinstance(entry, dict) else entry
+            if isinstance(entry, dict) and entry.get("name") is not None:
+                check_text(entry["name"], f"{path} [[eval]] #{n} model #{i} name")
             if (ref := parse_ref(model, f"{path} [[eval]] #{n} model #{i}")) is not None:
                 check_ref(ref, study.pretrain, f"{path} [[eval]] #{n} model #{i}")
-    defaults: dict[str, Any] = {"results": str(results), **{k: raw[k] for k in ("data_dir", "task_files") if k in raw}}
+    defaults: dict[str, Any] = {"results": str(study.results), **{k: raw[k] for k in ("data_dir", "task_files") if k in raw}}
     grids = grids_from_tables(eval_tables, defaults, path, "eval") if eval_tables else []
-    evaluated: dict[str, str] = {}  # model (as written) -> its step id
     run_keys: dict[tuple, str] = {}
     for grid in grids:
         tasks = _grid_tasks(grid)
@@ -391,7 +461,7 @@ def load_study(path: str | Path, out: str | Path | None = None,
             label = (ref.run + ("" if ref.checkpoint == "final" else "-" + ref.checkpoint)) if ref else \
                 (entry.name or Path(entry.model).name or entry.model)
             step_id = f"eval/{grid.name}/{re.sub(r'[^A-Za-z0-9._-]+', '-', label)[:80]}"
-            if any(s.id == step_id for s in study.steps):
+            if step_id in reading.step_ids:
                 raise ConfigError(f"{grid.source}: evaluates {entry.model} twice; list each model once per [[eval]]")
             overrides = {**grid.overrides, **entry.overrides}
             for task in tasks:  # the same result files from two steps: the same output twice
@@ -405,100 +475,143 @@ def load_study(path: str | Path, out: str | Path | None = None,
             study.grids.append(replace(grid, models=[resolved]))
             needs = (f"pretrain/{ref.run}",) if ref else ()
             grid_file = study.out / ".study" / "grids" / f"{step_id.replace('/', '--')}.toml"
-            study.steps.append(Step(step_id, "eval", ("eval", "--config", str(grid_file), "--no-progress"), needs,
-                                    f"{grid.source} model {entry.model}", grid_file=grid_file))
-            evaluated.setdefault(entry.model, step_id)
+            reading.add_step(Step(step_id, "eval", ("eval", "--config", str(grid_file), "--no-progress"), needs,
+                                  f"{grid.source} model {entry.model}", grid_file=grid_file))
+            reading.evaluated.setdefault(entry.model, step_id)
 
-    # [[analysis]]: `biobench analyze KIND` with the table's keys as its flags, models resolved
+
+def _load_analyses(reading: _Reading) -> None:
+    """[[analysis]]: `biobench analyze KIND` with the table's keys as its options (analysis/options.py declares
+    each kind's), models resolved."""
+    path, raw, study = reading.path, reading.raw, reading.study
     for n, table in enumerate(_tables(raw, "analysis", path), 1):
-        where = f"{path} [[analysis]] #{n}"
-        name = _name(table, where)
+        name = _name(table, f"{path} [[analysis]] #{n}")
         where = f"{path} analysis {name!r}"
         kind = table.get("kind")
         if kind not in ANALYSES:
             raise ConfigError(f"{where}: kind = {kind!r}; give one of {', '.join(ANALYSES)}")
-        words, done_name, model_keys = ANALYSES[kind]
+        spec = ANALYSES[kind]
         folder = study.out / "analyses" / name
-        claim_output(folder, where)
-        argv: list[str] = list(words)
-        analysis_needs: list[str] = []
+        reading.claim_output(folder, where)
         done_patterns: tuple[str, ...] = ()
         if kind == "probe":  # its result files under its own folder, one per seed: they say it is done
             done_patterns = _probe_patterns(table, where)
             if "data_dir" not in table and "data_dir" in raw:
                 table = {**table, "data_dir": raw["data_dir"]}
-        for option, value in table.items():
-            if option in ("name", "kind") or kind == "probe" and option == "paper":  # paper: the report's
+        argv: list[str] = list(spec.words)
+        needs: list[str] = []
+        for key, value in table.items():
+            if key in ("name", "kind") or kind == "probe" and key == "paper":  # paper: the report's
                 continue
-            if option in ("out", "device") or kind == "probe" and option == "results":
-                raise ConfigError(f"{where}: {option} is decided by the study (out: {folder}; results: "
+            option = spec.option(key)
+            if option is None or option.hidden:
+                known = [o.key for o in spec.options if not o.decided and not o.hidden] + \
+                    (["paper"] if kind == "probe" else [])
+                close = difflib.get_close_matches(str(key), known, n=1)
+                raise ConfigError(f"{where}: unknown key {display_text(key, 60)!r} for kind = {kind!r}"
+                                  + (f"; did you mean {close[0]!r}?" if close else "")
+                                  + f" (keys: {', '.join(known)})")
+            if option.decided:
+                raise ConfigError(f"{where}: {key} is decided by the study (out: {folder}; results: "
                                   f"{folder / 'results'}; device: the launcher's)")
-            if not NAME.fullmatch(option):
-                raise ConfigError(f"{where}: {option!r} is not an option name")
-            values = value if isinstance(value, list) else [value]
-            if not values or not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in values):
-                if value is True:
-                    argv.append("--" + option.replace("_", "-"))
-                    continue
-                raise ConfigError(f"{where}: {option} = {value!r}: give text, a number, true, or a list of them")
-            words_out = []
-            for v in values:
-                ref = parse_ref(v, f"{where} {option}")
-                if ref is None and isinstance(v, str) and v.startswith("analysis:"):
-                    other = v.split(":", 1)[1]  # another analysis' output folder (needle data, a transplant)
-                    earlier = next((s for s in study.steps if s.id == f"analysis/{other}"), None)
-                    if earlier is None:
-                        raise ConfigError(f"{where}: {option} = {v!r} names no earlier [[analysis]]")
-                    if option in model_keys and earlier.analysis != "transplant":
-                        raise ConfigError(f"{where}: {option} = {v!r} is a {earlier.analysis} analysis; only a "
-                                          "transplant's folder is a model (kind = \"transplant\")")
-                    analysis_needs.append(f"analysis/{other}")
-                    words_out.append(str(study.out / "analyses" / other))
-                    continue
-                if ref is not None:
-                    check_ref(ref, study.pretrain, f"{where} {option}")
-                    if option == "run":  # cka-trajectory reads a whole run folder
-                        analysis_needs.append(f"pretrain/{ref.run}")
-                        words_out.append(str(runs / ref.run))
-                        continue
-                    analysis_needs.append(f"pretrain/{ref.run}")
-                    words_out.append(str(ref_path(study, ref)))
-                elif option in model_keys and isinstance(v, str) and not Path(v).is_absolute() and (base / v).exists():
-                    words_out.append(str((base / v).resolve()))
-                elif option == "data_dir" and isinstance(v, str):  # as a grid's data_dir: relative to the file
-                    words_out.append(str(_folder(base, v, f"{where} data_dir")))
-                elif option in ("haystacks", "data") and isinstance(v, str) or \
-                        option == "texts" and isinstance(v, str) and (base / v).exists():  # texts: also task ids
-                    words_out.append(str((base / v).resolve()))
-                else:
-                    words_out.append(str(v))
-            argv += ["--" + option.replace("_", "-"), *words_out]
-        if kind == "probe":
-            argv += ["--results", str(folder / "results")]
-        else:
-            argv += ["--out", str(folder)]
-        study.steps.append(Step(f"analysis/{name}", "analysis", tuple(argv), tuple(dict.fromkeys(analysis_needs)), where,
-                                done_file=folder / done_name if done_name else None,
-                                done_dir=folder / "results" if done_patterns else None, done_patterns=done_patterns,
-                                analysis=kind))
+            words = _option_words(reading, option, value, f"{where} {key}", needs)
+            if option.type == "flag":
+                argv += [option.flag] if words else []
+            elif option.repeat:
+                for word in words:
+                    argv += [option.flag, word]
+            else:
+                argv += [option.flag, *words]
+        missing = [o.key for o in spec.options if o.required and not o.decided and o.key not in table]
+        if missing:
+            raise ConfigError(f"{where}: a {kind} analysis needs {', '.join(missing)}")
+        argv += ["--results", str(folder / "results")] if kind == "probe" else ["--out", str(folder)]
+        reading.add_step(Step(f"analysis/{name}", "analysis", tuple(argv), tuple(dict.fromkeys(needs)), where,
+                              done_file=folder / spec.done_file if spec.done_file else None,
+                              done_dir=folder / "results" if done_patterns else None, done_patterns=done_patterns,
+                              analysis=kind))
         if kind == "probe" and "paper" in table:  # the paper's score for this probe (Table 3/6), shown beside it
-
             study.paper_scores[name] = finite_number(table["paper"], f"{where} paper", minimum=0, maximum=100)
 
-    # [[compare]]: read by the report; both models must be evaluated by the study
+
+def _option_words(reading: _Reading, option: Option, value: Any, where: str, needs: list[str]) -> list[str]:
+    """The command-line words of one [[analysis]] option, checked against its declaration: its type, how many
+    values, its choices; study outputs (run:..., analysis:...) resolved to their folders and added to `needs`."""
+    if option.type == "flag":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} = {value!r}: give true or false")
+        return ["yes"] if value else []
+    many = option.nargs is not None or option.repeat
+    values = value if isinstance(value, list) and many else [value]
+    if isinstance(value, list) and not many:
+        raise ConfigError(f"{where} = {value!r}: give one value, not a list")
+    if option.nargs == 2 and len(values) != 2 or not values:
+        raise ConfigError(f"{where} = {value!r}: give " + ("two values" if option.nargs == 2 else "one value or more"))
+    words = []
+    for v in values:
+        if option.type == "int" and (not isinstance(v, int) or isinstance(v, bool)):
+            raise ConfigError(f"{where} = {v!r}: give a whole number")
+        if option.type == "float":
+            v = finite_number(v, where)
+        if option.type == "text":
+            if isinstance(v, bool) or not isinstance(v, str | int):
+                raise ConfigError(f"{where} = {v!r}: give text")
+            v = check_text(str(v), where, 1000)
+        if option.choices and v not in option.choices:
+            raise ConfigError(f"{where} = {v!r}: give one of {', '.join(option.choices)}")
+        words.append(_resolve_word(reading, option, v, where, needs))
+    return words
+
+
+def _resolve_word(reading: _Reading, option: Option, value: Any, where: str, needs: list[str]) -> str:
+    study, base = reading.study, reading.base
+    if not isinstance(value, str):
+        return str(value)
+    if value.startswith("analysis:"):  # another analysis' output folder (needle data, a transplant)
+        other = value.split(":", 1)[1]
+        earlier = reading.step_ids.get(f"analysis/{other}")
+        if earlier is None:
+            raise ConfigError(f"{where} = {value!r} names no earlier [[analysis]]")
+        if option.role == "model" and earlier.analysis != "transplant":
+            raise ConfigError(f"{where} = {value!r} is a {earlier.analysis} analysis; only a transplant's folder is "
+                              "a model (kind = \"transplant\")")
+        needs.append(f"analysis/{other}")
+        return str(study.out / "analyses" / other)
+    ref = parse_ref(value, where)
+    if ref is not None:
+        if option.role not in ("model", "run"):
+            raise ConfigError(f"{where} = {value!r}: a checkpoint is no {option.key}; run references go to the "
+                              "options that take a model")
+        check_ref(ref, study.pretrain, where)
+        needs.append(f"pretrain/{ref.run}")
+        # cka-trajectory's --run reads the whole run folder
+        return str(study.runs / ref.run) if option.role == "run" else str(ref_path(study, ref))
+    if option.role == "path":
+        return str(_folder(base, value, where))
+    if option.role in ("model", "texts") and not Path(value).is_absolute() and (base / value).exists():
+        return str((base / value).resolve())
+    return value
+
+
+def _load_compares(reading: _Reading) -> None:
+    """[[compare]]: read by the report; both models must be evaluated by the study."""
+    path, study = reading.path, reading.study
     names: set[str] = set()
-    for n, table in enumerate(_tables(raw, "compare", path), 1):
+    for n, table in enumerate(_tables(reading.raw, "compare", path), 1):
         where = f"{path} [[compare]] #{n}"
         unknown = sorted(set(table) - COMPARE_KEYS)
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(COMPARE_KEYS))}")
+            close = difflib.get_close_matches(unknown[0], sorted(COMPARE_KEYS), n=1)
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(display_text(k, 60) for k in unknown[:10])}"
+                              + (f" (did you mean {close[0]!r}?)" if close else "")
+                              + f"; allowed: {', '.join(sorted(COMPARE_KEYS))}")
         for side in ("a", "b"):
             model = table.get(side)
             if not isinstance(model, str):
                 raise ConfigError(f"{where}: needs {side} = \"run:NAME/final\" (or a model an [[eval]] evaluates)")
             if (ref := parse_ref(model, f"{where} {side}")) is not None:
                 check_ref(ref, study.pretrain, f"{where} {side}")
-            if model not in evaluated:
+            if model not in reading.evaluated:
                 raise ConfigError(f"{where}: {side} = {model!r} is evaluated by no [[eval]] table of the study")
         name = _name(table, where, f"{_short(table['a'])}-vs-{_short(table['b'])}")
         if name in names:
@@ -522,10 +635,6 @@ def load_study(path: str | Path, out: str | Path | None = None,
         study.compares.append(Compare(name, table["a"], table["b"], tuple(compare_tasks) if compare_tasks else None, lang,
                                       correction, n_boot, table.get("paper_a"), table.get("paper_b"),
                                       bool(table.get("allow_different_protocols", False)), where))
-    if not study.steps:
-        raise ConfigError(f"{path}: no [[pretrain]], [[eval]] or [[analysis]] table: nothing to run")
-    _finish_pretrain_argv(study)
-    return study
 
 
 def _probe_patterns(table: dict[str, Any], where: str) -> tuple[str, ...]:
@@ -657,16 +766,25 @@ def write_step_files(study: Study) -> None:
 
 
 def order(study: Study) -> list[Step]:
-    """The steps with every step after those it needs (the file's order otherwise)."""
-    done: list[Step] = []
-    placed: set[str] = set()
-    pending = list(study.steps)
-    while pending:
-        ready = [s for s in pending if all(n in placed for n in s.needs)]
-        if not ready:  # load_study refuses cycles; an analysis needing a later analysis is one
-            raise ConfigError(f"{study.path}: steps {', '.join(s.id for s in pending)} wait on each other")
-        for s in ready:
-            done.append(s)
-            placed.add(s.id)
-        pending = [s for s in pending if s.id not in placed]
-    return done
+    """The steps with every step after those it needs (the file's order otherwise): by level, a step's level
+    one more than the highest of its needs' (the steps ready together form a level), stable within a level.
+    Linear in the steps and their needs."""
+    known = {s.id: s for s in study.steps}
+    level: dict[str, int] = {}
+    for start in study.steps:
+        stack: list[tuple[Step, bool]] = [(start, False)]
+        visiting: set[str] = set()
+        while stack:
+            step, expanded = stack.pop()
+            if step.id in level:
+                continue
+            if expanded:
+                visiting.discard(step.id)
+                level[step.id] = 1 + max((level[n] for n in step.needs if n in known), default=-1)
+                continue
+            if step.id in visiting:  # load_study refuses cycles; an analysis needing a later analysis is one
+                raise ConfigError(f"{study.path}: steps {', '.join(sorted(visiting))} wait on each other")
+            visiting.add(step.id)
+            stack.append((step, True))
+            stack.extend((known[n], False) for n in step.needs if n in known and n not in level)
+    return sorted(study.steps, key=lambda s: level[s.id])

@@ -25,13 +25,15 @@ from typing import Any
 import biobench
 from biobench.api.evaluation import plan_grid_model
 from biobench.api.study import NO_DEVICE, Step, Study, order, write_step_files
+from biobench.api.study_inputs import check_inputs
 from biobench.api.study_report import write_report
 from biobench.errors import BiobenchError, ConfigError
 from biobench.eval.grid import grid_specs, plan_rows, resolved_grid_file
 from biobench.models import resolve_model
 from biobench.runtime import launch
 from biobench.runtime.files import atomic_write
-from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, read_json
+from biobench.runtime.paths import display_text
 from biobench.tasks.loading import data_stamps
 
 # lines of a step's output worth showing while it runs (the rest is in its log): a finished eval run, a
@@ -44,7 +46,7 @@ SLURM_STATES_WAITING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "R
 @dataclass
 class StepState:
     step: str
-    state: str  # done | running | waiting | to run | failed | partly done
+    state: str  # done | running | waiting | to run | failed | cancelled (a need failed) | partly done
     detail: str = ""  # where it runs, what it waits on, its last log line
     retry: str = ""  # the command that runs it again (failed steps)
 
@@ -59,7 +61,7 @@ def step_log(study: Study, step: Step) -> Path:
 
 def _read_record(path: Path) -> dict[str, Any]:
     try:
-        data = read_json(path, 1 << 20)
+        data = read_json(path, 1 << 20, confined=True)  # a record linked out of .study/ is not read
     except (OSError, UnsafeJSONError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -371,7 +373,8 @@ def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str,
         job = launch.submit(launch.SlurmLaunch(
             argv, workers, log_dir, f"study-{step.id.replace('/', '-')}"[:60], settings.partition, settings.account,
             settings.gpus_per_task, settings.cpus_per_task, settings.time_min, None, extra,
-            record={"study": str(study.path.resolve()), "step": step.id, "needs": waits}))
+            record={"study": str(study.path.resolve()), "step": step.id, "needs": waits},
+            max_timeouts=study.step_lives(step.id) - 1))  # lives: the first start and each requeue
         job_of[step.id] = job
         record[step.id] = {"job": job, "log_dir": str(log_dir), "workers": workers, "needs": waits,
                            "argv": argv, "submitted": time.time()}
@@ -402,16 +405,26 @@ def _slurm_state(job: str) -> str:
 
 
 def _last_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - 8192))
+    try:  # a regular file in its own folder: a log planted as a link to another file is not shown
+        with open_regular(path, 1 << 40, confined=True) as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 8192))
             lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    except OSError:
+    except (OSError, UnsafeJSONError):
         return ""
     # the error line when there is one (a child's stdout and stderr reach the log from two threads, so the
     # error is not always the very last line), else the last line
     errors = [ln for ln in lines if ln.startswith("error:") or "Error:" in ln]
     return (errors or lines)[-1][:300] if lines else ""
+
+
+def _slurm_logs(job: dict[str, Any]) -> list[Path]:
+    """The logs of a step's SLURM job: in the folder the record names only when that folder's launch.json (written
+    by runtime.launch.submit) is this job's, so a planted record cannot point status at any other file."""
+    log_dir = Path(str(job.get("log_dir", "")))
+    launched = _read_record(log_dir / "launch.json")
+    if not str(job.get("job", "")) or str(launched.get("job_id")) != str(job.get("job")):
+        return []
+    return sorted(log_dir.glob("*_log.err")) + sorted(log_dir.glob("*_log.out"))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -448,8 +461,8 @@ def study_status(study: Study, retry: str) -> list[StepState]:
             states[step.id] = StepState(step.id, "done", detail or str(step.done_file))
             continue
         job = slurm.get(step.id, {})
-        if job:
-            slurm_state = _slurm_state(job["job"])
+        if isinstance(job, dict) and isinstance(job.get("job"), str | int) and not isinstance(job.get("job"), bool):
+            slurm_state = _slurm_state(str(job["job"]))
             state = slurm_state.split(" ")[0]
             if state in SLURM_STATES_RUNNING:
                 where = slurm_state.split(" ", 1)[1] if " " in slurm_state else "?"  # squeue's %R: the node(s)
@@ -461,18 +474,25 @@ def study_status(study: Study, retry: str) -> list[StepState]:
                 states[step.id] = StepState(step.id, "waiting", f"SLURM job {job['job']} {slurm_state}"
                                             + (f", on {', '.join(waits)}" if waits else ""))
                 continue
+            cut = [n for n in step.needs if states.get(n) and states[n].state in ("failed", "cancelled")]
+            if state == "CANCELLED" and cut:  # kill_on_invalid_dep: never started, its need failed
+                states[step.id] = StepState(step.id, "cancelled", f"SLURM job {job['job']} cancelled before it "
+                                            f"started: {', '.join(cut)} did not finish", retry)
+                continue
             if state and state != "COMPLETED":
-                logs = sorted(Path(job["log_dir"]).glob("*_log.err")) + sorted(Path(job["log_dir"]).glob("*_log.out"))
+                logs = _slurm_logs(job)
                 last = next((line for line in (_last_line(p) for p in logs) if line), "")
                 states[step.id] = StepState(step.id, "failed", f"SLURM job {job['job']} {slurm_state}: {last}", retry)
                 continue
-        if local.get("state") == "running" and local.get("host") == socket.gethostname() and \
-                _pid_alive(int(local.get("pid", 0))):
-            states[step.id] = StepState(step.id, "running", f"pid {local['pid']} on {local['host']}"
-                                        + (f"; {detail}" if detail else "") + f" (log: {local.get('log')})")
+        pid = local.get("pid")
+        pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 31 else 0
+        if local.get("state") == "running" and local.get("host") == socket.gethostname() and pid and _pid_alive(pid):
+            states[step.id] = StepState(step.id, "running", f"pid {pid} on {display_text(local['host'], 100)}"
+                                        + (f"; {detail}" if detail else "") + f" (log: {step_log(study, step)})")
             continue
         if local.get("state") in ("failed", "running"):  # a running record whose process is gone: it died
-            states[step.id] = StepState(step.id, "failed", _last_line(Path(local.get("log", ""))), retry)
+            # the step's own log, where run_local writes it (never a path the record names)
+            states[step.id] = StepState(step.id, "failed", _last_line(step_log(study, step)), retry)
             continue
         waits = [n for n in step.needs if states.get(n) and states[n].state != "done"]
         if waits:
@@ -529,6 +549,7 @@ class StudyHandle:
         if unknown:
             raise ConfigError(f"steps {', '.join(unknown)}: no such step in {self.study.path} "
                               f"(steps: {', '.join(known)})")
+        check_inputs(self.study, f"biobench.study({str(self.study.path)!r}).run()")
         check_nothing_conflicts(self.study)
         kwargs = {"show": show} if show is not None else {}
         return run_local(self.study, jobs, threads, only=set(steps) if steps else None, **kwargs)

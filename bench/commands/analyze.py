@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from biobench.analysis import options
 from biobench.errors import ConfigError
 from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device as _device
 from biobench.runtime.files import atomic_write
-from biobench.tasks.registry import add_task_arguments
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -30,143 +30,25 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("analyze", help="the paper's analyses: CKA, transplants, linear probes, needle test",
                                    description=__doc__)
     sub = parser.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
-    _add_cka(sub)
-    _add_cka_trajectory(sub)
-    _add_transplant(sub)
-    _add_probe(sub)
-    _add_needle(sub)
-
-
-def _add_cka(sub) -> None:
-    """`analyze cka`: per-layer CKA between two models."""
-    p = sub.add_parser("cka", help="per-layer linear CKA divergence between two models (+ seed-noise ratio)",
-                       description=CKA_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs=2, metavar=("A", "B"), required=True,
-                   help="A (e.g. the CLM-detour model) and the reference B (e.g. MLM seed 1)")
-    p.add_argument("--noise", metavar="N", help="a second seed of B (e.g. MLM seed 2): adds r_l = div(A,B)/div(N,B)")
-    p.add_argument("--texts", required=True, nargs="+", metavar="PATH|TASK",
-                   help="one or more sources, mixed in equal shares: text files/folders (.jsonl[.gz] 'text' "
-                   "records, .txt lines) or task ids (all their splits). Paper: French DiaMED + FrACCO, English "
-                   "PubMed abstracts")
-    p.add_argument("--n", type=int, default=500, help="texts per sample seed, all sources together (default 500)")
-    p.add_argument("--include-embeddings", action="store_true",
-                   help="average over the embedding output too (default: transformer layers only)")
-    p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
-    p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
-    p.add_argument("--batch-size", type=int, default=8, help="texts per forward pass")
-    p.add_argument("--data-dir", metavar="DIR", default=None, help="task data folder when --texts is a task id")
-    p.add_argument("--align-relative", action="store_true",
-                   help="for models of different depth: pair layers by relative depth instead of failing")
-    _common(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="writes DIR/cka.json and DIR/cka.png")
-    p.set_defaults(func=run_cka)
-
-
-def _add_cka_trajectory(sub) -> None:
-    """`analyze cka-trajectory`: CKA against the start model along a pretraining run."""
-    p = sub.add_parser("cka-trajectory", help="CKA divergence vs the start model for every checkpoint of a run",
-                       description="Paper Figure 3a: for every step-*/ checkpoint of a `biobench pretrain` run "
-                       "(and phase1/, final/), the mean CKA divergence over transformer layers from the start "
-                       "model, with its 95% CI over sample seeds. Writes DIR/cka_trajectory.json and .png "
-                       "(the leaderboard's Plots tab shows them).")
-    p.add_argument("--run", required=True, metavar="DIR", help="a `biobench pretrain --out` folder")
-    p.add_argument("--start", metavar="MODEL", help="the start model (default: base_model in the run's metadata)")
-    p.add_argument("--texts", required=True, nargs="+", metavar="PATH|TASK", help="as for `analyze cka`")
-    p.add_argument("--n", type=int, default=500, help="texts per sample seed (default 500)")
-    p.add_argument("--sample-seeds", default="42,43,44", help="seeds of the text samples (default 42,43,44)")
-    p.add_argument("--max-length", type=int, default=512, help="tokens per text (default 512)")
-    p.add_argument("--batch-size", type=int, default=8, help="texts per forward pass")
-    p.add_argument("--data-dir", metavar="DIR", default=None, help="task data folder when --texts has task ids")
-    p.add_argument("--include-embeddings", action="store_true", help="average over the embedding output too")
-    _common(p)
-    p.add_argument("--out", metavar="DIR", help="default: the run folder")
-    p.set_defaults(func=run_cka_trajectory)
-
-
-def _add_transplant(sub) -> None:
-    """`analyze transplant`: copy layers of one model into another."""
-    p = sub.add_parser("transplant", help="copy a layer range (or only attention / MLP) of model A into model B",
-                       description="Copy the parameters of a layer range (all, or only attention / MLP) of model A "
-                       "into model B and save the result as a new model folder, to evaluate like any other.")
-    p.add_argument("--from", dest="source", required=True, metavar="A", help="model the parameters come from")
-    p.add_argument("--into", dest="target", required=True, metavar="B", help="model that receives them (its head "
-                   "and tokenizer are kept)")
-    p.add_argument("--layers", required=True, help="transformer layers, 0-based: 0-7, 8-14, 0-3,8")
-    p.add_argument("--component", default="all",
-                   help="all | attention (with its norm) | mlp (with its norm); default all")
-    p.add_argument("--out", required=True, metavar="DIR", help="new model folder (+ transplant.json)")
-    p.set_defaults(func=run_transplant)
-
-
-def _add_probe(sub) -> None:
-    """`analyze probe`: linear probes on frozen features."""
-    p = sub.add_parser("probe", help="logistic-regression probe on frozen features, macro-F1 per seed",
-                       description="Fit a logistic-regression probe on a frozen model's pooled features of one "
-                       "layer, once per seed, and store macro-F1 per seed as results (a variant of the model).")
-    p.add_argument("--model", required=True, help="alias, hub id or local model folder (as for `biobench eval`)")
-    p.add_argument("--task", required=True, help="a classification, relation or multilabel task id")
-    p.add_argument("--seeds", default="42-44", help="probe seeds (LR random_state + train subsample); default 42-44")
-    p.add_argument("--pooling", choices=("mean", "cls"), default="mean",
-                   help="mean of the token states, or the first ([CLS]) token's state")
-    p.add_argument("--layer", type=int, default=-1, help="hidden state index (0 = embeddings, -1 = last)")
-    p.add_argument("--max-length", type=int, default=None, help="default: the task's max length, capped by the model")
-    p.add_argument("--limit-train", type=int, default=None, help="subsample this many training examples per seed")
-    p.add_argument("--batch-size", type=int, default=8, help="texts per forward pass when extracting features")
-    p.add_argument("--results", default="results", metavar="DIR", help="results store (default results/)")
-    p.add_argument("--overwrite", action="store_true", help="redo seeds that already have a result")
-
-    add_task_arguments(p)
-    _common(p)
-    p.set_defaults(func=run_probe)
-
-
-def _add_needle(sub) -> None:
-    """`analyze needle generate|run`: the needle-in-a-haystack data and probe."""
+    # each kind's options are declared once (analysis/options.py): a study's [[analysis]] tables are checked
+    # against the same declarations
+    _add(sub, options.CKA, run_cka, description=CKA_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add(sub, options.CKA_TRAJECTORY, run_cka_trajectory)
+    _add(sub, options.TRANSPLANT, run_transplant)
+    _add(sub, options.PROBE, run_probe)
     needle = sub.add_parser("needle", help="needle-in-a-haystack data and probe (paper Appendix I)",
                             description="Appendix I's needle-in-a-haystack test: `generate` writes the examples, "
                             "`run` trains a probe on a frozen encoder and reports accuracy by length and position.")
     nsub = needle.add_subparsers(dest="needle_command", metavar="STEP", required=True)
-    p = nsub.add_parser("generate", help="write DIR/needle.jsonl from a French biomedical text folder",
-                        description="Appendix I's needle set. Lengths count the evaluated model's tokens (pass it as "
-                        "--tokenizer) and include the query and special tokens, so an L-token example fits an "
-                        "L-token context untruncated; --length-unit words counts whitespace words instead. Size: "
-                        "--examples (probe inputs, default 1500 = the paper's '1500 balanced positive/negative "
-                        "pairs' read as 1500 (query, document) inputs) or --pairs (positive/negative pairs, each "
-                        "two examples).")
-    p.add_argument("--haystacks", required=True, metavar="DIR", help=".jsonl[.gz] records with 'text', or .txt files")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for needle.jsonl")
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--examples", type=int, default=None,
-                      help="probe inputs, half positive, half negative (even; default 1500)")
-    size.add_argument("--pairs", type=int, default=None,
-                      help="positive/negative pairs (same haystack and query, one fact apart); examples = 2 x pairs")
-    p.add_argument("--n", type=int, default=None, help=argparse.SUPPRESS)  # ambiguous: refused with a hint
-    p.add_argument("--lengths", default="512,1024,2048,4096,8192", help="haystack lengths, comma-separated")
-    p.add_argument("--seed", type=int, default=0, help="seed of the haystack, fact and position draws")
-    p.add_argument("--tokenizer", metavar="M", help="the evaluated model (or a tokenizer folder): lengths count its "
-                   "tokens, query and special tokens included (required unless --length-unit words)")
-    p.add_argument("--length-unit", choices=("tokens", "words"), default="tokens",
-                   help="tokens of --tokenizer (default) or whitespace words (fewer than subword tokens)")
-    p.set_defaults(func=run_needle_generate)
-    p = nsub.add_parser("run", help="frozen encoder + MLP probe on CLS; accuracy by length and position",
-                        description="Encode the needle set once with the frozen model, train an MLP probe on the "
-                        "[CLS] features per seed and report accuracy by haystack length and needle position.")
-    p.add_argument("--model", required=True, help="alias, hub id or local model folder (as for `biobench eval`)")
-    p.add_argument("--data", required=True, metavar="DIR", help="folder holding needle.jsonl")
-    p.add_argument("--out", metavar="DIR", help="default: DATA/runs/<model-slug>")
-    p.add_argument("--seeds", default="42", help="probe seeds (default 42)")
-    p.add_argument("--epochs", type=int, default=3, help="probe training epochs")
-    p.add_argument("--lr", type=float, default=2e-5, help="probe learning rate")
-    p.add_argument("--batch-size", type=int, default=4, help="probe batch size (default 4)")
-    p.add_argument("--encode-batch-size", type=int, default=8, help="texts per forward pass of the frozen encoder")
-    p.add_argument("--max-length", type=int, default=None, help="default: the model's context")
-    p.add_argument("--lengths", default=None, help="only these haystack lengths (e.g. 512,1024)")
-    _common(p)
-    p.set_defaults(func=run_needle)
+    _add(nsub, options.NEEDLE_GENERATE, run_needle_generate)
+    _add(nsub, options.NEEDLE, run_needle)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+def _add(sub, spec: options.AnalysisSpec, func, **kwargs) -> None:
+    p = sub.add_parser(spec.words[-1], help=spec.help, description=kwargs.pop("description", spec.description),
+                       **kwargs)
+    options.add_options(p, spec)
+    p.set_defaults(func=func)
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -243,7 +243,7 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
         for task_file in config.get("--task-file") or ():
             base += ["--task-file", str(task_file)]
     elif argv and argv[0] == "eval":
-        commands = argparse.ArgumentParser().add_subparsers()
+        commands = argparse.ArgumentParser(allow_abbrev=False).add_subparsers()
         add_parser(commands)  # this command's own options: which take a value, which are switches
         eval_parser = commands.choices["eval"]
         switches = {flag for action in eval_parser._actions if action.nargs == 0 for flag in action.option_strings}

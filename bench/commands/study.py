@@ -59,6 +59,7 @@ def _retry(args: argparse.Namespace, slurm: bool = False) -> str:
 
 def run(args: argparse.Namespace) -> int:
     # lazy: `biobench --help` does not import it (startup time)
+    from biobench.api.study_inputs import check_inputs
     from biobench.api.study_run import check_nothing_conflicts, describe, run_local
 
     study = load_study(args.study, args.out)
@@ -66,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = [s for s in args.step if s not in known]
     if unknown:
         raise ConfigError(f"--step {', '.join(unknown)}: no such step in {args.study} (steps: {', '.join(known)})")
+    # every input no step writes (corpora, stores, model folders, task data), all listed at once: nothing starts
+    check_inputs(study, _retry(args, args.launcher == "slurm") + (" --dry-run" if args.dry_run else ""))
     if args.dry_run:
         print("\n".join(describe(study)))
         return 0

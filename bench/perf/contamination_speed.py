@@ -92,7 +92,7 @@ def run_size(corpus: Path, data_dir: str | None) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gb", type=float, nargs="+", default=[0.1, 1.0], help="corpus sizes in GB (default 0.1 1)")
     parser.add_argument("--data-dir", help="task data (default: generated task)")
     parser.add_argument("--tmp", help="where to write the corpus (default: the system's temporary folder)")

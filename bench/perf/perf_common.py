@@ -85,7 +85,7 @@ def build_modernbert(shape: str, tokenizer: Any = None, seed: int = 0, **overrid
 
 # ---------------------------------------------------------------- command line, environment, output
 def base_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=description, formatter_class=HelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a few minutes on 2 CPU cores")
     parser.add_argument("--out", type=Path, default=None, help="write the measurements to this JSON file")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)")

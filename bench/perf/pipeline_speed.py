@@ -70,7 +70,7 @@ def _row_by_row_step(packed, position: int, rows: int, micro: int, vocab: int) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--seq-len", type=int, default=8192)
     parser.add_argument("--batch", type=int, default=384, help="sequences per optimiser step")
     parser.add_argument("--micro", type=int, default=8, help="sequences per micro-batch")

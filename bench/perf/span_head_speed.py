@@ -181,7 +181,7 @@ def table(runs: dict[str, dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="quaero-emea")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--model", default="all-MiniLM-L6-v2",

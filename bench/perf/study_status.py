@@ -35,7 +35,7 @@ def status_once(study: Path, out: Path, keep_cache: bool) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("study", type=Path, help="the study file")
     parser.add_argument("--out", type=Path, required=True, help="its study folder (run before)")
     parser.add_argument("--repeats", type=int, default=5, help="calls per arm (default 5)")

@@ -41,3 +41,12 @@ class HelpFormatter(argparse.HelpFormatter):
 
 class RawDescriptionHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
     """For subcommands whose description or examples are laid out by hand."""
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Every parser biobench builds: a flag is taken only as written, never from a unique start of it
+    (`allow_abbrev`: a study's analysis key `devi` became `--device`). Subparsers inherit the class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)

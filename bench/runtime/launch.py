@@ -97,6 +97,20 @@ def check_text(value: object, what: str) -> str:
     return text
 
 
+# sbatch options that are whole options of their own while also the start of a reserved one (--gpus, --ntasks)
+SBATCH_PREFIX_OPTIONS = {"gpus", "ntasks"}
+
+
+def _reserved(key: str) -> str | None:
+    """The reserved option `key` means to sbatch, which takes any unique start of a long option as the option
+    (`arr=0-2` is --array): a key that starts a reserved name is refused unless it is an option of its own."""
+    if key in RESERVED:
+        return key
+    if key in SBATCH_PREFIX_OPTIONS:
+        return None
+    return next((name for name in RESERVED if name.startswith(key)), None)
+
+
 def slurm_args(values: list[str]) -> dict[str, str]:
     out = {}
     for value in values:
@@ -105,8 +119,9 @@ def slurm_args(values: list[str]) -> dict[str, str]:
         if not match:
             raise ConfigError(f"--slurm-arg {value!r}: give KEY=VALUE, e.g. --slurm-arg qos=long")
         key = match[1].replace("-", "_").lower()
-        if key in RESERVED:
-            raise ConfigError(f"--slurm-arg {value!r}: {match[1]} is set by {RESERVED[key]}; it cannot be "
+        reserved = _reserved(key)
+        if reserved:
+            raise ConfigError(f"--slurm-arg {value!r}: {match[1]} is set by {RESERVED[reserved]}; it cannot be "
                               "overridden here")
         out[key] = match[2]
     return out
@@ -177,6 +192,8 @@ class SlurmLaunch:
     array_parallelism: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)  # written to launch.json beside the logs
+    # requeues at the time limit before submitit gives up and the job ends FAILED (submitit's default: 3)
+    max_timeouts: int = 3
 
 
 try:  # the `slurm` extra; without it this module still imports, and submit() says what to install
@@ -272,7 +289,8 @@ def submit(launch: SlurmLaunch) -> str:
     check_writable(launch.log_dir, "--log-dir")
     before = set(launch.log_dir.iterdir())
     try:
-        executor = submitit.AutoExecutor(folder=str(launch.log_dir), cluster="slurm")  # submitit adds %A_%a
+        executor = submitit.AutoExecutor(folder=str(launch.log_dir), cluster="slurm",  # submitit adds %A_%a
+                                         slurm_max_num_timeout=launch.max_timeouts)
     except Exception as err:  # submitit's own checks of the cluster
         raise ConfigError(f"--launcher slurm: {' '.join(str(err).split())[:300]}") from None
     settings: dict[str, Any] = {"name": launch.name, "timeout_min": launch.time_min, "tasks_per_node": 1,
@@ -305,6 +323,6 @@ def submit(launch: SlurmLaunch) -> str:
     record = {"job_id": job_id, "workers": launch.workers, "argv": ["biobench", *launch.argv],
               "python": sys.executable, "biobench": biobench_version,
               "biobench_path": str(Path(__file__).resolve().parents[1]), "submitted": time.time(),
-              "sbatch": settings, **launch.record}
+              "sbatch": settings, "max_num_timeout": launch.max_timeouts, **launch.record}
     (launch.log_dir / "launch.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return job_id

@@ -14,7 +14,7 @@ from biobench.api.study import load_study, order
 from biobench.errors import ConfigError
 
 from tests.support import TINY_STUDY as TINY
-from tests.support import TRANSPLANT_PROBES
+from tests.support import TRANSPLANT_PROBES, example_study_clone
 from tests.support import study_pretrain as _pretrain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +30,9 @@ def _api_example() -> str:
 def _eval(name: str, models: list[str], tasks: str = '["demo-cls"]', seeds: str = "42") -> str:
     listed = ", ".join(f'{{ model = "{m}" }}' for m in models)
     return f'\n[[eval]]\nname = "{name}"\ntasks = {tasks}\nseeds = "{seeds}"\nmodels = [{listed}]\n'
+
+
+_CKA = '\n[[analysis]]\nname = "x"\nkind = "cka"\nmodels = ["run:a/final", "run:a/final"]\ntexts = ["t"]\n'
 
 
 def _write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
@@ -122,6 +125,30 @@ def test_a_step_checkpoint_resolves_to_the_folder_the_trainer_writes(tmp_path):
      "model = 'analysis:t' names no earlier [[analysis]]"),
     (_pretrain("a") + '\n[[analysis]]\nname = "t"\nkind = "transplant"\nfrom = "run:a/final"\n'
      'into = "run:zz/final"\nlayers = "0"\n', "run:zz/final refers to no [[pretrain]] run"),
+    # issue 60 item 1: each analysis kind's options as `biobench analyze` declares them (analysis/options.py)
+    (_pretrain("a") + _CKA + 'nn = 500\n', "unknown key 'nn' for kind = 'cka'; did you mean 'n'?"),
+    (_pretrain("a") + _CKA + 'devi = "cpu"\n', "unknown key 'devi' for kind = 'cka'"),
+    (_pretrain("a") + _CKA + 'device = "cuda"\n', "device is decided by the study"),
+    (_pretrain("a") + _CKA + 'n = "500"\n', "analysis 'x' n = '500': give a whole number"),
+    (_pretrain("a") + _CKA + 'include_embeddings = "yes"\n', "include_embeddings = 'yes': give true or false"),
+    (_pretrain("a") + _CKA.replace('"run:a/final", "run:a/final"', '"run:a/final"'), "give two values"),
+    (_pretrain("a") + _CKA.replace('texts = ["t"]\n', ''), "a cka analysis needs texts"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "p"\nkind = "probe"\nmodel = "run:a/final"\ntask = "demo-cls"\n'
+     'pooling = "max"\n', "pooling = 'max': give one of mean, cls"),
+    (_pretrain("a") + '\n[[analysis]]\nname = "t"\nkind = "transplant"\nfrom = "run:a/final"\ninto = "run:a/init"\n'
+     'layers = "run:a/final"\n', "a checkpoint is no layers"),
+    # a corpus that is another step's output: a checkpoint is no text (b starts from a, a reads b's final)
+    (_pretrain("a").replace('corpus = "generated:demo-fr"', 'corpus = "run:b/final"') + _pretrain("b", model="run:a/final"),
+     "pretrain 'a': corpus = 'run:b/final' names a study output, not text"),
+    ('lives = 0\n' + _pretrain("a"), "lives = 0: give how many times a SLURM job may start"),
+    (_pretrain("a", extra="lives = 1000"), "pretrain 'a': lives = 1000"),
+    # issue 58 item 8: an [[eval]] name names steps and files: control characters refused, a NUL without a traceback
+    (_pretrain("a") + _eval("x\\u001b[31m", ["run:a/final"]), "is not a plain name"),
+    (_pretrain("a") + _eval("x\\u202eevil", ["run:a/final"]), "is not a plain name"),
+    (_pretrain("a") + _eval("a\\nb", ["run:a/final"]), "is not a plain name"),
+    (_pretrain("a") + _eval("a\\u0000b", ["run:a/final"]), "is not a plain name"),
+    (_pretrain("a") + '\n[[eval]]\nname = "fr"\ntasks = ["demo-cls"]\nmodels = [{ model = "run:a/final", '
+     'name = "x\\u202ey" }]\n', "holds the control or bidirectional character U+202E"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, text, expected):
     assert expected in _refused(tmp_path, text)
@@ -330,10 +357,10 @@ def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(
 
 @pytest.mark.parametrize("name", ["tiny", "paper-fr-base", "paper-en-base"])
 def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, capsys):
-    """`study run --dry-run` of each example: the paper's French study carries Table 7's decay sweep (each
+    """`study run --dry-run` of each example from a clone holding its inputs (issue 60 item 2): the paper's French study carries Table 7's decay sweep (each
     decay_ratio a run of its own, evaluated and compared with the 1B decay), Table 4's decoder control (a
     Gemma-3 decoder-control run and its CKA from init to final) and Table 3/6's transplants with their probes."""
-    path = REPO / "examples" / "studies" / f"{name}.toml"
+    path = example_study_clone(tmp_path / "clone") / f"{name}.toml"  # with stand-ins of the inputs it names
     assert cli.main(["study", "run", str(path), "--dry-run", "--out", str(tmp_path / "s")]) == 0
     steps = {line.split(":", 1)[0]: line for line in capsys.readouterr().out.splitlines()}
     assert not (tmp_path / "s").exists()  # a dry run writes nothing
@@ -403,3 +430,156 @@ def test_the_status_benchmark_compares_both_arms_and_prints_the_ratio_last(tmp_p
     assert "states identical in both arms" in lines[2] and lines[-1].startswith("ratio: ")
     with pytest.raises(SystemExit):
         study_status.main([str(path), "--out", str(tmp_path / "out"), "--repeats", "0"])
+
+
+# ------------------------------------------------------------------------------------------------ issue 60 item 1
+def _table_for(spec) -> dict[str, object]:
+    """A value of the declared type for each option a study table may give (models: run references)."""
+    values: dict[str, object] = {}
+    for option in spec.options:
+        if option.decided or option.hidden or option.group and any(
+                o.group == option.group and o.key in values for o in spec.options):
+            continue
+        if option.role in ("model", "run"):
+            value: object = "run:a/final"
+        elif option.choices:
+            value = option.choices[-1]
+        else:
+            value = {"int": 3, "float": 0.5, "flag": True, "text": "demo-cls"}[option.type]
+        if option.key in ("data_dir", "haystacks", "data", "task_file"):
+            value = "somewhere"
+        if "seeds" in option.key or option.key in ("lengths", "layers"):
+            value = "42,43"
+        values[option.key] = [value, value] if option.nargs == 2 else [value] if option.nargs or option.repeat \
+            else value
+    return values
+
+
+def test_every_declared_analysis_option_reaches_the_analyze_parser_as_declared(tmp_path):
+    """A study's [[analysis]] keys are the options `biobench analyze KIND` is built from: each one a study may give,
+    with a value of its type, is parsed by the real command-line parser into that value."""
+    import tomllib
+
+    from biobench.analysis.options import ANALYSES
+
+    parser = cli.build_parser()
+    for kind, spec in ANALYSES.items():
+        table = {"name": "x", "kind": kind, **_table_for(spec)}
+        lines = [f"{k} = {json.dumps(v)}" for k, v in table.items()]
+        path = _write(tmp_path, _pretrain("a", extra='save_every = "4096"') + "\n[[analysis]]\n" + "\n".join(lines)
+                      + "\n")
+        tomllib.loads(path.read_text())
+        study = load_study(path)
+        args = parser.parse_args(list(study.step("analysis/x").argv))
+        for option in spec.options:
+            if option.key not in table:
+                continue
+            got = getattr(args, option.dest or option.key)
+            if option.role in ("model", "run", "path") or option.key == "texts":
+                assert got, (kind, option.key)  # resolved to a folder of the study or beside the file
+            else:
+                assert got == table[option.key], (kind, option.key, got)
+
+
+def test_an_unknown_analysis_key_stops_study_run_before_anything_starts(tmp_path):
+    """Issue 60 item 1 on a real process: `nn = 500` was passed as --nn and failed after the pretrainings."""
+    from tests.support import run_biobench
+
+    path = _write(tmp_path, _pretrain("a") + _CKA + "nn = 500\n")
+    done = run_biobench("study", "run", str(path), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "analysis 'x': unknown key 'nn' for kind = 'cka'; did you mean 'n'?" in done.stderr
+    assert not (tmp_path / "study").exists()
+
+
+# ------------------------------------------------------------------------------------------------ issue 58 item 8
+def test_reading_a_study_is_linear_in_its_steps(tmp_path, monkeypatch):
+    """Each output folder was compared with every earlier one (1,000 analyses: 120 s). Counted as path
+    comparisons: twice the steps, about twice the comparisons (the old reading: four times)."""
+    import pathlib
+
+    def comparisons(n: int) -> int:
+        text = _pretrain("a") + _pretrain("b", "mlm") + "".join(
+            f'\n[[analysis]]\nname = "c{i}"\nkind = "cka"\nmodels = ["run:a/final", "run:b/final"]\ntexts = ["t"]\n'
+            for i in range(n))
+        path = _write(tmp_path, text, f"s{n}.toml")
+        count = [0]
+        equal = pathlib.PurePath.__eq__
+
+        def counted(self, other):
+            count[0] += 1
+            return equal(self, other)
+
+        with monkeypatch.context() as m:
+            m.setattr(pathlib.PurePath, "__eq__", counted)
+            study = load_study(path)
+            order(study)
+        assert len(study.steps) == n + 2
+        return count[0]
+
+    small, large = comparisons(150), comparisons(300)
+    assert large < 2.5 * small, (small, large)
+
+
+def test_extends_of_another_toml_says_so_without_its_keys(tmp_path):
+    other = tmp_path / "secrets.toml"
+    other.write_text('password_hash = "x"\napi_token = "y"\n', encoding="utf-8")
+    message = _refused(tmp_path, 'extends = "secrets.toml"\n' + _pretrain("a"))
+    assert "which is not a study file (2 key(s) a study does not have)" in message
+    assert "password_hash" not in message and "api_token" not in message
+
+
+def test_a_long_extends_chain_is_named_as_such_not_as_a_loop(tmp_path):
+    for i in range(10):
+        (tmp_path / f"s{i}.toml").write_text((f'extends = "s{i + 1}.toml"\n' if i < 9 else "") + _pretrain(f"r{i}"))
+    with pytest.raises(ConfigError) as err:
+        load_study(tmp_path / "s0.toml")
+    assert "a chain of more than 8 study files" in str(err.value) and "loop" not in str(err.value)
+    (tmp_path / "s9.toml").write_text('extends = "s0.toml"\n' + _pretrain("r9"))
+    (tmp_path / "s3.toml").write_text('extends = "s0.toml"\n' + _pretrain("r3"))
+    with pytest.raises(ConfigError, match="extends s0.toml makes a loop of study files"):
+        load_study(tmp_path / "s0.toml")
+
+
+def test_status_reads_no_planted_record_beyond_the_study(tmp_path):
+    """Records under <out>/.study/ planted by someone else: one linked to a file outside, one naming that file as
+    its log, one with a text pid. `study status` (a real process) shows no byte of the file and no traceback."""
+    from tests.support import run_biobench
+
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("root:x:0:0\nSECRET-LAST-LINE\n", encoding="utf-8")
+    path = _write(tmp_path, _pretrain("a") + _pretrain("b", "mlm") + _pretrain("c", "mlm"))
+    records = tmp_path / "study" / ".study" / "local"
+    records.mkdir(parents=True)
+    (records / "pretrain--a.json").symlink_to(secret)
+    (records / "pretrain--b.json").write_text(json.dumps({"state": "failed", "log": str(secret)}))
+    (records / "pretrain--c.json").write_text(json.dumps({"state": "running", "pid": "12ab", "host": "x",
+                                                          "log": str(secret)}))
+    (tmp_path / "study" / ".study" / "slurm.json").write_text(json.dumps(
+        {"pretrain/a": {"job": "1", "log_dir": str(secret.parent)}, "pretrain/b": "junk"}))
+    done = run_biobench("study", "status", str(path), cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "SECRET" not in done.stdout + done.stderr and "root:x" not in done.stdout + done.stderr
+    states = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines() if line.startswith("pretrain/")}
+    assert states == {"pretrain/a": "to", "pretrain/b": "failed", "pretrain/c": "failed"}, done.stdout
+
+
+def test_no_parser_of_biobench_takes_a_flag_from_its_start(tmp_path):
+    """allow_abbrev=False on every parser the command line builds: an analysis key `devi` became --device."""
+    import argparse
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in set(action.choices.values()):
+                    yield from parsers(sub)
+
+    found = list(parsers(cli.build_parser()))
+    assert len(found) > 30 and all(p.allow_abbrev is False for p in found)
+    from tests.support import run_biobench
+
+    path = _write(tmp_path, _pretrain("a"))
+    done = run_biobench("study", "run", str(path), "--dry", cwd=tmp_path)  # was --dry-run
+    assert done.returncode == 2 and "unrecognized arguments: --dry" in done.stderr

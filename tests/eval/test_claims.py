@@ -505,6 +505,10 @@ def test_an_accepted_sbatch_gets_the_resolved_grid_and_the_launchers_settings(ti
     (["--slurm-arg", "array=0-99"], "--slurm-arg 'array=0-99': array is set by --workers/--array-parallelism"),
     (["--slurm-arg", "signal=B:USR1@60"], "signal is set by the launcher"),
     (["--slurm-arg", "output=/tmp/x"], "output is set by --log-dir"),
+    # issue 58 item 8: sbatch takes a unique start of a long option as the option (arr=0-2 made the job an array)
+    (["--slurm-arg", "arr=0-2"], "--slurm-arg 'arr=0-2': arr is set by --workers/--array-parallelism"),
+    (["--slurm-arg", "sig=B:USR1@60"], "sig is set by the launcher"),
+    (["--slurm-arg", "outp=/tmp/x"], "outp is set by --log-dir"),
     (["--account", "lab\nhostname > /tmp/pwned"], "--account 'lab\\nhostname > /tmp/pwned' holds a control character"),
     (["--log-dir", "logs\n#x"], "--log-dir 'logs\\n#x' holds a control character"),
     (["--slurm-arg", "qos=a\x7fb"], "--slurm-arg 'qos=a\\x7fb' holds a control character"),

@@ -68,3 +68,15 @@ def test_launcher_slurm_array_with_a_forced_requeue_matches_a_sequential_run(slu
     assert sorted(p.relative_to(results).as_posix() for p in results.glob("*/*/seed-*.json")) == \
         sorted(p.relative_to(slurm_toy_reference).as_posix() for p in slurm_toy_reference.glob("*/*/seed-*.json"))
     assert len(_predictions(results)) == 4 and _predictions(results) == _predictions(slurm_toy_reference)
+
+
+def test_sbatch_options_of_their_own_are_not_taken_for_the_reserved_ones_they_start():
+    """`--gpus` and `--ntasks` are sbatch options, not starts of --gpus-per-task / --ntasks-per-node; a key that
+    only starts a reserved option is refused (the command-line cases: tests/eval/test_claims.py)."""
+    from biobench.errors import ConfigError
+    from biobench.runtime.launch import slurm_args
+
+    assert slurm_args(["gpus=2", "ntasks=1", "qos=long"]) == {"gpus": "2", "ntasks": "1", "qos": "long"}
+    for value in ("gpus-per=2", "ntasks-per-n=2", "req=1", "job-n=x"):
+        with pytest.raises(ConfigError, match="cannot be overridden"):
+            slurm_args([value])
