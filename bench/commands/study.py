@@ -35,6 +35,19 @@ def add_parser(subparsers) -> None:
 
     add_launcher_arguments(p)
     p.set_defaults(func=run)
+    p = sub.add_parser("plan", help="what the study costs: tokens or runs, FLOPs, GPU-hours, wall time, disk",
+                       description="Per step and in total: pretraining tokens or fine-tuning runs, training FLOPs "
+                       "(6 x parameters x tokens), GPU-hours at the GPU's published dense bf16 peak x an assumed "
+                       "MFU, the wall time on --gpus GPUs along the dependency graph (a pretraining on all of them, "
+                       "an eval step on up to `workers`), and the disk for checkpoints and token stores "
+                       "(bench/api/study_plan.py states the arithmetic). Runs nothing.")
+    p.add_argument("study", type=Path, metavar="STUDY.toml", help="the study file (docs/STUDIES.md)")
+    p.add_argument("--out", type=Path, help="the study folder, if `run` is given --out")
+    p.add_argument("--gpu", choices=("h100", "h200", "a100"), default="h100", help="the GPU the plan is for")
+    p.add_argument("--gpus", type=int, default=4, metavar="N", help="GPUs at once (default 4, the paper's)")
+    p.add_argument("--mfu", type=float, default=0.40, help="model FLOPs utilisation assumed (default 0.40; "
+                   "no GPU measured it here)")
+    p.set_defaults(func=plan)
     p = sub.add_parser("status", help="each step: done / running where / waiting on / failed (last log line, retry)",
                        description="Each step's state, read from its outputs, the local records and squeue: done; "
                        "running (where); waiting (on which steps, or SLURM's reason); failed (the last log line and "
@@ -110,6 +123,17 @@ def _submit(args: argparse.Namespace, study) -> int:
     for step, job, waits in submitted:
         print(f"submitted {step.id}: SLURM job {job}" + (f" (after {', '.join(waits)})" if waits else ""))
     print(f"progress: biobench study status {args.study}" + (f" --out {args.out}" if args.out else ""))
+    return 0
+
+
+def plan(args: argparse.Namespace) -> int:
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.api.study_plan import plan_lines, study_plan
+    from biobench.ranges import finite_number
+
+    study = load_study(args.study, args.out)
+    mfu = finite_number(args.mfu, "--mfu", minimum=0.01, maximum=1.0)
+    print("\n".join(plan_lines(study_plan(study, args.gpu, args.gpus, mfu))))
     return 0
 
 
