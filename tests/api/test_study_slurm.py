@@ -116,3 +116,42 @@ def test_tiny_study_on_slurm_runs_its_steps_after_what_they_need(slurm_cluster, 
     again = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug", "--gpus-per-task", "0")
     assert again.returncode == 0 and again.stdout.startswith("nothing to submit"), again.stdout
     print(f"tiny study on the local SLURM: {wall:.0f} s from submit to the last job's end")
+
+
+@pytest.mark.slow
+def test_a_step_cancelled_because_its_need_was_says_so_and_each_step_gets_its_lives(slurm_cluster, tmp_path):
+    """Issue 60 item 3: the eval of a pretraining that was cancelled is cancelled by SLURM (kill_on_invalid_dep)
+    with no reason of its own; `study status` says which need did not finish. The study's `lives` (and a
+    [[pretrain]] table's own) reach submitit as its requeue budget (max_num_timeout = lives - 1). Minimal work:
+    the pretraining is cancelled as soon as it is submitted."""
+    import json
+
+    from tests.support import study_pretrain
+
+    env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
+    path = tmp_path / "study.toml"
+    path.write_text("lives = 6\n" + study_pretrain("a", extra="lives = 2")
+                    + '\n[[eval]]\nname = "cls"\ntasks = ["demo-cls"]\nseeds = "42"\nmodels = [{ model = "run:a/final" }]\n',
+                    encoding="utf-8")
+
+    def biobench(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "biobench.cli", *args], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    submitted = biobench("study", "run", str(path), "--launcher", "slurm", "--partition", "debug",
+                         "--gpus-per-task", "0", "--cpus-per-task", "1", "--time", "5")
+    assert submitted.returncode == 0, submitted.stderr[-2000:]
+    jobs = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", submitted.stdout))
+    slurm_cluster.client("scancel", jobs["pretrain/a"])
+    for job in jobs.values():
+        assert slurm_cluster.wait(int(job), timeout=300) == ["CANCELLED"]
+    launched = {step: json.loads((tmp_path / "study" / "slurm" / step.replace("/", "--") / "launch.json").read_text())
+                for step in jobs}
+    assert launched["pretrain/a"]["max_num_timeout"] == 1 and launched["eval/cls/a"]["max_num_timeout"] == 5
+    status = biobench("study", "status", str(path))
+    assert status.returncode == 0, status.stderr
+    rows = {line.split()[0]: line for line in status.stdout.splitlines() if line and not line.startswith(" ")}
+    assert re.search(rf"\sfailed\s+SLURM job {jobs['pretrain/a']} CANCELLED", rows["pretrain/a"]), status.stdout
+    assert f"cancelled   SLURM job {jobs['eval/cls/a']} cancelled before it started: pretrain/a did not finish" \
+        in rows["eval/cls/a"], status.stdout
+    assert status.stdout.count("retry: biobench study run") == 2
