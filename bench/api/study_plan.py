@@ -57,6 +57,9 @@ PARAMS: dict[str, float] = {
 }
 # vocabulary sizes (tokens of a store: 2 bytes each up to 65,536 entries)
 LARGE_VOCAB = {"google/gemma-3-270m"}
+# a Large model that shares its Base's tokenizer shares its token store (stores are keyed by tokenizer)
+SAME_TOKENIZER = {"answerdotai/ModernBERT-large": "answerdotai/ModernBERT-base",
+                  "almanach/moderncamembert-large": "almanach/moderncamembert-base"}
 
 
 @dataclass
@@ -148,6 +151,7 @@ def _pretrain_row(study: Study, step: Step, gpus: int) -> tuple[PlanRow, str, fl
     checkpoints = 2 + (int(tokens // every) if every else 0)  # phase1/, final/ and the step checkpoints
     disk = checkpoints * CHECKPOINT_BYTES_PER_PARAM * (params or 0)
     start = _start_model(study, str(settings["model"]))
+    start = SAME_TOKENIZER.get(start, start)
     store = tokens * (4 if start in LARGE_VOCAB else 2)
     note = "" if params else f"parameters of {settings['model']} unknown (a hub id not in study_plan.PARAMS)"
     return (PlanRow(step.id, "pretrain", f"{tokens / 1e9:.2f}B tokens", params, flops, None, gpus, disk, note),
@@ -200,8 +204,8 @@ def _train_examples(spec: Any, data_dir: Any) -> int | None:
     if source is None:  # not here (a hub copy is not downloaded to count it)
         return None
     try:
-        return len(load_task(spec, data_dir).train)
-    except (BiobenchError, OSError, ValueError, KeyError):
+        return len(load_task(spec, data_dir).splits.get("train", []))
+    except (BiobenchError, OSError, ValueError, KeyError, EOFError):  # data that does not load: not counted
         return None
 
 

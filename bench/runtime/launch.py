@@ -216,8 +216,8 @@ class CommandWorker(_Checkpointable):
     loop, which is what hung the job in issue 48); the main loop then sends the child SIGUSR1, eval's wall-clock
     warning (the run in training abandoned, its claim released, the abandon counted), waits for it, and hands
     over to submitit's own handler, which calls `checkpoint`, requeues the element with `scontrol requeue` and
-    exits; the claims make the rerun resume. submitit requeues an element after at most `max_num_timeout` (3)
-    time limits. SIGTERM (`scancel`) reaches the child directly: eval stops without requeuing and the job ends
+    exits; the claims make the rerun resume. submitit requeues an element after at most `max_num_timeout`
+    time limits (`SlurmLaunch.max_timeouts`: 3, or a study step's lives - 1). SIGTERM (`scancel`) reaches the child directly: eval stops without requeuing and the job ends
     CANCELLED. A child, not a call in this process: the signals stay submitit's here and eval's there."""
 
     def __init__(self, argv: list[str]) -> None:

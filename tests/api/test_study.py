@@ -355,7 +355,7 @@ def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(
     assert lines[2].split()[:4] == ["eval/fr/a", "waiting", "on", "pretrain/a"]
 
 
-@pytest.mark.parametrize("name", ["tiny", "paper-fr-base", "paper-en-base"])
+@pytest.mark.parametrize("name", ["tiny", "paper-fr-base", "paper-en-base", "paper-fr-large", "paper-en-50b"])
 def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, capsys):
     """`study run --dry-run` of each example from a clone holding its inputs (issue 60 item 2): the paper's French study carries Table 7's decay sweep (each
     decay_ratio a run of its own, evaluated and compared with the 1B decay), Table 4's decoder control (a
@@ -364,6 +364,9 @@ def test_the_example_studies_are_valid_and_list_their_steps(name, tmp_path, caps
     assert cli.main(["study", "run", str(path), "--dry-run", "--out", str(tmp_path / "s")]) == 0
     steps = {line.split(":", 1)[0]: line for line in capsys.readouterr().out.splitlines()}
     assert not (tmp_path / "s").exists()  # a dry run writes nothing
+    if name == "paper-en-50b":
+        assert {"pretrain/base-detour", "pretrain/large-mlm", "eval/en/PubMedBERT"} <= set(steps)
+        return
     if name != "paper-fr-base":
         assert "pretrain/detour" in steps and "pretrain/mlm" in steps
         return
