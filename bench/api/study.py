@@ -82,7 +82,7 @@ PROBE_SEEDS = "42-44"  # `analyze probe`'s default seeds
 Correction = Literal["holm", "bonferroni", "none"]
 CORRECTIONS = ("holm", "bonferroni", "none")
 COMPARE_KEYS = {"name", "a", "b", "tasks", "lang", "correction", "n_boot", "paper_a", "paper_b",
-                "allow_different_protocols"}
+                "paper_a_average", "paper_b_average", "paper_source", "allow_different_protocols"}
 StepKind = Literal["pretrain", "eval", "analysis"]
 # `corpus = "generated:NAME"`: a corpus biobench writes from its own templates into <out>/corpus/ (no download):
 # NAME -> (documents, seed). demo-fr: the demo's French clinical corpus (tasks/synthetic.demo_corpus).
@@ -135,6 +135,10 @@ class Compare:
     paper_b: str | None
     allow_different_protocols: bool
     source: str
+    # the paper's average for A / B where it gives no Table 1-2 row (Table 7's F1 over 3 tasks), and where from
+    paper_a_average: float | None = None
+    paper_b_average: float | None = None
+    paper_source: str = ""
 
 
 @dataclass
@@ -632,9 +636,16 @@ def _load_compares(reading: _Reading) -> None:
         for side in ("paper_a", "paper_b"):
             if table.get(side) is not None:
                 _check_paper_row(table[side], f"{where} {side}")
+            if table.get(side) is not None and table.get(f"{side}_average") is not None:
+                raise ConfigError(f"{where}: {side} names a paper row, which has its own average; drop "
+                                  f"{side}_average")
+        averages = {side: finite_number(table[f"{side}_average"], f"{where} {side}_average", minimum=0, maximum=100)
+                    if table.get(f"{side}_average") is not None else None for side in ("paper_a", "paper_b")}
+        paper_source = check_text(table.get("paper_source", ""), f"{where} paper_source")
         study.compares.append(Compare(name, table["a"], table["b"], tuple(compare_tasks) if compare_tasks else None, lang,
                                       correction, n_boot, table.get("paper_a"), table.get("paper_b"),
-                                      bool(table.get("allow_different_protocols", False)), where))
+                                      bool(table.get("allow_different_protocols", False)), where,
+                                      averages["paper_a"], averages["paper_b"], paper_source))
 
 
 def _probe_patterns(table: dict[str, Any], where: str) -> tuple[str, ...]:

@@ -72,11 +72,16 @@ def compare_one(study: Study, spec: Compare) -> dict[str, Any]:
         average = _summary([sum(scores[t][s] for t in tasks) / len(tasks) for s in sorted(seeds)]) if seeds else None
         paper_name = spec.paper_a if side == "a" else spec.paper_b
         paper = _paper_row(paper_name, spec.lang) if paper_name else None
+        stated = spec.paper_a_average if side == "a" else spec.paper_b_average
         models[side] = {"name": report[side], "folder": report[f"folder_{side}"], "model": getattr(spec, side),
                         "tasks": per_task, "average": average,
-                        "paper": None if paper is None else {"model": paper.model, "source": paper.source,
-                                                             "tasks": {t: paper.scores.get(t) for t in tasks},
-                                                             "average": paper.paper_avg}}
+                        "paper": {"model": paper.model, "source": paper.source,
+                                  "tasks": {t: paper.scores.get(t) for t in tasks}, "average": paper.paper_avg}
+                        if paper is not None else
+                        # an average the study file states (Table 7: F1 over 3 tasks), no per-task scores
+                        {"model": f"{getattr(spec, side)}, {spec.paper_source or 'the paper'}",
+                         "source": spec.paper_source, "tasks": {}, "average": stated}
+                        if stated is not None else None}
     return {"name": spec.name, "a": spec.a, "b": spec.b, "correction": spec.correction,
             "correction_name": CORRECTION_NAMES[spec.correction], "n_boot": spec.n_boot, "compare": report,
             "models": models}

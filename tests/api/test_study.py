@@ -586,3 +586,24 @@ def test_no_parser_of_biobench_takes_a_flag_from_its_start(tmp_path):
     path = _write(tmp_path, _pretrain("a"))
     done = run_biobench("study", "run", str(path), "--dry", cwd=tmp_path)  # was --dry-run
     assert done.returncode == 2 and "unrecognized arguments: --dry" in done.stderr
+
+
+def test_a_comparison_shows_the_paper_averages_the_file_states(tmp_path, monkeypatch):
+    """Table 7 has no Table 1-2 row: `paper_a_average` / `paper_b_average` (with `paper_source`) are the paper's
+    rows of the report, their average column only; a number out of 0-100 or both a row and an average refused."""
+    from biobench.api import study_report
+    from biobench.standings import folder_pairs
+
+    text = (_pretrain("a") + _pretrain("b", "mlm") + _eval("fr", ["run:a/final", "run:b/final"])
+            + '\n[[compare]]\na = "run:a/final"\nb = "run:b/final"\npaper_a_average = 71.6\npaper_b_average = 72.6\n'
+            'paper_source = "Table 7, F1 over 3 tasks"\n')
+    study = load_study(_write(tmp_path, text))
+    monkeypatch.setattr(folder_pairs, "compare", lambda *args: {"tasks": [], "a": "a", "b": "b", "folder_a": "x",
+                                                                  "folder_b": "y", "averages": {}})
+    item = study_report.compare_one(study, study.compares[0])
+    _, rows = study_report.score_rows(item)
+    assert rows[1] == ["run:a/final, Table 7, F1 over 3 tasks (paper)", "71.60"]
+    assert rows[3] == ["run:b/final, Table 7, F1 over 3 tasks (paper)", "72.60"]
+    assert "paper_a_average value 101: must be at most 100" in _refused(tmp_path, text.replace("71.6", "101"))
+    both = text.replace("paper_a_average", 'paper_a = "MLM baseline (Base, 10B)"\npaper_a_average')
+    assert "paper_a names a paper row, which has its own average; drop paper_a_average" in _refused(tmp_path, both)
