@@ -340,9 +340,11 @@ def test_tiny_study_runs_end_to_end_resumes_and_reports_what_compare_says(tmp_pa
 
 
 def test_a_failed_step_is_reported_with_its_last_log_line_and_the_retry_command(tmp_path, capsys):
-    """A pretraining that fails (its corpus is not there) fails its step; the eval that needs it is not run;
-    `status` says failed, the log's last line and the command that retries; the eval waits on it."""
-    missing = tmp_path / "no-such-corpus.txt"
+    """A pretraining that fails (its corpus folder holds no text: found only when it runs, a missing one is
+    refused before anything starts) fails its step; the eval that needs it is not run; `status` says failed,
+    the log's last line and the command that retries; the eval waits on it."""
+    missing = tmp_path / "empty-corpus"
+    missing.mkdir()
     text = _pretrain("a").replace('"generated:demo-fr"', f'"{missing}"') + _eval("fr", ["run:a/final"])
     path = _write(tmp_path, text)
     assert cli.main(["study", "run", str(path), "--jobs", "1", "--threads", "1"]) == 1
