@@ -82,8 +82,8 @@ def missing_inputs(study: Study) -> list[MissingInput]:
             missing(f"task data {spec.id} ({status.detail})", step, status.fix)
 
     for name, settings in study.pretrain.items():
-        step = f"pretrain/{name}"
-        model_input(str(settings["model"]), step)
+        step_id = f"pretrain/{name}"
+        model_input(str(settings["model"]), step_id)
         source = str(settings["corpus"])
         if _produced(study, Path(source)):
             continue  # a generated corpus, written by `study run`
@@ -91,11 +91,11 @@ def missing_inputs(study: Study) -> list[MissingInput]:
             try:
                 mix = mixture.read_mix(source)
             except ConfigError as err:
-                missing(f"a valid mix file {source}", step, str(err))
+                missing(f"a valid mix file {source}", step_id, str(err))
                 continue
             for part in mix.sources:
                 if not token_store.is_store(part.store):
-                    missing(f"token store {part.store} (mix {source})", step,
+                    missing(f"token store {part.store} (mix {source})", step_id,
                             f"biobench corpus build {part.build_from or 'TEXT_FILES_OR_FOLDERS'} --tokenizer "
                             f"{settings['model'] if parse_ref(settings['model'], '') is None else 'MODEL'} "
                             f"--out {part.store}")
@@ -103,7 +103,7 @@ def missing_inputs(study: Study) -> list[MissingInput]:
             try:
                 corpus_files.check_source(source)
             except DataError:
-                missing(f"corpus {source}", step, "a folder of .txt/.jsonl(.gz) text at that path, or its token "
+                missing(f"corpus {source}", step_id, "a folder of .txt/.jsonl(.gz) text at that path, or its token "
                         f"store: biobench corpus build TEXT_FILES_OR_FOLDERS --tokenizer {settings['model']} "
                         f"--out {source}")
     grids = iter(study.grids)
@@ -122,7 +122,7 @@ def missing_inputs(study: Study) -> list[MissingInput]:
                 data(spec, grid.data_dir, step.id)
         elif step.kind == "analysis" and step.analysis in ANALYSES:
             values = _option_values(step.argv, step.analysis)
-            data_dir = (values.get("data_dir") or [None])[0]
+            data_dir = values["data_dir"][0] if values.get("data_dir") else None
             for option in ANALYSES[step.analysis].options:
                 for value in values.get(option.key, []):
                     if option.role == "model":
