@@ -609,3 +609,14 @@ def test_a_comparison_shows_the_paper_averages_the_file_states(tmp_path, monkeyp
     assert "paper_a_average value 101: must be at most 100" in _refused(tmp_path, text.replace("71.6", "101"))
     both = text.replace("paper_a_average", 'paper_a = "MLM baseline (Base, 10B)"\npaper_a_average')
     assert "paper_a names a paper row, which has its own average; drop paper_a_average" in _refused(tmp_path, both)
+
+
+def test_an_eval_name_with_a_nul_or_an_escape_is_one_line_from_the_command(tmp_path):
+    """Issue 58 item 8 on a real process: a NUL gave a traceback, an ESC reached the dry run's output."""
+    from tests.support import run_biobench
+
+    for name in ("a\\u0000b", "x\\u001b[31m"):
+        path = _write(tmp_path, _pretrain("a") + _eval(name, ["run:a/final"]))
+        done = run_biobench("study", "run", str(path), "--dry-run", cwd=tmp_path)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert "is not a plain name" in done.stderr and "\x1b" not in done.stderr and done.stdout == ""
