@@ -556,6 +556,7 @@ class StudyHandle:
 
     def submit(self, settings: SlurmSettings) -> list[tuple[str, str, list[str]]]:
         """Every step not done as a SLURM job with afterok dependencies: (step id, job id, what it waits on)."""
+        check_inputs(self.study, f"biobench.study({str(self.study.path)!r}).submit(...)")
         check_nothing_conflicts(self.study)
         return [(step.id, job, waits) for step, job, waits in submit_slurm(self.study, settings)]
 
