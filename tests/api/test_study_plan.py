@@ -68,3 +68,17 @@ def test_study_plan_prints_its_table_and_refuses_bad_numbers(tmp_path):
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
     with pytest.raises(ConfigError, match="--gpu h300"):
         study_plan(load_study(path), "h300")
+
+
+@pytest.mark.parametrize("name", ["tiny", "paper-fr-base", "paper-en-base", "paper-fr-large", "paper-en-50b"])
+def test_each_example_study_has_a_plan(name, tmp_path):
+    """Issue 60: `study plan` of every example prints its table; a pretraining of a known hub model has its FLOPs."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "studies" / f"{name}.toml"
+    plan = study_plan(load_study(path, tmp_path / "out"), "h100", 4)
+    lines = plan_lines(plan)
+    assert lines[1].split()[:3] == ["step", "work", "params"] and len(lines) > len(plan.rows) + 3
+    assert next(line for line in lines if line.startswith("total:")).endswith("days)")
+    if name != "tiny":  # presets have no published size
+        assert all(r.flops and r.flops > 1e18 for r in plan.rows if r.kind == "pretrain")
