@@ -263,6 +263,13 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay
                               f"{store.fingerprint} vs {first.fingerprint}); one run reads one tokenizer: "
                               f"rebuild it with corpus build ... --tokenizer {first.tokenizer_name}")
     available = [len(mixture.source_stream(s, store)[0]) for s, store in zip(mix.sources, stores, strict=True)]
+    # a budget beyond what the stores can give within their max_passes (its first phase alone) is refused here, in
+    # one line, before the plan is sized by it (`--tokens 17T` over a few million tokens asked for 15.5 GiB, issue 58
+    # item 6); within it, a source that cannot fill its share is the plan's own line
+    capacity = sum(a * s.max_passes for a, s in zip(available, mix.sources, strict=True))
+    if tokens > capacity:
+        raise ConfigError(f"--tokens {tokens:,}: the mix's stores give at most {int(capacity):,} tokens within their "
+                          "max_passes; lower --tokens, raise max_passes or add tokens to the stores")
     result = mixture.plan_run(mix, available, tokens, batch_size, seq_len, decay_ratio)
     return result.table(), result.short(), result.rows()
 

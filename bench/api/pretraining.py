@@ -7,20 +7,19 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.ranges import parse_count
 from biobench.runtime.batching import AUTO, batch_size_value
 from biobench.runtime.device import resolve_device
 from biobench.runtime.files import atomic_write, output_folder
 from biobench.runtime.paths import check_text
 from biobench.tasks.options import check_keys
 
-SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 # CPU defaults for preset models: a run of a few million tokens finishes in minutes. The paper's geometry is
 # PretrainConfig's own defaults (training/trainer.py), read from there.
 CPU_PRESET_DEFAULTS = {"seq_len": 512, "batch_size": 16}
@@ -28,15 +27,9 @@ CONFIG_FILE = "pretrain_config.toml"  # the resolved config, beside the checkpoi
 
 
 def parse_tokens(text: str | int) -> int:
-    """'2M' -> 2_000_000, '1.5B', '500K', '12345' (an int is taken as it is)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text < 0:
-            raise ConfigError(f"token count {text}: give a positive number, e.g. 2M")
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMBGT]?)\s*", str(text).upper())
-    if not m:
-        raise ConfigError(f"token count {text!r}: expected a number with an optional K/M/B suffix, e.g. 2M")
-    return int(round(float(m.group(1)) * SUFFIXES[m.group(2)]))
+    """'2M' -> 2_000_000, '1.5B', '500K', '12345' (an int is taken as it is): bounded at parse time by the one
+    count parser (biobench.ranges.parse_count)."""
+    return parse_count(text, "token count")
 
 
 def resolve_geometry(model: str, device: str | None, batch_size: int | str | None, seq_len: int | None,
