@@ -155,6 +155,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
     check_device(args.device)
+    # lazy: `biobench --help` does not import it (startup time)
+    from biobench.runtime import launch
+
+    launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
     if args.config and args.results is not None:
         raise ConfigError("with --config, each grid's results folder comes from the grid file (results = \"DIR\", "
@@ -472,7 +476,7 @@ def run_config(args: argparse.Namespace) -> int:
 
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
-    grids = select_grids(args.config, args.grid)
+    grids = select_grids(args.config, args.grid, args.task_file)
     options: dict[str, Any] = dict(task_files=args.task_file, data_dir=args.data_dir,
                                    overrides=overrides_from_args(args), shard=args.shard, quick=args.quick)
     if args.dry_run:

@@ -39,6 +39,7 @@ from biobench.protocols import OVERRIDES, SEEDS, check_override
 from biobench.ranges import format_ranges, optional_seeds
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.runtime.leases import now_iso
+from biobench.runtime.paths import check_text
 from biobench.store import read_result
 from biobench.store.metadata import check_metadata
 from biobench.tasks.registry import list_specs
@@ -140,9 +141,12 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     return grids_from_tables(tables, raw, path)
 
 
-def select_grids(path: str | Path, names: Sequence[str] = ()) -> list[Grid]:
-    """The grids of a grid file (`eval --config`), only those named in `names` (`--grid`) when given."""
+def select_grids(path: str | Path, names: Sequence[str] = (), task_files: Sequence[str | Path] = ()) -> list[Grid]:
+    """The grids of a grid file (`eval --config`), only those named in `names` (`--grid`) when given; `task_files`:
+    the command line's --task-file, whose tasks a `lang` grid runs too (counted against the cap)."""
     grids = read_grid_file(path)
+    if task_files:
+        check_size(grids, Path(path), len(task_files))
     if names:
         unknown = [g for g in names if g not in {grid.name for grid in grids}]
         if unknown:
@@ -189,6 +193,8 @@ def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, t
             if not isinstance(entry, dict) or not isinstance(entry.get("model"), str):
                 raise ConfigError(f"{where}: model #{i} needs model = \"ALIAS, ORG/NAME or FOLDER\"")
             _check_keys(entry, MODEL_KEYS, f"{where} model #{i}")
+            if entry.get("name") is not None:  # a display name: no invisible character (issue 58 item 2)
+                check_text(entry["name"], f"{where} model #{i} name")
             parsed.append(GridModel(_model_text(base, entry["model"]), entry.get("name"),
                                     _overrides(entry.get("overrides"), f"{where} model #{i}"),
                                     check_metadata(entry.get("metadata"), f"{where} model #{i}")))
@@ -204,22 +210,30 @@ def grids_from_tables(tables: list[Any], defaults: dict[str, Any], path: Path, t
             parallel=None if parallel is None else check_parallel(parallel, where)), None if seeds is None else str(seeds)))
     # the seeds of every grid once the file's other keys are checked (the order in which a file's errors are met)
     grids = [Grid(**fields, seeds=optional_seeds(text, f"{fields['source']} seeds")) for fields, text in checked]
-    runs = planned_runs(grids)
-    if runs > MAX_GRID_RUNS:
-        raise ConfigError(f"{path}: plans {runs:,} runs (models x tasks x seeds over its {len(grids):,} grid(s)), over "
-                          f"the limit of {MAX_GRID_RUNS:,} per grid file; split it into several files")
+    check_size(grids, path)
     return grids
 
 
-def planned_runs(grids: list[Grid]) -> int:
+def check_size(grids: list[Grid], path: Path, extra_task_files: int = 0) -> None:
+    """ConfigError in one line when `grids` plan more than MAX_GRID_RUNS runs (planned_runs)."""
+    runs = planned_runs(grids, extra_task_files)
+    if runs > MAX_GRID_RUNS:
+        raise ConfigError(f"{path}: plans {runs:,} runs (models x tasks x seeds over its {len(grids):,} grid(s)), over "
+                          f"the limit of {MAX_GRID_RUNS:,} per grid file; split it into several files")
+
+
+def planned_runs(grids: list[Grid], extra_task_files: int = 0) -> int:
     """An upper bound of the runs `grids` plan, counted from the file alone (no task data read): a grid's models x
-    its tasks (all of its language's paper tasks for `lang`) x its seeds (its protocol's, 9 at most, when it
-    names none)."""
+    its tasks (for `lang`: all of its language's paper tasks plus one per task file, the grid's and
+    `extra_task_files` given on the command line, whatever their language: a file is not read to count it) x its
+    seeds (its protocol's, 9 at most, when it names none). A `lang` grid with 500 task files counted 19,800 runs
+    and its dry run then took minutes (issue 58 item 5)."""
 
     default_seeds = max(len(s) for s in SEEDS.values())
     total = 0
     for grid in grids:
-        tasks = len(grid.tasks) if grid.tasks else len(list_specs(grid.lang))
+        tasks = len(grid.tasks) if grid.tasks else (len(list_specs(grid.lang)) + len(grid.task_files)
+                                                    + extra_task_files)
         seeds = len(grid.seeds) if grid.seeds else default_seeds
         total += len(grid.models) * tasks * seeds
     return total

@@ -127,6 +127,16 @@ def slurm_args(values: list[str]) -> dict[str, str]:
     return out
 
 
+def check_options(args: Any) -> None:
+    """The launcher's options (add_launcher_arguments) checked as the submit checks them, without SLURM: also under
+    --dry-run, which used to pass `--slurm-arg output=/etc/cron.d/x` that the real submit refuses (issue 58)."""
+    minutes(args.time)
+    slurm_args(args.slurm_arg)
+    for flag in ("partition", "account", "log_dir"):
+        if getattr(args, flag, None) is not None:
+            check_text(getattr(args, flag), f"--{flag.replace('_', '-')}")
+
+
 def sbatch_error(text: str) -> str:
     """sbatch's own reason out of submitit's error (which also repeats the command and its output): the
     `sbatch: error:` lines, joined in one line; the whole text, shortened, when there is none."""
