@@ -37,7 +37,7 @@ from biobench.api.results import RefusedFile, Results
 from biobench.api.study import load_study
 from biobench.errors import BiobenchError, ConfigError, DataError, DiskFullError, ModelLoadError, ResultsError
 from biobench.standings.folder_pairs import compare as compare_folders
-from biobench.store import SEED_FILE
+from biobench.store import SEED_FILE, seed_paths
 
 __all__ = ["BiobenchError", "ConfigError", "DataError", "DiskFullError", "ModelLoadError", "Results",
            "ResultsError", "compare", "contamination", "evaluate", "list_tasks", "load_results", "pretrain", "study"]
@@ -113,8 +113,8 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
         if not folder.is_dir():
             raise ResultsError(f"{folder}: no such results folder (give a folder written by `biobench eval`, a "
                                "results.parquet or hf://datasets/ORG/NAME)")
-    seeds = {p: int(found[1]) for folder in folders for p in folder.glob("*/*/seed-*.json")
-             if (found := SEED_FILE.match(p.name))}
+    # through real folders only (store.seed_paths: the board's rule, so every export counts the same runs)
+    seeds = {p: int(found[1]) for folder in folders for p in seed_paths(folder) if (found := SEED_FILE.match(p.name))}
     paths = sorted(seeds, key=lambda p: (str(p.parent.parent), p.parent.name, seeds[p]))
     out = Results.from_files(paths)
     out.problems.extend(RefusedFile(p.path, p.reason) for p in refused)

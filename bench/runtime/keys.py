@@ -7,6 +7,7 @@ import difflib
 from collections.abc import Iterable
 
 from biobench.errors import ConfigError
+from biobench.runtime.paths import display_text
 
 
 def check_keys(given: Iterable[str], allowed: Iterable[str], where: str, what: str = "key") -> None:
@@ -18,4 +19,5 @@ def check_keys(given: Iterable[str], allowed: Iterable[str], where: str, what: s
         close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
         hint = f"did you mean '{close[0]}'? " if close else ""
         valid = ", ".join(allowed) if allowed else "none"
-        raise ConfigError(f"{where}: unknown {what} '{key}': {hint}(valid here: {valid})")
+        # the key as shown, not as written: an ESC or a newline in a mix file's key reached the terminal raw
+        raise ConfigError(f"{where}: unknown {what} '{display_text(key, 80)}': {hint}(valid here: {valid})")

@@ -40,11 +40,12 @@ from biobench.store.result_files import (
     read_json_file,
     read_predictions,
     read_result,
+    seed_paths,
     write_result,
 )
 
 __all__ = [
     "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "claim_path", "decide",
     "iter_results", "model_group", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
-    "result_path", "run_key", "write_result",
+    "result_path", "run_key", "seed_paths", "write_result",
 ]

@@ -235,11 +235,20 @@ def _seed_of(path: Path) -> int:
     return int(match[1]) if match else -1
 
 
-def iter_results(results_dir: str | Path, model_slug: str | None = None,
-                 task_id: str | None = None) -> Iterator[tuple[Path, Result]]:
-    """(path, result) for every `<results>/<slug>/<task>/seed-<n>.json`, sorted; corrupt files raise."""
+def seed_paths(results_dir: str | Path, model_slug: str | None = None, task_id: str | None = None) -> list[Path]:
+    """Every `<results>/<slug>/<task>/seed-<n>.json`, sorted by (slug, task, seed), through real folders only: a
+    symlinked model or task folder is not followed. The one rule of every reader of a results folder (the board's
+    walk does not follow links either, bench/standings/scan.py `Listing`): the Every Eval Ever export counted a
+    linked folder's runs that the board and the parquet export skipped, 4 runs against the board's 2 (issue 58)."""
     root = Path(results_dir)
     pattern = f"{model_slug or '*'}/{task_id or '*'}/seed-*.json"
-    paths = [p for p in root.glob(pattern) if SEED_FILE.fullmatch(p.name)]
-    for path in sorted(paths, key=lambda p: (p.parent.parent.name, p.parent.name, _seed_of(p))):
+    paths = [p for p in root.glob(pattern) if SEED_FILE.fullmatch(p.name)
+             and not p.parent.is_symlink() and not p.parent.parent.is_symlink()]
+    return sorted(paths, key=lambda p: (p.parent.parent.name, p.parent.name, _seed_of(p)))
+
+
+def iter_results(results_dir: str | Path, model_slug: str | None = None,
+                 task_id: str | None = None) -> Iterator[tuple[Path, Result]]:
+    """(path, result) for every `<results>/<slug>/<task>/seed-<n>.json` (seed_paths), sorted; corrupt files raise."""
+    for path in seed_paths(results_dir, model_slug, task_id):
         yield path, read_result(path)
