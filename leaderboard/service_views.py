@@ -270,10 +270,12 @@ def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lan
                 numbers: dict[str, object], submitter: str, metadata: dict[str, object] | None = None) -> str:
     """One form submission checked as public input (`vet_public_model`, the metadata by `form_metadata`) and
     queued; the answer is one line that names no server path."""
+    refused, when = policy.limiter.allow(submitter)  # per visitor, refused forms included; the global cap after
+    if refused:
+        return f"error: {refused}"
     if not (model or "").strip():
+        policy.limiter.refund(when)
         return "error: give a model"
-    if not policy.limiter.allow():
-        return "error: this leaderboard takes a few submissions a minute from all visitors together; try again in a minute"
     try:
         overrides = {k: int(v) if isinstance(v, float) and v.is_integer() else v  # checked by submit_request
                      for k, v in numbers.items() if v not in (None, "", 0)}
@@ -284,6 +286,7 @@ def form_submit(queue: str, policy: PublicPolicy, model: str, revision: str, lan
                                        overrides=overrides, submitter=submitter, max_pending=policy.max_pending, max_queued=policy.max_queued,
                                        resolve=False, metadata=stated)
     except BiobenchError as err:
+        policy.limiter.refund(when)  # a refused form costs its visitor, not the other visitors' place
         return f"error: {md(hide_paths(str(err).replace(queue, 'the queue')))}"
     return f"submitted {md_code(request.id)}" + (f" ({md(hide_paths(note))})" if note else "")
 

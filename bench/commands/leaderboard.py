@@ -38,8 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    "may have waiting (0: no limit)")
     p.add_argument("--max-queued", type=int, default=100, metavar="N", help="requests the whole queue may have "
                    "waiting before the Submit form refuses more (0: no limit; default 100)")
-    p.add_argument("--max-submissions-per-minute", type=int, default=10, metavar="N", help="submissions the form "
-                   "accepts per minute from all visitors together (0: no limit; default 10)")
+    p.add_argument("--max-submissions-per-minute", type=int, default=30, metavar="N", help="submissions the form "
+                   "accepts per minute from all visitors together, refused ones not counted (0: no limit; default 30)")
+    p.add_argument("--max-visitor-submissions-per-minute", type=int, default=5, metavar="N", help="submissions one "
+                   "visitor may make per minute, refused ones included (0: no limit; default 5)")
     p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDR", help="an address or network "
                    "(10.0.0.0/8) of a reverse proxy in front of this server whose X-Forwarded-For names the visitor "
                    "(repeatable; default none: the connection's address is the visitor's, whatever headers say)")
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.n_boot < 1:
         raise ConfigError(f"--n-boot {args.n_boot}: give at least 1 bootstrap replicate (the paper uses 1000)")
     for flag, value in (("--max-pending", args.max_pending), ("--max-queued", args.max_queued),
-                        ("--max-submissions-per-minute", args.max_submissions_per_minute)):
+                        ("--max-submissions-per-minute", args.max_submissions_per_minute),
+                        ("--max-visitor-submissions-per-minute", args.max_visitor_submissions_per_minute)):
         if value < 0:
             raise ConfigError(f"{flag} {value}: give 0 (no limit) or more")
     roots = tuple(Path(r) for r in args.allow_local_models)
@@ -81,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if odd is not None:
         raise ConfigError(f"--allow-local-models {odd}: not a folder")
     policy = PublicPolicy(local_roots=roots, max_pending=args.max_pending, max_queued=args.max_queued,
-                          limiter=RateLimit(args.max_submissions_per_minute))
+                          limiter=RateLimit(args.max_submissions_per_minute,
+                                            args.max_visitor_submissions_per_minute))
     trust_proxies(args.trusted_proxy)
     missing = [r for r in args.results if not str(r).startswith("hf://") and not Path(r).exists()]
     if missing:

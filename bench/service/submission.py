@@ -100,32 +100,64 @@ def protocol_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 class RateLimit:
-    """At most `per_minute` events in any 60 s (a sliding window), shared by every thread of the app. Why a
-    global limit besides the per-visitor one: a visitor is an address, and a stranger with many addresses (or a
-    botnet) is many visitors; this bounds what the whole form can add to the queue per minute."""
+    """How many form submissions a minute (a sliding 60 s window) the app takes, shared by every thread: at most
+    `per_visitor` tries of one visitor, refused ones included (a refused form costs its visitor), and at most
+    `per_minute` accepted submissions from all visitors together (0: no limit for either). Why both: the global
+    cap used to count every try before the form was checked, so ten junk submissions from one address refused
+    every other visitor for a minute (issue 58 item 1); it now counts only what reaches the queue, and is far
+    above one visitor's. It stays because a visitor is an address, and a stranger with many addresses (or a
+    botnet) is many visitors: it bounds what the whole form can add to the queue per minute."""
 
-    def __init__(self, per_minute: int) -> None:
+    MAX_TRACKED = 10_000  # visitors remembered at once: beyond it, those idle for a minute are forgotten first
+
+    def __init__(self, per_minute: int, per_visitor: int = 0) -> None:
         import collections
         import threading
 
-        self.per_minute = per_minute
-        self._times: collections.deque[float] = collections.deque()
+        self.per_minute, self.per_visitor = per_minute, per_visitor
+        self._accepted: collections.deque[float] = collections.deque()
+        self._tries: dict[str, collections.deque[float]] = {}
         self._lock = threading.Lock()
 
-    def allow(self, now: float | None = None) -> bool:
-        """Whether one more event fits (and count it when it does); 0 per minute: no limit."""
+    @staticmethod
+    def _expire(times: Any, now: float) -> None:
+        while times and times[0] <= now - 60:
+            times.popleft()
+
+    def allow(self, visitor: str = "", now: float | None = None) -> tuple[str | None, float]:
+        """(why one more submission of `visitor` is refused, or None; its time). Counts the visitor's try and,
+        when it fits, holds a place of the global cap: give it back with `refund(time)` when the form is refused."""
+        import collections
         import time
 
-        if self.per_minute <= 0:
-            return True
         now = time.monotonic() if now is None else now
         with self._lock:
-            while self._times and self._times[0] <= now - 60:
-                self._times.popleft()
-            if len(self._times) >= self.per_minute:
-                return False
-            self._times.append(now)
-            return True
+            if self.per_visitor > 0:
+                if len(self._tries) >= self.MAX_TRACKED:
+                    for key in [k for k, times in self._tries.items() if not times or times[-1] <= now - 60]:
+                        del self._tries[key]
+                tries = self._tries.setdefault(visitor, collections.deque())
+                self._expire(tries, now)
+                if len(tries) >= self.per_visitor:
+                    return (f"this leaderboard takes {self.per_visitor} submissions a minute from one visitor; try "
+                            "again in a minute"), now
+                tries.append(now)
+            if self.per_minute > 0:
+                self._expire(self._accepted, now)
+                if len(self._accepted) >= self.per_minute:
+                    return ("this leaderboard takes a few submissions a minute from all visitors together; try again "
+                            "in a minute"), now
+                self._accepted.append(now)
+            return None, now
+
+    def refund(self, when: float) -> None:
+        """The submission made at `when` was refused: its place of the global cap is free again (the visitor's
+        try still counts)."""
+        with self._lock:
+            try:
+                self._accepted.remove(when)
+            except ValueError:  # already out of the window
+                pass
 
 
 def trust_proxies(proxies: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -158,12 +190,13 @@ def check_proxies(proxies: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 class PublicPolicy:
     """What the public form accepts. `local_roots`: folders under which local model folders are accepted
     (empty: hub ids only); `max_pending`: requests one visitor may have waiting; `max_queued`: requests the
-    whole queue may have waiting (0: no limit); `limiter`: submissions per minute from all visitors together."""
+    whole queue may have waiting (0: no limit); `limiter`: submissions per minute, per visitor (refused ones
+    included) and accepted from all visitors together."""
 
     local_roots: tuple[Path, ...] = ()
     max_pending: int = 3
     max_queued: int = 100
-    limiter: RateLimit = field(default_factory=lambda: RateLimit(10), compare=False)
+    limiter: RateLimit = field(default_factory=lambda: RateLimit(30, 5), compare=False)
 
     def refusal(self) -> str:
         local = " or a model folder under the folders this leaderboard accepts" if self.local_roots else ""
