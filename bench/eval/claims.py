@@ -146,7 +146,13 @@ class RunClaims:
         self.warn(f"warning: cannot renew the claim {lease.folder} ({err}); retrying")
 
     def _state(self, files: FolderLeases, folder: str) -> LeaseState:
-        state = leases.read_state(files, folder)
+        state = leases.read_state(files, folder, lease_s=self.lease_s)
+        if state.junk:
+            # a generation no holder wrote (a planted 999999.json made eval wait, then exit 0 with the run never
+            # done): said once, the folder removed (only this claim's folder), the run claimed afresh
+            self.warn(f"warning: {files.label}/{state.problem}; removed so the run can be claimed")
+            files.remove(folder)
+            state = leases.read_state(files, folder, lease_s=self.lease_s)
         if state.problem:
             self.warn(f"warning: {files.label}/{state.problem}")
         return state

@@ -51,6 +51,10 @@ from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes
 MAX_GENERATION = 999_999  # generation names have six digits
 MAX_LEASE_S = 7 * 24 * 3600.0  # a lease further ahead than a week is not one biobench wrote: expired
 MAX_LEASE_BYTES = 4096  # a lease is ~300 bytes
+# A holder writes its expiry as its clock plus its lease length, renewed every fraction of it: a lease expiring more
+# than this many of the reader's lease lengths ahead is not one a holder of the same settings wrote (a planted claim
+# expiring in 6.9 days parked its run for a week, issue 58 item 3); clock skew under NTP is seconds.
+PERIODS_AHEAD = 3
 _GENERATION = re.compile(r"(\d{6})\.json")
 _TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,200}")  # holder texts: short, no control characters
 SLURM_FIELDS = {"slurm_job_id": "SLURM_JOB_ID", "slurm_array_job_id": "SLURM_ARRAY_JOB_ID",
@@ -167,6 +171,8 @@ class LeaseState:
     expires: float = 0.0
     released: bool = False
     problem: str | None = None
+    # a generation no holder could have written (beyond the folder's history): the folder is junk, to be cleared
+    junk: bool = False
 
     def free(self, now: float | None = None) -> bool:
         return self.expires <= (time.time() if now is None else now)
@@ -196,9 +202,9 @@ def _text(raw: dict[str, Any], name: str, optional: bool = True) -> str | None:
     return value
 
 
-def decode(data: bytes, now: float, source: str = "lease") -> tuple[Holder, float, bool]:
+def decode(data: bytes, now: float, source: str = "lease", ahead_s: float = MAX_LEASE_S) -> tuple[Holder, float, bool]:
     """(holder, expires, released) of a lease file's bytes; ValueError with the reason when it is not a lease
-    biobench writes (the caller treats it as expired)."""
+    biobench writes (the caller treats it as expired), an expiry more than `ahead_s` ahead included."""
     try:
         raw = parse_json(data, source, max_depth=4)
     except UnsafeJSONError as err:
@@ -214,8 +220,8 @@ def decode(data: bytes, now: float, source: str = "lease") -> tuple[Holder, floa
         raise ValueError("expires is not a finite time") from None
     if not math.isfinite(expires) or expires < 0:
         raise ValueError("expires is not a finite time")
-    if expires > now + MAX_LEASE_S:
-        raise ValueError(f"expires more than {MAX_LEASE_S / 86400:.0f} days ahead")
+    if expires > now + ahead_s:
+        raise ValueError(f"expires {expires - now:,.0f} s ahead, more than a holder writes ({ahead_s:,.0f} s)")
     pid = raw.get("pid", 0)
     if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < 2**32:
         raise ValueError("pid is not a process id")
@@ -240,20 +246,27 @@ def generations(files: LeaseFiles, folder: str) -> list[int]:
     return sorted(found)
 
 
-def read_state(files: LeaseFiles, folder: str, now: float | None = None) -> LeaseState:
+def read_state(files: LeaseFiles, folder: str, now: float | None = None, lease_s: float | None = None) -> LeaseState:
     """The current generation of `folder` and whether it is held; a file that is not a lease reads as expired,
-    with the reason in `problem`."""
+    with the reason in `problem`. Bounded by what a real holder could have written: generations are created one by
+    one and never removed, so the latest is at most the number of them (a planted `999999.json` is `junk`: the
+    folder is to be cleared); with `lease_s` (the reader's lease length), an expiry more than PERIODS_AHEAD of
+    them ahead reads as expired (else MAX_LEASE_S)."""
     now = time.time() if now is None else now
     found = generations(files, folder)
     if not found:
         return LeaseState(0)
     latest = found[-1]
     path = f"{folder}/{latest:06d}.json"
+    if latest > len(found):
+        return LeaseState(latest, problem=f"{path}: generation {latest:,} in a folder of {len(found):,} generation(s), "
+                                          "not one a holder wrote (they are created one by one)", junk=True)
+    ahead = MAX_LEASE_S if lease_s is None else min(MAX_LEASE_S, PERIODS_AHEAD * lease_s)
     try:
         data = files.read(path, MAX_LEASE_BYTES)
         if data is None:  # released and removed since it was listed
             return LeaseState(latest)
-        holder, expires, released = decode(data, now, path)
+        holder, expires, released = decode(data, now, path, ahead)
     except UnsafeJSONError as err:  # a FIFO, a device, over the size limit
         return LeaseState(latest, problem=f"{path}: {err.reason}; treated as expired")
     except ValueError as err:
