@@ -398,7 +398,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         folders: dict[str, Path] = {}
         wanted = listing.wanted()
         unread = [p for p in wanted if store.SEED_FILE.fullmatch(os.path.basename(p))
-                  and index.row(p[prefix:], listing.stamp(p)) is None]
+                  and index.row(p[prefix:], listing.stamp(p), p) is None]
         read_ahead = _read_in_workers(unread) if len(unread) >= PARALLEL_READ_FILES else {}
         for name_str in wanted:
             name = os.path.basename(name_str)
@@ -418,15 +418,15 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
             path = _child(folder, name)
             present.add(rel)
             stamp = listing.stamp(name_str)
-            row = index.row(rel, stamp)
+            row = index.row(rel, stamp, name_str)
             try:
                 if row is None:
                     try:
                         row = _row_read(path, read_ahead.pop(name_str, None))
                     except ResultsError:
-                        index.keep(rel, stamp, None)
+                        index.keep(rel, stamp, None, name_str)
                         raise
-                    index.keep(rel, stamp, row)
+                    index.keep(rel, stamp, row, name_str)
                 run = run_of(path, row, known_langs, listing, folder)
             except ResultsError as err:
                 scan.problems.append(Problem(str(path), _reason(err, path)))
@@ -437,6 +437,9 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
                 continue
             seen[key] = path
             scan.runs.append(run)
+        for line in (index.disagreement(), index.orphaned(present)):
+            if line:
+                scan.problems.append(Problem(str(index.path), line))
         index.save(present)
     return scan
 

@@ -8,9 +8,14 @@ Here each valid result is one row of what the scan made of it (model, task, seed
 texts, ...): a warm start reads typed columns and builds its runs without re-reading a file.
 
 The result files stay the source of truth:
-- a row is used only while its file's (size, mtime_ns) stamp is unchanged; a changed or new file is read again on
-  its own, a removed one is dropped when the index is saved (incremental). A file that is not a valid result has
-  no row: it is read, and reported, at every start.
+- a row is used only while its file's (size, mtime_ns) stamp is unchanged and its seal holds: the sha256 of the
+  file's bytes and of the row's own values, made when the row was made from the file. The index's own sha256
+  proves the index is whole, not that its rows are the files' rows: an index rewritten with a row's score changed
+  (0.352 -> 0.999, its checksum recomputed) was shown on the board (issue 58 item 4). A row whose seal does not
+  hold is read again from its file (one Problems line says how many); so is a changed or new file; a removed one
+  is dropped when the index is saved (incremental). An index none of whose files is in the folder (copied
+  without them) is said so in one line. A file that is not a valid result has no row: it is read, and reported,
+  at every start. The seal costs one bounded read of each result file per start (no parse, no validation).
 - the index is untrusted on read (a cache folder may be shared or damaged): the file is bounded in size and
   carries a sha256 of its Arrow bytes; its schema must be this version's exactly; every row is checked for what
   the reader guarantees of a result (a score that is a finite fraction, an integer seed, ids and
@@ -31,13 +36,15 @@ from typing import Any, NamedTuple
 
 from biobench.errors import BiobenchError, DiskFullError
 from biobench.runtime.files import atomic_write
-from biobench.runtime.jsonfile import read_bytes
+from biobench.runtime.jsonfile import UnsafeJSONError, read_bytes
 from biobench.runtime.paths import LANG_CODE, UnsafePathError, safe_name
 from biobench.store.record import INT_LIMIT
+from biobench.store.result_files import MAX_RESULT_BYTES
 
 # 2: the JSON scan index (raw fields); 3: Arrow rows of raw fields (reverted); 4: validated typed rows; 5: `score` is
-# the task's headline metric (Result.score) and `model` the one identity (store.model_group), issue 57
-VERSION = 5
+# the task's headline metric (Result.score) and `model` the one identity (store.model_group), issue 57; 6: each row
+# sealed to its file's bytes (issue 58)
+VERSION = 6
 MAGIC = b"biobench-results-index"
 MAX_INDEX_BYTES = 2**30  # ~600 bytes per result: over a million results
 
@@ -84,8 +91,32 @@ def _arrow_type(pa: Any, column: str) -> Any:
 
 
 def _schema(pa: Any) -> Any:
-    return pa.schema([("rel", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
+    return pa.schema([("rel", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("seal", pa.string()),
                       *[(c, _arrow_type(pa, c)) for c in IndexRow._fields]])
+
+
+def _value_digest(value: Any) -> bytes:
+    """The digest of one stored value of a row (its text as stored, a number's repr)."""
+    return hashlib.sha256(value.encode() if isinstance(value, str) else repr(value).encode()).digest()
+
+
+def file_digest(path: str | Path) -> bytes | None:
+    """The sha256 of a result file's bytes, read as the store's reader reads it (bounded, regular, confined to its
+    folder); None when it cannot be read (the reader then says why)."""
+    try:
+        return hashlib.sha256(read_bytes(path, MAX_RESULT_BYTES, confined=True)).digest()
+    except (OSError, UnsafeJSONError):
+        return None
+
+
+def seal(content: bytes, values: bytes) -> str:
+    """A row's seal: its file's content digest with the digests of the row's stored values (`_row_values`)."""
+    return hashlib.sha256(content + values).hexdigest()
+
+
+def _row_values(row: IndexRow) -> bytes:
+    """The digests of a row's values as the index stores them (JSON columns as their text), joined."""
+    return b"".join(_value_digest(_text(item, column)) for column, item in zip(IndexRow._fields, row, strict=True))
 
 
 def _refuse_constant(name: str) -> Any:
@@ -154,9 +185,10 @@ def _check_number(column: str, value: Any) -> None:
         raise IndexDamaged(f"a file {column} {value!r} that is not a count")
 
 
-def _values(chunked: Any, column: str) -> list[Any]:
+def _values(chunked: Any, column: str, digests: list[list[bytes]] | None = None) -> list[Any]:
     """A column as checked Python values. A dictionary column's distinct values are checked (JSON parsed) once
-    each and shared by their rows: one model's metadata is parsed once, not once per result."""
+    each and shared by their rows: one model's metadata is parsed once, not once per result. `digests`: a list to
+    which each row's digest of its stored value is appended (`_value_digest`, once per distinct value)."""
     import pyarrow as pa
 
     array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
@@ -164,6 +196,13 @@ def _values(chunked: Any, column: str) -> list[Any]:
     if array.null_count or (dictionary and array.dictionary.null_count):
         raise IndexDamaged(f"a missing value in column {column}")
     values = array.dictionary.to_pylist() if dictionary else array.to_pylist()
+    if digests is not None:
+        distinct = [_value_digest(v) for v in values]
+        digests.append([distinct[i] for i in array.indices.to_pylist()] if dictionary else distinct)
+    if column == "seal":
+        if not all(isinstance(v, str) and len(v) == 64 for v in values):
+            raise IndexDamaged("a seal that is not a sha256")
+        return values
     if column in _JSON:
         values = [_check_json(column, v) for v in values]
     elif column in ("score", "seed", "size", "mtime_ns"):
@@ -187,7 +226,11 @@ class ResultsIndex:
         self._replaced: Path | None = None
         self.problem: str | None = None
         self.changed = False
-        self._rows: dict[str, tuple[int, int, IndexRow]] = {}  # rel -> (size, mtime_ns, row)
+        # rel -> (size, mtime_ns, row, seal, the digests of the row's stored values: b"" for a row made here)
+        self._rows: dict[str, tuple[int, int, IndexRow, str, bytes]] = {}
+        self._checked: dict[str, IndexRow | None] = {}  # rel -> the row once its seal was checked (None: it failed)
+        self.loaded = 0  # rows read from the index on disk
+        self.disagreeing = 0  # rows of the index on disk whose seal did not hold: read again from their files
         if cache_dir is None:
             return
         digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
@@ -195,6 +238,7 @@ class ResultsIndex:
         self._replaced = Path(cache_dir) / f"scan-{digest}.json"  # the JSON scan index before version 4 (60 MB)
         try:
             self._rows = self._read()
+            self.loaded = len(self._rows)
             _release_arrow_memory()  # the table is gone once its rows are Python values
         except (FileNotFoundError, NotADirectoryError):  # no index yet (or no cache folder): a quiet miss
             pass
@@ -212,7 +256,7 @@ class ResultsIndex:
         self._rows = {}
         self.changed = True
 
-    def _read(self) -> dict[str, tuple[int, int, IndexRow]]:
+    def _read(self) -> dict[str, tuple[int, int, IndexRow, str, bytes]]:
         import pyarrow as pa
         import pyarrow.ipc
 
@@ -231,30 +275,59 @@ class ResultsIndex:
         table.validate(full=True)  # offsets, lengths, dictionary indices and UTF-8 checked before any value is read
         if not table.schema.equals(_schema(pa)):
             raise IndexDamaged("columns of another type")
-        columns = {name: _values(table.column(name), name) for name in table.schema.names}
-        rows: dict[str, tuple[int, int, IndexRow]] = {}
-        for rel, size, mtime_ns, *fields in zip(*columns.values(), strict=True):
+        digests: list[list[bytes]] = []  # per row column, each row's digest of its stored value
+        columns = {name: _values(table.column(name), name, digests if name in IndexRow._fields else None)
+                   for name in table.schema.names}
+        rows: dict[str, tuple[int, int, IndexRow, str, bytes]] = {}
+        for (rel, size, mtime_ns, sealed, *fields), values in zip(zip(*columns.values(), strict=True),
+                                                                    zip(*digests, strict=True), strict=True):
             if rel in rows:
                 raise IndexDamaged(f"{rel[:80]!r} listed twice")
-            rows[rel] = (size, mtime_ns, IndexRow(*fields))
+            rows[rel] = (size, mtime_ns, IndexRow(*fields), sealed, b"".join(values))
         return rows
 
-    def row(self, rel: str, stamp: tuple[int, int] | None) -> IndexRow | None:
-        """The row of the file `rel` when the index holds it at this (size, mtime_ns) `stamp`."""
+    def row(self, rel: str, stamp: tuple[int, int] | None, path: str | Path) -> IndexRow | None:
+        """The row of the file `rel` (at `path`) when the index holds it at this (size, mtime_ns) `stamp` and its
+        seal holds for the file's bytes (each file checked once per scan)."""
+        if rel in self._checked:
+            return self._checked[rel]
         kept = self._rows.get(rel)
         if kept is None or stamp is None or kept[0] != stamp[0] or kept[1] != stamp[1]:
             return None
-        return kept[2]
+        content = file_digest(path)
+        held = content is not None and (not kept[4] or seal(content, kept[4]) == kept[3])
+        if content is not None and not held:
+            self.disagreeing += 1
+        self._checked[rel] = kept[2] if held else None
+        return self._checked[rel]
 
-    def keep(self, rel: str, stamp: tuple[int, int] | None, row: IndexRow | None) -> None:
-        """What the scan read from the file `rel` (None: not a valid result, so no row; read again next start)."""
+    def keep(self, rel: str, stamp: tuple[int, int] | None, row: IndexRow | None, path: str | Path) -> None:
+        """What the scan read from the file `rel` at `path` (None: not a valid result, so no row; read again next
+        start); the row is sealed to the file's bytes."""
+        self._checked.pop(rel, None)
         if self.path is None or stamp is None:
             return
-        if row is None:
+        content = file_digest(path) if row is not None else None
+        if row is None or content is None:
             self.changed |= self._rows.pop(rel, None) is not None
         else:
-            self._rows[rel] = (stamp[0], stamp[1], row)
+            self._rows[rel] = (stamp[0], stamp[1], row, seal(content, _row_values(row)), b"")
             self.changed = True
+
+    def orphaned(self, present: set[str]) -> str | None:
+        """One line when the index on disk held rows and none of their files is in the folder (an index copied
+        without its files, or the folder emptied): the board shows what the files hold, i.e. nothing of it."""
+        if not self.loaded or any(rel in present for rel in self._rows):
+            return None
+        return (f"results index lists {self.loaded:,} result file(s), none of which is in this folder (an index "
+                "copied without its files?); none of its rows is shown")
+
+    def disagreement(self) -> str | None:
+        """One line when rows of the index on disk did not match their result files (read again from them)."""
+        if not self.disagreeing:
+            return None
+        return (f"{self.disagreeing:,} row(s) of the results index do not match their result files (altered?); "
+                "read from the files and rebuilt")
 
     def save(self, present: set[str]) -> None:
         """Write the index with the rows of the files in `present` (the others were removed), if anything changed."""
@@ -283,7 +356,7 @@ class ResultsIndex:
         rels = sorted(self._rows)
         kept = [self._rows[rel] for rel in rels]
         arrays = [pa.array(rels, pa.string()), pa.array([k[0] for k in kept], pa.int64()),
-                  pa.array([k[1] for k in kept], pa.int64())]
+                  pa.array([k[1] for k in kept], pa.int64()), pa.array([k[3] for k in kept], pa.string())]
         for i, column in enumerate(IndexRow._fields):
             items = [k[2][i] for k in kept]
             kind = _arrow_type(pa, column)

@@ -141,7 +141,8 @@ def test_a_damaged_or_foreign_index_is_one_problem_and_rebuilt(tmp_path):
         extra = [p for p in scan.problems if p not in files.problems]
         assert len(extra) == 1 and extra[0].path == str(index) and why in extra[0].reason
         assert index.read_bytes() == good
-    index.write_bytes(good.replace(b"index 4 ", b"index 3 ", 1))  # another version: an upgrade, a quiet miss
+    older = f"index {store_index.VERSION - 1} ".encode()  # another version: an upgrade, a quiet miss
+    index.write_bytes(good.replace(f"index {store_index.VERSION} ".encode(), older, 1))
     scan = scan_results([root], cache_dir=cache)
     assert scan.problems == files.problems and index.read_bytes() == good
 
