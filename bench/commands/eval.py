@@ -73,7 +73,8 @@ def add_parser(subparsers) -> None:
                         "unfinished run)")
     parser.add_argument("--claim-seconds", type=claim_seconds, default=None, metavar="S",
                         help="how long a claim lives without renewal (default 300; renewed every S/5 while the run "
-                        "trains): a killed process's run is redone after at most S seconds")
+                        "trains): a killed process's run is redone after at most S seconds; give every process of "
+                        "a grid the same S (a claim expiring more than 3*S ahead is not one a holder wrote)")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
                         "on a machine shared by many jobs); with --parallel N, shared: each run gets threads/N")
