@@ -801,3 +801,96 @@ atexit.register(_peak)
 sys.argv = ["biobench", *sys.argv[1:]]
 runpy.run_module("biobench.cli", run_name="__main__", alter_sys=True)
 """
+
+
+# --- round five (issue 58) -------------------------------------------------------------------------------------
+
+# Names that look like "all-MiniLM-L6-v2" (issue 58 item 2): an invisible character each (soft hyphen, combining
+# grapheme joiner, Hangul filler, variation selector 16, tag latin capital A), and a Cyrillic "а" (visible, a
+# confusable of Latin "a"). {results folder: name}
+LOOKALIKE = "all-MiniLM-L6-v2"
+LOOKALIKES = {
+    "u00ad": "all\u00ad-MiniLM-L6-v2", "u034f": "all-MiniLM\u034f-L6-v2", "u3164": "all-MiniLM-L6-v2\u3164",
+    "ufe0f": "all-MiniLM-L6-v2\ufe0f", "ue0041": "all-MiniLM-L6-v2\U000e0041", "cyrillic-a": "\u0430ll-MiniLM-L6-v2",
+}
+INVISIBLE = {"u00ad": "U+00AD", "u034f": "U+034F", "u3164": "U+3164", "ufe0f": "U+FE0F", "ue0041": "U+E0041"}
+
+
+def fake_store(folder: Path, tokens: int) -> Path:
+    """A token store's manifest and marker only (what `corpus plan` reads; training/token_store.py)."""
+    import hashlib
+
+    from biobench.training import token_store
+
+    folder.mkdir(parents=True)
+    text = json.dumps({"format": token_store.FORMAT, "version": token_store.VERSION, "tokens": tokens,
+                       "documents": 1, "shards": [], "dtype": "uint16", "sources": [], "text_field": "text",
+                       "tokenizer": {"fingerprint": "x"}}, indent=1, sort_keys=True) + "\n"
+    (folder / "manifest.json").write_text(text)
+    (folder / "done").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+    return folder
+
+
+def lang_grid_with_task_files(folder: Path, files: int) -> Path:
+    """A `lang = "fr"` grid of one model x 100 seeds with `files` generated French task files (issue 58 item 5:
+    the cap counted the language's paper tasks only, 19,800 runs, and the dry run took minutes)."""
+    names = []
+    for n in range(files):
+        name = f"task-{n}.json"
+        (folder / name).write_text(json.dumps({
+            "id": f"user-cls-{n}", "lang": "fr", "kind": "classification", "max_length": 64, "protocol": "fr",
+            "paper_task": False, "metric": "macro_f1", "sources": [{"type": "generated", "generator": "demo-cls",
+                                                                    "options": {"seed": n, "n_train": 8, "n_dev": 4,
+                                                                                "n_test": 4}}]}))
+        names.append(name)
+    grid = folder / "lang-grid.toml"
+    grid.write_text(f"task_files = {json.dumps(names)}\n\n[[grid]]\nname = \"g\"\nlang = \"fr\"\nseeds = \"0-99\"\n"
+                    "models = [{ model = \"org/m\" }]\n", encoding="utf-8")
+    return grid
+
+
+def round5_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(what, argv, a phrase of the one `error:` line) for the command lines of issue 58 that printed tracebacks,
+    ran for minutes, took gigabytes, echoed control characters or let through what the real command refuses, on
+    main cb197c1. Each is one `error:` line with rc 2 now."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    corpus = tmp / "c.txt"
+    corpus.write_text("Le patient tousse.\n" * 50, encoding="utf-8")
+    digits = "9" * 400
+    fake_store(tmp / "lit", 7_000_000)
+    fake_store(tmp / "mimic", 500_000)
+    (tmp / "mix.toml").write_text('[[source]]\nname = "lit"\nstore = "lit"\nshare = 0.8\n\n[[source]]\nname = "mimic"\n'
+                                  'store = "mimic"\nshare = 0.2\nmax_passes = 3\n', encoding="utf-8")
+    (tmp / "mix-esc.toml").write_text('[[source]]\nname = "lit"\nstore = "lit"\nshare = 1.0\n"sh\\u001b[2Jare\\nx" = 1\n',
+                                      encoding="utf-8")
+    (tmp / "study.toml").write_text(
+        'out = "out"\n\n[[pretrain]]\nname = "detour"\nrecipe = "detour"\nmodel = "preset:tiny"\ncorpus = "c.txt"\n'
+        f'tokens = "20K"\n\n[[eval]]\nname = "e"\ntasks = ["demo-cls"]\nseeds = "42"\n'
+        f'models = [{{ model = "run:detour/step-{digits}" }}]\n', encoding="utf-8")
+    grid = lang_grid_with_task_files(tmp, 500)
+    (tmp / "grid-ok.toml").write_text('[[grid]]\nname = "g"\ntasks = ["demo-cls"]\nseeds = "42"\n'
+                                      'models = [{ model = "org/m" }]\n', encoding="utf-8")
+    pretrain = ["pretrain", "--model", "preset:tiny", "--corpus", str(corpus), "--out", str(tmp / "out")]
+    cases = [
+        ("pretrain --tokens of 400 digits", [*pretrain, "--tokens", digits], "over the limit of 1e+15"),
+        ("corpus plan --tokens of 400 digits", ["corpus", "plan", str(tmp / "mix.toml"), "--tokens", digits],
+         "over the limit of 1e+15"),
+        ("study run --dry-run, a step- reference of 400 digits", ["study", "run", str(tmp / "study.toml"), "--dry-run"],
+         "over the limit of 1e+15"),
+        ("corpus plan --tokens 1T over 7.5M tokens", ["corpus", "plan", str(tmp / "mix.toml"), "--tokens", "1T"],
+         "the mix's stores give at most 8,500,000 tokens"),
+        ("corpus plan --tokens 17T over 7.5M tokens", ["corpus", "plan", str(tmp / "mix.toml"), "--tokens", "17T"],
+         "the mix's stores give at most 8,500,000 tokens"),
+        ("eval --config a lang grid with 500 task files", ["eval", "--config", str(grid), "--dry-run"],
+         "plans 50,800 runs"),
+        ("corpus plan, a mix key holding ESC and a newline", ["corpus", "plan", str(tmp / "mix-esc.toml"), "--tokens",
+                                                              "1M"], "unknown key 'sh\ufffd[2Jare\ufffdx'"),
+        ("eval --launcher slurm --slurm-arg output=... --dry-run", ["eval", "--config", str(tmp / "grid-ok.toml"),
+                                                                   "--launcher", "slurm", "--slurm-arg",
+                                                                   "output=/etc/cron.d/x", "--dry-run"],
+         "output is set by --log-dir"),
+    ]
+    for slug, code in INVISIBLE.items():
+        cases.append((f"eval --name with {code}", ["eval", "--model", "org/m", "--tasks", "demo-cls", "--name",
+                                                   LOOKALIKES[slug], "--dry-run"], code))
+    return cases

@@ -242,7 +242,7 @@ def test_pretraining_settings_are_bounded_and_a_nan_loss_stops_at_its_step(tmp_p
 def test_the_form_flood_is_bounded_over_loopback(tmp_path):
     """30 submissions in about a second from one client over loopback, each with its own X-Forwarded-For (286
     of them were accepted in 30 s on main 05b95a1): without --trusted-proxy the header is ignored, so the
-    client is one visitor and gets 3; the global rate answers the rest in one line; the app still serves."""
+    client is one visitor and gets 3; the limits answer the rest in one line; the app still serves."""
     import socket
     import subprocess
     import sys
