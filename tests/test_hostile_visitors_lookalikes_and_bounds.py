@@ -172,8 +172,9 @@ def _forge_score(root: Path, cache: Path, score: float) -> None:
     index.save(set(index._rows))
 
 
+@pytest.mark.slow
 def test_a_forged_results_index_row_is_read_again_from_its_file(tmp_path):
-    """Item 4, `leaderboard --export` (a real process) after the index's rows were given a score of 0.999 with the
+    """~6 s (three exports). Item 4, `leaderboard --export` (a real process) after the index's rows were given a score of 0.999 with the
     project's encoder: the export holds the files' scores, and one warning says the rows did not match (on main:
     99.9 everywhere, no warning). An index whose files are all gone is said so in one line."""
     import pandas as pd
