@@ -867,6 +867,8 @@ def round5_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         'out = "out"\n\n[[pretrain]]\nname = "detour"\nrecipe = "detour"\nmodel = "preset:tiny"\ncorpus = "c.txt"\n'
         f'tokens = "20K"\n\n[[eval]]\nname = "e"\ntasks = ["demo-cls"]\nseeds = "42"\n'
         f'models = [{{ model = "run:detour/step-{digits}" }}]\n', encoding="utf-8")
+    (tmp / "study-ok.toml").write_text('out = "out"\n\n[[eval]]\nname = "e"\ntasks = ["demo-cls"]\nseeds = "42"\n'
+                                       'models = [{ model = "org/m" }]\n', encoding="utf-8")
     grid = lang_grid_with_task_files(tmp, 500)
     (tmp / "grid-ok.toml").write_text('[[grid]]\nname = "g"\ntasks = ["demo-cls"]\nseeds = "42"\n'
                                       'models = [{ model = "org/m" }]\n', encoding="utf-8")
@@ -888,6 +890,14 @@ def round5_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("eval --launcher slurm --slurm-arg output=... --dry-run", ["eval", "--config", str(tmp / "grid-ok.toml"),
                                                                    "--launcher", "slurm", "--slurm-arg",
                                                                    "output=/etc/cron.d/x", "--dry-run"],
+         "output is set by --log-dir"),
+        ("study run --launcher slurm --slurm-arg output=... --dry-run", ["study", "run", str(tmp / "study-ok.toml"),
+                                                                        "--launcher", "slurm", "--slurm-arg",
+                                                                        "output=/etc/cron.d/x", "--dry-run"],
+         "output is set by --log-dir"),
+        ("corpus build --slurm-arg output=... --dry-run", ["corpus", "build", str(corpus), "--tokenizer", "org/tok",
+                                                           "--out", str(tmp / "store"), "--launcher", "slurm",
+                                                           "--slurm-arg", "output=/etc/cron.d/x", "--dry-run"],
          "output is set by --log-dir"),
     ]
     for slug, code in INVISIBLE.items():

@@ -180,6 +180,10 @@ def build(args: argparse.Namespace, corpus) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
+    # lazy: loads submitit.helpers, which `biobench --help` does not
+    from biobench.runtime import launch
+
+    launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     if args.mix is not None:
         if args.sources or args.out or args.launcher == "slurm" or args.claim_units or args.dry_run:
             raise ConfigError("--mix builds the mix's stores here, from its build_from entries: give no SOURCE, "

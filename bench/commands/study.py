@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     from biobench.api.study_inputs import check_inputs
     from biobench.api.study_run import check_nothing_conflicts, describe, run_local
 
+    # lazy: loads submitit.helpers, which `biobench --help` does not
+    from biobench.runtime import launch
+
+    launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     study = load_study(args.study, args.out)
     known = {s.id for s in study.steps}
     unknown = [s for s in args.step if s not in known]
