@@ -60,8 +60,11 @@ def check_text(value: object, what: str, limit: int = 200) -> str:
         raise ConfigError(f"{what}: {len(value):,} characters, over the limit of {limit:,}; give a shorter one")
     bad = UNSAFE_TEXT.search(value)
     if bad:
-        raise ConfigError(f"{what}: {display_text(value, 60)!r} holds the control, bidirectional or invisible "
-                          f"character U+{ord(bad[0]):04X} at {bad.start()}; remove it")
+        code = ord(bad[0])
+        kind = ("control or bidirectional" if code < 0xA0 or 0x2028 <= code <= 0x202E or 0x2066 <= code <= 0x2069
+                else "invisible")
+        raise ConfigError(f"{what}: {display_text(value, 60)!r} holds the {kind} character U+{code:04X} at "
+                          f"{bad.start()}; remove it")
     return value
 
 
