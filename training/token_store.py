@@ -262,10 +262,6 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     return record
 
 
-def _pool_unit(args: tuple) -> dict[str, Any]:
-    return build_unit(*args)
-
-
 # ---------------------------------------------------------------- build
 def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int = 1, text_field: str = "text",
           weight_field: str | None = None, tokenizer=None, unit_bytes: int = UNIT_BYTES, log: Callable[[str], None] | None = None) -> Path:
@@ -366,15 +362,60 @@ def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers
         for i in todo:
             plan.build_unit(i)
     else:
-        import multiprocessing as mp
-
-        # spawn: a fresh interpreter per worker, each with its own tokenizer (no fork of a tokenizer's threads)
-        with mp.get_context("spawn").Pool(workers, initializer=_quiet_worker) as pool:
-            args = [(i, units[i], out, text_field, tokenizer_name, None, weight_field) for i in todo]
-            for done, _record in enumerate(pool.imap_unordered(_pool_unit, args), 1):
-                if done % max(1, len(todo) // 20) == 0:
-                    say(f"corpus build: {done}/{len(todo)} unit(s) ({time.monotonic() - started:.0f} s)")
+        _tokenise_in_pool(plan, todo, workers, say, started)
     return finish(plan)
+
+
+LOST_LIMIT = 2  # a unit in flight when a worker died this many times fails the build instead of a third try
+
+
+def _tokenise_in_pool(plan: BuildPlan, todo: list[int], workers: int, say: Callable[[str], None],
+                      started: float) -> None:
+    """The units `todo` tokenised by `workers` processes, at most one unit each in flight. A worker that dies
+    (`kill -9`, the OOM killer) breaks a concurrent.futures pool, which says so (BrokenProcessPool) where
+    multiprocessing.Pool started a new worker and waited for ever on the lost unit (issue 57 §5): the units
+    that were in flight are redone in a new pool, and a unit in flight at LOST_LIMIT deaths fails the build in
+    one line naming it (the finished units stay, a rerun resumes)."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    left, lost, done = list(todo), {i: 0 for i in todo}, 0
+    while left:
+        # spawn: a fresh interpreter per worker, each with its own tokenizer (no fork of a tokenizer's threads)
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_quiet_worker) as pool:
+            running: dict[Future, int] = {}
+            broken: list[int] = []
+            while left or running:
+                try:
+                    while left and len(running) < workers:  # one unit per worker: those in flight are known
+                        running[pool.submit(build_unit, left[0], plan.units[left[0]], plan.out, plan.text_field,
+                                            plan.tokenizer_name, None, plan.weight_field)] = left[0]
+                        left.pop(0)
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        future.result()
+                        running.pop(future)
+                        done += 1
+                        if done % max(1, len(todo) // 20) == 0:
+                            say(f"corpus build: {done}/{len(todo)} unit(s) ({time.monotonic() - started:.0f} s)")
+                except BrokenProcessPool:  # the units in flight are lost with the pool, but those that finished
+                    broken = [i for i in sorted(running.values()) if not plan.marker(i).is_file()]
+                    left = [i for i in left if not plan.marker(i).is_file()]
+                    break
+        if broken:
+            for i in broken:
+                lost[i] += 1
+            failing = [i for i in broken if lost[i] >= LOST_LIMIT]
+            kept = len(list((plan.out / WORK).glob("*.done")))
+            if failing:
+                raise DataError(f"corpus build: a tokenizer worker died {LOST_LIMIT} times while unit(s) "
+                                f"{', '.join(map(str, failing))} of {plan.out} were being tokenised (killed, or out "
+                                f"of memory: lower --unit-mb or --workers); the {kept} finished unit(s) are kept: "
+                                "rerun the same command to resume")
+            say(f"corpus build: a tokenizer worker died (killed, or out of memory) while unit(s) "
+                f"{', '.join(map(str, broken))} were being tokenised: redoing them in a new pool")
+            left = broken + left
 
 
 def finish_once(plan: BuildPlan) -> Path:

@@ -253,6 +253,45 @@ def test_kill_9_half_way_then_resume_gives_the_same_store(tmp_path, tok_dir):
 
 
 @pytest.mark.slow
+def test_a_worker_killed_mid_unit_is_redone_and_the_build_ends_with_the_same_store(tmp_path, tok_dir):
+    """`corpus build --workers 2` with one tokenizer worker killed with SIGKILL (as the OOM killer does) while it
+    writes a unit: the build redoes the lost unit in a new pool, says so, and ends rc 0 with the store of a
+    clean build, byte for byte (issue 57 §5: multiprocessing.Pool started a new worker and waited for ever on
+    the lost unit, the parent at 0% CPU)."""
+    src = tmp_path / "big.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(30_000, 5)))
+    cmd = [sys.executable, "-m", "biobench.cli", "corpus", "build", str(src), "--tokenizer", str(tok_dir),
+           "--out", str(tmp_path / "killed"), "--unit-mb", "0.5", "--workers", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = tmp_path / "build.out"
+    with log.open("w") as out:
+        build = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        shards = tmp_path / "killed" / "shards"
+        victim = None
+        deadline = time.monotonic() + 240
+        while victim is None:  # a worker's temporary shard, named by its pid: that worker is in a unit
+            assert build.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            for tmp in shards.glob("*.bin.*.tmp") if shards.is_dir() else ():
+                pid = int(tmp.name.split(".")[-2])
+                stat = Path(f"/proc/{pid}/stat")
+                if stat.exists() and int(stat.read_text().rsplit(")", 1)[1].split()[1]) == build.pid:
+                    victim, unit = pid, int(tmp.name.split(".")[0])
+                    break
+            time.sleep(0.005)
+        os.kill(victim, signal.SIGKILL)
+        try:
+            assert build.wait(timeout=300) == 0, log.read_text()[-2000:]
+        finally:
+            build.kill()
+    text = log.read_text()
+    assert "a tokenizer worker died (killed, or out of memory) while unit(s) " in text, text
+    redone = text.split("while unit(s) ", 1)[1].split(" were being", 1)[0]
+    assert str(unit) in redone.split(", "), text
+    fresh = token_store.build([str(src)], tmp_path / "fresh", str(tok_dir), unit_bytes=int(0.5 * 2**20))
+    assert _content(tmp_path / "killed") == _content(fresh)
+
+
+@pytest.mark.slow
 def test_two_processes_building_one_store_at_once_both_succeed_with_one_store(tmp_path, tok_dir):
     """The demo's two pretrainings side by side read one raw corpus into one cached store: two real builds of the
     same --out started together both end rc 0, one of them tokenising and the other waiting for it, and the store
