@@ -513,27 +513,29 @@ def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Cal
                   sleep: Callable[[float], None] = time.sleep) -> Iterator[PlannedRun]:
     """The runs other processes held when this one passed them, waited for instead of given up (issue 48: an
     element whose eval was killed with `kill -9` left its run to nobody until a new submission). Each held
-    run is looked at until it is finished (skipped), free (its holder released it, died on this machine, or its
-    claim expired: claimed here and yielded, to train), or found renewed by its holder (alive: left to it).
-    Bounded: one claim length (`lease_s`) and one look more, after which what is still held is left to its
-    holders. Yields only runs this process has claimed.
+    run is looked at until it is finished (skipped) or free (its holder released it, died on this machine, or
+    its claim expired: claimed here and yielded, to train). A claim seen renewed is waited for still (issue 57:
+    a holder killed after the last other process had left, at a grid's tail, lost its run for good): the
+    holder may die after any renewal. Bounded by each claim's expiry: a run whose claim outlives the latest
+    expiry seen by one look without being free or finished (it cannot be taken from here) is left to its
+    holder; the wait as a whole lasts as long as a live holder renews, i.e. until its run ends. Yields only
+    runs this process has claimed.
     The runs are looked at every LOOK_S seconds, not once a heartbeat (lease_s / HEARTBEATS_PER_CLAIM): a
     holder's last run finishing, or its release on a requeue, is seen within seconds (once a heartbeat, 60 s
     with the default claim, a job sat idle on its GPUs for up to a minute after the grid's last run); and at
     most LOOKS_PER_S claim folders a second, so that many elements waiting at a grid's tail do not flood a
     shared file system's metadata server."""
-    first_seen = {id(run): (info.expires if (info := read_claim(run.path)) is not None else 0.0)
-                  for run in plan.runs if run.status == "held"}
-    if not first_seen:
+    expiry = {id(run): (info.expires if (info := read_claim(run.path)) is not None else 0.0)
+              for run in plan.runs if run.status == "held"}
+    if not expiry:
         return
     every = max(0.2, claims.lease_s / HEARTBEATS_PER_CLAIM)
-    deadline = time.time() + claims.lease_s + every
-    log(f"{len(first_seen)} run(s) of {plan.name} are held by other processes: waiting up to "
-        f"{claims.lease_s + every:.0f} s for their claims (a holder that died leaves a claim that expires; this "
-        "process then takes the run)")
+    log(f"{len(expiry)} run(s) of {plan.name} are held by other processes: waiting up to "
+        f"{claims.lease_s + every:.0f} s past each claim's last renewal for them to finish (a holder that died "
+        "leaves a claim that expires; this process then takes the run)")
     while not stop.requested:
-        waiting = [run for run in plan.runs if run.status == "held" and id(run) in first_seen]
-        if not waiting or time.time() > deadline:
+        waiting = [run for run in plan.runs if run.status == "held" and id(run) in expiry]
+        if not waiting:
             return
         for run in waiting:
             if stop.requested:
@@ -546,9 +548,11 @@ def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Cal
                 yield run
                 continue
             info = read_claim(run.path)
-            if info is not None and info.held and info.expires > first_seen[id(run)]:
-                first_seen.pop(id(run))  # renewed since: its holder is alive and finishes it
-        if any(run.status == "held" and id(run) in first_seen for run in waiting):
+            if info is not None and info.held and info.expires > expiry[id(run)]:
+                expiry[id(run)] = info.expires  # renewed (or taken by another waiter): its holder lives, for now
+            elif time.time() > expiry[id(run)] + every:  # past its expiry and still not ours: left to its holder
+                expiry.pop(id(run))
+        if any(run.status == "held" and id(run) in expiry for run in waiting):
             sleep(min(every, max(LOOK_S, len(waiting) / LOOKS_PER_S)))
 
 

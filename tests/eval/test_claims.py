@@ -237,21 +237,47 @@ def test_a_run_held_elsewhere_is_waited_for_and_taken_when_its_claim_expires(tin
     assert not any("which finish them" in line for line in logged)
 
 
-def test_a_run_whose_holder_renews_is_left_to_it_after_one_look(tiny_mlm_dir, tmp_path):
-    """The wait is bounded: a holder seen renewing its claim is alive and finishes the run itself."""
+def test_a_renewed_claim_is_waited_for_and_taken_when_its_holder_dies_after_renewing(tiny_mlm_dir, tmp_path):
+    """Issue 57 §6: a claim seen renewed is no longer dropped from the wait: its holder (on another host, so
+    only its claim's expiry tells) renews while this process waits, then dies without releasing it (its
+    heartbeat stops); the claim expires and this process, the grid's last, takes the run and does it."""
     grid = plan(tiny_mlm_dir, tmp_path)
     held = grid.runs[1].path
     other = RunClaims(1.0, holder=OTHER)  # a live holder: its heartbeat renews every 0.2 s
+    waiting = threading.Event()
+    renewals: list[float] = []
+
+    def holder_dies_after_renewals() -> None:  # three renewals seen while the waiter waits, then a kill -9
+        waiting.wait(300)
+        while len(renewals) < 4:
+            info = read_claim(held)
+            if info is not None and (not renewals or info.expires > renewals[-1]):
+                renewals.append(info.expires)
+            time.sleep(0.05)
+        other.heartbeat.stop()  # no release: as when its process is killed
+
     logged: list[str] = []
-    claims = RunClaims(60)
+
+    def log(line: str) -> None:
+        logged.append(line)
+        if "held by other processes: waiting" in line:
+            waiting.set()
+
+    claims = RunClaims(5)
+    killer = threading.Thread(target=holder_dies_after_renewals, daemon=True)
     try:
         assert other.claim(held)
-        runner.execute(grid, device="cpu", progress=False, claims=claims, log=logged.append)
+        killer.start()
+        runner.execute(grid, device="cpu", progress=False, claims=claims, log=log)
     finally:
         claims.close()
-        other.close()
-    assert [r.status for r in grid.runs] == ["done", "held", "done"]
-    assert any("1 run(s) of" in line and "which finish them" in line for line in logged)
+        other.heartbeat.stop()
+        killer.join(5)
+    assert len(renewals) == 4  # the wait saw the claim renewed, and went on waiting
+    assert [r.status for r in grid.runs] == ["done", "done", "done"], logged
+    assert read_result(held).seed == 2 and not claim_path(held).exists()
+    assert "t1 seed 2: its claim was free (holder gone or expired); taking the run" in logged
+    assert not any("which finish them" in line for line in logged)
 
 
 def test_a_run_finished_by_another_process_after_the_plan_is_not_redone(tiny_mlm_dir, tmp_path):
@@ -347,6 +373,46 @@ def test_a_process_killed_with_sigkill_leaves_a_claim_that_expires_and_is_redone
     assert late.returncode == 0, late.stderr
     assert "held by other processes: waiting up to" in late.stderr and "taking the run" in late.stderr
     assert late.stderr.count("test macro-F1") == 1 and result.exists() and not folder.exists()
+
+
+@pytest.mark.slow
+def test_the_last_process_redoes_a_run_whose_holder_is_killed_after_renewing_its_claim(tiny_mlm_dir, tmp_path):
+    """Issue 57 §6 with real processes: a process holds seed 1's claim and renews it (its heartbeat, every
+    second); an eval of the grid does seed 2, then waits for seed 1, sees the claim renewed three times, and
+    is still waiting when the holder is killed with `kill -9`: it takes seed 1 (a dead process of this machine
+    frees its claim at once) and does it. It used to stop waiting at the first renewal and end, leaving seed 1
+    to nobody."""
+    from biobench.api.evaluation import plan_grid_model
+    from biobench.eval.grid import select_grids
+
+    config = grid_file(tmp_path, tiny_mlm_dir, "tail", tasks=("demo-cls",), seeds="1-2")
+    grid = select_grids(str(config), [])[0]
+    seed_1 = next(run.path for run in plan_grid_model(grid, grid.models[0]).grid if run.seed == 1)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+                               "from biobench.eval.claims import RunClaims\n"
+                               "assert RunClaims(5.0).claim(Path(sys.argv[1]))\nprint('held', flush=True)\n"
+                               "time.sleep(600)\n", str(seed_1)], env=ENV, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        log = tmp_path / "eval.err"
+        with log.open("w") as err:
+            waiter = subprocess.Popen(eval_command("--config", str(config), "--claim-seconds", "5"), env=ENV,
+                                      cwd=tmp_path, stderr=err, text=True)
+            wait_for(lambda: "held by other processes: waiting" in log.read_text(), process=waiter)
+            renewals = [read_claim(seed_1).expires]
+            while len(renewals) < 4:  # the waiter looks every second: it has seen the claim renewed
+                wait_for(lambda: read_claim(seed_1).expires > renewals[-1], 60, process=waiter)
+                renewals.append(read_claim(seed_1).expires)
+            holder.kill()
+            holder.wait()
+            assert waiter.wait(600) == 0, log.read_text()
+    finally:
+        holder.kill()
+        holder.wait()
+    text = log.read_text()
+    assert "demo-cls seed 1: its claim was free (holder gone or expired); taking the run" in text, text
+    assert text.count("test macro-F1") == 2 and "which finish them" not in text, text
+    assert read_result(seed_1).seed == 1 and not claim_path(seed_1).exists()
 
 
 @pytest.mark.slow
