@@ -227,8 +227,10 @@ class CommandWorker(_Checkpointable):
     warning (the run in training abandoned, its claim released, the abandon counted), waits for it, and hands
     over to submitit's own handler, which calls `checkpoint`, requeues the element with `scontrol requeue` and
     exits; the claims make the rerun resume. submitit requeues an element after at most `max_num_timeout`
-    time limits (`SlurmLaunch.max_timeouts`: 3, or a study step's lives - 1). SIGTERM (`scancel`) reaches the child directly: eval stops without requeuing and the job ends
-    CANCELLED. A child, not a call in this process: the signals stay submitit's here and eval's there."""
+    time limits (`SlurmLaunch.max_timeouts`: 3, or a study step's lives - 1). SIGTERM (`scancel`) reaches the
+    child directly: eval stops without requeuing and the job ends CANCELLED; this process says the element was
+    cancelled, waits for the child and exits with its status (no error, so no traceback in the element's log).
+    A child, not a call in this process: the signals stay submitit's here and eval's there."""
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = list(argv)
@@ -241,27 +243,53 @@ class CommandWorker(_Checkpointable):
         # submitit owns the wall clock here: eval must not requeue the element a second time (runtime.slurm)
         env = {**os.environ, "BIOBENCH_REQUEUED_BY": "submitit"}
         warned: list[int] = []
+        cancelled: list[int] = []
         submitits = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, lambda signum, frame: warned.append(signum))
+        # SIGTERM is `scancel` (or the scheduler's final kill), which SLURM sends the child too: a cancel, said
+        # so here instead of submitit's "Bypassing signal SIGTERM", and no error raised for the child's exit
+        # code (issue 57: each cancelled element's .err ended in a submitit traceback)
+        submitits_term = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, lambda signum, frame: cancelled.append(signum))
         try:
             self.child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *self.argv], env=env,
                                           preexec_fn=_ignore_warning)
             code = None
-            while code is None and not warned:
+            while code is None and not warned and not cancelled:
                 try:
                     code = self.child.wait(timeout=1.0)
                 except subprocess.TimeoutExpired:
                     pass
             if warned:
                 self._stop_child()
+            elif cancelled or code == -signal.SIGTERM:
+                code = self._child_cancelled(code)
+                print(f"cancelled (SIGTERM: scancel or the scheduler's kill): biobench {' '.join(self.argv[:1])} "
+                      f"stopped with exit code {code}; this element is not requeued", flush=True)
+                # SystemExit, not an error (submitit logs an exception's traceback) nor a return (it logs "Job
+                # completed successfully"): submitit lets it pass and the process ends with the child's status
+                raise SystemExit(code if code > 0 else 128 + signal.SIGTERM)
         finally:
             signal.signal(signal.SIGUSR2, submitits)
+            signal.signal(signal.SIGTERM, submitits_term)
         if warned and callable(submitits):
             submitits(warned[0], None)  # checkpoint, `scontrol requeue`, exit: submitit's, now outside a handler
         self.child = None
         if code:
             raise RuntimeError(f"biobench {' '.join(self.argv[:1])} exited with {code}; see this log")
         return code or 0
+
+    def _child_cancelled(self, code: int | None) -> int:
+        """The child's exit code once it has stopped on the cancel SLURM sent it too (STOP_WAIT_S at most, then
+        killed): a cancel waits for nothing of ours, SLURM's SIGKILL follows after KillWait anyway."""
+        child, self.child = self.child, None
+        if child is None:
+            return code or 0
+        try:
+            return child.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
 
     def _stop_child(self) -> None:
         """Ask the child to stop at the wall clock (SIGUSR1) and wait for it, in the main loop, STOP_WAIT_S at

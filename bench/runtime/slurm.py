@@ -118,12 +118,14 @@ def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_S
     job = requeue_target()
     if job is None:
         return False
-    if os.environ.get("BIOBENCH_REQUEUED_BY") == "submitit":  # a `--launcher slurm` worker: submitit requeues it
-        log(f"SLURM job {job} is requeued by submitit (its checkpoint), not here")
-        return False
+    # the signal first: a cancel is a cancel in a `--launcher slurm` element too (issue 57: a scancelled array
+    # said in every element's log that submitit would requeue it)
     if signal_name != WARNING_SIGNAL:
         log(f"SLURM job {job} is not requeued: {signal_name or 'a stop'} is a cancel (scancel sends SIGTERM); "
             f"only the wall-clock warning {WARNING_SIGNAL} (#SBATCH --signal=B:USR1@N) requeues")
+        return False
+    if os.environ.get("BIOBENCH_REQUEUED_BY") == "submitit":  # a `--launcher slurm` worker: submitit requeues it
+        log(f"SLURM job {job} is requeued by submitit (its checkpoint), not here")
         return False
     left = time_left(job)
     if left is None or left > NEAR_END_S:

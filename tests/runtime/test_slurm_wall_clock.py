@@ -206,6 +206,62 @@ def test_scancel_stops_a_pretraining_job_for_good(slurm_cluster, tmp_path):
     assert slurm_cluster.states(job) == ["CANCELLED"]
 
 
+@pytest.mark.slow
+def test_scancel_of_a_launcher_array_says_cancel_in_every_elements_log(slurm_cluster, tiny_mlm_dir, tmp_path):
+    """`scancel` of an `eval --launcher slurm` array while both elements train: both end CANCELLED, and each
+    element's logs say cancel (eval's line and the launcher's), never that submitit requeues it, and hold no
+    traceback (issue 57 §7: each element said "requeued by submitit" and its .err ended in submitit's traceback
+    of the RuntimeError raised for the child's exit code)."""
+    grid = _long_grid(tmp_path, tiny_mlm_dir, "42-43", epochs=1000)
+    log_dir = tmp_path / "logs"
+    results = tmp_path / "results"
+    job = _launch(slurm_cluster, grid, log_dir, 2, "10")
+    logs_text = lambda: "\n".join(_logs(log_dir).values())  # noqa: E731
+
+    def both_train() -> bool:  # each element's eval holds a claim: both are in a run
+        from biobench.eval.claims import read_claim
+
+        elements = set()
+        for claim in results.glob("*/*/seed-*.claim"):
+            info = read_claim(claim.with_suffix(".json"))
+            if info is not None and info.held and info.holder:
+                elements.add(info.holder.slurm_array_task_id)
+        return len(elements) == 2
+
+    _wait_for(both_train, 300, "both elements training", logs_text, slurm_cluster, job)
+    slurm_cluster.client("scancel", str(job))
+    assert slurm_cluster.wait(job, timeout=120) == ["CANCELLED", "CANCELLED"], logs_text()
+    for element in (0, 1):
+        def element_text(element=element) -> str:
+            return "".join(_logs(log_dir).get(f"{job}_{element}_0_log.{ext}", "") for ext in ("out", "err"))
+
+        _wait_for(lambda element_text=element_text: "this element is not requeued" in element_text(), 60,
+                  f"element {element}'s cancel line", element_text)
+        text = element_text()
+        assert "is not requeued: SIGTERM is a cancel" in text, text  # eval's own line
+        assert "cancelled (SIGTERM: scancel or the scheduler's kill): biobench eval stopped" in text, text
+        for wrong in ("requeued by submitit", "Traceback", "Bypassing signal SIGTERM", "completed successfully"):
+            assert wrong not in text, (wrong, text)
+    assert list(results.glob("*/*/seed-*.json")) == []  # the runs in flight were abandoned, nothing half-written
+
+
+def test_a_cancel_in_a_launcher_element_says_cancel_and_the_warning_leaves_the_requeue_to_submitit(monkeypatch,
+                                                                                                 tmp_path):
+    """Inside a `--launcher slurm` element (BIOBENCH_REQUEUED_BY=submitit), SIGTERM is a cancel in eval's and
+    pretrain's line too; only the wall-clock warning is left to submitit's requeue (issue 57 §7)."""
+    from biobench.runtime import slurm
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol: nothing may be requeued here
+    monkeypatch.setenv("BIOBENCH_REQUEUED_BY", "submitit")
+    monkeypatch.setenv("SLURM_JOB_ID", "8")
+    monkeypatch.setattr(slurm, "time_left", lambda job=None: 90)
+    for signal_name, said in (("SIGTERM", "SLURM job 8 is not requeued: SIGTERM is a cancel (scancel sends SIGTERM)"),
+                              ("SIGUSR1", "SLURM job 8 is requeued by submitit (its checkpoint), not here")):
+        lines: list[str] = []
+        assert slurm.requeue_self(lines.append, signal_name) is False
+        assert len(lines) == 1 and lines[0].startswith(said), lines
+
+
 @pytest.mark.parametrize("nodelist", ["r1i[0-1]n[0-3]", "gpu[07-09,12],cpu01", "node001", "x[009-011]y[1,3]",
                                       "c[1,3-4],d[2]"])
 def test_first_host_and_hostnames_match_scontrol_show_hostnames(slurm_cluster, nodelist):
