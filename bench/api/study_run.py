@@ -39,8 +39,8 @@ from biobench.tasks.loading import data_stamps
 # lines of a step's output worth showing while it runs (the rest is in its log): a finished eval run, a
 # pretraining's start, phases and end, and every error
 SHOWN = (": test macro-F1 ", "biobench pretrain:", "done: ", "wrote ", "error", "Error", "⚠")
-SLURM_STATES_RUNNING = {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STAGE_OUT"}
-SLURM_STATES_WAITING = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
+SLURM_STATES_RUNNING = launch.STATES_RUNNING
+SLURM_STATES_WAITING = launch.STATES_WAITING
 
 
 @dataclass
@@ -335,27 +335,51 @@ class SlurmSettings:
     log_dir: Path | None = None
 
 
-def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str, list[str]]]:
-    """Submit every step not done as a SLURM job (an eval step as an array of `workers` elements that claim its
-    runs), each with `afterok` on the jobs of the steps it needs, through runtime.launch (submitit); returns
-    (step, job id, what it waits on: "STEP: job ID") in submission order and records them in <out>/.study/slurm.json."""
+def submit_slurm(study: Study, settings: SlurmSettings, only: set[str] | None = None,
+                 submitted_one: Callable[[Step, str, list[str]], None] = lambda step, job, waits: None,
+                 ) -> list[tuple[Step, str, list[str]]]:
+    """Submit every step not done (`only`: these steps; what they need must be done or queued) as a SLURM job
+    (an eval step as an array of `workers` elements that claim its runs), each with `afterok` on the queued
+    jobs of the steps it needs, through runtime.launch (submitit); returns (step, job id, what it waits on:
+    "STEP: job ID") in submission order.
+
+    Each submission happens once (issue 57 §4: a study whose third submission sbatch refused submitted its two
+    pretrainings again on the rerun, two live jobs writing one run folder): every setting is checked before
+    the first submission; each job is recorded in <out>/.study/slurm.json (atomically) as soon as sbatch
+    accepted it, before the next one, and `submitted_one` is told; a step whose recorded job is still queued or
+    running is not submitted again, and the steps after it wait on that job."""
     launch.import_submitit()
     launch.check_slurm(settings.partition)
     launch.check_writable(study.out, "the study folder")
+    steps = [step for step in order(study) if only is None or step.id in only]
+    eval_workers = study.workers if settings.workers is None else settings.workers  # 0 and -1 refused below
+    launch.check_counts(eval_workers if any(step.kind == "eval" for step in steps) else 1, settings.gpus_per_task,
+                        settings.cpus_per_task)  # every count before the first submission
     write_step_files(study)
     log_root = settings.log_dir or study.out / "slurm"
-    submitted: list[tuple[Step, str, list[str]]] = []
-    job_of: dict[str, str] = {}
     record_path = _records(study) / "slurm.json"
     record = _read_record(record_path)
-    for step in order(study):
-        if is_done(study, step):
-            continue
-        previous = record.get(step.id, {})
-        if previous and _slurm_state(previous.get("job", "")).split(" ")[0] in SLURM_STATES_RUNNING | SLURM_STATES_WAITING:
-            job_of[step.id] = previous["job"]  # still queued or running from an earlier submission: not twice
-            continue
-        waits = [job_of[n] for n in step.needs if n in job_of]
+    job_of: dict[str, str] = {}  # the queued or running job of a step, submitted now or before
+
+    def queued(step_id: str) -> str | None:
+        if step_id not in job_of:
+            previous = record.get(step_id)
+            job = str(previous.get("job", "")) if isinstance(previous, dict) else ""
+            job_of[step_id] = job if job and launch.is_live(job) else ""
+        return job_of[step_id] or None
+
+    todo = [step for step in steps if not is_done(study, step)]
+    by_id = {step.id: step for step in study.steps}
+    for step in todo:  # --step: a need outside the selection must be done or queued, or nothing is submitted
+        for need in step.needs:
+            if only is not None and need not in only and queued(need) is None and not is_done(study, by_id[need]):
+                raise ConfigError(f"--step {step.id} needs {need}, which is neither done nor queued: add --step "
+                                  f"{need}, or run it first")
+    submitted: list[tuple[Step, str, list[str]]] = []
+    for step in todo:
+        if queued(step.id) is not None:
+            continue  # still queued or running from an earlier submission: not twice
+        waits = [job for need in step.needs if (job := queued(need)) is not None]
         extra = dict(settings.extra or {})
         if waits:
             extra["dependency"] = "afterok:" + ":".join(waits)
@@ -368,7 +392,7 @@ def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str,
             run = Path(_pretrain_out(step))
             if run.is_dir() and checkpoint.latest(run) is not None:
                 argv.append("--resume")
-        workers = (settings.workers or study.workers) if step.kind == "eval" else 1
+        workers = eval_workers if step.kind == "eval" else 1
         log_dir = (log_root / step.id.replace("/", "--")).resolve()
         job = launch.submit(launch.SlurmLaunch(
             argv, workers, log_dir, f"study-{step.id.replace('/', '-')}"[:60], settings.partition, settings.account,
@@ -378,30 +402,11 @@ def submit_slurm(study: Study, settings: SlurmSettings) -> list[tuple[Step, str,
         job_of[step.id] = job
         record[step.id] = {"job": job, "log_dir": str(log_dir), "workers": workers, "needs": waits,
                            "argv": argv, "submitted": time.time()}
-        submitted.append((step, job, [f"{n}: job {job_of[n]}" for n in step.needs if n in job_of]))
-    _write_record(record_path, record)
+        _write_record(record_path, record)  # before the next submission: a rerun after a refusal sees this job
+        said = [f"{n}: job {job_of[n]}" for n in step.needs if job_of.get(n)]
+        submitted.append((step, job, said))
+        submitted_one(step, job, said)
     return submitted
-
-
-def _slurm_state(job: str) -> str:
-    """'STATE REASON' of a job (the first element of an array that is not finished, else the last), '' when
-    squeue does not know it (finished long ago, no SLURM here)."""
-    import shutil
-
-    if not job or shutil.which("squeue") is None:
-        return ""
-    try:
-        done = subprocess.run(["squeue", "-h", "-t", "all", "-j", str(job), "-o", "%T|%R|%i"], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    rows = [line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2]
-    if done.returncode != 0 or not rows:
-        return ""
-    live = [r for r in rows if r[0] in SLURM_STATES_RUNNING | SLURM_STATES_WAITING]
-    failed = [r for r in rows if r[0] not in SLURM_STATES_RUNNING | SLURM_STATES_WAITING | {"COMPLETED"}]
-    state, reason, _ = (live or failed or rows)[0]
-    return f"{state} {reason}".strip()
 
 
 def _last_line(path: Path) -> str:
@@ -462,7 +467,7 @@ def study_status(study: Study, retry: str) -> list[StepState]:
             continue
         job = slurm.get(step.id, {})
         if isinstance(job, dict) and isinstance(job.get("job"), str | int) and not isinstance(job.get("job"), bool):
-            slurm_state = _slurm_state(str(job["job"]))
+            slurm_state = launch.job_state(str(job["job"]))
             state = slurm_state.split(" ")[0]
             if state in SLURM_STATES_RUNNING:
                 where = slurm_state.split(" ", 1)[1] if " " in slurm_state else "?"  # squeue's %R: the node(s)
@@ -554,11 +559,18 @@ class StudyHandle:
         kwargs = {"show": show} if show is not None else {}
         return run_local(self.study, jobs, threads, only=set(steps) if steps else None, **kwargs)
 
-    def submit(self, settings: SlurmSettings) -> list[tuple[str, str, list[str]]]:
-        """Every step not done as a SLURM job with afterok dependencies: (step id, job id, what it waits on)."""
+    def submit(self, settings: SlurmSettings, steps: list[str] | None = None) -> list[tuple[str, str, list[str]]]:
+        """Every step not done (`steps`: only these ids) as a SLURM job with afterok dependencies, none submitted
+        twice while queued: (step id, job id, what it waits on)."""
         check_inputs(self.study, f"biobench.study({str(self.study.path)!r}).submit(...)")
+        known = {s.id for s in self.study.steps}
+        unknown = [s for s in steps or [] if s not in known]
+        if unknown:
+            raise ConfigError(f"steps {', '.join(unknown)}: no such step in {self.study.path} "
+                              f"(steps: {', '.join(known)})")
         check_nothing_conflicts(self.study)
-        return [(step.id, job, waits) for step, job, waits in submit_slurm(self.study, settings)]
+        return [(step.id, job, waits) for step, job, waits in
+                submit_slurm(self.study, settings, only=set(steps) if steps else None)]
 
     def status(self) -> list[StepState]:
         """Each step's state (done | running | waiting | failed | partly done | to run), detail and retry."""

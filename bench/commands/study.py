@@ -121,11 +121,12 @@ def _submit(args: argparse.Namespace, study) -> int:
     settings = SlurmSettings(args.partition, args.account, args.gpus_per_task, args.cpus_per_task,
                              launch.minutes(args.time), args.workers, launch.slurm_args(args.slurm_arg),
                              Path(args.log_dir).resolve() if args.log_dir else None)
-    submitted = submit_slurm(study, settings)
+    def said(step, job: str, waits: list[str]) -> None:  # as each is accepted: a later refusal leaves it said
+        print(f"submitted {step.id}: SLURM job {job}" + (f" (after {', '.join(waits)})" if waits else ""), flush=True)
+
+    submitted = submit_slurm(study, settings, only=set(args.step) or None, submitted_one=said)
     if not submitted:
         print("nothing to submit: every step is done or already queued")
-    for step, job, waits in submitted:
-        print(f"submitted {step.id}: SLURM job {job}" + (f" (after {', '.join(waits)})" if waits else ""))
     print(f"progress: biobench study status {args.study}" + (f" --out {args.out}" if args.out else ""))
     return 0
 

@@ -104,6 +104,7 @@ def launch_workers(args: argparse.Namespace) -> int:
     time_min, extra = launch.minutes(args.time), launch.slurm_args(args.slurm_arg)
     launch.import_submitit()
     launch.check_slurm(args.partition)
+    launch.check_counts(workers, args.gpus_per_task, args.cpus_per_task, args.array_parallelism)
     for what, where in (("--queue", args.queue), ("--results", args.results)):
         if not where.startswith(HF_DATASETS):
             launch.check_writable(Path(where).resolve(), what)

@@ -20,6 +20,7 @@ from biobench.errors import ConfigError
 from biobench.eval.grid import resolved_grid_file, select_grids
 from biobench.models import identify_model
 from biobench.runtime import launch
+from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 
 # what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid), by the
 # option's argparse dest: a value passed as `FLAG VALUE` unless unset (None, or `--report-to none`)...
@@ -29,7 +30,6 @@ PASSED_FLAGS = {"threads": "--threads", "device": "--device", "claim_seconds": "
 PASSED_SWITCHES = {"compile": "--compile", "trust_remote_code": "--trust-remote-code", "overwrite": "--overwrite",
                    "no_claims": "--no-claims"}
 DEFAULT_WORKERS = 8
-MAX_PER_TASK = 10_000  # --gpus-per-task, --cpus-per-task, --array-parallelism: far above any real node
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,26 @@ def worker_argv(grid_file: Path, options: Mapping[str, Any]) -> list[str]:
     return argv
 
 
+def check_not_queued(config: Path, grid_names: Sequence[str], log_dir: Path) -> None:
+    """A rerun of the same launch while its array is still queued or running submits nothing (issue 57 §4: a
+    rerun submitted it again): the launch records (launch.json) in `log_dir` and beside it (the default log
+    folders, one per submission, share a parent) whose grid file and grids are these and whose job squeue says
+    is pending or running. A finished array is no obstacle: claims skip the runs it did."""
+    for record_path in [log_dir / "launch.json", *sorted(log_dir.parent.glob("*/launch.json"))[-200:]]:
+        try:
+            record = read_json(record_path, 1 << 20)
+        except (OSError, UnsafeJSONError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("grid_source") != str(config) \
+                or record.get("grids", list(grid_names)) != list(grid_names):
+            continue
+        job = str(record.get("job_id", ""))
+        if launch.is_live(job):
+            raise ConfigError(f"{config} is already submitted as SLURM array {job} ({launch.job_state(job)}; "
+                              f"logs {record_path.parent}), whose workers claim its runs: nothing submitted again "
+                              f"(`scancel {job}` first to replace it)")
+
+
 def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings, options: Mapping[str, Any], *,
                 overrides: dict[str, Any], task_files: Sequence[str | Path] = (), data_dir: str | Path | None = None,
                 shard: str | None = None) -> LaunchedGrid:
@@ -88,21 +108,16 @@ def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings,
         if value is not None:
             launch.check_text(value, what)
     workers = DEFAULT_WORKERS if settings.workers is None else settings.workers  # `--workers 0` is refused
-    if not 1 <= workers <= launch.MAX_WORKERS:
-        raise ConfigError(f"--workers {workers}: give 1 to {launch.MAX_WORKERS}")
-    for flag, count in (("--gpus-per-task", settings.gpus_per_task),
-                        ("--array-parallelism", settings.array_parallelism),
-                        ("--cpus-per-task", settings.cpus_per_task)):
-        if count is not None and not 0 <= count <= MAX_PER_TASK:
-            raise ConfigError(f"{flag} {count}: give a number from 0 to {MAX_PER_TASK}")
     time_min, extra = launch.minutes(settings.time), launch.slurm_args(settings.slurm_arg)
     launch.import_submitit()
     launch.check_slurm(settings.partition)
+    launch.check_counts(workers, settings.gpus_per_task, settings.cpus_per_task, settings.array_parallelism)
     grids = select_grids(config, grid_names)
     for grid in grids:
         launch.check_writable(Path(grid.results), f"results folder of grid {grid.name!r}")
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log_dir = Path(settings.log_dir or Path("biobench-slurm") / f"{Path(config).stem}-{stamp}").resolve()
+    check_not_queued(Path(config).resolve(), grid_names, log_dir)
     launch.check_writable(log_dir, "--log-dir")
     revisions = {}
     for grid in grids:  # pinned now: what the models are at submit time (also: each one resolves from here)
@@ -118,7 +133,8 @@ def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings,
             worker_argv(grid_file, options), workers, log_dir, f"biobench-{Path(config).stem}"[:60],
             settings.partition, settings.account, settings.gpus_per_task, settings.cpus_per_task, time_min,
             settings.array_parallelism, extra,
-            record={"grid": str(grid_file), "grid_source": str(Path(config).resolve()), "revisions": revisions}))
+            record={"grid": str(grid_file), "grid_source": str(Path(config).resolve()), "grids": list(grid_names),
+                    "revisions": revisions}))
     except ConfigError:  # nothing was submitted: leave no resolved grid behind for a job that does not exist
         if wrote_grid:
             grid_file.unlink(missing_ok=True)

@@ -39,6 +39,11 @@ from biobench.runtime.slurm import seconds
 
 SLURM_ARG = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,40})=([^\x00-\x1f]{0,200})")
 MAX_WORKERS = 10_000
+MAX_PER_TASK = 10_000  # --gpus-per-task, --cpus-per-task, --array-parallelism: far above any real node
+# squeue's states of a job that is queued or running: one in them is not submitted again (issue 57 §4)
+STATES_RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STAGE_OUT"})
+STATES_WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"})
+SLURM_CLIENT_TIMEOUT_S = 30  # squeue and scontrol hang while the controller is unreachable
 # what the launcher sets itself (its own flags, or what the array needs); `--slurm-arg` may not change them
 RESERVED = {"array": "--workers/--array-parallelism", "signal": "the launcher (submitit's USR2 warning)",
             "output": "--log-dir", "error": "--log-dir", "open_mode": "the launcher (append, for requeues)",
@@ -171,6 +176,62 @@ def check_slurm(partition: str | None) -> None:
     if done.returncode != 0 or partition not in known:
         listed = ", ".join(known) or (done.stderr.strip()[:200] or "none")
         raise ConfigError(f"--partition {partition}: not a partition of this cluster (sinfo lists: {listed})")
+
+
+def max_array_size() -> int | None:
+    """The cluster's MaxArraySize (`scontrol show config`; an array's indices run below it), None when scontrol
+    does not answer."""
+    if shutil.which("scontrol") is None:
+        return None
+    try:
+        done = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                              timeout=SLURM_CLIENT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"^MaxArraySize\s*=\s*(\d{1,9})\s*$", done.stdout, re.MULTILINE)
+    return int(found[1]) if done.returncode == 0 and found else None
+
+
+def check_counts(workers: int, gpus_per_task: int | None, cpus_per_task: int | None,
+                 array_parallelism: int | None = None) -> None:
+    """Every count of a launch, checked before anything is submitted (issue 57 §4: `--workers -1` was a
+    traceback after two of a study's jobs were submitted, `--workers 2000` a refusal from sbatch after two):
+    --workers from 1 to MAX_WORKERS and within the cluster's MaxArraySize, the per-task counts from 0 to
+    MAX_PER_TASK. ConfigError naming the flag otherwise."""
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers {workers}: give 1 to {MAX_WORKERS}")
+    for flag, count in (("--gpus-per-task", gpus_per_task), ("--array-parallelism", array_parallelism),
+                        ("--cpus-per-task", cpus_per_task)):
+        if count is not None and not 0 <= count <= MAX_PER_TASK:
+            raise ConfigError(f"{flag} {count}: give a number from 0 to {MAX_PER_TASK}")
+    limit = max_array_size()
+    if limit is not None and workers > limit:
+        raise ConfigError(f"--workers {workers}: this cluster's MaxArraySize is {limit} (scontrol show config), so "
+                          f"an array holds at most {limit} elements: give --workers {limit} or fewer")
+
+
+def job_state(job: str) -> str:
+    """'STATE REASON' of a job (the first element of an array that is not finished, else the first that failed,
+    else the first), '' when squeue does not know it (finished long ago, no SLURM here)."""
+    if not job or shutil.which("squeue") is None:
+        return ""
+    try:
+        done = subprocess.run(["squeue", "-h", "-t", "all", "-j", str(job), "-o", "%T|%R|%i"], capture_output=True,
+                              text=True, timeout=SLURM_CLIENT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    rows = [line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2]
+    if done.returncode != 0 or not rows:
+        return ""
+    live = [r for r in rows if r[0] in STATES_RUNNING | STATES_WAITING]
+    failed = [r for r in rows if r[0] not in STATES_RUNNING | STATES_WAITING | {"COMPLETED"}]
+    state, reason, _ = (live or failed or rows)[0]
+    return f"{state} {reason}".strip()
+
+
+def is_live(job: str) -> bool:
+    """The job (an array: any element) is queued or running now."""
+    return job_state(job).split(" ")[0] in STATES_RUNNING | STATES_WAITING
 
 
 def check_writable(folder: Path, what: str) -> None:

@@ -5,10 +5,13 @@ and resumes; `study status` while they wait and after; the results read the fina
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +158,125 @@ def test_a_step_cancelled_because_its_need_was_says_so_and_each_step_gets_its_li
     assert f"cancelled   SLURM job {jobs['eval/cls/a']} cancelled before it started: pretrain/a did not finish" \
         in rows["eval/cls/a"], status.stdout
     assert status.stdout.count("retry: biobench study run") == 2
+
+
+# ---------------------------------------------------------------- submissions happen once (issue 57 §4)
+# the jobs of these tests never run: `begin` holds them PENDING an hour, and each test cancels what it submitted
+HELD = ["--slurm-arg", "begin=now+1hour"]
+SLURM_FLAGS = ["--launcher", "slurm", "--partition", "debug", "--gpus-per-task", "0", "--cpus-per-task", "1",
+               "--time", "5"]
+
+
+def _study(tmp_path: Path, env: dict[str, str]):
+    path = tmp_path / "study.toml"
+    path.write_text(TINY, encoding="utf-8")
+
+    def biobench(*args: str, path_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "biobench.cli", "study", "run", str(path), *args],
+                              env=path_env or env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    return path, biobench
+
+
+def _study_jobs(cluster) -> list[tuple[str, str]]:
+    """(job name, job id) of every study job queued or running on the cluster."""
+    out = cluster.client("squeue", "-h", "-o", "%j|%i", check=False).stdout
+    return sorted(tuple(line.split("|")) for line in out.splitlines() if line.startswith("study-"))
+
+
+def _cancel(cluster, jobs) -> None:
+    if jobs:
+        cluster.client("scancel", *jobs, check=False)
+
+
+@pytest.mark.slow
+def test_a_refused_submission_is_recorded_and_the_rerun_submits_only_what_is_missing(slurm_cluster, tmp_path):
+    """sbatch accepts the study's first job and refuses the second (a wrapper in front of the real sbatch): the
+    first is recorded in .study/slurm.json and said on stdout, the refusal is one line; the rerun (sbatch
+    accepting again) submits the other steps only, the evaluation of the first waiting on its recorded job:
+    one live job per step, never two (issue 57 §4: the rerun submitted both pretrainings again)."""
+    assert _study_jobs(slurm_cluster) == []
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    (wrapper / "sbatch").write_text(f"#!/bin/sh\nn=$(cat {tmp_path}/calls 2>/dev/null || echo 0)\n"
+                                    f"echo $((n + 1)) > {tmp_path}/calls\n"
+                                    f'[ "$n" -eq 0 ] && exec {shutil.which("sbatch")} "$@"\n'
+                                    "echo 'sbatch: error: Batch job submission failed: refused by the test' >&2\n"
+                                    "exit 1\n")
+    (wrapper / "sbatch").chmod(0o755)
+    env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
+    path, biobench = _study(tmp_path, env)
+    jobs: list[str] = []
+    try:
+        first = biobench(*SLURM_FLAGS, *HELD, path_env={**env, "PATH": f"{wrapper}:{env['PATH']}"})
+        assert first.returncode == 2, first.stderr[-2000:]
+        assert first.stderr == "error: sbatch refused the array: Batch job submission failed: refused by the test\n"
+        submitted = re.findall(r"submitted (\S+): SLURM job (\d+)", first.stdout)
+        assert [step for step, _ in submitted] == ["pretrain/detour"], first.stdout
+        detour_job = submitted[0][1]
+        jobs.append(detour_job)
+        record = json.loads((tmp_path / "study" / ".study" / "slurm.json").read_text())
+        assert list(record) == ["pretrain/detour"] and record["pretrain/detour"]["job"] == detour_job
+        assert _study_jobs(slurm_cluster) == [("study-pretrain-detour", detour_job)]
+
+        again = biobench(*SLURM_FLAGS, *HELD)
+        assert again.returncode == 0, again.stderr[-2000:]
+        resubmitted = dict(re.findall(r"submitted (\S+): SLURM job (\d+)", again.stdout))
+        jobs += resubmitted.values()
+        assert list(resubmitted) == ["pretrain/mlm", "eval/cls/detour", "eval/cls/mlm", "analysis/cka-final",
+                                     "analysis/trajectory"], again.stdout
+        assert f"submitted eval/cls/detour: SLURM job {resubmitted['eval/cls/detour']} (after pretrain/detour: " \
+               f"job {detour_job})" in again.stdout
+        names = [name for name, _ in _study_jobs(slurm_cluster)]
+        assert sorted(names) == sorted(f"study-{step.replace('/', '-')}" for step in
+                                       ["pretrain/detour", *resubmitted]), names  # each step once
+        record = json.loads((tmp_path / "study" / ".study" / "slurm.json").read_text())
+        assert record["pretrain/detour"]["job"] == detour_job and len(record) == 6
+
+        third = biobench(*SLURM_FLAGS, *HELD)  # all queued: nothing again
+        assert third.returncode == 0 and third.stdout.startswith("nothing to submit"), third.stdout
+        assert len(_study_jobs(slurm_cluster)) == 6
+    finally:
+        _cancel(slurm_cluster, jobs)
+
+
+@pytest.mark.slow
+def test_every_flag_is_checked_before_the_first_submission_and_step_submits_one_step(slurm_cluster, tmp_path):
+    """`--workers -1` and `--workers 2000` (over the cluster's MaxArraySize, 1001 by default) are one line each
+    and submit nothing (they were a traceback, and sbatch's refusal, after two pretrainings were submitted);
+    `--step pretrain/detour` submits that step alone (it submitted every step); `--step eval/cls/mlm`, whose
+    pretraining is neither done nor queued, is refused in one line; `--step eval/cls/detour` waits on the
+    queued pretraining."""
+    assert _study_jobs(slurm_cluster) == []
+    env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
+    _path, biobench = _study(tmp_path, env)
+    jobs: list[str] = []
+    try:
+        for workers, said in (("-1", "error: --workers -1: give 1 to 10000\n"),
+                              ("2000", "error: --workers 2000: this cluster's MaxArraySize is 1001 (scontrol show "
+                                       "config), so an array holds at most 1001 elements: give --workers 1001 or "
+                                       "fewer\n")):
+            refused = biobench(*SLURM_FLAGS, *HELD, "--workers", workers)
+            assert refused.returncode == 2 and refused.stderr == said, refused.stderr[-2000:]
+            assert "submitted" not in refused.stdout and _study_jobs(slurm_cluster) == []
+            assert not (tmp_path / "study" / ".study" / "slurm.json").exists()
+
+        one = biobench(*SLURM_FLAGS, *HELD, "--step", "pretrain/detour")
+        assert one.returncode == 0, one.stderr[-2000:]
+        submitted = re.findall(r"submitted (\S+): SLURM job (\d+)", one.stdout)
+        jobs += [job for _, job in submitted]
+        assert [step for step, _ in submitted] == ["pretrain/detour"], one.stdout
+        assert [name for name, _ in _study_jobs(slurm_cluster)] == ["study-pretrain-detour"]
+
+        orphan = biobench(*SLURM_FLAGS, *HELD, "--step", "eval/cls/mlm")
+        assert orphan.returncode == 2 and orphan.stderr == (
+            "error: --step eval/cls/mlm needs pretrain/mlm, which is neither done nor queued: add --step "
+            "pretrain/mlm, or run it first\n"), orphan.stderr[-2000:]
+        after = biobench(*SLURM_FLAGS, *HELD, "--step", "eval/cls/detour")
+        assert after.returncode == 0, after.stderr[-2000:]
+        jobs += re.findall(r"SLURM job (\d+) \(after", after.stdout)
+        assert re.fullmatch(rf"submitted eval/cls/detour: SLURM job \d+ \(after pretrain/detour: job {jobs[0]}\)",
+                            after.stdout.splitlines()[0]), after.stdout
+        assert len(_study_jobs(slurm_cluster)) == 2
+    finally:
+        _cancel(slurm_cluster, jobs)

@@ -80,3 +80,42 @@ def test_sbatch_options_of_their_own_are_not_taken_for_the_reserved_ones_they_st
     for value in ("gpus-per=2", "ntasks-per-n=2", "req=1", "job-n=x"):
         with pytest.raises(ConfigError, match="cannot be overridden"):
             slurm_args([value])
+
+
+@pytest.mark.slow
+def test_a_grid_already_queued_is_not_submitted_again_and_workers_beyond_max_array_size_is_one_line(
+        slurm_cluster, tiny_mlm_dir, tmp_path):
+    """`eval --launcher slurm` (issue 57 §4): `--workers 2000`, over the cluster's MaxArraySize (1001 by default),
+    is one line before anything is written or submitted; a rerun of a launch whose array is still queued submits
+    nothing (one line naming the array); once that array is cancelled, the same command submits again. The
+    array never runs: `begin` holds it PENDING."""
+    env = {**slurm_cluster.env, "OMP_NUM_THREADS": "1"}
+    grid = _toy_grid(tmp_path, tiny_mlm_dir, "results", n_train=16)
+
+    def launch(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid), "--device", "cpu",
+                               "--launcher", "slurm", "--partition", "debug", "--gpus-per-task", "0",
+                               "--cpus-per-task", "1", "--time", "5", "--slurm-arg", "begin=now+1hour", *extra],
+                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    too_many = launch("--workers", "2000")
+    assert too_many.returncode == 2 and too_many.stderr == (
+        "error: --workers 2000: this cluster's MaxArraySize is 1001 (scontrol show config), so an array holds at "
+        "most 1001 elements: give --workers 1001 or fewer\n"), too_many.stderr
+    assert not (tmp_path / "biobench-slurm").exists()
+    first = launch("--workers", "2")
+    assert first.returncode == 0, first.stderr[-2000:]
+    job = first.stdout.split()[3].rstrip(":")
+    try:
+        assert set(slurm_cluster.states(int(job))) == {"PENDING"}
+        again = launch("--workers", "2")
+        assert again.returncode == 2 and again.stderr.startswith(
+            f"error: {grid.resolve()} is already submitted as SLURM array {job} (PENDING"), again.stderr
+        assert again.stderr.endswith(f"(`scancel {job}` first to replace it)\n") and again.stderr.count("\n") == 1
+        assert len(list((tmp_path / "biobench-slurm").glob("*/launch.json"))) == 1  # nothing written either
+    finally:
+        slurm_cluster.client("scancel", job, check=False)
+    slurm_cluster.wait(int(job), timeout=60)
+    replaced = launch("--workers", "2")
+    assert replaced.returncode == 0, replaced.stderr[-2000:]
+    slurm_cluster.client("scancel", replaced.stdout.split()[3].rstrip(":"), check=False)
