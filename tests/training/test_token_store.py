@@ -252,34 +252,51 @@ def test_kill_9_half_way_then_resume_gives_the_same_store(tmp_path, tok_dir):
     assert len(kept) >= 3
 
 
+def _kill_a_worker_mid_unit(build: subprocess.Popen, shards: Path, log: Path, unit: int | None = None,
+                            killed: tuple[int, ...] = ()) -> tuple[int, int]:
+    """SIGKILL a tokenizer worker of `build` (a child of it, none of `killed`) while it writes a unit (`unit`, or
+    any): its temporary shard is named by its pid. Returns the unit and the pid."""
+    deadline = time.monotonic() + 240
+    while True:
+        assert build.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        for tmp in shards.glob("*.bin.*.tmp") if shards.is_dir() else ():
+            pid, found = int(tmp.name.split(".")[-2]), int(tmp.name.split(".")[0])
+            stat = Path(f"/proc/{pid}/stat")
+            try:  # the state and the parent pid: the fields after the command's closing parenthesis
+                state, parent = stat.read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            # a live worker of this build (the temporary of a worker killed before stays; its process may not
+            # have ended yet, or be a zombie)
+            if int(parent) == build.pid and state not in ("Z", "X") and pid not in killed and unit in (None, found):
+                os.kill(pid, signal.SIGKILL)
+                return found, pid
+        time.sleep(0.005)
+
+
+def _parallel_build(tmp_path: Path, tok_dir: Path, out: str) -> tuple[list[str], Path]:
+    src = tmp_path / "big.jsonl"
+    if not src.exists():
+        src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(30_000, 5)))
+    return ([sys.executable, "-m", "biobench.cli", "corpus", "build", str(src), "--tokenizer", str(tok_dir),
+             "--out", str(tmp_path / out), "--unit-mb", "0.5", "--workers", "2"], src)
+
+
+BUILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
 @pytest.mark.slow
 def test_a_worker_killed_mid_unit_is_redone_and_the_build_ends_with_the_same_store(tmp_path, tok_dir):
     """`corpus build --workers 2` with one tokenizer worker killed with SIGKILL (as the OOM killer does) while it
     writes a unit: the build redoes the lost unit in a new pool, says so, and ends rc 0 with the store of a
     clean build, byte for byte (issue 57 §5: multiprocessing.Pool started a new worker and waited for ever on
     the lost unit, the parent at 0% CPU)."""
-    src = tmp_path / "big.jsonl"
-    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(30_000, 5)))
-    cmd = [sys.executable, "-m", "biobench.cli", "corpus", "build", str(src), "--tokenizer", str(tok_dir),
-           "--out", str(tmp_path / "killed"), "--unit-mb", "0.5", "--workers", "2"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd, src = _parallel_build(tmp_path, tok_dir, "killed")
     log = tmp_path / "build.out"
     with log.open("w") as out:
-        build = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        shards = tmp_path / "killed" / "shards"
-        victim = None
-        deadline = time.monotonic() + 240
-        while victim is None:  # a worker's temporary shard, named by its pid: that worker is in a unit
-            assert build.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            for tmp in shards.glob("*.bin.*.tmp") if shards.is_dir() else ():
-                pid = int(tmp.name.split(".")[-2])
-                stat = Path(f"/proc/{pid}/stat")
-                if stat.exists() and int(stat.read_text().rsplit(")", 1)[1].split()[1]) == build.pid:
-                    victim, unit = pid, int(tmp.name.split(".")[0])
-                    break
-            time.sleep(0.005)
-        os.kill(victim, signal.SIGKILL)
+        build = subprocess.Popen(cmd, env=BUILD_ENV, stdout=out, stderr=subprocess.STDOUT)
         try:
+            unit, _pid = _kill_a_worker_mid_unit(build, tmp_path / "killed" / "shards", log)
             assert build.wait(timeout=300) == 0, log.read_text()[-2000:]
         finally:
             build.kill()
@@ -289,6 +306,28 @@ def test_a_worker_killed_mid_unit_is_redone_and_the_build_ends_with_the_same_sto
     assert str(unit) in redone.split(", "), text
     fresh = token_store.build([str(src)], tmp_path / "fresh", str(tok_dir), unit_bytes=int(0.5 * 2**20))
     assert _content(tmp_path / "killed") == _content(fresh)
+
+
+@pytest.mark.slow
+def test_a_unit_whose_worker_dies_twice_fails_the_build_in_one_line_naming_it(tmp_path, tok_dir):
+    """The same unit's worker killed again in the new pool (a unit that runs a worker out of memory every time):
+    the build ends in one line naming the unit and keeping the finished ones, instead of a third try or a hang."""
+    cmd, _src = _parallel_build(tmp_path, tok_dir, "doomed")
+    log = tmp_path / "build.out"
+    shards = tmp_path / "doomed" / "shards"
+    with log.open("w") as out:
+        build = subprocess.Popen(cmd, env=BUILD_ENV, stdout=out, stderr=subprocess.PIPE, text=True)
+        try:
+            unit, first = _kill_a_worker_mid_unit(build, shards, log)
+            _kill_a_worker_mid_unit(build, shards, log, unit, (first,))  # the new pool takes the lost unit first
+            _out, err = build.communicate(timeout=300)
+        finally:
+            build.kill()
+    assert build.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: corpus build: a tokenizer worker died 2 times while unit(s) ") and \
+        str(unit) in err.split("while unit(s) ", 1)[1].split(" of ", 1)[0].split(", "), err
+    assert "finished unit(s) are kept: rerun the same command to resume" in err
+    assert not (tmp_path / "doomed" / token_store.DONE).exists()
 
 
 @pytest.mark.slow
