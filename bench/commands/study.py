@@ -121,6 +121,7 @@ def _submit(args: argparse.Namespace, study) -> int:
     settings = SlurmSettings(args.partition, args.account, args.gpus_per_task, args.cpus_per_task,
                              launch.minutes(args.time), args.workers, launch.slurm_args(args.slurm_arg),
                              Path(args.log_dir).resolve() if args.log_dir else None)
+
     def said(step, job: str, waits: list[str]) -> None:  # as each is accepted: a later refusal leaves it said
         print(f"submitted {step.id}: SLURM job {job}" + (f" (after {', '.join(waits)})" if waits else ""), flush=True)
 
