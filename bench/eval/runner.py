@@ -525,7 +525,10 @@ def wait_for_held(plan: GridPlan, claims: RunClaims, stop: StopRequest, log: Cal
     with the default claim, a job sat idle on its GPUs for up to a minute after the grid's last run); and at
     most LOOKS_PER_S claim folders a second, so that many elements waiting at a grid's tail do not flood a
     shared file system's metadata server."""
-    expiry = {id(run): (info.expires if (info := read_claim(run.path)) is not None else 0.0)
+    # a claim not readable at the first look (being written, or renewed by a rename in flight) is given one
+    # claim period from now, as a claim just taken would have
+    now = time.time()
+    expiry = {id(run): (info.expires if (info := read_claim(run.path)) is not None else now + claims.lease_s)
               for run in plan.runs if run.status == "held"}
     if not expiry:
         return
