@@ -24,7 +24,7 @@ from biobench.ranges import optional_seeds
 from biobench.service import queue
 from biobench.service.queue_storage import open_storage
 from biobench.store.metadata import check_metadata
-from biobench.tasks.registry import list_specs
+from biobench.tasks.registry import get_spec, list_specs
 
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -67,9 +67,6 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     """Check everything a request holds (tasks, bounded seeds, finite overrides, the stated model `metadata` by
     the grid file's validator) before anything is resolved or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec, list_specs
-
     ids = task_ids(tasks, lang)
     seed_list = optional_seeds(seeds)  # bounded before anything is resolved
     overrides = {k: check_override(k, v) for k, v in (overrides or {}).items()}

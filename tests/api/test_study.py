@@ -397,14 +397,14 @@ def test_status_keeps_each_eval_steps_plan_while_what_it_depends_on_is_unchanged
     import shutil
 
     import biobench
-    from biobench.eval import runner
+    from biobench.api import evaluation
 
     model = tmp_path / "model"
     shutil.copytree(tiny_mlm_dir, model)
     path = _write(tmp_path, _eval("fr", [str(model)], '["demo-cls", "demo-multilabel"]', "42,43"))
     calls: list[str] = []
-    real = runner.plan_grid
-    monkeypatch.setattr(runner, "plan_grid", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = evaluation.plan_grid
+    monkeypatch.setattr(evaluation, "plan_grid", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
 
     def states() -> list[tuple[str, str, str]]:
         return [(s.step, s.state, s.detail) for s in biobench.study(path).status()]
