@@ -323,6 +323,22 @@ def test_no_two_public_classes_share_a_name():
     assert {name: where for name, where in homes.items() if len(where) > 1} == {}
 
 
+# Module-level names that once meant several things (issue 61 part 4) and the one module each now lives in:
+# the hub id pattern was three different regular expressions, SETTINGS also a queue's file name.
+ONE_HOME = {"HUB_ID": ["biobench.runtime.paths"], "SETTINGS": ["biobench.protocols", "biobench.store.comparison"]}
+
+
+def test_a_name_that_meant_several_things_has_one_home():
+    homes: dict[str, list[str]] = {name: [] for name in ONE_HOME}
+    for path in source_files():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                       if isinstance(node, ast.AnnAssign) else [])
+            homes.update({t.id: [*homes[t.id], module_name(path)] for t in targets
+                          if isinstance(t, ast.Name) and t.id in ONE_HOME})
+    assert homes == ONE_HOME
+
+
 def test_no_module_is_named_like_its_package():
     """`board/board.py` read as the package itself; a module says what it does inside its package."""
     assert [str(p.relative_to(ROOT)) for p in source_files() if p.stem == p.parent.name] == []

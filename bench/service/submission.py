@@ -21,12 +21,12 @@ from biobench.models import find_alias, inspect_model, resolve_model
 from biobench.protocols import check_override, protocol_row, resolve_task_protocol
 from biobench.protocols import protocol_markdown as table
 from biobench.ranges import optional_seeds
+from biobench.runtime.paths import is_hub_id
 from biobench.service import queue
 from biobench.service.queue_storage import open_storage
 from biobench.store.metadata import check_metadata
 from biobench.tasks.registry import get_spec, list_specs
 
-HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -234,7 +234,7 @@ def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api
     alias = find_alias(model)
     if alias is not None and alias.hub_id:
         model = alias.hub_id
-    if HUB_ID.fullmatch(model) and not model.startswith("."):
+    if is_hub_id(model):
         meta = _hub_metadata(model, revision, api)
         if meta is None:
             if revision is None:

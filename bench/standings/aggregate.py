@@ -18,7 +18,8 @@ from typing import Any
 
 from biobench.errors import ResultsError
 from biobench.lineage import Lineage
-from biobench.names import distinct_names, folder_name, human_tokens, is_hub_id
+from biobench.names import distinct_names, folder_name, human_tokens
+from biobench.runtime.paths import is_hub_id
 from biobench.standings import scan as R
 from biobench.standings.cache import BackgroundGroups, cached_groups
 from biobench.standings.dataset import resolve_sources
