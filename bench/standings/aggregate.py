@@ -45,7 +45,7 @@ def lineage_text(lineage: Any) -> str:
     base = record.base_model
     if base:  # a local base folder by its name: absolute paths stay out of the table
         parts.append(f"from {base if is_hub_id(base) or base.startswith('preset:') else folder_name(base)}")
-    toks = [f"{k.upper()} {human_tokens(record.tokens[k])}" for k in ("clm", "mlm") if record.tokens.get(k)]
+    toks = [f"{k.upper()} {human_tokens(n)}" for k, n in record.objective_tokens().items()]
     if toks:
         parts.append(" + ".join(toks) + " tokens")
     if record.frozen:
