@@ -324,8 +324,9 @@ def test_no_two_public_classes_share_a_name():
 
 
 # Module-level names that once meant several things (issue 61 part 4) and the one module each now lives in:
-# the hub id pattern was three different regular expressions, SETTINGS also a queue's file name.
-ONE_HOME = {"HUB_ID": ["biobench.runtime.paths"], "SETTINGS": ["biobench.protocols", "biobench.store.comparison"]}
+# the hub id pattern was three different regular expressions; SETTINGS was also a queue's file name (now
+# SETTINGS_FILE) and the comparison's own list of settings (now the protocol record's fields, issue 57).
+ONE_HOME = {"HUB_ID": ["biobench.runtime.paths"], "SETTINGS": ["biobench.protocols"]}
 
 
 def test_a_name_that_meant_several_things_has_one_home():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.models import resolve_model
 from biobench.ranges import parse_count
 from biobench.runtime.batching import AUTO, batch_size_value
 from biobench.runtime.device import resolve_device
@@ -52,8 +53,6 @@ def model_source(model: str) -> str:
     all-MiniLM-L6-v2) resolved as `corpus build --tokenizer` and eval resolve it; a preset or a folder as given."""
     if str(model).startswith("preset:") or Path(model).expanduser().is_dir():
         return model
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.models import resolve_model
 
     return resolve_model(model).source
 
