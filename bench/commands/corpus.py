@@ -12,6 +12,7 @@ from biobench.api import corpus
 from biobench.api.pretraining import resolve_geometry
 from biobench.commands.pretrain import config_file, flag_settings
 from biobench.errors import ConfigError
+from biobench.runtime import launch
 from biobench.runtime.launch import add_launcher_arguments
 from biobench.training import mixture
 from biobench.training.config import config_defaults
@@ -171,9 +172,6 @@ def mixture_tokenizer(path: str) -> str | None:
 def build(args: argparse.Namespace, corpus) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
-
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime import launch
 
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     if args.mix is not None:

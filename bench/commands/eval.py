@@ -26,6 +26,7 @@ from biobench.eval.grid_launch import ArraySettings, launch_grid
 from biobench.eval.parallel import parallel_value
 from biobench.eval.runner import STOP_MESSAGE, Execution, stopped, summarize
 from biobench.protocols import OVERRIDES, add_protocol_arguments, overrides_from_args
+from biobench.runtime import launch
 from biobench.runtime.console import console as terminal_console
 from biobench.runtime.device import check_device
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
@@ -152,9 +153,6 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
     check_device(args.device)
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime import launch
-
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
     if args.config and args.results is not None:
