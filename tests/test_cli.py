@@ -76,7 +76,8 @@ def test_importing_the_command_line_imports_no_command_module():
 @pytest.mark.parametrize(("argv", "golden"), [([], "help.txt"), (["eval"], "eval_help.txt")])
 def test_help_prints_what_it_printed_before_the_registry(argv, golden):
     """`biobench --help` and `biobench eval --help` as printed before commands were loaded lazily (captured
-    from main at cb197c1 with COLUMNS=100): the registry changed what is imported, not what is printed."""
+    from main at fbd4962 with COLUMNS=100): the registry changed what is imported, not what is printed. A change
+    to these help texts rewrites the files: `COLUMNS=100 biobench eval --help > tests/fixtures/cli/eval_help.txt`."""
     env = {**os.environ, "COLUMNS": "100"}
     done = subprocess.run([sys.executable, "-m", "biobench.cli", *argv, "--help"], capture_output=True, text=True,
                           timeout=60, env=env, check=True)
