@@ -12,6 +12,7 @@ training may import it (docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,12 +46,18 @@ class Lineage:
     recipe: str
     phase: str | None = None  # the checkpoint: phase1, final, step-N
     base_model: str = ""
-    tokens: dict[str, int] = field(default_factory=dict)  # seen, clm, mlm (only the counts that are numbers)
+    # seen (in all), phase1, phase2, ... (per phase) and clm, mlm, ... (per objective); only counts that are numbers
+    tokens: dict[str, int] = field(default_factory=dict)
     frozen: tuple[Freeze, ...] = ()
     compute: dict[str, Any] = field(default_factory=dict)  # train_s, devices, device_type, device_hours
     hardware: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # the rest of the file, as written
     source: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the dictionary loaded
+
+    def objective_tokens(self) -> dict[str, int]:
+        """The tokens trained per objective (clm, mlm, any later one), in the order the file lists them: the
+        non-zero counts of `tokens` that are neither the total (`seen`) nor a phase's (`phase1`, `phase2`, ...)."""
+        return {k: n for k, n in self.tokens.items() if n and k != "seen" and not re.fullmatch(r"phase\d+", k)}
 
     @property
     def device_hours(self) -> float | None:

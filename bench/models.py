@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
 from biobench.errors import ConfigError, ModelLoadError
-from biobench.names import HUB_ID, display_name
+from biobench.names import display_name
 from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 from biobench.runtime.memory import check_model_memory
+from biobench.runtime.paths import is_hub_id
 from biobench.runtime.weights import check_model_files
 from biobench.store.layout import model_slug, results_folder, results_slug
 from biobench.store.metadata import apply_metadata
@@ -87,7 +88,7 @@ def resolve_model(name: str) -> ModelRef:
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
         raise ModelLoadError(f"model folder {name} does not exist (pass --model a Hugging Face model folder, "
                              "an alias from `biobench models`, or a hub id org/name)")
-    if HUB_ID.fullmatch(name):
+    if is_hub_id(name):
         return ModelRef(name, None, name, None)
     close = difflib.get_close_matches(name.lower(), list(_BY_NAME), n=1, cutoff=0.5)
     hint = f"did you mean '{_BY_NAME[close[0]].name}'? " if close else ""

@@ -17,13 +17,11 @@ from typing import Any
 
 from biobench.aliases import ALIASES
 from biobench.lineage import Lineage
-from biobench.runtime.paths import UNSAFE_TEXT, display_text
+from biobench.runtime.paths import UNSAFE_TEXT, display_text, is_hub_id
 
 SEP = " · "
 # Checkpoint folder names that say nothing about the model on their own: the parent folder is added.
 GENERIC_FOLDERS = re.compile(r"^(final|phase\d+|init|step-\d+|model|checkpoint.*|snapshot|weights|hf|output|out)$", re.I)
-# a hub model id, org/name (the one pattern: biobench.models resolves --model with it too)
-HUB_ID = re.compile(r"(?!.*\.\.)[A-Za-z0-9][\w.-]*/\w[\w.-]*")  # checked with fullmatch; no `..` (org/.. was a hub id)
 
 
 def human_tokens(n: Any) -> str:
@@ -34,10 +32,6 @@ def human_tokens(n: Any) -> str:
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
     return str(int(n))
-
-
-def is_hub_id(text: str) -> bool:
-    return bool(HUB_ID.fullmatch(text))
 
 
 def folder_name(path: str) -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from biobench.errors import ConfigError
 from biobench.heads import head_config, head_entry, heads_help
+from biobench.metrics import METRICS
 from biobench.ranges import Bounds
 from biobench.runtime.batching import AUTO, batch_size_value
 from biobench.tasks.formats import sample_unit_of
@@ -313,8 +314,6 @@ def resolve_protocol(protocol: str, kind: str, max_length: int, overrides: dict[
     """The protocol of a task (its spec's `protocol`, `kind`, `max_length`, `head`, `metric`, `dev_metric`;
     `origin` names the spec file in errors) with the head's own knobs, then CLI overrides, applied; the max
     length is capped at what the model can take."""
-    from biobench.metrics import METRICS  # lazy: numpy (0.15 s), which `biobench --help` does not need
-
     try:
         base = PROTOCOLS[(protocol, kind)]
     except KeyError:

@@ -49,14 +49,14 @@ class HeadEntry:
 
 
 def _linear_head(kind: str, config: Any):
-    # lazy: loads torch, torch.nn.utils.rnn
+    # lazy: loads torch
     from biobench.heads.sequence import linear_head
 
     return linear_head(kind, config)
 
 
 def _hf_sequence_head(kind: str, config: Any):
-    # lazy: loads torch, torch.nn.utils.rnn
+    # lazy: loads torch
     from biobench.heads.sequence import hf_sequence_head
 
     return hf_sequence_head(kind, config)

@@ -20,8 +20,8 @@ from typing import Any
 
 from biobench.leaderboard.tables.filters import Filters
 from biobench.leaderboard.tables.rows import ModelRow, model_key, model_rows, row_counts
-from biobench.names import folder_name, is_hub_id
-from biobench.runtime.paths import display_text
+from biobench.names import folder_name
+from biobench.runtime.paths import display_text, is_hub_id
 from biobench.standings.entries import CONTAMINATION_THRESHOLD, Board, Cell, Entry
 from biobench.store.trust import SMOKE_MARK
 

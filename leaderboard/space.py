@@ -26,9 +26,9 @@ from pathlib import Path
 
 from biobench import __version__
 from biobench.errors import ConfigError
-from biobench.names import is_hub_id
 from biobench.runtime.checkout import package_dirs, source_root
 from biobench.runtime.files import atomic_write
+from biobench.runtime.paths import is_hub_id
 from biobench.service.submission import check_proxies
 
 APP = '''"""The biobench leaderboard as a Hugging Face Space (written by `biobench space init`, biobench {version}).

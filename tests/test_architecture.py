@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -100,9 +103,9 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     assert {"biobench.training", "biobench.training.trainer", "biobench.training.recipes"} <= found
 
 
-# The one import circle allowed: `biobench demo` runs the real command line (biobench.cli.main) for each of its
-# steps, and the command line registers the demo command. Deliberate, and said so in bench/commands/demo.py.
-ALLOWED_CIRCLES = [["biobench.cli", "biobench.commands.demo"]]
+# No import circle: the command line finds its commands through a registry of module names (bench/cli.py's
+# COMMANDS), so `biobench demo` importing biobench.cli to run each step is no circle.
+ALLOWED_CIRCLES: list[list[str]] = []
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -320,47 +323,137 @@ def test_no_two_public_classes_share_a_name():
     assert {name: where for name, where in homes.items() if len(where) > 1} == {}
 
 
+# Module-level names that once meant several things (issue 61 part 4) and the one module each now lives in:
+# the hub id pattern was three different regular expressions; SETTINGS was also a queue's file name (now
+# SETTINGS_FILE) and the comparison's own list of settings (now the protocol record's fields, issue 57).
+ONE_HOME = {"HUB_ID": ["biobench.runtime.paths"], "SETTINGS": ["biobench.protocols"]}
+
+
+def test_a_name_that_meant_several_things_has_one_home():
+    homes: dict[str, list[str]] = {name: [] for name in ONE_HOME}
+    for path in source_files():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                       if isinstance(node, ast.AnnAssign) else [])
+            homes.update({t.id: [*homes[t.id], module_name(path)] for t in targets
+                          if isinstance(t, ast.Name) and t.id in ONE_HOME})
+    assert homes == ONE_HOME
+
+
 def test_no_module_is_named_like_its_package():
     """`board/board.py` read as the package itself; a module says what it does inside its package."""
     assert [str(p.relative_to(ROOT)) for p in source_files() if p.stem == p.parent.name] == []
 
 
-def lazy_project_imports_without_a_reason(path: Path) -> list[int]:
-    """Lines of project imports inside functions with no `# lazy: why` on the line above (or beside): issue 47
-    keeps an import inside a function only when the module it imports loads torch, transformers or gradio, or
-    what `biobench --help` does not load, and says so."""
+# The libraries worth hiding an import for (issue 61): what a command's start would otherwise load for nothing.
+HEAVY = ("torch", "transformers", "gradio", "pandas")
+LAZY_REASON = re.compile(r"# lazy: loads ((?:{0})(?:, (?:{0}))*)$".format("|".join(HEAVY)))
+
+
+@dataclass(frozen=True)
+class LazyImport:
+    file: str
+    line: int
+    modules: tuple[str, ...]  # the biobench modules it imports
+    reason: str | None  # the `# lazy: ...` comment on the line above or beside it, None without one
+    claims: tuple[str, ...]  # the heavy libraries the reason says the modules load; () when it says none
+
+
+def lazy_project_imports(path: Path, name: str | None = None) -> list[LazyImport]:
+    """The project imports inside functions of a file, each with its reason. Issue 61: an import stays inside a
+    function only when the module it imports loads torch, transformers, gradio or pandas, and says which
+    (`# lazy: loads torch`); everything else goes to the top of its module. `name`: the file's module name
+    (default: from its place in the checkout)."""
+    name = name or module_name(path)
+    modules = {module_name(p) for p in source_files()}
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     lines = path.read_text(encoding="utf-8").splitlines()
-    tree = ast.parse("\n".join(lines))
-    found = []
-    for fn in ast.walk(tree):
+    label = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+    found: dict[int, LazyImport] = {}
+    for fn in ast.walk(ast.parse("\n".join(lines))):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for node in ast.walk(fn):
-            if isinstance(node, ast.Import | ast.ImportFrom) and (
-                    getattr(node, "level", 0) or any(n == "biobench" or n.startswith("biobench.") for n in
-                                      ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]))):
-                above, beside = lines[node.lineno - 2].strip(), lines[node.lineno - 1]
-                if not (above.startswith("# lazy") or above.startswith("from ") and "# lazy" in lines[node.lineno - 3]
-                        or "# lazy" in beside or "# noqa" in beside):
-                    found.append(node.lineno)
-    return found
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            if not all(t == "biobench" or t.startswith("biobench.") for t in targets):
+                continue
+            above, beside = lines[node.lineno - 2].strip(), lines[node.lineno - 1]
+            reason = above if above.startswith("# lazy") else ("# lazy" + beside.split("# lazy", 1)[1]
+                                                               if "# lazy" in beside else None)
+            claim = LAZY_REASON.match(reason.strip()) if reason else None
+            found[node.lineno] = LazyImport(label, node.lineno, tuple(sorted(set(targets))), reason, tuple(claim.group(1).split(", ")) if claim else ())
+    return [found[k] for k in sorted(found)]
 
 
-def test_every_lazy_project_import_says_why():
-    offenders = {str(p.relative_to(ROOT)): found for p in source_files() if (found := lazy_project_imports_without_a_reason(p))}
-    assert offenders == {}, "move these imports to the top of their module, or say why not (# lazy: ...) above them"
+def all_lazy_project_imports() -> list[LazyImport]:
+    return [lazy for p in source_files() for lazy in lazy_project_imports(p)]
+
+
+def test_every_lazy_project_import_names_the_heavy_library_it_avoids():
+    offenders = [(lazy.file, lazy.line, lazy.reason) for lazy in all_lazy_project_imports() if not lazy.claims]
+    assert offenders == [], ("move these imports to the top of their module, or say which of "
+                             f"{', '.join(HEAVY)} the module loads (# lazy: loads torch) above them")
+
+
+def test_imports_inside_functions_stay_few():
+    """Issue 61 took them from 207 to 43: an import hidden in a function is a dependency the reader does not see
+    at the top, kept only where it spares a command's start a heavy library."""
+    assert len(all_lazy_project_imports()) <= 60
+
+
+def test_the_lazy_reason_check_reads_the_comment(tmp_path):
+    """A reason that names no heavy library, or none at all, is refused; a `# noqa` is no reason. The probe is
+    read as if it were biobench._lazy_probe; nothing is written into the checkout."""
+    probe = tmp_path / "_lazy_probe.py"
+    probe.write_text("def f():\n    # lazy: startup time\n    from biobench import stats\n\n\ndef g():\n"
+                     "    from biobench import names  # noqa\n\n\ndef h():\n    # lazy: loads torch, pandas\n"
+                     "    from biobench.eval import finetune\n")
+    found = lazy_project_imports(probe, "biobench._lazy_probe")
+    assert [(lazy.line, lazy.modules, lazy.claims) for lazy in found] == [
+        (3, ("biobench.stats",), ()), (7, ("biobench.names",), ()),
+        (12, ("biobench.eval.finetune",), ("torch", "pandas"))]
+
+
+def heavy_libraries_loaded_by(module: str) -> set[str]:
+    """The heavy libraries a fresh interpreter has loaded after importing `module` alone."""
+    code = f"import importlib, sys; importlib.import_module({module!r}); print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(done.stdout.split()) & set(HEAVY)
+
+
+@pytest.mark.slow
+def test_every_lazy_reason_is_true():
+    """Each `# lazy: loads X` checked: a fresh interpreter importing the module (one of the modules) hidden in
+    the function loads X. A reason that has gone stale (the module no longer loads it) fails here, and the
+    import moves to the top."""
+    lazies = [lazy for lazy in all_lazy_project_imports() if lazy.claims]
+    loaded = {m: heavy_libraries_loaded_by(m) for m in sorted({m for lazy in lazies for m in lazy.modules})}
+    stale = [(lazy.file, lazy.line, lazy.reason) for lazy in lazies
+             if not set(lazy.claims) <= set().union(*(loaded[m] for m in lazy.modules))]
+    assert stale == []
+    assert loaded["biobench.eval.finetune"] >= {"torch"} and loaded["biobench.leaderboard.app"] >= {"gradio"}
 
 
 def test_the_command_line_starts_without_heavy_libraries():
-    """`biobench --help` and `biobench eval --help` build every subcommand's flags without loading torch or the
-    other heavy libraries (issue 47: start-up stays what it was when imports moved to the top)."""
-    import subprocess
-    import sys
-
-    code = ("import contextlib, io, sys\nfrom biobench import cli\nfor argv in (['--help'], ['eval', '--help']):\n"
+    """`biobench --help` imports no command module and no numerical library; each command's `--help` imports
+    its own module, whose imports sit at the top unless they load a heavy library (issue 61), so none of
+    torch, transformers, gradio or pandas."""
+    code = ("import contextlib, io, sys\nfrom biobench import cli\nfor argv in (['--help'], *([c, '--help'] for c in cli.COMMANDS)):\n"
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n        cli.main(argv)\n"
-            "print(sorted(m for m in ('torch', 'transformers', 'gradio', 'numpy', 'pandas', 'pyarrow', 'scipy', 'datasets')"
+            "    print(sorted(m for m in ('torch', 'transformers', 'gradio', 'numpy', 'pandas', 'pyarrow', 'scipy', 'datasets')"
             " if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    first, *commands = done.stdout.strip().splitlines()
+    assert first == "[]"
+    assert not [line for line in commands if set(eval(line)) & set(HEAVY)], commands

@@ -1,7 +1,7 @@
 """The CLI dispatcher: help is fast and errors are one line."""
 
-import importlib
 import json
+import os
 import pkgutil
 import re
 import subprocess
@@ -10,6 +10,8 @@ import sys
 import pytest
 from biobench import cli, commands
 from biobench.errors import ConfigError
+
+from tests.support import REPO
 
 DOCUMENTED = ["eval", "pretrain", "compare", "analyze", "tasks", "models", "leaderboard", "demo", "data", "card"]
 
@@ -25,7 +27,7 @@ def test_help_lists_no_missing_commands(capsys):
 
 
 def test_help_is_fast_and_imports_no_heavy_library():
-    code = ("import sys, json; from biobench import cli; cli.build_parser().format_help(); "
+    code = ("import sys, json; from biobench import cli; cli.build_parser(load=[]).format_help(); "
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'torch', 'transformers', 'numpy', 'pandas', 'gradio', 'sklearn'})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
@@ -33,13 +35,53 @@ def test_help_is_fast_and_imports_no_heavy_library():
 
 
 def test_a_missing_command_module_fails_loudly(monkeypatch):
-    """No silent skip: a command module that cannot be imported stops the CLI with the import error."""
-    monkeypatch.delattr(commands, "card")
+    """No silent skip: running a command whose module cannot be imported stops with the import error; the
+    other commands still start."""
     monkeypatch.setitem(sys.modules, "biobench.commands.card", None)  # importing it now raises ImportError
     with pytest.raises(ImportError, match="biobench.commands.card"):
-        importlib.reload(cli)
-    monkeypatch.undo()
-    importlib.reload(cli)
+        cli.main(["card", "--help"])
+    assert cli.main([]) == 0
+
+
+def test_every_registered_command_loads_and_registers_its_own_name():
+    """The registry names a module per command, each module registers the command of its name (and nothing
+    else at the top level), and the summary `--help` lists is the registry's whether the module is loaded or not."""
+    full = cli.build_parser()
+    lazy = cli.build_parser(load=[])
+    listing = [[(a.dest, a.help) for a in p._subparsers._group_actions[0]._choices_actions] for p in (full, lazy)]
+    assert listing[0] == listing[1] == [(name, c.summary) for name, c in cli.COMMANDS.items()]
+    for name, command in cli.COMMANDS.items():
+        assert command.module == f"biobench.commands.{name}"
+        assert list(cli.build_parser(load=[name])._subparsers._group_actions[0].choices) == list(cli.COMMANDS)
+
+
+def test_the_command_named_on_the_line_is_the_one_loaded():
+    assert cli.command_in(["eval", "--model", "x"]) == "eval"
+    assert cli.command_in(["--help"]) is None and cli.command_in([]) is None
+    assert cli.command_in(["-h", "data", "fetch"]) == "data"
+    assert cli.command_in(["evaluate"]) is None  # an unknown word: argparse says "invalid choice" with the list
+
+
+def test_importing_the_command_line_imports_no_command_module():
+    """`import biobench.cli` and `biobench --help` import no module of biobench.commands; `biobench eval
+    --help` imports the eval command's module alone."""
+    code = ("import contextlib, io, sys\nfrom biobench import cli\nprint(sorted(m for m in sys.modules if m.startswith('biobench.commands')))\n"
+            "for argv in (['--help'], ['eval', '--help']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n        cli.main(argv)\n"
+            "    print(sorted(m for m in sys.modules if m.startswith('biobench.commands.')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines() == ["[]", "[]", "['biobench.commands.eval']"]
+
+
+@pytest.mark.parametrize(("argv", "golden"), [([], "help.txt"), (["eval"], "eval_help.txt")])
+def test_help_prints_what_it_printed_before_the_registry(argv, golden):
+    """`biobench --help` and `biobench eval --help` as printed before commands were loaded lazily (captured
+    from main at fbd4962 with COLUMNS=100): the registry changed what is imported, not what is printed. A change
+    to these help texts rewrites the files: `COLUMNS=100 biobench eval --help > tests/fixtures/cli/eval_help.txt`."""
+    env = {**os.environ, "COLUMNS": "100"}
+    done = subprocess.run([sys.executable, "-m", "biobench.cli", *argv, "--help"], capture_output=True, text=True,
+                          timeout=60, env=env, check=True)
+    assert done.stdout == (REPO / "tests/fixtures/cli" / golden).read_text(encoding="utf-8")
 
 
 def test_biobench_error_is_one_clean_line(capsys, monkeypatch):
@@ -50,7 +92,7 @@ def test_biobench_error_is_one_clean_line(capsys, monkeypatch):
 
     args = parser.parse_args([])
     args.func = boom
-    monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, a: args})())
+    monkeypatch.setattr(cli, "build_parser", lambda load=None: type("P", (), {"parse_args": lambda self, a: args})())
     assert cli.main([]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "error: unknown thing 'x'; did you mean 'y'?"

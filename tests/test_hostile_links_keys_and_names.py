@@ -242,7 +242,7 @@ def test_the_api_404_echoes_a_short_name(tmp_path):
 
 
 def test_prefetch_does_not_take_org_dotdot_for_a_hub_id(capsys):
-    from biobench.names import is_hub_id
+    from biobench.runtime.paths import is_hub_id
 
     assert not any(is_hub_id(t) for t in ("org/..", "org/.", "../x", "org/a..b"))
     assert all(is_hub_id(t) for t in ("almanach/moderncamembert-base", "org/x.v2", "a-b/c_d"))

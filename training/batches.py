@@ -12,13 +12,14 @@ Why it exists: on a GPU the step of a ModernBERT-base at 8192 tokens takes tens 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from biobench.training.objectives import IGNORE, clm_labels
 from biobench.training.packing import PackedCorpus
+from biobench.training.recipes import Objective
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _STREAM_SELECT, _STREAM_ACTION, _STREAM_TOKEN = 1, 2, 3
@@ -108,26 +109,42 @@ class BatchBuilder:
     rank: int = 0
     world: int = 1
 
-    def step(self, position: int, objective: str, mask_rate: float) -> list[dict[str, torch.Tensor]]:
+    def step(self, position: int, objective: Objective, mask_rate: float) -> list[dict[str, torch.Tensor]]:
         """Micro-batches of the step whose first global data position is `position`."""
         per_rank = self.batch_size // self.world
         first = position + self.rank * per_rank
+        label = LABELS[objective]
         out = []
         for start in range(first, first + per_rank, self.micro):
             positions = np.arange(start, start + self.micro)
             b = self.packed.batch(positions.tolist())
-            if objective == "clm":
-                b["labels"] = clm_labels(b["input_ids"], b["attention_mask"])
-            else:
-                ids, labels = self.masker(b["input_ids"].numpy(), b["attention_mask"].numpy(), positions, mask_rate)
-                b["input_ids"], b["labels"] = torch.from_numpy(ids), torch.from_numpy(labels)
+            label(self, b, positions, mask_rate)
             b["n_labels"] = (b["labels"] != IGNORE).sum()
             out.append(b)
         return out
 
 
+def _next_token(_builder: BatchBuilder, batch: dict[str, torch.Tensor], _positions: np.ndarray, _rate: float) -> None:
+    """CLM: each position predicts the next token; the input is left as it is."""
+    batch["labels"] = clm_labels(batch["input_ids"], batch["attention_mask"])
+
+
+def _masked(builder: BatchBuilder, batch: dict[str, torch.Tensor], positions: np.ndarray, rate: float) -> None:
+    """MLM: `rate` of the tokens corrupted (keyed by data position, see Masker), each predicted at its place."""
+    ids, labels = builder.masker(batch["input_ids"].numpy(), batch["attention_mask"].numpy(), positions, rate)
+    batch["input_ids"], batch["labels"] = torch.from_numpy(ids), torch.from_numpy(labels)
+
+
+# An objective's labels (and corrupted input) for a micro-batch read at `positions`, in place: one function per
+# row of recipes.OBJECTIVES.
+LABELS: dict[Objective, Callable[[BatchBuilder, dict[str, torch.Tensor], np.ndarray, float], None]] = {
+    "clm": _next_token,
+    "mlm": _masked,
+}
+
+
 class _Steps(torch.utils.data.Dataset):
-    def __init__(self, builder: BatchBuilder, first_position: int, steps: int, objective: str, mask_rate: float):
+    def __init__(self, builder: BatchBuilder, first_position: int, steps: int, objective: Objective, mask_rate: float):
         self.builder, self.first, self.steps = builder, first_position, steps
         self.objective, self.mask_rate = objective, mask_rate
 
@@ -138,7 +155,7 @@ class _Steps(torch.utils.data.Dataset):
         return self.builder.step(self.first + k * self.builder.batch_size, self.objective, self.mask_rate)
 
 
-def step_stream(builder: BatchBuilder, first_position: int, steps: int, objective: str, mask_rate: float,
+def step_stream(builder: BatchBuilder, first_position: int, steps: int, objective: Objective, mask_rate: float,
                 workers: int = 0, pin_memory: bool = False, prefetch: int = 4) -> Iterator[list[dict[str, torch.Tensor]]]:
     """The next `steps` steps' micro-batches, in order, built by `workers` processes ahead of the loop."""
     if steps <= 0:

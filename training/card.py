@@ -97,6 +97,8 @@ def card_text(meta: dict[str, Any], throughput: dict[int, dict[str, Any]], hardw
     """The card's body: recipe, budgets, hyper-parameters, lineage, hardware and throughput."""
     tokens = meta.get("tokens", {})
     opt, schedule = meta.get("optimizer", {}), meta.get("schedule", {})
+    phases = len(meta.get("attention") or {}) or 2  # the recipe's phases (a phase1/ card counts phase 2's 0 too)
+    per_phase = ", ".join(f"phase {i} {tokens.get(f'phase{i}', 0):,}" for i in range(1, phases + 1))
     lines = [f"# {meta.get('recipe')} · {Path(str(meta.get('base_model', ''))).name or meta.get('base_model')} · "
              f"{_tokens(tokens.get('seen'))} tokens", "",
              f"Continued pretraining with the biobench recipe **{meta.get('recipe')}** (arXiv 2605.12438: a causal-LM "
@@ -106,7 +108,7 @@ def card_text(meta: dict[str, Any], throughput: dict[int, dict[str, Any]], hardw
              f"| base model | `{meta.get('base_model')}` |",
              f"| corpus | `{meta.get('corpus')}` |",
              *_corpus_rows(meta.get("corpus_record")),
-             f"| tokens seen | {tokens.get('seen', 0):,} (phase 1 {tokens.get('phase1', 0):,}, phase 2 {tokens.get('phase2', 0):,}) |",
+             f"| tokens seen | {tokens.get('seen', 0):,} ({per_phase}) |",
              f"| attention per phase | {', '.join(f'{k}: {v}' for k, v in (meta.get('attention') or {}).items()) or '-'} |",
              f"| frozen layers | {meta.get('frozen') or 'none'} |",
              f"| sequence length x batch | {meta.get('seq_len')} x {meta.get('batch_size')} sequences |",

@@ -21,8 +21,9 @@ from typing import Any
 from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import cache_home
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
+from biobench.runtime.paths import is_hub_id
 
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(@[\w.-]{1,100})?")  # org/name[@revision]
+HUB_REVISION = re.compile(r"[\w.-]{1,100}")  # the @revision of a hub source: a branch, tag or commit
 HUB_DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")  # what a hub source is split by
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
@@ -59,7 +60,7 @@ def looks_like_path(source: str) -> bool:
     or anything a hub id cannot be (the hub library would answer with a message about repo ids)."""
     return (source.startswith(("/", ".", "~")) or source.endswith(("/", os.sep)) or source.count("/") > 1
             or source.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES + (".json",))
-            or not HUB_ID.fullmatch(source))
+            or not is_hub_source(source))
 
 
 def check_source(source: str) -> None:
@@ -319,6 +320,12 @@ def parquet_row_groups(path: Path) -> int:
 def parquet_pieces_documents(path: Path, text_field: str) -> Iterator[str]:
     for group in range(parquet_row_groups(path)):
         yield from _parquet_documents(path, text_field, group)
+
+
+def is_hub_source(source: str) -> bool:
+    """'org/name', 'name' or either with '@revision': a hub dataset id (runtime.paths.HUB_ID, the owner optional)."""
+    repo, revision = hub_revision(source)
+    return is_hub_id(repo, owner=False) and (revision is None or HUB_REVISION.fullmatch(revision) is not None)
 
 
 def hub_revision(source: str) -> tuple[str, str | None]:

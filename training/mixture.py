@@ -71,7 +71,7 @@ class MixSource:
         if self.build_from is None:
             return None
         local = folder / Path(self.build_from).expanduser()
-        if local.exists() or not corpus.HUB_ID.fullmatch(self.build_from) or corpus.looks_like_path(self.build_from):
+        if local.exists() or not corpus.is_hub_source(self.build_from) or corpus.looks_like_path(self.build_from):
             return str(local.resolve())
         return self.build_from
 

@@ -1,7 +1,10 @@
-"""Recipes as data: two phases each, an objective, a masking rate, a schedule and optional frozen layers.
+"""Recipes as data: a sequence of phases, each an objective, a masking rate and a schedule, and optional frozen
+layers.
 
 Phase 1 ("clm" slot, even in the MLM control, so one freeze spelling fits every recipe) runs the token
-budget; phase 2 ("decay") runs `decay_ratio` of it with MLM at 15% and the 1 - sqrt decay schedule.
+budget; phase 2 ("decay") runs `decay_ratio` of it with MLM at 15% and the 1 - sqrt decay schedule. An objective
+is one row of `OBJECTIVES` (its attention, whether it corrupts the input) plus its labels in
+`batches.LABELS`; the loss is the same position-aligned cross-entropy for every objective (`objectives.LMLoss`).
 The attention follows the objective: causal for CLM, bidirectional for MLM (training/causal.py
 `phase_attention`). `decoder-control` (paper §3.1/§5.4, Table 4) is the mirror image on a causal LM (Gemma-3):
 MLM 30% with the causal mask removed and a `<mask>` token added, then a CLM decay with the causal mask back.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from biobench.errors import ConfigError
 
@@ -18,32 +22,73 @@ from biobench.errors import ConfigError
 # and the store that reads it): one class for both
 from biobench.lineage import Freeze
 
-PHASE_TAGS = {"clm": 0, "phase1": 0, "decay": 1, "phase2": 1}
+Objective = Literal["clm", "mlm"]
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """What an objective means for a phase, torch-free (the recipes are listed and checked before torch loads)."""
+
+    title: str  # how `pretrain --list`, the logs and a checkpoint's lineage name it
+    causal: bool  # attention: the causal mask (next-token prediction) or bidirectional
+    masks: bool  # corrupts the input at the phase's mask rate (and predicts what it hid)
+
+
+# Each objective stated once; its labels are batches.LABELS[objective] (tests/training check both name the same).
+OBJECTIVES: dict[Objective, ObjectiveSpec] = {
+    "clm": ObjectiveSpec("CLM", causal=True, masks=False),
+    "mlm": ObjectiveSpec("MLM", causal=False, masks=True),
+}
+
+# A frozen-layer record names its phase by a tag (biobench_pretrain.json's `frozen`): phase 1 is "clm" and phase 2
+# "decay" (what every run has written), phase N also "phaseN".
+PHASE_TAGS = ("clm", "decay")
+
+
+def phase_tag(phase_index: int) -> str:
+    return PHASE_TAGS[phase_index] if phase_index < len(PHASE_TAGS) else f"phase{phase_index + 1}"
+
+
+def phase_of_tag(tag: str) -> int | None:
+    """0-based phase index of a --freeze tag: clm / phase1, decay / phase2, phaseN; None for anything else."""
+    if tag in PHASE_TAGS:
+        return PHASE_TAGS.index(tag)
+    m = re.fullmatch(r"phase([1-9]\d?)", tag)
+    return int(m.group(1)) - 1 if m else None
 
 
 @dataclass(frozen=True)
 class Phase:
     name: str  # checkpoint folder: phase1 / final
-    objective: str  # "clm" | "mlm"
-    mask_rate: float  # MLM selection rate (unused for CLM)
+    objective: Objective
+    mask_rate: float  # selection rate of an objective that masks (unused otherwise)
     schedule: str  # "warmup-constant" | "sqrt-decay"
+
+    @property
+    def causal(self) -> bool:
+        return OBJECTIVES[self.objective].causal
+
+    def title(self) -> str:
+        """'CLM', 'MLM 30%': the objective and, when it masks, its rate."""
+        spec = OBJECTIVES[self.objective]
+        return f"{spec.title} {self.mask_rate:.0%}" if spec.masks else spec.title
 
 
 @dataclass(frozen=True)
 class Recipe:
     name: str
     description: str
-    phases: tuple[Phase, Phase]
+    phases: tuple[Phase, ...]  # run in order; the last one writes final/
     freezes: tuple[Freeze, ...] = field(default=())
     decoder: bool = False  # runs on a causal LM (Gemma-3), not an encoder
 
     def frozen_layers(self, phase_index: int) -> list[Freeze]:
-        tag = "clm" if phase_index == 0 else "decay"
+        tag = phase_tag(phase_index)
         return [f for f in self.freezes if f.phase == tag]
 
     @property
     def needs_causal(self) -> bool:
-        return any(p.objective == "clm" for p in self.phases)
+        return any(p.causal for p in self.phases)
 
 
 CLM = Phase("phase1", "clm", 0.0, "warmup-constant")
@@ -69,19 +114,21 @@ def get_recipe(name: str, extra_freezes: list[str] | None = None) -> Recipe:
     if name not in RECIPES:
         raise ConfigError(f"unknown recipe {name!r}; choose one of: {', '.join(RECIPES)} (biobench pretrain --list)")
     recipe = RECIPES[name]
-    extra = tuple(parse_freeze(spec) for spec in extra_freezes or [])
+    extra = tuple(parse_freeze(spec, len(recipe.phases)) for spec in extra_freezes or [])
     return replace(recipe, freezes=recipe.freezes + extra) if extra else recipe
 
 
-def parse_freeze(spec: str) -> Freeze:
-    """'0-7@clm' -> Freeze(0, 7, 'clm'); '@decay' (or @phase2) names phase 2, '@clm' (or @phase1) phase 1."""
+def parse_freeze(spec: str, phases: int = 2) -> Freeze:
+    """'0-7@clm' -> Freeze(0, 7, 'clm'); '@decay' (or @phase2) names phase 2, '@clm' (or @phase1) phase 1,
+    '@phaseN' phase N of a recipe of `phases` phases."""
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*@\s*(\w+)\s*", spec)
-    if not m or m.group(3) not in PHASE_TAGS:
+    index = phase_of_tag(m.group(3)) if m else None
+    if not m or index is None or index >= phases:
         raise ConfigError(f"--freeze {spec!r}: expected FIRST-LAST@clm or FIRST-LAST@decay, e.g. 0-7@clm")
     first, last = int(m.group(1)), int(m.group(2))
     if first > last:
         raise ConfigError(f"--freeze {spec!r}: first layer {first} is after last layer {last}")
-    return Freeze(first, last, "clm" if PHASE_TAGS[m.group(3)] == 0 else "decay")
+    return Freeze(first, last, phase_tag(index))
 
 
 def describe() -> str:
@@ -90,9 +137,9 @@ def describe() -> str:
     for r in RECIPES.values():
         phases = []
         for i, p in enumerate(r.phases):
-            what = "CLM" if p.objective == "clm" else f"MLM {p.mask_rate:.0%}"
+            what = p.title()
             if r.decoder:
-                what += ", causal mask" if p.objective == "clm" else ", bidirectional (causal mask removed)"
+                what += ", causal mask" if p.causal else ", bidirectional (causal mask removed)"
             frozen = "".join(f", layers {f.first}-{f.last} frozen" for f in r.frozen_layers(i))
             length = "budget" if i == 0 else "decay-ratio x budget"
             phases.append(f"phase {i + 1}: {what}, {p.schedule}, {length}{frozen}")

@@ -37,7 +37,7 @@ from biobench.training.corpus_input import check_corpus, corpus_record, packed_c
 from biobench.training.flops import mfu, table_peak_flops
 from biobench.training.objectives import LMLoss, encoder_of
 from biobench.training.packing import document_positions, step_digest
-from biobench.training.recipes import Recipe, get_recipe
+from biobench.training.recipes import Objective, Phase, Recipe, get_recipe
 
 STOP_SIGNALS = tuple(dict.fromkeys((*SIGNALS, *WALL_CLOCK_SIGNALS)))  # SIGINT, SIGTERM, SIGUSR1
 ROLLING = "resume-"  # <out>/resume-<tokens>/: the timer's and a signal's checkpoint (only the latest is kept)
@@ -102,16 +102,17 @@ class TrainState:
     step: int = 0
     position: int = 0
     global_step: int = 0
-    tokens: dict[str, int] = field(default_factory=lambda: {"phase1": 0, "phase2": 0, "clm": 0, "mlm": 0, "seen": 0})
+    # tokens seen in all, per phase (phase1, phase2, ...) and per objective (clm, mlm, ...): a key appears with
+    # the first step of its phase or objective (biobench.lineage reads them by that scheme)
+    tokens: dict[str, int] = field(default_factory=lambda: {"seen": 0})
 
-    def advance(self, phase_index: int, objective: str, tokens: int, sequences: int) -> None:
+    def advance(self, phase_index: int, objective: Objective, tokens: int, sequences: int) -> None:
         """Account for one finished global step."""
         self.step += 1
         self.global_step += 1
         self.position += sequences
-        self.tokens[f"phase{phase_index + 1}"] += tokens
-        self.tokens[objective] += tokens
-        self.tokens["seen"] += tokens
+        for key in ("seen", f"phase{phase_index + 1}", objective):
+            self.tokens[key] = self.tokens.get(key, 0) + tokens
 
     def finish_phase(self, phase_index: int) -> None:
         self.phase = phase_index + 1
@@ -321,11 +322,11 @@ class Trainer:
         frozen = freezing.apply_freezes(self.model, self.recipe.frozen_layers(phase_index))
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         wrapped = self.sharded or distributed.wrap(LMLoss(self.model), self.dist)
-        causal = phase.objective == "clm"
+        causal = phase.causal
         context = phase_attention(self.model, causal)  # decoders keep the phase's mask for its checkpoint
         if self.dist.main:
-            self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.objective.upper()}"
-                        f"{'' if causal else f' {phase.mask_rate:.0%}'}, {total} step{'' if total == 1 else 's'}, schedule {phase.schedule}"
+            self._print(f"phase {phase_index + 1}/{len(self.recipe.phases)}: {phase.title()}"
+                        f", {total} step{'' if total == 1 else 's'}, schedule {phase.schedule}"
                         + (f", frozen layers {frozen[0]}-{frozen[-1]}" if frozen else ""))
         stream = self._step_stream(phase, total)
         with context:
@@ -344,7 +345,7 @@ class Trainer:
                 tokens = self.plan.tokens_per_step
                 self.state.advance(phase_index, phase.objective, tokens, self.plan.batch_size)
                 if self.dist.main:
-                    self._log_step(phase_index, phase.objective, loss, grad_norm, lr, tokens / elapsed, bar)
+                    self._log_step(phase_index, phase, loss, grad_norm, lr, tokens / elapsed, bar)
                 seen, every = self.state.tokens["seen"], self.cfg.save_every
                 if every and seen // every > (seen - tokens) // every and self.state.step < total:
                     self._save(self.out / f"step-{seen}", "step", with_state=True)
@@ -386,12 +387,13 @@ class Trainer:
         folder = checkpoint.latest(self.out) if self.out.is_dir() else None
         return f"the last good checkpoint is {folder}" if folder is not None else "no checkpoint was written yet"
 
-    def _log_step(self, phase_index: int, objective: str, loss: float, grad_norm: float, lr: float,
+    def _log_step(self, phase_index: int, phase: Phase, loss: float, grad_norm: float, lr: float,
                   tokens_per_s: float, bar) -> None:
+        objective = phase.objective
         record: dict[str, Any] = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
                   "tokens": self.state.tokens["seen"], "loss": round(loss, 6), "lr": lr,
                   "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
-                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device, objective == "clm"),
+                  "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device, phase.causal),
                   "data_digest": step_digest(self.packed, self.state.position - self.plan.batch_size, self.plan.batch_size)}
         append_line(self.out / "train_log.jsonl", json.dumps(record), lambda: checkpoint.finished(self.out))
         self.report.scalars({f"train/{k}": record[k] for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")},
@@ -412,7 +414,7 @@ class Trainer:
                 "frozen": [f.to_json() for f in self.recipe.freezes], "decay_ratio": cfg.decay_ratio,
                 "seq_len": cfg.seq_len, "batch_size": cfg.batch_size, "corpus": str(cfg.corpus),
                 "doc_mask": cfg.doc_mask, "seed": cfg.seed, "data_seed": self.data_seed, "world_size": self.dist.world,
-                "attention": {p.name: "causal" if p.objective == "clm" else "bidirectional" for p in self.recipe.phases},
+                "attention": {p.name: "causal" if p.causal else "bidirectional" for p in self.recipe.phases},
                 "decoder": is_decoder(self.model),
                 "mask_token": getattr(self.model.config, "biobench_mask_token", None),
                 "optimizer": {"name": "DecoupledAdamW", "lr": cfg.lr, "betas": list(cfg.betas), "eps": cfg.eps,

@@ -28,6 +28,8 @@ import numpy as np
 from biobench.errors import ConfigError
 from biobench.stats import seed_summary
 from biobench.tasks import needle
+from biobench.tasks.loading import load_task
+from biobench.tasks.registry import get_spec
 
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
@@ -263,12 +265,6 @@ def trajectory_point(start_feats: list[np.ndarray], feats: list[np.ndarray], sam
 def read_text_source(value: str, data_dir: str | Path | None = None) -> tuple[list[str], str]:
     """(texts, where they come from) of one `--texts` value: a text file or folder (tasks.needle.read_texts), else
     a task id (every example of its train, dev and test splits, loaded from `data_dir`)."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
-
     if Path(value).exists():
         return needle.read_texts(value), value
     task = load_task(get_spec(value), data_dir)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from biobench.eval.encoder import load_encoder
 from biobench.runtime.files import atomic_write
 
 
@@ -20,9 +21,6 @@ def load_frozen_encoder(name_or_path: str | Path, device: str = "cpu") -> tuple[
     """(encoder, tokenizer, ModelInfo) in eval mode, float32 (CKA and probes compare exact features),
     gradients off. Aliases, hub ids and local folders resolve through biobench.models."""
     import torch
-
-    # lazy: tests patch it on its module
-    from biobench.eval.encoder import load_encoder
 
     encoder, tokenizer, info = load_encoder(str(name_or_path), device, dtype=torch.float32)
     encoder.eval()

@@ -22,6 +22,7 @@ from biobench import store
 from biobench.analysis import features
 from biobench.errors import ConfigError
 from biobench.eval.runner import versions
+from biobench.metrics import score
 
 if TYPE_CHECKING:
     from biobench.tasks.registry import TaskSpec
@@ -82,9 +83,6 @@ def run_seed(
     limit_train: int | None = None, c: float = 1.0, max_iter: int = 2000,
 ) -> tuple[dict[str, Any], list[Any]]:
     """(metrics {"dev": ..., "test": ...}, test predictions) of one seed."""
-    # lazy: tests patch it on its module
-    from biobench.metrics import score
-
     rows = train_subsample(len(gold["train"]), limit_train, seed)
     preds = fit_predict(
         kind, feats["train"][rows], [gold["train"][i] for i in rows],

@@ -32,11 +32,16 @@ from biobench.api import contamination as _contamination_module  # noqa: F401
 from biobench.api import study as _study_module  # noqa: F401  (the same, for `study` below)
 from biobench.api.catalog import task_rows
 from biobench.api.contamination import attach_to_plan, check_tasks
+from biobench.api.evaluation import execute_plan, plan_evaluation, plan_results
 from biobench.api.pretraining import pretrain
 from biobench.api.results import RefusedFile, Results
 from biobench.api.study import load_study
+from biobench.api.study_run import StudyHandle
 from biobench.errors import BiobenchError, ConfigError, DataError, DiskFullError, ModelLoadError, ResultsError
+from biobench.eval.claims import RunClaims
+from biobench.eval.runner import Execution
 from biobench.standings.folder_pairs import compare as compare_folders
+from biobench.standings.scan import Problem as ScanProblem
 from biobench.store import SEED_FILE, seed_paths
 
 __all__ = ["BiobenchError", "ConfigError", "DataError", "DiskFullError", "ModelLoadError", "Results",
@@ -72,21 +77,12 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     an `eval` (or several) on the same runs never train one twice. `metadata`: what you state about the model
     (params, context, license, base_model, training_data, open_weights; as a grid file's `metadata`), recorded
     over its model card's and marked as stated. Returns the grid's results (this call's and those already there)."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.api.evaluation import execute_plan, plan_evaluation, plan_results
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.eval.runner import Execution
-
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
                            task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata,
                            quick=quick, rename=True)
     if check_contamination:
 
         attach_to_plan(plan)
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.claims import RunClaims
-
     held = RunClaims() if claims else None
     try:
         execute_plan(plan, Execution(device, trust_remote_code), parallel=parallel, progress=progress, claims=held)
@@ -100,11 +96,8 @@ def load_results(source: str | Path | Sequence[str | Path] = "results") -> Resul
     """The results of a results folder (as `biobench eval` writes it), a results.parquet, a folder holding one,
     or a published results dataset (hf://datasets/ORG/NAME); several sources as a list. Files the store's
     reader refuses are listed in `Results.problems`, never fatal."""
-    # lazy: loads numpy, pandas, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.standings.dataset import resolve_sources
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.standings.scan import Problem as ScanProblem
 
     sources = [source] if isinstance(source, str | Path) else list(source)
     refused: list[ScanProblem] = []
@@ -149,8 +142,5 @@ def study(path: str | Path, out: str | Path | None = None) -> Any:
     one-line ConfigError before anything runs); `out` replaces its study folder. The handle's `.plan()` lists the
     steps, `.run(jobs=1, threads=None, steps=None)` runs those not done here, `.submit(SlurmSettings(...))` as
     SLURM jobs with afterok dependencies, `.status()` says each step's state, `.report()` writes the report."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.study_run import StudyHandle
-
     retry = f"biobench study run {path}" + (f" --out {out}" if out is not None else "")
     return StudyHandle(load_study(path, out), retry)

@@ -8,7 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from biobench.analysis.contamination import check
+from biobench.api.evaluation import select_specs
 from biobench.errors import ConfigError, DataError
+from biobench.standings.entries import CONTAMINATION_THRESHOLD
+from biobench.tasks.loading import load_task, resolve_data_dir
+from biobench.training.corpus import check_source, iter_documents
 
 if TYPE_CHECKING:
     from biobench.eval.runner import GridPlan
@@ -18,9 +23,6 @@ if TYPE_CHECKING:
 def task_texts(specs: Sequence[Any], data_dir: str | Path | None, lenient: bool
                ) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], dict[str, str]]:
     """(task, split) -> [(example id, text)] of every loadable task, and why the others could not be loaded."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task, resolve_data_dir
-
     folder = resolve_data_dir(data_dir)
     texts: dict[tuple[str, str], list[tuple[str, str]]] = {}
     unavailable: dict[str, str] = {}
@@ -43,12 +45,6 @@ def check_tasks(corpus: str | Path | Sequence[str | Path], tasks: str | Sequence
                 progress: bool = False) -> dict[str, Any]:
     """The contamination report of `corpus` (one source or several, each as `pretrain` reads it) against the
     tasks (ids, or a language's; default all the paper's tasks with data)."""
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.analysis.contamination import check
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.api.evaluation import select_specs
-
     specs, lenient = select_specs(tasks, lang, task_files)
     texts, unavailable = task_texts(specs, data_dir, lenient)
     if not texts:
@@ -62,9 +58,6 @@ def check_tasks(corpus: str | Path | Sequence[str | Path], tasks: str | Sequence
 
 
 def _documents(sources: Sequence[str], text_field: str):
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.training.corpus import check_source, iter_documents
-
     for source in sources:
         check_source(source)
     for source in sources:
@@ -103,9 +96,6 @@ def corpus_of(lineage: dict[str, Any] | None) -> list[str]:
 def attach_to_plan(plan: GridPlan, n: int = 13) -> dict[str, Any]:
     """Check the plan's tasks against the checkpoint's recorded corpus and put each task's result in the plan,
     so every run of the task records it (`contamination` in the result file)."""
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.analysis.contamination import check
-
     lineage = plan.model.info.lineage or {}
     sources = corpus_of(lineage)
     texts = {(task, split): [(str(ex.id), ex.text) for ex in examples]
@@ -123,7 +113,4 @@ def attach_to_plan(plan: GridPlan, n: int = 13) -> dict[str, Any]:
 def _threshold() -> float:
     """The board's contamination threshold, imported when used: this module loads with `biobench.api` (see its
     __init__), which must stay light."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.standings.entries import CONTAMINATION_THRESHOLD
-
     return CONTAMINATION_THRESHOLD

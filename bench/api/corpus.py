@@ -285,7 +285,7 @@ def sample(source: str | Path, tokenizer: str, tokens: int, seq_len: int, batch_
     text (which pretrain first builds into a store)."""
     from types import SimpleNamespace
 
-    # lazy: loads torch (the packed corpus's batches)
+    # lazy: loads torch
     from biobench.training import corpus_input
 
     Bounds(1, MAX_SAMPLES, integer=True).check(n, "--n")

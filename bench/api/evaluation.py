@@ -19,7 +19,7 @@ from biobench.errors import ConfigError, ResultsError
 from biobench.eval.claims import RunClaims
 from biobench.eval.grid import Grid, GridModel, RunStatus, grid_specs, plan_rows
 from biobench.eval.parallel import execute_parallel
-from biobench.eval.runner import Execution, GridPlan
+from biobench.eval.runner import Execution, GridPlan, execute, parse_shard, plan_grid
 from biobench.models import check_memory
 from biobench.protocols import check_override, task_seeds
 from biobench.ranges import parse_seeds
@@ -29,7 +29,8 @@ from biobench.runtime.paths import check_text
 from biobench.store import read_result
 from biobench.store.metadata import check_metadata
 from biobench.tasks.fetch import task_status
-from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.loading import load_task, resolve_data_dir
+from biobench.tasks.registry import get_spec, list_specs
 
 Lang = Literal["fr", "en"]
 
@@ -38,9 +39,6 @@ def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = N
                  task_files: Sequence[str | Path] = ()) -> tuple[list[Any], bool]:
     """The task specs to run and whether tasks without data may be skipped (only for a language or default
     selection: tasks named one by one must all load). `tasks`: ids as a list or comma-separated text."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec, list_specs
-
     if tasks is not None and lang is not None:
         raise ConfigError("give tasks or lang, not both")
     if tasks is not None:
@@ -162,12 +160,6 @@ def plan_runs(model: str, choice: RunChoice, results: str | Path, *, overrides: 
               metadata: dict[str, Any] | None = None, rename: bool = False) -> GridPlan:
     """The plan of `model` on a RunChoice with checked `overrides` and `metadata`: the model resolved, the tasks
     loaded, every run keyed and decided (eval.runner.plan_grid)."""
-    # lazy: tests patch it on its module
-    from biobench.eval.runner import parse_shard, plan_grid
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
     folder = choice.data_dir
     return plan_grid(model, choice.specs, lambda spec: load_task(spec, folder), results, seeds=choice.seeds,
                      overrides=overrides, overwrite=overwrite, shard=parse_shard(shard),
@@ -220,9 +212,6 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     `before_runs`: called once the model is known to fit the device (the one memory check of the plan), before
     any run is claimed or started: where `biobench eval` says what it will do, so a model too big is refused
     before anything is said."""
-    # lazy: tests patch it on its module
-    from biobench.eval.runner import execute
-
     execution = execution or Execution()
     if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
         check_memory(plan.model.ref, resolve_device(execution.device), training=True, limit_gb=execution.max_model_gb)

@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.models import resolve_model
 from biobench.ranges import parse_count
 from biobench.runtime.batching import AUTO, batch_size_value
 from biobench.runtime.device import resolve_device
 from biobench.runtime.files import atomic_write, output_folder
 from biobench.runtime.paths import check_text
 from biobench.tasks.options import check_keys
+from biobench.training import recipes
+from biobench.training.config import PretrainConfig, config_defaults
+from biobench.training.recipes import parse_freeze
 
 # CPU defaults for preset models: a run of a few million tokens finishes in minutes. The paper's geometry is
 # PretrainConfig's own defaults (training/trainer.py), read from there.
@@ -35,9 +39,6 @@ def parse_tokens(text: str | int) -> int:
 def resolve_geometry(model: str, device: str | None, batch_size: int | str | None, seq_len: int | None,
                      micro_batch_size: int | str | None) -> dict[str, Any]:
     """Batch geometry: the paper's 384 x 8192 unless a preset runs on CPU (16 x 512); explicit values win."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.config import config_defaults
-
     on_cpu = resolve_device(device).startswith("cpu")
     paper = config_defaults()
     base = CPU_PRESET_DEFAULTS if on_cpu and model.startswith("preset:") else {k: paper[k] for k in CPU_PRESET_DEFAULTS}
@@ -52,8 +53,6 @@ def model_source(model: str) -> str:
     all-MiniLM-L6-v2) resolved as `corpus build --tokenizer` and eval resolve it; a preset or a folder as given."""
     if str(model).startswith("preset:") or Path(model).expanduser().is_dir():
         return model
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.models import resolve_model
 
     return resolve_model(model).source
 
@@ -79,13 +78,7 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     `biobench.training.trainer.PretrainConfig` (lr, decay_ratio, freeze, seed, device, ...); what is left out
     takes that class's default. Returns the final checkpoint folder (None when this process is not the one that
     saves, under torchrun)."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training import recipes
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.config import PretrainConfig
-
-    # lazy: loads torch, torch.distributed
+    # lazy: loads torch
     from biobench.training.trainer import train
 
     geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
@@ -136,9 +129,6 @@ def check_settings(raw: dict[str, Any], where: str) -> dict[str, Any]:
     line."""
     from dataclasses import fields
 
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.config import PretrainConfig
-
     settings = {spec.name: spec for spec in fields(PretrainConfig)}
     values = {str(key).replace("-", "_"): value for key, value in raw.items()}
     check_keys(values, settings, where, "setting")
@@ -156,9 +146,6 @@ def setting_value(spec: Any, value: Any, where: str, from_flag: bool = True) -> 
     without control characters (a 1 MB `out` was an OSError traceback), paths as Paths. ConfigError naming
     `where` and what was expected otherwise."""
     from dataclasses import MISSING
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.recipes import parse_freeze
 
     default = spec.default_factory() if spec.default_factory is not MISSING else spec.default
     kind, bounds = (spec.metadata.get("cli") or {}).get("type"), spec.metadata.get("bounds")

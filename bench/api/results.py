@@ -19,6 +19,7 @@ from biobench.errors import ResultsError
 from biobench.names import display_name, distinct_names
 from biobench.store import model_group, read_result
 from biobench.store.record import Result
+from biobench.store.summary import TaskScores, summary_row
 from biobench.store.trust import degenerate, degenerate_text, describe_overrides, overrides
 
 if TYPE_CHECKING:  # numpy and pandas load when a table is asked for: `import biobench` stays instant
@@ -139,9 +140,6 @@ class Results:
         """One dict per (model, task, smoke overrides): the rows of `summary` (fractions). A model is its results
         folder (`groups`); a second result for one seed of a model's task is listed in `problems`, never averaged
         in or put in the place of the first."""
-        # lazy: loads numpy, scipy.special, which `biobench --help` does not
-        from biobench.store.summary import TaskScores, summary_row
-
         names = self.names()
         rows: list[dict[str, Any]] = []
         refused: list[str] = []

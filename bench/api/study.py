@@ -57,10 +57,12 @@ from typing import Any, Literal
 from biobench.analysis.options import ANALYSES, Option
 from biobench.api.pretraining import check_settings, parse_tokens, resolve_geometry
 from biobench.errors import ConfigError
+from biobench.eval.grid import grid_specs, grids_from_tables, resolved_grid_file
 from biobench.ranges import finite_number, parse_seeds
 from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
 from biobench.runtime.paths import UnsafePathError, check_text, display_text, safe_name
+from biobench.standings.scan import load_reference
 from biobench.tasks.synthetic import demo_corpus
 
 MAX_STUDY_BYTES = 1 << 20
@@ -438,9 +440,6 @@ def _lives(value: Any, where: str) -> int:
 def _load_eval(reading: _Reading) -> None:
     """[[eval]]: grid entries (bench/eval/grid.py validates them as it validates a grid file's [[grid]] tables),
     one step per model."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import grids_from_tables
-
     path, raw, study = reading.path, reading.raw, reading.study
     eval_tables = _tables(raw, "eval", path)
     for n, table in enumerate(eval_tables, 1):
@@ -670,9 +669,6 @@ def _short(model: str) -> str:
 def _grid_tasks(grid: Any) -> list[str]:
     if grid.tasks:
         return list(grid.tasks)
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import grid_specs
-
     return [spec.id for spec in grid_specs(grid)]
 
 
@@ -698,9 +694,6 @@ def _refuse_cycles(needs: dict[str, list[str]], path: Path) -> None:
 
 def paper_models() -> list[str]:
     """The model rows of the paper's Tables 1-2 (bench/standings/reference), as a [[compare]]'s paper_a/b names them."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.standings.scan import load_reference
-
     return list(dict.fromkeys(row.model for row in load_reference()))
 
 
@@ -755,9 +748,6 @@ def write_generated_corpus(path: Path, name: str) -> None:
 def write_step_files(study: Study) -> None:
     """The files the steps' command lines name: each pretraining's settings and each eval step's one-model grid
     (paths absolute, so a SLURM job reads them from anywhere), and the generated corpora they read."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import resolved_grid_file
-
     for name in GENERATED:
         path = generated_corpus_path(study.out, name)
         if any(str(s.get("corpus")) == str(path) for s in study.pretrain.values()):

@@ -13,6 +13,12 @@ from typing import Any
 from biobench.analysis.options import ANALYSES
 from biobench.api.study import Study, parse_ref
 from biobench.errors import ConfigError, DataError
+from biobench.eval.grid import grid_specs
+from biobench.tasks.fetch import task_status
+from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.registry import get_spec
+from biobench.training import corpus as corpus_files
+from biobench.training import mixture, token_store
 
 
 @dataclass(frozen=True)
@@ -38,21 +44,6 @@ def _produced(study: Study, path: Path) -> bool:
 
 def missing_inputs(study: Study) -> list[MissingInput]:
     """Every input of the study that is not there, each once with the steps that read it and its fix."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.fetch import task_status
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.loading import resolve_data_dir
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.registry import get_spec
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training import corpus as corpus_files
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training import mixture, token_store
-
     found: dict[str, tuple[list[str], str]] = {}
 
     def missing(what: str, step: str, fix: str) -> None:
@@ -111,9 +102,6 @@ def missing_inputs(study: Study) -> list[MissingInput]:
         if step.kind == "eval":
             grid = next(grids)
             model_input(grid.models[0].model, step.id)
-            # lazy: `biobench --help` does not import it (startup time)
-            from biobench.eval.grid import grid_specs
-
             try:
                 specs = grid_specs(grid)
             except (ConfigError, DataError):

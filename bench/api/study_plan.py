@@ -28,9 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from biobench.aliases import ALIASES
 from biobench.api.study import Step, Study, order, parse_ref
 from biobench.errors import BiobenchError, ConfigError
+from biobench.eval.grid import grid_specs
+from biobench.protocols import protocol_steps, resolve_task_protocol, task_seeds
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
+from biobench.tasks.loading import load_task, locate, resolve_data_dir
 
 Gpu = Literal["h100", "h200", "a100"]
 # Dense bf16 tensor-core peak without sparsity, TFLOPS, from NVIDIA's data sheets (SXM parts). H200 has H100's
@@ -122,9 +126,6 @@ def model_params(study: Study, model: str, seen: tuple[str, ...] = ()) -> float 
         if ref.run in seen or ref.run not in study.pretrain:
             return None
         return model_params(study, str(study.pretrain[ref.run]["model"]), (*seen, ref.run))
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.aliases import ALIASES
-
     alias = next((a for a in ALIASES if a.name == model), None)
     hub = alias.hub_id if alias is not None and alias.hub_id else model
     if hub in PARAMS:
@@ -159,12 +160,6 @@ def _pretrain_row(study: Study, step: Step, gpus: int) -> tuple[PlanRow, str, fl
 
 
 def _eval_row(study: Study, step: Step, grid: Any) -> PlanRow:
-    # lazy: `biobench --help` does not import them (startup time)
-    from biobench.eval.grid import grid_specs
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.protocols import protocol_steps, resolve_task_protocol, task_seeds
-
     entry = grid.models[0]
     params = model_params(study, _source_model(study, entry.model))
     runs, flops, unknown = 0, 0.0, []
@@ -197,9 +192,6 @@ def _source_model(study: Study, model: str) -> str:
 
 def _train_examples(spec: Any, data_dir: Any) -> int | None:
     """Training examples of a task whose data is here (loaded once per process), None otherwise."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.loading import load_task, locate, resolve_data_dir
-
     source, _ = locate(spec, resolve_data_dir(data_dir))
     if source is None:  # not here (a hub copy is not downloaded to count it)
         return None

@@ -22,6 +22,7 @@ from biobench.api.study import Compare, Study
 from biobench.ranges import format_ranges
 from biobench.runtime.files import atomic_write, csv_text
 from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.standings.folder_pairs import compare
 from biobench.standings.scan import load_reference
 from biobench.stats import adjust_p_values, seed_summary
 from biobench.store import iter_results
@@ -53,9 +54,6 @@ def _summary(values: list[float]) -> dict[str, float]:
 def compare_one(study: Study, spec: Compare) -> dict[str, Any]:
     """One [[compare]]: compare's report (the same call as `biobench compare A B --average --json` by hand, A and
     B given as their checkpoint folders), each model's seed summaries, the adjusted p-values, the paper's rows."""
-    # lazy: tests patch it on its module
-    from biobench.standings.folder_pairs import compare
-
     report = compare(study.results, study.model_path(spec.a), study.model_path(spec.b),
                      list(spec.tasks) if spec.tasks else None, spec.lang, spec.n_boot, True,
                      spec.allow_different_protocols)

@@ -31,6 +31,7 @@ from biobench.errors import BiobenchError, ConfigError
 from biobench.eval.grid import grid_specs, plan_rows, resolved_grid_file
 from biobench.models import resolve_model
 from biobench.runtime import launch
+from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, read_json
 from biobench.runtime.paths import display_text
@@ -91,8 +92,6 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
             cache = _records(study) / "plans" / f"{step.id.replace('/', '--')}.json"
             if fingerprint is not None and (kept := _cached_plan(cache, fingerprint)) is not None:
                 return kept
-            # lazy: the engine's imports (torch): only when it plans
-
             planned = plan_grid_model(grid, entry, overwrite=True)
             if fingerprint is not None:
                 _keep_plan(cache, fingerprint, planned)
@@ -280,9 +279,6 @@ def run_local(study: Study, jobs: int = 1, threads: int | None = None,
                 argv = local_argv(step, threads)
                 log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} biobench {' '.join(argv)}\n")
                 log.flush()
-                # lazy: guarded by a try
-                from biobench.runtime.children import die_with_parent
-
                 child = subprocess.Popen([sys.executable, "-m", "biobench.cli", *argv], env=_child_env(threads),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
                 relays = [threading.Thread(target=_relay, args=(s, log, step, show), daemon=True)

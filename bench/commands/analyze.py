@@ -8,11 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from biobench.analysis import options
+from biobench.analysis import cka, features, needle_probe, options, plots, probe
+from biobench.analysis.transplant import transplant
 from biobench.errors import ConfigError
+from biobench.models import resolve_model
 from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device as _device
 from biobench.runtime.files import atomic_write
+from biobench.tasks import needle
+from biobench.tasks.loading import load_task
+from biobench.tasks.registry import get_spec
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -27,8 +32,7 @@ r_l = div(CLM, MLM_s1) / div(MLM_s2, MLM_s1)."""
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("analyze", help="the paper's analyses: CKA, transplants, linear probes, needle test",
-                                   description=__doc__)
+    parser = subparsers.add_parser("analyze", description=__doc__)
     sub = parser.add_subparsers(dest="analysis", metavar="ANALYSIS", required=True)
     # each kind's options are declared once (analysis/options.py): a study's [[analysis]] tables are checked
     # against the same declarations
@@ -57,24 +61,15 @@ def _write_json(path: Path, data: Any) -> None:
 
 def _cka_texts(args) -> tuple[list[str], dict[int, Any], list[dict[str, Any]], list[int]]:
     """(the sampled texts, per seed their rows in that list, the sources, the seeds): analysis.cka.sample_texts."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.analysis import cka
-
     seeds = parse_ranges(args.sample_seeds, "--sample-seeds")
     return (*cka.sample_texts(args.texts, args.n, seeds, args.data_dir), seeds)
 
 
 def _layer_features(name: str, texts: list[str], args, device: str):
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.analysis import features
-
     return features.model_layer_features(name, texts, args.max_length, args.batch_size, device)
 
 
 def run_cka(args) -> int:
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.analysis import cka, plots
-
     texts, samples, sources, seeds = _cka_texts(args)
     device = _device(args.device)
     names = {"a": args.models[0], "b": args.models[1], "noise": args.noise}
@@ -103,9 +98,6 @@ def run_cka(args) -> int:
 
 
 def run_cka_trajectory(args) -> int:
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.analysis import cka, plots
-
     run = Path(args.run)
     checkpoints = cka.run_checkpoints(run)
     start = cka.start_model(run, checkpoints, args.start)
@@ -131,9 +123,6 @@ def run_cka_trajectory(args) -> int:
 
 
 def run_transplant(args) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.analysis.transplant import transplant
-
     layers = parse_ranges(args.layers, "--layers")
     record = transplant(args.source, args.target, layers, args.component, args.out)
     print(f"copied {record['n_tensors']} tensors ({record['n_params']:,} parameters) of layers "
@@ -142,15 +131,6 @@ def run_transplant(args) -> int:
 
 
 def run_probe(args) -> int:
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.analysis import probe
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
-
     spec = get_spec(args.task, args.task_file)
     probe.evaluate(args.model, spec, load_task(spec, args.data_dir), parse_ranges(args.seeds, "--seeds"),
                    args.results, pooling=args.pooling, layer=args.layer, max_length=args.max_length,
@@ -173,9 +153,6 @@ def _needle_pairs(args) -> int:
 
 
 def run_needle_generate(args) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks import needle
-
     n_pairs = _needle_pairs(args)
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
     count = reserve = tokenizer_source = None
@@ -183,8 +160,6 @@ def run_needle_generate(args) -> int:
         if not args.tokenizer:
             raise ConfigError("needle lengths are counted in the evaluated model's tokens: pass --tokenizer MODEL "
                               "(the model you will run), or --length-unit words to count whitespace words")
-        # lazy: `biobench --help` does not import it (startup time)
-        from biobench.models import resolve_model
         from transformers import AutoTokenizer
 
         folder = Path(args.tokenizer)
@@ -218,12 +193,6 @@ def run_needle_generate(args) -> int:
 
 
 def run_needle(args) -> int:
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.analysis import needle_probe
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks import needle
-
     rows = needle.read_jsonl(Path(args.data) / "needle.jsonl")
     if args.lengths:
         keep = set(parse_ranges(args.lengths, "--lengths"))

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 
 from biobench.errors import ConfigError, DataError
+from biobench.models import inspect_model
+from biobench.names import display_name
+from biobench.store.layout import results_of_revision
+from biobench.store.summary import model_summaries
 from biobench.store.trust import describe_overrides, overrides, split_smoke
+from biobench.training.card import add_results
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "card", help="add evaluation results (model-index) to a checkpoint's model card",
-        description="Writes the mean test score per task (the protocol's headline metric, over seeds) of MODEL_DIR "
+        "card", description="Writes the mean test score per task (the protocol's headline metric, over seeds) of MODEL_DIR "
         "into MODEL_DIR/README.md as Hugging Face `model-index` entries, keeping the card's text, so the folder can "
         "be pushed to the hub as it is. `biobench pretrain` writes the card itself; a folder without one gets a "
         "minimal card. Smoke runs (results made with protocol overrides: --epochs, --limit-train, --limit-eval, ...) "
@@ -24,21 +28,6 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.models import inspect_model
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.names import display_name
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.store.layout import results_of_revision
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.store.summary import model_summaries
-
-    # lazy: loads numpy, which `biobench --help` does not
-    from biobench.training.card import add_results
 
     folder = Path(args.model_dir)
     if not (folder / "config.json").is_file():

@@ -16,8 +16,7 @@ from biobench.standings.folder_pairs import model_folder
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "compare", help="paired bootstrap between two models' results (difference, 95%% CI, p-value)",
-        description="Compare two models task by task from their saved test predictions: the difference of "
+        "compare", description="Compare two models task by task from their saved test predictions: the difference of "
         "seed-mean macro-F1 (A - B), a 95% bootstrap CI and a two-sided p-value (test examples resampled "
         "jointly for both models, seeds resampled per model).",
     )
@@ -89,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_paper(args: argparse.Namespace) -> int:
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.standings.aggregate import build_board
 
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.standings.reproduction import model_verdicts, verdict_rows
 
     if args.model_b:

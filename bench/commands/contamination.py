@@ -21,8 +21,7 @@ id), once, streamed: memory holds the tasks' n-grams and one batch of corpus wor
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "contamination", help="share of task examples that share a word n-gram with a corpus",
-        description="Per task and split: how many examples share a word n-gram (default 13, as the GPT-3 paper's "
+        "contamination", description="Per task and split: how many examples share a word n-gram (default 13, as the GPT-3 paper's "
         "overlap analysis) with the corpus, and the longest run of words shared. Both sides are normalised alike "
         "(NFKC, case folded, punctuation and line breaks ignored: words are runs of letters and digits).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,

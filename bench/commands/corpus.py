@@ -8,9 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from biobench.api import corpus
 from biobench.api.pretraining import resolve_geometry
 from biobench.commands.pretrain import config_file, flag_settings
 from biobench.errors import ConfigError
+from biobench.runtime import launch
+from biobench.runtime.launch import add_launcher_arguments
+from biobench.training import mixture
+from biobench.training.config import config_defaults
 
 EPILOG = """examples:
   biobench corpus build ../shared/data/pretrain-fr --tokenizer almanach/moderncamembert-base --out stores/e3c-fr --workers 4
@@ -52,9 +57,6 @@ def add_parser(subparsers) -> None:
                    "redone by the next one once its claim expires")
     b.add_argument("--claim-seconds", type=float, default=300.0, metavar="S", help="with --claim-units: how long a "
                    "claim lives without renewal, i.e. how late a killed process's unit is redone (default 300)")
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime.launch import add_launcher_arguments
-
     # --workers: tokenising processes here (--launcher local, the default), array elements with --launcher slurm
     add_launcher_arguments(b)
     b.set_defaults(gpus_per_task=0)  # tokenising needs no GPU
@@ -101,9 +103,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api import corpus
-
     if args.corpus_command == "build":
         return build(args, corpus)
     if args.corpus_command == "info":
@@ -129,9 +128,6 @@ def plan(args: argparse.Namespace, corpus) -> tuple[str, list[str], list[dict[st
 def run_settings(args: argparse.Namespace, given: str | None, command: str) -> tuple[str, dict[str, Any]]:
     """(corpus, the run's settings) as pretrain resolves them: a --config file, flags over it, pretrain's
     geometry defaults (resolve_geometry) and decay ratio; the data seed is the seed unless given."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.config import config_defaults
-
     settings = config_file(args.config) if args.config else {}
     settings.update(flag_settings(args))
     source = given or settings.get("corpus")
@@ -170,18 +166,12 @@ def sample(args: argparse.Namespace, corpus) -> int:
 
 
 def mixture_tokenizer(path: str) -> str | None:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training import mixture
-
     return mixture.read_mix(path).tokenizer
 
 
 def build(args: argparse.Namespace, corpus) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
-
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime import launch
 
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     if args.mix is not None:

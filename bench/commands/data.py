@@ -14,8 +14,10 @@ from typing import Any
 from biobench.errors import BiobenchError, ConfigError
 from biobench.ranges import finite_number
 from biobench.runtime.files import output_folder
+from biobench.tasks.archives import Limits
+from biobench.tasks.fetch import add_task, fetch_task, task_status
 from biobench.tasks.loading import resolve_data_dir
-from biobench.tasks.registry import list_specs
+from biobench.tasks.registry import get_spec, list_specs
 
 
 def _data_dir(args: argparse.Namespace, create: bool = False) -> Path:
@@ -32,8 +34,7 @@ def _data_dir(args: argparse.Namespace, create: bool = False) -> Path:
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "data", help="fetch, add and check task data",
-        description="Put task data into the documented layout (tasks/DATA_LAYOUT.md): `fetch` downloads open "
+        "data", description="Put task data into the documented layout (tasks/DATA_LAYOUT.md): `fetch` downloads open "
         "data from its original source and verifies it, `add` installs a file you downloaded yourself "
         "(credentialed or gated data, never downloaded by biobench), `status` shows what is there.",
     )
@@ -88,15 +89,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.archives import Limits
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.fetch import fetch_task, task_status
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
-
     data_dir = _data_dir(args, create=True)
     specs = [get_spec(t) for t in dict.fromkeys(args.tasks)]  # unknown ids fail before any download
     limits = Limits.from_env(args.max_ratio, args.max_bytes)
@@ -121,15 +113,6 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.archives import Limits
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.fetch import add_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
-
     data_dir = _data_dir(args, create=True)
     spec = get_spec(args.task)
     print(f"{spec.id}: adding {', '.join(args.files)} into {data_dir}")
@@ -139,9 +122,6 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.tasks.fetch import task_status
-
     data_dir = _data_dir(args)
     rows = [task_status(spec, data_dir) for spec in list_specs(include_extra=args.all)]
     if args.json:

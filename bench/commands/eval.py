@@ -12,13 +12,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.api.contamination import attach_to_plan
+from biobench.api.evaluation import (
+    dry_run_evaluation,
+    dry_run_grids,
+    execute_plan,
+    plan_evaluation,
+    plan_grid_model,
+)
 from biobench.errors import ConfigError
+from biobench.eval.claims import DEFAULT_CLAIM_S, MIN_CLAIM_S, RunClaims
+from biobench.eval.grid import UNRESOLVED, select_grids
+from biobench.eval.grid_launch import ArraySettings, launch_grid
 from biobench.eval.parallel import parallel_value
+from biobench.eval.runner import STOP_MESSAGE, Execution, stopped, summarize
 from biobench.protocols import OVERRIDES, add_protocol_arguments, overrides_from_args
+from biobench.runtime import launch
 from biobench.runtime.console import console as terminal_console
 from biobench.runtime.device import check_device
+from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json
+from biobench.runtime.launch import add_launcher_arguments
+from biobench.runtime.leases import MAX_LEASE_S
 from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
+from biobench.store.metadata import check_metadata
 from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, is_smoke
 from biobench.tasks.loading import resolve_data_dir
 from biobench.tasks.registry import add_task_arguments
@@ -35,8 +51,7 @@ A finished (model revision, data, protocol, seed) run is skipped, so rerunning a
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "eval", help="fine-tune and score a model on tasks x seeds (macro-F1, mean/std/95%% CI)",
-        description="Fine-tune a model on each task with the paper's protocol, once per seed, and score it "
+        "eval", description="Fine-tune a model on each task with the paper's protocol, once per seed, and score it "
         "on test with the checkpoint that is best on dev. One result JSON per (model, task, seed).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -97,21 +112,12 @@ def add_parser(subparsers) -> None:
                              "run per seed, project $WANDB_PROJECT or biobench)")
     add_task_arguments(parser)
     add_protocol_arguments(parser, quick=True)
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime.launch import add_launcher_arguments
-
     add_launcher_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def claim_seconds(text: str) -> float:
     """argparse type of --claim-seconds: a finite number of seconds within the lease bounds."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.claims import MIN_CLAIM_S
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.leases import MAX_LEASE_S
-
     try:
         value = float(text)
     except ValueError:
@@ -123,9 +129,6 @@ def claim_seconds(text: str) -> float:
 
 def make_claims(args: argparse.Namespace):
     """The run claims of this process (None with --no-claims)."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.claims import DEFAULT_CLAIM_S, RunClaims
-
     if args.no_claims:
         return None
     return RunClaims(args.claim_seconds or DEFAULT_CLAIM_S)
@@ -134,12 +137,6 @@ def make_claims(args: argparse.Namespace):
 @contextlib.contextmanager
 def wall_clock(args: argparse.Namespace):
     """The whole eval under SIGTERM/SIGUSR1 stop handling and this process's claims (released on the way out)."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.eval.runner import STOP_MESSAGE
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, stop_on_signal
-
     claims = make_claims(args)
     try:
         with stop_on_signal(None, WALL_CLOCK_SIGNALS, STOP_MESSAGE) as stop:
@@ -156,9 +153,6 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
     check_device(args.device)
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime import launch
-
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
     if args.config and args.results is not None:
@@ -185,9 +179,6 @@ def run(args: argparse.Namespace) -> int:
     if args.grid:
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.api.evaluation import dry_run_evaluation, plan_evaluation
-
     if args.threads:
         import torch
 
@@ -272,9 +263,6 @@ def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> Own
 def metadata_option(text: str | None) -> dict[str, Any]:
     """--metadata JSON as the stated metadata (biobench.store.metadata.check_metadata, the grid file's
     validator); ConfigError in one line for text that is not a JSON object of known, valid fields."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.store.metadata import check_metadata
-
     if text is None:
         return {}
     if len(text) > 16_384:
@@ -290,9 +278,6 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
     """The dry run: first what a person reads at a glance (per grid a task x model table of done / claimed /
     left, the tasks with no data here and how to get them, models whose revision cannot be resolved and how
     to fetch them, who holds claims, the totals), then with --verbose one line per run (tab-separated)."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import UNRESOLVED
-
     if args.json:
         print(json.dumps([row.__dict__ for row in rows], indent=2))
         return 0
@@ -316,9 +301,6 @@ def print_dry_run(rows, args: argparse.Namespace, n_grids: int) -> int:
 def _cell(statuses: list[str]) -> str:
     """One task x model cell: done/claimed/left, '?/N' when the model is unresolved (N runs, done or not
     unknown), 'no data' when the task cannot run here."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import UNRESOLVED
-
     if "no data" in statuses:
         return "no data"
     if UNRESOLVED in statuses:
@@ -331,9 +313,6 @@ def print_grid_summary(rows, args: argparse.Namespace) -> None:
     """Per grid a table, tasks down and models across ([1], [2], ... named below it: display names are long),
     each cell done/claimed/left; then the tasks with no data here, the unresolved models, claim holders and
     the totals. Stdout: this is the dry run's answer."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import UNRESOLVED
-
     grids = list(dict.fromkeys(row.grid for row in rows))
     for grid in grids:
         mine = [row for row in rows if row.grid == grid]
@@ -408,12 +387,6 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid. What it will do is said once execute_plan has checked the model fits (its one memory
     check), so a model too big is refused before anything is said or run."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.api.evaluation import execute_plan
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.eval.runner import Execution, summarize
-
     def say_what_runs() -> None:
         skipped = sum(r.status == "skipped" for r in plan.runs)
         if not args.json or skipped:
@@ -449,9 +422,6 @@ def micro_batch(args: argparse.Namespace) -> str | None:
 def launch_slurm(args: argparse.Namespace) -> int:
     """`eval --config G --launcher slurm`: submit the grid as one SLURM array (eval.grid_launch), print where to
     look."""
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.eval.grid_launch import ArraySettings, launch_grid
-
     if not args.config:
         raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")
     options = vars(args)
@@ -469,12 +439,6 @@ def launch_slurm(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """`eval --config GRID.toml`: every (grid, model) of the file as its own `eval --model` run
     (api.evaluation.plan_grid_model), or with --dry-run the list of runs and whether each is done."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.api.evaluation import dry_run_grids, plan_grid_model
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.grid import select_grids
-
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
     grids = select_grids(args.config, args.grid, args.task_file)
@@ -490,9 +454,6 @@ def run_config(args: argparse.Namespace) -> int:
                                           "--data-dir": grid.data_dir or args.data_dir, "--results": grid.results,
                                           "--task-file": [*grid.task_files, *args.task_file]})
                 if args.stop.requested:  # a signal while this model was planned
-                    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-                    from biobench.eval.runner import stopped
-
                     raise stopped(plan, args.stop, lambda line: print(line, file=sys.stderr))
                 run_plan(plan, args, f"[{grid.name}] {plan.name}", parallel=grid.parallel)
     return 0

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from biobench.errors import ConfigError
 from biobench.ranges import finite_number
+from biobench.service.submission import PublicPolicy, RateLimit, trust_proxies
+from biobench.standings.cache import default_dir
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "leaderboard",
-        help="browse results in a Gradio app (or --export the table)",
         description="Leaderboard over results folders plus the paper's published rows (marked 'reported').",
     )
     p.add_argument("--results", nargs="+", action="extend", default=[], metavar="DIR",
@@ -54,20 +55,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: loads numpy, pandas, scipy.special, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.leaderboard.tables.export import write_export
 
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.leaderboard.tables.text import render_text
 
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.service.submission import PublicPolicy, RateLimit, trust_proxies
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.standings.aggregate import build_board
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.standings.cache import default_dir
 
     if args.port is not None and not 1 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: a port is a number from 1 to 65535")
@@ -116,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path} ({rows} rows)")
     if quick:
         return 0
-    # lazy: loads gradio
+    # lazy: loads gradio, pandas
     from biobench.leaderboard.app import launch
 
     launch(board, host=args.host, port=args.port, queue=args.queue, rebuild=lambda: scan("background"),

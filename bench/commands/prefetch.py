@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
+from biobench.eval.grid import grid_specs, read_grid_file
+from biobench.eval.prefetch import prefetch_model, prefetch_task
 from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.registry import get_spec, list_specs
 
 # (this module parses and prints; the work is in biobench.eval.prefetch)
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "prefetch", help="download a grid's models and data ahead, for compute nodes without internet",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "prefetch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="GRID.toml", help="every model and task of a grid file")
     parser.add_argument("--grid", action="append", default=[], metavar="NAME",
                         help="with --config: only the grid(s) of this name (repeatable)")
@@ -39,14 +41,8 @@ def add_parser(subparsers: Any) -> None:
 
 def _selection(args: argparse.Namespace) -> tuple[list[str], list[tuple[Any, Path | None]]]:
     """(models, [(task spec, data folder)]) named by the grid file or by --model/--lang/--tasks."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec, list_specs
-
     data_dir = resolve_data_dir(args.data_dir)
     if args.config:
-        # lazy: `biobench --help` does not import it (startup time)
-        from biobench.eval.grid import grid_specs, read_grid_file
-
         if args.model or args.lang or args.tasks:
             raise ConfigError("with --config, models and tasks come from the grid file; drop --model/--lang/--tasks")
         grids = read_grid_file(args.config)
@@ -68,9 +64,6 @@ def _selection(args: argparse.Namespace) -> tuple[list[str], list[tuple[Any, Pat
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.eval.prefetch import prefetch_model, prefetch_task
-
     models, tasks = _selection(args)
     log = print
     items = [prefetch_model(m, log) for m in dict.fromkeys(models)]

@@ -16,7 +16,11 @@ from typing import Any
 
 from biobench.api.pretraining import check_settings, parse_tokens, pretrain, setting_value
 from biobench.errors import ConfigError
+from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_toml, read_bytes
+from biobench.runtime.slurm import requeue_self, restart_count
+from biobench.training import recipes
+from biobench.training.config import PretrainConfig
 
 __all__ = ["add_parser", "parse_tokens", "run"]
 
@@ -25,8 +29,7 @@ MAX_CONFIG_BYTES = 1 << 20  # a pretraining config is a few dozen lines
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "pretrain", help="continued pretraining: CLM detour and its controls",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--list", action="store_true", help="show the recipes and their phases, then exit")
     p.add_argument("--config", type=Path, metavar="RUN.toml",
@@ -45,9 +48,6 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     `setting_value` (`flag_settings`), as a --config file's are: `--tokens 12Q` was a ConfigError raised inside
     argparse's type function (a 43-line traceback) and `--max-documents 50` stayed the text '50'."""
     from dataclasses import MISSING, fields
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.config import PretrainConfig
 
     for spec in fields(PretrainConfig):
         text, cli = spec.metadata.get("help"), dict(spec.metadata.get("cli") or {})
@@ -87,17 +87,11 @@ def flag_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given as flags (None: not given), each turned into its value by `setting_value`."""
     from dataclasses import fields
 
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training.config import PretrainConfig
-
     return {spec.name: setting_value(spec, value, f"--{spec.name.replace('_', '-')} {str(value)[:40]!r}")
             for spec in fields(PretrainConfig) if (value := getattr(args, spec.name, None)) is not None}
 
 
 def run(args) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.training import recipes
-
     if args.list:
         print(recipes.describe())
         return 0
@@ -146,9 +140,6 @@ def micro_text(cfg) -> str:
 def requeued_resume(out: Path) -> bool | None:
     """A SLURM job that was requeued (SLURM_RESTART_COUNT > 0) runs its batch script again, with the same
     command: it resumes from the latest checkpoint under --out without --resume, as if it had been given."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.slurm import restart_count
-
     # lazy: loads torch
     from biobench.training import checkpoint
 
@@ -163,13 +154,7 @@ def requeue_after(stop: KeyboardInterrupt) -> None:
     """After the checkpoint a wall-clock warning (SIGUSR1 from `#SBATCH --signal=B:USR1@120`, the job's time
     nearly out) made it write, a SLURM job puts itself back in the queue (rank 0 only: one request per job); it
     resumes there. SIGTERM (`scancel`) stops it for good: runtime.slurm.requeue_self says so in one line."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.slurm import requeue_self
-
-    # lazy: loads torch, torch.distributed
+    # lazy: loads torch
     from biobench.training.trainer import Stopped
 
     wall_clock = {signal.Signals(s).name for s in WALL_CLOCK_SIGNALS}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 
 from biobench.errors import ConfigError
+from biobench.service import queue
+from biobench.service.queue_storage import open_storage
 
 EPILOG = """examples:
   biobench queue configure --queue queue/ --review on --max-pending 3
@@ -16,8 +18,7 @@ EPILOG = """examples:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "queue", help="list a request queue, approve or reject requests, configure review",
-        description="The operator's commands for a request queue (a folder or hf://datasets/ORG/NAME). With "
+        "queue", description="The operator's commands for a request queue (a folder or hf://datasets/ORG/NAME). With "
         "review on, `biobench submit` and the Submit form write requests as pending-review; a worker runs "
         "them only once approved.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -36,12 +37,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.service import queue
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.service.queue_storage import open_storage
-
     storage = open_storage(args.queue, dry_run=args.dry_run)
     if args.action in ("approve", "reject"):
         if not args.id:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import biobench
+from biobench.api.export import export
 from biobench.runtime.files import output_folder
 
 EPILOG = """examples:
@@ -16,8 +17,7 @@ EPILOG = """examples:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "results", help="share results as a Hugging Face dataset (push) or export them (export)",
-        description="Results as a Hugging Face dataset: one parquet row per (model, task, seed) with the run key, "
+        "results", description="Results as a Hugging Face dataset: one parquet row per (model, task, seed) with the run key, "
         "metrics, the whole result and its predictions, plus a dataset card.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -47,10 +47,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_push(args: argparse.Namespace) -> int:
-    # lazy: loads numpy, pandas, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.standings import dataset
 
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
+    # lazy: loads pandas
     from biobench.standings.aggregate import build_board
 
     if args.dry_run:
@@ -81,9 +81,6 @@ def _warn_left_out(problems: list[tuple[str, str]]) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.export import export
-
     results = biobench.load_results(args.results)
     for problem in results.problems:
         print(f"warning: {problem.path}: {problem.reason} (left out)")

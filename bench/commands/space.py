@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from biobench.leaderboard.space import write_space
+
 EPILOG = """examples:
   biobench space init my-space/ --results hf://datasets/my-org/biobench-results
   biobench space init my-space/ --results hf://datasets/my-org/biobench-results --queue hf://datasets/my-org/requests \\
@@ -13,8 +15,7 @@ EPILOG = """examples:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "space", help="write a Hugging Face Space serving the leaderboard (init)",
-        description="A Gradio Space (README metadata, app.py, requirements.txt) that serves the leaderboard from a "
+        "space", description="A Gradio Space (README metadata, app.py, requirements.txt) that serves the leaderboard from a "
         "results dataset and, with --queue, takes evaluation requests.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -48,9 +49,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.leaderboard.space import write_space
-
     written = write_space(args.out, args.results, queue=args.queue, refresh_minutes=args.refresh_minutes,
                           title=args.title, requirement=args.requirement, space=args.space,
                           local_ok=args.local_ok, trusted_proxy=args.trusted_proxy)

@@ -8,13 +8,26 @@ import sys
 from pathlib import Path
 
 from biobench.api.study import load_study
+from biobench.api.study_inputs import check_inputs
+from biobench.api.study_plan import plan_lines, study_plan
+from biobench.api.study_report import difference_rows, write_report
+from biobench.api.study_run import (
+    SlurmSettings,
+    check_nothing_conflicts,
+    describe,
+    run_local,
+    study_status,
+    submit_slurm,
+)
 from biobench.errors import ConfigError
+from biobench.ranges import finite_number
+from biobench.runtime import launch
 from biobench.runtime.device import resolve_device
+from biobench.runtime.launch import add_launcher_arguments
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("study", help="a whole study from one file: pretrain, eval, analyses, report",
-                                   description=__doc__ + " Steps: each [[pretrain]], each model of each [[eval]], "
+    parser = subparsers.add_parser("study", description=__doc__ + " Steps: each [[pretrain]], each model of each [[eval]], "
                                    "each [[analysis]]; [[compare]] tables go into the report.")
     sub = parser.add_subparsers(dest="study_command", metavar="COMMAND", required=True)
     p = sub.add_parser("run", help="run every step not done yet, here or as SLURM jobs with dependencies",
@@ -30,9 +43,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--step", action="append", default=[], metavar="ID", help="only these steps (repeatable; "
                    "`--dry-run` lists the ids); what they need must be done")
     p.add_argument("--dry-run", action="store_true", help="list the steps, their commands and dependencies; run nothing")
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime.launch import add_launcher_arguments
-
     add_launcher_arguments(p)
     p.set_defaults(func=run)
     p = sub.add_parser("plan", help="what the study costs: tokens or runs, FLOPs, GPU-hours, wall time, disk",
@@ -71,13 +81,6 @@ def _retry(args: argparse.Namespace, slurm: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.study_inputs import check_inputs
-    from biobench.api.study_run import check_nothing_conflicts, describe, run_local
-
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime import launch
-
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     study = load_study(args.study, args.out)
     known = {s.id for s in study.steps}
@@ -112,12 +115,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace, study) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.study_run import SlurmSettings, submit_slurm
-
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime import launch
-
     settings = SlurmSettings(args.partition, args.account, args.gpus_per_task, args.cpus_per_task,
                              launch.minutes(args.time), args.workers, launch.slurm_args(args.slurm_arg),
                              Path(args.log_dir).resolve() if args.log_dir else None)
@@ -133,10 +130,6 @@ def _submit(args: argparse.Namespace, study) -> int:
 
 
 def plan(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.study_plan import plan_lines, study_plan
-    from biobench.ranges import finite_number
-
     study = load_study(args.study, args.out)
     mfu = finite_number(args.mfu, "--mfu", minimum=0.01, maximum=1.0)
     print("\n".join(plan_lines(study_plan(study, args.gpu, args.gpus, mfu))))
@@ -144,9 +137,6 @@ def plan(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.study_run import study_status
-
     study = load_study(args.study, args.out)
     states = study_status(study, _retry(args))
     width = max(len(s.step) for s in states)
@@ -162,9 +152,6 @@ def status(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.study_report import difference_rows, write_report
-
     study = load_study(args.study, args.out)
     if not study.compares and not any(s.analysis == "probe" for s in study.steps):
         raise ConfigError(f"{args.study}: no [[compare]] table and no probe; a report compares two models "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from biobench.protocols import add_protocol_arguments, overrides_from_args
+from biobench.service.submission import submit_request
+from biobench.store.metadata import metadata_from_fields
 from biobench.store.trust import SMOKE_MARK, describe_overrides
 
 EPILOG = """examples:
@@ -16,8 +18,7 @@ EPILOG = """examples:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "submit", help="request an evaluation in a queue (a folder or hf://datasets/ORG/NAME)",
-        description="Write one evaluation request (model, revision, tasks, seeds, protocol hash, submitter, time; "
+        "submit", description="Write one evaluation request (model, revision, tasks, seeds, protocol hash, submitter, time; "
         "status pending) into a queue that `biobench worker` processes. The same model + revision + protocol "
         "already pending, running or finished is refused.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -52,18 +53,12 @@ def add_metadata_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def metadata_from_args(args: argparse.Namespace) -> dict:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.store.metadata import metadata_from_fields
-
     return metadata_from_fields("submit", params=args.params, context=args.context_length, license=args.license,
                                 base_model=args.base_model, training_data=args.training_data,
                                 open_weights=args.open_weights)
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.service.submission import submit_request
-
     metadata = metadata_from_args(args)  # checked before the model is resolved
     request, note = submit_request(args.model, args.queue, revision=args.revision, tasks=args.tasks, lang=args.lang,
                                    seeds=args.seeds, overrides=overrides_from_args(args), name=args.name,

@@ -24,7 +24,6 @@ from biobench.tasks.registry import add_task_arguments, list_specs
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "tasks",
-        help="list tasks and where their data is",
         description="List the benchmark's tasks (by default the paper's 19) with language, kind, max length, "
         "protocol, head, where the data was found (or what is missing) and split sizes; --json adds the "
         "headline and dev-selection metrics and the label inventory. The listing checks files only (instant); "

@@ -8,8 +8,12 @@ from pathlib import Path
 from biobench.errors import ConfigError
 from biobench.eval.parallel import parallel_value
 from biobench.ranges import finite_number
+from biobench.runtime import launch
+from biobench.runtime.launch import add_launcher_arguments
 from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
 from biobench.runtime.paths import HF_DATASETS
+from biobench.service.queue import MAX_LEASE_S
+from biobench.service.queue_storage import open_storage
 
 EPILOG = """examples:
   biobench worker --queue queue/ --results results/ --once
@@ -18,8 +22,7 @@ EPILOG = """examples:
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "worker", help="run queued evaluation requests (`biobench submit`) and publish their results",
-        description="Claim the oldest pending request atomically (a lease renewed while it runs), run `biobench "
+        "worker", description="Claim the oldest pending request atomically (a lease renewed while it runs), run `biobench "
         "eval` for it, publish the results, and mark it finished or failed with the last lines of its log. A "
         "request whose worker died is resumed by the next worker once the lease expires; finished runs are "
         "skipped by their run keys.",
@@ -45,21 +48,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-seconds", type=float, default=30.0, help="look for new requests this often")
     p.add_argument("--dry-run", metavar="DIR", help="hub queue/results: work in DIR and record the hub operations "
                    "in DIR/operations.jsonl instead of committing")
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime.launch import add_launcher_arguments
-
     add_launcher_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.service.queue import MAX_LEASE_S
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.service.queue_storage import open_storage
-
-    # lazy: `biobench --help` does not import it (startup time)
+    # lazy: loads pandas
     from biobench.service.worker import WorkerConfig, run_worker
 
     finite_number(args.lease_seconds, "--lease-seconds", positive=True, maximum=MAX_LEASE_S)
@@ -90,9 +84,6 @@ def run(args: argparse.Namespace) -> int:
 def launch_workers(args: argparse.Namespace) -> int:
     """`worker --launcher slurm`: --workers queue workers as one SLURM array (each claims requests by lease)."""
     from datetime import UTC, datetime
-
-    # lazy: loads submitit.helpers, which `biobench --help` does not
-    from biobench.runtime import launch
 
     for what, value in (("--queue", args.queue), ("--results", args.results), ("--account", args.account),
                         ("--partition", args.partition), ("--log-dir", args.log_dir), ("--data-dir", args.data_dir)):

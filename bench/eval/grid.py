@@ -42,7 +42,7 @@ from biobench.runtime.leases import now_iso
 from biobench.runtime.paths import check_text
 from biobench.store import read_result
 from biobench.store.metadata import check_metadata
-from biobench.tasks.registry import list_specs
+from biobench.tasks.registry import get_spec, list_specs
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
 # Runs (models x tasks x seeds, over its grids) one grid file may plan: the paper's study is 19 tasks x ~20 models
@@ -293,9 +293,6 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
 
 def grid_specs(grid: Grid, extra_task_files: Sequence[str | Path] = ()) -> list:
     """The task specs of a grid: its task ids, or every paper task of its language (with its task files)."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec, list_specs
-
     task_files = [*grid.task_files, *extra_task_files]
     return ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
             else list_specs(lang=grid.lang, task_files=task_files))

@@ -31,16 +31,26 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from biobench.errors import BiobenchError, ConfigError
+from biobench.eval.claims import RunClaims
+from biobench.eval.runner import (
+    Execution,
+    GridPlan,
+    PlannedRun,
+    RunSession,
+    execute,
+    finished_elsewhere,
+    finished_message,
+    held_line,
+    stopped,
+    with_stop_request,
+)
+from biobench.runtime.children import become_child
 from biobench.runtime.device import resolve_device
+from biobench.runtime.interrupts import Abandoned, StopRequest
 from biobench.runtime.progress import finished_line, quiet_library_bars
-
-if TYPE_CHECKING:  # the runner (scipy, the store) loads when a grid runs, not when eval parses --parallel
-    from biobench.eval.claims import RunClaims
-    from biobench.eval.runner import Execution, GridPlan, PlannedRun
-    from biobench.runtime.interrupts import StopRequest
 
 AUTO = "auto"
 MAX_PARALLEL = 64  # above this a typo (--parallel 500), not a plan: each run holds a model copy
@@ -131,19 +141,8 @@ def _picklable(err: BaseException) -> BaseException | None:
 def _child_main(slot: int, plan: GridPlan, execution: Execution, inbox: Any, outbox: Any, parent_pid: int) -> None:
     """One process of a parallel grid: load the model once, then train the runs the parent sends (by index in
     plan.runs) until told to stop; every outcome goes back as a message, never as an exit code."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.children import become_child
-
     become_child(parent_pid)
     import torch
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.eval.runner import RunSession
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.runtime.interrupts import Abandoned, StopRequest
-
-    # lazy: `biobench --help` does not import it (startup time)
 
     quiet_library_bars()
     index = None
@@ -213,9 +212,6 @@ class _Pool:
     def next_run(self) -> int | None:
         """The next pending run this process may train: with claims, the next one it manages to claim (runs
         held by other processes are marked 'held', runs they finished meanwhile 'skipped')."""
-        # lazy: loads numpy, scipy.special, which `biobench --help` does not
-        from biobench.eval.runner import finished_elsewhere
-
         while self.todo:
             index = self.todo.popleft()
             run = self.plan.runs[index]
@@ -248,9 +244,6 @@ class _Pool:
     def release_in_flight(self) -> None:
         """After the children are gone: the claims of the runs they were training, released; a run whose result
         was written before its child stopped counts as finished (its result is kept, never redone)."""
-        # lazy: loads numpy, scipy.special, which `biobench --help` does not
-        from biobench.eval.runner import finished_elsewhere
-
         if self.claims is None:
             return
         for child in self.children:
@@ -322,9 +315,6 @@ def execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution, 
     GPU with it). `claims` and `stop` as in runner.execute: this process claims each run before a child trains
     it and holds (renews) the claims of all its children; a stop signal stops the children at once, releases
     their claims, requeues the SLURM job and raises StoppedError."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.eval.runner import with_stop_request
-
     say = log or (lambda msg: print(msg, file=sys.stderr))
     return with_stop_request(plan, claims, stop, say, lambda request: _execute_parallel(
         plan, parallel, execution, threads, say, progress, probe, claims, request))
@@ -334,11 +324,6 @@ def _execute_parallel(plan: GridPlan, parallel: int | str, execution: Execution,
                       log: Callable[[str], None], progress: bool, probe: Probe | None, claims: RunClaims | None,
                       stop: StopRequest) -> list[PlannedRun]:
     import torch
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.eval.runner import execute, finished_message, held_line, stopped
-
-    # lazy: `biobench --help` does not import it (startup time)
 
     pending = [i for i, r in enumerate(plan.runs) if r.status == "pending"]
     device = resolve_device(execution.device)

@@ -29,6 +29,7 @@ from biobench.errors import BiobenchError
 from biobench.models import resolve_model
 from biobench.tasks.fetch import fetch_task, task_status
 from biobench.tasks.hub import datasets_cached, ensure_hub_mode, offline_reason, offline_requested
+from biobench.tasks.readers.hf import load_hub
 
 State = Literal["ready", "fetched", "missing"]
 Log = Callable[[str], None]
@@ -128,9 +129,6 @@ def prefetch_task(spec, data_dir: Path | None, log: Log = print) -> Item:
         return Item("data", spec.id, state, after.detail, after.fix)
     hubs = [s for s in spec.sources if s.type == "hub"]
     if hubs:
-        # lazy: tests patch it on its module
-        from biobench.tasks.readers.hf import load_hub
-
         source = hubs[0]
         try:
             load_hub(source.dataset, source.revision, source.config)

@@ -31,6 +31,7 @@ from biobench.eval.claims import (
     read_claim,
     too_long,
 )
+from biobench.eval.encoder import load_encoder
 from biobench.heads import get_head
 from biobench.metrics import EXTRA_METRICS, extra_metrics
 from biobench.models import ModelIdentity, ModelInfo, identify_model
@@ -283,9 +284,6 @@ class RunSession:
 
     def __init__(self, plan: GridPlan, execution: Execution, log: Callable[[str], None]):
         import torch
-
-        # lazy: tests patch it on its module
-        from biobench.eval.encoder import load_encoder
 
         self.plan, self.execution, self.log = plan, execution, log
         self.device = resolve_device(execution.device)

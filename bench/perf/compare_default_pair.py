@@ -82,7 +82,7 @@ def rescan(root: Path) -> Any:
 
 
 def measure(models: int, seeds: int, examples: int, repeats: int, all_pairs: bool) -> dict[str, Any]:
-    # lazy: loads gradio
+    # lazy: loads gradio, pandas
     from biobench.leaderboard.app import build_app, default_pair
 
     with tempfile.TemporaryDirectory(prefix="biobench-pair-") as tmp:

@@ -27,8 +27,10 @@ import tempfile
 import time
 from typing import Any
 
+from biobench.eval.encoder import load_encoder
 from biobench.heads import get_head
 from biobench.heads.words import segment_words
+from biobench.metrics import score
 from biobench.models import resolve_model
 from biobench.perf.perf_common import (
     PeakMemory,
@@ -47,7 +49,8 @@ from biobench.perf.perf_common import (
 from biobench.protocols import resolve_task_protocol
 from biobench.runtime.batching import LengthGroupedSampler
 from biobench.runtime.device import resolve_device
-from biobench.tasks.loading import resolve_data_dir
+from biobench.tasks.loading import load_task, resolve_data_dir
+from biobench.tasks.registry import get_spec
 
 DEFAULT_TASKS = ("ncbi-disease", "gad")
 QUICK_LIMITS = {"train": 1000, "dev": 300, "test": 300}
@@ -58,12 +61,6 @@ def load_data(setup: dict[str, Any]):
     """The task's TaskData with every split cut to its limit (the same fixed subset for both arms)."""
     # lazy: loads torch
     from biobench.eval.finetune import train_subset
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
 
     spec = get_spec(setup["task"])
     data = copy.copy(load_task(spec, setup["data_dir"]))
@@ -91,9 +88,6 @@ def model_folder(name: str) -> str:
 def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """prepare_task (tokenise once) + finetune (length-grouped dynamic batches, best state in memory)."""
     import torch
-
-    # lazy: tests patch it on its module
-    from biobench.eval.encoder import load_encoder
 
     # lazy: loads torch
     from biobench.eval.finetune import finetune, prepare_task
@@ -242,9 +236,6 @@ def _training_arguments(setup: dict[str, Any], protocol: Any, out: str):
 def hf_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """The Trainer fine-tune a user would write (see the module docstring for its defaults)."""
     import torch
-
-    # lazy: tests patch it on its module
-    from biobench.metrics import score
     from transformers import (
         AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
@@ -312,9 +303,6 @@ def profile_arm(setup: dict[str, Any], steps: int = 8) -> dict[str, Any]:
     the real head model, plus the same batches through the encoder alone (forward + backward of a dummy
     loss), so head cost = full step - encoder step. Not timed against anything: `--arms profile`."""
     import torch
-
-    # lazy: tests patch it on its module
-    from biobench.eval.encoder import load_encoder
 
     # lazy: loads torch
     from biobench.eval.finetune import _optimizer, prepare_task

@@ -26,6 +26,7 @@ first page under 10 s and groups under 20 s cold, under 1 GB (docs/performance.m
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import json
 import os
 import platform
@@ -163,13 +164,11 @@ class TreeMemory:
 def _board_builder() -> Any:
     """build_board of the biobench imported: bench/standings/aggregate.py, or bench/board/board.py in a baseline
     checkout from before issue 47 renamed the board model (so that a before/after of the rename can be timed)."""
+    # looked up by name: the module is the imported checkout's, which this checkout's imports cannot name
     try:
-        # lazy: a checkout from before the rename has no biobench.standings (ModuleNotFoundError below)
-        from biobench.standings.aggregate import build_board
-    except ModuleNotFoundError:
-        # lazy: the baseline arm's checkout, from before the rename
-        from biobench.board.board import build_board  # type: ignore[no-redef]
-    return build_board
+        return importlib.import_module("biobench.standings.aggregate").build_board
+    except ModuleNotFoundError:  # the baseline arm's checkout, from before the rename
+        return importlib.import_module("biobench.board.board").build_board
 
 
 def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: float | None = None) -> dict[str, Any]:
@@ -181,7 +180,7 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: floa
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
     t1 = time.perf_counter()
     if app:
-        # lazy: loads gradio
+        # lazy: loads gradio, pandas
         from biobench.leaderboard.app import build_app
 
         build_app(board)
@@ -205,7 +204,7 @@ def refresh_after_adding(results: str, cache_dir: str, n_boot: int, app: bool, t
     memory = TreeMemory()
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
     if app:
-        # lazy: loads gradio
+        # lazy: loads gradio, pandas
         from biobench.leaderboard.app import build_app
 
         build_app(board)

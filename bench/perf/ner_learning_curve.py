@@ -18,26 +18,18 @@ import json
 import time
 from pathlib import Path
 
+from biobench.eval.encoder import load_encoder
 from biobench.heads import get_head
+from biobench.metrics import score
 from biobench.protocols import resolve_task_protocol
+from biobench.tasks.loading import load_task
+from biobench.tasks.registry import get_spec
 
 
 def run(args: argparse.Namespace) -> None:
     # lazy: loads torch
     import biobench.eval.finetune as ft
     import torch
-
-    # lazy: tests patch it on its module
-    from biobench.eval.encoder import load_encoder
-
-    # lazy: tests patch it on its module
-    from biobench.metrics import score
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
 
     torch.set_num_threads(args.threads)
     spec = get_spec(args.task)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from biobench.eval.parallel import execute_parallel, parallel_value, thread_share
+from biobench.eval.runner import Execution, execute, plan_grid
 from biobench.perf.perf_common import (
     arm_flag,
     base_parser,
@@ -37,6 +38,8 @@ from biobench.perf.perf_common import (
 )
 from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device
+from biobench.tasks.loading import load_task
+from biobench.tasks.registry import get_spec
 
 QUICK = {"seeds": "1-2", "limit_train": 100, "epochs": 1, "max_length": 64, "limit_eval": 100}
 FULL = {"seeds": "1-4", "limit_train": 1000, "epochs": 2, "max_length": 128, "limit_eval": None}
@@ -93,15 +96,6 @@ def measure_arm(setup: dict[str, Any]) -> dict[str, Any]:
 
     # lazy: loads torch
     from biobench.eval.finetune import train_subset
-
-    # lazy: tests patch it on its module
-    from biobench.eval.runner import Execution, execute, plan_grid
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
 
     init_arm(setup["threads"])
     limit = setup["limit_eval"]

@@ -123,7 +123,7 @@ def _with_mfu(result: dict[str, Any], setup: dict[str, Any], folder: Path) -> di
 def biobench_arm(setup: dict[str, Any]) -> dict[str, Any]:
     """`biobench pretrain --recipe mlm` phase 1 (MLM 30%) through biobench.training.trainer, stopped after
     `steps` steps (the phase budget is one step longer, so no phase checkpoint is written in the timing)."""
-    # lazy: loads torch, torch.distributed
+    # lazy: loads torch
     from biobench.training.trainer import PretrainConfig, train
 
     init_arm(setup["threads"])

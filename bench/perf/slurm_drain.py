@@ -28,7 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from biobench.perf.perf_common import base_parser, finish, print_table, safe_ratio, script
+from biobench.perf.perf_common import (
+    ARM_WINDOWS,
+    ArmClock,
+    CpuWindow,
+    base_parser,
+    finish,
+    print_table,
+    safe_ratio,
+    script,
+)
 from biobench.store.record import predictions_path
 from biobench.tasks.synthetic import demo_corpus
 from biobench.training.presets import build_modernbert_mlm, train_tokenizer
@@ -82,9 +91,6 @@ def run_arm(root: Path, arm: str, tasks: list[str], timeout: float, device: str 
     """One arm as a 2-element array; its makespan, and its disturbance: the jobs' own CPU seconds (bash's
     `times` in each element) against the machine's busy CPU over the arm (perf_common.CpuWindow), since the
     jobs are not children of this process."""
-    # lazy: tests patch it on its module
-    from biobench.perf.perf_common import ARM_WINDOWS, ArmClock, CpuWindow
-
     grid = write_grid(root, arm, tasks)
     command = (f"{shlex.quote(sys.executable)} -m biobench.cli eval --config {shlex.quote(str(grid))} --device "
                f"{shlex.quote(device)} --threads {threads} --no-progress {ARMS[arm]}")

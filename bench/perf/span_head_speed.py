@@ -26,9 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from biobench.eval.encoder import load_encoder
 from biobench.heads import get_head
-from biobench.perf.perf_common import disturbance_summary
+from biobench.perf.perf_common import ARM_WINDOWS, ArmClock, disturbance_summary
 from biobench.runtime.checkout import package_dirs
+from biobench.tasks.loading import load_task
+from biobench.tasks.registry import get_spec
 from biobench.training.presets import PRESETS, build_modernbert_mlm, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,8 +49,6 @@ def encoder_and_tokenizer(name: str, train_texts: list[str]):
         tokenizer = train_tokenizer(train_texts, vocab_size=PRESETS[preset]["vocab_size"])
         torch.manual_seed(0)
         return build_modernbert_mlm(tokenizer, preset, seed=0).model, tokenizer
-    # lazy: tests patch it on its module
-    from biobench.eval.encoder import load_encoder
 
     encoder, tokenizer, _ = load_encoder(name)
     return encoder, tokenizer
@@ -55,12 +56,6 @@ def encoder_and_tokenizer(name: str, train_texts: list[str]):
 
 def measure(args: argparse.Namespace) -> dict:
     import torch
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.loading import load_task
-
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec
 
     torch.set_num_threads(args.threads)
     data = load_task(get_spec(args.task), args.data_dir)
@@ -141,11 +136,6 @@ def run_arm(argv: list[str], tree: Path | None, out: Path) -> dict:
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
-    from biobench.perf.perf_common import (  # lazy: an arm's process may be the baseline's
-        ARM_WINDOWS,
-        ArmClock,
-    )
-
     with ArmClock() as clock:  # its own CPU time (a waited-for child) and the machine's, over its window
         subprocess.run([sys.executable, __file__, *argv, "--out", str(out)], env=env, check=True)
     assert clock.window is not None  # set on leaving the with block

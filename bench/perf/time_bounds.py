@@ -75,8 +75,10 @@ def bootstrap() -> None:
 
 
 def compare_tab(models: int, repeats: int) -> dict[str, float]:
-    # lazy: loads gradio
+    # lazy: loads gradio, pandas
     from biobench.leaderboard.app import build_app, default_pair
+
+    # lazy: loads pandas
     from biobench.perf.compare_default_pair import page_view, synthetic_board
 
     with tempfile.TemporaryDirectory(prefix="biobench-bounds-") as tmp:

@@ -19,12 +19,23 @@ from biobench.errors import BiobenchError, ConfigError
 # What biobench writes as a folder name (model slugs, task ids, results folders): no separators, no leading dot.
 HF_DATASETS = "hf://datasets/"  # how a results dataset or a queue on the hub is named everywhere
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}")
+# A Hugging Face hub repository id, the one pattern for models, datasets and Spaces: [owner/]name, each part ASCII
+# letters, digits, '.', '_', '-' (at most 96, as the hub allows), the owner starting with a letter or digit, and no
+# '..' anywhere (org/.. was once taken for a hub id). A model or a Space always has an owner; a dataset may be a
+# bare name (wikitext). Use `is_hub_id`, which says which.
+HUB_ID = re.compile(r"(?!.*\.\.)(?:(?P<owner>[A-Za-z0-9][A-Za-z0-9._-]{0,95})/)?[A-Za-z0-9_][A-Za-z0-9._-]{0,95}")
 # A language code as task specs write it (fr, en, es).
 LANG_CODE = re.compile(r"[a-z]{2,3}")
 
 
 class UnsafePathError(BiobenchError):
     """A name or path taken from data would lead outside the folder it belongs in."""
+
+
+def is_hub_id(text: str, *, owner: bool = True) -> bool:
+    """`text` is a hub repository id (`HUB_ID`): owner/name, or with `owner=False` also a bare name."""
+    found = HUB_ID.fullmatch(text)
+    return found is not None and (found["owner"] is not None or not owner)
 
 
 def safe_name(value: object, what: str = "name") -> str:

@@ -41,7 +41,7 @@ from biobench.store.metadata import check_metadata
 REQUESTS = "requests"
 LEASES = "leases"
 REVIEWS = "reviews"  # reviews/<id>.json: the one decision on a pending-review request (`review`)
-SETTINGS = "queue.json"  # the operator's settings of this queue (review, per-submitter limit)
+SETTINGS_FILE = "queue.json"  # the operator's settings of this queue (review, per-submitter limit)
 # pending-review waits for `biobench queue approve`; rejected is the operator's no
 STATUSES = ("pending-review", "pending", "running", "finished", "failed", "rejected")
 ACTIVE = ("pending-review", "pending", "running", "finished")  # a new equal request is refused; failed may retry
@@ -280,21 +280,21 @@ class Settings:
 
 def read_settings(storage: Storage) -> Settings:
     try:
-        data = storage.read(SETTINGS, 4096)
-        raw = parse_json(data, SETTINGS) if data else {}
+        data = storage.read(SETTINGS_FILE, 4096)
+        raw = parse_json(data, SETTINGS_FILE) if data else {}
     except UnsafeJSONError as err:
-        raise ConfigError(f"{storage.label}/{SETTINGS}: {err.reason}; rewrite it with `biobench queue configure`") from None
+        raise ConfigError(f"{storage.label}/{SETTINGS_FILE}: {err.reason}; rewrite it with `biobench queue configure`") from None
     if not isinstance(raw, dict):
         raw = {"review": None}
     review, limits = raw.get("review", False), (raw.get("max_pending", 0), raw.get("max_queued", 0))
     if not isinstance(review, bool) or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in limits):
-        raise ConfigError(f"{storage.label}/{SETTINGS}: expected {{\"review\": true|false, \"max_pending\": N, "
+        raise ConfigError(f"{storage.label}/{SETTINGS_FILE}: expected {{\"review\": true|false, \"max_pending\": N, "
                           "\"max_queued\": N}; rewrite it with `biobench queue configure`")
     return Settings(review, *limits)
 
 
 def write_settings(storage: Storage, settings: Settings) -> None:
-    storage.write(SETTINGS, (json.dumps(asdict(settings), indent=1) + "\n").encode())
+    storage.write(SETTINGS_FILE, (json.dumps(asdict(settings), indent=1) + "\n").encode())
 
 
 def submit(storage: Storage, *, model: str, revision: str, lang: str | None, tasks: list[str],

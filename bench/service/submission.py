@@ -21,12 +21,12 @@ from biobench.models import find_alias, inspect_model, resolve_model
 from biobench.protocols import check_override, protocol_row, resolve_task_protocol
 from biobench.protocols import protocol_markdown as table
 from biobench.ranges import optional_seeds
+from biobench.runtime.paths import is_hub_id
 from biobench.service import queue
 from biobench.service.queue_storage import open_storage
 from biobench.store.metadata import check_metadata
-from biobench.tasks.registry import list_specs
+from biobench.tasks.registry import get_spec, list_specs
 
-HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -67,9 +67,6 @@ def submit_request(model: str, queue_location: str, *, revision: str | None = No
     """Check everything a request holds (tasks, bounded seeds, finite overrides, the stated model `metadata` by
     the grid file's validator) before anything is resolved or written, then write it. `resolve=False` (the public form, after `vet_public_model`): the model and
     revision are queued as given, without looking at this machine's files."""
-    # lazy: tests patch it on its module
-    from biobench.tasks.registry import get_spec, list_specs
-
     ids = task_ids(tasks, lang)
     seed_list = optional_seeds(seeds)  # bounded before anything is resolved
     overrides = {k: check_override(k, v) for k, v in (overrides or {}).items()}
@@ -237,7 +234,7 @@ def vet_public_model(model: str, revision: str | None, policy: PublicPolicy, api
     alias = find_alias(model)
     if alias is not None and alias.hub_id:
         model = alias.hub_id
-    if HUB_ID.fullmatch(model) and not model.startswith("."):
+    if is_hub_id(model):
         meta = _hub_metadata(model, revision, api)
         if meta is None:
             if revision is None:

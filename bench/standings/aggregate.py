@@ -18,7 +18,8 @@ from typing import Any
 
 from biobench.errors import ResultsError
 from biobench.lineage import Lineage
-from biobench.names import distinct_names, folder_name, human_tokens, is_hub_id
+from biobench.names import distinct_names, folder_name, human_tokens
+from biobench.runtime.paths import is_hub_id
 from biobench.standings import scan as R
 from biobench.standings.cache import BackgroundGroups, cached_groups
 from biobench.standings.dataset import resolve_sources
@@ -44,7 +45,7 @@ def lineage_text(lineage: Any) -> str:
     base = record.base_model
     if base:  # a local base folder by its name: absolute paths stay out of the table
         parts.append(f"from {base if is_hub_id(base) or base.startswith('preset:') else folder_name(base)}")
-    toks = [f"{k.upper()} {human_tokens(record.tokens[k])}" for k in ("clm", "mlm") if record.tokens.get(k)]
+    toks = [f"{k.upper()} {human_tokens(n)}" for k, n in record.objective_tokens().items()]
     if toks:
         parts.append(" + ".join(toks) + " tokens")
     if record.frozen:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from biobench.errors import ConfigError, ResultsError
+from biobench.models import inspect_model, resolve_model
+from biobench.names import display_name
+from biobench.stats import TaskPredictions, prediction_metric
 from biobench.store import Result, align_predictions, iter_results, model_group, read_predictions, read_result
+from biobench.store.comparison import TaskComparison, compare_pair, run_settings
+from biobench.store.comparison import TaskRuns as PairRuns
+from biobench.store.layout import folders_of_revision, model_slug
 from biobench.store.trust import describe_overrides, overrides
-
-if TYPE_CHECKING:
-    from biobench.stats import TaskPredictions
-    from biobench.store.comparison import TaskComparison
 
 TaskRuns = dict[int, tuple[Path, Result]]  # seed -> (result file, result) of one model on one task
 
@@ -28,11 +30,6 @@ def model_folder(results: Path, name: str) -> Path:
     'recipe · base · tokens'), a hub id or a local model folder (found by its weights, wherever they lie now)."""
     if not Path(name).is_absolute() and (results / name).is_dir():  # results / "/abs/model" is the model itself
         return results / name
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.models import inspect_model, resolve_model
-
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.store.layout import folders_of_revision, model_slug
 
     found = sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
     slug = model_slug(name)
@@ -76,9 +73,6 @@ def _folders_recording(folders: list[Path], hub_id: str | None) -> list[Path]:
 
 def display_of(folder: Path) -> str:
     """The display name of the model whose results are in `folder` (as the leaderboard shows it)."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.names import display_name
-
     first = next(iter_results(folder.parent, folder.name), None)
     return display_name(first[1].model) if first else folder.name
 
@@ -102,9 +96,6 @@ def _load_task_runs(folder: Path) -> dict[str, TaskRuns]:
 def task_predictions(task: str, runs_a: TaskRuns, runs_b: TaskRuns) -> TaskPredictions:
     """The two models' aligned test predictions on `task` with the task's macro-F1, from the runs' predictions
     files, which must share their test examples (else ResultsError naming both files)."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.stats import TaskPredictions, prediction_metric
-
     aligned = align_predictions({side: [(str(path), read_predictions(path)) for path, _ in
                                         (runs[seed] for seed in sorted(runs))]
                                  for side, runs in (("a", runs_a), ("b", runs_b))})
@@ -121,9 +112,6 @@ def _scores(runs: TaskRuns) -> list[float]:
 
 
 def _settings(runs: TaskRuns) -> list[dict[str, str]]:
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.store.comparison import run_settings
-
     return [run_settings(result.protocol, describe_overrides(overrides(result)), result.key.get("data_checksum"))
             for _, result in (runs[seed] for seed in sorted(runs))]
 
@@ -143,12 +131,6 @@ def compare(results: Path, model_a: str, model_b: str, tasks: list[str] | None =
     """What `biobench compare A B` prints: per task (and with `average`, per language) A - B from
     `biobench.store.comparison.compare_pair`, the settings in which the two models' runs differ, and the tasks
     left without a test because of them (unless `allow_different_protocols`)."""
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.store.comparison import TaskRuns as PairRuns
-
-    # lazy: loads numpy, scipy.special, which `biobench --help` does not
-    from biobench.store.comparison import compare_pair
-
     folder_a, folder_b = model_folder(results, model_a), model_folder(results, model_b)
     runs_a, runs_b = _load_task_runs(folder_a), _load_task_runs(folder_b)
     common = [t for t in runs_a if t in runs_b]

@@ -22,7 +22,6 @@ CSS = """
 .lb-table .contaminated {color: #b91c1c; cursor: help;}
 .lb-notes {font-size: 12px; color: #444;}
 .lb-scroll {overflow-x: auto; max-width: 100%;}
-.lb-empty {color: #555; font-style: italic;}
 .lb-banner {background: #fff7ed; border: 1px solid #f59e0b; border-radius: 4px; padding: 6px 10px; color: #7c2d12;}
 /* every table's headers (Gradio dataframes in the Task, Model and Compare tabs, the About tab's markdown tables):
    whole words only, never broken mid-word ("ba tc h", "war mu p", "me tad ata" at 1,280 px): a narrow column

@@ -397,14 +397,14 @@ def test_status_keeps_each_eval_steps_plan_while_what_it_depends_on_is_unchanged
     import shutil
 
     import biobench
-    from biobench.eval import runner
+    from biobench.api import evaluation
 
     model = tmp_path / "model"
     shutil.copytree(tiny_mlm_dir, model)
     path = _write(tmp_path, _eval("fr", [str(model)], '["demo-cls", "demo-multilabel"]', "42,43"))
     calls: list[str] = []
-    real = runner.plan_grid
-    monkeypatch.setattr(runner, "plan_grid", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = evaluation.plan_grid
+    monkeypatch.setattr(evaluation, "plan_grid", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
 
     def states() -> list[tuple[str, str, str]]:
         return [(s.step, s.state, s.detail) for s in biobench.study(path).status()]
@@ -594,13 +594,12 @@ def test_a_comparison_shows_the_paper_averages_the_file_states(tmp_path, monkeyp
     """Table 7 has no Table 1-2 row: `paper_a_average` / `paper_b_average` (with `paper_source`) are the paper's
     rows of the report, their average column only; a number out of 0-100 or both a row and an average refused."""
     from biobench.api import study_report
-    from biobench.standings import folder_pairs
 
     text = (_pretrain("a") + _pretrain("b", "mlm") + _eval("fr", ["run:a/final", "run:b/final"])
             + '\n[[compare]]\na = "run:a/final"\nb = "run:b/final"\npaper_a_average = 71.6\npaper_b_average = 72.6\n'
             'paper_source = "Table 7, F1 over 3 tasks"\n')
     study = load_study(_write(tmp_path, text))
-    monkeypatch.setattr(folder_pairs, "compare", lambda *args: {"tasks": [], "a": "a", "b": "b", "folder_a": "x",
+    monkeypatch.setattr(study_report, "compare", lambda *args: {"tasks": [], "a": "a", "b": "b", "folder_a": "x",
                                                                   "folder_b": "y", "averages": {}})
     item = study_report.compare_one(study, study.compares[0])
     _, rows = study_report.score_rows(item)

@@ -122,7 +122,7 @@ def test_auto_starts_as_many_as_a_simulated_gpu_fits(tiny_mlm_dir, tmp_path, cap
 
 def test_auto_on_a_cpu_runs_one_at_a_time_here(tiny_mlm_dir, tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(runner, "execute", lambda p, **kw: calls.append(kw) or p.runs)
+    monkeypatch.setattr(parallel, "execute", lambda p, **kw: calls.append(kw) or p.runs)
     monkeypatch.setattr(parallel, "_Pool", None)  # no child process may start
     parallel.execute_parallel(plan(tiny_mlm_dir, tmp_path), "auto", Execution(device="cpu"), log=lambda m: None)
     assert calls and calls[0]["device"] == "cpu"

@@ -104,7 +104,7 @@ def test_predictions_follow_the_test_split(finished):
 def test_a_finished_grid_is_skipped_without_loading_the_model_or_touching_files(finished, tiny_mlm_dir, monkeypatch):
     first, results = finished
     before = snapshot(results)
-    monkeypatch.setattr("biobench.eval.encoder.load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
+    monkeypatch.setattr(runner, "load_encoder", lambda *a, **k: pytest.fail("model loaded for a skip"))
     again = plan(tiny_mlm_dir, results)
     runner.execute(again, progress=False)
     assert [r.status for r in again.runs] == ["skipped"] * 5

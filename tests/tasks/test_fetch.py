@@ -366,7 +366,7 @@ def test_fetch_failures_are_one_line_naming_the_url(server, tmp_path, capsys):
 
 def test_cli_fetch_skips_present_data_and_tries_every_task(server, tmp_path, capsys, monkeypatch):
     """`data fetch A B`: present data is skipped (--force fetches it again), and a failing task stops no other."""
-    from biobench.tasks import registry
+    from biobench.commands import data as data_command
 
     base, handler = server
     requests: list[str] = []
@@ -379,7 +379,7 @@ def test_cli_fetch_skips_present_data_and_tries_every_task(server, tmp_path, cap
                                                to=f["to"].replace("toy/", "gone/")) for f in good.fetch["files"]]}},
         "toy-gone.json")
     specs = {"toy-gone": broken, "toy-ner": good}
-    monkeypatch.setattr(registry, "get_spec", lambda task_id, *a: specs[task_id])
+    monkeypatch.setattr(data_command, "get_spec", lambda task_id, *a: specs[task_id])  # what `data fetch` looks up
     real_get = handler.do_GET
     monkeypatch.setattr(handler, "do_GET", lambda self: requests.append(self.path) or real_get(self))
     data = str(tmp_path / "data")

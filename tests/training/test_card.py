@@ -124,3 +124,19 @@ def test_card_leaves_smoke_runs_out_of_model_index(run_dir, tmp_path, capsys):
     assert [r.dataset_type for r in ModelCard.load(run_dir / "final" / "README.md").data.eval_results] == ["demo-cls"]
     assert "left out 1 smoke run(s) (protocol overrides, e.g. epochs 1 (protocol 15), limit_train 200)" in \
         capsys.readouterr().out
+
+
+def test_the_card_counts_the_tokens_of_every_phase_the_recipe_has():
+    """A phase1/ card of a two-phase recipe still shows phase 2's 0; a three-phase recipe shows its third."""
+    from biobench.training.card import card_metadata, card_text
+
+    two = {"recipe": "detour", "phase": "phase1", "tokens": {"seen": 300, "phase1": 300, "clm": 300},
+           "attention": {"phase1": "causal", "final": "bidirectional"}}
+    assert "| tokens seen | 300 (phase 1 300, phase 2 0) |" in card_text(two, {}, None)
+    three = {"recipe": "three", "phase": "final", "tokens": {"seen": 600, "phase1": 300, "phase2": 200, "phase3": 100},
+             "attention": {"phase1": "causal", "phase2": "bidirectional", "final": "bidirectional"}}
+    assert "| tokens seen | 600 (phase 1 300, phase 2 200, phase 3 100) |" in card_text(three, {}, "CPU")
+    header = card_metadata({"recipe": "three", "base_model": "almanach/moderncamembert-base", "corpus": "org/corpus"},
+                           language="fr")
+    assert header["base_model"] == "almanach/moderncamembert-base" and header["datasets"] == ["org/corpus"]
+    assert header["pipeline_tag"] == "fill-mask" and "recipe-three" in header["tags"] and header["language"] == ["fr"]
