@@ -54,6 +54,16 @@ def test_test_folders_mirror_the_packages():
     assert {"training", "eval", "store", "tasks"} <= folders  # the move happened (a test that could not fail, else)
 
 
+def test_no_two_test_files_share_a_name():
+    """Test folders are no packages (no __init__.py): pytest imports each test file by its base name, and a second
+    tests/<package>/test_config.py beside tests/training/test_config.py is an 'import file mismatch' error that
+    fails the whole run (it did, once two branches each added one)."""
+    names: dict[str, list[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}, "rename one: tests/<package>/test_<package>_<x>.py"
+
+
 def test_a_test_named_after_a_package_lives_in_its_folder():
     """tests/test_training_foo.py belongs in tests/training/test_foo.py: the flat layout must not grow back."""
     misplaced = [p.name for p in TESTS.glob("test_*.py")
