@@ -34,6 +34,7 @@ from biobench.runtime import launch
 from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, read_json
+from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import display_text
 from biobench.tasks.loading import data_stamps
 
@@ -511,7 +512,9 @@ def describe(study: Study) -> list[str]:
 
 
 def check_nothing_conflicts(study: Study) -> None:
-    """A study whose folder holds another study's steps under the same names would mix their outputs."""
+    """A study whose folder holds another study's steps under the same names would mix their outputs; a folder
+    of the user's (not empty, no marker, no `.study/` of an earlier biobench) is refused (runtime.ownership)."""
+    check_output_folder(study.out, "study out", "study", legacy=lambda folder: (folder / ".study").is_dir())
     marker = _records(study) / "study.json"
     known = _read_record(marker)
     source = str(study.path.resolve())

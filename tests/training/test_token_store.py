@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from biobench.errors import ConfigError, DataError
+from biobench.runtime.ownership import MARKER
 from biobench.training import corpus, token_store
 
 WORDS = ("le patient présente une fièvre traitement par amoxicilline pendant sept jours scanner thoracique "
@@ -61,7 +62,7 @@ def _expected(tok, sources: list[str]) -> list[int]:
 
 def _content(store: Path) -> dict[str, bytes]:
     return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
-            if p.is_file() and p.name != token_store.VERIFIED}
+            if p.is_file() and p.name not in (token_store.VERIFIED, MARKER)}  # the marker holds a time
 
 
 def test_store_holds_every_document_framed_and_reads_like_an_array(tmp_path, tok_dir, tiny_tokenizer):
