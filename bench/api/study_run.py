@@ -511,10 +511,15 @@ def describe(study: Study) -> list[str]:
             for s in order(study)]
 
 
+def legacy_study(folder: Path) -> bool:
+    """A study folder a biobench before the ownership marker made: `.study/study.json` names its study file."""
+    return isinstance(_read_record(folder / ".study" / "study.json").get("study"), str)
+
+
 def check_nothing_conflicts(study: Study) -> None:
     """A study whose folder holds another study's steps under the same names would mix their outputs; a folder
     of the user's (not empty, no marker, no `.study/` of an earlier biobench) is refused (runtime.ownership)."""
-    check_output_folder(study.out, "study out", "study", legacy=lambda folder: (folder / ".study").is_dir())
+    check_output_folder(study.out, "study out", "study", legacy=legacy_study)
     marker = _records(study) / "study.json"
     known = _read_record(marker)
     source = str(study.path.resolve())
