@@ -464,8 +464,11 @@ def finish(plan: BuildPlan) -> Path:
     hub = _hub_record(units)
     if hub:  # only then, as above: each hub source's pinned commit and the data files read
         manifest["hub"] = hub
-    for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
-        leftover.unlink(missing_ok=True)
+    # what a killed worker was writing (NNNNNN.bin|idx|wgt.<host>.<pid>.tmp, build_unit's names in a store this
+    # build owns): never content; any other file in shards/ is left alone
+    for leftover in (out / SHARDS).glob("[0-9][0-9][0-9][0-9][0-9][0-9].*.*.tmp"):
+        if leftover.is_file() and not leftover.is_symlink() and leftover.name.split(".")[1] in ("bin", "idx", "wgt"):
+            leftover.unlink(missing_ok=True)
     manifest["offsets"] = {"file": OFFSETS, "sha256": _write_offsets(out, shards)}
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     atomic_write(out / MANIFEST, text)
