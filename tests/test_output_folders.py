@@ -162,7 +162,8 @@ def _killed_case(tmp_path: Path, tok_dir: Path, model: Path, which: str) -> tupl
     if which == "pretrain":
         # a resumable checkpoint every 2 steps (step-<tokens>/): killed after the first, resumed by the rerun
         cmd = pretrain_args(pretrain_corpus(tmp_path), out, 4 * 64 * 24)[2:] + ["--save-every", "512", "--resume"]
-        return cmd, out, lambda: next(out.glob("step-*/biobench_pretrain.json"), None) is not None
+        return cmd, out, lambda: any(not p.name.endswith(".tmp") and (p / "resume" / "trainer_state.safetensors").is_file()
+                                     for p in out.glob("step-*"))  # a finished one (step-N.tmp/ is being written)
     cmd = ["eval", "--model", str(model), "--tasks", "demo-cls", "--seeds", "42-44", "--epochs", "1",
            "--limit-train", "32", "--results", str(out), "--device", "cpu", "--no-progress"]
     return cmd, out, lambda: next(out.glob("*/*/seed-*.json"), None) is not None
