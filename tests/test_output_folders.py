@@ -86,6 +86,7 @@ COMMANDS: list[tuple[str, Argv, str | None]] = [
     ("eval", lambda d, t, f: ["eval", "--model", str(f["model"]), "--tasks", "demo-cls", "--seeds", "42",
                               "--epochs", "1", "--limit-train", "16", "--results", str(d), "--device", "cpu"], USERS),
     ("study run", lambda d, t, f: ["study", "run", str(_study(t)), "--out", str(d)], USERS),
+    ("demo", lambda d, t, f: ["demo", "--out", str(d), "--no-minilm"], USERS),
     ("analyze needle generate", lambda d, t, f: ["analyze", "needle", "generate", "--haystacks", str(_corpus(t)),
                                                  "--out", str(d), "--examples", "8", "--lengths", "64",
                                                  "--length-unit", "words"], USERS),

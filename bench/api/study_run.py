@@ -512,8 +512,19 @@ def describe(study: Study) -> list[str]:
 
 
 def legacy_study(folder: Path) -> bool:
-    """A study folder a biobench before the ownership marker made: `.study/study.json` names its study file."""
-    return isinstance(_read_record(folder / ".study" / "study.json").get("study"), str)
+    """A study folder a biobench before the ownership marker made: `.study/study.json` names its study file, or
+    (a demo's, which never wrote that record) a pretraining's settings file `.study/pretrain/NAME.toml` begins
+    with the line study files are written with."""
+    if isinstance(_read_record(folder / ".study" / "study.json").get("study"), str):
+        return True
+    for path in sorted((folder / ".study" / "pretrain").glob("*.toml"))[:8]:
+        try:
+            with path.open(encoding="utf-8") as handle:
+                if handle.readline(200).startswith("# written by biobench study from "):
+                    return True
+        except (OSError, UnicodeDecodeError):
+            continue
+    return False
 
 
 def check_nothing_conflicts(study: Study) -> None:
