@@ -143,8 +143,16 @@ def check_output_folder(path: str | Path, flag: str, what: str, legacy: Legacy |
     if folder.is_symlink() and folder.is_dir() and not _empty(folder) and not owned(folder.resolve(), legacy):
         raise ConfigError(f"{flag} {path} links to a folder biobench did not create; nothing was written: give a "
                           f"new folder, e.g. {free_name(folder)}")
+    taken_up = folder.is_dir() and marker(folder) is None and not _empty(folder)  # an earlier version's (legacy)
     output_folder(folder, flag)  # a file, FIFO or device, or a folder that cannot be made: one line
-    return mark_created(folder, what) if mark else folder
+    if not mark:
+        return folder
+    try:
+        return mark_created(folder, what)
+    except OSError:
+        if not taken_up:
+            raise
+        return folder  # a read-only copy of an earlier version's folder (a finished store): read as it is
 
 
 def remove_owned(path: str | Path, legacy: Legacy | None = None, missing_ok: bool = True) -> None:
