@@ -10,6 +10,7 @@ from typing import Any
 
 from biobench.analysis import cka, features, needle_probe, options, plots, probe
 from biobench.analysis.transplant import transplant
+from biobench.api.pretraining import legacy_run
 from biobench.errors import ConfigError
 from biobench.models import resolve_model
 from biobench.ranges import parse_ranges
@@ -63,9 +64,6 @@ ANALYSIS_FILES = ("cka.json", "cka_trajectory.json", "needle.jsonl", "needle_met
 def _out_folder(path: str | Path) -> Path:
     """`--out` checked before any work (runtime.ownership): new, empty, or a folder biobench made (a marker, or an
     earlier biobench's analysis files or run folder); any other folder of the user's is refused in one line."""
-    # lazy: `biobench --help` does not import it (startup time)
-    from biobench.api.pretraining import legacy_run
-
     def legacy(folder: Path) -> bool:
         return legacy_run(folder) or any((folder / name).is_file() for name in ANALYSIS_FILES)
 
