@@ -29,11 +29,9 @@ import hashlib
 import http.client
 import io
 import os
-import shutil
 import socket
 import tarfile
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,6 +41,7 @@ from typing import Any
 
 from biobench.errors import DataError
 from biobench.runtime.files import disk_full_guard, is_disk_full
+from biobench.runtime.ownership import mark_created, owned, remove_owned
 from biobench.runtime.paths import UnsafePathError, safe_member
 from biobench.tasks.archives import CHUNK, Limits, Member, Unpacker, check_readable, one_line, write_stream
 from biobench.tasks.hub import DEFAULT_ENDPOINT, datasets_cached, endpoint, offline_reason, offline_requested
@@ -353,13 +352,11 @@ OWNER = "owner"  # pid@host of the run that made a staging folder
 
 
 def _stale(folder: Path) -> bool:
-    """A staging folder left by a killed run: its owner process is gone (or it has no owner file and is older
-    than a minute: the owner file is written right after the folder is made)."""
+    """A staging folder left by a killed run: its owner process is gone. Only a folder biobench made (its
+    ownership marker, or the owner file an earlier biobench wrote right after making it) is ever taken for one."""
     try:
         pid, _, host = (folder / OWNER).read_text().strip().partition("@")
     except OSError:
-        with contextlib.suppress(OSError):
-            return time.time() - folder.stat().st_mtime > 60
         return False
     if host != socket.gethostname():
         return False
@@ -372,19 +369,25 @@ def _stale(folder: Path) -> bool:
     return False
 
 
+def _legacy_staging(folder: Path) -> bool:
+    """A staging folder of a biobench before the ownership marker: its owner file (pid@host) is there."""
+    return (folder / OWNER).is_file()
+
+
 def _staging(data_dir: Path, task_id: str, log: Log) -> Path:
     """A fresh `.biobench-<task>-*` folder in the data folder (same file system: installs are renames);
     those a killed run left for this task are removed first."""
     data_dir.mkdir(parents=True, exist_ok=True)
     for old in data_dir.glob(f"{STAGING_PREFIX}{task_id}-*"):
-        if old.is_dir() and _stale(old):
-            shutil.rmtree(old, ignore_errors=True)
+        if old.is_dir() and owned(old, _legacy_staging) and _stale(old):
+            remove_owned(old, _legacy_staging)
             log(f"  removed {old} (left by an interrupted run)")
     folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{task_id}-", dir=data_dir))
     try:
+        mark_created(folder, f"staging of task {task_id}")  # this process made it: removed whatever happens
         (folder / OWNER).write_text(f"{os.getpid()}@{socket.gethostname()}")
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_owned(folder)
         raise
     return folder
 
@@ -444,7 +447,7 @@ def _staged(spec: TaskSpec, data_dir: Path, log: Log) -> Iterator[Path]:
         try:
             yield staging
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_owned(staging)
 
 
 def fetch_task(spec: TaskSpec, data_dir: Path, *, timeout: float = 60.0, log: Log = print,

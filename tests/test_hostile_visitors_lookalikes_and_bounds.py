@@ -138,8 +138,10 @@ def test_planted_claims_are_cleared_in_one_line_and_the_runs_done(tiny_mlm_dir, 
     with the run never done, and the second parked its run for a week; now each is one warning line and both runs
     are done."""
     from biobench.api.evaluation import plan_evaluation
+    from biobench.runtime.ownership import mark_created
     from biobench.store import claim_path
 
+    mark_created(tmp_path / "r", "results")  # a results folder of biobench's with claims planted in it
     overrides = {"epochs": 1, "limit_train": 16, "max_length": 32}
     plan = plan_evaluation(str(tiny_mlm_dir), "demo-cls", seeds="1-2", results=tmp_path / "r", overrides=overrides)
     first, second = (run.path for run in plan.grid)

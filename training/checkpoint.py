@@ -11,8 +11,6 @@ each tensor replaced by a reference to its entry. Loading parses data only, and 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any, Literal
 import torch
 from biobench.errors import ConfigError
 from biobench.runtime.files import disk_full_guard
+from biobench.runtime.ownership import mark_created, remove_owned, replace_owned
 
 META = "biobench_pretrain.json"
 # In a subfolder: a weights file of its own, never globbed as the model's (`*.safetensors` at the top level is
@@ -39,22 +38,27 @@ def save(folder: Path, model, tokenizer, meta: dict[str, Any], state: dict[str, 
     """Write one checkpoint folder atomically. `model_state` overrides the weights (gathered FSDP state)."""
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    remove_owned(tmp)  # a save a killed process left (marked first); a folder of the user's is refused
     needed = _tensor_bytes(model_state if model_state is not None else model.state_dict()) + _tensor_bytes(state)
     with disk_full_guard(folder.parent, needed, lambda: finished(folder.parent),
-                         cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True)):
-        tmp.mkdir(parents=True)
+                         cleanup=lambda: remove_owned(tmp)):
+        mark_created(tmp, "pretraining checkpoint")
         model.save_pretrained(tmp, state_dict=model_state)
         tokenizer.save_pretrained(tmp)
         full = {"schema": SCHEMA, **meta, "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         (tmp / META).write_text(json.dumps(full, indent=1))
         if state is not None:
             save_state(tmp / STATE, state)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        replace_owned(tmp, folder, legacy_checkpoint)
     return folder
+
+
+def legacy_checkpoint(folder: Path) -> bool:
+    """A checkpoint a biobench before the ownership marker wrote: its biobench_pretrain.json has this schema."""
+    try:
+        return read_meta(folder).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _tensor_bytes(obj: Any) -> int:

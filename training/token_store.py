@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +42,7 @@ import numpy as np
 from biobench.errors import ConfigError, DataError
 from biobench.runtime.files import atomic_write, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
+from biobench.runtime.ownership import mark_created, owned, remove_owned
 from biobench.training import corpus
 
 FORMAT = "biobench-token-store"
@@ -271,7 +271,7 @@ def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers:
     out = Path(out)
     if (out / DONE).is_file():
         return out
-    out.mkdir(parents=True, exist_ok=True)
+    mark_created(out, "token store")  # the marker first (outside the content: the manifest is the store's id)
     # Two processes may build the same store at once: the demo's and a study's two pretrainings side by side
     # read one raw corpus into one cached store. One builds while the other waits on an exclusive lock of a
     # file in the store, then finds it done (without the lock the second's leftover sweep in `finish` removed
@@ -333,7 +333,10 @@ def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_f
     fingerprint = tokenizer_fingerprint(tokenizer)
     units = plan_units(sources, unit_bytes)
     plan = _plan_record(units, fingerprint, text_field, weight_field)
-    (out / WORK).mkdir(parents=True, exist_ok=True)
+    if (out / WORK).is_dir() and not owned_work(out / WORK):
+        raise ConfigError(f"{out / WORK} is a folder biobench did not create (no plan of a build, no marker); it "
+                          "is left as it is: give the store a new folder")
+    mark_created(out / WORK, "token store build")  # removed by finish(): marked first, so only ours ever is
     (out / SHARDS).mkdir(exist_ok=True)
     plan_path = out / WORK / "plan.json"
     if plan_path.is_file():
@@ -448,7 +451,7 @@ def finish(plan: BuildPlan) -> Path:
             keys = ("name", "tokens", "documents", "bin_sha256", "idx_sha256")
             shards.append({k: record[k] for k in (*keys, "wgt_sha256") if k in record})
     if not documents:
-        shutil.rmtree(out / WORK, ignore_errors=True)
+        remove_owned(out / WORK, legacy_work)
         raise DataError(f"corpus {' '.join(sources)} holds no non-empty documents (text field '{text_field}')")
     bos, eos = corpus.frame_ids(tokenizer)
     manifest = {"format": FORMAT, "version": VERSION, "sources": [_source_name(s) for s in sources],
@@ -461,13 +464,16 @@ def finish(plan: BuildPlan) -> Path:
     hub = _hub_record(units)
     if hub:  # only then, as above: each hub source's pinned commit and the data files read
         manifest["hub"] = hub
-    for leftover in (out / SHARDS).glob("*.tmp"):  # what a killed worker was writing: never content
-        leftover.unlink(missing_ok=True)
+    # what a killed worker was writing (NNNNNN.bin|idx|wgt.<host>.<pid>.tmp, build_unit's names in a store this
+    # build owns): never content; any other file in shards/ is left alone
+    for leftover in (out / SHARDS).glob("[0-9][0-9][0-9][0-9][0-9][0-9].*.*.tmp"):
+        if leftover.is_file() and not leftover.is_symlink() and leftover.name.split(".")[1] in ("bin", "idx", "wgt"):
+            leftover.unlink(missing_ok=True)
     manifest["offsets"] = {"file": OFFSETS, "sha256": _write_offsets(out, shards)}
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     atomic_write(out / MANIFEST, text)
     atomic_write(out / DONE, hashlib.sha256(text.encode()).hexdigest() + "\n")
-    shutil.rmtree(out / WORK, ignore_errors=True)
+    remove_owned(out / WORK, legacy_work)
     return out
 
 
@@ -482,6 +488,34 @@ def _hub_record(units: list[list[Piece]]) -> dict[str, Any]:
                 entry = hub.setdefault(repo, {"commit": commit, "files": 0})
                 entry["files"] += piece.kind == "hubfile"
     return hub
+
+
+def legacy_work(folder: Path) -> bool:
+    """A `work/` folder a biobench before the ownership marker made: it holds the plan record only a build
+    writes (the tokenizer's fingerprint, the files and the work units)."""
+    try:
+        plan = read_json(folder / "plan.json", MAX_MANIFEST_BYTES)
+    except (UnsafeJSONError, OSError):
+        return False
+    return isinstance(plan, dict) and {"tokenizer", "text_field", "files", "units"} <= plan.keys()
+
+
+def owned_work(folder: Path) -> bool:
+    """Whether a store's `work/` folder is a build's (this version's marker or an earlier version's plan)."""
+    return owned(folder, legacy_work)
+
+
+def legacy_store(folder: Path) -> bool:
+    """A store folder a biobench before the ownership marker made: finished (a manifest of this format and its
+    completion marker) or being built (a `work/` folder holding a build's plan)."""
+    if (folder / DONE).is_file() and (folder / MANIFEST).is_file():
+        try:
+            return read_json(folder / MANIFEST, MAX_MANIFEST_BYTES).get("format") == FORMAT
+        except (UnsafeJSONError, OSError, AttributeError):
+            return False
+    if [p.name for p in folder.iterdir()] == [BUILD_LOCK]:  # a build killed before it wrote its plan
+        return True
+    return (folder / WORK).is_dir() and legacy_work(folder / WORK)
 
 
 def _write_offsets(out: Path, shards: list[dict[str, Any]]) -> str:

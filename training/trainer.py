@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from biobench.runtime.device import attention_implementation, autocast
 from biobench.runtime.files import append_line, atomic_write
 from biobench.runtime.interrupts import SIGNALS, WALL_CLOCK_SIGNALS, StopRequest, stop_on_signal
 from biobench.runtime.jsonfile import UnsafeJSONError, iter_jsonl
+from biobench.runtime.ownership import remove_owned
 from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.randomness import rng_state, set_rng_state
 from biobench.runtime.reporting import NoReport, Reporter, make_reporter, report_dir
@@ -474,7 +474,7 @@ class Trainer:
         folder = self.out / f"{ROLLING}{seen}"
         self._save(folder, "resume", with_state=True)
         if self.dist.main and self.rolling is not None and self.rolling != folder:
-            shutil.rmtree(self.rolling, ignore_errors=True)
+            remove_owned(self.rolling, checkpoint.legacy_checkpoint)
         self.rolling = folder
 
     def _save(self, folder: Path, phase_name: str, with_state: bool) -> None:

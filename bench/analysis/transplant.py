@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError, ModelLoadError
 from biobench.models import check_memory, resolve_model
 from biobench.runtime.files import atomic_write, disk_full_guard
+from biobench.runtime.ownership import check_output_folder, remove_owned
 from biobench.runtime.weights import untrusted_weights
 from biobench.store.analysis import Transplant
 
@@ -80,6 +80,9 @@ def transplant(
 
     if component not in COMPONENTS:
         raise ConfigError(f"unknown component '{component}'; choose one of {', '.join(COMPONENTS)}")
+    created = not Path(out).exists()
+    # checked before any model loads: a new folder (marked first), or one an earlier transplant wrote
+    check_output_folder(out, "--out", "transplanted model", legacy=lambda folder: (folder / "transplant.json").is_file())
     (model_a, _), (model_b, target_source) = _load(source), _load(target)
     enc_a, enc_b = model_a.base_model.state_dict(), model_b.base_model.state_dict()
     n_layers = int(model_b.config.num_hidden_layers)
@@ -103,7 +106,6 @@ def transplant(
         for key in keys:
             (params[key] if key in params else buffers[key]).copy_(enc_a[key])
     out = Path(out)
-    created = not out.exists()
     prefix = model_b.base_model_prefix
     record = Transplant(str(source), str(target), list(layers), component,
                         [f"{prefix}.{k}" if model_b.base_model is not model_b else k for k in keys],
@@ -111,8 +113,7 @@ def transplant(
     # a full disk: one line, and a model folder this call made is removed (a half-written model is worse than none)
     needed = sum(t.numel() * t.element_size() for t in model_b.state_dict().values())
     with disk_full_guard(out, needed, lambda: f"'{source}' and '{target}' are untouched",
-                         cleanup=lambda: shutil.rmtree(out, ignore_errors=True) if created else None):
-        out.mkdir(parents=True, exist_ok=True)
+                         cleanup=lambda: remove_owned(out) if created else None):
         model_b.save_pretrained(out)
         AutoTokenizer.from_pretrained(target_source).save_pretrained(out)
         atomic_write(out / "transplant.json", json.dumps(record, indent=2) + "\n")

@@ -12,8 +12,8 @@ from biobench.eval.claims import RunClaims, read_claim
 from biobench.models import resolve_model
 from biobench.ranges import Bounds
 from biobench.runtime import launch
-from biobench.runtime.files import output_folder
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, stop_on_signal
+from biobench.runtime.ownership import check_output_folder
 from biobench.training import corpus as raw_corpus
 from biobench.training import mixture, schedules, token_store
 
@@ -29,13 +29,9 @@ def tokenizer_source(model: str) -> str:
 
 
 def _checked_out(out: str | Path) -> Path:
-
-    out = Path(out)
-    if out.exists() and not (out / token_store.WORK).is_dir() and not (out / token_store.DONE).is_file() \
-            and any(p.name != token_store.BUILD_LOCK for p in out.iterdir()):  # the lock: a build just begun
-        raise ConfigError(f"--out {out} is a folder that is not a token store; choose a new folder")
-    output_folder(out, "--out")
-    return out
+    """The store folder: a new or empty one (created and marked), or a store biobench made (finished or not);
+    any other folder is refused in one line (runtime.ownership), so nothing of the user's is taken for a build."""
+    return check_output_folder(out, "--out", "token store", legacy=token_store.legacy_store)
 
 
 def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: int = 1, text_field: str = "text",

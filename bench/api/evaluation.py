@@ -25,8 +25,10 @@ from biobench.protocols import check_override, task_seeds
 from biobench.ranges import parse_seeds
 from biobench.runtime.device import resolve_device
 from biobench.runtime.interrupts import StopRequest
+from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import check_text
 from biobench.store import read_result
+from biobench.store.layout import legacy_results
 from biobench.store.metadata import check_metadata
 from biobench.tasks.fetch import task_status
 from biobench.tasks.loading import load_task, resolve_data_dir
@@ -214,6 +216,8 @@ def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: i
     before anything is said."""
     execution = execution or Execution()
     if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
+        # the results folder: new, or biobench's (a marker, or an earlier eval's result files), never the user's
+        check_output_folder(plan.results_dir, "--results", "results", legacy=legacy_results)
         check_memory(plan.model.ref, resolve_device(execution.device), training=True, limit_gb=execution.max_model_gb)
     if before_runs is not None:
         before_runs()

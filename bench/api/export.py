@@ -26,7 +26,8 @@ from typing import Any, Literal
 from biobench import __version__
 from biobench.api.results import Results, _model_name
 from biobench.errors import ConfigError
-from biobench.runtime.files import atomic_write, output_folder
+from biobench.runtime.files import atomic_write
+from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import public_model
 from biobench.store import model_group
 
@@ -180,7 +181,11 @@ def export(results: Results, out: str | Path, fmt: Format = "every-eval-ever",
     if fmt not in FORMATS:
 
         raise ConfigError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
-    root = output_folder(out, "--out")
+    # a new folder, or one biobench made (marker, or an earlier export's data/biobench/ alone): never a folder of
+    # the user's, whose files an export of the same ids would replace
+    root = check_output_folder(out, "--out", "results export", legacy=lambda folder: sorted(
+        p.name for p in folder.iterdir()) == ["data"] and (folder / "data").is_dir() and [p.name for p in (folder / "data").iterdir()] == ["biobench"],
+        mark=False)  # no marker: the folder is what gets published
     written = []
     for relative, record in every_eval_ever_records(results, retrieved).items():
         path = root / relative

@@ -17,7 +17,8 @@ from biobench.models import resolve_model
 from biobench.ranges import parse_count
 from biobench.runtime.batching import AUTO, batch_size_value
 from biobench.runtime.device import resolve_device
-from biobench.runtime.files import atomic_write, output_folder
+from biobench.runtime.files import atomic_write
+from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import check_text
 from biobench.tasks.options import check_keys
 from biobench.training import recipes
@@ -94,7 +95,7 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     except TypeError as err:
         raise ConfigError(f"pretrain: {err} (options are PretrainConfig's fields)") from None
     cfg.check()  # nan, inf, negative settings refused before anything loads (PretrainConfig states the bounds)
-    output_folder(out, "--out")
+    check_output_folder(out, "--out", "pretraining run", legacy=legacy_run)
     write_config(cfg, Path(out) / CONFIG_FILE)
     recipes.get_recipe(cfg.recipe, cfg.freeze)  # fail fast on a bad recipe/freeze before loading anything
     # the alias as given in the resolved config (portable), what it names for the run
@@ -104,6 +105,21 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     return train(cfg)
 
 
+CONFIG_HEADER = "# biobench pretrain: the resolved settings of this run"
+
+
+def legacy_run(folder: Path) -> bool:
+    """A run folder a biobench before the ownership marker wrote: its resolved settings file (written first, with
+    this header) or a checkpoint's biobench_pretrain.json."""
+    try:
+        with (folder / CONFIG_FILE).open(encoding="utf-8") as handle:
+            if handle.readline().startswith(CONFIG_HEADER):
+                return True
+    except (OSError, UnicodeDecodeError):
+        pass
+    return any(p.is_file() and not p.is_symlink() for p in folder.glob("*/biobench_pretrain.json"))
+
+
 def write_config(cfg: Any, path: Path) -> None:
     """The resolved config as TOML, beside the checkpoints: `biobench pretrain --config <out>/pretrain_config.toml`
     runs the same recipe again (unset settings are left out; `resume` is not written: a run resumes on purpose)."""
@@ -111,7 +127,7 @@ def write_config(cfg: Any, path: Path) -> None:
     from dataclasses import fields
 
 
-    lines = ["# biobench pretrain: the resolved settings of this run (biobench pretrain --config THIS_FILE)"]
+    lines = [f"{CONFIG_HEADER} (biobench pretrain --config THIS_FILE)"]
     for spec in fields(cfg):
         value = getattr(cfg, spec.name)
         if value is None or spec.name in ("resume", "stop_after_steps"):

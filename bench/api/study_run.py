@@ -34,6 +34,7 @@ from biobench.runtime import launch
 from biobench.runtime.children import die_with_parent
 from biobench.runtime.files import atomic_write
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, read_json
+from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import display_text
 from biobench.tasks.loading import data_stamps
 
@@ -510,8 +511,26 @@ def describe(study: Study) -> list[str]:
             for s in order(study)]
 
 
+def legacy_study(folder: Path) -> bool:
+    """A study folder a biobench before the ownership marker made: `.study/study.json` names its study file, or
+    (a demo's, which never wrote that record) a pretraining's settings file `.study/pretrain/NAME.toml` begins
+    with the line study files are written with."""
+    if isinstance(_read_record(folder / ".study" / "study.json").get("study"), str):
+        return True
+    for path in sorted((folder / ".study" / "pretrain").glob("*.toml"))[:8]:
+        try:
+            with path.open(encoding="utf-8") as handle:
+                if handle.readline(200).startswith("# written by biobench study from "):
+                    return True
+        except (OSError, UnicodeDecodeError):
+            continue
+    return False
+
+
 def check_nothing_conflicts(study: Study) -> None:
-    """A study whose folder holds another study's steps under the same names would mix their outputs."""
+    """A study whose folder holds another study's steps under the same names would mix their outputs; a folder
+    of the user's (not empty, no marker, no `.study/` of an earlier biobench) is refused (runtime.ownership)."""
+    check_output_folder(study.out, "study out", "study", legacy=legacy_study)
     marker = _records(study) / "study.json"
     known = _read_record(marker)
     source = str(study.path.resolve())

@@ -10,11 +10,13 @@ from typing import Any
 
 from biobench.analysis import cka, features, needle_probe, options, plots, probe
 from biobench.analysis.transplant import transplant
+from biobench.api.pretraining import legacy_run
 from biobench.errors import ConfigError
 from biobench.models import resolve_model
 from biobench.ranges import parse_ranges
 from biobench.runtime.device import resolve_device as _device
 from biobench.runtime.files import atomic_write
+from biobench.runtime.ownership import check_output_folder
 from biobench.tasks import needle
 from biobench.tasks.loading import load_task
 from biobench.tasks.registry import get_spec
@@ -55,6 +57,19 @@ def _add(sub, spec: options.AnalysisSpec, func, **kwargs) -> None:
     p.set_defaults(func=func)
 
 
+ANALYSIS_FILES = ("cka.json", "cka_trajectory.json", "needle.jsonl", "needle_meta.json", "needle_results.json",
+                  "transplant.json")
+
+
+def _out_folder(path: str | Path) -> Path:
+    """`--out` checked before any work (runtime.ownership): new, empty, or a folder biobench made (a marker, or an
+    earlier biobench's analysis files or run folder); any other folder of the user's is refused in one line."""
+    def legacy(folder: Path) -> bool:
+        return legacy_run(folder) or any((folder / name).is_file() for name in ANALYSIS_FILES)
+
+    return check_output_folder(path, "--out", "analysis", legacy=legacy)
+
+
 def _write_json(path: Path, data: Any) -> None:
     atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
@@ -70,6 +85,7 @@ def _layer_features(name: str, texts: list[str], args, device: str):
 
 
 def run_cka(args) -> int:
+    out = _out_folder(args.out)
     texts, samples, sources, seeds = _cka_texts(args)
     device = _device(args.device)
     names = {"a": args.models[0], "b": args.models[1], "noise": args.noise}
@@ -85,7 +101,6 @@ def run_cka(args) -> int:
     report = {"schema": report.pop("schema"), "models": ids, "texts": sources,
               "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
               **report}
-    out = Path(args.out)
     _write_json(out / "cka.json", report)
     plots.plot_cka(report, out / "cka.png")
     for row in [report["embeddings"], *report["layers"]]:
@@ -99,6 +114,7 @@ def run_cka(args) -> int:
 
 def run_cka_trajectory(args) -> int:
     run = Path(args.run)
+    out = _out_folder(args.out) if args.out else run
     checkpoints = cka.run_checkpoints(run)
     start = cka.start_model(run, checkpoints, args.start)
     texts, samples, sources, seeds = _cka_texts(args)
@@ -115,7 +131,6 @@ def run_cka_trajectory(args) -> int:
               "n": int(len(next(iter(samples.values())))), "sample_seeds": seeds, "max_length": args.max_length,
               "layers_averaged": ("embeddings + " if args.include_embeddings else "") + "transformer layers",
               "points": points}
-    out = Path(args.out) if args.out else run
     _write_json(out / "cka_trajectory.json", report)
     plots.plot_cka_trajectory(report, out / "cka_trajectory.png")
     print(f"wrote {out / 'cka_trajectory.json'} and {out / 'cka_trajectory.png'}")
@@ -176,10 +191,10 @@ def run_needle_generate(args) -> int:
     elif args.tokenizer:
         raise ConfigError("--tokenizer and --length-unit words contradict each other; drop one")
 
+    out = _out_folder(args.out)
     texts = needle.read_texts(args.haystacks)
     rows = needle.generate(texts, n_pairs=n_pairs, lengths=lengths, seed=args.seed, count=count, source=args.haystacks,
                            reserve=reserve)
-    out = Path(args.out)
     needle.write_jsonl(rows, out / "needle.jsonl")
     meta = {"schema": "biobench.needle-data/2", "haystacks": str(args.haystacks), "n_examples": len(rows),
             "n_pairs": n_pairs, "lengths": lengths, "seed": args.seed, "length_unit": rows[0]["length_unit"],
@@ -200,6 +215,8 @@ def run_needle(args) -> int:
         if not rows:
             raise ConfigError(f"--lengths {args.lengths}: no example of these lengths in {args.data}")
     seeds = parse_ranges(args.seeds, "--seeds")
+    if args.out:
+        _out_folder(args.out)
     config = needle_probe.ProbeConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size)
     result, out = needle_probe.run_needle(args.model, args.data, rows, seeds, config, max_length=args.max_length,
                                           encode_batch_size=args.encode_batch_size, device=_device(args.device),

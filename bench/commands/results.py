@@ -6,7 +6,7 @@ import argparse
 
 import biobench
 from biobench.api.export import export
-from biobench.runtime.files import output_folder
+from biobench.runtime.ownership import check_output_folder
 
 EPILOG = """examples:
   biobench results push my-org/biobench-results --results results/
@@ -55,7 +55,9 @@ def run_push(args: argparse.Namespace) -> int:
 
     if args.dry_run:
 
-        output_folder(args.dry_run, "--dry-run")
+        # the folder a push would upload: new, or one biobench wrote (its marker, or an earlier dry run's two files)
+        check_output_folder(args.dry_run, "--dry-run", "results dataset", legacy=lambda folder: {
+            p.name for p in folder.iterdir()} <= {dataset.PARQUET, dataset.CARD}, mark=False)  # it is uploaded as is
     board = build_board(args.results, reference=False, significance=False)
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason} (left out)")

@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import random
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from typing import Any
 from biobench.analysis.contamination import check
 from biobench.api.contamination import task_texts as load
 from biobench.api.evaluation import select_specs
+from biobench.runtime.ownership import mark_created, remove_owned
 from biobench.training.corpus import iter_documents
 
 FILE_BYTES = 128 * 2**20
@@ -100,12 +100,12 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     for gb in args.gb:
-        folder = Path(tempfile.mkdtemp(prefix="contamination-corpus-", dir=args.tmp))
+        folder = mark_created(tempfile.mkdtemp(prefix="contamination-corpus-", dir=args.tmp), "contamination benchmark")
         try:
             written = write_corpus(folder, int(gb * 1e9))
             row = run_size(folder, args.data_dir)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_owned(folder)
         row["gb"] = round(written / 1e9, 3)
         rows.append(row)
         print(f"{row['gb']:.2f} GB ({row['documents']:,} documents, {row['words']:,} words) against {row['tasks']} "

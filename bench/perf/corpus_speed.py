@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import random
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Any
 
 from biobench.aliases import ALIASES, package_folder
 from biobench.api.pretraining import parse_tokens
+from biobench.runtime.ownership import mark_created, remove_inside, remove_owned
 from biobench.training import mixture, token_store
 
 FILE_BYTES = 128 * 2**20
@@ -100,7 +100,7 @@ def tokens_per_byte(tokenizer: str, folder: Path) -> float:
     sample.mkdir()
     write_corpus(sample, 10**6, 1.0, seed=99)
     text = (sample / "part-0000.jsonl").read_text(encoding="utf-8")
-    shutil.rmtree(sample)
+    remove_inside(sample, folder)
     ids = AutoTokenizer.from_pretrained(tokenizer)([json.loads(x)["text"] for x in text.splitlines()],
                                                    add_special_tokens=False)["input_ids"]
     return sum(map(len, ids)) / len(text.encode("utf-8"))
@@ -161,8 +161,8 @@ def memory_figure(args: argparse.Namespace, tokenizer: str, root: Path, ratio: f
               f"tokens/s; peak RSS: building process {row['peak_rss_mb']:.0f} MB, largest worker "
               f"{row['workers_peak_rss_mb']:.0f} MB; opening the store: +{row['open_rss_mb']:.1f} MB "
               f"(load average {load})", flush=True)
-        shutil.rmtree(root / f"store-{size}", ignore_errors=True)
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_inside(root / f"store-{size}", root)
+        remove_inside(folder, root)
     del written_total
     return rows
 
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tokenizer = args.tokenizer or default_tokenizer()
-    root = Path(tempfile.mkdtemp(prefix="corpus-speed-", dir=args.tmp))
+    root = mark_created(tempfile.mkdtemp(prefix="corpus-speed-", dir=args.tmp), "corpus speed benchmark")
     report: dict[str, Any] = {"tokenizer": Path(tokenizer).name, "builds": []}
     try:
         ratio = tokens_per_byte(tokenizer, root)
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             if smallest is None:
                 smallest = (corpus, row)
             else:
-                shutil.rmtree(corpus)
+                remove_inside(corpus, root)
         assert smallest is not None  # --sizes names one size at least
         corpus, _ = smallest  # scaling: the same 8 work units tokenised by 1, then 2 workers
         unit = max(1 << 16, sum(p.stat().st_size for p in corpus.iterdir()) // 8)
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  after {label}: " + ", ".join(f"{r['source']} {r['realised']:.4%} (target {r['target']:.0%}, "
                                                   f"{r['deviation_sequences']} seq off)" for r in rows))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_owned(root)
     return _end(report, args)
 
 

@@ -41,6 +41,7 @@ from typing import Any
 from biobench.metrics import score
 from biobench.perf.perf_common import arm_flag, base_parser, finish, print_table, run_isolated, script
 from biobench.runtime.files import disk_full_guard
+from biobench.runtime.ownership import check_output_folder, mark_created, remove_inside, remove_owned
 from biobench.standings.scan import load_reference, task_order
 
 LABELS = [f"label-{i}" for i in range(8)]
@@ -289,11 +290,11 @@ def _results_folder(args, tasks: list[tuple[str, str]], results: Path) -> tuple[
         if isinstance(kept, dict) and kept.get("sizes") == sizes:
             print(f"reusing {kept['files']} result files under {results}", flush=True)
             return kept["files"], 0.0
-    shutil.rmtree(results, ignore_errors=True)
+    remove_inside(results, results.parent)  # main() checked the folder: made here, or by an earlier run
     t0 = time.perf_counter()
     needed = args.models * len(tasks) * args.seeds * (50 * args.examples + 1000)  # about: predictions + result
     with disk_full_guard(results, needed, lambda: "no results were written",
-                         cleanup=lambda: shutil.rmtree(results, ignore_errors=True)):
+                         cleanup=lambda: remove_inside(results, results.parent)):
         files = generate(results, args.models, tasks, args.seeds, args.examples, args.seed)
     generated_s = time.perf_counter() - t0
     marker.write_text(json.dumps({"sizes": sizes, "files": files}))
@@ -305,11 +306,14 @@ def _results_folder(args, tasks: list[tuple[str, str]], results: Path) -> tuple[
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tasks = benchmark_tasks(args.tasks)
-    root = args.dir or Path(tempfile.mkdtemp(prefix="biobench-scale-"))
+    # --dir: new, or a folder an earlier run made (its generated.json); its results/ and caches are replaced
+    root = check_output_folder(args.dir, "--dir", "leaderboard scale benchmark", legacy=lambda folder: (
+        folder / "generated.json").is_file()) if args.dir else mark_created(tempfile.mkdtemp(prefix="biobench-scale-"),
+                                                                            "leaderboard scale benchmark")
     results, cache = root / "results", root / "cache"
     files, generated_s = _results_folder(args, tasks, results)
     for folder in (cache, root / "cache-baseline"):
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_inside(folder, root)
     runs: dict[str, list[dict[str, Any]]] = {}
     warm = ["warm", *(["warm (baseline)"] if args.baseline else []), *([] if args.no_app else ["gradio floor"])]
     rounds = [warm if r % 2 == 0 else [warm[1], warm[0], *warm[2:]] if args.baseline else warm
@@ -324,13 +328,13 @@ def main(argv: list[str] | None = None) -> int:
         grown = {"models": args.models, "tasks": tasks, "seeds": args.seeds, "examples": args.examples,
                  "seed": args.seed, "only": args.models}
         if refresh:  # the arm adds the model itself, after its untimed start; the next arm starts without it
-            shutil.rmtree(added, ignore_errors=True)
+            remove_inside(added, root)
         elif arm.startswith("+1 model") and not added.exists():  # one more model on the warm board, then a start
             generate(results, args.models, tasks, args.seeds, args.examples, args.seed, only=args.models)
             _read_all(added)
         if arm.startswith("+1 model"):  # on a copy of the warm caches: the next run's warm starts stay warm
             own = root / ("cache-baseline" if arm.endswith("(baseline)") else "cache")
-            shutil.rmtree(own.with_name(own.name + "-grown"), ignore_errors=True)
+            remove_inside(own.with_name(own.name + "-grown"), root)
             shutil.copytree(own, own.with_name(own.name + "-grown"))
         if arm == "warm (baseline)" and runs["cold (baseline)"][0]["groups_s"] is None and arm not in runs:
             _seed_groups(cache, root / "cache-baseline")
@@ -358,9 +362,9 @@ def main(argv: list[str] | None = None) -> int:
                  else f"not done in {args.groups_timeout:g} s ({out['tasks_done']}/{len(tasks)} tasks)")
               + (f", peak {out['peak_mb']:.0f} MiB (with the worker {out['tree_peak_mb']:.0f})" if "peak_mb" in out else "")
               + f", load {' '.join(f'{x:.2f}' for x in os.getloadavg())} {arm_flag(out)}".rstrip(), flush=True)
-    shutil.rmtree(added, ignore_errors=True)  # the folder stays the one --reuse expects
+    remove_inside(added, root)  # the folder stays the one --reuse expects
     for grown_cache in ("cache-grown", "cache-baseline-grown"):
-        shutil.rmtree(root / grown_cache, ignore_errors=True)
+        remove_inside(root / grown_cache, root)
     rows = []
     for arm, outs in runs.items():  # the median run of each arm (by served time)
         out = sorted(outs, key=lambda o: o["total_s"])[len(outs) // 2]
@@ -380,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                               "python": platform.python_version(), "cpu_count": os.cpu_count(),
                               "loadavg": [round(x, 2) for x in os.getloadavg()], "argv": sys.argv}}
     if args.dir is None:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_owned(root)
     served = {row["arm"]: row["total_s"] for row in rows}
     cold, warm = served["cold"], served["warm"]
     return finish(report, args.out, cold / warm if warm else None)

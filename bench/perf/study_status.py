@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from biobench.api.study_run import legacy_study
+from biobench.runtime.ownership import remove_inside
+
 
 def status_once(study: Path, out: Path, keep_cache: bool) -> tuple[float, str]:
     if not keep_cache:
-        shutil.rmtree(out / ".study" / "plans", ignore_errors=True)
+        remove_inside(out / ".study" / "plans", out, legacy=legacy_study)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "biobench.cli", "study", "status", str(study), "--out", str(out)],
                           capture_output=True, text=True, timeout=600)

@@ -15,7 +15,6 @@ import io
 import itertools
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from biobench.lineage import Lineage
 from biobench.names import distinct_names
 from biobench.runtime.files import EXPAND_FLOOR, EXPAND_RATIO, atomic_write, cache_home, disk_full_guard
 from biobench.runtime.jsonfile import UnsafeJSONError, parse_json, read_bytes, read_json
+from biobench.runtime.ownership import mark_created, remove_owned
 from biobench.runtime.paths import HF_DATASETS, UnsafePathError, inside, public_model, safe_join, safe_name
 from biobench.standings.scan import Problem, collapse
 from biobench.store import predictions_path, read_json_file, result_path
@@ -377,14 +377,14 @@ def materialize(parquet: str | Path, problems: list[Problem] | None = None) -> P
         return out
     rows = _rows(parquet, ["model_slug", "task", "seed", "result", "predictions"])
     first = next(rows, None)  # the row count and the schema are checked before anything is written
-    if out.exists():  # an interrupted earlier write (no marker): start over
-        shutil.rmtree(out)
+    if out.exists():  # an interrupted earlier write (no marker): start over; only a folder of biobench's cache
+        remove_owned(out, legacy=lambda folder: folder.parent == cache_root())
     left_out = []
     written = 0
     # the marker is written last: a killed or full-disk write leaves no marker and is started over next time
     with disk_full_guard(out, parquet.stat().st_size, lambda: f"{parquet} is unchanged",
-                         cleanup=lambda: shutil.rmtree(out, ignore_errors=True)):
-        out.mkdir(parents=True)
+                         cleanup=lambda: remove_owned(out)):
+        mark_created(out, "results dataset written out")
         try:
             for i, row in itertools.chain([first] if first else [], rows):
                 try:
@@ -396,7 +396,7 @@ def materialize(parquet: str | Path, problems: list[Problem] | None = None) -> P
                         f"{parquet}: expands to over {budget:,} bytes written out ({EXPAND_RATIO:g}x its size, as "
                         f"archives are bounded) by row {i}; nothing was kept (a decompression bomb, or split it)")
         except BaseException:
-            shutil.rmtree(out, ignore_errors=True)
+            remove_owned(out)
             raise
         left_out = collapse(left_out)  # the marker and the Problems tab: a few lines per kind, then a count
         atomic_write(out / MARKER, json.dumps({"digest": digest, "problems": [vars(p) for p in left_out]}))

@@ -22,6 +22,12 @@ from biobench.store.result_files import iter_results, read_result
 _REVISION_SUFFIX = re.compile(r"--([0-9a-f]{8})$")
 
 
+def legacy_results(folder: Path) -> bool:
+    """A results folder a biobench before the ownership marker wrote: it holds a result file where eval puts them
+    (`<model>/<task>/seed-<n>.json`)."""
+    return next(Path(folder).glob("*/*/seed-*.json"), None) is not None
+
+
 def model_slug(model_id: str) -> str:
     """Filesystem-safe name of a model: `org/name` -> `org__name`, 'detour · tiny · 2M' -> 'detour_tiny_2M'."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model_id.replace("/", "__")).strip("._")[:80] or "model"

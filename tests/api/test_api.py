@@ -97,3 +97,22 @@ def test_the_quickstart_example_runs_and_prints_the_summary(tmp_path, minilm_dir
     score = float(row.split()[3])
     assert 0.0 <= score <= 1.0
     assert biobench.load_results(tmp_path / "results").to_pandas()["macro_f1"].tolist() == [pytest.approx(score, abs=1e-6)]
+
+
+def test_a_run_folder_of_an_earlier_version_is_recognised_by_its_settings_file(tmp_path):
+    """pretrain --out on a run folder made before the ownership marker: its pretrain_config.toml (written first,
+    with biobench's header) says it is biobench's; the same name written by someone else does not."""
+    from biobench.api.pretraining import CONFIG_FILE, CONFIG_HEADER, legacy_run
+    from biobench.errors import ConfigError
+    from biobench.runtime.ownership import MARKER, check_output_folder
+
+    old, other = tmp_path / "old-run", tmp_path / "other"
+    for folder, text in ((old, f"{CONFIG_HEADER} (biobench pretrain --config THIS_FILE)\nlr = 0.001\n"),
+                         (other, "lr = 0.001\n")):
+        folder.mkdir()
+        (folder / CONFIG_FILE).write_text(text)
+    assert legacy_run(old) and not legacy_run(other)
+    assert check_output_folder(old, "--out", "pretraining run", legacy=legacy_run) == old and (old / MARKER).is_file()
+    with pytest.raises(ConfigError, match="is a folder biobench did not create"):
+        check_output_folder(other, "--out", "pretraining run", legacy=legacy_run)
+    assert sorted(p.name for p in other.iterdir()) == [CONFIG_FILE]

@@ -170,13 +170,15 @@ def test_junk_at_a_claim_path_is_reported_cleared_and_the_run_done(tiny_mlm_dir,
     """Issue 51 item 8: a plain file (or FIFO) named seed-N.claim: --dry-run says so beside the run, eval says
     so in one line, removes it and does the run (it used to exit 0 saying other processes were finishing it)."""
     from biobench import cli
+    from biobench.runtime.ownership import mark_created
 
+    results = mark_created(tmp_path / "results", "results")  # a results folder of biobench's, junk in it
     args = ["eval", "--model", str(tiny_mlm_dir), "--tasks", "demo-cls", "--seeds", "1", "--results",
-            str(tmp_path), "--epochs", "1", "--limit-train", "16", "--max-length", "32", "--device", "cpu",
+            str(results), "--epochs", "1", "--limit-train", "16", "--max-length", "32", "--device", "cpu",
             "--no-progress"]
     from biobench.api.evaluation import plan_evaluation
 
-    run = plan_evaluation(str(tiny_mlm_dir), "demo-cls", seeds="1", results=tmp_path,
+    run = plan_evaluation(str(tiny_mlm_dir), "demo-cls", seeds="1", results=results,
                           overrides={"epochs": 1, "limit_train": 16, "max_length": 32}).grid[0]
     run.path.parent.mkdir(parents=True, exist_ok=True)
     junk_path = claim_path(run.path)

@@ -68,7 +68,8 @@ def test_token_store_on_a_full_disk(tmp_path, monkeypatch):
     source = tmp_path / "c.jsonl"
     source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     tok = train_tokenizer(docs, vocab_size=120)
-    _full_after(monkeypatch, 1)  # the plan (work/plan.json) is written; the first shard fills the disk
+    # the store's and work/'s ownership markers and the plan (work/plan.json) are written; the first shard fills it
+    _full_after(monkeypatch, 3)
     with pytest.raises(DiskFullError) as err:
         token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok)
     assert str(err.value).startswith(f"disk full writing to {tmp_path / 'store' / 'shards'}")
@@ -85,7 +86,8 @@ def test_token_store_full_half_way_keeps_finished_units_and_resumes(tmp_path, mo
     source = tmp_path / "c.jsonl"
     source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     tok = train_tokenizer(docs, vocab_size=200)
-    _full_after(monkeypatch, 5)  # the plan, then per unit its shard and its marker: the third unit's shard fails
+    # the two ownership markers, the plan, then per unit its shard and its marker: the third unit's shard fails
+    _full_after(monkeypatch, 7)
     with pytest.raises(DiskFullError, match=r"2 finished work unit\(s\) of .* are safe \(rerun the same command"):
         token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok, unit_bytes=4000)
     assert not list((tmp_path / "store" / "shards").glob("*.tmp"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from biobench.errors import ConfigError, DataError
+from biobench.runtime.ownership import MARKER
 from biobench.training import corpus, token_store
 
 WORDS = ("le patient présente une fièvre traitement par amoxicilline pendant sept jours scanner thoracique "
@@ -61,7 +62,7 @@ def _expected(tok, sources: list[str]) -> list[int]:
 
 def _content(store: Path) -> dict[str, bytes]:
     return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))
-            if p.is_file() and p.name != token_store.VERIFIED}
+            if p.is_file() and p.name not in (token_store.VERIFIED, MARKER)}  # the marker holds a time
 
 
 def test_store_holds_every_document_framed_and_reads_like_an_array(tmp_path, tok_dir, tiny_tokenizer):
@@ -473,3 +474,28 @@ def test_a_hub_dataset_is_split_into_units_by_its_files_pinned_to_its_commit(tmp
     assert built.tokens[0:len(built.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
     assert built.weights().tolist() == [1.0] * 20 + [2.0] * 20
     assert pinned.tokens[0:len(pinned.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
+def test_a_build_of_an_earlier_version_without_markers_is_recognised_and_finished(tmp_path, tok_dir, capsys):
+    """Stores made before the ownership marker: an unfinished build (its work/plan.json) is taken up and finished,
+    its work/ removed; a finished store is recognised by its manifest; a folder with a work/ of the user's is not."""
+    from biobench import cli
+    from biobench.runtime import ownership
+
+    root = _sources(tmp_path / "src")
+    source = str(root / "a.jsonl")
+    plan = token_store.prepare([source], tmp_path / "old", str(tok_dir), unit_bytes=2048)
+    plan.build_unit(0)
+    for folder in (tmp_path / "old", tmp_path / "old" / "work"):  # as an earlier biobench left them
+        (folder / MARKER).unlink(missing_ok=True)
+    ownership._CREATED.clear()
+    args = ["corpus", "build", source, "--tokenizer", str(tok_dir), "--unit-mb", str(2048 / 2**20)]
+    assert cli.main([*args, "--out", str(tmp_path / "old")]) == 0, capsys.readouterr().err
+    assert "1 already done" in capsys.readouterr().out
+    assert (tmp_path / "old" / "done").is_file() and not (tmp_path / "old" / "work").exists()
+    (tmp_path / "old" / MARKER).unlink()
+    assert token_store.legacy_store(tmp_path / "old")
+    assert cli.main([*args, "--out", str(tmp_path / "old")]) == 0  # finished: recognised, nothing rebuilt
+    (tmp_path / "users" / "work").mkdir(parents=True)
+    (tmp_path / "users" / "work" / "plan.json").write_text('{"mine": true}')
+    assert not token_store.legacy_store(tmp_path / "users")
+    assert cli.main([*args, "--out", str(tmp_path / "users")]) == 2
+    assert (tmp_path / "users" / "work" / "plan.json").read_text() == '{"mine": true}'
