@@ -26,7 +26,9 @@ another number of ranks, reads the same sequences. Pass p of a source shuffles i
 (Megatron-LM's per-epoch document index: an upsampled source shows other windows each pass) and reads the
 sequences in a shuffled order, both drawn from (seed, source, p) (packing.PackedCorpus); a source that would need more than `max_passes` passes to fill its share is
 refused in one line naming it (OLMo-core's `max_repetition_ratio` check), and the plan table records target
-and realised share per source (OLMo-core logs the realised deviation per source).
+and realised share per source (OLMo-core logs the realised deviation per source). A document that an earlier
+source of the mix holds (the same document hash, token_store.document_hash) is left out of every later source
+(source_streams): upsampling would multiply it; the plan table counts what dedup left out per source.
 """
 
 from __future__ import annotations
