@@ -320,9 +320,7 @@ class BuildPlan:
         return self.out / WORK / f"{index:06d}.done"
 
     def done(self, index: int) -> bool:
-        """The unit's completion marker and its document hashes (written before the marker): a unit marked done
-        by a biobench before dedup has no hashes and is done again."""
-        return self.marker(index).is_file() and self.marker(index).with_suffix(".hsh").is_file()
+        return unit_done(self.out, index)
 
     def todo(self) -> list[int]:
         return [i for i in range(len(self.units)) if not self.done(i)]
@@ -342,6 +340,13 @@ class BuildPlan:
     def build_unit(self, index: int) -> dict[str, Any]:
         return build_unit(index, self.units[index], self.out, self.text_field, self.tokenizer_name,
                           self.tokenizer, self.weight_field)
+
+
+def unit_done(out: Path, index: int) -> bool:
+    """A work unit's completion marker and its document hashes (written before the marker): a unit marked done
+    by a biobench before dedup has no hashes and is done again."""
+    marker = Path(out) / WORK / f"{index:06d}.done"
+    return marker.is_file() and marker.with_suffix(".hsh").is_file()
 
 
 def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_field: str = "text", tokenizer=None,

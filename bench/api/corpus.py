@@ -173,7 +173,7 @@ def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_fie
     units = token_store.plan_units(list(sources), int(unit_mb * 2**20))
     states = []
     for index in range(len(units)):
-        done = (out / token_store.WORK / f"{index:06d}.done").is_file()
+        done = token_store.unit_done(out, index)
         info = None if done else read_claim(out / token_store.WORK / f"{index:06d}.json")
         holder = info.holder.describe() if info is not None and info.held and info.holder else None
         states.append(UnitState(index, done, holder))

@@ -527,3 +527,23 @@ def test_exact_duplicates_are_dropped_within_a_store_counted_and_identical_for_a
 def _expected_texts(tok, texts: list[str]) -> list[int]:
     return [i for text in texts for i in [tok.cls_token_id, *tok(text, add_special_tokens=False)["input_ids"],
                                           tok.sep_token_id]]
+
+
+def test_a_unit_finished_without_document_hashes_is_tokenised_again(tmp_path, tok_dir):
+    """A build begun by a biobench before dedup left units marked done without their hashes: a resume redoes
+    them (the dry run counts them to do) and ends with the store an uninterrupted build writes."""
+    from biobench.api import corpus as api_corpus
+
+    sources, _docs_kept = _with_duplicates(tmp_path / "src")
+    plan = token_store.prepare(sources, tmp_path / "old", str(tok_dir), unit_bytes=1500)
+    for index in (0, 1):
+        plan.build_unit(index)
+    (tmp_path / "old" / token_store.WORK / "000000.hsh").unlink()  # as an older biobench left it
+    assert plan.todo()[0] == 0 and 1 not in plan.todo()
+    line, states = api_corpus.build_progress(sources, str(tok_dir), tmp_path / "old", unit_mb=1500 / 2**20)
+    assert [s.done for s in states[:2]] == [False, True] and "1 done" in line
+    lines: list[str] = []
+    token_store.build(sources, tmp_path / "old", str(tok_dir), unit_bytes=1500, log=lines.append)
+    assert "1 already done" in lines[0]
+    fresh = token_store.build(sources, tmp_path / "fresh", str(tok_dir), unit_bytes=1500)
+    assert _content(tmp_path / "old") == _content(fresh)
