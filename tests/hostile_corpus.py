@@ -818,7 +818,7 @@ INVISIBLE = {"u00ad": "U+00AD", "u034f": "U+034F", "u3164": "U+3164", "ufe0f": "
 
 def fake_store(folder: Path, tokens: int) -> Path:
     """A finished token store of one document of `tokens` zeros, its shard a sparse file (what `corpus plan` opens:
-    the manifest and the shards' sizes, no sha256; training/token_store.py)."""
+    the manifest and the shards' sizes, no sha256; training/token_store.py), of format version 1 (no dedup)."""
     import hashlib
 
     import numpy as np
@@ -829,7 +829,7 @@ def fake_store(folder: Path, tokens: int) -> Path:
         handle.truncate(2 * tokens)
     np.array([0, tokens], dtype="<i8").tofile(folder / "shards" / "000000.idx")
     shard = {"name": "000000", "tokens": tokens, "documents": 1, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
-    text = json.dumps({"format": token_store.FORMAT, "version": token_store.VERSION, "tokens": tokens,
+    text = json.dumps({"format": token_store.FORMAT, "version": 1, "tokens": tokens,
                        "documents": 1, "shards": [shard], "dtype": "uint16", "sources": [], "text_field": "text",
                        "tokenizer": {"fingerprint": "x", "name_or_path": "tok", "vocab_size": 100, "bos": 1,
                                      "eos": 2}}, indent=1, sort_keys=True) + "\n"

@@ -80,9 +80,9 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         stores = [token_store.open_store(s.store) for s in mix.sources]
         for store in stores:
             store.check_tokenizer(tokenizer, cfg.model)
-        streams = [mixture.source_stream(m, s) for m, s in zip(mix.sources, stores, strict=True)]
+        streams, dedup = mixture.source_streams(mix, stores)
         plan = mixture.plan_run(mix, [len(tokens) for tokens, _, _ in streams], cfg.tokens, cfg.batch_size,
-                                cfg.seq_len, cfg.decay_ratio)
+                                cfg.seq_len, cfg.decay_ratio, dedup)
         assert plan.total_sequences == total_sequences, "the mix plan and the trainer's steps disagree"
         say(plan.table())
         short = plan.short()

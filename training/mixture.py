@@ -26,7 +26,9 @@ another number of ranks, reads the same sequences. Pass p of a source shuffles i
 (Megatron-LM's per-epoch document index: an upsampled source shows other windows each pass) and reads the
 sequences in a shuffled order, both drawn from (seed, source, p) (packing.PackedCorpus); a source that would need more than `max_passes` passes to fill its share is
 refused in one line naming it (OLMo-core's `max_repetition_ratio` check), and the plan table records target
-and realised share per source (OLMo-core logs the realised deviation per source).
+and realised share per source (OLMo-core logs the realised deviation per source). A document that an earlier
+source of the mix holds (the same document hash, token_store.document_hash) is left out of every later source
+(source_streams): upsampling would multiply it; the plan table counts what dedup left out per source.
 """
 
 from __future__ import annotations
@@ -222,7 +224,7 @@ def repeat_counts(weights: np.ndarray) -> np.ndarray:
     return (whole + (_uniform(np.arange(len(weights))) < weights - whole)).astype(np.int64)
 
 
-class RepeatedDocuments:
+class RepeatedDocuments(token_store.DocumentView):
     """A store's documents, each read `counts[d]` times, as one token stream sliced like an array (what
     PackedCorpus takes, with `offsets` its document starts): layer k holds the documents with count > k, in store
     order, so copies of a document are a layer apart. Holds 16 bytes per repeated document (which document, where
@@ -236,51 +238,67 @@ class RepeatedDocuments:
                               "lower the weights")
         if total == 0:
             raise ConfigError(f"{where}: every document has weight 0 (or rounds to 0 repeats); nothing to read")
-        self.base, self.base_offsets = tokens, np.asarray(offsets)
         layers = [np.nonzero(counts > k)[0] for k in range(int(counts.max()))]
-        self.documents = np.concatenate(layers).astype(np.int64)
+        super().__init__(tokens, offsets, np.concatenate(layers))
         # where each layer starts among the repeated documents: a pass shuffles documents within a layer only
         self.layers = np.zeros(len(layers) + 1, dtype=np.int64)
         np.cumsum([len(layer) for layer in layers], out=self.layers[1:])
-        lengths = self.base_offsets[self.documents + 1] - self.base_offsets[self.documents]
-        self.offsets = np.zeros(len(self.documents) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=self.offsets[1:])
-        self.dtype = getattr(tokens, "dtype", np.dtype(np.int64))
-
-    def __len__(self) -> int:
-        return int(self.offsets[-1])
-
-    def __getitem__(self, key: slice) -> np.ndarray:
-        if not isinstance(key, slice) or key.step not in (None, 1):
-            raise TypeError("RepeatedDocuments takes contiguous slices")
-        start, stop, _ = key.indices(len(self))
-        if stop <= start:
-            return np.zeros(0, dtype=self.dtype)
-        v = int(np.searchsorted(self.offsets, start, side="right")) - 1
-        parts, at = [], start
-        while at < stop:
-            doc = int(self.documents[v])
-            end = min(stop, int(self.offsets[v + 1]))
-            base = int(self.base_offsets[doc]) - int(self.offsets[v])
-            parts.append(np.asarray(self.base[at + base:end + base]))
-            at = end
-            v += 1
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def source_stream(source: MixSource, store) -> tuple[Any, np.ndarray, np.ndarray | None]:
+def source_stream(source: MixSource, store, shared: np.ndarray | None = None) -> tuple[Any, np.ndarray, np.ndarray | None]:
     """(tokens, document offsets, shuffle groups) that a mix source reads from its opened store
     (token_store.TokenStore): the store as it is (one group), or its documents repeated by the source's weight
-    field (a group per layer, so a pass shuffles each layer apart and copies of a document stay layers apart)."""
-    if source.weight is None:
-        return store.tokens, store.offsets, None
+    field (a group per layer, so a pass shuffles each layer apart and copies of a document stay layers apart);
+    without the documents `shared` marks (an earlier source of the mix holds them: source_streams)."""
     where = f"mix source '{source.name}'"
+    if shared is not None and shared.all():
+        raise ConfigError(f"{where}: every document of store {source.store} is also in an earlier source of the "
+                          "mix (exact duplicates are read once, from the first source); remove the source")
+    if source.weight is None:
+        if shared is None or not shared.any():
+            return store.tokens, store.offsets, None
+        view = token_store.DocumentView(store.tokens, store.offsets, np.nonzero(~shared)[0])
+        return view, view.offsets, None
     if store.weight_field != source.weight:
         have = f"has weight field '{store.weight_field}'" if store.weight_field else "has no document weights"
         raise ConfigError(f"{where}: weight = '{source.weight}', but store {store.path} {have}; rebuild it with "
                           f"corpus build ... --weight-field {source.weight}")
-    repeated = RepeatedDocuments(store.tokens, store.offsets, repeat_counts(store.weights()), where)
+    counts = repeat_counts(store.weights())
+    if shared is not None:
+        counts[shared] = 0
+    repeated = RepeatedDocuments(store.tokens, store.offsets, counts, where)
     return repeated, repeated.offsets, repeated.layers
+
+
+def shared_documents(stores: list) -> list[np.ndarray | None]:
+    """Per source of a mix, in mix order: which of its documents (read after its store's own dedup) an earlier
+    source also holds, by document hash (token_store.document_hash); None when this store or an earlier one was
+    built before document hashes (unknown). An upsampled source multiplies a duplicate by its passes, so a
+    document is read from the first source that holds it only."""
+    result: list[np.ndarray | None] = []
+    earlier: list[np.ndarray] = []
+    known = True
+    for store in stores:
+        hashes = store.hashes()
+        known = known and hashes is not None
+        if not known:
+            result.append(None)
+            continue
+        result.append(np.isin(hashes, np.concatenate(earlier)) if earlier else np.zeros(len(hashes), dtype=bool))
+        earlier.append(hashes)
+    return result
+
+
+def source_streams(mix: Mix, stores: list) -> tuple[list[tuple[Any, np.ndarray, np.ndarray | None]],
+                                                    list[dict[str, int | None]]]:
+    """Every source's stream (source_stream, the documents shared with an earlier source left out) and what dedup
+    left out of it: {'duplicates_dropped': by its store's build, 'shared_dropped': shared with an earlier source},
+    None where unknown (a store built before document hashes). What `corpus plan` and `pretrain` both read."""
+    shared = shared_documents(stores)
+    streams = [source_stream(m, s, x) for m, s, x in zip(mix.sources, stores, shared, strict=True)]
+    dedup = [{"duplicates_dropped": s.dedup["duplicates_dropped"] if s.dedup else None,
+              "shared_dropped": None if x is None else int(x.sum())} for s, x in zip(stores, shared, strict=True)]
+    return streams, dedup
 
 
 # ---------------------------------------------------------------- plan
@@ -317,6 +335,7 @@ class MixPlan:
     index_in: np.ndarray = field(repr=False)
     steps: tuple[int, int] | None = None  # the run's phases (phase 1, decay) in optimiser steps
     batch_size: int | None = None  # global sequences per step
+    dedup: list[dict[str, int | None]] | None = None  # per source: source_streams' counts of documents left out
 
     def counts(self, upto: int | None = None) -> list[int]:
         upto = self.total_sequences if upto is None else upto
@@ -329,8 +348,9 @@ class MixPlan:
         return [{"name": s.name, "store": str(s.store), "available_tokens": avail,
                  "passes": round(c / n, 4) if n else 0.0, "max_passes": s.max_passes,
                  "used_tokens": c * self.seq_len, "target_share": round(s.share, 6),
-                 "realised_share": round(c / used, 6)}
-                for s, avail, n, c in zip(self.mix.sources, self.available, self.sequences_per_pass, counts, strict=True)]
+                 "realised_share": round(c / used, 6), **(self.dedup[i] if self.dedup else {})}
+                for i, (s, avail, n, c) in enumerate(zip(self.mix.sources, self.available, self.sequences_per_pass,
+                                                         counts, strict=True))]
 
     def short(self) -> list[str]:
         """One line per source that cannot fill its share within its max_passes."""
@@ -341,13 +361,23 @@ class MixPlan:
 
     def table(self) -> str:
         head = f"{'source':<18} {'available':>16} {'passes':>8} {'used':>16} {'target':>8} {'realised':>9}"
+        if self.dedup:
+            head += f" {'dups':>10} {'shared':>10}"
         phases = (f" ({self.steps[0]:,} phase-1 + {self.steps[1]:,} decay steps of {self.batch_size:,} sequences)"
                   if self.steps and self.batch_size else "")
         lines = [f"mix {self.mix.path.name}: {self.total_sequences:,} sequences x {self.seq_len:,} tokens"
                  f" = {self.total_sequences * self.seq_len:,} tokens read{phases}", head]
         for r in self.rows():
-            lines.append(f"{r['name']:<18} {r['available_tokens']:>16,} {r['passes']:>8.3f} {r['used_tokens']:>16,} "
-                         f"{r['target_share']:>8.2%} {r['realised_share']:>9.2%}")
+            line = (f"{r['name']:<18} {r['available_tokens']:>16,} {r['passes']:>8.3f} {r['used_tokens']:>16,} "
+                    f"{r['target_share']:>8.2%} {r['realised_share']:>9.2%}")
+            if self.dedup:
+                line += "".join(f" {'?' if r[k] is None else format(r[k], ','):>10}"
+                                for k in ("duplicates_dropped", "shared_dropped"))
+            lines.append(line)
+        if self.dedup:
+            lines.append("dups: exact duplicate documents its store's build dropped; shared: documents an earlier "
+                         "source holds, read there only" + ("; ?: a store built before document hashes (dedup "
+                         "unknown: rebuild it)" if any(None in d.values() for d in self.dedup) else ""))
         if any(s.tokens is not None for s in self.mix.sources):
             stated = sum(s.tokens or 0 for s in self.mix.sources)
             lines.append(f"note: the sources' `tokens` ({stated:,} in all) are ratios, not counts: each source "
@@ -356,12 +386,14 @@ class MixPlan:
 
 
 def plan_run(mix: Mix, available: list[int], tokens: int, batch_size: int, seq_len: int,
-             decay_ratio: float) -> MixPlan:
+             decay_ratio: float, dedup: list[dict[str, int | None]] | None = None) -> MixPlan:
     """What a run reads of the mix: both phases (schedules.phase_steps: phase 1 in whole batches of `tokens`,
     then the decay), in sequences of `seq_len`. The one plan `corpus plan` prints and `pretrain` trains on, so
     the two agree token for token and judge max_passes alike."""
     steps = phase_steps(tokens, batch_size, seq_len, decay_ratio)
-    return plan_mix(mix, available, sum(steps) * batch_size, seq_len, steps, batch_size)
+    plan = plan_mix(mix, available, sum(steps) * batch_size, seq_len, steps, batch_size)
+    plan.dedup = dedup
+    return plan
 
 
 def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int,

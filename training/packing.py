@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from biobench.training.token_store import ShardedTokens
+    from biobench.training.token_store import DocumentView, ShardedTokens
 
 
 @dataclass
@@ -32,7 +32,7 @@ class PackedCorpus:
     mix source's layers, mixture.RepeatedDocuments), None for one group. A sequence's index (`at`) is
     pass * n_sequences + its place in that pass's packing."""
 
-    tokens: np.ndarray | ShardedTokens  # flat framed stream (memory-mapped)
+    tokens: np.ndarray | ShardedTokens | DocumentView  # flat framed stream (memory-mapped, or a view of one)
     offsets: np.ndarray  # document starts, n_docs + 1
     seq_len: int
     pad_id: int

@@ -6,6 +6,8 @@ Layout of a store folder (`biobench corpus build SOURCE... --tokenizer MODEL --o
     shards/NNNNNN.bin      the framed token ids of one work unit ([CLS] doc [SEP] ..., uint16 or uint32)
     shards/NNNNNN.idx      its document boundaries: n_docs + 1 little-endian int64 offsets into the .bin
     offsets.idx            every document's global start (n_docs + 1 int64), written at the end, memory-mapped
+    doc_hashes.u64         every document's hash (uint64, document_hash), for exact dedup within and across stores
+    dropped.idx            the documents that repeat an earlier one (int64, ascending): never read
     done                   the completion marker: the sha256 of manifest.json (ranks wait on it)
     work/                  only while building: the plan and one completion marker per work unit
 
@@ -46,9 +48,12 @@ from biobench.runtime.ownership import mark_created, owned, remove_owned
 from biobench.training import corpus
 
 FORMAT = "biobench-token-store"
-VERSION = 1
+VERSION = 2  # 2: every document's hash (HASHES) and the exact duplicates dropped (DROPPED); 1: no dedup (still read)
+VERSIONS = (1, 2)
 MANIFEST, DONE, WORK, SHARDS, VERIFIED = "manifest.json", "done", "work", "shards", "verified.json"
 OFFSETS = "offsets.idx"  # every document's global start, n_docs + 1 int64, memory-mapped by open_store
+HASHES = "doc_hashes.u64"  # every document's hash (document_hash), in shard order, little-endian uint64
+DROPPED = "dropped.idx"  # the documents that repeat an earlier one (their index in shard order), int64, ascending
 BUILD_LOCK = ".build.lock"  # held (flock) by the one process building the store
 UNIT_BYTES = 64 << 20  # text per work unit: bounds a worker's memory and the work a kill -9 loses
 GZIP_UNIT_WEIGHT = 4  # a .gz counts as 4x its size when grouping files into units (text compresses ~4x)
@@ -204,6 +209,7 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     writer = f"{socket.gethostname()[:60]}.{os.getpid()}"
     bin_tmp, idx_tmp = shards / f"{name}.bin.{writer}.tmp", shards / f"{name}.idx.{writer}.tmp"
     lengths: list[int] = []
+    hashes: list[int] = []  # one per document (document_hash), written to work/NNNNNN.hsh for finish's dedup
     weights: list[float] = []  # with weight_field: one per document, written to NNNNNN.wgt (float64)
     batch: list[str] = []
     chars = 0
@@ -221,8 +227,10 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
             def flush() -> None:
                 for enc in encode(batch, add_special_tokens=False):
                     ids = ([bos] if bos is not None else []) + enc.ids + [eos]
-                    out.write(np.asarray(ids, dtype=dtype).tobytes())
+                    data = np.asarray(ids, dtype=dtype).tobytes()
+                    out.write(data)
                     lengths.append(len(ids))
+                    hashes.append(document_hash(data))
                 batch.clear()
 
             for piece in unit:
@@ -243,6 +251,8 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
         np.cumsum(lengths, out=offsets[1:])
         idx_tmp.write_bytes(offsets.tobytes())
         record: dict[str, Any] = {"unit": index, "tokens": int(offsets[-1]), "documents": len(lengths)}
+        # before the unit's completion marker (todo() redoes a unit without them: one begun by an older biobench)
+        atomic_write(store / WORK / f"{name}.hsh", np.asarray(hashes, dtype="<u8").tobytes())
         if weight_field is not None:
             wgt_tmp = shards / f"{name}.wgt.{writer}.tmp"
             wgt_tmp.write_bytes(np.asarray(weights, dtype="<f8").tobytes())
@@ -260,6 +270,13 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
                 wgt_tmp.unlink()
         atomic_write(store / WORK / f"{name}.done", json.dumps(record, sort_keys=True))
     return record
+
+
+def document_hash(framed: bytes) -> int:
+    """A document's identity for exact dedup: the first 8 bytes of the blake2b of its framed token ids (one
+    tokenizer per store, and a mix reads one tokenizer, so equal ids are equal text). 64 bits: the odds of any
+    false match among n documents are n^2 / 2^65 (3e-4 for 10^8 documents, a large source), a document lost."""
+    return int.from_bytes(hashlib.blake2b(framed, digest_size=8).digest(), "little")
 
 
 # ---------------------------------------------------------------- build
@@ -302,8 +319,11 @@ class BuildPlan:
     def marker(self, index: int) -> Path:
         return self.out / WORK / f"{index:06d}.done"
 
+    def done(self, index: int) -> bool:
+        return unit_done(self.out, index)
+
     def todo(self) -> list[int]:
-        return [i for i in range(len(self.units)) if not self.marker(i).is_file()]
+        return [i for i in range(len(self.units)) if not self.done(i)]
 
     @contextmanager
     def sharing(self) -> Iterator[None]:
@@ -320,6 +340,13 @@ class BuildPlan:
     def build_unit(self, index: int) -> dict[str, Any]:
         return build_unit(index, self.units[index], self.out, self.text_field, self.tokenizer_name,
                           self.tokenizer, self.weight_field)
+
+
+def unit_done(out: Path, index: int) -> bool:
+    """A work unit's completion marker and its document hashes (written before the marker): a unit marked done
+    by a biobench before dedup has no hashes and is done again."""
+    marker = Path(out) / WORK / f"{index:06d}.done"
+    return marker.is_file() and marker.with_suffix(".hsh").is_file()
 
 
 def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_field: str = "text", tokenizer=None,
@@ -470,6 +497,7 @@ def finish(plan: BuildPlan) -> Path:
         if leftover.is_file() and not leftover.is_symlink() and leftover.name.split(".")[1] in ("bin", "idx", "wgt"):
             leftover.unlink(missing_ok=True)
     manifest["offsets"] = {"file": OFFSETS, "sha256": _write_offsets(out, shards)}
+    manifest["dedup"] = _write_dedup(out, shards)
     text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
     atomic_write(out / MANIFEST, text)
     atomic_write(out / DONE, hashlib.sha256(text.encode()).hexdigest() + "\n")
@@ -516,6 +544,29 @@ def legacy_store(folder: Path) -> bool:
     if [p.name for p in folder.iterdir()] == [BUILD_LOCK]:  # a build killed before it wrote its plan
         return True
     return (folder / WORK).is_dir() and legacy_work(folder / WORK)
+
+
+def _write_dedup(out: Path, shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """Exact dedup over the whole store: every document's hash (the units', in shard order) to HASHES, and the
+    documents whose hash an earlier document has (the first copy kept, wherever the units split the corpus) to
+    DROPPED. The shards keep every document (a unit is written once, in parallel, and never rewritten); open_store
+    reads the documents not dropped. A pure function of the units: the same bytes for any --workers or resume.
+    Holds 16 bytes per document at once (the hashes and the sort)."""
+    parts = [np.fromfile(out / WORK / f"{shard['name']}.hsh", dtype="<u8") for shard in shards]
+    hashes = np.concatenate(parts) if parts else np.zeros(0, dtype="<u8")
+    if len(hashes) != sum(int(shard["documents"]) for shard in shards):
+        raise DataError(f"{out}: its work units' document hashes do not match their documents (work/ was "
+                        "changed); delete the store and build it again")
+    _, first = np.unique(hashes, return_index=True)
+    keep = np.zeros(len(hashes), dtype=bool)
+    keep[first] = True
+    dropped = np.nonzero(~keep)[0].astype("<i8")
+    record: dict[str, Any] = {"documents_seen": len(hashes), "duplicates_dropped": len(dropped),
+                              "hash": "blake2b-64 of the framed token ids"}
+    for key, name, data in (("hashes", HASHES, hashes.astype("<u8")), ("dropped", DROPPED, dropped)):
+        atomic_write(out / name, data.tobytes())
+        record[key] = {"file": name, "sha256": _sha256(out / name)}
+    return record
 
 
 def _write_offsets(out: Path, shards: list[dict[str, Any]]) -> str:
@@ -619,25 +670,76 @@ class ShardedTokens:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+class DocumentView:
+    """Some documents of a token stream, in the order `documents` lists them (a document may repeat), as one
+    token stream sliced like an array, with `offsets` their starts (what PackedCorpus takes). Holds 16 bytes per
+    listed document; the tokens stay where they are (memory-mapped in the store)."""
+
+    def __init__(self, tokens, offsets: np.ndarray, documents: np.ndarray):
+        self.base, self.base_offsets = tokens, np.asarray(offsets)
+        self.documents = np.asarray(documents, dtype=np.int64)
+        lengths = self.base_offsets[self.documents + 1] - self.base_offsets[self.documents]
+        self.offsets = np.zeros(len(self.documents) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.dtype = getattr(tokens, "dtype", np.dtype(np.int64))
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError(f"{type(self).__name__} takes contiguous slices")
+        start, stop, _ = key.indices(len(self))
+        if stop <= start:
+            return np.zeros(0, dtype=self.dtype)
+        v = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        parts, at = [], start
+        while at < stop:
+            doc = int(self.documents[v])
+            end = min(stop, int(self.offsets[v + 1]))
+            base = int(self.base_offsets[doc]) - int(self.offsets[v])
+            parts.append(np.asarray(self.base[at + base:end + base]))
+            at = end
+            v += 1
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 @dataclass
 class TokenStore:
-    """An opened, checked store: the framed token stream and its document offsets (what PackedCorpus takes)."""
+    """An opened, checked store: the framed token stream and its document offsets (what PackedCorpus takes), the
+    documents an exact dedup dropped left out."""
 
     path: Path
     manifest: dict[str, Any]
-    tokens: ShardedTokens
-    offsets: np.ndarray  # n_docs + 1 global document starts
+    tokens: ShardedTokens | DocumentView
+    offsets: np.ndarray  # n_docs + 1 starts of the documents read
+    kept: np.ndarray | None = None  # which of the shards' documents are read (dedup dropped others); None: all
 
     @property
     def weight_field(self) -> str | None:
         return self.manifest.get("weight_field")
 
+    def _read(self, values: np.ndarray) -> np.ndarray:
+        """One value per document of the shards -> one per document read."""
+        return values[self.kept] if self.kept is not None else values[:self.n_documents]
+
+    @property
+    def dedup(self) -> dict[str, Any] | None:
+        """The build's dedup record (documents seen, duplicates dropped); None for a store built before dedup."""
+        return self.manifest.get("dedup")
+
+    def hashes(self) -> np.ndarray | None:
+        """Each read document's hash (document_hash), None when the store has none (built before dedup)."""
+        if self.dedup is None:
+            return None
+        return self._read(np.fromfile(self.path / HASHES, dtype="<u8"))
+
     def weights(self) -> np.ndarray:
-        """Each document's weight (`corpus build --weight-field`), in store order; DataError when it has none."""
+        """Each read document's weight (`corpus build --weight-field`), in store order; DataError when it has none."""
         if self.weight_field is None:
             raise DataError(f"token store {self.path} has no document weights (build it with --weight-field)")
         parts = [np.fromfile(self.path / SHARDS / f"{s['name']}.wgt", dtype="<f8") for s in self.manifest["shards"]]
-        weights = np.concatenate(parts)[:self.n_documents]
+        weights = self._read(np.concatenate(parts))
         if not np.all(np.isfinite(weights)) or weights.min(initial=0) < 0 or weights.max(initial=0) > corpus.MAX_WEIGHT:
             raise _damaged(self.path, "a document weight out of range")
         return weights
@@ -679,8 +781,8 @@ def _check_manifest(store: Path, manifest: Any) -> dict[str, Any]:
     """The one validation of a manifest, shared by `corpus info`, `plan` and `pretrain` (all through read_manifest):
     its kinds, bounds and sums, so what reads it later never meets a text count, an infinite one or a missing
     dtype (each was a traceback), nor a count its shards do not hold. DataError naming what is wrong otherwise."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise _damaged(store, f"not a {FORMAT} v{VERSION} manifest")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") not in VERSIONS:
+        raise _damaged(store, f"not a {FORMAT} manifest of version {' or '.join(map(str, VERSIONS))}")
 
     def bad(what: str, value: Any) -> DataError:
         return _damaged(store, f"its manifest's {what} is {str(value)[:40]!r}")
@@ -717,6 +819,17 @@ def _check_manifest(store: Path, manifest: Any) -> dict[str, Any]:
     index = manifest.get("offsets")
     if index is not None and not (isinstance(index, dict) and isinstance(index.get("sha256"), str)):
         raise bad("offsets", index)
+    if manifest["version"] >= 2:  # dedup's record: version 1 stores have none (their dedup is unknown)
+        dedup = manifest.get("dedup")
+        if not isinstance(dedup, dict) or any(not (isinstance(dedup.get(k), dict) and isinstance(
+                dedup[k].get("sha256"), str)) for k in ("hashes", "dropped")):
+            raise bad("dedup", dedup)
+        for key in ("documents_seen", "duplicates_dropped"):
+            if not _count(dedup.get(key)):
+                raise bad(f"dedup {key}", dedup.get(key))
+        if dedup["documents_seen"] != manifest["documents"] or dedup["duplicates_dropped"] >= max(1, manifest["documents"]):
+            raise _damaged(store, f"its manifest's dedup counts ({dedup['documents_seen']:,} seen, "
+                                  f"{dedup['duplicates_dropped']:,} dropped) do not fit its {manifest['documents']:,} documents")
     return manifest
 
 
@@ -810,11 +923,27 @@ def open_store(store: str | Path, verify: bool = True, max_documents: int | None
             raise _damaged(store, f"{OFFSETS} does not frame the tokens")
     else:
         all_offsets = np.concatenate(old_offsets)
+    kept = None
+    dedup = manifest.get("dedup")
+    if dedup is not None:
+        n_docs, n_dropped = int(manifest["documents"]), int(dedup["duplicates_dropped"])
+        check(store / HASHES, n_docs * 8, dedup["hashes"]["sha256"], "document hashes")
+        check(store / DROPPED, n_dropped * 8, dedup["dropped"]["sha256"], "dropped documents")
+        if n_dropped:
+            dropped = np.fromfile(store / DROPPED, dtype="<i8")
+            if dropped[0] < 1 or dropped[-1] >= n_docs or np.any(dropped[1:] <= dropped[:-1]):
+                raise _damaged(store, f"{DROPPED} does not list documents of the store in order")
+            keep = np.ones(n_docs, dtype=bool)
+            keep[dropped] = False
+            kept = np.nonzero(keep)[0]
     if verify and fresh != stamps:
         try:
             atomic_write(stamps_path, json.dumps(fresh))
         except OSError:
             pass  # a read-only copy is verified again next time
+    if kept is not None:  # the documents read skip the duplicates: a view of the shards (16 bytes per document)
+        view = DocumentView(ShardedTokens(files, lengths, dtype), all_offsets, kept[:max_documents])
+        return TokenStore(store, manifest, view, view.offsets, kept[:max_documents])
     limit = None
     if max_documents is not None and max_documents < len(all_offsets) - 1:
         all_offsets = all_offsets[:max_documents + 1]
@@ -833,8 +962,17 @@ def describe(store: TokenStore) -> str:
              f" ids {m['dtype']}, documents framed {tok['bos']} ... {tok['eos']})",
              f"  {m['tokens']:,} tokens in {m['documents']:,} documents, {len(m['shards'])} shard(s), "
              f"{size / 2**20:,.1f} MiB on disk",
+             f"  {dedup_line(m.get('dedup'))}",
              f"  content id {store_id(store.path)} (sha256 of the manifest; every shard checked against it)"]
     return "\n".join(lines)
+
+
+def dedup_line(dedup: dict[str, Any] | None) -> str:
+    if dedup is None:
+        return "dedup unknown (built before document hashes, format version 1; rebuild the store to dedup it)"
+    read = dedup["documents_seen"] - dedup["duplicates_dropped"]
+    return (f"dedup: {dedup['documents_seen']:,} documents seen, {dedup['duplicates_dropped']:,} exact duplicates "
+            f"dropped, {read:,} read (hash: {dedup.get('hash', 'blake2b-64')})")
 
 
 def store_id(store: Path) -> str:

@@ -124,13 +124,13 @@ def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_fiel
                     with plan.sharing():
                         if plan.finished():
                             break
-                        if plan.marker(index).is_file() or not claims.claim(key):
+                        if plan.done(index) or not claims.claim(key):
                             continue
                         took, finished = True, False
                         try:
                             # looked for again once claimed (eval/claims' rule 3): the process that finished it may
                             # have removed its claim between our look and our claim, leaving it free to take
-                            if not plan.marker(index).is_file():
+                            if not plan.done(index):
                                 with stop.abandonable():
                                     plan.build_unit(index)
                                 mine += 1
@@ -169,7 +169,7 @@ def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_fie
     units = token_store.plan_units(list(sources), int(unit_mb * 2**20))
     states = []
     for index in range(len(units)):
-        done = (out / token_store.WORK / f"{index:06d}.done").is_file()
+        done = token_store.unit_done(out, index)
         info = None if done else read_claim(out / token_store.WORK / f"{index:06d}.json")
         holder = info.holder.describe() if info is not None and info.held and info.holder else None
         states.append(UnitState(index, done, holder))
@@ -258,7 +258,8 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay
                               f"another tokenizer than source '{mix.sources[0].name}' (fingerprint "
                               f"{store.fingerprint} vs {first.fingerprint}); one run reads one tokenizer: "
                               f"rebuild it with corpus build ... --tokenizer {first.tokenizer_name}")
-    available = [len(mixture.source_stream(s, store)[0]) for s, store in zip(mix.sources, stores, strict=True)]
+    streams, dedup = mixture.source_streams(mix, stores)
+    available = [len(tokens) for tokens, _, _ in streams]
     # a budget beyond what the stores can give within their max_passes (its first phase alone) is refused here, in
     # one line, before the plan is sized by it (`--tokens 17T` over a few million tokens asked for 15.5 GiB, issue 58
     # item 6); within it, a source that cannot fill its share is the plan's own line
@@ -266,7 +267,7 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay
     if tokens > capacity:
         raise ConfigError(f"--tokens {tokens:,}: the mix's stores give at most {int(capacity):,} tokens within their "
                           "max_passes; lower --tokens, raise max_passes or add tokens to the stores")
-    result = mixture.plan_run(mix, available, tokens, batch_size, seq_len, decay_ratio)
+    result = mixture.plan_run(mix, available, tokens, batch_size, seq_len, decay_ratio, dedup)
     return result.table(), result.short(), result.rows()
 
 

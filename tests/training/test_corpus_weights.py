@@ -80,7 +80,7 @@ def test_build_records_weights_and_bad_weights_are_one_line_naming_the_line(tmp_
 def test_a_weighted_mix_source_repeats_documents_in_layers_with_weight_proportional_token_shares(tmp_path, tok_dir,
                                                                                                  capsys):
     # two kinds of paragraphs: "clinical" weight 10, "other" weight 1
-    texts = [("clinique " if i % 2 else "autre ") * 8 for i in range(40)]
+    texts = [("clinique " if i % 2 else "autre ") * (8 + i) for i in range(40)]  # distinct: dedup keeps each
     weights = [10.0 if i % 2 else 1.0 for i in range(40)]
     src = _weighted_source(tmp_path / "c.jsonl", weights, texts)
     token_store.build([str(src)], tmp_path / "clin", str(tok_dir), weight_field="score")

@@ -93,14 +93,16 @@ def _tok():
 
 def test_store_is_built_once_and_packing_loses_nothing(tmp_path):
     tok = _tok()
-    path = _jsonl(tmp_path / "c.jsonl", DOCS)
+    distinct = [" ".join([d] * (1 + i // 3)) for i, d in enumerate(DOCS)]  # 21 documents, none a repeat (dedup)
+    path = _jsonl(tmp_path / "c.jsonl", distinct)
     folder = token_store.build([str(path)], tmp_path / "store", None, tokenizer=tok)
     stamps = {p.name: p.stat().st_mtime_ns for p in (folder / token_store.SHARDS).iterdir()}
     assert token_store.build([str(path)], folder, None, tokenizer=tok) == folder  # built once: found done
     assert {p.name: p.stat().st_mtime_ns for p in (folder / token_store.SHARDS).iterdir()} == stamps
     built = token_store.open_store(folder)
     assert isinstance(built.tokens[0:4], np.memmap)  # read from the shards on demand
-    expected = [[tok.cls_token_id] + tok(d, add_special_tokens=False)["input_ids"] + [tok.sep_token_id] for d in DOCS]
+    expected = [[tok.cls_token_id] + tok(d, add_special_tokens=False)["input_ids"] + [tok.sep_token_id]
+                for d in distinct]
     assert len(built.tokens) == sum(map(len, expected))  # token count: nothing lost, nothing duplicated
 
     packed = PackedCorpus(built.tokens, built.offsets, seq_len=16, pad_id=tok.pad_token_id, seed=3)

@@ -86,8 +86,9 @@ def test_token_store_full_half_way_keeps_finished_units_and_resumes(tmp_path, mo
     source = tmp_path / "c.jsonl"
     source.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     tok = train_tokenizer(docs, vocab_size=200)
-    # the two ownership markers, the plan, then per unit its shard and its marker: the third unit's shard fails
-    _full_after(monkeypatch, 7)
+    # the two ownership markers, the plan, then per unit its shard, its document hashes and its marker: the third
+    # unit's shard fails
+    _full_after(monkeypatch, 9)
     with pytest.raises(DiskFullError, match=r"2 finished work unit\(s\) of .* are safe \(rerun the same command"):
         token_store.build([str(source)], tmp_path / "store", None, tokenizer=tok, unit_bytes=4000)
     assert not list((tmp_path / "store" / "shards").glob("*.tmp"))

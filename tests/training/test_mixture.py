@@ -77,7 +77,7 @@ def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares
 
 def _fake_store(folder: Path, tokens: int, fingerprint: str = "x") -> Path:
     """A finished store of one document of `tokens` zeros, its shard a sparse file (what `corpus plan` opens: the
-    manifest and the shards' sizes, no sha256)."""
+    manifest and the shards' sizes, no sha256), of format version 1 (built before document hashes: still read)."""
     import hashlib
 
     (folder / "shards").mkdir(parents=True)
@@ -85,7 +85,7 @@ def _fake_store(folder: Path, tokens: int, fingerprint: str = "x") -> Path:
         handle.truncate(2 * tokens)
     np.array([0, tokens], dtype="<i8").tofile(folder / "shards" / "000000.idx")
     shard = {"name": "000000", "tokens": tokens, "documents": 1, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
-    text = json.dumps({"format": token_store.FORMAT, "version": token_store.VERSION, "tokens": tokens,
+    text = json.dumps({"format": token_store.FORMAT, "version": 1, "tokens": tokens,
                        "documents": 1, "shards": [shard], "dtype": "uint16", "sources": [], "text_field": "text",
                        "tokenizer": {"fingerprint": fingerprint, "name_or_path": "tok", "vocab_size": 100,
                                      "bos": 1, "eos": 2}}, indent=1, sort_keys=True) + "\n"
@@ -247,3 +247,50 @@ def test_corpus_sample_decodes_the_sequences_a_store_run_reads(tmp_path, tok_dir
     assert out[2].startswith("position 14 (step 3, source store, pass ")
     assert cli.main(["corpus", "sample", str(src), "--tokenizer", str(tok_dir), *run]) == 2
     assert "corpus sample reads a token store or a mix file" in capsys.readouterr().err
+
+
+def test_documents_shared_between_sources_are_read_from_the_first_source_only(tmp_path, tok_dir, capsys):
+    """Issue 59 item 6: a mix compares its stores' document hashes; a document that an earlier source holds is
+    left out of the later one (in `corpus plan`'s table and rows, and in what pretrain reads: source_streams),
+    since upsampling would multiply it; a store built before hashes makes the counts unknown ('?')."""
+    from biobench import cli
+    from transformers import AutoTokenizer
+
+    docs = [" ".join(["patient fièvre toux"] * (1 + i % 4)) + f" cas {i}" for i in range(50)]
+    for name, part in (("lit", docs[:30] + docs[:2]), ("clin", docs[20:50])):  # lit repeats 2 of its own
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in part))
+        token_store.build([str(tmp_path / f"{name}.jsonl")], tmp_path / name, str(tok_dir))
+    many = "max_passes = 100"
+    mix_file = _mix(tmp_path, _source("lit", "lit", "share = 0.5", many) + _source("clin", "clin", "share = 0.5", many))
+    run = ["--tokens", "2000", "--seq-len", "16", "--batch-size", "4", "--decay-ratio", "0.5"]
+    assert cli.main(["corpus", "plan", str(mix_file), *run, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["duplicates_dropped"], r["shared_dropped"]) for r in rows] == [(2, 0), (0, 10)]
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+
+    def framed(texts: list[str]) -> list[int]:
+        return [i for t in texts for i in [tok.cls_token_id, *tok(t, add_special_tokens=False)["input_ids"],
+                                           tok.sep_token_id]]
+
+    mix = mixture.read_mix(mix_file)
+    streams, dedup = mixture.source_streams(mix, [token_store.open_store(s.store) for s in mix.sources])
+    assert dedup == [{"duplicates_dropped": 2, "shared_dropped": 0}, {"duplicates_dropped": 0, "shared_dropped": 10}]
+    clin = streams[1][0]
+    assert clin[0:len(clin)].tolist() == framed(docs[30:50])  # docs 20-29 are read from 'lit' only
+    assert rows[1]["available_tokens"] == len(clin) and rows[0]["available_tokens"] == len(framed(docs[:30]))
+    assert cli.main(["corpus", "plan", str(mix_file), *run]) == 0
+    table = capsys.readouterr().out
+    assert "dups" in table and "shared" in table and "documents an earlier source holds, read there only" in table
+    # a source whose every document an earlier one holds is refused in one line
+    import shutil
+
+    shutil.copytree(tmp_path / "lit", tmp_path / "copy")
+    (tmp_path / "again.toml").write_text(_source("lit", "lit", "share = 0.5", many) + _source("copy", "copy", "share = 0.5", many))
+    assert cli.main(["corpus", "plan", str(tmp_path / "again.toml"), *run]) == 2
+    assert "mix source 'copy': every document of store" in capsys.readouterr().err
+    # a store of format version 1 (no hashes) earlier in the mix: nothing is compared, the counts are unknown
+    _fake_store(tmp_path / "old", 100_000, token_store.open_store(tmp_path / "clin").fingerprint)
+    (tmp_path / "old.toml").write_text(_source("old", "old", "share = 0.5") + _source("clin", "clin", "share = 0.5", many))
+    assert cli.main(["corpus", "plan", str(tmp_path / "old.toml"), *run]) == 0
+    out = capsys.readouterr().out
+    assert "?: a store built before document hashes (dedup unknown: rebuild it)" in out

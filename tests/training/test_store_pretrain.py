@@ -81,7 +81,7 @@ def test_a_mix_run_resumed_on_two_processes_reads_what_one_uninterrupted_process
     assert "| mixture | lit: 70.0% target, 70.8% realised" in card and "| token store |" not in card
     # `corpus plan` given the run's config prints the very table pretrain printed, and that table is what the
     # run read: both phases (4 + 2 steps of 4 sequences of 64 tokens), step by step
-    table = out[out.index("mix mix.toml:"):].splitlines()[:4]
+    table = out[out.index("mix mix.toml:"):].splitlines()[:5]  # title, head, two sources, the dedup note
     assert table[0] == "mix mix.toml: 24 sequences x 64 tokens = 1,536 tokens read (4 phase-1 + 2 decay steps of 4 sequences)"
     assert len(_digests(tmp_path / "full")) * 4 == 24
     write_config(_cfg(mix, tmp_path / "full", tiny_mlm_dir), tmp_path / "run.toml")  # what `pretrain` writes

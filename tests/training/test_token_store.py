@@ -474,6 +474,8 @@ def test_a_hub_dataset_is_split_into_units_by_its_files_pinned_to_its_commit(tmp
     assert built.tokens[0:len(built.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
     assert built.weights().tolist() == [1.0] * 20 + [2.0] * 20
     assert pinned.tokens[0:len(pinned.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
+
+
 def test_a_build_of_an_earlier_version_without_markers_is_recognised_and_finished(tmp_path, tok_dir, capsys):
     """Stores made before the ownership marker: an unfinished build (its work/plan.json) is taken up and finished,
     its work/ removed; a finished store is recognised by its manifest; a folder with a work/ of the user's is not."""
@@ -499,3 +501,77 @@ def test_a_build_of_an_earlier_version_without_markers_is_recognised_and_finishe
     assert not token_store.legacy_store(tmp_path / "users")
     assert cli.main([*args, "--out", str(tmp_path / "users")]) == 2
     assert (tmp_path / "users" / "work" / "plan.json").read_text() == '{"mine": true}'
+
+
+def _with_duplicates(root: Path) -> tuple[list[str], list[str]]:
+    """(sources, documents in corpus order): a JSONL file repeating documents inside itself and a second file
+    repeating documents of the first (other work units with small units), and the documents a dedup keeps."""
+    docs = _docs(60, 7)
+    first = docs[:40] + [docs[3], docs[3], docs[10]]  # within one file (and one unit or two)
+    second = docs[40:] + [docs[0], docs[41], docs[39]]  # across files: other units
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "a.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in first))
+    (root / "b.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in second))
+    return [str(root / "a.jsonl"), str(root / "b.jsonl")], docs
+
+
+@pytest.mark.slow
+def test_exact_duplicates_are_dropped_within_a_store_counted_and_identical_for_any_workers(tmp_path, tok_dir,
+                                                                                           tiny_tokenizer, capsys):
+    """Issue 59 item 6: every document's hash kept, the repeats of an earlier document (inside a unit or in another
+    unit) not read, the counts in the manifest and `corpus info`; the same bytes with 1 and 2 workers; a store of
+    format version 1 (no hashes) still read, its dedup 'unknown'."""
+    from biobench import cli
+
+    sources, docs = _with_duplicates(tmp_path / "src")
+    one = token_store.build(sources, tmp_path / "one", str(tok_dir), workers=1, unit_bytes=1500)
+    two = token_store.build(sources, tmp_path / "two", str(tok_dir), workers=2, unit_bytes=1500)
+    assert _content(one) == _content(two)
+    manifest = token_store.read_manifest(one)
+    assert len(manifest["shards"]) > 3 and manifest["version"] == 2
+    # 43 + 23 documents seen; the three repeats in a.jsonl and the three of b.jsonl (of a.jsonl's and its own) dropped
+    assert manifest["documents"] == 66 and manifest["dedup"]["documents_seen"] == 66
+    assert manifest["dedup"]["duplicates_dropped"] == 6
+    assert np.fromfile(one / token_store.DROPPED, dtype="<i8").tolist() == [40, 41, 42, 63, 64, 65]
+    opened = token_store.open_store(one)
+    assert opened.n_documents == 60 and len(set(opened.hashes().tolist())) == 60
+    assert opened.tokens[0:len(opened.tokens)].tolist() == _expected_texts(tiny_tokenizer, docs)
+    assert token_store.open_store(one, max_documents=41).tokens[0:10**6].tolist() == \
+        _expected_texts(tiny_tokenizer, docs[:41])
+    assert cli.main(["corpus", "info", str(one)]) == 0
+    assert "dedup: 66 documents seen, 6 exact duplicates dropped, 60 read" in capsys.readouterr().out
+
+    # a store built before document hashes: read whole, its dedup unknown
+    _forge(one, version=1, dedup=None)
+    old = token_store.open_store(one)
+    assert old.n_documents == 66 and old.hashes() is None and old.kept is None
+    assert cli.main(["corpus", "info", str(one)]) == 0
+    assert "dedup unknown (built before document hashes" in capsys.readouterr().out
+    _forge(two, dedup={**manifest["dedup"], "duplicates_dropped": 66})
+    with pytest.raises(DataError, match="dedup counts"):
+        token_store.open_store(two)
+
+
+def _expected_texts(tok, texts: list[str]) -> list[int]:
+    return [i for text in texts for i in [tok.cls_token_id, *tok(text, add_special_tokens=False)["input_ids"],
+                                          tok.sep_token_id]]
+
+
+def test_a_unit_finished_without_document_hashes_is_tokenised_again(tmp_path, tok_dir):
+    """A build begun by a biobench before dedup left units marked done without their hashes: a resume redoes
+    them (the dry run counts them to do) and ends with the store an uninterrupted build writes."""
+    from biobench.api import corpus as api_corpus
+
+    sources, _docs_kept = _with_duplicates(tmp_path / "src")
+    plan = token_store.prepare(sources, tmp_path / "old", str(tok_dir), unit_bytes=1500)
+    for index in (0, 1):
+        plan.build_unit(index)
+    (tmp_path / "old" / token_store.WORK / "000000.hsh").unlink()  # as an older biobench left it
+    assert plan.todo()[0] == 0 and 1 not in plan.todo()
+    line, states = api_corpus.build_progress(sources, str(tok_dir), tmp_path / "old", unit_mb=1500 / 2**20)
+    assert [s.done for s in states[:2]] == [False, True] and "1 done" in line
+    lines: list[str] = []
+    token_store.build(sources, tmp_path / "old", str(tok_dir), unit_bytes=1500, log=lines.append)
+    assert "1 already done" in lines[0]
+    fresh = token_store.build(sources, tmp_path / "fresh", str(tok_dir), unit_bytes=1500)
+    assert _content(tmp_path / "old") == _content(fresh)
