@@ -91,8 +91,9 @@ def add_parser(subparsers) -> None:
                         "trains): a killed process's run is redone after at most S seconds; give every process of "
                         "a grid the same S (a claim expiring more than 3*S ahead is not one a holder wrote)")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
-    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
-                        "on a machine shared by many jobs); with --parallel N, shared: each run gets threads/N")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default on a CPU: the cores not "
+                        "already busy, from the load average, as pretrain; 1 is fastest on a machine shared by many "
+                        "jobs); with --parallel N, shared: each run gets threads/N")
     parser.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
                         help="train up to N runs at once on the device, each in its own process (same results, "
                         "byte-identical predictions); alone or 'auto': as many as fit the GPU, measured on the "
@@ -179,10 +180,6 @@ def run(args: argparse.Namespace) -> int:
     if args.grid:
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
     selection: dict[str, Any] = dict(lang=args.lang, seeds=args.seeds, data_dir=args.data_dir, results=args.results,
                                      name=args.name, task_files=args.task_file, shard=args.shard, overrides=overrides,
@@ -387,11 +384,11 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid. What it will do is said once execute_plan has checked the model fits (its one memory
     check), so a model too big is refused before anything is said or run."""
-    def say_what_runs() -> None:
+    def say_what_runs(threads: int) -> None:
         skipped = sum(r.status == "skipped" for r in plan.runs)
         if not args.json or skipped:
-            print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
-                  f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
+            print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done, "
+                  f"{threads} CPU thread(s) (results: {plan.results_dir / plan.slug})", file=sys.stderr)
         if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
 
             report = attach_to_plan(plan)
