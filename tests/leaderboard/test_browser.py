@@ -174,14 +174,13 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     screenshot(browser, tmp_path, "tab-french-scrolled")
     browser.execute_script("arguments[0].scrollLeft = 0", box)
 
-    # the smoke runs: hidden (the table says so) until the toggle above the tabs, with its count, is ticked; then
-    # one row per model, its name and cells marked, the overrides in the tooltips
+    # the smoke runs: shown from the start, marked, where their model has no protocol result (issue 62 item 4: one
+    # protocol result used to hide every smoke result of the language); one row per model, its name and cells
+    # marked, the overrides in the tooltips; the toggle above the tabs says how many it governs
     body = browser.find_element(By.TAG_NAME, "body").text
-    assert "Smoke runs (protocol overrides) of 1 model(s) are hidden" in body
-    assert "Show smoke runs (⚑ 2 results of 1 model)" in body  # fracco-30 and demo-cls
+    assert "Show smoke runs (⚑ 2 smoke results of 1 model)" in body and "hidden (protocol" not in body
     toggle = browser.find_element(By.CSS_SELECTOR, "#lb-include-smoke input")
-    assert toggle.is_displayed()  # not inside the closed accordion
-    toggle.click()
+    assert toggle.is_displayed() and toggle.is_selected()  # not inside the closed accordion; ticked
     WebDriverWait(browser, 60).until(lambda d: "smoke-model" in d.find_element(By.ID, "lb-table-fr").text)
     marked = browser.find_element(By.CSS_SELECTOR, "#lb-table-fr td.model span.smoke")
     assert "⚑" in marked.text and "epochs 1 (protocol 15), limit_train 200" in marked.get_attribute("title")
@@ -199,9 +198,13 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
             for r in other.find_elements(By.CSS_SELECTOR, "tbody tr")}
     assert set(rows) == {"smoke-model", "user-model"} and "40.4 ⚑" in rows["smoke-model"]
     screenshot(browser, tmp_path, "tab-other-tasks")
-    toggle.click()
+    toggle.click()  # unticked: the protocol's results only, and the one count, said once under the French table
     WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-other-fr").text)
     next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "French").click()
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-table-fr").text)
+    assert "⚑ 2 smoke results of 1 model hidden (protocol overrides)" in browser.find_element(By.TAG_NAME, "body").text
+    toggle.click()
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" in d.find_element(By.ID, "lb-table-fr").text)
 
     # header fit: at 1,280 and 900 px every header's text fits its cell, no two headers overlap, and the
     # table's box ends inside the window (it scrolls sideways instead of being cut)
