@@ -4,6 +4,7 @@ hides server paths."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -46,6 +47,55 @@ def test_a_protocol_runs_fix_checks_the_users_data_folder_then_another_head():
     fix = own_fix(["eval", "--model", "m", "--data-dir", "/data/bio", "--tasks", "gad,hoc"])
     assert fix(run("hoc", 42)) == ("biobench data status --data-dir /data/bio (is hoc's data whole?), then biobench "
                                    "eval --model m --data-dir /data/bio --tasks hoc --seeds 42 --head <another head>")
+
+
+def test_a_custom_tasks_fix_asks_data_status_about_its_task_file_which_lists_it(tmp_path, monkeypatch, capsys):
+    """Issue 62 item 5: the fix of a protocol run of the user's own task said `biobench data status`, which neither
+    listed custom tasks nor took --task-file. Now the fix keeps the user's --task-file and --data-dir, and the
+    pasted `data status` lists that task (found, with where)."""
+    from tests.support import readme_fenced as fenced
+
+    fix = own_fix(["eval", "--model", "m", "--data-dir", "/data/bio", "--task-file", "spec/my-specialty.json",
+                   "--task-file=more.toml", "--tasks", "my-specialty"])
+    status = fix(run("my-specialty", 42)).split(" (is ")[0]
+    assert status == ("biobench data status --data-dir /data/bio --task-file spec/my-specialty.json "
+                      "--task-file=more.toml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec/my-specialty.json").write_text(fenced("json")[0], encoding="utf-8")
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"spec/{split}.tsv").write_text(fenced("text")[0], encoding="utf-8")
+    pasted = own_fix(["eval", "--model", "m", "--task-file", "spec/my-specialty.json"])(run("my-specialty", 1))
+    assert cli.main(shlex.split(pasted.split(" (is ")[0])[1:]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^my-specialty\s+found\s+\S*spec", out, flags=re.M), out
+    assert "diamed" not in out  # the file's tasks, what the fix asks about
+
+
+def test_tasks_counts_with_a_task_file_reads_only_that_files_tasks(tmp_path, monkeypatch, capsys):
+    """Issue 62 item 5: `tasks --task-file my-task.json --counts` read every built-in task's data (67 s) for the
+    sizes of one small task. Now only the file's tasks are read (counted by the reads, not by a clock)."""
+    from biobench.api import catalog
+
+    from tests.support import readme_fenced as fenced
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec/my-specialty.json").write_text(fenced("json")[0], encoding="utf-8")
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"spec/{split}.tsv").write_text(fenced("text")[0], encoding="utf-8")
+    read: list[str] = []
+    real = catalog._counts
+    monkeypatch.setattr(catalog, "_counts", lambda spec, data_dir: read.append(spec.id) or real(spec, data_dir))
+    # --all: the generated demo tasks have data everywhere, so the built-ins would be read too
+    assert cli.main(["tasks", "--all", "--task-file", "spec/my-specialty.json", "--counts", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert read == ["my-specialty"] and rows["my-specialty"]["splits"]["train"] == len(fenced("text")[0].splitlines()) - 1  # its header
+    assert rows["demo-cls"]["available"] and rows["demo-cls"]["splits"] is None
+    read.clear()
+    assert cli.main(["tasks", "--all", "--counts", "--json"]) == 0  # without --task-file: every task, as before
+    assert "demo-cls" in read
 
 
 def test_a_grid_models_fix_names_its_model_data_and_results():

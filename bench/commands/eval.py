@@ -212,11 +212,23 @@ class OwnFix:
         base = list(self.base)
         run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
         if not is_smoke(result):
-            data = next(([w, base[i + 1]] if w == "--data-dir" else [w] for i, w in enumerate(base)
-                         if w == "--data-dir" and i + 1 < len(base) or w.startswith("--data-dir=")), [])
+            # `data status` with the user's data folder and task files: a task of their own is listed only with
+            # its --task-file (issue 62 item 5: the fix said `biobench data status`, which never lists it)
+            data = [word for flag in ("--data-dir", "--task-file") for word in _option_words(base, flag)]
             return (f"{shlex.join(['biobench', 'data', 'status', *data])} (is {result.task_id}'s data whole?), "
                     f"then {shlex.join(run)} --head <another head>")
         return shlex.join(run if result.details.get("quick") else [*run, "--quick"])
+
+
+def _option_words(words: list[str], flag: str) -> list[str]:
+    """Every `flag VALUE` or `flag=VALUE` of `words`, as typed (a repeatable flag keeps each)."""
+    found: list[str] = []
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            found += [word, words[i + 1]]
+        elif word.startswith(f"{flag}="):
+            found.append(word)
+    return found
 
 
 def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> OwnFix | None:
