@@ -416,7 +416,7 @@ def test_the_last_process_redoes_a_run_whose_holder_is_killed_after_renewing_its
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGUSR1 in a SLURM job", "SIGTERM with --parallel 2"])
+@pytest.mark.parametrize("how", ["SIGUSR1 in a SLURM job", "SIGTERM with --parallel 2", "SIGUSR1 in a submitit worker"])
 def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(tiny_mlm_dir, tmp_path, how):
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
@@ -432,6 +432,8 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
     parallel: list[str] = []
     if how.startswith("SIGUSR1"):
         env["SLURM_JOB_ID"], sig = "4242", signal.SIGUSR1
+    if how.endswith("submitit worker"):  # a `--launcher slurm` array element's eval: submitit owns the requeue
+        env["BIOBENCH_REQUEUED_BY"] = "submitit"
     else:
         sig, parallel = signal.SIGTERM, ["--parallel", "2"]
     results = tmp_path / "results"
@@ -451,7 +453,10 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
         assert not info.held
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"error: stopped by {sig.name}: 0 finished result(s)")
-    if sig == signal.SIGUSR1:
+    if how.endswith("submitit worker"):  # one line, consistent (issue 62 item 6): not "not here" then "rerun"
+        assert not calls.exists() and "not here" not in err and "rerun" not in err, err
+        assert last.endswith("submitit requeues SLURM job 4242 (its checkpoint) and its next life resumes it"), err
+    elif sig == signal.SIGUSR1:
         assert calls.read_text() == "requeue 4242\n"
         assert "requeued SLURM job 4242" in err and last.endswith("the requeued job resumes it"), err
     else:
