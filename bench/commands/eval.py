@@ -153,6 +153,11 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
+    if args.workers is not None and args.launcher is None:  # it was ignored without a word (issue 62 item 6)
+        raise ConfigError(f"--workers {args.workers} goes with --launcher local (processes on this machine, as "
+                          "--parallel) or --launcher slurm (elements of a SLURM array)")
+    if args.workers is not None and args.workers < 1 and args.launcher == "local":
+        raise ConfigError(f"--workers {args.workers}: give a positive number of processes")
     check_device(args.device)
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
@@ -439,8 +444,8 @@ def launch_slurm(args: argparse.Namespace) -> int:
                            shard=args.shard)
     print(f"submitted SLURM array {launched.job}: {launched.workers} worker(s) on {launched.models} model(s) of "
           f"{launched.grids} grid(s), each claiming the next unfinished run")
-    print(f"logs: {launched.log_dir}/{launched.job}_<element>_0_log.out and .err (launch.json and the resolved "
-          "grid.toml beside them)")
+    print(f"logs: {launch.log_files(launched.log_dir, launched.job, launched.workers)} and .err (launch.json and the "
+          "resolved grid.toml beside them)")
     print(f"progress: biobench eval --config {launched.grid_file} --dry-run")
     return 0
 
