@@ -107,8 +107,11 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
             continue
         row = {"Model": e.name, "Source": e.source, "Mean (%)": round(c.mean, 2)}
         if c.summary is not None:
-            row.update({"SD (points)": round(c.summary.std, 2), "95% CI low (%)": round(c.summary.ci_low, 2),
-                        "95% CI high (%)": round(c.summary.ci_high, 2), "n seeds": c.summary.n})
+            # one seed has no spread: no SD and no interval ("–", as the CLI and the JSON say), never "0.00"
+            spread = c.summary.n >= 2
+            row.update({"SD (points)": round(c.summary.std, 2) if spread else None,
+                        "95% CI low (%)": round(c.summary.ci_low, 2) if spread else None,
+                        "95% CI high (%)": round(c.summary.ci_high, 2) if spread else None, "n seeds": c.summary.n})
             row.update({f"Seed {s} (%)": round(v, 2) for s, v in sorted(c.seeds.items())})
         group = board.groups.get((lang, task))
         if group is not None:
