@@ -11,6 +11,7 @@ from biobench.leaderboard.tables.filters import Filters
 from biobench.leaderboard.tables.rows import (
     ModelRow,
     Part,
+    measured_first,
     model_rows,
     rank_text,
     smoke_hidden,
@@ -134,7 +135,7 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     """One table for a language as an HTML fragment: its paper tasks (table id `lb-table-<lang>`), or its other
     tasks (`lb-other-<lang>`, no average: those tasks are not the paper's). One row per model (`model_rows`); its
     smoke cells carry ⚑ and their overrides. Every value from results goes through `esc`."""
-    tasks, bench = table_tasks(board, lang, part), board.benchmark.get(lang, [])
+    tasks, bench = measured_first(board, lang, table_tasks(board, lang, part)), board.benchmark.get(lang, [])
     table_id = f"lb-{'table' if part == 'paper' else 'other'}-{lang}"
     rows = model_rows(board, lang, filters, tasks)
     results, models = smoke_hidden(board, lang, filters)  # the language's, as the header and the JSON count them

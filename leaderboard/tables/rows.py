@@ -183,6 +183,15 @@ def rank_text(board: Board, lang: str, task: str | None, key: str) -> str | None
 Part = Literal["paper", "other"]  # a language's paper tasks (its tab), or the tasks outside the paper
 
 
+def measured_first(board: Board, lang: str, tasks: Sequence[str]) -> list[str]:
+    """`tasks` with those a measured model has a score on first, each group in its own order. Why: a page
+    holding one measured task (the README's quick check: quaero-emea, the paper's 7th French column) showed at
+    900 px only the paper's reported columns, the one measured column off-screen (issue 62 item 3). A board
+    measured on every task keeps the paper's order."""
+    measured = {t for e in board.lang_entries(lang) if e.source == "measured" for t in e.cells}
+    return [t for t in tasks if t in measured] + [t for t in tasks if t not in measured]
+
+
 def table_tasks(board: Board, lang: str, part: Part) -> list[str]:
     """The paper's tasks of `lang` (its table holds them only), or the other tasks found in its results (demo,
     user tasks: the "Other tasks" tab)."""
