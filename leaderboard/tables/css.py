@@ -34,6 +34,6 @@ table:not(.lb-table) td, table:not(.lb-table) td * {word-break: keep-all !import
 /* a markdown table wider than its tab scrolls sideways instead of clipping its last columns (About's seeds);
    About's protocol values are short settings ("2e-05", "hf-sequence", "quaero-emea") that a line break at their
    hyphen splits as badly as mid-word: one line each */
-.prose table {display: block; max-width: 100%; overflow-x: auto;}
+.prose table:not(.lb-table) {display: block; max-width: 100%; overflow-x: auto;}
 #lb-about td {white-space: nowrap;}
 """
