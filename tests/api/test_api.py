@@ -78,11 +78,13 @@ def test_a_printed_summary_leads_with_the_scores(tmp_path):
     own form printed `model ... contamination [2 rows x 15 columns]`, no score), at pandas' width for a pipe;
     every column stays the DataFrame's."""
     import pandas as pd
+    from biobench.api.summary_table import Summary
 
     _write(tmp_path, "m1", "gad", 42, 0.60, "Model One")
     _write(tmp_path, "m1", "gad", 43, 0.70, "Model One")
     _write(tmp_path, "m1", "gad", 44, 0.10, "Model One", details={"overrides": {"epochs": {"run": 1, "protocol": 10}}})
     summary = biobench.load_results(tmp_path).summary()
+    assert isinstance(summary, Summary) and isinstance(summary, pd.DataFrame)
     protocol = summary.iloc[0]
     with pd.option_context("display.width", 80, "display.max_columns", 0):
         printed = str(summary)
