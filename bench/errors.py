@@ -21,6 +21,11 @@ class ModelLoadError(BiobenchError):
     """A model could not be loaded (offline, missing folder, unsupported architecture)."""
 
 
+class NoModelFolder(ModelLoadError):
+    """--model names a local folder (a path, not an alias or a hub id) that does not exist: a typo to fix here,
+    never a revision to fetch elsewhere (a dry run said "revision unresolved ... `biobench prefetch`" for it)."""
+
+
 class ResultsError(BiobenchError):
     """A results file is corrupt or was produced under a different protocol."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biobench.aliases import ALIASES, NO_HUB_ID, Alias, package_folder
-from biobench.errors import ConfigError, ModelLoadError
+from biobench.errors import ConfigError, ModelLoadError, NoModelFolder
 from biobench.names import display_name
 from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 from biobench.runtime.memory import check_model_memory
@@ -86,8 +86,8 @@ def resolve_model(name: str) -> ModelRef:
                                  "config.json, weights, tokenizer files)")
         return ModelRef(name, None, None, path.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
-        raise ModelLoadError(f"model folder {name} does not exist (pass --model a Hugging Face model folder, "
-                             "an alias from `biobench models`, or a hub id org/name)")
+        raise NoModelFolder(f"model folder {name}: no such folder (pass --model a Hugging Face model folder, "
+                            "an alias from `biobench models`, or a hub id org/name)")
     if is_hub_id(name):
         return ModelRef(name, None, name, None)
     close = difflib.get_close_matches(name.lower(), list(_BY_NAME), n=1, cutoff=0.5)

@@ -37,7 +37,14 @@ from biobench.leaderboard.tables.export import export_frame
 from biobench.leaderboard.tables.filters import Filters
 from biobench.leaderboard.tables.frames import display
 from biobench.leaderboard.tables.html import render_html
-from biobench.leaderboard.tables.rows import model_rows, row_counts, smoke_counts, smoke_only
+from biobench.leaderboard.tables.rows import (
+    SMOKE_SHOWN_BY_DEFAULT,
+    model_rows,
+    row_counts,
+    smoke_counts,
+    smoke_only,
+    smoke_text,
+)
 from biobench.runtime.files import csv_text
 from biobench.service.submission import PublicPolicy, task_protocols
 from biobench.standings.aggregate import build_board
@@ -100,8 +107,11 @@ def task_seed_frame(board: Board, lang: str, task: str) -> pd.DataFrame:
             continue
         row = {"Model": e.name, "Source": e.source, "Mean (%)": round(c.mean, 2)}
         if c.summary is not None:
-            row.update({"SD (points)": round(c.summary.std, 2), "95% CI low (%)": round(c.summary.ci_low, 2),
-                        "95% CI high (%)": round(c.summary.ci_high, 2), "n seeds": c.summary.n})
+            # one seed has no spread: no SD and no interval ("–", as the CLI and the JSON say), never "0.00"
+            spread = c.summary.n >= 2
+            row.update({"SD (points)": round(c.summary.std, 2) if spread else None,
+                        "95% CI low (%)": round(c.summary.ci_low, 2) if spread else None,
+                        "95% CI high (%)": round(c.summary.ci_high, 2) if spread else None, "n seeds": c.summary.n})
             row.update({f"Seed {s} (%)": round(v, 2) for s, v in sorted(c.seeds.items())})
         group = board.groups.get((lang, task))
         if group is not None:
@@ -217,14 +227,15 @@ def compare_note(board: Board, lang: str, a: str | None, b: str | None, rows: in
 def header_text(board: Board) -> str:
     """The page's first lines: its counts are `tables.rows.row_counts`, the JSON's (one definition of a row)."""
     counts = {lang: row_counts(board, lang) for lang in board.langs}
-    parts = [f"{LANG_NAMES.get(lang, lang)} {c['measured']}" + (f" ({len(c['other_only'])} under Other tasks only)"
+    # "French 2, 1 of them under Other tasks only; English 1": no parenthesis inside the sentence's own
+    parts = [f"{LANG_NAMES.get(lang, lang)} {c['measured']}" + (f", {len(c['other_only'])} of them under Other tasks only"
                                                                 if c["other_only"] else "")
              for lang, c in counts.items() if c["measured"]]
     measured = sum(c["measured"] for c in counts.values())
     return ("# biobench leaderboard\nBiomedical encoders on the French and English tasks of "
             "*A Causal Language Modeling Detour Improves Encoder Continued Pretraining* (arXiv 2605.12438). "
             f"{measured} measured model row{'' if measured == 1 else 's'}"
-            + (f" ({', '.join(parts)})" if parts else "") + "; reported rows are the paper's published numbers."
+            + (f" ({'; '.join(parts)})" if parts else "") + "; reported rows are the paper's published numbers."
             + (f" **{len(board.problems)} problem(s)** while reading results: see the Problems tab (the last tab; "
                "under \"⋯\" in a narrow window)." if board.problems else ""))
 
@@ -324,10 +335,9 @@ class Controls:
 
 
 def smoke_toggle_label(board: Board) -> str:
-    """The toggle's label with its count: what ticking it adds to the tables."""
-    cells, models = smoke_counts(board)
-    return (f"Show smoke runs ({SMOKE_MARK} {cells} result{'' if cells == 1 else 's'} of {models} "
-            f"model{'' if models == 1 else 's'})")
+    """The toggle's label with its count (`tables.rows.smoke_counts`, worded by `smoke_text` as the tables' note
+    and `leaderboard --print` word theirs): the smoke cells it shows, and unticked hides."""
+    return f"Show smoke runs ({smoke_text(*smoke_counts(board))})"
 
 
 SMOKE_BANNER = (f"**{SMOKE_MARK} Every measured result on this board is a smoke run** (protocol overrides: fewer "
@@ -339,9 +349,10 @@ SMOKE_BANNER = (f"**{SMOKE_MARK} Every measured result on this board is a smoke 
 def _toolbar(board: Board, refreshable: bool) -> tuple[gr.Checkbox, gr.Button | None, gr.Markdown | None]:
     """Above the tabs: the smoke toggle (visible, with its count) and, with a rebuild, Refresh and its note."""
     with gr.Row(equal_height=True):
-        include_smoke = gr.Checkbox(value=smoke_only(board), label=smoke_toggle_label(board), scale=0,
+        include_smoke = gr.Checkbox(value=SMOKE_SHOWN_BY_DEFAULT, label=smoke_toggle_label(board), scale=0,
                                     min_width=320, elem_id="lb-include-smoke",
-                                    info="runs with protocol overrides (⚑): shown only when ticked, never ranked")
+                                    info="runs with protocol overrides (⚑): shown where the model has no protocol "
+                                         "result for the task, never ranked; untick for the protocol's results only")
         button = note = None
         if refreshable:
             button = gr.Button("Refresh results", size="sm", scale=0, elem_id="lb-refresh")

@@ -145,9 +145,10 @@ def row_json(board: Board, row: ModelRow, include_smoke: bool) -> dict[str, Any]
 def leaderboard_json(board: Board, lang: str, include_smoke: bool | None = None,
                      hide_contaminated: bool = False) -> dict[str, Any]:
     """The language's table as data: one row per model in the table's order (`tables.rows.model_rows`). Smoke runs
-    by the page's default unless asked (`include_smoke` None: shown when the board holds nothing else), and the
-    page's counts (`tables.rows.row_counts`): `counts.table` rows in the language's table, `counts.other_only` the
-    rows the page shows under Other tasks only."""
+    by the page's default unless asked (`include_smoke` None: a smoke cell where its model has no protocol
+    result), and the page's counts (`tables.rows.row_counts`): `counts.table` rows in the language's table,
+    `counts.other_only` the rows the page shows under Other tasks only, `counts.smoke_hidden` /
+    `counts.smoke_hidden_models` the smoke results left out and their models (`smoke_rows_hidden`: those models)."""
     if lang not in board.langs:
         return {"error": f"no language {lang!r} on this board; languages: {', '.join(board.langs)}"}
     counts = row_counts(board, lang, include_smoke)
@@ -159,7 +160,7 @@ def leaderboard_json(board: Board, lang: str, include_smoke: bool | None = None,
                             for t, c in row["cells"].items()}
     return {"lang": lang, "benchmark_tasks": board.benchmark.get(lang, []), "extra_tasks": board.extra.get(lang, []),
             "unit": "percent", "contamination_threshold": CONTAMINATION_THRESHOLD, "include_smoke": include_smoke,
-            "smoke_rows_hidden": counts["smoke_hidden"], "counts": counts, "rows": rows}
+            "smoke_rows_hidden": counts["smoke_hidden_models"], "counts": counts, "rows": rows}
 
 
 def model_row_json(board: Board, lang: str, key: str) -> dict[str, Any] | None:

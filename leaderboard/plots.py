@@ -61,9 +61,12 @@ def legend_label(name: str, limit: int = LEGEND_CHARS) -> str:
 
 
 def task_bars(board: Board, lang: str, keys: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> Figure:
-    """Grouped bars: x = tasks, one bar per model (mean over seeds), whiskers = 95% CI over seeds."""
-    entries = [e for e in board.lang_entries(lang) if keys is None or e.key in keys]
+    """Grouped bars: x = tasks, one bar per model with a score on one of them (mean over seeds), whiskers = 95%
+    CI over seeds. A model with no cell among `tasks` has no bar, hence no legend entry (issue 62 item 3: the Task
+    tab's legend listed 16 models, 11 of them without a bar)."""
     tasks = list(tasks or board.columns(lang))
+    entries = [e for e in board.lang_entries(lang)
+               if (keys is None or e.key in keys) and any(t in e.cells for t in tasks)]
     if not entries or not tasks:
         return _empty(f"No {lang} results to plot")
     fig = _new_figure(figsize=(max(8, 1.1 * len(tasks) + 2) + 3, 4.2), layout="constrained")
@@ -190,13 +193,15 @@ def cka_trajectory_figure(paths: Sequence[Path], problems: list[Problem]) -> Fig
 def train_logs(board: Board) -> list[tuple[str, Path]]:
     """(label, path) of every pretraining log to draw: the run folder of each measured `biobench pretrain`
     checkpoint (`<run>/final` -> `<run>/train_log.jsonl`, when that folder exists here) and every train_log.jsonl
-    under the results folders. A log is labelled with the display name of the model its run folder trained."""
+    under the results folders. A log is labelled with the display name of the model its run folder trained,
+    without a smoke row's tag: a fine-tuning smoke run says nothing of the pretraining (issue 62 item 3: the curve
+    read "⚑ smoke (epochs 3 +2) · phase 1 (CLM)")."""
     named: dict[str, str] = {}
     candidates = []
     for e in board.entries:
         if e.source == "measured" and e.model_id and e.lineage:  # lineage: a pretraining checkpoint
             run_dir = Path(e.model_id).parent
-            named.setdefault(run_dir.name, e.name)
+            named.setdefault(run_dir.name, e.base_name or e.name)
             candidates.append(run_dir / TRAIN_LOG)
     found: dict[Path, str] = {}
     for path in [*candidates, *board.analyses.get("train_log", [])]:

@@ -43,7 +43,7 @@ def test_unknown_alias_suggests_the_closest():
 
 
 def test_missing_local_folder():
-    with pytest.raises(ModelLoadError, match=r"model folder ./nowhere/model does not exist"):
+    with pytest.raises(ModelLoadError, match=r"model folder ./nowhere/model: no such folder"):
         resolve_model("./nowhere/model")
 
 

@@ -87,3 +87,19 @@ def test_local_commands_run_on_generated_data(tmp_path, monkeypatch, capsys, tin
 @pytest.mark.parametrize("word", ["we", "our", "us", "session", "helper", "was built", "agent"])
 def test_readme_says_what_biobench_does_not_how_it_was_made(word):
     assert not re.search(rf"\b{word}\b", README, flags=re.I)
+
+
+def test_the_folders_the_readme_and_the_commands_write_are_git_ignored():
+    """Issue 62 item 6: `stores/` (the README's `corpus build --out stores/...`) and `eee/` (`results export
+    --format every-eval-ever --out eee/`) showed as untracked files in the user's clone; so would
+    `./biobench-slurm/`, the launcher's default log folder. Every `--out` folder of the README, and those, are
+    ignored by the repository's .gitignore."""
+    import subprocess
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    folders = {path.split("/")[0] for path in re.findall(r"--out (?:\./)?([\w.-]+/[^\s`)]*)", text)}
+    assert {"runs", "stores"} <= folders, folders
+    for folder in sorted(folders | {"eee", "biobench-slurm", "results"}):
+        probe = f"{folder}/some-file"
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
+        assert ignored.returncode == 0, f"{probe} is not git-ignored"

@@ -4,6 +4,7 @@ hides server paths."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -46,6 +47,55 @@ def test_a_protocol_runs_fix_checks_the_users_data_folder_then_another_head():
     fix = own_fix(["eval", "--model", "m", "--data-dir", "/data/bio", "--tasks", "gad,hoc"])
     assert fix(run("hoc", 42)) == ("biobench data status --data-dir /data/bio (is hoc's data whole?), then biobench "
                                    "eval --model m --data-dir /data/bio --tasks hoc --seeds 42 --head <another head>")
+
+
+def test_a_custom_tasks_fix_asks_data_status_about_its_task_file_which_lists_it(tmp_path, monkeypatch, capsys):
+    """Issue 62 item 5: the fix of a protocol run of the user's own task said `biobench data status`, which neither
+    listed custom tasks nor took --task-file. Now the fix keeps the user's --task-file and --data-dir, and the
+    pasted `data status` lists that task (found, with where)."""
+    from tests.support import readme_fenced as fenced
+
+    fix = own_fix(["eval", "--model", "m", "--data-dir", "/data/bio", "--task-file", "spec/my-specialty.json",
+                   "--task-file=more.toml", "--tasks", "my-specialty"])
+    status = fix(run("my-specialty", 42)).split(" (is ")[0]
+    assert status == ("biobench data status --data-dir /data/bio --task-file spec/my-specialty.json "
+                      "--task-file=more.toml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec/my-specialty.json").write_text(fenced("json")[0], encoding="utf-8")
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"spec/{split}.tsv").write_text(fenced("text")[0], encoding="utf-8")
+    pasted = own_fix(["eval", "--model", "m", "--task-file", "spec/my-specialty.json"])(run("my-specialty", 1))
+    assert cli.main(shlex.split(pasted.split(" (is ")[0])[1:]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^my-specialty\s+found\s+\S*spec", out, flags=re.M), out
+    assert "diamed" not in out  # the file's tasks, what the fix asks about
+
+
+def test_tasks_counts_with_a_task_file_reads_only_that_files_tasks(tmp_path, monkeypatch, capsys):
+    """Issue 62 item 5: `tasks --task-file my-task.json --counts` read every built-in task's data (67 s) for the
+    sizes of one small task. Now only the file's tasks are read (counted by the reads, not by a clock)."""
+    from biobench.api import catalog
+
+    from tests.support import readme_fenced as fenced
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BIOBENCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec/my-specialty.json").write_text(fenced("json")[0], encoding="utf-8")
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"spec/{split}.tsv").write_text(fenced("text")[0], encoding="utf-8")
+    read: list[str] = []
+    real = catalog._counts
+    monkeypatch.setattr(catalog, "_counts", lambda spec, data_dir: read.append(spec.id) or real(spec, data_dir))
+    # --all: the generated demo tasks have data everywhere, so the built-ins would be read too
+    assert cli.main(["tasks", "--all", "--task-file", "spec/my-specialty.json", "--counts", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert read == ["my-specialty"] and rows["my-specialty"]["splits"]["train"] == len(fenced("text")[0].splitlines()) - 1  # its header
+    assert rows["demo-cls"]["available"] and rows["demo-cls"]["splits"] is None
+    read.clear()
+    assert cli.main(["tasks", "--all", "--counts", "--json"]) == 0  # without --task-file: every task, as before
+    assert "demo-cls" in read
 
 
 def test_a_grid_models_fix_names_its_model_data_and_results():
@@ -187,13 +237,14 @@ def test_the_page_the_json_and_their_counts_agree_on_a_smoke_only_board(tmp_path
     body = leaderboard_json(board, "fr")
     assert body["include_smoke"] is True and body["smoke_rows_hidden"] == 0  # as the page opens: shown
     assert body["counts"] == {"include_smoke": True, "rows": 3, "measured": 3, "table": 2, "other_only": ["c--3"],
-                              "smoke_hidden": 0}
+                              "smoke_hidden": 0, "smoke_hidden_models": 0}
     assert len(body["rows"]) == 3
-    assert "3 measured model rows (French 3 (1 under Other tasks only))" in header_text(board)
+    assert "3 measured model rows (French 3, 1 of them under Other tasks only);" in header_text(board)
     table = render_html(board, "fr", Filters(include_smoke=True))
     assert table.count('<tr class="measured"') == body["counts"]["table"]
     hidden = leaderboard_json(board, "fr", include_smoke=False)
     assert hidden["smoke_rows_hidden"] == 3 and hidden["rows"] == []
+    assert (hidden["counts"]["smoke_hidden"], hidden["counts"]["smoke_hidden_models"]) == (3, 3)
 
 
 def test_a_degenerate_run_shows_where_its_models_scores_are_and_another_subset_is_no_problem(tmp_path):
@@ -335,8 +386,58 @@ def test_leaderboard_print_opens_as_the_page_and_include_smoke_shows_the_smoke_r
     write("diamed", None, {})
     write("fracco-30", "c" * 12, {"overrides": {"epochs": {"run": 1, "protocol": 15}}})
     assert cli.main(["leaderboard", "--print", "--no-reference", "--results", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "⚑ a · fracco-30" not in out and "smoke runs of 1 model(s) hidden (--include-smoke shows them)" in out
-    assert cli.main(["leaderboard", "--print", "--include-smoke", "--no-reference", "--results", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out  # as the page opens: a's smoke cell where a has no protocol result is shown
     assert "⚑ a · fracco-30: protocol overrides epochs 1 (protocol 15)" in out and "hidden" not in out
+    assert cli.main(["leaderboard", "--print", "--include-smoke", "--no-reference", "--results", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == out
+    assert cli.main(["leaderboard", "--print", "--hide-smoke", "--no-reference", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "⚑ a · fracco-30" not in out and "⚑ 1 smoke result of 1 model hidden (drop --hide-smoke to show them)" in out
+
+
+def test_a_protocol_result_hides_only_its_own_models_smoke_run_and_every_count_says_the_same(tmp_path, capsys):
+    """Issue 62 item 4: one protocol result (a's) hid every smoke result of the language (b's, c's), and the page
+    counted them three ways ("⚑ 14 results of 5 models", "Smoke runs ... of 3 model(s) are hidden", JSON
+    `smoke_hidden: 5`) under a header with a doubled parenthesis. Now a smoke cell shows wherever its model has
+    no protocol result on the task; unticked, the toggle's label, the table's note, the JSON and `--print` give
+    one count in one wording."""
+    from biobench.leaderboard.app import header_text, smoke_toggle_label
+    from biobench.leaderboard.json_routes import leaderboard_json
+    from biobench.leaderboard.tables.filters import Filters
+    from biobench.leaderboard.tables.html import render_html
+    from biobench.standings.aggregate import build_board
+    from biobench.store import Result, result_path, run_key, write_result
+
+    def write(slug, task, smoke_hash, score):
+        details = {"overrides": {"epochs": {"run": 1, "protocol": 15}}} if smoke_hash else {}
+        write_result(result_path(tmp_path, slug, task, 42, smoke_hash), Result(
+            model={"id": slug, "slug": slug, "name": slug.split("--")[0]},
+            task={"id": task, "lang": "fr", "kind": "classification"}, seed=42,
+            protocol={"hash": smoke_hash or "p"}, key=run_key("r", "d", smoke_hash or "p", 42),
+            metrics={"test": {"macro_f1": score}}, details=details),
+            [{"id": 1, "gold": "a", "pred": "a"}, {"id": 2, "gold": "b", "pred": "b"}])
+
+    write("a--1", "diamed", None, 0.61)          # a's protocol result
+    write("a--1", "diamed", "c" * 12, 0.11)      # a's smoke run under it: a's protocol cell wins
+    write("b--2", "diamed", "c" * 12, 0.22)      # b and c have smoke runs only
+    write("b--2", "fracco-30", "c" * 12, 0.33)
+    write("c--3", "demo-cls", "c" * 12, 0.44)
+    board = build_board([tmp_path], reference=False, significance=False)
+    page = render_html(board, "fr", Filters()) + render_html(board, "fr", Filters(), "other")
+    assert "61.0" in page and "22.0" in page and "33.0" in page and "44.0" in page and "11.0</" not in page
+    assert "scored 11.0, not shown" in page and "hidden" not in page  # a's smoke run: named in a's cell's hover
+    body = leaderboard_json(board, "fr")
+    assert body["include_smoke"] is True and len(body["rows"]) == 3 and body["counts"]["smoke_hidden"] == 0
+    assert "3 measured model rows (French 3, 1 of them under Other tasks only);" in header_text(board)
+
+    said = "⚑ 3 smoke results of 2 models"  # b's two cells and c's one: what "Show smoke runs" governs
+    assert smoke_toggle_label(board) == f"Show smoke runs ({said})"
+    unticked = Filters(include_smoke=False)
+    paper, other = render_html(board, "fr", unticked), render_html(board, "fr", unticked, "other")
+    assert f"{said} hidden (protocol overrides)" in paper and "hidden (protocol" not in other  # said once
+    assert "22.0" not in paper + other and "61.0" in paper
+    hidden = leaderboard_json(board, "fr", include_smoke=False)
+    assert (hidden["counts"]["smoke_hidden"], hidden["counts"]["smoke_hidden_models"]) == (3, 2)
+    assert hidden["smoke_rows_hidden"] == 2 and [r["key"] for r in hidden["rows"]] == ["a--1"]
+    assert cli.main(["leaderboard", "--print", "--hide-smoke", "--no-reference", "--results", str(tmp_path)]) == 0
+    assert f"{said} hidden (drop --hide-smoke to show them)" in capsys.readouterr().out

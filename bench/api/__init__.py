@@ -64,7 +64,7 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
              overwrite: bool = False, device: str | None = None, parallel: int | str = 1,
              progress: bool = True, trust_remote_code: bool = False,
              check_contamination: bool = False, claims: bool = True, metadata: dict[str, Any] | None = None,
-             quick: bool = False, **overrides: Any) -> Results:
+             quick: bool = False, threads: int | None = None, **overrides: Any) -> Results:
     """Fine-tune and score `model` (an alias from `biobench models`, a hub id or a local Hugging Face folder) on
     `tasks` (ids; default: every task of `lang`, or all, that has data) x `seeds` (default: each task's protocol
     seeds), writing one result file per run under `results/<name>--<revision>/<task>/seed-<n>.json`. Finished
@@ -76,7 +76,9 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     run's record. `claims` (default): each run is claimed next to its result before it trains, so a notebook and
     an `eval` (or several) on the same runs never train one twice. `metadata`: what you state about the model
     (params, context, license, base_model, training_data, open_weights; as a grid file's `metadata`), recorded
-    over its model card's and marked as stated. Returns the grid's results (this call's and those already there)."""
+    over its model card's and marked as stated. `threads`: torch's CPU threads (default on a CPU: the cores not
+    already busy by the load average, `eval`'s and `pretrain`'s rule). Returns the grid's results (this call's
+    and those already there)."""
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
                            task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata,
                            quick=quick, rename=True)
@@ -85,7 +87,8 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
         attach_to_plan(plan)
     held = RunClaims() if claims else None
     try:
-        execute_plan(plan, Execution(device, trust_remote_code), parallel=parallel, progress=progress, claims=held)
+        execute_plan(plan, Execution(device, trust_remote_code), parallel=parallel, threads=threads,
+                     progress=progress, claims=held)
     finally:
         if held is not None:
             held.close()

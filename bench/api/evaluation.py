@@ -23,7 +23,7 @@ from biobench.eval.runner import Execution, GridPlan, execute, parse_shard, plan
 from biobench.models import check_memory
 from biobench.protocols import check_override, task_seeds
 from biobench.ranges import parse_seeds
-from biobench.runtime.device import resolve_device
+from biobench.runtime.device import resolve_device, use_cpu_threads
 from biobench.runtime.interrupts import StopRequest
 from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import check_text
@@ -207,27 +207,29 @@ def dry_run_grids(grids: Sequence[Grid], *, task_files: Sequence[str | Path] = (
 
 def execute_plan(plan: GridPlan, execution: Execution | None = None, parallel: int | str = 1,
                  threads: int | None = None, progress: bool = True, claims: RunClaims | None = None,
-                 stop: StopRequest | None = None, before_runs: Callable[[], None] | None = None) -> GridPlan:
+                 stop: StopRequest | None = None, before_runs: Callable[[int], None] | None = None) -> GridPlan:
     """Train and write every pending run of the plan, one after the other or `parallel` at once. With `claims`
     (biobench.eval.claims.RunClaims) each run is claimed first, so several processes on one grid share it;
     `stop`: the caller's stop_on_signal request (SIGTERM/SIGUSR1 stop at a safe point, StoppedError).
     `before_runs`: called once the model is known to fit the device (the one memory check of the plan), before
-    any run is claimed or started: where `biobench eval` says what it will do, so a model too big is refused
-    before anything is said."""
+    any run is claimed or started, with the CPU threads chosen (`threads`, else the idle cores on a CPU:
+    `runtime.device.use_cpu_threads`, pretrain's rule too): where `biobench eval` says what it will do, so a model
+    too big is refused before anything is said."""
     execution = execution or Execution()
     if any(r.status == "pending" for r in plan.runs):  # before any run is claimed or any process started
         # the results folder: new, or biobench's (a marker, or an earlier eval's result files), never the user's
         check_output_folder(plan.results_dir, "--results", "results", legacy=legacy_results)
         check_memory(plan.model.ref, resolve_device(execution.device), training=True, limit_gb=execution.max_model_gb)
+    n_threads = use_cpu_threads(threads, execution.device)  # with --parallel N, shared among the N processes
     if before_runs is not None:
-        before_runs()
+        before_runs(n_threads)
     if parallel in (1, None):
         execute(plan, device=execution.device, progress=progress, trust_remote_code=execution.trust_remote_code,
                 compile_encoder=execution.compile_encoder, report_to=execution.report_to,
                 micro_batch=execution.micro_batch, claims=claims, stop=stop)
     else:
 
-        execute_parallel(plan, parallel, execution, threads=threads, progress=progress, claims=claims, stop=stop)
+        execute_parallel(plan, parallel, execution, threads=n_threads, progress=progress, claims=claims, stop=stop)
     return plan
 
 

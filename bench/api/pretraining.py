@@ -1,12 +1,12 @@
 """`pretrain`: continued pretraining with a recipe (the CLM detour and its controls), from Python or the CLI.
 
 `biobench pretrain` parses its options and calls `pretrain` here; the batch geometry defaults (the paper's
-384 x 8192, or 16 x 512 for a preset model on a CPU) and the CPU thread choice live here once.
+384 x 8192, or 16 x 512 for a preset model on a CPU) live here once; the CPU thread choice is the one rule of
+`biobench.runtime.device.use_cpu_threads`, which eval shares.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +16,7 @@ from biobench.errors import ConfigError
 from biobench.models import resolve_model
 from biobench.ranges import parse_count
 from biobench.runtime.batching import AUTO, batch_size_value
-from biobench.runtime.device import resolve_device
+from biobench.runtime.device import resolve_device, use_cpu_threads
 from biobench.runtime.files import atomic_write
 from biobench.runtime.ownership import check_output_folder
 from biobench.runtime.paths import check_text
@@ -58,15 +58,6 @@ def model_source(model: str) -> str:
     return resolve_model(model).source
 
 
-def cpu_threads(requested: int | None) -> int:
-    """Explicit threads, else the idle cores (>= 1): oversubscribed OpenMP threads spin and run 2-3x
-    slower on a loaded machine than one thread does (measured on the 2-core dev box)."""
-    if requested:
-        return requested
-    cores = os.cpu_count() or 1
-    return max(1, min(cores, cores - round(os.getloadavg()[0])))
-
-
 def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path, recipe: str | None = None, *,
              batch_size: int | str | None = None, seq_len: int | None = None,
              micro_batch_size: int | str | None = None, warmup_tokens: str | int | None = None,
@@ -83,10 +74,8 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     from biobench.training.trainer import train
 
     geometry = resolve_geometry(model, options.get("device"), batch_size, seq_len, micro_batch_size)
-    import torch
-
-    if geometry.pop("on_cpu"):
-        torch.set_num_threads(cpu_threads(threads))
+    geometry.pop("on_cpu")
+    n_threads = use_cpu_threads(threads, options.get("device"))
     given: dict[str, Any] = {"recipe": recipe, "warmup_tokens": parse_tokens(warmup_tokens) if warmup_tokens is not None else None,
              "save_every": parse_tokens(save_every) if save_every else None}
     try:
@@ -101,7 +90,7 @@ def pretrain(model: str, corpus: str | Path, tokens: str | int, out: str | Path,
     # the alias as given in the resolved config (portable), what it names for the run
     cfg = replace(cfg, model=model_source(cfg.model))
     if announce is not None:
-        announce(cfg, torch.get_num_threads())
+        announce(cfg, n_threads)
     return train(cfg)
 
 

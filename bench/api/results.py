@@ -24,6 +24,7 @@ from biobench.store.trust import degenerate, degenerate_text, describe_overrides
 
 if TYPE_CHECKING:  # numpy and pandas load when a table is asked for: `import biobench` stays instant
     import pandas as pd
+    from biobench.api.summary_table import Summary
 
 SUMMARY_COLUMNS = ("model", "slug", "task", "lang", "kind", "seeds", "n", "mean", "std", "ci_low", "ci_high", "mdd",
                    "mdd_many_seeds", "smoke", "degenerate", "contamination")
@@ -186,17 +187,19 @@ class Results:
             groups.setdefault((self._group(i), record.task_id, describe_overrides(overrides(record))), []).append(i)
         return groups
 
-    def summary(self, mdd: bool = True) -> pd.DataFrame:
+    def summary(self, mdd: bool = True) -> Summary:
         """One row per (model, task, smoke overrides): model (its name, told apart by its results folder where two
         models share one), slug (its results folder), seeds, n, mean, std, 95% t-interval (ci_low, ci_high,
         clipped to [0, 1]), the minimum detectable difference at 80% power (mdd; mdd_many_seeds: the floor more
         seeds cannot lower; from the saved predictions, `mdd=False` skips it), and the trust flags: smoke (the
         protocol overrides of a smoke run, never averaged with the protocol's seeds), degenerate (seeds whose
         test predictions are degenerate, with the likely reason) and contamination (the largest measured share
-        of test examples sharing an n-gram with the model's pretraining corpus, None when not measured)."""
-        import pandas as pd
+        of test examples sharing an n-gram with the model's pretraining corpus, None when not measured). A
+        DataFrame with every column; printed, it leads with model, task, mean, 95% interval and n (`Summary`)."""
+        # lazy: loads pandas
+        from biobench.api.summary_table import Summary
 
-        return pd.DataFrame(self.summary_rows(mdd), columns=list(SUMMARY_COLUMNS))
+        return Summary(self.summary_rows(mdd), columns=list(SUMMARY_COLUMNS))
 
 
 def _model_name(record: Result) -> str:

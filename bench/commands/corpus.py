@@ -200,7 +200,7 @@ def build(args: argparse.Namespace, corpus) -> int:
         workers = 8 if args.workers is None else args.workers
         print(f"submitted SLURM array {job}: {workers} worker(s) on {n_units} work unit(s), each claiming the next "
               "unfinished unit")
-        print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err (launch.json beside them)")
+        print(f"logs: {launch.log_files(log_dir, job, workers)} and .err (launch.json beside them)")
         sources = " ".join(args.sources)
         print(f"progress: biobench corpus build {sources} --tokenizer {args.tokenizer} --out {args.out} --dry-run")
         return 0

@@ -91,8 +91,9 @@ def add_parser(subparsers) -> None:
                         "trains): a killed process's run is redone after at most S seconds; give every process of "
                         "a grid the same S (a claim expiring more than 3*S ahead is not one a holder wrote)")
     parser.add_argument("--device", help="cuda, cuda:1, cpu (default: cuda when available)")
-    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is fastest "
-                        "on a machine shared by many jobs); with --parallel N, shared: each run gets threads/N")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default on a CPU: the cores not "
+                        "already busy, from the load average, as pretrain; 1 is fastest on a machine shared by many "
+                        "jobs); with --parallel N, shared: each run gets threads/N")
     parser.add_argument("--parallel", type=parallel_value, nargs="?", const="auto", default=None, metavar="N",
                         help="train up to N runs at once on the device, each in its own process (same results, "
                         "byte-identical predictions); alone or 'auto': as many as fit the GPU, measured on the "
@@ -152,6 +153,11 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads {args.threads}: give a positive number of CPU threads")
+    if args.workers is not None and args.launcher is None:  # it was ignored without a word (issue 62 item 6)
+        raise ConfigError(f"--workers {args.workers} goes with --launcher local (processes on this machine, as "
+                          "--parallel) or --launcher slurm (elements of a SLURM array)")
+    if args.workers is not None and args.workers < 1 and args.launcher == "local":
+        raise ConfigError(f"--workers {args.workers}: give a positive number of processes")
     check_device(args.device)
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
     args.max_model_gb = operator_limit_gb(args.max_model_gb)  # a bad --max-model-gb or $BIOBENCH_MAX_MODEL_GB: one line
@@ -179,10 +185,6 @@ def run(args: argparse.Namespace) -> int:
     if args.grid:
 
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
     selection: dict[str, Any] = dict(lang=args.lang, seeds=args.seeds, data_dir=args.data_dir, results=args.results,
                                      name=args.name, task_files=args.task_file, shard=args.shard, overrides=overrides,
@@ -215,11 +217,23 @@ class OwnFix:
         base = list(self.base)
         run = ["biobench", *base, "--tasks", result.task_id, "--seeds", str(result.seed)]
         if not is_smoke(result):
-            data = next(([w, base[i + 1]] if w == "--data-dir" else [w] for i, w in enumerate(base)
-                         if w == "--data-dir" and i + 1 < len(base) or w.startswith("--data-dir=")), [])
+            # `data status` with the user's data folder and task files: a task of their own is listed only with
+            # its --task-file (issue 62 item 5: the fix said `biobench data status`, which never lists it)
+            data = [word for flag in ("--data-dir", "--task-file") for word in _option_words(base, flag)]
             return (f"{shlex.join(['biobench', 'data', 'status', *data])} (is {result.task_id}'s data whole?), "
                     f"then {shlex.join(run)} --head <another head>")
         return shlex.join(run if result.details.get("quick") else [*run, "--quick"])
+
+
+def _option_words(words: list[str], flag: str) -> list[str]:
+    """Every `flag VALUE` or `flag=VALUE` of `words`, as typed (a repeatable flag keeps each)."""
+    found: list[str] = []
+    for i, word in enumerate(words):
+        if word == flag and i + 1 < len(words):
+            found += [word, words[i + 1]]
+        elif word.startswith(f"{flag}="):
+            found.append(word)
+    return found
 
 
 def own_fix(argv: list[str] | None, config: dict[str, Any] | None = None) -> OwnFix | None:
@@ -387,11 +401,11 @@ def run_plan(plan, args: argparse.Namespace, title: str, scope: str = "", parall
     file's, else 1), print the summary (table or --json): one home for `eval --model` and each model of an
     `eval --config` grid. What it will do is said once execute_plan has checked the model fits (its one memory
     check), so a model too big is refused before anything is said or run."""
-    def say_what_runs() -> None:
+    def say_what_runs(threads: int) -> None:
         skipped = sum(r.status == "skipped" for r in plan.runs)
         if not args.json or skipped:
-            print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done "
-                  f"(results: {plan.results_dir / plan.slug})", file=sys.stderr)
+            print(f"{title}: {len(plan.runs)} run(s){' ' + scope if scope else ''}, {skipped} already done, "
+                  f"{threads} CPU thread(s) (results: {plan.results_dir / plan.slug})", file=sys.stderr)
         if getattr(args, "check_contamination", False) and any(r.status == "pending" for r in plan.runs):
 
             report = attach_to_plan(plan)
@@ -430,8 +444,8 @@ def launch_slurm(args: argparse.Namespace) -> int:
                            shard=args.shard)
     print(f"submitted SLURM array {launched.job}: {launched.workers} worker(s) on {launched.models} model(s) of "
           f"{launched.grids} grid(s), each claiming the next unfinished run")
-    print(f"logs: {launched.log_dir}/{launched.job}_<element>_0_log.out and .err (launch.json and the resolved "
-          "grid.toml beside them)")
+    print(f"logs: {launch.log_files(launched.log_dir, launched.job, launched.workers)} and .err (launch.json and the "
+          "resolved grid.toml beside them)")
     print(f"progress: biobench eval --config {launched.grid_file} --dry-run")
     return 0
 

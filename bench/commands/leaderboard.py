@@ -49,8 +49,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--refresh-minutes", type=float, default=0, help="rescan the results this often while serving "
                    "(default: 0, only with the Refresh button)")
     p.add_argument("--print", dest="print_table", action="store_true", help="print the table to the terminal and exit")
-    p.add_argument("--include-smoke", action="store_true", help="with --print: show smoke runs (protocol overrides, "
-                   "⚑) beside the protocol's (default: as the page opens, shown only when the board holds nothing else)")
+    smoke = p.add_mutually_exclusive_group()
+    smoke.add_argument("--include-smoke", action="store_true", help="with --print: show smoke runs (protocol "
+                       "overrides, ⚑) where a model has no protocol result for the task (the default, as the page)")
+    smoke.add_argument("--hide-smoke", action="store_true", help="with --print: the protocol's results only")
     p.set_defaults(func=run)
 
 
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:
-        print(render_text(board, include_smoke=True if args.include_smoke else None))
+        print(render_text(board, include_smoke=False if args.hide_smoke else None))
     if args.export:
         left_out: list[tuple[str, str]] = []
         path = write_export(board, args.export, left_out)

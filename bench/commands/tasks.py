@@ -39,7 +39,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--markdown", action="store_true", help="with --protocol: the Markdown tables of "
                         "docs/PROTOCOL.md (values, then sources)")
     parser.add_argument("--counts", action="store_true", help="read the data for split sizes and the labels found "
-                        "(cached in $BIOBENCH_CACHE/tasks, default ~/.cache/biobench/tasks, until the files change)")
+                        "(cached in $BIOBENCH_CACHE/tasks, default ~/.cache/biobench/tasks, until the files change); "
+                        "with --task-file, of the file's tasks only")
     add_task_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -104,14 +105,19 @@ def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     if args.protocol:
         return _protocol(list_specs(args.lang, args.task_file, include_extra=args.all), args.json, args.markdown)
-    rows = task_rows(args.lang, data_dir, args.task_file, include_extra=args.all, counts=args.counts)
+    builtin = {s.id for s in list_specs(args.lang, include_extra=args.all)}
+    mine = {s.id for s in list_specs(args.lang, args.task_file)} - builtin if args.task_file else set()
+    # with --task-file, the file's tasks are what was asked about: only theirs are read for split sizes
+    rows = task_rows(args.lang, data_dir, args.task_file, include_extra=args.all,
+                     counts=(mine if args.task_file else True) if args.counts else False)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     if args.task_file and data_dir is None:  # the user's own tasks first; the built-ins' missing data is noise here
-        builtin = {s.id for s in list_specs(args.lang, include_extra=args.all)}
-        mine = {s.id for s in list_specs(args.lang, args.task_file)} - builtin
         _table([r for r in rows if r["id"] in mine], data_dir, args.counts, [r for r in rows if r["id"] not in mine])
     else:
         _table(rows, data_dir, args.counts)
+        if args.counts and args.task_file:
+            print("split sizes of the --task-file tasks only; the built-ins': biobench tasks --counts without "
+                  "--task-file")
     return 0

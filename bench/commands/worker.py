@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
                           f"({args.lease_seconds:g}), or a running request looks abandoned")
     if args.launcher == "slurm":
         return launch_workers(args)
+    if args.workers is not None:  # it was ignored without a word (issue 62 item 6): one worker runs here
+        raise ConfigError(f"--workers {args.workers} goes with --launcher slurm (elements of a SLURM array); here "
+                          "one worker runs: start more processes for more")
     dry = Path(args.dry_run) if args.dry_run else None
     storage = open_storage(args.queue, dry_run=dry / "queue" if dry and args.queue.startswith(HF_DATASETS) else None)
     config = WorkerConfig(
@@ -115,7 +118,7 @@ def launch_workers(args: argparse.Namespace) -> int:
                                            args.gpus_per_task, args.cpus_per_task, time_min,
                                            args.array_parallelism, extra))
     print(f"submitted SLURM array {job}: {workers} queue worker(s) on {args.queue}")
-    print(f"logs: {log_dir}/{job}_<element>_0_log.out and .err")
+    print(f"logs: {launch.log_files(log_dir, job, workers)} and .err")
     print(f"progress: biobench queue --queue {args.queue} list")
     return 0
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biobench.errors import BiobenchError, ConfigError, ModelLoadError, ResultsError
+from biobench.errors import BiobenchError, ConfigError, ModelLoadError, NoModelFolder, ResultsError
 from biobench.eval.claims import read_claim
 from biobench.eval.parallel import check_parallel
 from biobench.protocols import OVERRIDES, SEEDS, check_override
@@ -269,6 +269,8 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
     """The dry-run rows of one model (`eval --model` and each model of a grid file)."""
     try:
         plan = plan_model()
+    except NoModelFolder as err:  # a path that is not there: no hub can resolve it, so no "revision unresolved"
+        return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
     except ModelLoadError as err:
         if unresolved is None:
             return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]

@@ -9,7 +9,6 @@ submitted. The command (commands/eval.py) parses the options and prints where to
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -17,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from biobench.errors import ConfigError
-from biobench.eval.grid import resolved_grid_file, select_grids
+from biobench.eval.grid import Grid, resolved_grid_file, select_grids
 from biobench.models import identify_model
 from biobench.runtime import launch
+from biobench.runtime.files import empty_folders_removed_on_error
 from biobench.runtime.jsonfile import UnsafeJSONError, read_json
 
 # what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid), by the
@@ -113,11 +113,22 @@ def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings,
     launch.check_slurm(settings.partition)
     launch.check_counts(workers, settings.gpus_per_task, settings.cpus_per_task, settings.array_parallelism)
     grids = select_grids(config, grid_names)
-    for grid in grids:
-        launch.check_writable(Path(grid.results), f"results folder of grid {grid.name!r}")
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log_dir = Path(settings.log_dir or Path("biobench-slurm") / f"{Path(config).stem}-{stamp}").resolve()
     check_not_queued(Path(config).resolve(), grid_names, log_dir)
+    # a refusal from here on (a model that does not resolve, sbatch's) leaves none of the empty folders made below
+    with empty_folders_removed_on_error(log_dir, *(Path(grid.results) for grid in grids)):
+        return _submit_grid(config, grid_names, grids, settings, options, overrides, task_files, data_dir, workers,
+                            time_min, extra, log_dir)
+
+
+def _submit_grid(config: str, grid_names: Sequence[str], grids: list[Grid], settings: ArraySettings,
+                 options: Mapping[str, Any], overrides: dict[str, Any], task_files: Sequence[str | Path],
+                 data_dir: str | Path | None, workers: int, time_min: int, extra: dict[str, str],
+                 log_dir: Path) -> LaunchedGrid:
+    """launch_grid's writes and the submit, once every refusal that needs no folder has passed."""
+    for grid in grids:
+        launch.check_writable(Path(grid.results), f"results folder of grid {grid.name!r}")
     launch.check_writable(log_dir, "--log-dir")
     revisions = {}
     for grid in grids:  # pinned now: what the models are at submit time (also: each one resolves from here)
@@ -138,7 +149,5 @@ def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings,
     except ConfigError:  # nothing was submitted: leave no resolved grid behind for a job that does not exist
         if wrote_grid:
             grid_file.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            log_dir.rmdir()  # only when empty (a folder this submit created)
-        raise
+        raise  # launch_grid removes the folders this submit made, now empty
     return LaunchedGrid(job, workers, log_dir, grid_file, sum(len(g.models) for g in grids), len(grids))

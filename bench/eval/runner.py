@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import platform
 import re
 import sys
@@ -47,7 +48,7 @@ from biobench.runtime.device import resolve_device
 from biobench.runtime.interrupts import WALL_CLOCK_SIGNALS, Abandoned, StopRequest, stop_on_signal
 from biobench.runtime.progress import finished_line, progress_bar, quiet_library_bars
 from biobench.runtime.reporting import make_reporter, report_dir
-from biobench.runtime.slurm import WARNING_SIGNAL, requeue_self
+from biobench.runtime.slurm import WARNING_SIGNAL, requeue_self, requeue_target
 from biobench.store import Result, decide, new_result, read_result, result_path, run_key, write_result
 from biobench.store.layout import rename_results, results_slug
 from biobench.store.result_files import Decision
@@ -375,10 +376,17 @@ STOP_MESSAGE = ("stopping: the run in flight is abandoned (its claim released, n
 
 def stopped(plan: GridPlan, stop: StopRequest, log: Callable[[str], None]) -> StoppedError:
     """The error that ends an eval stopped by a signal, after asking SLURM to requeue the job when inside one
-    (runtime.slurm.requeue_self): what is kept and how it resumes, in one line."""
-    requeued = requeue_self(log, stop.signal_name)
+    (runtime.slurm.requeue_self): what is kept and how it resumes, in one line. In a `--launcher slurm` worker
+    (runtime.launch marks its eval child with BIOBENCH_REQUEUED_BY=submitit) the wall-clock warning's requeue is
+    submitit's: the line says so, instead of "requeued by submitit ..., not here" followed by "rerun the same
+    command" (issue 62 item 6), which told the user to do what submitit was already doing."""
+    job = requeue_target()
+    if (job is not None and stop.signal_name == WARNING_SIGNAL
+            and os.environ.get("BIOBENCH_REQUEUED_BY") == "submitit"):
+        how = f"submitit requeues SLURM job {job} (its checkpoint) and its next life resumes it"
+    else:
+        how = "the requeued job resumes it" if requeue_self(log, stop.signal_name) else "rerun the same command to resume"
     kept = sum(r.status in ("done", "skipped") for r in plan.grid)
-    how = "the requeued job resumes it" if requeued else "rerun the same command to resume"
     return StoppedError(f"stopped by {stop.signal_name}: {kept} finished result(s) of {plan.name} in "
                         f"{plan.results_dir / plan.slug} are kept, no run was left half-written; {how}",
                         stop.signum or 15)

@@ -158,6 +158,27 @@ def output_folder(path: str | Path, option: str) -> Path:
     return folder
 
 
+@contextlib.contextmanager
+def empty_folders_removed_on_error(*paths: str | Path) -> Iterator[None]:
+    """Folders among `paths` (and their parents) that do not exist when the block starts and are empty when it
+    raises are removed again, deepest first: a command refused half-way leaves no empty folder it made (issue 62
+    item 6: an sbatch refusal left `./biobench-slurm/` and an empty results folder). Only folders missing
+    before the block are touched, and only while empty (rmdir), so nothing another process wrote is lost."""
+    missing: list[Path] = []
+    for path in paths:
+        folder = Path(path).absolute()
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+    try:
+        yield
+    except BaseException:
+        for folder in sorted(set(missing), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
 def cache_home(name: str) -> Path:
     """biobench's cache folder for one kind of thing ($BIOBENCH_CACHE/<name>, default ~/.cache/biobench/<name>):
     tokens, tasks, leaderboard, results, worker — one root, so one variable moves them all."""

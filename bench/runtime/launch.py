@@ -425,3 +425,10 @@ def submit(launch: SlurmLaunch) -> str:
               "sbatch": settings, "max_num_timeout": launch.max_timeouts, **launch.record}
     (launch.log_dir / "launch.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return job_id
+
+
+def log_files(log_dir: Path, job: str, workers: int) -> str:
+    """Where the submitted workers' logs are, as the commands print it: submitit names an array's logs
+    `<job>_<element>_0_log.out`, but one worker is submitted as a plain job (no array), logged as
+    `<job>_0_log.out` (issue 62 item 6: `--workers 1` printed the array's pattern, a file that never exists)."""
+    return f"{log_dir}/{job}_0_log.out" if workers == 1 else f"{log_dir}/{job}_<element>_0_log.out"

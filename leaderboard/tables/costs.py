@@ -63,7 +63,7 @@ def efficiency_frame(board: Board, lang: str) -> pd.DataFrame:
         rows.append({
             "model": e.name, "runs": len(runs),
             "fine-tune s/run": round(sum(train) / len(train), 1) if train else None,
-            "fine-tune h total": round(sum(train) / 3600, 3) if train else None,
+            "fine-tune h total": round(sum(train) / 3600, 6) if train else None,  # shown by frames.hours_text
             "tokens/s": round(median_speed) if (median_speed := _median(speed)) is not None else None,
             "fine-tune device": ", ".join(devices),
             "pretrain tokens": human_tokens(cost["tokens"]) if cost.get("tokens") else "",

@@ -27,4 +27,13 @@ CSS = """
    whole words only, never broken mid-word ("ba tc h", "war mu p", "me tad ata" at 1,280 px): a narrow column
    grows to its longest word and the table scrolls sideways instead */
 table th, table th * {word-break: keep-all !important; overflow-wrap: normal !important; hyphens: none !important;}
+/* their body cells too (issue 62 item 3: the About tab's protocol table broke "dia me d", "classi ficati on",
+   "2 e- 0 5"); the score tables keep their own rules (a model name wraps anywhere in its sticky column) */
+table:not(.lb-table) td, table:not(.lb-table) td * {word-break: keep-all !important;
+  overflow-wrap: normal !important; hyphens: none !important;}
+/* a markdown table wider than its tab scrolls sideways instead of clipping its last columns (About's seeds);
+   About's protocol values are short settings ("2e-05", "hf-sequence", "quaero-emea") that a line break at their
+   hyphen splits as badly as mid-word: one line each */
+.prose table:not(.lb-table) {display: block; max-width: 100%; overflow-x: auto;}
+#lb-about td {white-space: nowrap;}
 """

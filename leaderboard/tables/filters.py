@@ -19,7 +19,9 @@ class Filters:
     recipes: Collection[str] | None = None
     sort_by: str = "Avg"
     show_ci: bool = True
-    include_smoke: bool = False  # smoke rows (protocol overrides) are shown and ranked only when asked for
+    # smoke cells (protocol overrides, ⚑) where the model has no protocol result on the task; False: the
+    # protocol's results only (tables.rows: SMOKE_SHOWN_BY_DEFAULT). Never ranked either way.
+    include_smoke: bool = True
     hide_contaminated: bool = False  # cells whose test set overlaps the model's pretraining corpus show no score
 
 

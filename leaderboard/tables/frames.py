@@ -37,10 +37,17 @@ def language_frame(board: Board, lang: str, filters: Filters = Filters()) -> pd.
                        lambda r, t: r.entry.cells[t].mean if t in r.entry.cells else math.nan)
 
 
+def hours_text(value: float) -> str:
+    """Hours to 2 decimals, or to 2 significant digits under 0.01 h: a CPU smoke run's fine-tuning (seconds)
+    showed as "0.00" hours (issue 62 item 3), as if it had cost nothing."""
+    return f"{value:.2f}" if value == 0 or abs(value) >= 0.01 else f"{value:.2g}"
+
+
 # One display format per kind of figure in the app's tables (exports keep full precision): scores as the main
 # table shows them, differences signed, p-values to 3 decimals, times and rates in their own units.
-DISPLAY_FORMATS = {"score": "{:.1f}", "difference": "{:+.2f}", "points": "{:.2f}", "p": "{:.3f}",
-                   "seconds": "{:.1f}", "hours": "{:.2f}", "rate": "{:,.0f}", "count": "{:,.0f}"}
+DISPLAY_FORMATS: dict[str, str | Callable[[float], str]] = {
+    "score": "{:.1f}", "difference": "{:+.2f}", "points": "{:.2f}", "p": "{:.3f}", "seconds": "{:.1f}",
+    "hours": hours_text, "rate": "{:,.0f}", "count": "{:,.0f}"}
 
 
 def display(frame: pd.DataFrame, kinds: dict[str, str] | None = None, default: str | None = None):
@@ -54,6 +61,6 @@ def display(frame: pd.DataFrame, kinds: dict[str, str] | None = None, default: s
             formats[column] = DISPLAY_FORMATS[kind]
         elif kind and frame[column].dtype == object:  # mixed columns (a 'seed' column with 'mean'): numbers only
             pattern = DISPLAY_FORMATS[kind]
-            formats[column] = lambda v, p=pattern: p.format(v) if isinstance(v, int | float) and v == v else (
-                "–" if v is None or v != v else str(v))
+            formats[column] = lambda v, p=pattern: (p(v) if callable(p) else p.format(v)) \
+                if isinstance(v, int | float) and v == v else ("–" if v is None or v != v else str(v))
     return frame.style.format(formats, na_rep="–")

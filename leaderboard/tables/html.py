@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 
 from biobench.leaderboard.tables.columns import TASKS, Cells, Column, columns_of
 from biobench.leaderboard.tables.escape import esc
@@ -12,8 +11,11 @@ from biobench.leaderboard.tables.filters import Filters
 from biobench.leaderboard.tables.rows import (
     ModelRow,
     Part,
+    measured_first,
     model_rows,
     rank_text,
+    smoke_hidden,
+    smoke_text,
     table_tasks,
     unranked_reason,
 )
@@ -133,12 +135,12 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     """One table for a language as an HTML fragment: its paper tasks (table id `lb-table-<lang>`), or its other
     tasks (`lb-other-<lang>`, no average: those tasks are not the paper's). One row per model (`model_rows`); its
     smoke cells carry ⚑ and their overrides. Every value from results goes through `esc`."""
-    tasks, bench = table_tasks(board, lang, part), board.benchmark.get(lang, [])
+    tasks, bench = measured_first(board, lang, table_tasks(board, lang, part)), board.benchmark.get(lang, [])
     table_id = f"lb-{'table' if part == 'paper' else 'other'}-{lang}"
     rows = model_rows(board, lang, filters, tasks)
-    hidden = 0 if filters.include_smoke else sum(  # the models the toggle would add ⚑ cells to
-        bool(r.smoke_tasks(tasks)) for r in model_rows(board, lang, replace(filters, include_smoke=True), tasks))
-    hint = (f" Smoke runs (protocol overrides) of {hidden} model(s) are hidden: tick &quot;Show smoke runs&quot; to "
+    results, models = smoke_hidden(board, lang, filters)  # the language's, as the header and the JSON count them
+    hidden = results if part == "paper" or not table_tasks(board, lang, "paper") else 0  # said once, under its table
+    hint = (f" {esc(smoke_text(results, models))} hidden (protocol overrides): tick &quot;Show smoke runs&quot; to "
             "see them." if hidden else "")
     if not rows:
         return f'<div id="{esc(table_id)}" class="lb-notes">No {esc(lang)} rows match the filters.{hint}</div>'
@@ -181,8 +183,9 @@ def render_html(board: Board, lang: str, filters: Filters = Filters(), part: Par
     if any(row.smoke_tasks(tasks) for row in rows):
         legend.append(f"{SMOKE_MARK} smoke: a run with protocol overrides (fewer epochs or steps, a train or eval "
                       "subset, another max length...): not the protocol's score, shown (and bolded with the others) "
-                      "because \"Show smoke runs\" is ticked or the board holds nothing else (hover a cell for its "
-                      "overrides); the Rank column and the significance groups use protocol runs only.")
+                      "where the model has no protocol result for the task (untick \"Show smoke runs\" for the "
+                      "protocol's results only; hover a cell for its overrides); the Rank column and the "
+                      "significance groups use protocol runs only.")
     if any(c.degenerate for row in rows for c in row.entry.cells.values()):
         legend.append(f"{DEGENERATE_MARK} degenerate test predictions (no entity, a single class, no label) for at "
                       "least one seed; hover the cell for the likely reason.")

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from biobench.leaderboard.tables.filters import Filters, kept, sort_key
 from biobench.standings.aggregate import _distinct_names
 from biobench.standings.entries import Board, Entry
+from biobench.store.trust import SMOKE_MARK
 
 
 @dataclass
@@ -80,36 +81,65 @@ def model_rows(board: Board, lang: str, filters: Filters = Filters(), tasks: Seq
     return sorted(rows, key=lambda r: order(r.entry))
 
 
+# Smoke runs on the tables (issue 62 item 4). A smoke cell is shown, marked ⚑, wherever its model has no protocol
+# result on that task; where the model has the protocol's result, that cell wins and the smoke run is left out of
+# the table. The default used to hide every smoke result of a language as soon as one protocol result existed
+# anywhere (a user's quick check vanished when another model got a protocol run). Unticking "Show smoke runs"
+# (`include_smoke=0`, `leaderboard --print --hide-smoke`) shows the protocol's results only.
+SMOKE_SHOWN_BY_DEFAULT = Filters().include_smoke
+
+
+def smoke_cells(board: Board, lang: str, filters: Filters = Filters(), tasks: Sequence[str] | None = None
+                ) -> set[tuple[str, str]]:
+    """The (model, task) cells of `lang` (among `tasks`, default every column) whose score is a smoke run when
+    smoke runs are shown: what "Show smoke runs" adds and unticking it hides."""
+    rows = model_rows(board, lang, replace(filters, include_smoke=True), tasks)
+    return {(r.key, t) for r in rows for t in r.smoke_tasks(list(r.origin))}
+
+
+def smoke_hidden(board: Board, lang: str, filters: Filters = Filters(), tasks: Sequence[str] | None = None
+                 ) -> tuple[int, int]:
+    """(results, models): the smoke cells the tables leave out under `filters` (none while smoke runs are
+    shown). The one count of the page's note, the JSON's `counts` and `leaderboard --print` (`smoke_text`)."""
+    if filters.include_smoke:
+        return 0, 0
+    cells = smoke_cells(board, lang, filters, tasks)
+    return len(cells), len({key for key, _ in cells})
+
+
+def smoke_text(results: int, models: int) -> str:
+    """The one wording of a count of smoke results: "⚑ 14 smoke results of 5 models"."""
+    return (f"{SMOKE_MARK} {results} smoke result{'' if results == 1 else 's'} of {models} "
+            f"model{'' if models == 1 else 's'}")
+
+
 def smoke_counts(board: Board) -> tuple[int, int]:
-    """(smoke results, models with one): the (model, language, task) cells whose scores come from smoke runs
-    only, as the toggle's label counts them."""
-    cells = {(model_key(e), e.lang, t) for e in board.entries if e.smoke for t in e.cells}
-    protocol = {(model_key(e), e.lang, t) for e in board.entries if e.source == "measured" and not e.smoke
-                for t in e.cells}
-    only = cells - protocol
-    return len(only), len({m for m, _, _ in only})
+    """(smoke results, models with one) over every language: the cells "Show smoke runs" governs (the toggle's
+    label), counted as `smoke_hidden` counts them."""
+    cells = {(lang, key, task) for lang in board.langs for key, task in smoke_cells(board, lang)}
+    return len(cells), len({key for _, key, _ in cells})
 
 
 def row_counts(board: Board, lang: str, include_smoke: bool | None = None) -> dict[str, Any]:
     """The one count of a language's rows, for the page's header, the JSON and `leaderboard --print`: a row is a
     model (`model_rows`: its protocol and smoke runs merged) with a cell in any column of the language, under the
-    one default (`include_smoke` None: shown when the board holds smoke runs only, as the page opens).
-    `rows` / `measured`: all rows and the measured ones; `table`: rows of the language's own table (paper tasks);
-    `other_only`: measured rows with cells on other tasks only (the page shows them under Other tasks);
-    `smoke_hidden`: models whose smoke cells the default hides (what "Show smoke runs" would add)."""
-    include = smoke_only(board) if include_smoke is None else include_smoke
+    one default (`include_smoke` None: SMOKE_SHOWN_BY_DEFAULT, a smoke cell where its model has no protocol
+    result). `rows` / `measured`: all rows and the measured ones; `table`: rows of the language's own table (paper
+    tasks); `other_only`: measured rows with cells on other tasks only (the page shows them under Other tasks);
+    `smoke_hidden` / `smoke_hidden_models`: the smoke results left out and their models (`smoke_hidden`)."""
+    include = SMOKE_SHOWN_BY_DEFAULT if include_smoke is None else include_smoke
     rows = model_rows(board, lang, Filters(include_smoke=include))
     paper = {r.key for r in model_rows(board, lang, Filters(include_smoke=include), board.benchmark.get(lang, []))}
-    hidden = 0 if include else sum(bool(r.smoke_tasks(board.columns(lang)))
-                                   for r in model_rows(board, lang, Filters(include_smoke=True)))
+    results, models = smoke_hidden(board, lang, Filters(include_smoke=include))
     measured = [r for r in rows if r.entry.source == "measured"]
     return {"include_smoke": include, "rows": len(rows), "measured": len(measured), "table": len(paper),
-            "other_only": [r.key for r in measured if r.key not in paper], "smoke_hidden": hidden}
+            "other_only": [r.key for r in measured if r.key not in paper], "smoke_hidden": results,
+            "smoke_hidden_models": models}
 
 
 def smoke_only(board: Board) -> bool:
     """Whether every measured row is a smoke row (a demo's, a quick check's): the board then says so in a banner
-    and shows the smoke runs from the start (still marked) instead of hiding every result it was opened on."""
+    and keeps the smoke runs shown (still marked) whatever the toggle says."""
     measured = [e for e in board.entries if e.source == "measured"]
     return bool(measured) and all(e.smoke for e in measured)
 
@@ -151,6 +181,15 @@ def rank_text(board: Board, lang: str, task: str | None, key: str) -> str | None
 
 
 Part = Literal["paper", "other"]  # a language's paper tasks (its tab), or the tasks outside the paper
+
+
+def measured_first(board: Board, lang: str, tasks: Sequence[str]) -> list[str]:
+    """`tasks` with those a measured model has a score on first, each group in its own order. Why: a page
+    holding one measured task (the README's quick check: quaero-emea, the paper's 7th French column) showed at
+    900 px only the paper's reported columns, the one measured column off-screen (issue 62 item 3). A board
+    measured on every task keeps the paper's order."""
+    measured = {t for e in board.lang_entries(lang) if e.source == "measured" for t in e.cells}
+    return [t for t in tasks if t in measured] + [t for t in tasks if t not in measured]
 
 
 def table_tasks(board: Board, lang: str, part: Part) -> list[str]:

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from biobench.leaderboard.tables.columns import TASKS, Cells, columns_of
 from biobench.leaderboard.tables.filters import Filters
-from biobench.leaderboard.tables.rows import model_rows, row_counts, smoke_only, table_tasks
+from biobench.leaderboard.tables.rows import (
+    SMOKE_SHOWN_BY_DEFAULT,
+    model_rows,
+    row_counts,
+    smoke_text,
+    table_tasks,
+)
 from biobench.standings.entries import Board, fmt
 from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK
 
@@ -21,10 +27,10 @@ def render_text(board: Board, langs: Sequence[str] | None = None, name_width: in
                 include_smoke: bool | None = None) -> str:
     """The leaderboard as plain text for a terminal (the demo prints this): per language its paper tasks, then
     its other tasks. One row per model; partial averages get '*', smoke cells '⚑' (their overrides listed below),
-    degenerate cells '⚠'. Smoke runs by the page's default (`include_smoke` None: shown when the board holds
-    nothing else), and the page's counts last (`row_counts`)."""
+    degenerate cells '⚠'. Smoke runs by the page's default (`include_smoke` None: a smoke cell where its model
+    has no protocol result), and the page's counts last (`row_counts`)."""
     blocks = []
-    include_smoke = smoke_only(board) if include_smoke is None else include_smoke
+    include_smoke = SMOKE_SHOWN_BY_DEFAULT if include_smoke is None else include_smoke
     counts = {lang: row_counts(board, lang, include_smoke) for lang in langs or board.langs}
     for lang in langs or board.langs:
         bench = board.benchmark.get(lang, [])
@@ -66,6 +72,7 @@ def render_text(board: Board, langs: Sequence[str] | None = None, name_width: in
             blocks.append("\n".join([title, *_align([header, *lines]), *notes]))
     measured = sum(c["measured"] for c in counts.values())
     hidden = sum(c["smoke_hidden"] for c in counts.values())
+    models = sum(c["smoke_hidden_models"] for c in counts.values())
     blocks.append(f"{measured} measured model row{'' if measured == 1 else 's'}, as on the page"
-                  + (f"; smoke runs of {hidden} model(s) hidden (--include-smoke shows them)" if hidden else ""))
+                  + (f"; {smoke_text(hidden, models)} hidden (drop --hide-smoke to show them)" if hidden else ""))
     return "\n\n".join(blocks)

@@ -73,6 +73,33 @@ def test_results_summary_and_runs_match_the_store(tmp_path):
     assert results.filter(model="m1", task="gad").models == ["Model One"]
 
 
+def test_a_printed_summary_leads_with_the_scores(tmp_path):
+    """`print(results.summary())`, the README's example, shows model, task, mean, the 95% interval and n (pandas'
+    own form printed `model ... contamination [2 rows x 15 columns]`, no score), at pandas' width for a pipe;
+    every column stays the DataFrame's."""
+    import pandas as pd
+    from biobench.api.summary_table import Summary
+
+    _write(tmp_path, "m1", "gad", 42, 0.60, "Model One")
+    _write(tmp_path, "m1", "gad", 43, 0.70, "Model One")
+    _write(tmp_path, "m1", "gad", 44, 0.10, "Model One", details={"overrides": {"epochs": {"run": 1, "protocol": 10}}})
+    summary = biobench.load_results(tmp_path).summary()
+    assert isinstance(summary, Summary) and isinstance(summary, pd.DataFrame)
+    protocol = summary.iloc[0]
+    with pd.option_context("display.width", 80, "display.max_columns", 0):
+        printed = str(summary)
+    lines = printed.splitlines()
+    assert lines[0].split() == ["model", "task", "mean", "95%", "CI", "n", "flags"]
+    assert lines[1].split() == ["Model", "One", "gad", "0.6500",
+                                f"[{protocol['ci_low']:.4f},", f"{protocol['ci_high']:.4f}]", "2"]
+    assert lines[2].split() == ["Model", "One", "gad", "0.1000", "–", "1", "smoke:", "epochs", "1", "(protocol", "10)"]
+    assert f"all {len(biobench.api.results.SUMMARY_COLUMNS)} columns" in lines[3] and "..." not in printed
+    assert repr(summary) == printed and "0.6500" in summary._repr_html_()
+    assert list(summary.columns) == list(biobench.api.results.SUMMARY_COLUMNS)  # the full table is still there
+    assert str(summary[summary["n"] > 1]).splitlines()[1] == lines[1]  # a filter prints the same way
+    assert list(summary[["model", "mean"]].columns) == ["model", "mean"]
+
+
 def test_api_errors_are_the_command_lines_one_line_messages(tmp_path, capsys):
     with pytest.raises(biobench.ConfigError) as caught:
         biobench.evaluate("all-MiniLM-L6-v2", tasks=["no-such-task"], results=tmp_path)

@@ -418,7 +418,7 @@ def test_the_last_process_redoes_a_run_whose_holder_is_killed_after_renewing_its
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGUSR1 in a SLURM job", "SIGTERM with --parallel 2"])
+@pytest.mark.parametrize("how", ["SIGUSR1 in a SLURM job", "SIGTERM with --parallel 2", "SIGUSR1 in a submitit worker"])
 def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(tiny_mlm_dir, tmp_path, how):
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
@@ -434,6 +434,8 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
     parallel: list[str] = []
     if how.startswith("SIGUSR1"):
         env["SLURM_JOB_ID"], sig = "4242", signal.SIGUSR1
+    if how.endswith("submitit worker"):  # a `--launcher slurm` array element's eval: submitit owns the requeue
+        env["BIOBENCH_REQUEUED_BY"] = "submitit"
     else:
         sig, parallel = signal.SIGTERM, ["--parallel", "2"]
     results = tmp_path / "results"
@@ -453,7 +455,10 @@ def test_a_stop_signal_abandons_the_run_releases_its_claim_and_requeues_the_job(
         assert not info.held
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"error: stopped by {sig.name}: 0 finished result(s)")
-    if sig == signal.SIGUSR1:
+    if how.endswith("submitit worker"):  # one line, consistent (issue 62 item 6): not "not here" then "rerun"
+        assert not calls.exists() and "not here" not in err and "rerun" not in err, err
+        assert last.endswith("submitit requeues SLURM job 4242 (its checkpoint) and its next life resumes it"), err
+    elif sig == signal.SIGUSR1:
         assert calls.read_text() == "requeue 4242\n"
         assert "requeued SLURM job 4242" in err and last.endswith("the requeued job resumes it"), err
     else:
@@ -551,6 +556,41 @@ def test_a_refused_sbatch_is_one_line_and_leaves_no_files(tiny_mlm_dir, tmp_path
     assert (tmp_path / "sbatch.calls").exists() and not (tmp_path / "logs").exists()
 
 
+def test_a_refused_sbatch_removes_the_empty_folders_it_made_and_nothing_else(tiny_mlm_dir, tmp_path):
+    """Issue 62 item 6: a refused sbatch left an empty `./biobench-slurm/` (the default log folder's parent) and
+    an empty results folder. The folders this submit made are removed while empty; a folder that was there
+    before stays, with what it holds."""
+    grid = grid_file(tmp_path, tiny_mlm_dir, "launched", tasks=("demo-cls",), seeds="1")
+    env = {**ENV, "PATH": f"{fake_slurm(tmp_path)}:{os.path.dirname(sys.executable)}"}
+    command = [sys.executable, "-m", "biobench.cli", "eval", "--config", str(grid), "--launcher", "slurm",
+               "--partition", "gpu"]
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr == "error: sbatch refused the array: refused\n", done.stderr
+    assert (tmp_path / "sbatch.calls").exists()
+    assert not (tmp_path / "biobench-slurm").exists() and not (tmp_path / "launched").exists()
+    (tmp_path / "launched").mkdir()
+    (tmp_path / "launched" / "sentinel").write_text("mine")
+    (tmp_path / "biobench-slurm").mkdir()
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and (tmp_path / "launched" / "sentinel").read_text() == "mine"
+    assert (tmp_path / "biobench-slurm").is_dir() and list((tmp_path / "biobench-slurm").iterdir()) == []
+
+
+def test_one_worker_is_a_plain_job_and_its_printed_log_is_the_one_submitit_writes(tiny_mlm_dir, tmp_path):
+    """Issue 62 item 6: with `--workers 1` submitit submits a plain job, not an array, and logs it as
+    `<job>_0_log.out`; the printed `<job>_<element>_0_log.out` never existed."""
+    import submitit
+
+    fake = fake_slurm(tmp_path)
+    (fake / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/sbatch.calls\necho Submitted batch job 77\n")
+    for workers, job_id in (("1", "77"), ("2", "77_1")):
+        done = launch_cli(tmp_path, tiny_mlm_dir, "--partition", "gpu", "--workers", workers, path_dirs=[fake])
+        assert done.returncode == 0, done.stderr
+        printed = done.stdout.splitlines()[1].removeprefix("logs: ").split(" and .err")[0]
+        written = submitit.SlurmJob(folder=tmp_path / "logs", job_id=job_id).paths.stdout  # where submitit logs
+        assert printed == str(written).replace("77_1_", "77_<element>_"), (printed, written)
+
+
 def test_an_accepted_sbatch_gets_the_resolved_grid_and_the_launchers_settings(tiny_mlm_dir, tmp_path):
     fake = fake_slurm(tmp_path)
     (fake / "sbatch").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/sbatch.calls\necho Submitted batch job 77\n")
@@ -634,3 +674,23 @@ def test_worker_launcher_slurm_refuses_an_unknown_partition_in_one_line(tmp_path
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr == ("error: --partition a100: not a partition of this cluster "
                                                     "(sinfo lists: gpu, cpu)\n")
+
+
+def test_workers_without_a_launcher_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 62 item 6: `eval --workers 0` (or any N) without --launcher, and `worker --workers N` without
+    --launcher slurm, were ignored without a word. One line each, before anything is written."""
+    from biobench import cli
+
+    monkeypatch.chdir(tmp_path)
+    for argv, said in (
+            (["eval", "--model", "m", "--tasks", "demo-cls", "--workers", "0"],
+             "error: --workers 0 goes with --launcher local (processes on this machine, as --parallel) or "
+             "--launcher slurm (elements of a SLURM array)"),
+            (["eval", "--model", "m", "--tasks", "demo-cls", "--workers", "0", "--launcher", "local"],
+             "error: --workers 0: give a positive number of processes"),
+            (["worker", "--queue", "q", "--results", "r", "--workers", "2"],
+             "error: --workers 2 goes with --launcher slurm (elements of a SLURM array); here one worker runs")):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(said) and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []

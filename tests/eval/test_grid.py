@@ -193,3 +193,16 @@ def test_relative_paths_resolve_against_the_grid_files_folder_and_absolute_ones_
     grid = read_grid_file(Path("clone/examples/grids/g.toml"))[0]
     assert grid.results.resolve() == tmp_path / "clone" / "results"
     assert grid.data_dir == tmp_path / "data"
+
+
+def test_a_dry_run_of_a_local_path_that_does_not_exist_says_no_such_folder(tmp_path, monkeypatch, capsys):
+    """Issue 62 item 6: `eval --model runs/nothere/final --dry-run` said "revision unresolved ... `biobench
+    prefetch` where the hub is reachable" for a path no hub can fetch. It says the folder is not there."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "--model", "runs/nothere/final", "--tasks", "demo-cls", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[1] runs/nothere/final: cannot plan: model folder runs/nothere/final: no such folder" in out
+    assert "revision unresolved for" not in out and "prefetch" not in out
+    assert main(["eval", "--model", "runs/nothere/final", "--tasks", "demo-cls"]) == 2  # the run: one error line
+    assert capsys.readouterr().err.startswith("error: model folder runs/nothere/final: no such folder")
+    assert not (tmp_path / "runs").exists()

@@ -284,3 +284,45 @@ def test_the_contamination_filter_is_a_control_of_every_table(tmp_path):
     values = {controls.sources: ["measured"], controls.hide_contaminated: True}
     assert controls.filters(values).hide_contaminated is True
     assert controls.filters({**values, controls.hide_contaminated: False}).hide_contaminated is False
+
+
+def test_a_smoke_run_of_a_pretrained_model_reads_right_in_the_task_and_plots_tabs(tmp_path):
+    """Issue 62 item 3, on the README's path (a `biobench pretrain` checkpoint evaluated with overrides, one seed):
+    the Task tab said "SD (points) 0.00" where the CLI and JSON say "–", its bar chart's legend named every model
+    of the language (11 of 16 without a bar), the Plots tab labelled the pretraining curve with the fine-tuning
+    smoke tag and showed "fine-tune h total 0.00"."""
+    import dataclasses
+
+    from biobench.leaderboard.tables.costs import efficiency_frame
+    from biobench.leaderboard.tables.frames import display
+    from biobench.store import read_result, result_path, run_key, write_result
+    from biobench.store.result_files import read_predictions
+
+    source = FIXTURES / "local__tiny-detour" / "diamed" / "seed-42.json"
+    record = read_result(source, check_key=False)  # the fixture's key is its old, short one
+    smoke = dataclasses.replace(record, protocol={**record.protocol, "hash": "sha256:" + "c" * 64},
+                                key=run_key("sha256:" + "0" * 64, "d", "sha256:" + "c" * 64, 42),
+                                details={**record.details, "overrides": {"epochs": {"run": 3, "protocol": 15}}})
+    write_result(result_path(tmp_path, "local__tiny-detour", "diamed", 42, "c" * 12), smoke, read_predictions(source))
+    shutil.copytree(FIXTURES / "runs", tmp_path / "runs")  # the checkpoint's run folder and its train_log.jsonl
+    board = build_board([tmp_path], reference=False, significance=False)
+    (entry,) = board.entries
+    assert entry.smoke and "⚑" in entry.name
+
+    seeds = task_seed_frame(board, "fr", "diamed")
+    assert seeds["n seeds"].tolist() == [1] and seeds["SD (points)"].isna().all()
+    shown = display(seeds, {"SD (points)": "points", "n seeds": "count"}, default="score").to_html()
+    assert ">–<" in shown and ">0.00<" not in shown
+
+    assert [label for label, _ in plots.train_logs(board)] == ["tiny-detour"]  # the model, not its smoke run
+
+    efficiency = efficiency_frame(board, "fr")
+    hours = efficiency["fine-tune h total"].item()
+    assert 0 < hours < 0.01  # a CPU smoke run: seconds
+    assert display(efficiency[["fine-tune h total"]], {"fine-tune h total": "hours"}).to_html().count(">0.00<") == 0
+
+    full = build_board([FIXTURES], significance=False)
+    fig = plots.task_bars(full, "fr", tasks=["quaero-emea"])  # a task 11 of the 13 French rows have
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    with_cell = [e for e in full.lang_entries("fr") if "quaero-emea" in e.cells]
+    assert len(labels) == len(with_cell) < len(full.lang_entries("fr"))  # a legend entry per bar, no more

@@ -69,6 +69,47 @@ return out;
 """
 
 
+# Every visible body cell (score tables, Gradio's dataframes, markdown tables such as About's protocol table): no
+# word broken over two lines ("dia me d", "classi ficati on", "2 e- 0 5" in About's cells) and none ending
+# outside its cell. A model's name in the score tables' sticky column may wrap anywhere (it has a fixed width),
+# and so may a token no cell can hold (the hostile corpus's 30-character markup, paths): those are left out, as
+# is the zero-height sizing row Gradio's dataframes measure their columns with.
+BODY_WORDS = """
+const out = [];
+for (const td of document.querySelectorAll('td')) {
+  if (!td.offsetParent || (td.closest('table.lb-table') && td.classList.contains('model'))) continue;
+  const cell = td.getBoundingClientRect();
+  if (cell.height < 1) continue;  // Gradio's sizing row, measured but never seen
+  const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    if (!node.parentElement || !node.parentElement.offsetParent) continue;
+    const re = /\\S+/g;
+    let m;
+    while ((m = re.exec(node.textContent))) {
+      if (m[0].length > 30 || /[<>]/.test(m[0])) continue;
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const rects = [...range.getClientRects()].filter(r => r.width > 0);
+      if (new Set(rects.map(r => Math.round(r.top))).size > 1) out.push('mid-word: ' + m[0]);
+      if (rects.some(r => r.right > cell.right + 1 || r.left < cell.left - 1)) out.push('cut: ' + m[0]);
+    }
+  }
+}
+return out;
+"""
+
+# The French table: a measured row's scored cell lies inside the window (at 900 px the only measured column of a
+# quick-check board was off-screen). Returns the scored cells' right edges, the window's width.
+MEASURED_VISIBLE = """
+const t = document.getElementById('lb-table-fr');
+const cells = [...t.querySelectorAll('tbody tr.measured td')].filter(td => /\\d/.test(td.innerText) &&
+  !td.classList.contains('model') && !td.classList.contains('avg'));
+return [cells.map(td => td.getBoundingClientRect().right), window.innerWidth];
+"""
+
+
 def ran_scripts(driver) -> list:
     """What the payloads did so far: alert calls and the __xss flag (empty when nothing ran)."""
     return driver.execute_script("return (window.__alerts || []).concat(window.__xss ? ['__xss=' + window.__xss] : [])")
@@ -174,14 +215,13 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
     screenshot(browser, tmp_path, "tab-french-scrolled")
     browser.execute_script("arguments[0].scrollLeft = 0", box)
 
-    # the smoke runs: hidden (the table says so) until the toggle above the tabs, with its count, is ticked; then
-    # one row per model, its name and cells marked, the overrides in the tooltips
+    # the smoke runs: shown from the start, marked, where their model has no protocol result (issue 62 item 4: one
+    # protocol result used to hide every smoke result of the language); one row per model, its name and cells
+    # marked, the overrides in the tooltips; the toggle above the tabs says how many it governs
     body = browser.find_element(By.TAG_NAME, "body").text
-    assert "Smoke runs (protocol overrides) of 1 model(s) are hidden" in body
-    assert "Show smoke runs (⚑ 2 results of 1 model)" in body  # fracco-30 and demo-cls
+    assert "Show smoke runs (⚑ 2 smoke results of 1 model)" in body and "hidden (protocol" not in body
     toggle = browser.find_element(By.CSS_SELECTOR, "#lb-include-smoke input")
-    assert toggle.is_displayed()  # not inside the closed accordion
-    toggle.click()
+    assert toggle.is_displayed() and toggle.is_selected()  # not inside the closed accordion; ticked
     WebDriverWait(browser, 60).until(lambda d: "smoke-model" in d.find_element(By.ID, "lb-table-fr").text)
     marked = browser.find_element(By.CSS_SELECTOR, "#lb-table-fr td.model span.smoke")
     assert "⚑" in marked.text and "epochs 1 (protocol 15), limit_train 200" in marked.get_attribute("title")
@@ -199,9 +239,13 @@ def test_french_table_in_headless_chromium(server, browser, tmp_path):
             for r in other.find_elements(By.CSS_SELECTOR, "tbody tr")}
     assert set(rows) == {"smoke-model", "user-model"} and "40.4 ⚑" in rows["smoke-model"]
     screenshot(browser, tmp_path, "tab-other-tasks")
-    toggle.click()
+    toggle.click()  # unticked: the protocol's results only, and the one count, said once under the French table
     WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-other-fr").text)
     next(b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == "French").click()
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" not in d.find_element(By.ID, "lb-table-fr").text)
+    assert "⚑ 2 smoke results of 1 model hidden (protocol overrides)" in browser.find_element(By.TAG_NAME, "body").text
+    toggle.click()
+    WebDriverWait(browser, 60).until(lambda d: "smoke-model" in d.find_element(By.ID, "lb-table-fr").text)
 
     # header fit: at 1,280 and 900 px every header's text fits its cell, no two headers overlap, and the
     # table's box ends inside the window (it scrolls sideways instead of being cut)
@@ -309,7 +353,9 @@ def test_the_cli_server_answers_the_json_routes(server):
 @pytest.mark.parametrize("width", [1280, 900])
 def test_every_tab_reads_at_1280_and_900_px(server, browser, tmp_path, width):
     """Issue 52 item 6: at 1,280 and 900 px, every tab's table headers keep whole words ("ba tc h", "war mu p",
-    "me tad ata" before) inside their cells; a screenshot per tab and width (BIOBENCH_SCREENSHOTS for the notes)."""
+    "me tad ata" before) inside their cells; issue 62 item 3: so do their body cells (About's protocol table broke
+    "dia me d", "classi ficati on", "2 e- 0 5" and clipped its seeds column), and the French table has a measured
+    score on screen; a screenshot per tab and width (BIOBENCH_SCREENSHOTS for the notes)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
@@ -327,8 +373,30 @@ def test_every_tab_reads_at_1280_and_900_px(server, browser, tmp_path, width):
             continue
         button.click()
         time.sleep(2)
-        found = browser.execute_script(HEADER_WORDS)
+        found = browser.execute_script(HEADER_WORDS) + browser.execute_script(BODY_WORDS)
         if found:
             failures[label] = sorted(set(found))[:5]
+        if label == "French":
+            rights, window = browser.execute_script(MEASURED_VISIBLE)
+            assert rights and min(rights) <= window, (width, rights, window)
         screenshot(browser, tmp_path, f"w{width}-tab-" + label.split(" (")[0].lower().replace(" ", "-"))
     assert not failures, failures
+    # About's protocol table (under "⋯" at 900 px): whole words, and the seeds column reachable (the table
+    # scrolls sideways instead of clipping it)
+    about = next((b for b in browser.find_elements(By.CSS_SELECTOR, "button[role='tab']")
+                  if b.text.strip() == "About" and b.is_displayed()), None)
+    if about is None:
+        browser.find_element(By.CSS_SELECTOR, "button.overflow-menu, .overflow-dropdown button, "
+                             "button[aria-label*='more' i]").click()
+        time.sleep(1)
+        about = next(b for b in browser.find_elements(By.CSS_SELECTOR, "button") if b.text.strip() == "About"
+                     and b.is_displayed())
+    about.click()
+    time.sleep(2)
+    assert browser.execute_script(BODY_WORDS) == [], width
+    seeds = browser.execute_script(  # scrolled to its end, the last column ends inside the tab, not clipped
+        "const t = document.querySelector('#lb-about table'); t.scrollLeft = t.scrollWidth;"
+        "const th = [...t.querySelectorAll('th')].pop(), box = document.getElementById('lb-about');"
+        "return [th.innerText, th.getBoundingClientRect().right,"
+        " Math.min(box.getBoundingClientRect().right, window.innerWidth)];")
+    assert seeds[0] == "seeds" and seeds[1] <= seeds[2] + 1, (width, seeds)

@@ -63,7 +63,7 @@ def test_json_routes_serve_the_board_with_its_marks(served):
     # the page's count (tables.rows.row_counts): its one smoke run (fracco-30) sits under a protocol cell, so showing
     # smoke runs adds no ⚑ cell to any row: 0 hidden, as the page's table says nothing hidden (issue 52 item 3)
     assert status == 200 and body["unit"] == "percent" and body["smoke_rows_hidden"] == 0
-    assert body["include_smoke"] is False and body["counts"]["table"] == len(body["rows"])
+    assert body["include_smoke"] is True and body["counts"]["table"] == len(body["rows"])
     mine = next(r for r in body["rows"] if r["key"] == "my-model--aaaa")
     emea = mine["cells"]["quaero-emea"]
     assert emea["mean"] == pytest.approx(55.0) and emea["seeds"] == 2 and emea["contamination"] == pytest.approx(0.07)
@@ -72,9 +72,11 @@ def test_json_routes_serve_the_board_with_its_marks(served):
     assert mine["metadata"]["parameters"] == 22_700_000 and mine["metadata"]["open_weights"] is True
     paper = next(r for r in body["rows"] if r["source"] == "reported")
     assert all(c["contamination"] == "not measured" for c in paper["cells"].values())
-    assert not any(r["smoke_tasks"] or r.get("smoke_runs") for r in body["rows"])
+    _, protocol_only = get("/api/v1/leaderboard?lang=fr&include_smoke=0")
+    assert not any(r["smoke_tasks"] or r.get("smoke_runs") for r in protocol_only["rows"])
     # one row per model: its smoke run of fracco-30 is a sub-entry, the table's cell keeps the protocol's seed
     _, smoke = get("/api/v1/leaderboard?lang=fr&include_smoke=1")
+    assert smoke == body  # the default (issue 62 item 4)
     assert [r["key"] for r in smoke["rows"]].count("my-model--aaaa") == 1 and smoke["smoke_rows_hidden"] == 0
     mine = next(r for r in smoke["rows"] if r["key"] == "my-model--aaaa")
     assert mine["cells"]["fracco-30"]["mean"] == pytest.approx(30.0) and "smoke" not in mine["cells"]["fracco-30"]

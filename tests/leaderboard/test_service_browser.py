@@ -134,7 +134,7 @@ def test_submit_worker_refresh_and_queue(browser, tiny_mlm_dir, tmp_path):  # no
         # measured result, so the board says so in a banner and shows it from the start, marked, in Other tasks
         WebDriverWait(browser, 60).until(lambda d: 'title="demo-cls:' in html_of(d, "lb-other-tasks"))
         assert "Every measured result on this board is a smoke run" in text_of(browser, "lb-smoke-banner")
-        assert "Show smoke runs (⚑ 1 result of 1 model)" in browser.find_element(By.TAG_NAME, "body").text
+        assert "Show smoke runs (⚑ 1 smoke result of 1 model)" in browser.find_element(By.TAG_NAME, "body").text
         assert 'title="demo-cls:' not in html_of(browser, "lb-table-fr")
         WebDriverWait(browser, 30).until(lambda d: "tiny-modernbert" in text_of(d, "lb-other-tasks"))  # the new row
         screenshot(browser, tmp_path, "service-french-refreshed")

@@ -236,3 +236,24 @@ def test_the_board_is_built_with_the_collector_paused_and_restored(monkeypatch):
         assert seen == [False, False] and not gc.isenabled()  # left as the caller had it
     finally:
         gc.enable()
+
+
+def test_a_board_measured_on_one_task_shows_that_column_first(tmp_path):
+    """Issue 62 item 3: the README's quick check measures one French task (quaero-emea, the paper's 7th column);
+    at 900 px its only measured column was off-screen behind the reported ones. The tasks a measured model has
+    a score on come first; the others keep the paper's order, and a board measured everywhere keeps it all."""
+    import re
+
+    from biobench.store import Result, result_path, run_key, write_result
+
+    write_result(result_path(tmp_path, "quick--1", "quaero-emea", 42), Result(
+        model={"id": "quick--1", "slug": "quick--1", "name": "quick"},
+        task={"id": "quaero-emea", "lang": "fr", "kind": "ner"}, seed=42, protocol={"hash": "p"},
+        key=run_key("r", "d", "p", 42), metrics={"test": {"macro_f1": 0.5}}), [{"id": 1, "gold": [], "pred": []}])
+    board = build_board([tmp_path], reference=True, significance=False)
+    paper = board.benchmark["fr"]
+    assert paper.index("quaero-emea") > 0
+    headers = re.findall(r'<th class="task"><abbr title="([\w-]+):', render_html(board, "fr"))
+    assert headers == ["quaero-emea", *(t for t in paper if t != "quaero-emea")]
+    full = build_board([FIXTURES], significance=False)  # measured on every French task: the paper's order
+    assert re.findall(r'<th class="task"><abbr title="([\w-]+):', render_html(full, "fr")) == full.benchmark["fr"]

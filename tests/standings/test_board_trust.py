@@ -54,11 +54,11 @@ def test_a_smoke_run_is_its_own_row_never_merged_into_the_protocols_seeds(board)
 
 
 def test_one_row_per_model_its_smoke_cells_marked_and_ranked_only_when_shown(board):
-    measured = Filters(sources=("measured",))
+    measured = Filters(sources=("measured",), include_smoke=False)  # "Show smoke runs" unticked
     assert [e.name for e in select(board, "fr", measured)] == ["m", "n"]
     html = render_html(board, "fr", measured)
     assert "⚑" not in html.split("</table>")[0] and "<b>61.0</b>" in html
-    assert "Smoke runs (protocol overrides) of 1 model(s) are hidden" in html
+    assert "⚑ 1 smoke result of 1 model hidden (protocol overrides)" in html
     # the hidden smoke cell says what is hidden where the protocol has nothing
     assert ('title="no protocol run; a smoke run (epochs 1 (protocol 15), limit_train 200) scored 19.2, not shown: '
             'tick Show smoke runs to see it">—</td>') in html
@@ -76,7 +76,8 @@ def test_one_row_per_model_its_smoke_cells_marked_and_ranked_only_when_shown(boa
     assert "smoke run: protocol overrides epochs 1 (protocol 15), limit_train 200" in cell
     diamed = next(td for td in html.split("<td") if "61.0" in td)  # the smoke seed beside it: in the tooltip
     assert "a smoke run (epochs 1 (protocol 15), limit_train 200) scored 99.0, not shown" in diamed
-    assert "<b>19.2</b>" in html and "shown (and bolded with the others) because" in html
+    assert "<b>19.2</b>" in html and "shown (and bolded with the others) where the model has no protocol" in html
+    assert render_html(board, "fr", Filters(sources=("measured",))) == html  # the page opens so (issue 62 item 4)
 
 
 def test_exports_carry_a_protocol_column(board):
@@ -104,11 +105,13 @@ def test_degenerate_predictions_are_marked_with_their_reason(board):
     assert '<span class="degenerate">⚠</span>' in cell and "degenerate test predictions" in html
     text = render_text(board, ["fr"], include_smoke=True)
     assert "50.0⚠" in text and "⚑ m · fracco-30: protocol overrides epochs 1 (protocol 15), limit_train 200" in text
-    # the CLI's default is the page's: a board with protocol runs hides its smoke runs, and says so, counted once
-    default = render_text(board, ["fr"])
-    assert "⚑ m · fracco-30" not in default
-    assert default.endswith("2 measured model rows, as on the page; smoke runs of 1 model(s) hidden "
-                            "(--include-smoke shows them)")
+    # the CLI's default is the page's: m's smoke cell where m has no protocol result is shown, its smoke run
+    # under m's protocol cell is not; --hide-smoke leaves out the smoke cells and counts them as the page does
+    assert render_text(board, ["fr"]) == text
+    hidden = render_text(board, ["fr"], include_smoke=False)
+    assert "⚑ m · fracco-30" not in hidden
+    assert hidden.endswith("2 measured model rows, as on the page; ⚑ 1 smoke result of 1 model hidden "
+                           "(drop --hide-smoke to show them)")
 
 
 def test_verdicts_against_the_paper_read_the_protocol_row(board):

@@ -106,7 +106,7 @@ def test_tasks_json_cli(capsys, tmp_path, monkeypatch):
     for r in rows.values():
         assert {"id", "lang", "kind", "max_length", "protocol", "available", "source", "splits"} <= set(r)
     assert rows["my-specialty"]["available"] and rows["my-specialty"]["splits"] == {"train": 3, "dev": 2, "test": 2}
-    assert rows["demo-cls"]["splits"] == {"train": 400, "dev": 100, "test": 100}
+    assert rows["demo-cls"]["available"] and rows["demo-cls"]["splits"] is None  # --task-file: its tasks counted
     assert not rows["anatem"]["available"] and "anatem-typed/train.conll.gz" in rows["anatem"]["reason"]
     assert rows["quaero-emea"]["max_length"] == 1024
     heads = {t: (rows[t]["head"], rows[t]["metric"], rows[t]["dev_metric"]) for t in ("quaero-emea", "ncbi-disease",
@@ -116,6 +116,9 @@ def test_tasks_json_cli(capsys, tmp_path, monkeypatch):
                      "demo-cls": ("linear", "macro_f1", "weighted_f1")}
     assert rows["ncbi-disease"]["labels"] == ["Disease"]  # the spec's inventory, even without data
     assert rows["my-specialty"]["labels"]  # found in the data
+    assert main(["tasks", "--json", "--all", "--data-dir", str(tmp_path), "--counts"]) == 0  # no --task-file: all
+    counted = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert counted["demo-cls"]["splits"] == {"train": 400, "dev": 100, "test": 100}
 
 
 def test_tasks_cli_names_a_bad_spec_file(capsys, tmp_path):
