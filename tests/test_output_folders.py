@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from biobench import cli
-from support import RESULTS_FIXTURES, pretrain_args, pretrain_corpus
+
+from tests.support import RESULTS_FIXTURES, pretrain_args, pretrain_corpus
 
 # the subfolder names biobench gives things inside an output folder (token store, pretraining run, study, space,
 # data staging, eval results, analyses)
