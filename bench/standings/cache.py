@@ -30,7 +30,7 @@ from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
 from biobench.standings import process_pool
 from biobench.standings.entries import Board, Entry
-from biobench.standings.scan import Problem
+from biobench.standings.scan import Problem, Run
 from biobench.standings.significance import RunFacts, TaskBootstrap, average_ranks, task_bootstrap
 from biobench.stats import BootstrapResult, RankInterval, SignificanceGroups
 
@@ -66,6 +66,18 @@ def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: i
 
 def _task_only(task: str, entries: list[Entry]) -> list[Entry]:
     return [replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries]
+
+
+def _job_entries(task: str, entries: list[Entry]) -> list[Entry]:
+    """`_task_only` with each run's row cut to what `significance.task_bootstrap` reads of it (its predictions,
+    kind, labels and metric; not its details, model metadata or per-label scores): what a groups worker is sent.
+    Why: the parent pickles every task's runs while the app is being built beside it, and the full rows were
+    2.9 s of a cold 300-model start's parent (docs/performance.md)."""
+    def slim(run: Run) -> Run:
+        row = run.row._replace(per_label={}, model_meta={}, details={"protocol": {"metric": run.metric}})
+        return Run(run.path, run.lang, run.predictions, row)
+
+    return [replace(e, runs={task: [slim(r) for r in e.runs[task]]}, cells={task: e.cells[task]}) for e in entries]
 
 
 MAX_FACTS_BYTES = 256 * 2**20
@@ -156,7 +168,7 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
     """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/standings/process_pool.py:
     reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
     many times sooner, docs/performance.md)."""
-    jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
+    jobs = [(lang, task, _job_entries(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
     return process_pool.in_workers(_compute, jobs, process)
 
 
