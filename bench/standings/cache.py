@@ -75,8 +75,9 @@ _PER_LABEL, _MODEL_META, _DETAILS = (IndexRow._fields.index(f) for f in ("per_la
 def _job_entries(task: str, entries: list[Entry]) -> list[Entry]:
     """`_task_only` with each run's row cut to what `significance.task_bootstrap` reads of it (its predictions,
     kind, labels and metric; not its details, model metadata or per-label scores): what a groups worker is sent.
-    Why: the parent pickles every task's runs while the app is being built beside it, and the full rows were
-    2.9 s of a cold 300-model start's parent (docs/performance.md)."""
+    Why: the parent pickles every task's runs while the app is being built beside it: the full rows took about a
+    third of its ~3 s of CPU for a cold 300-model board's groups, and the worker 0.14 s a task to unpickle them
+    (docs/performance.md)."""
     def slim(run: Run) -> Run:  # the row's fields by position (namedtuple._replace took 18 us a run)
         row = run.row
         kept = IndexRow._make((*row[:_PER_LABEL], {}, *row[_PER_LABEL + 1:_MODEL_META], {},
