@@ -231,7 +231,7 @@ def test_a_cold_board_through_workers_shows_what_it_showed_before_the_faster_rea
     """A synthetic board (the scale script's: 4 models x the 8 French tasks x 2 seeds, one damaged predictions file)
     built cold with its result files read by workers (as past PARALLEL_READ_FILES) and its groups computed in
     workers: the same tables, groups, rank intervals and problems as the code before the batched JSONL reading,
-    the confined open without resolving, the workers' index texts and the slimmer groups jobs."""
+    the confined open without resolving and the slimmer groups jobs."""
     from biobench.perf import leaderboard_scale as scale
     from biobench.standings import scan
 
@@ -245,8 +245,8 @@ def test_a_cold_board_through_workers_shows_what_it_showed_before_the_faster_rea
     assert cached_groups(board, n_boot=200, cache_dir=tmp_path / "cache", process=True)["computed"] == 8
     assert len(board.groups) == 8 and (("fr", None) in board.ranks) and len(board.problems) == 1
     assert _board_digests(board) == BEFORE_ISSUE_62_ITEM_7
-    warm = build_board([results], cache_dir=tmp_path / "cache", significance=False)  # the index written from
-    cached_groups(warm, n_boot=200, cache_dir=tmp_path / "cache")  # the workers' texts reads back the same board
+    warm = build_board([results], cache_dir=tmp_path / "cache", significance=False)  # the index and the groups
+    cached_groups(warm, n_boot=200, cache_dir=tmp_path / "cache")  # cache written cold read back the same board
     assert _board_digests(warm) == BEFORE_ISSUE_62_ITEM_7
 
 
