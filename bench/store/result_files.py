@@ -162,7 +162,7 @@ def _predictions_rows(path: str | Path, numbered: list[tuple[int, Any]]) -> list
     return [_predictions_row(path, lineno, row) for lineno, row in numbered]
 
 
-def _predictions_row(path: Path, lineno: int, row: Any) -> dict[str, Any]:
+def _predictions_row(path: str | Path, lineno: int, row: Any) -> dict[str, Any]:
     """A predictions row as the format has it (a JSON object with 'gold' and 'pred'); ResultsError otherwise."""
     if not isinstance(row, dict) or "gold" not in row or "pred" not in row:
         raise ResultsError(f"{path}:{lineno}: a predictions row needs 'gold' and 'pred'")
