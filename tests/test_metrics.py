@@ -175,3 +175,34 @@ def test_single_label_counts_with_numpy_equal_the_row_by_row_set_counts():
         counts(["a"], ["z"], ["a"])  # a label missing from the axis, as before
     with pytest.raises(ValueError, match="must align one to one"):
         counts(["a"], [], ["a"])
+
+
+def test_f1_from_totals_gives_the_formula_as_written_to_the_last_bit():
+    """f1_from_totals computes 2 tp and `denom > 0` once each (the bootstrap scores every replicate of every seed);
+    every average, with and without absent labels kept, equals the formula as it was written, with `==`."""
+    from biobench.metrics import f1_from_totals
+
+    def as_written(totals, average, keep_absent):
+        tp, fp, fn = totals[..., 0], totals[..., 1], totals[..., 2]
+        if average == "micro":
+            tp, fp, fn = tp.sum(-1), fp.sum(-1), fn.sum(-1)
+            denom = 2 * tp + fp + fn
+            return np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
+        denom = 2 * tp + fp + fn
+        f1 = np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
+        if average == "weighted":
+            support = tp + fn
+            total = support.sum(-1)
+            return np.where(total > 0, (f1 * support).sum(-1) / np.where(total > 0, total, 1), 0.0)
+        included = np.ones_like(denom, dtype=bool) if keep_absent else denom > 0
+        n = included.sum(-1)
+        return np.where(n > 0, np.where(included, f1, 0.0).sum(-1) / np.maximum(n, 1), 0.0)
+
+    rng = np.random.default_rng(0)
+    for shape in [(7, 3), (50, 4, 7, 3), (20, 9, 1, 3), (5, 0, 3)]:
+        totals = rng.integers(0, 4, size=shape).astype(np.float64) * (rng.random(shape) < 0.7)
+        for average in ("macro", "micro", "weighted"):
+            for keep_absent in (False, True):
+                got, want = f1_from_totals(totals, average, keep_absent), as_written(totals, average, keep_absent)
+                assert got.shape == want.shape and np.array_equal(got, want)
+                assert got.tobytes() == want.tobytes()  # the same bits, signs of zeros included

@@ -371,10 +371,13 @@ def main(argv: list[str] | None = None) -> int:
         groups_s = out.get("groups_s", out["total_s"])
         rows.append({"arm": arm, "groups": 0, "peak_mb": None, "tree_peak_mb": None, **out, "groups_s": groups_s, "runs": len(outs),
                      "served_s_all": [o["total_s"] for o in outs],
+                     # CPU of the start and its workers (this process's and its children's): what a loaded machine
+                     # distorts far less than wall time
+                     "cpu_s": (out.get("cpu") or {}).get("own_cpu_s"),
                      "disturbed": f"{sum(bool(o['cpu']['disturbed']) for o in outs)}/{len(outs)}",
                      "per_file_ms": None if groups_s is None else round(1000 * groups_s / files, 3)})
     print_table(rows, [("arm", "start", "s"), ("board_s", "board s", ".2f"), ("app_s", "app s", ".2f"),
-                       ("total_s", "served s", ".2f"), ("groups_s", "groups s", ".2f"),
+                       ("total_s", "served s", ".2f"), ("groups_s", "groups s", ".2f"), ("cpu_s", "CPU s", ".1f"),
                        ("per_file_ms", "groups ms/file", ".2f"), ("groups", "tasks", "d"),
                        ("peak_mb", "peak MiB", ".0f"), ("tree_peak_mb", "+worker MiB", ".0f"), ("runs", "runs", "d"),
                        ("disturbed", "disturbed", "")])

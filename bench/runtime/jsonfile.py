@@ -16,10 +16,12 @@ import gzip
 import io
 import json
 import json.scanner
+import operator
 import os
 import re
 import stat
 from collections.abc import Iterator
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -76,6 +78,23 @@ def _confined(path: str | Path) -> str:
                                     "itself)") from None
 
 
+def _open_in_folder(path: str | Path, flags: int) -> int | None:
+    """A descriptor on `path` opened without following a link as its last part, or None when that fails for any
+    reason (a link, a missing file, a platform without O_NOFOLLOW): the caller then takes `_confined`'s way, with
+    its own errors. Why: a file that is not a link lies in the folder that holds it, whatever that folder resolves
+    to, so `_confined` would accept it and open the same file; its two `resolve()`s walked every part of both
+    paths with an lstat each (38% of a cold board's scan, 0.1 ms a file, three files a result: docs/performance.md).
+    The kernel follows the folder parts here as it does on `_confined`'s resolved path, so a folder swapped for a
+    link after the check is followed alike either way."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    if not nofollow or os.path.basename(path) in ("", ".", ".."):
+        return None
+    try:
+        return os.open(path, flags | nofollow)
+    except OSError:
+        return None
+
+
 def open_regular(path: str | Path, max_bytes: int, confined: bool = False, one_link: bool = False) -> BinaryIO:
     """A binary file object on a regular file (links followed) of at most `max_bytes`, for readers that want a
     handle rather than bytes (pandas, tarfile, gzip on task data). A FIFO, device or folder is refused without
@@ -86,13 +105,16 @@ def open_regular(path: str | Path, max_bytes: int, confined: bool = False, one_l
     name only (st_nlink 1, checked on the open descriptor): a hard link resolves inside its folder whatever file
     it names, so a `seed-42.predictions.jsonl` hard-linked to a secret elsewhere passed `confined` and was
     published (issue 57 item 8); what is published is a file of its folder alone. The caller closes it."""
-    target, extra = (_confined(path), getattr(os, "O_NOFOLLOW", 0)) if confined else (path, 0)
-    try:
-        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | extra)
-    except OSError as err:
-        if confined and err.errno == errno.ELOOP:  # O_NOFOLLOW met a link swapped in after the check
-            raise UnsafeJSONError(path, "a link that leads outside its folder; refused") from None
-        raise
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = _open_in_folder(path, flags) if confined else None
+    if fd is None:
+        target, extra = (_confined(path), getattr(os, "O_NOFOLLOW", 0)) if confined else (path, 0)
+        try:
+            fd = os.open(target, flags | extra)
+        except OSError as err:
+            if confined and err.errno == errno.ELOOP:  # O_NOFOLLOW met a link swapped in after the check
+                raise UnsafeJSONError(path, "a link that leads outside its folder; refused") from None
+            raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -242,12 +264,21 @@ def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = 
     `max_bytes`: refuse a longer file (checked before reading, on a regular file only; a .gz also when what it
     expands to passes the bound, counted line by line: a small gzip may expand a thousandfold). `confined`: opened
     as `open_regular` opens it (a link leading out of its folder refused, a regular file of at most max_bytes)."""
+    for batch in iter_jsonl_batches(path, max_bytes, max_depth, encoding, confined):
+        yield from batch
+
+
+def iter_jsonl_batches(path: str | Path, max_bytes: int | None = None, max_depth: int = MAX_DEPTH,
+                       encoding: str = "utf-8", confined: bool = False) -> Iterator[list[tuple[int, Any]]]:
+    """`iter_jsonl`'s (line number, value) pairs a list at a time (up to JSONL_BATCH_LINES lines), for a reader
+    of many rows that checks them by batches too (`store.read_predictions`): an error is raised after the list
+    of the lines before it, as `iter_jsonl` hands those out before raising."""
     path = Path(path)
     if confined:
         handle = open_regular(path, max_bytes if max_bytes is not None else 2**63 - 1, confined=True)
         text = gzip.open(handle, "rt", encoding=encoding) if path.suffix == ".gz" else io.TextIOWrapper(
             handle, encoding=encoding)
-        yield from _jsonl_lines(path, text, max_bytes if path.suffix == ".gz" else None, max_depth)
+        yield from _jsonl_batches(path, text, max_bytes if path.suffix == ".gz" else None, max_depth)
         return
     if max_bytes is not None:
         info = os.stat(path)
@@ -257,42 +288,96 @@ def iter_jsonl(path: str | Path, max_bytes: int | None = None, max_depth: int = 
             raise UnsafeJSONError(path, f"file of {_human(info.st_size)} is over the {_human(max_bytes)} limit")
     opener = gzip.open if path.suffix == ".gz" else open
     left = max_bytes if max_bytes is not None and path.suffix == ".gz" else None  # characters, a bound of bytes
-    yield from _jsonl_lines(path, opener(path, "rt", encoding=encoding), left, max_depth)
+    yield from _jsonl_batches(path, opener(path, "rt", encoding=encoding), left, max_depth)
 
 
 def iter_jsonl_text(text: str, source: str | Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[int, Any]]:
     """`iter_jsonl` of JSONL text already read (the bytes a publisher checks and then copies as they are), with
     its errors naming `source:line`."""
-    yield from _jsonl_lines(Path(source), io.StringIO(text), None, max_depth)
+    for batch in _jsonl_batches(Path(source), io.StringIO(text), None, max_depth):
+        yield from batch
 
 
-def _jsonl_lines(path: Path, handle: Any, left: int | None, max_depth: int) -> Iterator[tuple[int, Any]]:
-    """iter_jsonl's loop over an open text handle (closed here); `left`: characters a .gz may still expand to."""
+JSONL_BATCH_LINES = 256  # lines read and parsed together by `_jsonl_batches`
+
+
+def _jsonl_batches(path: Path, handle: Any, left: int | None, max_depth: int) -> Iterator[list[tuple[int, Any]]]:
+    """iter_jsonl's loop over an open text handle (closed here), a list of (line number, value) at a time; `left`:
+    characters a .gz may still expand to. The lines are taken by batches (`islice`, in C) and parsed by batches
+    (`_jsonl_batch`)."""
     limit = left
     with handle as fh:
         lineno = 0
-        try:
-            for lineno, line in enumerate(fh, 1):
-                if left is not None:
-                    left -= len(line)
-                    if left < 0:
-                        raise UnsafeJSONError(path, f"expands to over the {_human(limit or 0)} limit when "
-                                                    "decompressed; refused")
-                # the fast path: json.loads' own scanner, the depth check skipped when the line holds no more
-                # brackets than max_depth (a bound of its nesting); anything else (an error, trailing data, a
-                # BOM, a deep line) goes through parse_json, so every message is the one it always was
-                text = line.strip(_JSON_SPACE)
-                if text and text.count("[") + text.count("{") <= max_depth:
-                    try:
-                        value, end = _SCAN(text, 0)
-                    except DuplicateKeyError as err:
-                        raise UnsafeJSONError(f"{path}:{lineno}", str(err)) from None
-                    except (StopIteration, ValueError):
-                        end = -1
-                    if end == len(text):
-                        yield lineno, value
-                        continue
-                if line.strip():
-                    yield lineno, parse_json(line, f"{path}:{lineno}", max_depth)
-        except UnicodeDecodeError as err:
-            raise UnsafeJSONError(f"{path}:{lineno + 1}", f"not UTF-8 text ({err.reason})") from None
+        while True:
+            batch: list[str] = []
+            try:
+                batch.extend(islice(fh, JSONL_BATCH_LINES))
+            except UnicodeDecodeError as err:
+                # the lines read before the undecodable one stay in `batch` (list.extend keeps what it took) and are
+                # handed out first, as line by line
+                yield from _handed_out(_jsonl_batch(path, batch, lineno, left, limit, max_depth))
+                raise UnsafeJSONError(f"{path}:{lineno + len(batch) + 1}", f"not UTF-8 text ({err.reason})") from None
+            if not batch:
+                return
+            yield from _handed_out(_jsonl_batch(path, batch, lineno, left, limit, max_depth))
+            lineno += len(batch)
+            left = None if left is None else left - sum(map(len, batch))
+
+
+def _handed_out(parsed: tuple[list[tuple[int, Any]], UnsafeJSONError | None]) -> Iterator[list[tuple[int, Any]]]:
+    """A parsed batch's pairs, then its error: the lines before a refused one are handed out first."""
+    pairs, error = parsed
+    if pairs:
+        yield pairs
+    if error is not None:
+        raise error
+
+
+def _jsonl_batch(path: Path, lines: list[str], before: int, left: int | None, limit: int | None, max_depth: int
+                 ) -> tuple[list[tuple[int, Any]], UnsafeJSONError | None]:
+    """(line number, value) of `lines`, the lines after line `before`, each line read as `parse_json` reads it
+    (`left`: characters a .gz may still expand to, of its `limit`). Why by batches: a board reads millions of
+    predictions rows, and a Python loop per line (strip, count, scan, compare) cost a fifth of a file's reading;
+    here each step is one `map` over the batch, run in C, and gives the values the loop below gives when every
+    line passes. When one does not (a blank line, an error, trailing data, a BOM, a deep line, a .gz past its
+    bound), the batch goes through the loop, line by line, so every message is the one it always was: the
+    lines before the first refused one, and its error (None when there is none)."""
+    if left is None or left >= sum(map(len, lines)):
+        texts = list(map(str.strip, lines, repeat(_JSON_SPACE)))
+        depth = max(map(operator.add, map(str.count, texts, repeat("[")), map(str.count, texts, repeat("{"))),
+                    default=0)
+        if depth <= max_depth:
+            try:
+                # a line the scanner finds no value in raises StopIteration, which ends the list early
+                scanned = list(map(_SCAN, texts, repeat(0)))
+            except ValueError:  # not JSON, a duplicate key, an integer of too many digits: the loop says which
+                scanned = []
+            if len(scanned) == len(texts) and list(map(operator.itemgetter(1), scanned)) == list(map(len, texts)):
+                values = map(operator.itemgetter(0), scanned)
+                return list(zip(range(before + 1, before + 1 + len(lines)), values, strict=True)), None
+    pairs: list[tuple[int, Any]] = []
+    try:
+        for lineno, line in enumerate(lines, before + 1):
+            if left is not None:
+                left -= len(line)
+                if left < 0:
+                    raise UnsafeJSONError(path, f"expands to over the {_human(limit or 0)} limit when "
+                                                "decompressed; refused")
+            # json.loads' own scanner, the depth check skipped when the line holds no more brackets than max_depth
+            # (a bound of its nesting); anything else goes through parse_json
+            text = line.strip(_JSON_SPACE)
+            if text and text.count("[") + text.count("{") <= max_depth:
+                try:
+                    value, end = _SCAN(text, 0)
+                except DuplicateKeyError as err:
+                    raise UnsafeJSONError(f"{path}:{lineno}", str(err)) from None
+                except (StopIteration, ValueError):
+                    end = -1
+                if end == len(text):
+                    pairs.append((lineno, value))
+                    continue
+            if line.strip():
+                pairs.append((lineno, parse_json(line, f"{path}:{lineno}", max_depth)))
+    except UnsafeJSONError as err:
+        return pairs, err
+    return pairs, None

@@ -30,9 +30,10 @@ from biobench.runtime.files import atomic_write, cache_home
 from biobench.runtime.jsonfile import read_json
 from biobench.standings import process_pool
 from biobench.standings.entries import Board, Entry
-from biobench.standings.scan import Problem
+from biobench.standings.scan import Problem, Run
 from biobench.standings.significance import RunFacts, TaskBootstrap, average_ranks, task_bootstrap
 from biobench.stats import BootstrapResult, RankInterval, SignificanceGroups
+from biobench.store.index import IndexRow
 
 VERSION = 3  # 2: JSON files (1 was pickled); 3: rank intervals and the replicate seed-means beside the groups
 
@@ -66,6 +67,24 @@ def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: i
 
 def _task_only(task: str, entries: list[Entry]) -> list[Entry]:
     return [replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries]
+
+
+_PER_LABEL, _MODEL_META, _DETAILS = (IndexRow._fields.index(f) for f in ("per_label", "model_meta", "details"))
+
+
+def _job_entries(task: str, entries: list[Entry]) -> list[Entry]:
+    """`_task_only` with each run's row cut to what `significance.task_bootstrap` reads of it (its predictions,
+    kind, labels and metric; not its details, model metadata or per-label scores): what a groups worker is sent.
+    Why: the parent pickles every task's runs while the app is being built beside it: the full rows took about a
+    third of its ~3 s of CPU for a cold 300-model board's groups, and the worker 0.14 s a task to unpickle them
+    (docs/performance.md)."""
+    def slim(run: Run) -> Run:  # the row's fields by position (namedtuple._replace took 18 us a run)
+        row = run.row
+        kept = IndexRow._make((*row[:_PER_LABEL], {}, *row[_PER_LABEL + 1:_MODEL_META], {},
+                               *row[_MODEL_META + 1:_DETAILS], {"protocol": {"metric": run.metric}}, *row[_DETAILS + 1:]))
+        return Run(run.path, run.lang, run.predictions, kept)
+
+    return [replace(e, runs={task: [slim(r) for r in e.runs[task]]}, cells={task: e.cells[task]}) for e in entries]
 
 
 MAX_FACTS_BYTES = 256 * 2**20
@@ -156,7 +175,7 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
     """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/standings/process_pool.py:
     reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
     many times sooner, docs/performance.md)."""
-    jobs = [(lang, task, _task_only(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
+    jobs = [(lang, task, _job_entries(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
     return process_pool.in_workers(_compute, jobs, process)
 
 

@@ -79,6 +79,20 @@ def worker_count(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1, MAX_WORKERS))
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def worker_env() -> dict[str, str]:
+    """A worker's environment: this process's, with one BLAS thread unless the user chose a number. Why: there is
+    one worker per core already (`worker_count`), and each worker's products (the groups' replicate scores) in as
+    many threads as cores made every core run several threads that wait on each other (1.3x slower under load,
+    docs/performance.md)."""
+    env = dict(os.environ)
+    for name in BLAS_THREADS:
+        env.setdefault(name, "1")
+    return env
+
+
 def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = True) -> Generator[Any, None, None]:
     """`function(*job)` for each job, in order (`function`: a module-level function of a biobench module, which a
     worker imports by its `job_name`): job i in worker i mod
@@ -92,7 +106,7 @@ def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = 
         try:
             for w in range(n):
                 child = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE)
+                                         stdout=subprocess.PIPE, env=worker_env())
                 children.append(child)
                 assert child.stdin is not None
                 pickle.dump(list(sys.path), child.stdin)

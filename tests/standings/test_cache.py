@@ -200,3 +200,106 @@ def test_groups_from_several_workers_come_back_in_task_order(tmp_path, monkeypat
     assert len(started) == 3 and there.groups == here.groups and there.problems == here.problems
     monkeypatch.setattr(process_pool.os, "cpu_count", lambda: None)
     assert process_pool.worker_count(5) == 1
+
+
+def _board_digests(board) -> dict[str, str]:
+    """sha256 (16 digits) of what a board shows: each language's table as the JSON route serves it, the terminal
+    table, the task list, every task's top group with its bootstraps, every rank interval, the problems."""
+    import hashlib
+    import json
+
+    from biobench.leaderboard.json_routes import leaderboard_json, tasks_json
+    from biobench.leaderboard.tables.text import render_text
+
+    tables = json.dumps({lang: leaderboard_json(board, lang) for lang in board.langs}, sort_keys=True, default=str)
+    tables += render_text(board) + json.dumps(tasks_json(board), sort_keys=True, default=str)
+    groups = repr(sorted((k, g.best, sorted(g.top), sorted((m, tuple(vars(b).values())) for m, b in g.vs_best.items()))
+                         for k, g in board.groups.items()))
+    ranks = repr(sorted((str(k), sorted((m, r.rank, r.low, r.high) for m, r in v.items())) for k, v in board.ranks.items()))
+    problems = repr(sorted((p.path, p.reason) for p in board.public_problems()))
+    return {name: hashlib.sha256(text.encode()).hexdigest()[:16]
+            for name, text in (("tables", tables), ("groups", groups), ("ranks", ranks), ("problems", problems))}
+
+
+# What main at d4d234c (before issue 62 item 7's reading paths) shows of the board below: tables, groups, rank
+# intervals and problems, to the last digit of every number (the bootstrap's float32 products are exact).
+BEFORE_ISSUE_62_ITEM_7 = {"tables": "abe12ea0379c2b86", "groups": "5d0a83b770d74783", "ranks": "2a70bd8409edc6e6",
+                          "problems": "08c94903d1b4ca34"}
+
+
+def test_a_cold_board_through_workers_shows_what_it_showed_before_the_faster_reading(tmp_path, monkeypatch):
+    """A synthetic board (the scale script's: 4 models x the 8 French tasks x 2 seeds, one damaged predictions file)
+    built cold with its result files read by workers (as past PARALLEL_READ_FILES) and its groups computed in
+    workers: the same tables, groups, rank intervals and problems as the code before the batched JSONL reading,
+    the confined open without resolving and the slimmer groups jobs."""
+    from biobench.perf import leaderboard_scale as scale
+    from biobench.standings import scan
+
+    results = tmp_path / "results"
+    scale.generate(results, 4, scale.benchmark_tasks(8), 2, 30)
+    damaged = results / "synthetic__model-002" / "diamed" / "seed-43.predictions.jsonl"
+    damaged.write_text(damaged.read_text().replace('"gold"', '"gold', 1))
+    monkeypatch.setattr(scan, "PARALLEL_READ_FILES", 1)
+    monkeypatch.setattr(scan, "READ_CHUNK", 16)
+    board = build_board([results], cache_dir=tmp_path / "cache", significance=False)
+    assert cached_groups(board, n_boot=200, cache_dir=tmp_path / "cache", process=True)["computed"] == 8
+    assert len(board.groups) == 8 and (("fr", None) in board.ranks) and len(board.problems) == 1
+    assert _board_digests(board) == BEFORE_ISSUE_62_ITEM_7
+    warm = build_board([results], cache_dir=tmp_path / "cache", significance=False)  # the index and the groups
+    cached_groups(warm, n_boot=200, cache_dir=tmp_path / "cache")  # cache written cold read back the same board
+    assert _board_digests(warm) == BEFORE_ISSUE_62_ITEM_7
+
+
+def test_a_groups_job_carries_what_the_bootstrap_reads_of_each_run(tmp_path):
+    """The parent pickles every missed task's runs for the groups workers while the app is built beside it: a
+    job's runs keep their predictions, kind, labels and metric, not their details, model metadata or per-label
+    scores, and give the same groups and rank intervals."""
+    import pickle
+
+    from biobench.perf import leaderboard_scale as scale
+    from biobench.standings.cache import _job_entries, _task_only
+
+    scale.generate(tmp_path, 3, scale.benchmark_tasks(1), 2, 30)
+    board = build_board([tmp_path], significance=False)
+    task = scale.benchmark_tasks(1)[0][1]
+    entries = [e for e in board.entries if e.source == "measured"]
+    slim, full = _job_entries(task, entries), _task_only(task, entries)
+    runs = [r for e in slim for r in e.runs[task]]
+    assert len(runs) == 6 and all(r.details == {"protocol": {"metric": "macro_f1"}} for r in runs)
+    assert all(not r.model_meta and not r.per_label for r in runs)
+    assert [(r.path, r.predictions, r.kind, r.labels, r.metric, r.seed) for e in slim for r in e.runs[task]] == [
+        (r.path, r.predictions, r.kind, r.labels, r.metric, r.seed) for e in full for r in e.runs[task]]
+    assert len(pickle.dumps(slim)) < len(pickle.dumps(full)) / 2
+    compute_groups(board, n_boot=100)
+    there = build_board([tmp_path], significance=False)
+    cached_groups(there, n_boot=100, process=True)
+    assert there.groups == board.groups and there.ranks == board.ranks
+
+
+def test_a_worker_runs_its_products_in_one_thread_unless_told(monkeypatch):
+    """One groups worker per core: each one's BLAS in as many threads as cores made the cores' threads wait on one
+    another; a number the user set is kept."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    env = process_pool.worker_env()
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "3"
+
+
+def test_the_examples_digest_is_computed_once_per_distinct_test_set_of_texts(monkeypatch):
+    """A task's 2,700 predictions files share their test examples: the digest of (ids, gold) is worked out once per
+    distinct pair of text columns; values whose equality is not their JSON's (1, 1.0, True) are digested each."""
+    from biobench.standings import significance
+    from biobench.store import PredictionColumns
+
+    digests = []
+    real = significance.hashlib.sha256
+    monkeypatch.setattr(significance.hashlib, "sha256", lambda data: digests.append(data) or real(data))
+    monkeypatch.setattr(significance, "_DIGESTS", {})
+    rows = [{"id": f"x-{i}", "gold": "ab"[i % 2], "pred": "a"} for i in range(5)]
+    first = significance.run_facts(PredictionColumns.of(rows))
+    again = significance.run_facts(PredictionColumns.of([{**r, "pred": "b"} for r in rows]))
+    assert len(digests) == 1 and first.examples == again.examples and first.labels == ("a", "b")
+    other = significance.run_facts(PredictionColumns.of([{**r, "gold": "b"} for r in rows]))
+    assert len(digests) == 2 and other.examples != first.examples
+    ones = [significance.run_facts(PredictionColumns((1,), (g,), (g,))).examples for g in (1, 1.0, True)]
+    assert len(set(ones)) == 3 and len(digests) == 5

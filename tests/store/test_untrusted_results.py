@@ -240,3 +240,106 @@ def test_jsonl_fast_path_reads_every_line_as_parse_json_does(tmp_path):
         with pytest.raises(UnsafeJSONError) as direct:
             parse_json(bad + "\n", f"{path}:2")
         assert str(got.value) == str(direct.value)
+
+
+def test_a_confined_read_of_a_file_that_is_no_link_resolves_no_path(tmp_path, monkeypatch):
+    """A file that is not a link lies in its folder, so it is opened at once (O_NOFOLLOW) instead of resolving
+    both paths part by part (two `resolve()`s, an lstat a part: 38% of a cold board's scan). A link is still
+    resolved: one inside its folder is followed, one leading out refused."""
+    from biobench.runtime import jsonfile
+
+    resolved: list[str] = []
+    real = jsonfile.inside
+    monkeypatch.setattr(jsonfile, "inside", lambda root, path: resolved.append(str(path)) or real(root, path))
+    folder = tmp_path / "m" / "demo-cls"
+    folder.mkdir(parents=True)
+    (folder / "seed-42.json").write_text(json.dumps(result_dict()))
+    (folder / "seed-42.predictions.jsonl").write_text('{"id": "1", "gold": "a", "pred": "b"}\n')
+    assert store.read_result(folder / "seed-42.json").seed == 42
+    assert store.read_predictions(folder / "seed-42.json") == [{"id": "1", "gold": "a", "pred": "b"}]
+    assert resolved == []  # the result, the predictions and the result again for the predictions' bound
+    (folder / "seed-43.predictions.jsonl").symlink_to("seed-42.predictions.jsonl")  # inside its folder: followed
+    assert store.read_predictions(folder / "seed-43.predictions.jsonl") == [{"id": "1", "gold": "a", "pred": "b"}]
+    assert str(folder / "seed-43.predictions.jsonl") in resolved  # after resolving it
+    (tmp_path / "outside.jsonl").write_text('{"id": "1", "gold": "a", "pred": "b"}\n')
+    (folder / "seed-44.predictions.jsonl").symlink_to(tmp_path / "outside.jsonl")
+    with pytest.raises(ResultsError, match="leads outside its folder"):
+        store.read_predictions(folder / "seed-44.predictions.jsonl")
+
+
+def test_jsonl_batches_read_every_line_as_reading_line_by_line_does(tmp_path, monkeypatch):
+    """Lines are parsed by batches (one `map` per step, in C); a batch with a line the batch cannot take (blank,
+    invalid, a duplicate key, trailing data, deep, not UTF-8) is read line by line: the same values, line numbers
+    and errors, the lines before an error handed out first, across batch boundaries."""
+    from biobench.runtime import jsonfile
+
+    monkeypatch.setattr(jsonfile, "JSONL_BATCH_LINES", 3)
+    good = ['{"a": 1}', '[1, {"b": "x\\u00e9"}]', '"s"', " \t{}\t", "null", '{"s": "[[[["}']
+    for bad_at in range(0, 9):
+        for bad in ("", "{bad", '{"a": 1, "a": 2}', "{} {}", "[" * 70 + "]" * 70, "\ufeff{}"):
+            lines = [good[i % len(good)] for i in range(8)]
+            lines.insert(bad_at, bad)
+            path = tmp_path / "a.jsonl"
+            path.write_bytes("\n".join(lines).encode())
+            expected, error = [], None
+            for lineno, line in enumerate(lines, 1):
+                if line.strip():
+                    try:
+                        expected.append((lineno, parse_json(line, f"{path}:{lineno}")))
+                    except UnsafeJSONError as err:
+                        error = str(err)
+                        break
+            seen = []
+            try:
+                for pair in iter_jsonl(path, 10**6):
+                    seen.append(pair)
+            except UnsafeJSONError as err:
+                assert str(err) == error
+            else:
+                assert error is None
+            assert seen == expected
+    rows = [b'{"a": "%s"}' % (b"x" * 3000) for _ in range(9)]
+    rows[6] = b'{"e": "\xff"}'
+    path.write_bytes(b"\n".join(rows))
+    decoded = 0  # the lines a text file hands out before the undecodable one (it decodes 8 KiB at a time)
+    with pytest.raises(UnicodeDecodeError), open(path, encoding="utf-8") as fh:
+        for _ in fh:
+            decoded += 1
+    assert 0 < decoded < 7
+    seen = []
+    with pytest.raises(UnsafeJSONError, match=rf"a.jsonl:{decoded + 1}: not UTF-8 text"):
+        for pair in iter_jsonl(path, 10**6):
+            seen.append(pair)
+    assert [lineno for lineno, _ in seen] == list(range(1, decoded + 1))
+
+
+def test_a_predictions_file_is_read_without_a_python_call_per_row(tmp_path):
+    """What reading a 2,000-row predictions file costs in built-in calls from Python code (strip, count, len,
+    append, isinstance: a row's worth of work each, line by line) is counted: a few per batch of lines, not several
+    per row. The duplicate-key hook the parser calls for each object is the parse itself, not counted."""
+    import sys
+
+    folder = tmp_path / "m" / "demo-cls"
+    folder.mkdir(parents=True)
+    (folder / "seed-42.json").write_text(json.dumps(result_dict()))
+    (folder / "seed-42.predictions.jsonl").write_text(
+        "".join(json.dumps({"id": str(i), "gold": "a", "pred": "ab"[i % 2]}) + "\n" for i in range(2000)))
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(event) if event == "c_call"
+                   and frame.f_code.co_name != "_unique_keys" else None)
+    try:
+        rows = store.read_predictions(folder / "seed-42.json")
+    finally:
+        sys.setprofile(None)
+    assert len(rows) == 2000 and rows[1] == {"id": "1", "gold": "a", "pred": "b"}
+    assert len(calls) < 400  # line by line: over 10,000 (five a row)
+
+
+def test_a_bad_predictions_row_before_a_bad_line_is_the_one_reported(tmp_path):
+    path = tmp_path / "seed-1.predictions.jsonl"
+    path.write_text('{"gold": "a", "pred": "b"}\n[1]\n{bad\n')
+    with pytest.raises(ResultsError, match=r"seed-1.predictions.jsonl:2: a predictions row needs 'gold' and 'pred'"):
+        store.read_predictions(path)
+    path.write_text('{"gold": "a", "pred": "b"}\n{bad\n[1]\n')
+    with pytest.raises(ResultsError, match=r"seed-1.predictions.jsonl:2: corrupt predictions line"):
+        store.read_predictions(path)
