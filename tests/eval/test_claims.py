@@ -386,8 +386,10 @@ def test_the_last_process_redoes_a_run_whose_holder_is_killed_after_renewing_its
     to nobody."""
     from biobench.api.evaluation import plan_grid_model
     from biobench.eval.grid import select_grids
+    from biobench.runtime.ownership import mark_created
 
     config = grid_file(tmp_path, tiny_mlm_dir, "tail", tasks=("demo-cls",), seeds="1-2")
+    mark_created(tmp_path / "tail", "results")  # as the holder's own eval made it before claiming
     grid = select_grids(str(config), [])[0]
     seed_1 = next(run.path for run in plan_grid_model(grid, grid.models[0]).grid if run.seed == 1)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"

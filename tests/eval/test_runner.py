@@ -440,7 +440,7 @@ def test_name_on_weights_already_evaluated_renames_them_and_compare_finds_them(t
            "--epochs", "1", "--limit-train", "16", "--max-length", "32", "--device", "cpu", "--no-progress"]
     first = biobench(*run)
     assert first.returncode == 0, first.stderr
-    [old] = [p.name for p in results.iterdir()]
+    [old] = [p.name for p in results.iterdir() if p.is_dir()]  # beside the folder's ownership marker
     digits = old.rsplit("--", 1)[1]
     before = next((results / old).rglob("seed-1*.json")).read_bytes()
 
@@ -450,7 +450,7 @@ def test_name_on_weights_already_evaluated_renames_them_and_compare_finds_them(t
     assert lines == [f"--name 'my model': these weights' results were under another name; renamed {old} -> "
                      f"my_model--{digits}"], named.stderr
     assert "1 already done" in named.stderr  # the finished run is skipped, not redone
-    assert [p.name for p in results.iterdir()] == [f"my_model--{digits}"]
+    assert [p.name for p in results.iterdir() if p.is_dir()] == [f"my_model--{digits}"]
     result = json.loads(next(results.rglob("seed-1*.json")).read_text())
     assert result["model"]["name"] == "my model" and result["model"]["slug"] == f"my_model--{digits}"
     old_result = json.loads(before)
