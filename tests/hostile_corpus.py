@@ -18,6 +18,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from tests.support import fake_token_store
+
 FIXTURES = Path(__file__).parent / "fixtures" / "results"
 TEMPLATE = FIXTURES / "local__tiny-detour" / "diamed" / "seed-42.json"
 
@@ -816,28 +818,6 @@ LOOKALIKES = {
 INVISIBLE = {"u00ad": "U+00AD", "u034f": "U+034F", "u3164": "U+3164", "ufe0f": "U+FE0F", "ue0041": "U+E0041"}
 
 
-def fake_store(folder: Path, tokens: int) -> Path:
-    """A finished token store of one document of `tokens` zeros, its shard a sparse file (what `corpus plan` opens:
-    the manifest and the shards' sizes, no sha256; training/token_store.py), of format version 1 (no dedup)."""
-    import hashlib
-
-    import numpy as np
-    from biobench.training import token_store
-
-    (folder / "shards").mkdir(parents=True)
-    with open(folder / "shards" / "000000.bin", "wb") as handle:
-        handle.truncate(2 * tokens)
-    np.array([0, tokens], dtype="<i8").tofile(folder / "shards" / "000000.idx")
-    shard = {"name": "000000", "tokens": tokens, "documents": 1, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
-    text = json.dumps({"format": token_store.FORMAT, "version": 1, "tokens": tokens,
-                       "documents": 1, "shards": [shard], "dtype": "uint16", "sources": [], "text_field": "text",
-                       "tokenizer": {"fingerprint": "x", "name_or_path": "tok", "vocab_size": 100, "bos": 1,
-                                     "eos": 2}}, indent=1, sort_keys=True) + "\n"
-    (folder / "manifest.json").write_text(text)
-    (folder / "done").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
-    return folder
-
-
 def lang_grid_with_task_files(folder: Path, files: int) -> Path:
     """A `lang = "fr"` grid of one model x 100 seeds with `files` generated French task files (issue 58 item 5:
     the cap counted the language's paper tasks only, 19,800 runs, and the dry run took minutes)."""
@@ -864,8 +844,8 @@ def round5_cli_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     corpus = tmp / "c.txt"
     corpus.write_text("Le patient tousse.\n" * 50, encoding="utf-8")
     digits = "9" * 400
-    fake_store(tmp / "lit", 7_000_000)
-    fake_store(tmp / "mimic", 500_000)
+    fake_token_store(tmp / "lit", 7_000_000)
+    fake_token_store(tmp / "mimic", 500_000)
     (tmp / "mix.toml").write_text('[[source]]\nname = "lit"\nstore = "lit"\nshare = 0.8\n\n[[source]]\nname = "mimic"\n'
                                   'store = "mimic"\nshare = 0.2\nmax_passes = 3\n', encoding="utf-8")
     (tmp / "mix-esc.toml").write_text('[[source]]\nname = "lit"\nstore = "lit"\nshare = 1.0\n"sh\\u001b[2Jare\\nx" = 1\n',

@@ -354,3 +354,25 @@ def run_biobench(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Comp
     exe = Path(sys.executable).with_name("biobench")
     return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "BIOBENCH_DATA": ""})
+
+
+def fake_token_store(folder: Path, tokens: int, fingerprint: str = "x") -> Path:
+    """A finished store of one document of `tokens` zeros, its shard a sparse file (what `corpus plan` opens: the
+    manifest and the shards' sizes, no sha256), of format version 1 (built before document hashes: still read)."""
+    import hashlib
+
+    import numpy as np
+    from biobench.training import token_store
+
+    (folder / "shards").mkdir(parents=True)
+    with open(folder / "shards" / "000000.bin", "wb") as handle:
+        handle.truncate(2 * tokens)
+    np.array([0, tokens], dtype="<i8").tofile(folder / "shards" / "000000.idx")
+    shard = {"name": "000000", "tokens": tokens, "documents": 1, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
+    text = json.dumps({"format": token_store.FORMAT, "version": 1, "tokens": tokens,
+                       "documents": 1, "shards": [shard], "dtype": "uint16", "sources": [], "text_field": "text",
+                       "tokenizer": {"fingerprint": fingerprint, "name_or_path": "tok", "vocab_size": 100,
+                                     "bos": 1, "eos": 2}}, indent=1, sort_keys=True) + "\n"
+    (folder / "manifest.json").write_text(text)
+    (folder / "done").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+    return folder

@@ -13,6 +13,8 @@ import pytest
 from biobench.errors import ConfigError
 from biobench.training import mixture, token_store
 
+from tests.support import fake_token_store
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -75,30 +77,11 @@ def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares
         assert index_in[source_of == s].tolist() == list(range(int((source_of == s).sum())))
 
 
-def _fake_store(folder: Path, tokens: int, fingerprint: str = "x") -> Path:
-    """A finished store of one document of `tokens` zeros, its shard a sparse file (what `corpus plan` opens: the
-    manifest and the shards' sizes, no sha256), of format version 1 (built before document hashes: still read)."""
-    import hashlib
-
-    (folder / "shards").mkdir(parents=True)
-    with open(folder / "shards" / "000000.bin", "wb") as handle:
-        handle.truncate(2 * tokens)
-    np.array([0, tokens], dtype="<i8").tofile(folder / "shards" / "000000.idx")
-    shard = {"name": "000000", "tokens": tokens, "documents": 1, "bin_sha256": "0" * 64, "idx_sha256": "0" * 64}
-    text = json.dumps({"format": token_store.FORMAT, "version": 1, "tokens": tokens,
-                       "documents": 1, "shards": [shard], "dtype": "uint16", "sources": [], "text_field": "text",
-                       "tokenizer": {"fingerprint": fingerprint, "name_or_path": "tok", "vocab_size": 100,
-                                     "bos": 1, "eos": 2}}, indent=1, sort_keys=True) + "\n"
-    (folder / "manifest.json").write_text(text)
-    (folder / "done").write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
-    return folder
-
-
 def test_corpus_plan_prints_the_table_and_names_a_short_source(tmp_path, capsys):
     from biobench import cli
 
-    _fake_store(tmp_path / "lit", 7_000_000)
-    _fake_store(tmp_path / "mimic", 500_000)
+    fake_token_store(tmp_path / "lit", 7_000_000)
+    fake_token_store(tmp_path / "mimic", 500_000)
     mix = _mix(tmp_path, _source("lit", "lit", "share = 0.8") +
                _source("mimic", "mimic", "share = 0.2", "max_passes = 3"))
     run = ["--seq-len", "1000", "--batch-size", "10", "--decay-ratio", "0.25"]  # 640 + 160 steps of 10 sequences
@@ -162,7 +145,7 @@ def test_each_pass_of_an_upsampled_source_reshuffles_its_documents_before_packin
     src.write_text("".join(json.dumps({"text": " ".join(["patient fièvre toux"] * (1 + i % 5)) + f" cas {i}"}) + "\n"
                            for i in range(30)))
     token_store.build([str(src)], tmp_path / "small", str(tok_dir))
-    _fake_store(tmp_path / "big", 100_000)
+    fake_token_store(tmp_path / "big", 100_000)
     mix = mixture.read_mix(_mix(tmp_path, _source("big", "big", "share = 0.5") +
                                 _source("small", "small", "share = 0.5", "max_passes = 10")))
     stores = [token_store.open_store(s.store, verify=False) for s in mix.sources]  # "big" is sparse zeros
@@ -208,9 +191,9 @@ def test_corpus_plan_says_token_counts_are_ratios_and_refuses_stores_of_two_toke
     pretrain refuses, are refused by plan in one line naming both sources."""
     from biobench import cli
 
-    _fake_store(tmp_path / "a", 50_000)
-    _fake_store(tmp_path / "b", 50_000)
-    _fake_store(tmp_path / "c", 50_000, fingerprint="other")
+    fake_token_store(tmp_path / "a", 50_000)
+    fake_token_store(tmp_path / "b", 50_000)
+    fake_token_store(tmp_path / "c", 50_000, fingerprint="other")
     run = ["--tokens", "20K", "--seq-len", "100", "--batch-size", "10", "--decay-ratio", "0.1"]
     counts = _mix(tmp_path, _source("a", "a", "tokens = 3000") + _source("b", "b", "tokens = 1000"))
     assert cli.main(["corpus", "plan", str(counts), *run]) == 0
@@ -289,7 +272,7 @@ def test_documents_shared_between_sources_are_read_from_the_first_source_only(tm
     assert cli.main(["corpus", "plan", str(tmp_path / "again.toml"), *run]) == 2
     assert "mix source 'copy': every document of store" in capsys.readouterr().err
     # a store of format version 1 (no hashes) earlier in the mix: nothing is compared, the counts are unknown
-    _fake_store(tmp_path / "old", 100_000, token_store.open_store(tmp_path / "clin").fingerprint)
+    fake_token_store(tmp_path / "old", 100_000, token_store.open_store(tmp_path / "clin").fingerprint)
     (tmp_path / "old.toml").write_text(_source("old", "old", "share = 0.5") + _source("clin", "clin", "share = 0.5", many))
     assert cli.main(["corpus", "plan", str(tmp_path / "old.toml"), *run]) == 0
     out = capsys.readouterr().out
