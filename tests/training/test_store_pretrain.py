@@ -299,3 +299,33 @@ def test_heldout_settings_are_refused_in_one_line_before_training(tmp_path, tiny
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err and "Traceback" not in err
         assert not (tmp_path / f"out{i}" / "init").exists()  # nothing trained, no model saved
+
+
+@pytest.mark.slow
+def test_two_processes_split_the_heldout_sequences_and_log_one_processs_losses(tmp_path, tiny_mlm_dir):
+    """Under torchrun each rank evaluates every other held-out sequence (a rank with none left runs a row without
+    labels, so both make the same forward passes) and the sums are reduced: the logged losses are the
+    one-process run's."""
+    from biobench.training import mixture
+    from biobench.training.trainer import train
+
+    mix = _stores(tmp_path / "data", tiny_mlm_dir)
+    extra = dict(heldout_docs=2, eval_every=2, seq_len=32, tokens=4 * 4 * 32)
+    sources = mixture.read_mix(mix)
+    stores = [token_store.open_store(s.store) for s in sources.sources]
+    held = mixture.split_sources(sources, stores, 2)[2]
+    sizes = [corpus_input.validation_corpus(s, h, 32, 0).n_sequences for s, h in zip(stores, held, strict=True)]
+    assert sizes == [3, 3]  # over two ranks: two sequences on rank 0, one and a row without labels on rank 1
+    train(_cfg(mix, tmp_path / "one", tiny_mlm_dir, **extra))
+    mp.spawn(_worker, args=(2, _free_port(), dict(corpus=mix, out=tmp_path / "two", model=tiny_mlm_dir, **extra)),
+             nprocs=2, join=True)
+
+    def evaluated(out: Path) -> dict[int, dict[str, float]]:
+        return {json.loads(line)["step"]: json.loads(line)["validation"]
+                for line in (out / "train_log.jsonl").read_text().splitlines() if "validation" in line}
+
+    one, two = evaluated(tmp_path / "one"), evaluated(tmp_path / "two")
+    assert sorted(one) == sorted(two) == [2, 4, 6]
+    for step in one:
+        assert one[step].keys() == two[step].keys() == {"lit", "clin"}
+        assert all(math.isclose(one[step][k], two[step][k], rel_tol=1e-4) for k in one[step])
