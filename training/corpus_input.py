@@ -132,13 +132,13 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         return PackedCorpus(store.tokens, store.offsets, cfg.seq_len, pad, seed), summary, []
     # one source, named "corpus": its held-out documents drawn as a mix source's are (mixture.split_source)
     lone = mixture.MixSource(STORE_SOURCE, folder, 1.0, math.inf)
-    tokens, offsets, _, held = mixture.split_source(lone, store, None, heldout, f"--corpus {source}")
-    assert held is not None
-    validation = validation_corpus(store, held, cfg.seq_len, pad)
-    summary.update(heldout_documents=len(held), heldout_tokens=len(validation.tokens))
-    say(f"corpus: {len(held):,} document(s) ({len(validation.tokens):,} tokens) held out for validation "
+    tokens, offsets, _, documents = mixture.split_source(lone, store, None, heldout, f"--corpus {source}")
+    assert documents is not None  # split_source holds out documents whenever heldout > 0
+    checked = validation_corpus(store, documents, cfg.seq_len, pad)
+    summary.update(heldout_documents=len(documents), heldout_tokens=len(checked.tokens))
+    say(f"corpus: {len(documents):,} document(s) ({len(checked.tokens):,} tokens) held out for validation "
         f"(--heldout-docs), {len(tokens):,} tokens left to train on")
-    return PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed), summary, [(STORE_SOURCE, validation)]
+    return PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed), summary, [(STORE_SOURCE, checked)]
 
 
 def corpus_record(cfg, summary: dict[str, Any]) -> dict[str, Any]:

@@ -361,6 +361,7 @@ def split_sources(mix: Mix, stores: list, heldout: int = 0) -> tuple[list[tuple[
          "shared_dropped": None if x is None else int(x.sum())} for s, x in zip(stores, shared, strict=True)]
     if heldout:
         for counts, store, (*_, held) in zip(dedup, stores, split, strict=True):
+            assert held is not None  # split_source holds out documents whenever heldout > 0
             counts["heldout_documents"] = len(held)
             counts["heldout_tokens"] = int((store.offsets[held + 1] - store.offsets[held]).sum())
     return [(t, o, g) for t, o, g, _ in split], dedup, [held for *_, held in split]
@@ -428,7 +429,7 @@ class MixPlan:
         head = f"{'source':<18} {'available':>16} {'passes':>8} {'used':>16} {'target':>8} {'realised':>9}"
         if self.dedup:
             head += f" {'dups':>10} {'shared':>10}"
-        heldout = bool(self.dedup) and "heldout_documents" in self.dedup[0]
+        heldout = self.dedup is not None and bool(self.dedup) and "heldout_documents" in self.dedup[0]
         if heldout:
             head += f" {'held out':>10}"
         phases = (f" ({self.steps[0]:,} phase-1 + {self.steps[1]:,} decay steps of {self.batch_size:,} sequences)"
