@@ -82,6 +82,13 @@ class PretrainConfig:
     data_seed: int | None = setting(None, help="order of the packed sequences (default: --seed); fix it and vary "
                                     "--seed for the seed-noise control (train_log.jsonl's data_digest shows the "
                                     "order is identical)", bounds=Bounds(0, 2**32 - 1, integer=True))
+    # documents per source never trained on, their loss logged (mixture.split_sources, Trainer._validate)
+    heldout_docs: int | None = setting(None, help="hold N documents of each source (each mix source, or the store) "
+                                       "out of training, a fixed set drawn from the source's name, and log their "
+                                       "loss per source at the end of each phase and every --eval-every steps "
+                                       "(0 = none)", bounds=Bounds(0, 1e7, integer=True))
+    eval_every: int | None = setting(None, help="evaluate the --heldout-docs documents every N optimiser steps "
+                                     "(and at the end of each phase)", bounds=Bounds(1, 1e12, integer=True))
     max_documents: int | None = setting(None, help="read at most this many documents of the corpus",
                                         bounds=Bounds(1, 1e12, integer=True))
     cache_dir: Path | None = setting(None, help="tokenised-corpus cache (default ~/.cache/biobench/tokens)",
@@ -124,6 +131,9 @@ class PretrainConfig:
             raise ConfigError(f"betas {self.betas!r}: expected two numbers")
         for beta in self.betas:
             Bounds(0, 1, below=True).check(beta, "betas")
+        if self.eval_every is not None and not self.heldout_docs:
+            raise ConfigError(f"--eval-every {self.eval_every} evaluates held-out documents: give --heldout-docs N "
+                              "too (documents per source held out of training)")
         return self
 
     def to_json(self) -> dict[str, Any]:

@@ -10,14 +10,17 @@ with several workers, before any GPU is reserved (docs/PRETRAINING.md).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from biobench.errors import ConfigError
 from biobench.training import corpus, mixture, token_store
 from biobench.training.packing import PackedCorpus
 
+STORE_SOURCE = "corpus"  # the one source of a run on a store (or raw text): its held-out set's name and key
 RAW_BUILD_LIMIT = 2 << 30  # bytes of text (a .gz counted 4x): ~500M tokens, ~30 min in one process at 0.3M tok/s
 
 
@@ -53,6 +56,13 @@ def check_corpus(cfg) -> None:
         raise ConfigError(f"--model {cfg.model} trains its tokenizer on raw text; --corpus {source} is a token "
                           f"{'store' if what == 'store' else 'mix'}: pass the raw corpus, or a model folder whose "
                           "tokenizer built the store")
+    heldout = int(getattr(cfg, "heldout_docs", None) or 0)
+    if heldout and what != "raw":  # a count beyond a store's documents: refused before the model loads
+        stores = ([(f"mix source '{s.name}'", s.store) for s in mixture.read_mix(source).sources] if what == "mix"
+                  else [(f"--corpus {source}", Path(source))])
+        for where, folder in stores:
+            if (folder / token_store.DONE).is_file():  # an unbuilt mix store is check_built's line, later
+                mixture.check_heldout(heldout, token_store.open_store(folder, verify=False).n_documents, where)
     if what == "raw":
         size = raw_bytes(source)
         if size is not None and size > RAW_BUILD_LIMIT:
@@ -69,18 +79,28 @@ def raw_store_folder(cfg, tokenizer) -> Path:
     return Path(cfg.cache_dir or corpus.default_cache_dir()) / f"store-{key}"
 
 
+def validation_corpus(store, documents: np.ndarray, seq_len: int, pad: int) -> PackedCorpus:
+    """A source's held-out documents packed into fixed sequences: pass 0 of a PackedCorpus of seed 0, whatever
+    the run's seeds, so every evaluation (and every run over the store) reads the same sequences."""
+    view = token_store.DocumentView(store.tokens, store.offsets, documents)
+    return PackedCorpus(view, view.offsets, seq_len, pad, seed=0)
+
+
 def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
-                  say: Callable[[str], None]) -> tuple[Any, dict[str, Any]]:
-    """(packed corpus, summary for biobench_pretrain.json) for the run's `total_sequences` sequences."""
+                  say: Callable[[str], None]) -> tuple[Any, dict[str, Any], list[tuple[str, PackedCorpus]]]:
+    """(packed corpus, summary for biobench_pretrain.json, validation sets) for the run's `total_sequences`
+    sequences; the validation sets are (source name, its held-out documents packed: validation_corpus), one per
+    source when `cfg.heldout_docs` is set, else none."""
     source = str(cfg.corpus)
     pad = tokenizer.pad_token_id
+    heldout = int(getattr(cfg, "heldout_docs", None) or 0)
     if kind(source) == "mix":
         mix = mixture.read_mix(source)
         mix.check_built(cfg.model)
         stores = [token_store.open_store(s.store) for s in mix.sources]
         for store in stores:
             store.check_tokenizer(tokenizer, cfg.model)
-        streams, dedup = mixture.source_streams(mix, stores)
+        streams, dedup, held = mixture.split_sources(mix, stores, heldout)
         plan = mixture.plan_run(mix, [len(tokens) for tokens, _, _ in streams], cfg.tokens, cfg.batch_size,
                                 cfg.seq_len, cfg.decay_ratio, dedup)
         assert plan.total_sequences == total_sequences, "the mix plan and the trainer's steps disagree"
@@ -93,7 +113,9 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         summary: dict[str, Any] = {"mix": str(Path(source).resolve()), "plan": plan.rows(),
                    "stores": [{"name": m.name, "store": str(s.path), "id": token_store.store_id(s.path),
                                "tokens": len(s.tokens)} for m, s in zip(mix.sources, stores, strict=True)]}
-        return mixture.MixedCorpus(parts, plan, seed), summary
+        validation = [(m.name, validation_corpus(s, h, cfg.seq_len, pad))
+                      for m, s, h in zip(mix.sources, stores, held, strict=True) if h is not None]
+        return mixture.MixedCorpus(parts, plan, seed), summary, validation
     if kind(source) == "store":
         folder = Path(source)
     else:
@@ -106,7 +128,17 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
     store.check_tokenizer(tokenizer, cfg.model)
     summary = {"store": str(folder), "id": token_store.store_id(folder), "tokens": len(store.tokens),
                "documents": store.n_documents, "raw": kind(source) == "raw"}
-    return PackedCorpus(store.tokens, store.offsets, cfg.seq_len, pad, seed), summary
+    if not heldout:
+        return PackedCorpus(store.tokens, store.offsets, cfg.seq_len, pad, seed), summary, []
+    # one source, named "corpus": its held-out documents drawn as a mix source's are (mixture.split_source)
+    lone = mixture.MixSource(STORE_SOURCE, folder, 1.0, math.inf)
+    tokens, offsets, _, documents = mixture.split_source(lone, store, None, heldout, f"--corpus {source}")
+    assert documents is not None  # split_source holds out documents whenever heldout > 0
+    checked = validation_corpus(store, documents, cfg.seq_len, pad)
+    summary.update(heldout_documents=len(documents), heldout_tokens=len(checked.tokens))
+    say(f"corpus: {len(documents):,} document(s) ({len(checked.tokens):,} tokens) held out for validation "
+        f"(--heldout-docs), {len(tokens):,} tokens left to train on")
+    return PackedCorpus(tokens, offsets, cfg.seq_len, pad, seed), summary, [(STORE_SOURCE, checked)]
 
 
 def corpus_record(cfg, summary: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,13 @@ refused in one line naming it (OLMo-core's `max_repetition_ratio` check), and th
 and realised share per source (OLMo-core logs the realised deviation per source). A document that an earlier
 source of the mix holds (the same document hash, token_store.document_hash) is left out of every later source
 (source_streams): upsampling would multiply it; the plan table counts what dedup left out per source.
+
+`pretrain --heldout-docs N` holds N documents of each source out of training (split_sources): the N whose
+splitmix64 draw, keyed by the source's name, is smallest among the documents the source would read (dedup's and
+a weight of 0's left out). A pure function of the store and the source's name, never of a seed or the number of
+ranks: every run over the store, whatever its seeds, validates on the same documents (as Megatron-LM's `--split`
+is a fixed document range, and OLMo's in-loop evaluators a fixed set). They leave every pass of the training
+stream, so the plan (and `corpus plan`'s table) counts the tokens that remain.
 """
 
 from __future__ import annotations
@@ -250,15 +257,51 @@ def source_stream(source: MixSource, store, shared: np.ndarray | None = None) ->
     (token_store.TokenStore): the store as it is (one group), or its documents repeated by the source's weight
     field (a group per layer, so a pass shuffles each layer apart and copies of a document stay layers apart);
     without the documents `shared` marks (an earlier source of the mix holds them: source_streams)."""
-    where = f"mix source '{source.name}'"
+    tokens, offsets, groups, _ = split_source(source, store, shared, 0)
+    return tokens, offsets, groups
+
+
+def heldout_documents(candidates: np.ndarray, n: int, key: str) -> np.ndarray:
+    """The `n` documents of `candidates` (store indices) held out for validation, in store order: those whose
+    splitmix64 draw (`_uniform`) of the index, xor a 64-bit key hashed from `key` (the source's name), is
+    smallest. A pure function of (candidates, n, key): no seed, no rank."""
+    import hashlib
+
+    salt = np.uint64(int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little"))
+    candidates = np.asarray(candidates, dtype=np.int64)
+    draws = _uniform(candidates.astype(np.uint64) ^ salt)
+    return np.sort(candidates[np.argsort(draws, kind="stable")[:n]])
+
+
+def check_heldout(n: int, available: int, where: str) -> None:
+    """At least one document must stay for training: one line naming the source and the fix."""
+    if n >= available:
+        raise ConfigError(f"{where}: --heldout-docs {n:,} holds out {'all' if n == available else 'more than all'} "
+                          f"of its {available:,} document(s) it reads; lower --heldout-docs below {available:,}")
+
+
+def split_source(source: MixSource, store, shared: np.ndarray | None, heldout: int, where: str | None = None,
+                 ) -> tuple[Any, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """source_stream's (tokens, offsets, groups), without `heldout` documents (heldout_documents, drawn among the
+    documents the source reads), and those documents' store indices (None when heldout is 0). `where` names the
+    source in a refusal (default: the mix source's name)."""
+    where = where or f"mix source '{source.name}'"
     if shared is not None and shared.all():
         raise ConfigError(f"{where}: every document of store {source.store} is also in an earlier source of the "
                           "mix (exact duplicates are read once, from the first source); remove the source")
     if source.weight is None:
-        if shared is None or not shared.any():
-            return store.tokens, store.offsets, None
-        view = token_store.DocumentView(store.tokens, store.offsets, np.nonzero(~shared)[0])
-        return view, view.offsets, None
+        keep = None if shared is None or not shared.any() else ~shared
+        held = None
+        if heldout:
+            candidates = np.arange(store.n_documents) if keep is None else np.nonzero(keep)[0]
+            check_heldout(heldout, len(candidates), where)
+            held = heldout_documents(candidates, heldout, source.name)
+            keep = np.ones(store.n_documents, dtype=bool) if keep is None else keep
+            keep[held] = False
+        if keep is None:
+            return store.tokens, store.offsets, None, None
+        view = token_store.DocumentView(store.tokens, store.offsets, np.nonzero(keep)[0])
+        return view, view.offsets, None, held
     if store.weight_field != source.weight:
         have = f"has weight field '{store.weight_field}'" if store.weight_field else "has no document weights"
         raise ConfigError(f"{where}: weight = '{source.weight}', but store {store.path} {have}; rebuild it with "
@@ -266,8 +309,14 @@ def source_stream(source: MixSource, store, shared: np.ndarray | None = None) ->
     counts = repeat_counts(store.weights())
     if shared is not None:
         counts[shared] = 0
+    held = None
+    if heldout:  # among the documents read at least once: a weight of 0 is a document the source never shows
+        candidates = np.nonzero(counts > 0)[0]
+        check_heldout(heldout, len(candidates), where)
+        held = heldout_documents(candidates, heldout, source.name)
+        counts[held] = 0
     repeated = RepeatedDocuments(store.tokens, store.offsets, counts, where)
-    return repeated, repeated.offsets, repeated.layers
+    return repeated, repeated.offsets, repeated.layers, held
 
 
 def shared_documents(stores: list) -> list[np.ndarray | None]:
@@ -289,16 +338,33 @@ def shared_documents(stores: list) -> list[np.ndarray | None]:
     return result
 
 
-def source_streams(mix: Mix, stores: list) -> tuple[list[tuple[Any, np.ndarray, np.ndarray | None]],
-                                                    list[dict[str, int | None]]]:
-    """Every source's stream (source_stream, the documents shared with an earlier source left out) and what dedup
-    left out of it: {'duplicates_dropped': by its store's build, 'shared_dropped': shared with an earlier source},
-    None where unknown (a store built before document hashes). What `corpus plan` and `pretrain` both read."""
-    shared = shared_documents(stores)
-    streams = [source_stream(m, s, x) for m, s, x in zip(mix.sources, stores, shared, strict=True)]
-    dedup = [{"duplicates_dropped": s.dedup["duplicates_dropped"] if s.dedup else None,
-              "shared_dropped": None if x is None else int(x.sum())} for s, x in zip(stores, shared, strict=True)]
+def source_streams(mix: Mix, stores: list, heldout: int = 0) -> tuple[list[tuple[Any, np.ndarray, np.ndarray | None]],
+                                                                     list[dict[str, int | None]]]:
+    """Every source's stream (source_stream, the documents shared with an earlier source left out, and `heldout`
+    documents held out for validation: split_sources) and what dedup left out of it: {'duplicates_dropped': by its
+    store's build, 'shared_dropped': shared with an earlier source}, None where unknown (a store built before
+    document hashes), plus 'heldout_documents' and 'heldout_tokens' when documents are held out. What `corpus
+    plan` and `pretrain` both read."""
+    streams, dedup, _ = split_sources(mix, stores, heldout)
     return streams, dedup
+
+
+def split_sources(mix: Mix, stores: list, heldout: int = 0) -> tuple[list[tuple[Any, np.ndarray, np.ndarray | None]],
+                                                                    list[dict[str, int | None]],
+                                                                    list[np.ndarray | None]]:
+    """source_streams' (streams, counts), and per source the store indices of its held-out documents (None when
+    `heldout` is 0): what pretrain validates on (validation_corpus)."""
+    shared = shared_documents(stores)
+    split = [split_source(m, s, x, heldout) for m, s, x in zip(mix.sources, stores, shared, strict=True)]
+    dedup: list[dict[str, int | None]] = [
+        {"duplicates_dropped": s.dedup["duplicates_dropped"] if s.dedup else None,
+         "shared_dropped": None if x is None else int(x.sum())} for s, x in zip(stores, shared, strict=True)]
+    if heldout:
+        for counts, store, (*_, held) in zip(dedup, stores, split, strict=True):
+            assert held is not None  # split_source holds out documents whenever heldout > 0
+            counts["heldout_documents"] = len(held)
+            counts["heldout_tokens"] = int((store.offsets[held + 1] - store.offsets[held]).sum())
+    return [(t, o, g) for t, o, g, _ in split], dedup, [held for *_, held in split]
 
 
 # ---------------------------------------------------------------- plan
@@ -363,6 +429,9 @@ class MixPlan:
         head = f"{'source':<18} {'available':>16} {'passes':>8} {'used':>16} {'target':>8} {'realised':>9}"
         if self.dedup:
             head += f" {'dups':>10} {'shared':>10}"
+        heldout = self.dedup is not None and bool(self.dedup) and "heldout_documents" in self.dedup[0]
+        if heldout:
+            head += f" {'held out':>10}"
         phases = (f" ({self.steps[0]:,} phase-1 + {self.steps[1]:,} decay steps of {self.batch_size:,} sequences)"
                   if self.steps and self.batch_size else "")
         lines = [f"mix {self.mix.path.name}: {self.total_sequences:,} sequences x {self.seq_len:,} tokens"
@@ -373,7 +442,12 @@ class MixPlan:
             if self.dedup:
                 line += "".join(f" {'?' if r[k] is None else format(r[k], ','):>10}"
                                 for k in ("duplicates_dropped", "shared_dropped"))
+            if heldout:
+                line += f" {r['heldout_documents']:>10,}"
             lines.append(line)
+        if heldout:
+            lines.append("held out: documents of the source never trained on (--heldout-docs), its validation "
+                         "set; available counts what remains")
         if self.dedup:
             lines.append("dups: exact duplicate documents its store's build dropped; shared: documents an earlier "
                          "source holds, read there only" + ("; ?: a store built before document hashes (dedup "

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from biobench.errors import ConfigError, TrainingDivergedError
 from biobench.runtime.batching import AUTO, micro_batch_size
@@ -30,15 +31,16 @@ from biobench.runtime.progress import log_line, progress_bar, quiet_library_bars
 from biobench.runtime.randomness import rng_state, set_rng_state
 from biobench.runtime.reporting import NoReport, Reporter, make_reporter, report_dir
 from biobench.training import card, checkpoint, corpus, distributed, freezing, loading, optim, schedules
-from biobench.training.batches import BatchBuilder, Masker, step_stream
+from biobench.training.batches import LABELS, BatchBuilder, Masker, step_stream
 from biobench.training.causal import attention_masks, is_decoder, phase_attention
 from biobench.training.config import PretrainConfig
 from biobench.training.corpus_input import check_corpus, corpus_record, packed_corpus
 from biobench.training.flops import mfu, table_peak_flops
-from biobench.training.objectives import LMLoss, encoder_of
-from biobench.training.packing import document_positions, step_digest
+from biobench.training.objectives import IGNORE, LMLoss, encoder_of
+from biobench.training.packing import document_positions, stack_rows, step_digest
 from biobench.training.recipes import Objective, Phase, Recipe, get_recipe
 
+VALIDATION_MASK_SEED = 0x5EED  # the held-out sequences' MLM masks: fixed, so every evaluation of every run masks alike
 STOP_SIGNALS = tuple(dict.fromkeys((*SIGNALS, *WALL_CLOCK_SIGNALS)))  # SIGINT, SIGTERM, SIGUSR1
 ROLLING = "resume-"  # <out>/resume-<tokens>/: the timer's and a signal's checkpoint (only the latest is kept)
 
@@ -220,11 +222,12 @@ class Trainer:
         built into a store first (training/corpus_input.py; the other ranks wait on its completion marker)."""
         cfg = self.cfg
         total = sum(self.plan.steps) * self.plan.batch_size
-        self.packed, self.corpus_summary = packed_corpus(cfg, self.tokenizer, self.dist.main, total, self.data_seed,
-                                                         self._print)
+        self.packed, self.corpus_summary, self.validation = packed_corpus(
+            cfg, self.tokenizer, self.dist.main, total, self.data_seed, self._print)
         self.special_ids = sorted(set(self.tokenizer.all_special_ids))
         masker = Masker(self.special_ids, self.tokenizer.mask_token_id, len(self.tokenizer), cfg.seed)
         self.batches = BatchBuilder(self.packed, masker, self.plan.batch_size, self.plan.micro, self.dist.rank, self.dist.world)
+        self.last_validation: dict[str, Any] | None = None  # the latest held-out evaluation (checkpoint metadata)
 
     def _setup_optimizer(self) -> None:
         """One optimiser for every phase (FSDP2 must wrap the model before the optimiser sees its parameters)."""
@@ -344,8 +347,12 @@ class Trainer:
                 elapsed = time.perf_counter() - t0
                 tokens = self.plan.tokens_per_step
                 self.state.advance(phase_index, phase.objective, tokens, self.plan.batch_size)
+                every = self.cfg.eval_every
+                validation = None
+                if self.validation and ((every and self.state.global_step % every == 0) or self.state.step == total):
+                    validation = self._validate(phase_index, phase, causal)
                 if self.dist.main:
-                    self._log_step(phase_index, phase, loss, grad_norm, lr, tokens / elapsed, bar)
+                    self._log_step(phase_index, phase, loss, grad_norm, lr, tokens / elapsed, bar, validation)
                 seen, every = self.state.tokens["seen"], self.cfg.save_every
                 if every and seen // every > (seen - tokens) // every and self.state.step < total:
                     self._save(self.out / f"step-{seen}", "step", with_state=True)
@@ -383,18 +390,60 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return float(loss), float(grad_norm), lr
 
+    def _validate(self, phase_index: int, phase: Phase, causal: bool) -> dict[str, float | None]:
+        """The mean token loss of each source's held-out sequences (self.validation) under the phase's objective,
+        the model in eval mode without gradients. MLM masks are drawn from VALIDATION_MASK_SEED and the sequence's
+        index, so every evaluation masks the same tokens and losses compare across steps and runs. Each rank
+        evaluates every world-th sequence and the sums are reduced (all ranks run the same number of forward
+        passes, padding rows carry no label: FSDP's gathers stay in step); the model goes back to train mode,
+        and no random state is drawn, so training reads and computes as it would without evaluations."""
+        rank, world, micro = self.dist.rank, self.dist.world, self.plan.micro
+        masker = Masker(self.special_ids, self.tokenizer.mask_token_id, len(self.tokenizer), VALIDATION_MASK_SEED)
+        model = self.sharded or LMLoss(self.model)
+        losses: dict[str, float | None] = {}
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                for name, packed in self.validation:
+                    builder = BatchBuilder(packed, masker, micro, micro)
+                    n = packed.n_sequences
+                    per_rank = -(-n // world)
+                    sums = torch.zeros(2, dtype=torch.float64, device=self.dist.device)
+                    for start in range(0, per_rank, micro):
+                        index = np.arange(start, min(start + micro, per_rank)) * world + rank
+                        b = stack_rows([packed.sequence(int(i) if i < n else 0) for i in index])
+                        LABELS[phase.objective](builder, b, index, phase.mask_rate)
+                        b["labels"][torch.from_numpy(index >= n)] = IGNORE  # padding rows: no loss
+                        with autocast(self.dist.device, self.cfg.precision):
+                            part, count = model(**self._forward_inputs(b, causal))
+                        sums += torch.stack([part.detach().double(), count.double()])
+                    total, count = distributed.all_reduce_sum(sums, self.dist).tolist()
+                    losses[name] = round(total / count, 6) if count else None
+        finally:
+            self.model.train()
+        self.last_validation = {"step": self.state.global_step, "phase": phase_index + 1,
+                                "objective": phase.objective, "loss": dict(losses)}
+        return losses
+
     def _last_good(self) -> str:
         folder = checkpoint.latest(self.out) if self.out.is_dir() else None
         return f"the last good checkpoint is {folder}" if folder is not None else "no checkpoint was written yet"
 
     def _log_step(self, phase_index: int, phase: Phase, loss: float, grad_norm: float, lr: float,
-                  tokens_per_s: float, bar) -> None:
+                  tokens_per_s: float, bar, validation: dict[str, float | None] | None = None) -> None:
         objective = phase.objective
         record: dict[str, Any] = {"step": self.state.global_step, "phase": phase_index + 1, "objective": objective,
                   "tokens": self.state.tokens["seen"], "loss": round(loss, 6), "lr": lr,
                   "grad_norm": round(grad_norm, 6), "tokens_per_s": round(tokens_per_s, 1),
                   "mfu": _mfu(self.model, tokens_per_s, self.cfg.seq_len, self.dist.device, phase.causal),
                   "data_digest": step_digest(self.packed, self.state.position - self.plan.batch_size, self.plan.batch_size)}
+        if validation is not None:  # the held-out loss per source, at the steps it is evaluated (--eval-every)
+            record["validation"] = validation
+            self.report.scalars({f"validation/{name}/loss": value for name, value in validation.items()},
+                                record["step"])
+            self._print(f"step {record['step']} phase {phase_index + 1} {objective} validation loss: "
+                           + ", ".join(f"{name} {'n/a' if v is None else format(v, '.4f')}"
+                                       for name, v in validation.items()))
         append_line(self.out / "train_log.jsonl", json.dumps(record), lambda: checkpoint.finished(self.out))
         self.report.scalars({f"train/{k}": record[k] for k in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")},
                             record["step"])
@@ -424,7 +473,8 @@ class Trainer:
                              "accumulation_steps": self.plan.accumulation},
                 "attn_implementation": self.model.config._attn_implementation or self.attn,
                 "hardware": _hardware(self.dist.device), "compute": self._compute(),
-                "corpus_record": self._corpus_record(), "corpus_passes": self.corpus_passes()}
+                "corpus_record": self._corpus_record(), "corpus_passes": self.corpus_passes(),
+                **({"validation": self.last_validation} if self.validation else {})}
 
     def corpus_passes(self) -> dict[str, Any]:
         """How many times the run reads its corpus: planned sequences over the corpus's packed sequences (a

@@ -239,13 +239,14 @@ def store_info(store: str | Path, verify: bool = True) -> str:
     return token_store.describe(token_store.open_store(store, verify=verify))
 
 
-def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay_ratio: float,
+def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay_ratio: float, heldout_docs: int = 0,
          ) -> tuple[str, list[str], list[dict[str, Any]]]:
     """(table, lines naming the sources that cannot fill their share, rows) of a mix for the run `pretrain`
     makes of `tokens` phase-1 tokens, global batches of `batch_size` sequences of `seq_len`, and the decay
     (`decay_ratio` of phase 1): mixture.plan_run, the plan pretrain trains on, so both read alike token for token.
     Opens each store as pretrain does (manifest, shards' sizes: token_store.open_store, no sha256) and refuses
-    stores of different tokenizers, which pretrain would refuse."""
+    stores of different tokenizers, which pretrain would refuse. `heldout_docs`: documents per source held out of
+    training (pretrain --heldout-docs), left out of the plan as pretrain leaves them out."""
     if seq_len < 8:
         raise ConfigError(f"--seq-len {seq_len}: give at least 8 tokens")
     mix = mixture.read_mix(mix_file)
@@ -258,7 +259,7 @@ def plan(mix_file: str | Path, tokens: int, seq_len: int, batch_size: int, decay
                               f"another tokenizer than source '{mix.sources[0].name}' (fingerprint "
                               f"{store.fingerprint} vs {first.fingerprint}); one run reads one tokenizer: "
                               f"rebuild it with corpus build ... --tokenizer {first.tokenizer_name}")
-    streams, dedup = mixture.source_streams(mix, stores)
+    streams, dedup = mixture.source_streams(mix, stores, heldout_docs)
     available = [len(tokens) for tokens, _, _ in streams]
     # a budget beyond what the stores can give within their max_passes (its first phase alone) is refused here, in
     # one line, before the plan is sized by it (`--tokens 17T` over a few million tokens asked for 15.5 GiB, issue 58
@@ -275,7 +276,7 @@ MAX_SAMPLES = 1000  # sequences one `corpus sample` decodes
 
 
 def sample(source: str | Path, tokenizer: str, tokens: int, seq_len: int, batch_size: int, decay_ratio: float,
-           data_seed: int, position: int = 0, n: int = 3) -> list[dict[str, Any]]:
+           data_seed: int, position: int = 0, n: int = 3, heldout_docs: int = 0) -> list[dict[str, Any]]:
     """`corpus sample`: the sequences a run reads at positions `position` .. `position + n - 1` (step = position
     // batch_size), built as pretrain builds its data (training/corpus_input.packed_corpus: the same plan, seeds
     and per-pass shuffles), each with its source, pass, token ids and decoded text. A store or a mix, not raw
@@ -294,8 +295,8 @@ def sample(source: str | Path, tokenizer: str, tokens: int, seq_len: int, batch_
     steps = schedules.phase_steps(tokens, batch_size, seq_len, decay_ratio)
     cfg = SimpleNamespace(corpus=str(source), seq_len=seq_len, tokens=tokens, batch_size=batch_size,
                           decay_ratio=decay_ratio, model=tokenizer, max_documents=None, text_field="text",
-                          cache_dir=None)
-    packed, _summary = corpus_input.packed_corpus(cfg, tok, True, sum(steps) * batch_size, data_seed,
+                          cache_dir=None, heldout_docs=heldout_docs)
+    packed, _summary, _validation = corpus_input.packed_corpus(cfg, tok, True, sum(steps) * batch_size, data_seed,
                                                   lambda _line: None)
     rows = []
     for p in range(position, position + n):

@@ -81,6 +81,7 @@ def add_parser(subparsers) -> None:
     pl.add_argument("--seq-len", help="packed sequence length (default: pretrain's, 8192)")
     pl.add_argument("--batch-size", help="global batch in sequences (default: pretrain's, 384)")
     pl.add_argument("--decay-ratio", help="decay phase over phase 1 (default: pretrain's, 0.1)")
+    pl.add_argument("--heldout-docs", help="documents per source held out of training (pretrain --heldout-docs)")
     pl.add_argument("--json", action="store_true", help="the rows as JSON")
     sa = sub.add_parser("sample", help="decode what a run reads at a position",
                         description="The packed sequences a run reads at --position .. --position + --n - 1 (a "
@@ -97,7 +98,8 @@ def add_parser(subparsers) -> None:
                     "takes it; the flags below override it")
     for flag, text in (("--tokens", "phase-1 tokens of the run"), ("--seq-len", "sequence length (default 8192)"),
                        ("--batch-size", "global batch (default 384)"), ("--decay-ratio", "decay over phase 1"),
-                       ("--data-seed", "the run's data seed (default: its seed)")):
+                       ("--data-seed", "the run's data seed (default: its seed)"),
+                       ("--heldout-docs", "documents per source held out of training")):
         sa.add_argument(flag, help=text)
     p.set_defaults(func=run)
 
@@ -122,7 +124,7 @@ def plan(args: argparse.Namespace, corpus) -> tuple[str, list[str], list[dict[st
     """`corpus plan`: the run's settings as pretrain resolves them (a --config file, flags over it, the same
     geometry defaults), then the plan of what that run reads."""
     mix, run = run_settings(args, args.mix, "corpus plan")
-    return corpus.plan(mix, run["tokens"], run["seq_len"], run["batch_size"], run["decay_ratio"])
+    return corpus.plan(mix, run["tokens"], run["seq_len"], run["batch_size"], run["decay_ratio"], run["heldout_docs"])
 
 
 def run_settings(args: argparse.Namespace, given: str | None, command: str) -> tuple[str, dict[str, Any]]:
@@ -141,7 +143,8 @@ def run_settings(args: argparse.Namespace, given: str | None, command: str) -> t
     return str(source), {"tokens": settings["tokens"], "seq_len": geometry["seq_len"],
                          "batch_size": geometry["batch_size"], "model": settings.get("model"),
                          "decay_ratio": settings.get("decay_ratio", defaults["decay_ratio"]),
-                         "data_seed": seed if data_seed is None else data_seed}
+                         "data_seed": seed if data_seed is None else data_seed,
+                         "heldout_docs": int(settings.get("heldout_docs") or 0)}
 
 
 def sample(args: argparse.Namespace, corpus) -> int:
@@ -154,7 +157,7 @@ def sample(args: argparse.Namespace, corpus) -> int:
         raise ConfigError("corpus sample needs --tokenizer MODEL (or a --config with a model, or a mix file's "
                           "tokenizer)")
     rows = corpus.sample(source, str(tokenizer), run["tokens"], run["seq_len"], run["batch_size"],
-                         run["decay_ratio"], run["data_seed"], args.position, args.n)
+                         run["decay_ratio"], run["data_seed"], args.position, args.n, run["heldout_docs"])
     if args.json:
         print(json.dumps(rows, indent=1, ensure_ascii=False))
         return 0

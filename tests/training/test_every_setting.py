@@ -120,6 +120,7 @@ NON_DEFAULT: dict[str, tuple[list[str], str]] = {
     "precision": (["fp32"], '"fp32"'), "attn": (["eager"], '"eager"'), "fsdp": ([], "true"),
     "gradient_checkpointing": ([], "true"), "language": (["fr"], '"fr"'), "license": (["mit"], '"mit"'),
     "loader_workers": (["1"], "1"), "report_to": (["tensorboard"], '"tensorboard"'),
+    "heldout_docs": (["2"], "2"), "eval_every": (["1"], "1"),
 }
 CONFIG_ONLY = {"betas": "[0.9, 0.95]", "eps": "1e-7", "stop_after_steps": "100"}
 # given by _small / the run itself (seq_len, batch_size, save_minutes, progress, device, cache_dir; model, corpus,
@@ -161,6 +162,7 @@ def test_every_setting_runs_from_the_flags_and_from_a_config_file(tmp_path, deep
         assert (out / "final" / "model.safetensors").is_file() and list((out / "tensorboard").rglob("events*"))
         log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
         assert log and all(r["lr"] <= 5e-4 for r in log)
+        assert all(set(r["validation"]) == {"corpus"} for r in log)  # --eval-every 1: the store's held-out loss
     settings = resolved["flags"]
     assert {k: v for k, v in settings.items() if k != "out"} == {k: v for k, v in resolved["config"].items()
                                                                  if k != "out"}

@@ -277,3 +277,61 @@ def test_documents_shared_between_sources_are_read_from_the_first_source_only(tm
     assert cli.main(["corpus", "plan", str(tmp_path / "old.toml"), *run]) == 0
     out = capsys.readouterr().out
     assert "?: a store built before document hashes (dedup unknown: rebuild it)" in out
+
+
+@pytest.mark.slow
+def test_heldout_documents_never_appear_in_any_training_sequence_of_the_planned_run(tmp_path, tok_dir, capsys):
+    """Issue 59 item 6: `--heldout-docs N` holds N documents of each source out of every pass of the run (a
+    small source read ~8 times, each pass reshuffled), the same N whatever the seed; `corpus plan` counts them and
+    plans the tokens that remain; every other document is read."""
+    from biobench import cli
+    from biobench.training.packing import PackedCorpus
+
+    for name, n in (("lit", 40), ("clin", 12)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            json.dumps({"text": " ".join(["patient fièvre toux"] * (1 + i % 4)) + f" {name} cas {i}"}) + "\n"
+            for i in range(n)))
+        token_store.build([str(tmp_path / f"{name}.jsonl")], tmp_path / name, str(tok_dir))
+    mix_file = _mix(tmp_path, _source("lit", "lit", "share = 0.5", "max_passes = 20")
+                    + _source("clin", "clin", "share = 0.5", "max_passes = 20"))
+    mix = mixture.read_mix(mix_file)
+    stores = [token_store.open_store(s.store) for s in mix.sources]
+    streams, dedup, held = mixture.split_sources(mix, stores, 3)
+    assert [len(h) for h in held] == [3, 3] and all(np.all(np.diff(h) > 0) for h in held)
+    again = mixture.split_sources(mix, [token_store.open_store(s.store) for s in mix.sources], 3)[2]
+    assert all(np.array_equal(a, b) for a, b in zip(held, again, strict=True))  # a pure function: no seed, no rank
+    assert not np.array_equal(mixture.heldout_documents(np.arange(40), 3, "lit"),
+                              mixture.heldout_documents(np.arange(40), 3, "other"))  # keyed by the source's name
+    for store, counts, h, (tokens, _, _) in zip(stores, dedup, held, streams, strict=True):
+        lengths = store.offsets[1:] - store.offsets[:-1]
+        assert counts["heldout_documents"] == 3 and counts["heldout_tokens"] == int(lengths[h].sum())
+        assert len(tokens) == len(store.tokens) - counts["heldout_tokens"]
+    run = ["--tokens", "3000", "--seq-len", "16", "--batch-size", "4", "--decay-ratio", "0.5"]
+    assert cli.main(["corpus", "plan", str(mix_file), *run, "--heldout-docs", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["available_tokens"], r["heldout_documents"]) for r in rows] == [(len(t), 3) for t, _, _ in streams]
+    assert cli.main(["corpus", "plan", str(mix_file), *run, "--heldout-docs", "3"]) == 0
+    assert "held out" in capsys.readouterr().out
+    plan = mixture.plan_run(mix, [len(t) for t, _, _ in streams], 3000, 4, 16, 0.5, dedup)
+    assert not plan.short()
+    parts = [PackedCorpus(t, o, 16, 0, seed=7, stream=s, groups=g) for s, (t, o, g) in enumerate(streams)]
+    mixed = mixture.MixedCorpus(parts, plan, seed=7)
+    read: list[set[int]] = [set(), set()]
+    passes = [0, 0]
+    for position in range(plan.total_sequences):
+        index = mixed.at(position)
+        s = int(plan.source_of[index])
+        j = parts[s].at(int(plan.index_in[index]))
+        passes[s] = max(passes[s], j // parts[s].n_sequences + 1)
+        _, mask, docs = parts[s].sequence(j)
+        read[s] |= set(streams[s][0].documents[docs[mask == 1]].tolist())  # stream documents -> store documents
+    assert min(passes) > 1  # the run reads each source more than once, every pass without the held-out documents
+    for store, h, docs in zip(stores, held, read, strict=True):
+        assert docs == set(range(store.n_documents)) - set(h.tolist())
+        hashes = store.hashes()
+        assert not set(hashes[h].tolist()) & set(hashes[sorted(docs)].tolist())
+    # unset (0), nothing changes: the sources read their stores as before
+    plain, plain_dedup = mixture.source_streams(mix, stores)
+    assert plain[0][0] is stores[0].tokens and "heldout_documents" not in plain_dedup[0]
+    with pytest.raises(ConfigError, match=r"mix source 'clin': --heldout-docs 12 holds out all of its 12 document"):
+        mixture.split_sources(mix, stores, 12)

@@ -242,3 +242,90 @@ def test_the_paper_fr_mix_builds_with_one_command_then_plan_and_pretrain_agree(t
     out = capsys.readouterr().out
     assert out[out.index("mix paper-fr.toml:"):].splitlines()[:len(planned)] == planned
     assert len(_digests(tmp_path / "run")) * 4 == 24
+
+
+@pytest.mark.slow
+def test_pretrain_logs_the_heldout_loss_per_source_at_eval_every_and_each_phase_end(tmp_path, tiny_mlm_dir):
+    """Issue 59 item 6: a real `biobench pretrain --heldout-docs 1 --eval-every 3` (detour: 4 CLM steps, 2 MLM decay
+    steps) evaluates each source's held-out document at steps 3, 4 (phase end) and 6 (both), with the phase's
+    objective, logs the losses (train_log.jsonl, the output) and records the last in the checkpoint; `corpus plan`
+    with the same settings prints the plan pretrain trained on; evaluating leaves training untouched (the same
+    losses and data as a run that evaluates at the phase ends only)."""
+    from biobench.training.trainer import train
+
+    from tests.support import run_biobench
+
+    mix = _stores(tmp_path / "data", tiny_mlm_dir)
+    run = ["--tokens", str(4 * 4 * 64), "--batch-size", "4", "--seq-len", "64", "--decay-ratio", "0.5"]
+    done = run_biobench("pretrain", "--recipe", "detour", "--model", str(tiny_mlm_dir), "--corpus", str(mix),
+                        "--out", str(tmp_path / "run"), *run, "--micro-batch-size", "1", "--lr", "1e-3",
+                        "--device", "cpu", "--no-progress", "--save-minutes", "0", "--heldout-docs", "1",
+                        "--eval-every", "3", "--threads", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = [json.loads(line) for line in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    evaluated = {r["step"]: (r["objective"], r["validation"]) for r in log if "validation" in r}
+    assert sorted(evaluated) == [3, 4, 6] and [evaluated[s][0] for s in (3, 4, 6)] == ["clm", "clm", "mlm"]
+    for _, losses in evaluated.values():
+        assert sorted(losses) == ["clin", "lit"] and all(0 < v < 20 for v in losses.values())
+    assert "step 3 phase 1 clm validation loss: lit " in done.stdout and "step 6 phase 2 mlm validation" in done.stdout
+    meta = checkpoint.read_meta(tmp_path / "run" / "final")
+    assert meta["validation"] == {"step": 6, "phase": 2, "objective": "mlm", "loss": evaluated[6][1]}
+    rows = meta["corpus_record"]["token_store"]["plan"]
+    assert [(r["name"], r["heldout_documents"]) for r in rows] == [("lit", 1), ("clin", 1)]
+    plan = run_biobench("corpus", "plan", str(mix), *run, "--heldout-docs", "1", "--json", cwd=tmp_path)
+    assert plan.returncode == 0 and json.loads(plan.stdout) == rows
+    train(_cfg(mix, tmp_path / "ends", tiny_mlm_dir, recipe="detour", heldout_docs=1))
+    ends = [json.loads(line) for line in (tmp_path / "ends" / "train_log.jsonl").read_text().splitlines()]
+    assert [(r["loss"], r["data_digest"]) for r in ends] == [(r["loss"], r["data_digest"]) for r in log]
+    assert {r["step"]: r["validation"] for r in ends if "validation" in r} == {4: evaluated[4][1], 6: evaluated[6][1]}
+
+
+def test_heldout_settings_are_refused_in_one_line_before_training(tmp_path, tiny_mlm_dir, capsys):
+    """Negative or non-finite counts, --eval-every without held-out documents, and more held-out documents than a
+    source reads: exit status 2, one line naming the flag or the source and the fix."""
+    from biobench import cli
+
+    mix = _stores(tmp_path / "data", tiny_mlm_dir)
+    base = ["pretrain", "--model", str(tiny_mlm_dir), "--corpus", str(mix), "--tokens", "1024", "--batch-size", "4",
+            "--seq-len", "64", "--device", "cpu", "--no-progress"]
+    for i, (extra, message) in enumerate([
+            (["--heldout-docs", "-1"], "bad --heldout-docs value '-1': must be from 0 to 1e+07"),
+            (["--heldout-docs", "nan"], "--heldout-docs"),
+            (["--heldout-docs", "2", "--eval-every", "inf"], "--eval-every"),
+            (["--eval-every", "3"], "--eval-every 3 evaluates held-out documents: give --heldout-docs N too"),
+            (["--heldout-docs", "4"], "mix source 'clin': --heldout-docs 4 holds out all of its 4 document(s) it "
+                                      "reads; lower --heldout-docs below 4")]):
+        assert cli.main([*base, "--out", str(tmp_path / f"out{i}"), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err and "Traceback" not in err
+        assert not (tmp_path / f"out{i}" / "init").exists()  # nothing trained, no model saved
+
+
+@pytest.mark.slow
+def test_two_processes_split_the_heldout_sequences_and_log_one_processs_losses(tmp_path, tiny_mlm_dir):
+    """Under torchrun each rank evaluates every other held-out sequence (a rank with none left runs a row without
+    labels, so both make the same forward passes) and the sums are reduced: the logged losses are the
+    one-process run's."""
+    from biobench.training import mixture
+    from biobench.training.trainer import train
+
+    mix = _stores(tmp_path / "data", tiny_mlm_dir)
+    extra = dict(heldout_docs=2, eval_every=2, seq_len=32, tokens=4 * 4 * 32)
+    sources = mixture.read_mix(mix)
+    stores = [token_store.open_store(s.store) for s in sources.sources]
+    held = mixture.split_sources(sources, stores, 2)[2]
+    sizes = [corpus_input.validation_corpus(s, h, 32, 0).n_sequences for s, h in zip(stores, held, strict=True)]
+    assert sizes == [3, 3]  # over two ranks: two sequences on rank 0, one and a row without labels on rank 1
+    train(_cfg(mix, tmp_path / "one", tiny_mlm_dir, **extra))
+    mp.spawn(_worker, args=(2, _free_port(), dict(corpus=mix, out=tmp_path / "two", model=tiny_mlm_dir, **extra)),
+             nprocs=2, join=True)
+
+    def evaluated(out: Path) -> dict[int, dict[str, float]]:
+        return {json.loads(line)["step"]: json.loads(line)["validation"]
+                for line in (out / "train_log.jsonl").read_text().splitlines() if "validation" in line}
+
+    one, two = evaluated(tmp_path / "one"), evaluated(tmp_path / "two")
+    assert sorted(one) == sorted(two) == [2, 4, 6]
+    for step in one:
+        assert one[step].keys() == two[step].keys() == {"lit", "clin"}
+        assert all(math.isclose(one[step][k], two[step][k], rel_tol=1e-4) for k in one[step])
