@@ -2,7 +2,8 @@
 
 Built-in specs live in `tasks/specs/*.json` (the paper's 19 tasks, plus extras such as `cantemist-es` and the
 generated demo tasks). Users add their own with `--task-file SPEC`: the same fields, with local paths
-relative to the spec file. `get_spec` / `list_specs` are what the CLI and the eval loop use.
+relative to the spec file. A `TaskCatalogue` holds both, read once, and is what commands pass down;
+`get_spec` / `list_specs` look up the built-ins alone.
 """
 
 from __future__ import annotations
@@ -223,40 +224,89 @@ def _builtin() -> dict[str, TaskSpec]:
             for task_id, (origin, data) in _builtin_raw().items()}
 
 
-def _user_specs(task_files: Sequence[str | Path]) -> dict[str, TaskSpec]:
-    specs: dict[str, TaskSpec] = {}
-    for path in task_files:
-        spec = read_spec_file(path)
-        if spec.id in _builtin():
-            raise ConfigError(f"{path}: task id '{spec.id}' is a built-in task; give your task another id")
-        specs[spec.id] = spec
-    return specs
-
-
-def get_spec(task_id: str, task_files: Sequence[str | Path] = ()) -> TaskSpec:
-    """The spec for `task_id` (built-in or from a --task-file); unknown ids suggest the closest one."""
-    specs = {**_builtin(), **_user_specs(task_files)}
-    if task_id in specs:
-        return specs[task_id]
+def _check_unknown(task_id: str, specs: Mapping[str, TaskSpec]) -> ConfigError:
+    """The error for an id no spec has: the closest id when it looks like a typo, else every id."""
     close = difflib.get_close_matches(task_id.lower(), list(specs), n=1, cutoff=0.75)  # a typo, not any id
     if close:
-        raise ConfigError(f"unknown task '{task_id}': did you mean '{close[0]}'? `biobench tasks --all` lists "
-                          "the task ids")
+        return ConfigError(f"unknown task '{task_id}': did you mean '{close[0]}'? `biobench tasks --all` lists "
+                           "the task ids")
     ids = [t for t in PAPER_TASKS if t in specs] + [t for t in specs if t not in PAPER_TASKS]
-    raise ConfigError(f"unknown task '{task_id}'; the task ids are: {', '.join(ids)} (`biobench tasks --all` "
-                      "shows where their data is)")
+    return ConfigError(f"unknown task '{task_id}'; the task ids are: {', '.join(ids)} (`biobench tasks --all` "
+                       "shows where their data is)")
 
 
-def list_specs(
-    lang: str | None = None, task_files: Sequence[str | Path] = (), include_extra: bool = False
-) -> list[TaskSpec]:
-    """Paper tasks in paper order, then (with include_extra) the extra built-ins, then --task-file tasks."""
-    builtin = _builtin()
-    specs = [builtin[t] for t in PAPER_TASKS]
-    if include_extra:
-        specs += [s for s in builtin.values() if not s.paper_task]
-    specs += list(_user_specs(task_files).values())
-    return [s for s in specs if lang is None or s.lang == lang]
+@dataclass(frozen=True)
+class TaskCatalogue:
+    """Every task a command can name: the built-in specs plus the user's task files, each file read and
+    validated once when the catalogue is built (`TaskCatalogue.build`), so a lookup is a dict lookup. A command
+    (or an API call) builds one from its --task-file options and passes it down to what selects tasks; a grid's
+    own task files extend it (`extended`). Tests give one built from specs in memory (`of`) instead of patching
+    the registry."""
+
+    specs: Mapping[str, TaskSpec]  # id -> spec: the built-ins, then the user's in the order given
+    files: tuple[Path, ...] = ()  # the user's task files it was built from (a SLURM array's grid file names them)
+
+    @classmethod
+    def build(cls, task_files: Sequence[str | Path] = ()) -> TaskCatalogue:
+        """The built-in specs plus those of `task_files` (each read and checked now; one ConfigError naming the
+        file otherwise)."""
+        return builtin_catalogue().extended(task_files)
+
+    @classmethod
+    def of(cls, *specs: TaskSpec) -> TaskCatalogue:
+        """The built-ins plus `specs` as given (no file read): the seam tests use to add tasks."""
+        return cls({**_builtin(), **{spec.id: spec for spec in specs}})
+
+    def extended(self, task_files: Sequence[str | Path]) -> TaskCatalogue:
+        """This catalogue plus the specs of `task_files` not already in it (a grid's own task files: a file the
+        catalogue was built from is not read again)."""
+        new = [f for f in dict.fromkeys(Path(f) for f in task_files) if f not in self.files]
+        if not new:
+            return self
+        specs = dict(self.specs)
+        for path in new:
+            spec = read_spec_file(path)
+            if spec.id in _builtin():
+                raise ConfigError(f"{path}: task id '{spec.id}' is a built-in task; give your task another id")
+            specs[spec.id] = spec
+        return TaskCatalogue(specs, (*self.files, *new))
+
+    def get(self, task_id: str) -> TaskSpec:
+        """The spec for `task_id`; an unknown id suggests the closest one."""
+        spec = self.specs.get(task_id)
+        if spec is None:
+            raise _check_unknown(task_id, self.specs)
+        return spec
+
+    def tasks(self, lang: str | None = None, include_extra: bool = False) -> list[TaskSpec]:
+        """Paper tasks in paper order, then (with include_extra) the extra built-ins, then the user's tasks."""
+        builtin = _builtin()
+        specs = [builtin[t] for t in PAPER_TASKS]
+        if include_extra:
+            specs += [s for s in builtin.values() if not s.paper_task]
+        specs += self.own()
+        return [s for s in specs if lang is None or s.lang == lang]
+
+    def own(self, lang: str | None = None) -> list[TaskSpec]:
+        """The user's tasks only (those not built in), in the order their files were given."""
+        builtin = _builtin()
+        return [s for s in self.specs.values() if s.id not in builtin and (lang is None or s.lang == lang)]
+
+
+@cache
+def builtin_catalogue() -> TaskCatalogue:
+    """The built-in specs alone (read once per process: they ship with the package)."""
+    return TaskCatalogue(dict(_builtin()))
+
+
+def get_spec(task_id: str) -> TaskSpec:
+    """The built-in spec for `task_id`; unknown ids suggest the closest one (a user's tasks: TaskCatalogue)."""
+    return builtin_catalogue().get(task_id)
+
+
+def list_specs(lang: str | None = None, include_extra: bool = False) -> list[TaskSpec]:
+    """The built-in specs: paper tasks in paper order, then (with include_extra) the extra ones."""
+    return builtin_catalogue().tasks(lang, include_extra)
 
 
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:

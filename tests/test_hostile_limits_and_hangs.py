@@ -314,14 +314,14 @@ def test_task_split_files_are_regular_bounded_and_inside_the_data_folder(tmp_pat
         assert not rows[task]["available"] and phrase in rows[task]["reason"], (what, rows[task])
     for task, spec, what, phrase in cases:
         with pytest.raises(DataError) as err:
-            load_task(registry.get_spec(task, [spec]))
+            load_task(registry.TaskCatalogue.build([spec]).get(task))
         message = str(err.value)
         assert "\n" not in message and phrase in message, (what, message)
     good = hc.task_file_cases(tmp_path / "good")[0][1].parent  # the FIFO case's folder, its test split made good
     spec = json.loads((good / "spec.json").read_text())
     spec["sources"][0]["splits"]["test"] = "test.tsv"
     (good / "spec.json").write_text(json.dumps(spec))
-    assert len(load_task(registry.get_spec("split-fifo", [good / "spec.json"])).splits["test"]) == 1
+    assert len(load_task(registry.TaskCatalogue.build([good / "spec.json"]).get("split-fifo")).splits["test"]) == 1
     assert snapshot(tmp_path / "tasks", tmp_path / "nothing") == before
 
 

@@ -43,6 +43,7 @@ from biobench.eval.runner import Execution
 from biobench.standings.folder_pairs import compare as compare_folders
 from biobench.standings.scan import Problem as ScanProblem
 from biobench.store import SEED_FILE, seed_paths
+from biobench.tasks.registry import TaskCatalogue
 
 __all__ = ["BiobenchError", "ConfigError", "DataError", "DiskFullError", "ModelLoadError", "Results",
            "ResultsError", "compare", "contamination", "evaluate", "list_tasks", "load_results", "pretrain", "study"]
@@ -55,7 +56,7 @@ def list_tasks(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | N
     protocol, head, metric, dev_metric, labels, available (data found under `data_dir` or $BIOBENCH_DATA),
     source, reason (what is missing and the command that fixes it), splits (sizes, with `counts=True`, which
     reads the data). `task_files`: your own task specs (docs/TASKS.md); `include_extra`: also the demo tasks."""
-    return task_rows(lang, data_dir, task_files, include_extra=include_extra, counts=counts)
+    return task_rows(lang, data_dir, TaskCatalogue.build(task_files), include_extra=include_extra, counts=counts)
 
 
 def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Literal["fr", "en"] | None = None,
@@ -80,7 +81,7 @@ def evaluate(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lite
     already busy by the load average, `eval`'s and `pretrain`'s rule). Returns the grid's results (this call's
     and those already there)."""
     plan = plan_evaluation(model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name,
-                           task_files=task_files, overwrite=overwrite, overrides=overrides, metadata=metadata,
+                           catalogue=TaskCatalogue.build(task_files), overwrite=overwrite, overrides=overrides, metadata=metadata,
                            quick=quick, rename=True)
     if check_contamination:
 
@@ -136,7 +137,7 @@ def contamination(corpus: str | Path, tasks: str | Sequence[str] | None = None, 
                   task_files: Sequence[str | Path] = (), text_field: str = "text") -> dict[str, Any]:
     """Per task and split, the share of examples that share a word `n`-gram with `corpus` (any form
     `pretrain` reads) and the longest shared run of words, streaming the corpus once (docs/API.md)."""
-    return check_tasks(corpus, tasks, lang=lang, data_dir=data_dir, n=n, task_files=task_files,
+    return check_tasks(corpus, tasks, lang=lang, data_dir=data_dir, n=n, catalogue=TaskCatalogue.build(task_files),
                        text_field=text_field)
 
 

@@ -11,7 +11,7 @@ contacted, so the listing works offline.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ from biobench.errors import DataError
 from biobench.protocols import resolve_task_protocol
 from biobench.runtime.files import atomic_write, cache_home
 from biobench.tasks.loading import load_task, locate, missing_message, resolve_data_dir, source_fingerprint
-from biobench.tasks.registry import list_specs
+from biobench.tasks.registry import TaskCatalogue, builtin_catalogue
 
 
 def cache_dir() -> Path:
@@ -73,12 +73,12 @@ def task_status(spec: Any, data_dir: Any, counts: bool = False) -> dict[str, Any
 
 
 def task_rows(lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None,
-              task_files: Sequence[str | Path] = (), include_extra: bool = False,
+              catalogue: TaskCatalogue | None = None, include_extra: bool = False,
               counts: bool | Collection[str] = False) -> list[dict[str, Any]]:
     """`task_status` of every task (the paper's 19, or one language's; `include_extra`: also the demo and extra
-    tasks; `task_files`: your own task specs too). `counts`: True reads every listed task's data for its split
+    tasks; `catalogue`: with your own task specs too, default the built-ins). `counts`: True reads every listed task's data for its split
     sizes, a collection of ids only those tasks' (`tasks --task-file F --counts` counts the file's tasks, not the
     20 built-ins: 67 s for one small task before)."""
     folder = resolve_data_dir(data_dir)
     return [task_status(spec, folder, counts is True or not isinstance(counts, bool) and spec.id in counts)
-            for spec in list_specs(lang, list(task_files), include_extra=include_extra)]
+            for spec in (catalogue or builtin_catalogue()).tasks(lang, include_extra=include_extra)]

@@ -13,6 +13,7 @@ from biobench.api.evaluation import select_specs
 from biobench.errors import ConfigError, DataError
 from biobench.standings.entries import CONTAMINATION_THRESHOLD
 from biobench.tasks.loading import load_task, resolve_data_dir
+from biobench.tasks.registry import TaskCatalogue
 from biobench.training.corpus import check_source, iter_documents
 
 if TYPE_CHECKING:
@@ -41,11 +42,12 @@ def task_texts(specs: Sequence[Any], data_dir: str | Path | None, lenient: bool
 
 def check_tasks(corpus: str | Path | Sequence[str | Path], tasks: str | Sequence[str] | None = None, *,
                 lang: Literal["fr", "en"] | None = None, data_dir: str | Path | None = None, n: int = 13,
-                task_files: Sequence[str | Path] = (), text_field: str = "text",
+                catalogue: TaskCatalogue | None = None, text_field: str = "text",
                 progress: bool = False) -> dict[str, Any]:
     """The contamination report of `corpus` (one source or several, each as `pretrain` reads it) against the
-    tasks (ids, or a language's; default all the paper's tasks with data)."""
-    specs, lenient = select_specs(tasks, lang, task_files)
+    tasks (ids, or a language's; default all the paper's tasks with data), looked up in `catalogue` (default the
+    built-ins)."""
+    specs, lenient = select_specs(tasks, lang, catalogue)
     texts, unavailable = task_texts(specs, data_dir, lenient)
     if not texts:
         raise DataError("no task could be loaded for the contamination check ("

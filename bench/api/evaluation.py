@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from biobench.api.results import Results
-from biobench.errors import ConfigError, ResultsError
+from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.claims import RunClaims
-from biobench.eval.grid import Grid, GridModel, RunStatus, grid_specs, plan_rows
+from biobench.eval.grid import Grid, GridModel, RunStatus, grid_catalogue, grid_specs, plan_rows
 from biobench.eval.parallel import execute_parallel
 from biobench.eval.runner import Execution, GridPlan, execute, parse_shard, plan_grid
 from biobench.models import check_memory
@@ -32,15 +32,17 @@ from biobench.store.layout import legacy_results
 from biobench.store.metadata import check_metadata
 from biobench.tasks.fetch import task_status
 from biobench.tasks.loading import load_task, resolve_data_dir
-from biobench.tasks.registry import get_spec, list_specs
+from biobench.tasks.registry import TaskCatalogue, TaskSpec, builtin_catalogue
 
 Lang = Literal["fr", "en"]
 
 
 def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = None,
-                 task_files: Sequence[str | Path] = ()) -> tuple[list[Any], bool]:
+                 catalogue: TaskCatalogue | None = None) -> tuple[list[TaskSpec], bool]:
     """The task specs to run and whether tasks without data may be skipped (only for a language or default
-    selection: tasks named one by one must all load). `tasks`: ids as a list or comma-separated text."""
+    selection: tasks named one by one must all load). `tasks`: ids as a list or comma-separated text, looked up
+    in `catalogue` (the built-ins and the caller's task files; default the built-ins)."""
+    catalogue = catalogue or builtin_catalogue()
     if tasks is not None and lang is not None:
         raise ConfigError("give tasks or lang, not both")
     if tasks is not None:
@@ -48,8 +50,8 @@ def select_specs(tasks: str | Sequence[str] | None = None, lang: Lang | None = N
         ids = list(dict.fromkeys(str(t).strip() for t in named if str(t).strip()))
         if not ids:
             raise ConfigError(f"--tasks {tasks!r} names no task; give task ids (`biobench tasks`) or --lang fr|en")
-        return [get_spec(t, list(task_files)) for t in ids], False
-    return list_specs(lang=lang, task_files=list(task_files)), True
+        return [catalogue.get(t) for t in ids], False
+    return catalogue.tasks(lang=lang), True
 
 
 def seed_list(seeds: str | int | Sequence[int] | None) -> list[int] | None:
@@ -79,19 +81,20 @@ class RunChoice:
 
 
 def choose_runs(tasks: str | Sequence[str] | None = None, lang: Lang | None = None,
-                seeds: str | int | Sequence[int] | None = None, task_files: Sequence[str | Path] = (),
+                seeds: str | int | Sequence[int] | None = None, catalogue: TaskCatalogue | None = None,
                 data_dir: str | Path | None = None) -> RunChoice:
     """The runs of `--tasks`/`--lang`, `--seeds` and `--data-dir` (or their API arguments), checked in that order."""
-    specs, lenient = select_specs(tasks, lang, task_files)
+    specs, lenient = select_specs(tasks, lang, catalogue)
     folder = resolve_data_dir(data_dir)
     return RunChoice(specs, lenient, seed_list(seeds), folder)
 
 
-def grid_choice(grid: Grid, task_files: Sequence[str | Path] = (), data_dir: str | Path | None = None) -> RunChoice:
-    """The runs of a grid file's grid: its tasks or its language (eval.grid.grid_specs: with its task files, then
-    `task_files`), its seeds (integers since the file was read) and its data folder, else `data_dir` (as given:
+def grid_choice(grid: Grid, catalogue: TaskCatalogue | None = None,
+                data_dir: str | Path | None = None) -> RunChoice:
+    """The runs of a grid file's grid: its tasks or its language (eval.grid.grid_specs: in `catalogue` with the
+    grid's task files), its seeds (integers since the file was read) and its data folder, else `data_dir` (as given:
     a grid's tasks load from it unresolved, as they always have)."""
-    return RunChoice(grid_specs(grid, task_files), grid.lang is not None, grid.seeds,
+    return RunChoice(grid_specs(grid, catalogue), grid.lang is not None, grid.seeds,
                      grid.data_dir or data_dir)
 
 
@@ -119,8 +122,8 @@ def check_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
 
 def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lang | None = None,
                     seeds: str | int | Sequence[int] | None = None, data_dir: str | Path | None = None,
-                    results: str | Path = "results", name: str | None = None, task_files: Sequence[str | Path] = (),
-                    overwrite: bool = False, shard: str | None = None,
+                    results: str | Path = "results", name: str | None = None,
+                    catalogue: TaskCatalogue | None = None, overwrite: bool = False, shard: str | None = None,
                     overrides: dict[str, Any] | None = None, quick: bool = False,
                     metadata: dict[str, Any] | None = None,
                     chosen: Callable[[RunChoice], None] | None = None, rename: bool = False) -> GridPlan:
@@ -135,21 +138,21 @@ def plan_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lan
     stated = check_metadata(metadata, "metadata")  # before any model or task is loaded
     if name is not None:  # a display name with an invisible character passes for another model's (issue 58)
         check_text(name, "--name")
-    choice = choose_runs(tasks, lang, seeds, task_files, data_dir)
+    choice = choose_runs(tasks, lang, seeds, catalogue, data_dir)
     if chosen is not None:
         chosen(choice)
     return plan_runs(model, choice, results, overrides=check_overrides(overrides or {}), overwrite=overwrite,
                      shard=shard, name=name, quick=quick, metadata=stated, rename=rename)
 
 
-def plan_grid_model(grid: Grid, entry: GridModel, *, task_files: Sequence[str | Path] = (),
+def plan_grid_model(grid: Grid, entry: GridModel, *, catalogue: TaskCatalogue | None = None,
                     data_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
                     overwrite: bool = False, shard: str | None = None, quick: bool = False,
                     chosen: Callable[[RunChoice], None] | None = None, rename: bool = False) -> GridPlan:
     """One model of a grid file planned as `plan_evaluation` plans `--model` (`biobench eval --config`, a study's
     eval step): its grid's choice of runs (`grid_choice`), the grid's then the model's then `overrides` (the
     command line's, already checked) protocol overrides, the model's name and stated metadata."""
-    choice = grid_choice(grid, task_files, data_dir)
+    choice = grid_choice(grid, catalogue, data_dir)
     if chosen is not None:
         chosen(choice)
     return plan_runs(entry.model, choice, grid.results,
@@ -172,7 +175,7 @@ def plan_runs(model: str, choice: RunChoice, results: str | Path, *, overrides: 
 def dry_run_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, lang: Lang | None = None,
                        seeds: str | int | Sequence[int] | None = None, data_dir: str | Path | None = None,
                        results: str | Path = "results", name: str | None = None,
-                       task_files: Sequence[str | Path] = (), shard: str | None = None,
+                       catalogue: TaskCatalogue | None = None, shard: str | None = None,
                        overrides: dict[str, Any] | None = None, quick: bool = False,
                        metadata: dict[str, Any] | None = None) -> list[RunStatus]:
     """Every run plan_evaluation would plan, with its status (done, to run, claimed, ...; eval.grid.plan_rows),
@@ -183,23 +186,29 @@ def dry_run_evaluation(model: str, tasks: str | Sequence[str] | None = None, *, 
         check_text(name, "--name")
     chosen: list[RunChoice] = []
     return plan_rows("-", name or model, lambda: plan_evaluation(
-        model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name, task_files=task_files,
+        model, tasks, lang=lang, seeds=seeds, data_dir=data_dir, results=results, name=name, catalogue=catalogue,
         overwrite=True, shard=shard, overrides=overrides, quick=quick, metadata=metadata, chosen=chosen.append),
         lambda: unresolved_runs(chosen[-1]))
 
 
-def dry_run_grids(grids: Sequence[Grid], *, task_files: Sequence[str | Path] = (), data_dir: str | Path | None = None,
+def dry_run_grids(grids: Sequence[Grid], *, catalogue: TaskCatalogue | None = None, data_dir: str | Path | None = None,
                   overrides: dict[str, Any] | None = None, shard: str | None = None,
                   quick: bool = False) -> list[RunStatus]:
     """dry_run_evaluation for every model of every grid (`eval --config G --dry-run`), as plan_grid_model plans
-    them."""
+    them; each grid's task files are read once (grid_catalogue), not once per model."""
     rows: list[RunStatus] = []
     for grid in grids:
+        try:
+            tasks = grid_catalogue(grid, catalogue)
+        except BiobenchError as err:  # a grid's broken task file: its models' rows say so, as their plans would
+            rows += [RunStatus(grid.name, entry.name or entry.model, "*", None, "cannot plan", str(err))
+                     for entry in grid.models]
+            continue
         for entry in grid.models:
             chosen: list[RunChoice] = []
             rows += plan_rows(grid.name, entry.name or entry.model,
-                              lambda g=grid, e=entry, c=chosen: plan_grid_model(
-                                  g, e, task_files=task_files, data_dir=data_dir, overrides=overrides, overwrite=True,
+                              lambda g=grid, e=entry, c=chosen, t=tasks: plan_grid_model(
+                                  g, e, catalogue=t, data_dir=data_dir, overrides=overrides, overwrite=True,
                                   shard=shard, quick=quick, chosen=c.append),
                               lambda c=chosen: unresolved_runs(c[-1]))
     return rows

@@ -16,7 +16,7 @@ from biobench.errors import ConfigError, DataError
 from biobench.eval.grid import grid_specs
 from biobench.tasks.fetch import task_status
 from biobench.tasks.loading import resolve_data_dir
-from biobench.tasks.registry import get_spec
+from biobench.tasks.registry import TaskCatalogue
 from biobench.training import corpus as corpus_files
 from biobench.training import mixture, token_store
 
@@ -61,9 +61,9 @@ def missing_inputs(study: Study) -> list[MissingInput]:
 
     def task_data(task: str, data_dir: Any, step: str, task_files: Any = ()) -> None:
         try:
-            spec = get_spec(task, list(task_files or ()))
+            spec = TaskCatalogue.build(task_files or ()).get(task)
         except (ConfigError, DataError, KeyError):
-            return  # an unknown task id: the step's own check says so
+            return  # an unknown task id or a broken task file: the step's own check says so
         data(spec, data_dir, step)
 
     def data(spec: Any, data_dir: Any, step: str) -> None:

@@ -28,7 +28,7 @@ from biobench.api.study import NO_DEVICE, Step, Study, order, write_step_files
 from biobench.api.study_inputs import check_inputs
 from biobench.api.study_report import write_report
 from biobench.errors import BiobenchError, ConfigError
-from biobench.eval.grid import grid_specs, plan_rows, resolved_grid_file
+from biobench.eval.grid import grid_catalogue, grid_specs, plan_rows, resolved_grid_file
 from biobench.models import resolve_model
 from biobench.runtime import launch
 from biobench.runtime.children import die_with_parent
@@ -86,14 +86,15 @@ def eval_progress(study: Study, step: Step) -> tuple[int, int, int, str]:
     if Path(entry.model).is_absolute() and not Path(entry.model).is_dir():
         return 0, 0, 0, f"{entry.model} does not exist yet"
     try:
-        specs = grid_specs(grid)
+        tasks = grid_catalogue(grid)  # the grid's task files read once, for its specs and its plan
+        specs = grid_specs(grid, tasks)
 
         def plan():  # as `eval --config` plans the step's grid (api.evaluation.plan_grid_model)
             fingerprint = _plan_fingerprint(grid, specs)
             cache = _records(study) / "plans" / f"{step.id.replace('/', '--')}.json"
             if fingerprint is not None and (kept := _cached_plan(cache, fingerprint)) is not None:
                 return kept
-            planned = plan_grid_model(grid, entry, overwrite=True)
+            planned = plan_grid_model(grid, entry, catalogue=tasks, overwrite=True)
             if fingerprint is not None:
                 _keep_plan(cache, fingerprint, planned)
             return planned

@@ -19,7 +19,7 @@ from biobench.runtime.files import atomic_write
 from biobench.runtime.ownership import check_output_folder
 from biobench.tasks import needle
 from biobench.tasks.loading import load_task
-from biobench.tasks.registry import get_spec
+from biobench.tasks.registry import TaskCatalogue
 
 CKA_HELP = """\
 Linear CKA (float64) between the mean-pooled hidden states of two models (encoders, or decoders such as
@@ -146,7 +146,7 @@ def run_transplant(args) -> int:
 
 
 def run_probe(args) -> int:
-    spec = get_spec(args.task, args.task_file)
+    spec = TaskCatalogue.build(args.task_file).get(args.task)
     probe.evaluate(args.model, spec, load_task(spec, args.data_dir), parse_ranges(args.seeds, "--seeds"),
                    args.results, pooling=args.pooling, layer=args.layer, max_length=args.max_length,
                    limit_train=args.limit_train, batch_size=args.batch_size, overwrite=args.overwrite,

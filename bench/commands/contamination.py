@@ -8,7 +8,7 @@ import sys
 
 from biobench.api.contamination import check_tasks
 from biobench.runtime.console import console
-from biobench.tasks.registry import add_task_arguments
+from biobench.tasks.registry import TaskCatalogue, add_task_arguments
 
 EPILOG = """examples:
   biobench contamination --corpus ../shared/data/pretrain-fr --lang fr --data-dir ../shared/data
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     report = check_tasks(args.corpus, args.tasks, lang=args.lang, data_dir=args.data_dir, n=args.n,
-                         task_files=args.task_file, text_field=args.text_field, progress=not args.json)
+                         catalogue=TaskCatalogue.build(args.task_file), text_field=args.text_field, progress=not args.json)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0

@@ -17,7 +17,7 @@ from biobench.runtime.files import output_folder
 from biobench.tasks.archives import Limits
 from biobench.tasks.fetch import add_task, fetch_task, task_status
 from biobench.tasks.loading import resolve_data_dir
-from biobench.tasks.registry import get_spec, list_specs
+from biobench.tasks.registry import TaskCatalogue, builtin_catalogue, get_spec, list_specs
 
 
 def _data_dir(args: argparse.Namespace, create: bool = False) -> Path:
@@ -90,9 +90,11 @@ def add_parser(subparsers: Any) -> None:
     status.set_defaults(func=run_status)
 
 
-def run_fetch(args: argparse.Namespace) -> int:
+def run_fetch(args: argparse.Namespace, catalogue: TaskCatalogue | None = None) -> int:
+    """`data fetch`: the named tasks of `catalogue` (the built-ins; a test gives its own) fetched one by one."""
     data_dir = _data_dir(args, create=True)
-    specs = [get_spec(t) for t in dict.fromkeys(args.tasks)]  # unknown ids fail before any download
+    tasks = catalogue or builtin_catalogue()
+    specs = [tasks.get(t) for t in dict.fromkeys(args.tasks)]  # unknown ids fail before any download
     limits = Limits.from_env(args.max_ratio, args.max_bytes)
     failed = []
     for spec in specs:  # every task is tried: one that fails (offline, gated, a bad archive) stops no other
@@ -126,8 +128,7 @@ def run_add(args: argparse.Namespace) -> int:
 def run_status(args: argparse.Namespace) -> int:
     specs = list_specs(include_extra=args.all)
     if args.task_file:  # the user's own tasks, what a ⚠ line's fix for one of them asks about (issue 62 item 5)
-        builtin = {s.id for s in list_specs(include_extra=True)}
-        specs = [s for s in list_specs(task_files=args.task_file) if s.id not in builtin]
+        specs = TaskCatalogue.build(args.task_file).own()
     # a task file's paths may be its own (relative to the spec): no data folder needed then
     data_dir = resolve_data_dir(args.data_dir) if args.task_file else _data_dir(args)
     rows = [task_status(spec, data_dir) for spec in specs]

@@ -21,7 +21,7 @@ from biobench.api.evaluation import (
 )
 from biobench.errors import ConfigError
 from biobench.eval.claims import DEFAULT_CLAIM_S, MIN_CLAIM_S, RunClaims
-from biobench.eval.grid import UNRESOLVED, select_grids
+from biobench.eval.grid import UNRESOLVED, grid_catalogue, select_grids
 from biobench.eval.grid_launch import ArraySettings, launch_grid
 from biobench.eval.parallel import parallel_value
 from biobench.eval.runner import STOP_MESSAGE, Execution, stopped, summarize
@@ -37,7 +37,7 @@ from biobench.runtime.memory import add_max_model_gb_argument, operator_limit_gb
 from biobench.store.metadata import check_metadata
 from biobench.store.trust import DEGENERATE_MARK, SMOKE_MARK, is_smoke
 from biobench.tasks.loading import resolve_data_dir
-from biobench.tasks.registry import add_task_arguments
+from biobench.tasks.registry import TaskCatalogue, add_task_arguments
 
 EPILOG = """examples:
   biobench eval --model ModernCamemBERT-bio --lang fr --seeds 42-50
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
     overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
     selection: dict[str, Any] = dict(lang=args.lang, seeds=args.seeds, data_dir=args.data_dir, results=args.results,
-                                     name=args.name, task_files=args.task_file, shard=args.shard, overrides=overrides,
+                                     name=args.name, catalogue=TaskCatalogue.build(args.task_file), shard=args.shard, overrides=overrides,
                                      quick=args.quick, metadata=metadata_option(args.metadata))
     if args.dry_run:
         return print_dry_run(dry_run_evaluation(args.model, args.tasks, **selection), args, 0)
@@ -440,7 +440,8 @@ def launch_slurm(args: argparse.Namespace) -> int:
         raise ConfigError("--launcher slurm goes with --config GRID.toml (the grid its workers share)")
     options = vars(args)
     launched = launch_grid(args.config, args.grid, ArraySettings.from_options(options), options,
-                           overrides=overrides_from_args(args), task_files=args.task_file, data_dir=args.data_dir,
+                           overrides=overrides_from_args(args), catalogue=TaskCatalogue.build(args.task_file),
+                           data_dir=args.data_dir,
                            shard=args.shard)
     print(f"submitted SLURM array {launched.job}: {launched.workers} worker(s) on {launched.models} model(s) of "
           f"{launched.grids} grid(s), each claiming the next unfinished run")
@@ -455,15 +456,17 @@ def run_config(args: argparse.Namespace) -> int:
     (api.evaluation.plan_grid_model), or with --dry-run the list of runs and whether each is done."""
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
-    grids = select_grids(args.config, args.grid, args.task_file)
-    options: dict[str, Any] = dict(task_files=args.task_file, data_dir=args.data_dir,
-                                   overrides=overrides_from_args(args), shard=args.shard, quick=args.quick)
+    catalogue = TaskCatalogue.build(args.task_file)
+    grids = select_grids(args.config, args.grid, catalogue)
+    options: dict[str, Any] = dict(data_dir=args.data_dir, overrides=overrides_from_args(args), shard=args.shard,
+                                   quick=args.quick)
     if args.dry_run:
-        return print_dry_run(dry_run_grids(grids, **options), args, len(grids))
+        return print_dry_run(dry_run_grids(grids, catalogue=catalogue, **options), args, len(grids))
     with wall_clock(args):
         for grid in grids:
+            tasks = grid_catalogue(grid, catalogue)  # the grid's task files read once for all its models
             for entry in grid.models:
-                plan = plan_grid_model(grid, entry, overwrite=args.overwrite, rename=True, **options)
+                plan = plan_grid_model(grid, entry, catalogue=tasks, overwrite=args.overwrite, rename=True, **options)
                 plan.fix = own_fix(None, {"model": entry.model, "--name": entry.name,
                                           "--data-dir": grid.data_dir or args.data_dir, "--results": grid.results,
                                           "--task-file": [*grid.task_files, *args.task_file]})

@@ -16,7 +16,7 @@ from biobench.errors import ConfigError
 from biobench.eval.grid import grid_specs, read_grid_file
 from biobench.eval.prefetch import prefetch_model, prefetch_task
 from biobench.tasks.loading import resolve_data_dir
-from biobench.tasks.registry import get_spec, list_specs
+from biobench.tasks.registry import TaskCatalogue
 
 # (this module parses and prints; the work is in biobench.eval.prefetch)
 
@@ -50,16 +50,17 @@ def _selection(args: argparse.Namespace) -> tuple[list[str], list[tuple[Any, Pat
         if unknown:
             raise ConfigError(f"{args.config}: no grid named {', '.join(unknown)}")
         grids = [g for g in grids if not args.grid or g.name in args.grid]
+        catalogue = TaskCatalogue.build(args.task_file)
         models = [entry.model for grid in grids for entry in grid.models]
-        tasks = [(spec, grid.data_dir or data_dir) for grid in grids for spec in grid_specs(grid, args.task_file)]
+        tasks = [(spec, grid.data_dir or data_dir) for grid in grids for spec in grid_specs(grid, catalogue)]
         return models, tasks
     if not args.model and not args.lang and not args.tasks:
         raise ConfigError("biobench prefetch needs --config GRID.toml, or --model M and/or --lang fr|en / --tasks")
     if args.tasks:
         ids = [t.strip() for t in args.tasks.split(",") if t.strip()]
-        specs = [get_spec(t, args.task_file) for t in ids]
+        specs = [TaskCatalogue.build(args.task_file).get(t) for t in ids]
     else:
-        specs = list_specs(lang=args.lang, task_files=args.task_file) if args.lang else []
+        specs = TaskCatalogue.build(args.task_file).tasks(lang=args.lang) if args.lang else []
     return args.model, [(spec, data_dir) for spec in specs]
 
 

@@ -18,7 +18,7 @@ from biobench.api.catalog import task_rows
 from biobench.protocols import PROTOCOL_FIELDS, protocol_markdown, protocol_row, sources_markdown
 from biobench.runtime.console import console as terminal_console
 from biobench.tasks.loading import resolve_data_dir, without_data_dir_hints
-from biobench.tasks.registry import add_task_arguments, list_specs
+from biobench.tasks.registry import TaskCatalogue, add_task_arguments
 
 
 def add_parser(subparsers: Any) -> None:
@@ -103,12 +103,12 @@ def _protocol(specs: list[Any], as_json: bool, markdown: bool) -> int:
 
 def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
+    catalogue = TaskCatalogue.build(args.task_file)
     if args.protocol:
-        return _protocol(list_specs(args.lang, args.task_file, include_extra=args.all), args.json, args.markdown)
-    builtin = {s.id for s in list_specs(args.lang, include_extra=args.all)}
-    mine = {s.id for s in list_specs(args.lang, args.task_file)} - builtin if args.task_file else set()
+        return _protocol(catalogue.tasks(args.lang, include_extra=args.all), args.json, args.markdown)
+    mine = {s.id for s in catalogue.own(args.lang)}
     # with --task-file, the file's tasks are what was asked about: only theirs are read for split sizes
-    rows = task_rows(args.lang, data_dir, args.task_file, include_extra=args.all,
+    rows = task_rows(args.lang, data_dir, catalogue, include_extra=args.all,
                      counts=(mine if args.task_file else True) if args.counts else False)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -42,7 +42,7 @@ from biobench.runtime.leases import now_iso
 from biobench.runtime.paths import check_text
 from biobench.store import read_result
 from biobench.store.metadata import check_metadata
-from biobench.tasks.registry import get_spec, list_specs
+from biobench.tasks.registry import TaskCatalogue, TaskSpec, builtin_catalogue, list_specs
 
 MAX_GRID_BYTES = 4 * 2**20  # a grid file is a few KiB of TOML
 # Runs (models x tasks x seeds, over its grids) one grid file may plan: the paper's study is 19 tasks x ~20 models
@@ -141,12 +141,12 @@ def read_grid_file(path: str | Path) -> list[Grid]:
     return grids_from_tables(tables, raw, path)
 
 
-def select_grids(path: str | Path, names: Sequence[str] = (), task_files: Sequence[str | Path] = ()) -> list[Grid]:
-    """The grids of a grid file (`eval --config`), only those named in `names` (`--grid`) when given; `task_files`:
-    the command line's --task-file, whose tasks a `lang` grid runs too (counted against the cap)."""
+def select_grids(path: str | Path, names: Sequence[str] = (), catalogue: TaskCatalogue | None = None) -> list[Grid]:
+    """The grids of a grid file (`eval --config`), only those named in `names` (`--grid`) when given; `catalogue`:
+    the command line's, whose own tasks (--task-file) a `lang` grid runs too (counted against the cap)."""
     grids = read_grid_file(path)
-    if task_files:
-        check_size(grids, Path(path), len(task_files))
+    if catalogue is not None and catalogue.files:
+        check_size(grids, Path(path), len(catalogue.files))
     if names:
         unknown = [g for g in names if g not in {grid.name for grid in grids}]
         if unknown:
@@ -293,11 +293,17 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
     return rows
 
 
-def grid_specs(grid: Grid, extra_task_files: Sequence[str | Path] = ()) -> list:
-    """The task specs of a grid: its task ids, or every paper task of its language (with its task files)."""
-    task_files = [*grid.task_files, *extra_task_files]
-    return ([get_spec(t, task_files) for t in grid.tasks] if grid.tasks
-            else list_specs(lang=grid.lang, task_files=task_files))
+def grid_catalogue(grid: Grid, catalogue: TaskCatalogue | None = None) -> TaskCatalogue:
+    """`catalogue` (the command line's; default the built-ins) with the grid's own task files: build it once per
+    grid and pass it to what plans the grid's models (grid_specs does not read a file it already holds)."""
+    return (catalogue or builtin_catalogue()).extended(grid.task_files)
+
+
+def grid_specs(grid: Grid, catalogue: TaskCatalogue | None = None) -> list[TaskSpec]:
+    """The task specs of a grid: its task ids, or every paper task of its language (with its and the catalogue's
+    own tasks), looked up in `catalogue` extended by the grid's task files (grid_catalogue)."""
+    tasks = grid_catalogue(grid, catalogue)
+    return [tasks.get(t) for t in grid.tasks] if grid.tasks else tasks.tasks(lang=grid.lang)
 
 
 def _toml_value(value: Any) -> str:

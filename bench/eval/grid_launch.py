@@ -21,6 +21,7 @@ from biobench.models import identify_model
 from biobench.runtime import launch
 from biobench.runtime.files import empty_folders_removed_on_error
 from biobench.runtime.jsonfile import UnsafeJSONError, read_json
+from biobench.tasks.registry import TaskCatalogue
 
 # what a worker of `--launcher slurm` is given on its command line (the rest is in the resolved grid), by the
 # option's argparse dest: a value passed as `FLAG VALUE` unless unset (None, or `--report-to none`)...
@@ -96,11 +97,12 @@ def check_not_queued(config: Path, grid_names: Sequence[str], log_dir: Path) -> 
 
 
 def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings, options: Mapping[str, Any], *,
-                overrides: dict[str, Any], task_files: Sequence[str | Path] = (), data_dir: str | Path | None = None,
-                shard: str | None = None) -> LaunchedGrid:
+                overrides: dict[str, Any], catalogue: TaskCatalogue | None = None,
+                data_dir: str | Path | None = None, shard: str | None = None) -> LaunchedGrid:
     """Check the launch (every refusal before anything is written or submitted), resolve the grids of `config`
     (those named by `grid_names`, default all), pin each model's revision, write the resolved grid to the log
-    folder and submit the array. A submit that fails leaves no resolved grid behind."""
+    folder and submit the array. A submit that fails leaves no resolved grid behind. `catalogue`: the command
+    line's tasks, whose task files the resolved grid names so that every element builds the same catalogue."""
     if shard:
         raise ConfigError("--launcher slurm shares the grid by claims; drop --shard")
     for what, value in (("--config", config), ("--account", settings.account), ("--partition", settings.partition),
@@ -118,12 +120,12 @@ def launch_grid(config: str, grid_names: Sequence[str], settings: ArraySettings,
     check_not_queued(Path(config).resolve(), grid_names, log_dir)
     # a refusal from here on (a model that does not resolve, sbatch's) leaves none of the empty folders made below
     with empty_folders_removed_on_error(log_dir, *(Path(grid.results) for grid in grids)):
-        return _submit_grid(config, grid_names, grids, settings, options, overrides, task_files, data_dir, workers,
+        return _submit_grid(config, grid_names, grids, settings, options, overrides, catalogue, data_dir, workers,
                             time_min, extra, log_dir)
 
 
 def _submit_grid(config: str, grid_names: Sequence[str], grids: list[Grid], settings: ArraySettings,
-                 options: Mapping[str, Any], overrides: dict[str, Any], task_files: Sequence[str | Path],
+                 options: Mapping[str, Any], overrides: dict[str, Any], catalogue: TaskCatalogue | None,
                  data_dir: str | Path | None, workers: int, time_min: int, extra: dict[str, str],
                  log_dir: Path) -> LaunchedGrid:
     """launch_grid's writes and the submit, once every refusal that needs no folder has passed."""
@@ -137,7 +139,7 @@ def _submit_grid(config: str, grid_names: Sequence[str], grids: list[Grid], sett
             revisions[f"{grid.name}/{identity.name}"] = identity.info.revision
     grid_file = log_dir / "grid.toml"
     wrote_grid = not grid_file.exists()
-    grid_file.write_text(resolved_grid_file(grids, overrides, [Path(f) for f in task_files], data_dir),
+    grid_file.write_text(resolved_grid_file(grids, overrides, list(catalogue.files) if catalogue else [], data_dir),
                          encoding="utf-8")
     try:
         job = launch.submit(launch.SlurmLaunch(

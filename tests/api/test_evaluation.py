@@ -3,6 +3,8 @@ file), its dry runs, and execute_plan's one memory check."""
 
 from __future__ import annotations
 
+import json
+
 import biobench.api.evaluation as evaluation
 import biobench.eval.runner as runner
 import biobench.models as models
@@ -99,3 +101,24 @@ def test_a_slurm_worker_runs_the_resolved_grid_with_the_execution_options(tmp_pa
 
     grid = tmp_path / "grid.toml"
     assert worker_argv(grid, options) == ["eval", "--config", str(grid), "--no-progress", *expected]
+
+
+def test_a_grid_dry_run_reads_the_grids_task_file_once_not_once_per_model_and_task(tmp_path, monkeypatch):
+    """Issue 61 item 3: the grid's catalogue is built once (its task file read once) and passed to every model's
+    plan; before, each lookup of each model read the file again (3 models x 2 tasks = 6 reads)."""
+    import biobench.tasks.registry as registry
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "mine.json").write_text(json.dumps({
+        "id": "my-cls", "lang": "fr", "kind": "classification", "max_length": 64, "protocol": "fr",
+        "sources": [{"type": "generated", "generator": "demo-cls", "options": {"seed": 0}}]}))
+    path = tmp_path / "g.toml"
+    path.write_text('task_files = ["mine.json"]\n[[grid]]\nname = "g"\ntasks = ["my-cls", "demo-cls"]\nseeds = "1"\n'
+                    'models = ["acme/a", "acme/b", "acme/c"]\n')
+    reads: list[str] = []
+    real = registry.read_spec_file
+    monkeypatch.setattr(registry, "read_spec_file", lambda p: reads.append(str(p)) or real(p))
+    rows = evaluation.dry_run_grids(read_grid_file(path))
+    assert [(r.model, r.task, r.status) for r in rows] == [
+        (m, t, "revision unresolved") for m in ("acme/a", "acme/b", "acme/c") for t in ("my-cls", "demo-cls")]
+    assert reads == [str(tmp_path / "mine.json")]

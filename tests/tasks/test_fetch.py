@@ -12,11 +12,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from biobench.cli import main
+from biobench.cli import build_parser, main
 from biobench.errors import DataError
 from biobench.tasks.fetch import add_task, fetch_task, task_status
 from biobench.tasks.loading import load_task
-from biobench.tasks.registry import get_spec, spec_from_dict
+from biobench.tasks.registry import TaskCatalogue, get_spec, spec_from_dict
 
 IOB = "-DOCSTART-\tO\n\nIL-2\tB-protein\ngene\tI-protein\nexpression\tO\n\nNF-kappa\tB-protein\nB\tI-protein\n\n"
 
@@ -378,19 +378,22 @@ def test_cli_fetch_skips_present_data_and_tries_every_task(server, tmp_path, cap
         "fetch": {**good.fetch, "files": [dict(f, url=f.get("url").replace("/data/", "/missing/"),
                                                to=f["to"].replace("toy/", "gone/")) for f in good.fetch["files"]]}},
         "toy-gone.json")
-    specs = {"toy-gone": broken, "toy-ner": good}
-    monkeypatch.setattr(data_command, "get_spec", lambda task_id, *a: specs[task_id])  # what `data fetch` looks up
+    catalogue = TaskCatalogue.of(broken, good)  # what `data fetch` looks its tasks up in
+
+    def fetch(*argv: str) -> int:
+        return data_command.run_fetch(build_parser(load=["data"]).parse_args(["data", "fetch", *argv]), catalogue)
+
     real_get = handler.do_GET
     monkeypatch.setattr(handler, "do_GET", lambda self: requests.append(self.path) or real_get(self))
     data = str(tmp_path / "data")
-    assert main(["data", "fetch", "toy-gone", "toy-ner", "--data-dir", data]) == 2  # the first fails, the second runs
+    assert fetch("toy-gone", "toy-ner", "--data-dir", data) == 2  # the first fails, the second runs
     out, err = capsys.readouterr()
     assert "toy-ner: done" in out and err.count("toy-gone: failed: ") == 1 and "/missing/train.tsv" in err
     assert "1 of 2 task(s) not fetched: toy-gone" in err
     assert [line for line in err.splitlines() if line.startswith("toy-gone")][0].count("\n") == 0
     requests.clear()
-    assert main(["data", "fetch", "toy-ner", "--data-dir", data]) == 0
+    assert fetch("toy-ner", "--data-dir", data) == 0
     assert "toy-ner: already present (" in capsys.readouterr().out and requests == []
-    assert main(["data", "fetch", "toy-ner", "--data-dir", data, "--force"]) == 0
+    assert fetch("toy-ner", "--data-dir", data, "--force") == 0
     assert "toy-ner: done" in capsys.readouterr().out and sorted(requests) == ["/data/dev.tsv", "/data/test.tsv",
                                                                              "/data/train.tsv"]

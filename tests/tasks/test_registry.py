@@ -12,7 +12,14 @@ import pytest
 from biobench.cli import main
 from biobench.errors import ConfigError, DataError
 from biobench.tasks.loading import load_task, resolve_data_dir
-from biobench.tasks.registry import PAPER_TASKS, add_task_arguments, get_spec, list_specs, read_spec_file
+from biobench.tasks.registry import (
+    PAPER_TASKS,
+    TaskCatalogue,
+    add_task_arguments,
+    get_spec,
+    list_specs,
+    read_spec_file,
+)
 
 FIX = Path(__file__).parents[1] / "fixtures" / "tasks"
 TABLE8 = {"diamed": 2048, "meddialog-fr": 4096, "fracco-30": 4096, "fracco-100": 4096, "cantemist": 4096,
@@ -77,7 +84,7 @@ def test_add_task_arguments_and_data_dir(monkeypatch, tmp_path):
 
 
 def test_task_file_round_trip(tmp_path):
-    spec = get_spec("my-specialty", [FIX / "user" / "specialty.json"])
+    spec = TaskCatalogue.build([FIX / "user" / "specialty.json"]).get("my-specialty")
     task = load_task(spec)
     assert {s: len(v) for s, v in task.splits.items()} == {"train": 3, "dev": 2, "test": 2}
     assert task.labels == ["cardiologie", "neurologie", "pneumologie"]
@@ -85,7 +92,7 @@ def test_task_file_round_trip(tmp_path):
     shutil.copytree(FIX / "user", tmp_path / "u")
     again = load_task(read_spec_file(tmp_path / "u" / "specialty.json"))
     assert again.checksum == task.checksum
-    ner = load_task(get_spec("my-ner", [FIX / "ner.toml"]))
+    ner = load_task(TaskCatalogue.build([FIX / "ner.toml"]).get("my-ner"))
     assert ner.labels == ["Chemical", "Disease"] and len(ner.splits["test"]) == 2
 
 
@@ -94,7 +101,38 @@ def test_task_file_cannot_shadow_builtin(tmp_path):
     raw["id"] = "gad"
     (tmp_path / "gad.json").write_text(json.dumps(raw))
     with pytest.raises(ConfigError, match="is a built-in task"):
-        get_spec("gad", [tmp_path / "gad.json"])
+        TaskCatalogue.build([tmp_path / "gad.json"])
+
+
+def test_a_catalogue_reads_each_task_file_once_however_many_lookups(monkeypatch):
+    """Issue 61 item 3: the catalogue is built once (each --task-file read and checked then); a lookup by id or a
+    language's listing is a dict lookup, never a read of the spec files again (before, every get_spec read every
+    task file: 2 files x 50 lookups = 100 reads)."""
+    import biobench.tasks.registry as registry
+
+    reads: list[Path] = []
+    real = registry.read_spec_file
+    monkeypatch.setattr(registry, "read_spec_file", lambda path: reads.append(Path(path)) or real(path))
+    files = [FIX / "user" / "specialty.json", FIX / "ner.toml"]
+    catalogue = TaskCatalogue.build(files)
+    assert reads == files and catalogue.files == tuple(files)
+    for _ in range(25):
+        assert catalogue.get("my-specialty").id == "my-specialty" and catalogue.get("my-ner").kind == "ner"
+        assert [s.id for s in catalogue.own()] == ["my-specialty", "my-ner"]
+        assert [s.id for s in catalogue.tasks("fr")][-1] == "my-specialty"  # paper tasks first, then the user's
+    assert catalogue.extended(files) is catalogue  # a grid naming the same files reads nothing again
+    assert len(reads) == 2
+    with pytest.raises(ConfigError, match="did you mean 'my-ner'"):
+        catalogue.get("my-nre")
+    assert "my-ner" not in {s.id for s in list_specs(include_extra=True)}  # the built-ins alone stay built-in
+
+
+def test_a_catalogue_of_specs_in_memory_adds_tasks_without_a_file():
+    """TaskCatalogue.of: the seam tests use to add a task (no spec file, no patched registry)."""
+    extra = read_spec_file(FIX / "ner.toml")
+    catalogue = TaskCatalogue.of(extra)
+    assert catalogue.get("my-ner") is extra and catalogue.get("gad") is get_spec("gad")
+    assert catalogue.own() == [extra] and catalogue.files == ()
 
 
 def test_tasks_json_cli(capsys, tmp_path, monkeypatch):
