@@ -257,19 +257,29 @@ class TaskCatalogue:
         """The built-ins plus `specs` as given (no file read): the seam tests use to add tasks."""
         return cls({**_builtin(), **{spec.id: spec for spec in specs}})
 
-    def extended(self, task_files: Sequence[str | Path]) -> TaskCatalogue:
-        """This catalogue plus the specs of `task_files` not already in it (a grid's own task files: a file the
-        catalogue was built from is not read again)."""
-        new = [f for f in dict.fromkeys(Path(f) for f in task_files) if f not in self.files]
-        if not new:
+    def extended(self, task_files: Sequence[str | Path], first: bool = False) -> TaskCatalogue:
+        """This catalogue plus the specs of `task_files` not already in it (a file the catalogue was built from
+        is not read again). `first`: the tasks of `task_files` are listed before the user's other tasks (a grid's
+        own task files before the command line's, as if given first); a task id given twice keeps the spec of the
+        file given last."""
+        paths = list(dict.fromkeys(Path(f) for f in task_files))
+        if not first and all(path in self.files for path in paths):
             return self
-        specs = dict(self.specs)
-        for path in new:
+        builtin = {k: v for k, v in self.specs.items() if k in _builtin()}
+        mine = {k: v for k, v in self.specs.items() if k not in builtin}
+        front: dict[str, TaskSpec] = {}
+        for path in paths:
+            if path in self.files:  # held already: its tasks move to the front, nothing is read
+                front.update((k, v) for k, v in mine.items() if v.origin == str(path))
+                continue
             spec = read_spec_file(path)
             if spec.id in _builtin():
                 raise ConfigError(f"{path}: task id '{spec.id}' is a built-in task; give your task another id")
-            specs[spec.id] = spec
-        return TaskCatalogue(specs, (*self.files, *new))
+            front[spec.id] = spec
+        new = tuple(path for path in paths if path not in self.files)
+        if first:
+            return TaskCatalogue({**builtin, **front, **mine}, (*new, *self.files))
+        return TaskCatalogue({**builtin, **mine, **front}, (*self.files, *new))
 
     def get(self, task_id: str) -> TaskSpec:
         """The spec for `task_id`; an unknown id suggests the closest one."""

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from biobench.api.results import Results
 from biobench.errors import BiobenchError, ConfigError, ResultsError
 from biobench.eval.claims import RunClaims
-from biobench.eval.grid import Grid, GridModel, RunStatus, grid_catalogue, grid_specs, plan_rows
+from biobench.eval.grid import Grid, GridModel, RunStatus, cannot_plan, grid_catalogue, grid_specs, plan_rows
 from biobench.eval.parallel import execute_parallel
 from biobench.eval.runner import Execution, GridPlan, execute, parse_shard, plan_grid
 from biobench.models import check_memory
@@ -201,8 +201,7 @@ def dry_run_grids(grids: Sequence[Grid], *, catalogue: TaskCatalogue | None = No
         try:
             tasks = grid_catalogue(grid, catalogue)
         except BiobenchError as err:  # a grid's broken task file: its models' rows say so, as their plans would
-            rows += [RunStatus(grid.name, entry.name or entry.model, "*", None, "cannot plan", str(err))
-                     for entry in grid.models]
+            rows += [cannot_plan(grid.name, entry.name or entry.model, err) for entry in grid.models]
             continue
         for entry in grid.models:
             chosen: list[RunChoice] = []

@@ -21,7 +21,7 @@ from biobench.api.evaluation import (
 )
 from biobench.errors import ConfigError
 from biobench.eval.claims import DEFAULT_CLAIM_S, MIN_CLAIM_S, RunClaims
-from biobench.eval.grid import UNRESOLVED, grid_catalogue, select_grids
+from biobench.eval.grid import UNRESOLVED, cannot_plan, grid_catalogue, select_grids
 from biobench.eval.grid_launch import ArraySettings, launch_grid
 from biobench.eval.parallel import parallel_value
 from biobench.eval.runner import STOP_MESSAGE, Execution, stopped, summarize
@@ -187,8 +187,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--grid goes with --config GRID.toml (it names grids of that file)")
     overrides = overrides_from_args(args)  # checked now: a dry run with a bad override is an error too
     selection: dict[str, Any] = dict(lang=args.lang, seeds=args.seeds, data_dir=args.data_dir, results=args.results,
-                                     name=args.name, catalogue=TaskCatalogue.build(args.task_file), shard=args.shard, overrides=overrides,
+                                     name=args.name, shard=args.shard, overrides=overrides,
                                      quick=args.quick, metadata=metadata_option(args.metadata))
+    try:
+        selection["catalogue"] = TaskCatalogue.build(args.task_file)
+    except ConfigError as err:
+        if not args.dry_run:
+            raise
+        # a dry run lists what it cannot plan, a broken --task-file too: the model's one row says why
+        return print_dry_run([cannot_plan("-", args.name or args.model, err)], args, 0)
     if args.dry_run:
         return print_dry_run(dry_run_evaluation(args.model, args.tasks, **selection), args, 0)
     with wall_clock(args):
@@ -456,7 +463,14 @@ def run_config(args: argparse.Namespace) -> int:
     (api.evaluation.plan_grid_model), or with --dry-run the list of runs and whether each is done."""
     if args.tasks or args.lang or args.seeds:
         raise ConfigError("with --config, tasks, lang and seeds come from the grid file; drop --tasks/--lang/--seeds")
-    catalogue = TaskCatalogue.build(args.task_file)
+    try:
+        catalogue = TaskCatalogue.build(args.task_file)
+    except ConfigError as err:
+        if not args.dry_run:
+            raise
+        grids = select_grids(args.config, args.grid)  # a broken --task-file: each model's one row says why
+        return print_dry_run([cannot_plan(grid.name, entry.name or entry.model, err) for grid in grids
+                              for entry in grid.models], args, len(grids))
     grids = select_grids(args.config, args.grid, catalogue)
     options: dict[str, Any] = dict(data_dir=args.data_dir, overrides=overrides_from_args(args), shard=args.shard,
                                    quick=args.quick)

@@ -265,19 +265,25 @@ def run_status(path: Path, key: dict[str, Any]) -> tuple[str, str]:
     return ("done", "") if same else ("conflict", f"{path} holds another run's result (--overwrite replaces it)")
 
 
+def cannot_plan(grid: str, model: str, err: Exception) -> RunStatus:
+    """The one dry-run row of a model whose runs cannot be planned (a bad selection, a broken task file, a model
+    folder that is not there): why, in place of its runs."""
+    return RunStatus(grid, model, "*", None, "cannot plan", str(err))
+
+
 def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunStatus]:
     """The dry-run rows of one model (`eval --model` and each model of a grid file)."""
     try:
         plan = plan_model()
     except NoModelFolder as err:  # a path that is not there: no hub can resolve it, so no "revision unresolved"
-        return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
+        return [cannot_plan(grid, model, err)]
     except ModelLoadError as err:
         if unresolved is None:
-            return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
+            return [cannot_plan(grid, model, err)]
         return [RunStatus(grid, model, task, None, "no data", missing) if missing else
                 RunStatus(grid, model, task, seed, UNRESOLVED, str(err)) for task, seed, missing in unresolved()]
     except BiobenchError as err:
-        return [RunStatus(grid, model, "*", None, "cannot plan", str(err))]
+        return [cannot_plan(grid, model, err)]
 
     rows = []
     for run in plan.grid:
@@ -295,8 +301,9 @@ def plan_rows(grid: str, model: str, plan_model, unresolved=None) -> list[RunSta
 
 def grid_catalogue(grid: Grid, catalogue: TaskCatalogue | None = None) -> TaskCatalogue:
     """`catalogue` (the command line's; default the built-ins) with the grid's own task files: build it once per
-    grid and pass it to what plans the grid's models (grid_specs does not read a file it already holds)."""
-    return (catalogue or builtin_catalogue()).extended(grid.task_files)
+    grid and pass it to what plans the grid's models (grid_specs does not read a file it already holds). The
+    grid's tasks are listed first, then the command line's (the order a `lang` grid has always run them in)."""
+    return (catalogue or builtin_catalogue()).extended(grid.task_files, first=True)
 
 
 def grid_specs(grid: Grid, catalogue: TaskCatalogue | None = None) -> list[TaskSpec]:

@@ -121,7 +121,12 @@ def test_a_catalogue_reads_each_task_file_once_however_many_lookups(monkeypatch)
         assert [s.id for s in catalogue.own()] == ["my-specialty", "my-ner"]
         assert [s.id for s in catalogue.tasks("fr")][-1] == "my-specialty"  # paper tasks first, then the user's
     assert catalogue.extended(files) is catalogue  # a grid naming the same files reads nothing again
-    assert len(reads) == 2
+    # a grid's own files list their tasks first (before the command line's), read once however often extended
+    grid = TaskCatalogue.build(files[1:]).extended(files[:1], first=True)
+    assert [s.id for s in grid.own()] == ["my-specialty", "my-ner"] and grid.files == (files[0], files[1])
+    assert [s.id for s in grid.extended(files[:1], first=True).own()] == ["my-specialty", "my-ner"]
+    assert [s.id for s in TaskCatalogue.build(files[1:]).extended(files[:1]).own()] == ["my-ner", "my-specialty"]
+    assert len(reads) == 2 + 4
     with pytest.raises(ConfigError, match="did you mean 'my-ner'"):
         catalogue.get("my-nre")
     assert "my-ner" not in {s.id for s in list_specs(include_extra=True)}  # the built-ins alone stay built-in
