@@ -291,9 +291,9 @@ class TaskCatalogue:
     def tasks(self, lang: str | None = None, include_extra: bool = False) -> list[TaskSpec]:
         """Paper tasks in paper order, then (with include_extra) the extra built-ins, then the user's tasks."""
         builtin = _builtin()
-        specs = [builtin[t] for t in PAPER_TASKS]
+        specs = [self.specs[t] for t in PAPER_TASKS]  # this catalogue's (`of` may stand in for a built-in)
         if include_extra:
-            specs += [s for s in builtin.values() if not s.paper_task]
+            specs += [self.specs[t] for t, s in builtin.items() if not s.paper_task]
         specs += self.own()
         return [s for s in specs if lang is None or s.lang == lang]
 
