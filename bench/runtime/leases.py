@@ -332,6 +332,10 @@ class Heartbeat:
         self.leases: list[Lease] = []
         self.lost: list[Lease] = []
         self._lock = threading.Lock()
+        # held while one lease is renewed: remove() waits for a renewal in flight, so a lease removed and then
+        # released (its folder deleted) is never written again by a renewal that checked it before the removal
+        # (the finished run's claim folder came back, and the next process waited a claim period for nothing)
+        self._renewing = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -343,7 +347,7 @@ class Heartbeat:
             self._thread.start()
 
     def remove(self, lease: Lease) -> None:
-        with self._lock:
+        with self._renewing, self._lock:
             self.leases = [held for held in self.leases if held is not lease]
 
     def is_lost(self, lease: Lease) -> bool:
@@ -355,11 +359,17 @@ class Heartbeat:
             with self._lock:
                 held = list(self.leases)
             for lease in held:
-                try:
-                    kept = renew(self.files_of(lease), lease, self.lease_s)
-                except (BiobenchError, OSError) as err:
+                with self._renewing:
+                    with self._lock:
+                        if not any(still is lease for still in self.leases):
+                            continue  # removed since the copy: its holder released it
+                    try:
+                        kept: bool | BaseException = renew(self.files_of(lease), lease, self.lease_s)
+                    except (BiobenchError, OSError) as err:
+                        kept = err
+                if isinstance(kept, BaseException):
                     if self.on_error:
-                        self.on_error(lease, err)
+                        self.on_error(lease, kept)
                     continue
                 if not kept:
                     with self._lock:
