@@ -9,6 +9,8 @@ A mix file (TOML) has one `[[source]]` table per source:
     max_passes = 1                 # upsampling by repetition, each pass reshuffled (OLMo-core's max repetition)
     build_from = "almanach/..."    # optional, documentation only: what `corpus build` reads for this store
     weight = "score"               # optional: the store's per-document weight field (`corpus build --weight-field`)
+    hub_config = "fr"              # optional, a hub build_from only: its config (`corpus build --hub-config`)
+    data_files = ["fr/*.parquet"]  # optional, a hub build_from only: globs of its files (`corpus build --data-files`)
 
 A source with `weight` reads each document a deterministic number of times (repeat_counts: the weight's whole
 part, plus one more with probability its fractional part, drawn from the document's index alone), laid out in
@@ -57,7 +59,8 @@ from biobench.training.schedules import phase_steps
 MAX_MIX_BYTES = 1 << 20
 MAX_SOURCES = 64  # the paper's mixes have 2-4 sources; the blend index stores a source as uint8
 MIX_KEYS = ("description", "source", "tokenizer")
-SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight", "text_field")
+SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight", "text_field", "hub_config",
+               "data_files")
 MAX_REPEATED_DOCUMENTS = 1 << 31  # a weighted source's repeated stream: 16 bytes per repeated document in RAM
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SHARE_TOLERANCE = 1e-6
@@ -73,6 +76,7 @@ class MixSource:
     build_from: str | None = None  # what `corpus build --mix` reads: a local path (as given) or a hub dataset id
     weight: str | None = None  # the store's per-document weight field: repeat counts (repeat_counts)
     text_field: str = "text"
+    selection: corpus.HubSelection = field(default_factory=corpus.HubSelection)  # of a hub build_from's files
 
     def build_source(self, folder: Path) -> str | None:
         """What `build_from` names, as `corpus build` takes it: a path relative to the mix file's folder (the rule
@@ -102,6 +106,7 @@ class Mix:
             parts += ["--text-field", source.text_field]
         if source.weight is not None:
             parts += ["--weight-field", source.weight]
+        parts += source.selection.flags()
         return " ".join(shlex.quote(p) for p in parts)
 
     def missing(self) -> list[MixSource]:
@@ -191,17 +196,27 @@ def read_mix(path: str | Path) -> Mix:
         text_field = table.get("text_field", "text")
         if not isinstance(text_field, str) or not NAME.fullmatch(text_field):
             raise ConfigError(f"{here}: text_field must name the JSON field / parquet column holding the text")
+        data_files = table.get("data_files")
+        if isinstance(data_files, str):
+            data_files = [data_files]
+        if data_files is not None and not isinstance(data_files, list):
+            raise ConfigError(f"{here}: data_files must be a glob or a list of globs (of the hub dataset's files)")
+        selection = corpus.hub_selection(table.get("hub_config"), data_files, here)
+        if selection and (build_from is None or not corpus.is_hub_source(build_from)
+                          or corpus.looks_like_path(build_from)):
+            raise ConfigError(f"{here}: hub_config and data_files select the files of a hub dataset; build_from "
+                              f"{build_from or '(none)'} is not a hub dataset id")
         names.add(name)
         stores.add(store_path)
-        parsed.append((name, store_path, given[0], amount, passes, build_from, weight, text_field))
+        parsed.append((name, store_path, given[0], amount, passes, build_from, weight, text_field, selection))
     if len(forms) > 1:
         raise ConfigError(f"{where}: sources mix 'share' and 'tokens'; state every source the same way")
     total = sum(p[3] for p in parsed)
     if forms == {"share"} and abs(total - 1) > SHARE_TOLERANCE:
         raise ConfigError(f"{where}: shares sum to {total:.6g}, not 1; fix them so they sum to 1")
     sources = tuple(MixSource(name, store, amount / total, passes, int(amount) if form == "tokens" else None, build,
-                              weight, text_field)
-                    for name, store, form, amount, passes, build, weight, text_field in parsed)
+                              weight, text_field, selection)
+                    for name, store, form, amount, passes, build, weight, text_field, selection in parsed)
     tokenizer = raw.get("tokenizer")
     if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer or len(tokenizer) > 1000
                                   or any(ord(c) < 32 for c in tokenizer)):

@@ -44,6 +44,12 @@ def _source(name: str, store: str, amount: str = "share = 0.5", extra: str = "")
     ("", r"expected one or more \[\[source\]\] tables"),
     ("[[source\n", r"not valid TOML"),
     (_source("a b", "s1", "share = 1"), r"name 'a b' must be"),
+    (_source("a", "s1", "share = 1", 'build_from = "org/x"\ndata_files = ["../y/*.parquet"]'),
+     r"source 'a': data_files '\.\./y/\*\.parquet' must be a glob of paths inside the dataset repo"),
+    (_source("a", "s1", "share = 1", 'build_from = "org/x"\ndata_files = 3'), r"data_files must be a glob or a list"),
+    (_source("a", "s1", "share = 1", 'build_from = "org/x"\nhub_config = "a/b"'), r"config 'a/b' must be a config"),
+    (_source("a", "s1", "share = 1", 'build_from = "./data"\nhub_config = "en"'),
+     r"hub_config and data_files select the files of a hub dataset; build_from \./data is not a hub dataset id"),
 ])
 def test_bad_mix_files_are_one_line_naming_the_file(tmp_path, body, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -63,6 +69,32 @@ def test_tokens_become_shares_and_stores_resolve_beside_the_file(tmp_path):
     assert [s.share for s in mix.sources] == [0.75, 0.25]
     assert mix.sources[0].store == (tmp_path / "s1").resolve() and mix.sources[1].store == (tmp_path.parent / "s2").resolve()
     assert mix.sources[1].build_from == "hub/x" and mix.sources[0].max_passes == 1
+
+
+@pytest.mark.slow
+def test_a_mix_sources_hub_config_and_data_files_build_its_store_from_those_files(tmp_path, monkeypatch,
+                                                                                   tiny_tokenizer):
+    """Issue 59 item 3's leftover: a mix row's hub_config and data_files (a glob or a list) reach `corpus build
+    --mix` (the store holds the selected file alone, its manifest says so) and the printed build command."""
+    from biobench.api import corpus as api
+    from biobench.training import corpus, token_store
+
+    from tests.fake_hub import Repo, parquet_bytes, serving_hub
+
+    tiny_tokenizer.save_pretrained(tmp_path / "tok")
+    mix = _mix(tmp_path, _source("en", "stores/en", "share = 1", 'build_from = "org/corpus@refs/convert/parquet"\n'
+                                 'hub_config = "en"\ndata_files = "en/train/0001.parquet"'))
+    source = mixture.read_mix(mix).sources[0]
+    assert source.selection == corpus.HubSelection("en", ("en/train/0001.parquet",))
+    assert mixture.read_mix(mix).build_command(source, "tok").endswith(
+        "--hub-config en --data-files en/train/0001.parquet")
+    repo = Repo({f"en/train/000{i}.parquet": parquet_bytes({"text": [f"document {i} {j}" for j in range(5)]})
+                 for i in range(2)})
+    with serving_hub(monkeypatch, tmp_path) as hub:
+        hub.datasets[("org/corpus", "refs/convert/parquet")] = repo
+        assert [built for _, _, built in api.build_mix(mix, str(tmp_path / "tok"))] == [True]
+    store = token_store.open_store(tmp_path / "stores" / "en")
+    assert store.manifest["hub"]["org/corpus"]["paths"] == ["en/train/0001.parquet"] and store.n_documents == 5
 
 
 @pytest.mark.parametrize("shares", [[0.6, 0.2, 0.2], [0.7, 0.2, 0.04, 0.06], [0.999, 0.001], [1 / 3] * 3])
