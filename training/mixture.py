@@ -386,7 +386,8 @@ def split_sources(mix: Mix, stores: list, heldout: int = 0) -> tuple[list[tuple[
 def blend(shares: list[float], total: int) -> tuple[np.ndarray, np.ndarray]:
     """Megatron's greedy interleaving: for each position, the source with the largest error
     `share * (position + 1) - taken` (ties: the first), and the count of that source's sequences taken before.
-    A plain loop over positions (6.1M for 50B tokens at 8,192: a few seconds), computed once per process."""
+    A plain loop over positions (6.1M for 50B tokens at 8,192: a few seconds), computed once per process, for the
+    loader (MixPlan.order); what a table needs is blend_counts."""
     k = len(shares)
     source_of = np.empty(total, dtype=np.uint8)
     index_in = np.empty(total, dtype=np.int64)
@@ -405,6 +406,30 @@ def blend(shares: list[float], total: int) -> tuple[np.ndarray, np.ndarray]:
     return source_of, index_in
 
 
+def blend_counts(shares: list[float], total: int) -> list[int]:
+    """How many of the first `total` positions `blend` gives each source, without its per-position arrays (what
+    the plan table reads: `corpus plan` of a 50B-token mix held two arrays of 6.1M positions, 55 MB, for four
+    numbers). The same rule and the same float comparisons (`share * n - taken`, n and taken held as floats,
+    which hold them exactly: the values Python computes for ints, without converting them at every step), so
+    the same counts as np.bincount(blend(...)[0]). It stays a loop over positions: for three sources or more
+    the greedy rule's counts have no closed form (they are not the largest-remainder rounding of share * total,
+    which is not monotone in total); for two they are round-half-up of share * total in exact arithmetic only,
+    and floats can tie otherwise."""
+    taken = [0.0] * len(shares)  # floats hold these counts exactly (below 2**53), as they hold n
+    rest = list(enumerate(shares))[1:]
+    first = shares[0]
+    n = 0.0
+    for _ in range(total):
+        n += 1.0
+        best, best_err = 0, first * n - taken[0]
+        for s, share in rest:
+            err = share * n - taken[s]
+            if err > best_err:
+                best, best_err = s, err
+        taken[best] += 1.0
+    return [int(t) for t in taken]
+
+
 @dataclass
 class MixPlan:
     mix: Mix
@@ -412,15 +437,36 @@ class MixPlan:
     total_sequences: int
     available: list[int]  # tokens in each source's store
     sequences_per_pass: list[int]
-    source_of: np.ndarray = field(repr=False)
-    index_in: np.ndarray = field(repr=False)
     steps: tuple[int, int] | None = None  # the run's phases (phase 1, decay) in optimiser steps
     batch_size: int | None = None  # global sequences per step
     dedup: list[dict[str, int | None]] | None = None  # per source: source_streams' counts of documents left out
+    # the per-position order (blend), built when the loader first reads it (order()); the table never needs it
+    _order: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _counts: dict[int, list[int]] = field(default_factory=dict, repr=False)
+
+    def order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source of each position, that source's sequence index): what MixedCorpus reads, built once."""
+        if self._order is None:
+            self._order = blend([s.share for s in self.mix.sources], self.total_sequences)
+        return self._order
+
+    @property
+    def source_of(self) -> np.ndarray:
+        return self.order()[0]
+
+    @property
+    def index_in(self) -> np.ndarray:
+        return self.order()[1]
 
     def counts(self, upto: int | None = None) -> list[int]:
+        """Sequences of each source among the first `upto` positions: from the order when it is built, else
+        blend_counts (no per-position array; the greedy order's prefixes do not depend on its length)."""
         upto = self.total_sequences if upto is None else upto
-        return np.bincount(self.source_of[:upto], minlength=len(self.available)).tolist()
+        if self._order is not None:
+            return np.bincount(self._order[0][:upto], minlength=len(self.available)).tolist()
+        if upto not in self._counts:
+            self._counts[upto] = blend_counts([s.share for s in self.mix.sources], upto)
+        return self._counts[upto]
 
     def rows(self, upto: int | None = None) -> list[dict[str, Any]]:
         """Per source: tokens available, passes, tokens used, target and realised share (in tokens)."""
@@ -494,9 +540,7 @@ def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int,
     if total_sequences > 1 << 31:
         raise ConfigError(f"{total_sequences:,} sequences: more than a mix plan holds; use longer sequences")
     per_pass = [max(1, math.ceil(a / seq_len)) for a in available]
-    source_of, index_in = blend([s.share for s in mix.sources], total_sequences)
-    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, source_of, index_in, steps,
-                   batch_size)
+    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, steps, batch_size)
 
 
 @dataclass(frozen=True)
@@ -516,6 +560,7 @@ class MixedCorpus:
             raise DataError("a mixed corpus needs one packed corpus per mix source")
         self.parts, self.plan, self.seed = parts, plan, seed
         self.seq_len = parts[0].seq_len
+        plan.order()  # built here, once, before the first batch
 
     @property
     def n_sequences(self) -> int:

@@ -109,6 +109,48 @@ def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares
         assert index_in[source_of == s].tolist() == list(range(int((source_of == s).sum())))
 
 
+@pytest.mark.parametrize("shares", [[0.6, 0.2, 0.15, 0.05], [0.7, 0.2, 0.04, 0.06], [0.999, 0.001], [1 / 3] * 3,
+                                    [0.5, 0.5], [0.25] * 4])
+def test_blend_counts_are_the_blends_counts_at_every_length(shares):
+    """The counts-only path (what the plan table reads) gives the per-position order's counts exactly."""
+    source_of, _ = mixture.blend(shares, 5_000)
+    for upto in (1, 2, 3, 7, 100, 999, 4_321, 5_000):
+        assert mixture.blend_counts(shares, upto) == np.bincount(source_of[:upto], minlength=len(shares)).tolist()
+
+
+@pytest.mark.slow
+def test_corpus_plan_builds_its_table_without_the_per_position_order(tmp_path, capsys, monkeypatch):
+    """`corpus plan` of a 4-source mix at 8,192 tokens a sequence never builds the loader's per-position order
+    (blend: two arrays of every position; 55 MB at 50B tokens): its table is counted by blend_counts, holding a
+    few numbers, and is the table the order gives (what pretrain prints, having built the order)."""
+    from biobench import cli
+
+    sizes = {"lit": 35_000_000, "clin": 10_000_000, "e3c": 1_000_000, "web": 3_000_000}
+    body = ""
+    for (name, tokens), share in zip(sizes.items(), (0.6, 0.2, 0.15, 0.05), strict=True):
+        fake_token_store(tmp_path / name, tokens)
+        body += _source(name, name, f"share = {share}", "max_passes = 1000")
+    mix = _mix(tmp_path, body)
+    run = ["--tokens", "1B", "--seq-len", "8192", "--batch-size", "8", "--decay-ratio", "0.25"]
+
+    def refused(*args, **kwargs):
+        raise AssertionError("corpus plan built the per-position order")
+
+    real_blend = mixture.blend
+    monkeypatch.setattr(mixture, "blend", refused)
+    assert cli.main(["corpus", "plan", str(mix), *run]) == 0
+    table = capsys.readouterr().out
+    positions = int(table.split(" sequences x ")[0].split(": ")[-1].replace(",", ""))
+    assert positions == 152_576  # 15,258 phase-1 steps of 8 sequences (1B / 8,192), 3,814 decay steps
+    monkeypatch.setattr(mixture, "blend", real_blend)
+    stores = [token_store.open_store(tmp_path / name, verify=False) for name in sizes]
+    read = mixture.read_mix(mix)
+    streams, dedup = mixture.source_streams(read, stores)
+    planned = mixture.plan_run(read, [len(t) for t, _, _ in streams], 1_000_000_000, 8, 8192, 0.25, dedup)
+    planned.order()  # as pretrain does before printing it
+    assert planned.table() + "\n" == table
+
+
 def test_corpus_plan_prints_the_table_and_names_a_short_source(tmp_path, capsys):
     from biobench import cli
 
