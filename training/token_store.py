@@ -629,8 +629,8 @@ def check_same_sources(out: Path, sources: list[str], text_field: str, weight_fi
                           f"text field '{have[1]}', weight field {have[2] or 'none'}); choose a new --out, or delete "
                           "that store to rebuild it")
     want = selection.record() if selection else {}
-    hub = manifest.get("hub") if isinstance(manifest.get("hub"), dict) else {}
-    for repo, entry in hub.items():
+    hub = manifest.get("hub")
+    for repo, entry in (hub if isinstance(hub, dict) else {}).items():
         held = {k: entry[k] for k in ("config", "data_files") if isinstance(entry, dict) and k in entry}
         if held != want:
             def said(record: dict[str, Any]) -> str:
