@@ -27,8 +27,10 @@ def _git_sha1(data: bytes) -> str:
 
 
 class Repo:
-    def __init__(self, files: dict[str, bytes]):
+    def __init__(self, files: dict[str, bytes], card: dict[str, Any] | None = None):
+        """`card`: the README's YAML as the hub serves it parsed (cardData), e.g. {"configs": [...]}."""
         self.files = files
+        self.card = card or {}
         content = hashlib.sha1()  # noqa: S324 - a commit id stand-in: the same files, the same commit
         for path in sorted(files):
             content.update(path.encode() + b"\0" + files[path])
@@ -100,7 +102,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if action == "tree":
                 return self._json(repo.tree("/".join(rest[2:]), "recursive=true" in url.query.lower()))
             return self._json({"id": name, "sha": repo.commit, "private": False, "gated": False, "disabled": False,
-                               "tags": [], "cardData": {}, "lastModified": "2024-01-01T00:00:00.000Z",
+                               "tags": [], "cardData": repo.card, "lastModified": "2024-01-01T00:00:00.000Z",
                                "siblings": [{"rfilename": p, "size": len(d)} for p, d in sorted(repo.files.items())]})
         at = parts.index("resolve") if "resolve" in parts else len(parts)
         repo = self._dataset("/".join(parts[1:at]), parts[at + 1] if len(parts) > at + 1 else "")

@@ -15,6 +15,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,11 @@ from biobench.runtime.files import cache_home
 from biobench.runtime.jsonfile import UnsafeJSONError, open_regular, parse_json
 from biobench.runtime.paths import is_hub_id
 
-HUB_REVISION = re.compile(r"[\w.-]{1,100}")  # the @revision of a hub source: a branch, tag or commit
+# the @revision of a hub source: a branch, tag or commit; a branch may have folders (refs/convert/parquet, the
+# hub's parquet export), never a '..' one
+HUB_REVISION = re.compile(r"(?!.*(?:^|/)\.\.(?:/|$))[\w.-]{1,100}(?:/[\w.-]{1,100}){0,4}")
+HUB_CONFIG = re.compile(r"(?!\.\.?$)[\w][\w.-]{0,99}")  # a hub dataset's config (subset): also a folder name
+MAX_DATA_FILES = 64  # globs of one --data-files selection
 HUB_DATA_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")  # what a hub source is split by
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
@@ -58,7 +63,8 @@ def is_local(source: str) -> bool:
 def looks_like_path(source: str) -> bool:
     """A missing local path, not a hub id ("owner/name" or "name"): a folder's trailing slash, a file suffix,
     or anything a hub id cannot be (the hub library would answer with a message about repo ids)."""
-    return (source.startswith(("/", ".", "~")) or source.endswith(("/", os.sep)) or source.count("/") > 1
+    return (source.startswith(("/", ".", "~")) or source.endswith(("/", os.sep))
+            or source.partition("@")[0].count("/") > 1
             or source.lower().endswith(TEXT_SUFFIXES + JSONL_SUFFIXES + (".json",))
             or not is_hub_source(source))
 
@@ -341,11 +347,162 @@ def _hub_error(source: str, err: Exception) -> DataError:
                      f"{str(err).splitlines()[0] if str(err) else ''}{hint}")
 
 
-def hub_files(source: str) -> tuple[str, str, list[str]]:
+@dataclass(frozen=True)
+class HubSelection:
+    """Which files of a hub dataset a source reads, as `datasets.load_dataset(repo, name=config,
+    data_files=globs)` means them: `config`, the subset its README's `configs:` table names (its train split's
+    `data_files`) or else the folder of that name (the hub's parquet export at `refs/convert/parquet` lays a
+    config out as `config/split/NNNN.parquet`: its train split then); `data_files`, globs over the repo's paths
+    (`*` within a folder, `**` across folders), narrowing the config's files when both are given. Empty: every
+    data file of the repo."""
+
+    config: str | None = None
+    data_files: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.config is not None or bool(self.data_files)
+
+    def flags(self) -> list[str]:
+        """The `corpus build` flags that give this selection (a SLURM element's command, a printed command)."""
+        flags = ["--hub-config", self.config] if self.config is not None else []
+        return flags + (["--data-files", *self.data_files] if self.data_files else [])
+
+    def record(self) -> dict[str, Any]:
+        """What the manifest records of the selection (nothing when there is none: an unselected hub store's
+        manifest is what it was before selections)."""
+        return {**({"config": self.config} if self.config is not None else {}),
+                **({"data_files": list(self.data_files)} if self.data_files else {})}
+
+
+def hub_selection(config: str | None, data_files: list[str] | tuple[str, ...] | None, what: str) -> HubSelection:
+    """A selection from flags or a mix row (`what` names them in the error), validated: a config is a plain name,
+    a glob a relative path inside the repo (no absolute path, no '..' or '.' folder, no backslash, no control
+    character), at most MAX_DATA_FILES of them."""
+    if config is not None and (not isinstance(config, str) or not HUB_CONFIG.fullmatch(config)):
+        raise ConfigError(f"{what}: config {str(config)[:60]!r} must be a config name of the dataset (letters, "
+                          "digits, '_', '.', '-'; up to 100)")
+    globs = tuple(data_files or ())
+    if len(globs) > MAX_DATA_FILES:
+        raise ConfigError(f"{what}: {len(globs)} data_files globs; at most {MAX_DATA_FILES}")
+    for glob in globs:
+        if (not isinstance(glob, str) or not glob or len(glob) > 500 or any(ord(c) < 32 for c in glob)
+                or "\\" in glob or glob.startswith("/") or any(part in ("", ".", "..") for part in glob.split("/"))):
+            raise ConfigError(f"{what}: data_files {str(glob)[:80]!r} must be a glob of paths inside the dataset "
+                              "repo, relative to its root (e.g. 'en/train/*.parquet'): no absolute path, no '..' or "
+                              "'.' folder, no empty folder, no backslash")
+    return HubSelection(config, globs)
+
+
+def _glob_pattern(glob: str) -> re.Pattern[str]:
+    """A data_files glob as a regex over repo paths, as fsspec's glob (what `datasets` resolves data_files with)
+    reads it: `*` and `?` stay within a folder, `**` spans folders (`a/**/b` also matches `a/b`), `[...]` a
+    character class."""
+    out, i = [], 0
+    while i < len(glob):
+        c = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[" and "]" in glob[i + 2:]:
+            end = glob.index("]", i + 2)
+            body = glob[i + 1:end]
+            out.append("[" + ("^" + re.escape(body[1:]) if body.startswith("!") else re.escape(body)) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.compile("".join(out))
+
+
+def _matching(paths: list[str], globs: list[str] | tuple[str, ...]) -> list[str]:
+    patterns = [_glob_pattern(g) for g in globs]
+    return [p for p in paths if any(pattern.fullmatch(p) for pattern in patterns)]
+
+
+def _card_configs(info: Any) -> dict[str, Any]:
+    """The README's `configs:` table (the hub parses the card's YAML into cardData): config name -> data_files."""
+    card = getattr(info, "card_data", None)
+    table = card.to_dict().get("configs") if card is not None and hasattr(card, "to_dict") else None
+    if not isinstance(table, list):
+        return {}
+    return {c["config_name"]: c.get("data_files") for c in table
+            if isinstance(c, dict) and isinstance(c.get("config_name"), str)}
+
+
+def _train_globs(data_files: Any) -> list[str]:
+    """A card config's train split globs: `data_files` as a glob, a list of globs (the train split), or a list
+    of {split, path} (the 'train' entry's path, a glob or a list)."""
+    if isinstance(data_files, str):
+        return [data_files]
+    globs: list[str] = []
+    for entry in data_files if isinstance(data_files, list) else []:
+        if isinstance(entry, str):
+            globs.append(entry)
+        elif isinstance(entry, dict) and entry.get("split") == "train":
+            path = entry.get("path")
+            globs.extend([path] if isinstance(path, str) else [p for p in path or [] if isinstance(p, str)])
+    return globs
+
+
+def _is_train(path: str) -> bool:
+    """A file of the train split under a config's folder: a `train/` folder, or a name `train-*`/`train.*` (the
+    hub's parquet export and the converted-repo layouts)."""
+    return path.split("/")[0] == "train" or re.match(r"train[-_.]", path.rsplit("/", 1)[-1]) is not None
+
+
+def _select(source: str, commit: str, paths: list[str], configs: dict[str, Any], selection: HubSelection) -> list[str]:
+    """The repo's paths the selection names (see HubSelection), each a data file; one DataError line otherwise,
+    listing what the repo has."""
+    where = f"hub dataset {source!r} at {commit[:12]}"
+
+    def refuse(what: str) -> DataError:
+        shown = ", ".join(paths[:20]) + (f", ... ({len(paths)} files)" if len(paths) > 20 else "")
+        names = sorted({p.split("/")[0] for p in paths if "/" in p} | set(configs))
+        return DataError(f"{where}: {what}; it has configs/folders {', '.join(names[:20]) or 'none'} and files "
+                         f"{shown or 'none'}")
+
+    chosen = paths
+    if selection.config is not None:
+        config = selection.config
+        if config in configs:
+            globs = _train_globs(configs[config])
+            chosen = _matching(paths, globs)
+            if not chosen:
+                raise refuse(f"config {config!r}'s train data_files ({', '.join(globs) or 'none'}) match no file")
+        else:
+            inside = [p for p in paths if p.startswith(config + "/")]
+            train = [p for p in inside if _is_train(p[len(config) + 1:])]
+            chosen = train or inside
+            if not chosen:
+                raise refuse(f"no config {config!r} (none in its README's configs:, no folder of that name)")
+    if selection.data_files:
+        narrowed = _matching(chosen, selection.data_files)
+        if not narrowed:
+            within = f" within config {selection.config!r}" if selection.config is not None else ""
+            raise refuse(f"--data-files {' '.join(selection.data_files)} match no file{within}")
+        chosen = narrowed
+    unreadable = [p for p in chosen if not p.lower().endswith(HUB_DATA_SUFFIXES)]
+    if unreadable:
+        raise DataError(f"{where}: the selection holds {', '.join(unreadable[:5])}, which a corpus cannot read "
+                        f"(only {', '.join(HUB_DATA_SUFFIXES)}); narrow --data-files to those")
+    return chosen
+
+
+def hub_files(source: str, selection: HubSelection | None = None) -> tuple[str, str, list[str]]:
     """(repo id, commit sha, data files) of a hub dataset source 'org/name[@revision]': the revision pinned to its
-    commit, so every work unit and every resume reads the same bytes, and the repo's JSONL and parquet files,
-    sorted (a corpus's shards: one work unit each). No data file (a dataset served by a script or another
-    format): an empty list, and the source is streamed as one unit at that commit."""
+    commit, so every work unit and every resume reads the same bytes, and the repo's JSONL and parquet files (or
+    those `selection` names: HubSelection), sorted (a corpus's shards: one work unit each). No data file and no
+    selection (a dataset served by a script or another format): an empty list, and the source is streamed as one
+    unit at that commit."""
     from huggingface_hub import HfApi
 
     repo, revision = hub_revision(source)
@@ -353,8 +510,10 @@ def hub_files(source: str) -> tuple[str, str, list[str]]:
         info = HfApi().dataset_info(repo, revision=revision)
     except Exception as err:  # the hub client raises many types (HTTP errors, offline mode, repo not found)
         raise _hub_error(source, err) from err
-    files = sorted(s.rfilename for s in (info.siblings or []) if s.rfilename.lower().endswith(HUB_DATA_SUFFIXES))
-    return repo, str(info.sha), files
+    paths = sorted(s.rfilename for s in (info.siblings or []))
+    if selection:
+        return repo, str(info.sha), _select(source, str(info.sha), paths, _card_configs(info), selection)
+    return repo, str(info.sha), [p for p in paths if p.lower().endswith(HUB_DATA_SUFFIXES)]
 
 
 def hub_file(repo: str, commit: str, path: str) -> Path:

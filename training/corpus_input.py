@@ -104,6 +104,7 @@ def packed_corpus(cfg, tokenizer, main: bool, total_sequences: int, seed: int,
         plan = mixture.plan_run(mix, [len(tokens) for tokens, _, _ in streams], cfg.tokens, cfg.batch_size,
                                 cfg.seq_len, cfg.decay_ratio, dedup)
         assert plan.total_sequences == total_sequences, "the mix plan and the trainer's steps disagree"
+        plan.order()  # what the loader reads, built once now: the table below counts from it (no second loop)
         say(plan.table())
         short = plan.short()
         if short:

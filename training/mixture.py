@@ -9,6 +9,8 @@ A mix file (TOML) has one `[[source]]` table per source:
     max_passes = 1                 # upsampling by repetition, each pass reshuffled (OLMo-core's max repetition)
     build_from = "almanach/..."    # optional, documentation only: what `corpus build` reads for this store
     weight = "score"               # optional: the store's per-document weight field (`corpus build --weight-field`)
+    hub_config = "fr"              # optional, a hub build_from only: its config (`corpus build --hub-config`)
+    data_files = ["fr/*.parquet"]  # optional, a hub build_from only: globs of its files (`corpus build --data-files`)
 
 A source with `weight` reads each document a deterministic number of times (repeat_counts: the weight's whole
 part, plus one more with probability its fractional part, drawn from the document's index alone), laid out in
@@ -57,7 +59,8 @@ from biobench.training.schedules import phase_steps
 MAX_MIX_BYTES = 1 << 20
 MAX_SOURCES = 64  # the paper's mixes have 2-4 sources; the blend index stores a source as uint8
 MIX_KEYS = ("description", "source", "tokenizer")
-SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight", "text_field")
+SOURCE_KEYS = ("name", "store", "share", "tokens", "max_passes", "build_from", "weight", "text_field", "hub_config",
+               "data_files")
 MAX_REPEATED_DOCUMENTS = 1 << 31  # a weighted source's repeated stream: 16 bytes per repeated document in RAM
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SHARE_TOLERANCE = 1e-6
@@ -73,6 +76,7 @@ class MixSource:
     build_from: str | None = None  # what `corpus build --mix` reads: a local path (as given) or a hub dataset id
     weight: str | None = None  # the store's per-document weight field: repeat counts (repeat_counts)
     text_field: str = "text"
+    selection: corpus.HubSelection = field(default_factory=corpus.HubSelection)  # of a hub build_from's files
 
     def build_source(self, folder: Path) -> str | None:
         """What `build_from` names, as `corpus build` takes it: a path relative to the mix file's folder (the rule
@@ -102,6 +106,7 @@ class Mix:
             parts += ["--text-field", source.text_field]
         if source.weight is not None:
             parts += ["--weight-field", source.weight]
+        parts += source.selection.flags()
         return " ".join(shlex.quote(p) for p in parts)
 
     def missing(self) -> list[MixSource]:
@@ -191,17 +196,27 @@ def read_mix(path: str | Path) -> Mix:
         text_field = table.get("text_field", "text")
         if not isinstance(text_field, str) or not NAME.fullmatch(text_field):
             raise ConfigError(f"{here}: text_field must name the JSON field / parquet column holding the text")
+        data_files = table.get("data_files")
+        if isinstance(data_files, str):
+            data_files = [data_files]
+        if data_files is not None and not isinstance(data_files, list):
+            raise ConfigError(f"{here}: data_files must be a glob or a list of globs (of the hub dataset's files)")
+        selection = corpus.hub_selection(table.get("hub_config"), data_files, here)
+        if selection and (build_from is None or not corpus.is_hub_source(build_from)
+                          or corpus.looks_like_path(build_from)):
+            raise ConfigError(f"{here}: hub_config and data_files select the files of a hub dataset; build_from "
+                              f"{build_from or '(none)'} is not a hub dataset id")
         names.add(name)
         stores.add(store_path)
-        parsed.append((name, store_path, given[0], amount, passes, build_from, weight, text_field))
+        parsed.append((name, store_path, given[0], amount, passes, build_from, weight, text_field, selection))
     if len(forms) > 1:
         raise ConfigError(f"{where}: sources mix 'share' and 'tokens'; state every source the same way")
     total = sum(p[3] for p in parsed)
     if forms == {"share"} and abs(total - 1) > SHARE_TOLERANCE:
         raise ConfigError(f"{where}: shares sum to {total:.6g}, not 1; fix them so they sum to 1")
     sources = tuple(MixSource(name, store, amount / total, passes, int(amount) if form == "tokens" else None, build,
-                              weight, text_field)
-                    for name, store, form, amount, passes, build, weight, text_field in parsed)
+                              weight, text_field, selection)
+                    for name, store, form, amount, passes, build, weight, text_field, selection in parsed)
     tokenizer = raw.get("tokenizer")
     if tokenizer is not None and (not isinstance(tokenizer, str) or not tokenizer or len(tokenizer) > 1000
                                   or any(ord(c) < 32 for c in tokenizer)):
@@ -371,7 +386,8 @@ def split_sources(mix: Mix, stores: list, heldout: int = 0) -> tuple[list[tuple[
 def blend(shares: list[float], total: int) -> tuple[np.ndarray, np.ndarray]:
     """Megatron's greedy interleaving: for each position, the source with the largest error
     `share * (position + 1) - taken` (ties: the first), and the count of that source's sequences taken before.
-    A plain loop over positions (6.1M for 50B tokens at 8,192: a few seconds), computed once per process."""
+    A plain loop over positions (6.1M for 50B tokens at 8,192: a few seconds), computed once per process, for the
+    loader (MixPlan.order); what a table needs is blend_counts."""
     k = len(shares)
     source_of = np.empty(total, dtype=np.uint8)
     index_in = np.empty(total, dtype=np.int64)
@@ -390,6 +406,30 @@ def blend(shares: list[float], total: int) -> tuple[np.ndarray, np.ndarray]:
     return source_of, index_in
 
 
+def blend_counts(shares: list[float], total: int) -> list[int]:
+    """How many of the first `total` positions `blend` gives each source, without its per-position arrays (what
+    the plan table reads: `corpus plan` of a 50B-token mix held two arrays of 6.1M positions, 55 MB, for four
+    numbers). The same rule and the same float comparisons (`share * n - taken`, n and taken held as floats,
+    which hold them exactly: the values Python computes for ints, without converting them at every step), so
+    the same counts as np.bincount(blend(...)[0]). It stays a loop over positions: for three sources or more
+    the greedy rule's counts have no closed form (they are not the largest-remainder rounding of share * total,
+    which is not monotone in total); for two they are round-half-up of share * total in exact arithmetic only,
+    and floats can tie otherwise."""
+    taken = [0.0] * len(shares)  # floats hold these counts exactly (below 2**53), as they hold n
+    rest = list(enumerate(shares))[1:]
+    first = shares[0]
+    n = 0.0
+    for _ in range(total):
+        n += 1.0
+        best, best_err = 0, first * n - taken[0]
+        for s, share in rest:
+            err = share * n - taken[s]
+            if err > best_err:
+                best, best_err = s, err
+        taken[best] += 1.0
+    return [int(t) for t in taken]
+
+
 @dataclass
 class MixPlan:
     mix: Mix
@@ -397,15 +437,36 @@ class MixPlan:
     total_sequences: int
     available: list[int]  # tokens in each source's store
     sequences_per_pass: list[int]
-    source_of: np.ndarray = field(repr=False)
-    index_in: np.ndarray = field(repr=False)
     steps: tuple[int, int] | None = None  # the run's phases (phase 1, decay) in optimiser steps
     batch_size: int | None = None  # global sequences per step
     dedup: list[dict[str, int | None]] | None = None  # per source: source_streams' counts of documents left out
+    # the per-position order (blend), built when the loader first reads it (order()); the table never needs it
+    _order: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    _counts: dict[int, list[int]] = field(default_factory=dict, repr=False)
+
+    def order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source of each position, that source's sequence index): what MixedCorpus reads, built once."""
+        if self._order is None:
+            self._order = blend([s.share for s in self.mix.sources], self.total_sequences)
+        return self._order
+
+    @property
+    def source_of(self) -> np.ndarray:
+        return self.order()[0]
+
+    @property
+    def index_in(self) -> np.ndarray:
+        return self.order()[1]
 
     def counts(self, upto: int | None = None) -> list[int]:
+        """Sequences of each source among the first `upto` positions: from the order when it is built, else
+        blend_counts (no per-position array; the greedy order's prefixes do not depend on its length)."""
         upto = self.total_sequences if upto is None else upto
-        return np.bincount(self.source_of[:upto], minlength=len(self.available)).tolist()
+        if self._order is not None:
+            return np.bincount(self._order[0][:upto], minlength=len(self.available)).tolist()
+        if upto not in self._counts:
+            self._counts[upto] = blend_counts([s.share for s in self.mix.sources], upto)
+        return self._counts[upto]
 
     def rows(self, upto: int | None = None) -> list[dict[str, Any]]:
         """Per source: tokens available, passes, tokens used, target and realised share (in tokens)."""
@@ -479,9 +540,7 @@ def plan_mix(mix: Mix, available: list[int], total_sequences: int, seq_len: int,
     if total_sequences > 1 << 31:
         raise ConfigError(f"{total_sequences:,} sequences: more than a mix plan holds; use longer sequences")
     per_pass = [max(1, math.ceil(a / seq_len)) for a in available]
-    source_of, index_in = blend([s.share for s in mix.sources], total_sequences)
-    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, source_of, index_in, steps,
-                   batch_size)
+    return MixPlan(mix, seq_len, total_sequences, list(available), per_pass, steps, batch_size)
 
 
 @dataclass(frozen=True)
@@ -501,6 +560,7 @@ class MixedCorpus:
             raise DataError("a mixed corpus needs one packed corpus per mix source")
         self.parts, self.plan, self.seed = parts, plan, seed
         self.seq_len = parts[0].seq_len
+        plan.order()  # built here, once, before the first batch
 
     @property
     def n_sequences(self) -> int:

@@ -109,9 +109,14 @@ class Piece:
         return corpus.piece_documents(Path(self.source), self.kind, text_field, self.start, self.end, weight_field)
 
 
-def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES) -> list[list[Piece]]:
+def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES,
+               selection: corpus.HubSelection | None = None) -> list[list[Piece]]:
     """Work units, in corpus order: large seekable files split into byte ranges, small files grouped, a gzip file
-    or a parquet row group whole, a hub dataset one unit. Depends only on the sources, never on --workers."""
+    or a parquet row group whole, a hub dataset's data files one unit each (those `selection` names: its config,
+    its data_files globs). Depends only on the sources and the selection, never on --workers."""
+    if selection and all(corpus.is_local(s) for s in sources):
+        raise ConfigError("--hub-config/--data-files select the files of a hub dataset source; no SOURCE is one "
+                          "(a local folder is selected by naming its files)")
     units: list[list[Piece]] = []
     group: list[Piece] = []
     weight = 0
@@ -127,7 +132,7 @@ def plan_units(sources: list[str], unit_bytes: int = UNIT_BYTES) -> list[list[Pi
         if not corpus.is_local(source):
             close()
             # a unit per data file (its shards), at the commit the revision names now: parallel, resumable, pinned
-            repo, commit, files = corpus.hub_files(source)
+            repo, commit, files = corpus.hub_files(source, selection)
             units.extend([Piece(f"{repo}@{commit}:{path}", "hubfile")] for path in files)
             if not files:
                 units.append([Piece(f"{repo}@{commit}", "hub")])
@@ -281,7 +286,8 @@ def document_hash(framed: bytes) -> int:
 
 # ---------------------------------------------------------------- build
 def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int = 1, text_field: str = "text",
-          weight_field: str | None = None, tokenizer=None, unit_bytes: int = UNIT_BYTES, log: Callable[[str], None] | None = None) -> Path:
+          weight_field: str | None = None, tokenizer=None, unit_bytes: int = UNIT_BYTES,
+          log: Callable[[str], None] | None = None, selection: corpus.HubSelection | None = None) -> Path:
     """Build (or finish) the store at `out` from `sources` with the tokenizer `tokenizer_name` (a folder or hub
     id; or the `tokenizer` object itself, in this process only). Finished work units are kept: a killed build
     rerun with the same command resumes. Returns `out`."""
@@ -299,7 +305,7 @@ def build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers:
             return out
         return _build(sources, out, tokenizer_name, workers=workers, text_field=text_field,
                       weight_field=weight_field, tokenizer=tokenizer,
-                      unit_bytes=unit_bytes, log=log)
+                      unit_bytes=unit_bytes, log=log, selection=selection)
 
 
 @dataclass
@@ -315,6 +321,7 @@ class BuildPlan:
     fingerprint: str
     text_field: str
     weight_field: str | None = None
+    selection: corpus.HubSelection | None = None  # of the hub sources' files (corpus.HubSelection)
 
     def marker(self, index: int) -> Path:
         return self.out / WORK / f"{index:06d}.done"
@@ -350,7 +357,8 @@ def unit_done(out: Path, index: int) -> bool:
 
 
 def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_field: str = "text", tokenizer=None,
-            unit_bytes: int = UNIT_BYTES, weight_field: str | None = None) -> BuildPlan:
+            unit_bytes: int = UNIT_BYTES, weight_field: str | None = None,
+            selection: corpus.HubSelection | None = None) -> BuildPlan:
     """Plan the build of `out` (or check the plan an earlier or concurrent process wrote): the same sources,
     tokenizer and text field always give the same units, so any number of processes may prepare at once."""
     out = Path(out)
@@ -358,7 +366,7 @@ def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_f
         assert tokenizer_name is not None  # build() is given a tokenizer object or its name
         tokenizer = load_tokenizer(tokenizer_name)  # for the fingerprint; workers load their own
     fingerprint = tokenizer_fingerprint(tokenizer)
-    units = plan_units(sources, unit_bytes)
+    units = plan_units(sources, unit_bytes, selection)
     plan = _plan_record(units, fingerprint, text_field, weight_field)
     if (out / WORK).is_dir() and not owned_work(out / WORK):
         raise ConfigError(f"{out / WORK} is a folder biobench did not create (no plan of a build, no marker); it "
@@ -372,16 +380,17 @@ def prepare(sources: list[str], out: Path, tokenizer_name: str | None, *, text_f
                               "sources changed since); delete it or pass the same sources and --tokenizer")
     else:  # two processes writing the same bytes at once: atomic, either one wins
         atomic_write(plan_path, json.dumps(plan, sort_keys=True))
-    return BuildPlan(out, list(sources), units, tokenizer, tokenizer_name, fingerprint, text_field, weight_field)
+    return BuildPlan(out, list(sources), units, tokenizer, tokenizer_name, fingerprint, text_field, weight_field,
+                     selection)
 
 
 def _build(sources: list[str], out: Path, tokenizer_name: str | None, *, workers: int, text_field: str,
-           weight_field: str | None,
-           tokenizer, unit_bytes: int, log: Callable[[str], None] | None) -> Path:
+           weight_field: str | None, tokenizer, unit_bytes: int, log: Callable[[str], None] | None,
+           selection: corpus.HubSelection | None = None) -> Path:
     if workers > 1 and tokenizer_name is None:
         raise ConfigError("a parallel build needs the tokenizer's folder or hub id (each worker loads its own)")
     plan = prepare(sources, out, tokenizer_name, text_field=text_field, tokenizer=tokenizer, unit_bytes=unit_bytes,
-                   weight_field=weight_field)
+                   weight_field=weight_field, selection=selection)
     units = plan.units
     todo = plan.todo()
     say = log or (lambda _line: None)
@@ -488,8 +497,8 @@ def finish(plan: BuildPlan) -> Path:
                 "tokens": tokens, "documents": documents, "shards": shards}
     if plan.weight_field is not None:  # only then: an unweighted store's manifest is what it was before weights
         manifest["weight_field"] = plan.weight_field
-    hub = _hub_record(units)
-    if hub:  # only then, as above: each hub source's pinned commit and the data files read
+    hub = _hub_record(units, plan.selection)
+    if hub:  # only then, as above: each hub source's pinned commit, the data files read and how they were selected
         manifest["hub"] = hub
     # what a killed worker was writing (NNNNNN.bin|idx|wgt.<host>.<pid>.tmp, build_unit's names in a store this
     # build owns): never content; any other file in shards/ is left alone
@@ -505,16 +514,21 @@ def finish(plan: BuildPlan) -> Path:
     return out
 
 
-def _hub_record(units: list[list[Piece]]) -> dict[str, Any]:
-    """Per hub dataset read: the commit its revision was pinned to and how many data files (work units) it gave."""
+def _hub_record(units: list[list[Piece]], selection: corpus.HubSelection | None = None) -> dict[str, Any]:
+    """Per hub dataset read: the commit its revision was pinned to and how many data files (work units) it gave;
+    with a selection, also its config and data_files globs and the paths they selected."""
     hub: dict[str, Any] = {}
     for unit in units:
         for piece in unit:
             if piece.kind in ("hub", "hubfile"):
                 repo, _, rest = piece.source.partition("@")
-                commit = rest.partition(":")[0]
-                entry = hub.setdefault(repo, {"commit": commit, "files": 0})
+                commit, _, path = rest.partition(":")
+                entry = hub.setdefault(repo, {"commit": commit, "files": 0,
+                                              **(selection.record() if selection else {}),
+                                              **({"paths": []} if selection else {})})
                 entry["files"] += piece.kind == "hubfile"
+                if selection and piece.kind == "hubfile":
+                    entry["paths"].append(path)
     return hub
 
 
@@ -601,9 +615,11 @@ def is_store(path: str | Path) -> bool:
     return path.is_dir() and any(os.path.lexists(path / name) for name in (MANIFEST, DONE))
 
 
-def check_same_sources(out: Path, sources: list[str], text_field: str, weight_field: str | None) -> None:
-    """A finished store at `out` built from other sources (or another text or weight field) is refused in one
-    line: a build with `--out` of an existing store would otherwise keep the old store and say nothing."""
+def check_same_sources(out: Path, sources: list[str], text_field: str, weight_field: str | None,
+                       selection: corpus.HubSelection | None = None) -> None:
+    """A finished store at `out` built from other sources (or another text or weight field, or another selection
+    of a hub dataset's files: config, data_files) is refused in one line: a build with `--out` of an existing
+    store would otherwise keep the old store and say nothing."""
     if not (Path(out) / DONE).is_file():
         return
     manifest = read_manifest(out)
@@ -612,6 +628,15 @@ def check_same_sources(out: Path, sources: list[str], text_field: str, weight_fi
         raise ConfigError(f"--out {out} is a finished token store of other sources ({', '.join(have[0])[:300]}, "
                           f"text field '{have[1]}', weight field {have[2] or 'none'}); choose a new --out, or delete "
                           "that store to rebuild it")
+    want = selection.record() if selection else {}
+    hub = manifest.get("hub")
+    for repo, entry in (hub if isinstance(hub, dict) else {}).items():
+        held = {k: entry[k] for k in ("config", "data_files") if isinstance(entry, dict) and k in entry}
+        if held != want:
+            def said(record: dict[str, Any]) -> str:
+                return ", ".join(f"{k} {v}" for k, v in record.items()) or "every data file"
+            raise ConfigError(f"--out {out} is a finished token store of hub dataset {repo} selected by "
+                              f"{said(held)}, not {said(want)}; choose a new --out, or delete that store to rebuild it")
 
 
 def is_unfinished(path: str | Path) -> bool:

@@ -36,15 +36,16 @@ def _checked_out(out: str | Path) -> Path:
 
 def build_store(sources: list[str], tokenizer: str, out: str | Path, workers: int = 1, text_field: str = "text",
                 unit_mb: float = 64, log: Callable[[str], None] | None = None,
-                weight_field: str | None = None) -> Path:
-    """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids) into a token store at `out`
-    with `workers` processes; a killed build rerun with the same arguments resumes. Returns the store folder."""
+                weight_field: str | None = None, selection: raw_corpus.HubSelection | None = None) -> Path:
+    """Tokenise `sources` (text, JSONL(.gz), parquet files or folders, hub dataset ids: all their data files, or
+    those `selection` names, training.corpus.HubSelection) into a token store at `out` with `workers` processes;
+    a killed build rerun with the same arguments resumes. Returns the store folder."""
     Bounds(1, 256, integer=True).check(workers, "--workers")
     Bounds(0.001, 4096).check(unit_mb, "--unit-mb")
     out = _checked_out(out)
-    token_store.check_same_sources(out, list(sources), text_field, weight_field)
+    token_store.check_same_sources(out, list(sources), text_field, weight_field, selection)
     return token_store.build(list(sources), out, tokenizer_source(tokenizer), workers=workers, text_field=text_field,
-                             weight_field=weight_field, unit_bytes=int(unit_mb * 2**20), log=log)
+                             weight_field=weight_field, unit_bytes=int(unit_mb * 2**20), log=log, selection=selection)
 
 
 def build_mix(mix_file: str | Path, tokenizer: str | None = None, workers: int = 1, unit_mb: float = 64,
@@ -78,7 +79,8 @@ def build_mix(mix_file: str | Path, tokenizer: str | None = None, workers: int =
         say(f"corpus build --mix: {source.name}: {mix.build_command(source, tok)}")
         assert tok is not None
         build_store([str(source.build_source(mix.path.parent))], tok, source.store, workers=workers,
-                    text_field=source.text_field, unit_mb=unit_mb, log=log, weight_field=source.weight)
+                    text_field=source.text_field, unit_mb=unit_mb, log=log, weight_field=source.weight,
+                    selection=source.selection)
         done.append((source.name, source.store, True))
     return done
 
@@ -90,7 +92,7 @@ def _unit_key(plan: Any, index: int) -> Path:
 
 def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_field: str = "text", unit_mb: float = 64,
                   claim_s: float = 300.0, poll_s: float = 2.0, log: Callable[[str], None] | None = None,
-                  weight_field: str | None = None) -> Path:
+                  weight_field: str | None = None, selection: raw_corpus.HubSelection | None = None) -> Path:
     """One of several processes building one store (what each element of `corpus build --launcher slurm` runs):
     each work unit is claimed first (bench/eval/claims, the leases eval's runs use), so every unit is tokenised
     once while the processes live; a process killed or requeued leaves its unit's claim to expire (`claim_s`, at
@@ -105,11 +107,11 @@ def build_claimed(sources: list[str], tokenizer: str, out: str | Path, text_fiel
     Bounds(1, 7 * 86400).check(claim_s, "--claim-seconds")
     say = log or (lambda _line: None)
     out = _checked_out(out)
-    token_store.check_same_sources(out, list(sources), text_field, weight_field)
+    token_store.check_same_sources(out, list(sources), text_field, weight_field, selection)
     if (out / token_store.DONE).is_file():
         return out
     plan = token_store.prepare(list(sources), out, tokenizer_source(tokenizer), text_field=text_field,
-                               unit_bytes=int(unit_mb * 2**20), weight_field=weight_field)
+                               unit_bytes=int(unit_mb * 2**20), weight_field=weight_field, selection=selection)
     claims = RunClaims(claim_s, warn=say)
     mine = 0
     try:
@@ -159,14 +161,15 @@ class UnitState:
 
 
 def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_field: str = "text",
-                   unit_mb: float = 64) -> tuple[str, list[UnitState]]:
+                   unit_mb: float = 64, selection: raw_corpus.HubSelection | None = None
+                   ) -> tuple[str, list[UnitState]]:
     """`corpus build --dry-run`: the plan's units (from the sources alone; nothing is written), each done, held or
     to do, and a summary line."""
 
     out = Path(out)
     if (out / token_store.DONE).is_file():
         return f"{out}: finished token store (content id {token_store.store_id(out)})", []
-    units = token_store.plan_units(list(sources), int(unit_mb * 2**20))
+    units = token_store.plan_units(list(sources), int(unit_mb * 2**20), selection)
     states = []
     for index in range(len(units)):
         done = token_store.unit_done(out, index)
@@ -182,7 +185,8 @@ def build_progress(sources: list[str], tokenizer: str, out: str | Path, text_fie
 
 
 def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: Any, text_field: str = "text",
-                 unit_mb: float = 64, claim_s: float = 300.0, weight_field: str | None = None) -> tuple[str, Path, int]:
+                 unit_mb: float = 64, claim_s: float = 300.0, weight_field: str | None = None,
+                 selection: raw_corpus.HubSelection | None = None) -> tuple[str, Path, int]:
     """`corpus build --launcher slurm`: plan the store now (the sources and the tokenizer checked before any job
     starts), then submit `settings.workers` array elements through the eval launcher (runtime.launch), each running
     this build with `--claim-units`. Returns (job id, log folder, number of units). `settings`: the launcher's
@@ -211,16 +215,17 @@ def launch_build(sources: list[str], tokenizer: str, out: str | Path, settings: 
     # every path absolute: the elements start in the job's folder, not here
     sources = [str(Path(s).resolve()) if raw_corpus.is_local(s) else s for s in sources]
     out = _checked_out(Path(out).resolve())
-    token_store.check_same_sources(out, sources, text_field, weight_field)
+    token_store.check_same_sources(out, sources, text_field, weight_field, selection)
     tok = tokenizer_source(tokenizer)
     plan = token_store.prepare(sources, out, tok, text_field=text_field, unit_bytes=int(unit_mb * 2**20),
-                               weight_field=weight_field)
+                               weight_field=weight_field, selection=selection)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     log_dir = Path(settings.log_dir or Path("biobench-slurm") / f"corpus-{out.name}-{stamp}").resolve()
     argv = ["corpus", "build", *sources, "--tokenizer", tok, "--out", str(out), "--text-field", text_field,
             "--unit-mb", repr(unit_mb), "--claim-units", "--claim-seconds", repr(claim_s)]
     if weight_field is not None:
         argv += ["--weight-field", weight_field]
+    argv += selection.flags() if selection else []
     made_log_dir = not log_dir.exists()
     try:
         job = launch.submit(launch.SlurmLaunch(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from biobench.commands.pretrain import config_file, flag_settings
 from biobench.errors import ConfigError
 from biobench.runtime import launch
 from biobench.runtime.launch import add_launcher_arguments
+from biobench.training import corpus as raw_corpus
 from biobench.training import mixture
 from biobench.training.config import config_defaults
 
@@ -50,6 +52,12 @@ def add_parser(subparsers) -> None:
     b.add_argument("--weight-field", metavar="F", help="also record each document's numeric field F (JSONL field or "
                    "parquet column: a finite number from 0 to 1000), which a mix source's `weight = \"F\"` turns "
                    "into deterministic repeat counts (docs/PRETRAINING.md)")
+    b.add_argument("--hub-config", metavar="NAME", help="a hub dataset SOURCE's config (subset), as load_dataset's "
+                   "name: the files its README's `configs:` gives the train split, else its folder NAME/ (its train/ "
+                   "files when it has them: the hub's parquet export, revision @refs/convert/parquet)")
+    b.add_argument("--data-files", nargs="+", metavar="GLOB", help="only these files of a hub dataset SOURCE, as "
+                   "load_dataset's data_files: globs of paths in the repo ('*' within a folder, '**' across), "
+                   "narrowing --hub-config's files when both are given; recorded in the manifest")
     b.add_argument("--dry-run", action="store_true", help="list the work units (done, being tokenised and by whom, "
                    "to do) and write nothing: the progress of a build, e.g. of a --launcher slurm array")
     b.add_argument("--claim-units", action="store_true", help="share the units with other processes building the "
@@ -177,10 +185,12 @@ def build(args: argparse.Namespace, corpus) -> int:
         print(line, flush=True)
 
     launch.check_options(args)  # --slurm-arg, --time: refused under --dry-run as the submit refuses them
+    selection = raw_corpus.hub_selection(args.hub_config, args.data_files, "--hub-config/--data-files")
     if args.mix is not None:
-        if args.sources or args.out or args.launcher == "slurm" or args.claim_units or args.dry_run:
-            raise ConfigError("--mix builds the mix's stores here, from its build_from entries: give no SOURCE, "
-                              "--out, --launcher slurm, --claim-units or --dry-run with it")
+        if args.sources or args.out or args.launcher == "slurm" or args.claim_units or args.dry_run or selection:
+            raise ConfigError("--mix builds the mix's stores here, from its build_from entries (and their hub_config "
+                              "and data_files): give no SOURCE, --out, --launcher slurm, --claim-units, --dry-run, "
+                              "--hub-config or --data-files with it")
         built = corpus.build_mix(args.mix, args.tokenizer, workers=args.workers or 1, unit_mb=args.unit_mb, log=say)
         print(f"mix {args.mix}: {sum(now for _, _, now in built)} store(s) built now, {len(built)} in all; plan "
               f"the run: biobench corpus plan {args.mix} --tokens N (or --config RUN.toml)")
@@ -189,7 +199,8 @@ def build(args: argparse.Namespace, corpus) -> int:
         raise ConfigError("corpus build needs SOURCE..., --tokenizer and --out (or --mix MIX.toml)")
 
     if args.dry_run:
-        line, units = corpus.build_progress(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb)
+        line, units = corpus.build_progress(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb,
+                                            selection)
         print(line)
         for unit in units:
             if unit.holder is not None:
@@ -199,22 +210,24 @@ def build(args: argparse.Namespace, corpus) -> int:
         if args.claim_units:
             raise ConfigError("--claim-units is what each --launcher slurm element runs; give one or the other")
         job, log_dir, n_units = corpus.launch_build(args.sources, args.tokenizer, args.out, args, args.text_field,
-                                                    args.unit_mb, args.claim_seconds, args.weight_field)
+                                                    args.unit_mb, args.claim_seconds, args.weight_field, selection)
         workers = 8 if args.workers is None else args.workers
         print(f"submitted SLURM array {job}: {workers} worker(s) on {n_units} work unit(s), each claiming the next "
               "unfinished unit")
         print(f"logs: {launch.log_files(log_dir, job, workers)} and .err (launch.json beside them)")
         sources = " ".join(args.sources)
-        print(f"progress: biobench corpus build {sources} --tokenizer {args.tokenizer} --out {args.out} --dry-run")
+        chosen = " ".join(shlex.quote(f) for f in selection.flags())
+        print(f"progress: biobench corpus build {sources} --tokenizer {args.tokenizer} --out {args.out} "
+              f"{chosen + ' ' if chosen else ''}--dry-run")
         return 0
     if args.claim_units:
         if args.workers not in (None, 1):
             raise ConfigError("--claim-units tokenises in this process: run more processes, not --workers")
         out = corpus.build_claimed(args.sources, args.tokenizer, args.out, args.text_field, args.unit_mb,
-                                   args.claim_seconds, log=say, weight_field=args.weight_field)
+                                   args.claim_seconds, log=say, weight_field=args.weight_field, selection=selection)
     else:
         out = corpus.build_store(args.sources, args.tokenizer, args.out, workers=args.workers or 1,
                                  text_field=args.text_field, unit_mb=args.unit_mb, log=say,
-                                 weight_field=args.weight_field)
+                                 weight_field=args.weight_field, selection=selection)
     print(corpus.store_info(out, verify=False))
     return 0

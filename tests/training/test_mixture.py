@@ -44,6 +44,12 @@ def _source(name: str, store: str, amount: str = "share = 0.5", extra: str = "")
     ("", r"expected one or more \[\[source\]\] tables"),
     ("[[source\n", r"not valid TOML"),
     (_source("a b", "s1", "share = 1"), r"name 'a b' must be"),
+    (_source("a", "s1", "share = 1", 'build_from = "org/x"\ndata_files = ["../y/*.parquet"]'),
+     r"source 'a': data_files '\.\./y/\*\.parquet' must be a glob of paths inside the dataset repo"),
+    (_source("a", "s1", "share = 1", 'build_from = "org/x"\ndata_files = 3'), r"data_files must be a glob or a list"),
+    (_source("a", "s1", "share = 1", 'build_from = "org/x"\nhub_config = "a/b"'), r"config 'a/b' must be a config"),
+    (_source("a", "s1", "share = 1", 'build_from = "./data"\nhub_config = "en"'),
+     r"hub_config and data_files select the files of a hub dataset; build_from \./data is not a hub dataset id"),
 ])
 def test_bad_mix_files_are_one_line_naming_the_file(tmp_path, body, message):
     with pytest.raises(ConfigError, match=message) as err:
@@ -65,6 +71,32 @@ def test_tokens_become_shares_and_stores_resolve_beside_the_file(tmp_path):
     assert mix.sources[1].build_from == "hub/x" and mix.sources[0].max_passes == 1
 
 
+@pytest.mark.slow
+def test_a_mix_sources_hub_config_and_data_files_build_its_store_from_those_files(tmp_path, monkeypatch,
+                                                                                   tiny_tokenizer):
+    """Issue 59 item 3's leftover: a mix row's hub_config and data_files (a glob or a list) reach `corpus build
+    --mix` (the store holds the selected file alone, its manifest says so) and the printed build command."""
+    from biobench.api import corpus as api
+    from biobench.training import corpus, token_store
+
+    from tests.fake_hub import Repo, parquet_bytes, serving_hub
+
+    tiny_tokenizer.save_pretrained(tmp_path / "tok")
+    mix = _mix(tmp_path, _source("en", "stores/en", "share = 1", 'build_from = "org/corpus@refs/convert/parquet"\n'
+                                 'hub_config = "en"\ndata_files = "en/train/0001.parquet"'))
+    source = mixture.read_mix(mix).sources[0]
+    assert source.selection == corpus.HubSelection("en", ("en/train/0001.parquet",))
+    assert mixture.read_mix(mix).build_command(source, "tok").endswith(
+        "--hub-config en --data-files en/train/0001.parquet")
+    repo = Repo({f"en/train/000{i}.parquet": parquet_bytes({"text": [f"document {i} {j}" for j in range(5)]})
+                 for i in range(2)})
+    with serving_hub(monkeypatch, tmp_path) as hub:
+        hub.datasets[("org/corpus", "refs/convert/parquet")] = repo
+        assert [built for _, _, built in api.build_mix(mix, str(tmp_path / "tok"))] == [True]
+    store = token_store.open_store(tmp_path / "stores" / "en")
+    assert store.manifest["hub"]["org/corpus"]["paths"] == ["en/train/0001.parquet"] and store.n_documents == 5
+
+
 @pytest.mark.parametrize("shares", [[0.6, 0.2, 0.2], [0.7, 0.2, 0.04, 0.06], [0.999, 0.001], [1 / 3] * 3])
 def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares):
     total = 20_000
@@ -75,6 +107,48 @@ def test_greedy_blend_keeps_every_source_within_one_sequence_of_its_share(shares
     assert np.abs(taken - target).max() <= 1.0  # Megatron's rule: within one sequence at every step
     for s in range(len(shares)):  # each source's sequences are taken in order 0, 1, 2, ...
         assert index_in[source_of == s].tolist() == list(range(int((source_of == s).sum())))
+
+
+@pytest.mark.parametrize("shares", [[0.6, 0.2, 0.15, 0.05], [0.7, 0.2, 0.04, 0.06], [0.999, 0.001], [1 / 3] * 3,
+                                    [0.5, 0.5], [0.25] * 4])
+def test_blend_counts_are_the_blends_counts_at_every_length(shares):
+    """The counts-only path (what the plan table reads) gives the per-position order's counts exactly."""
+    source_of, _ = mixture.blend(shares, 5_000)
+    for upto in (1, 2, 3, 7, 100, 999, 4_321, 5_000):
+        assert mixture.blend_counts(shares, upto) == np.bincount(source_of[:upto], minlength=len(shares)).tolist()
+
+
+@pytest.mark.slow
+def test_corpus_plan_builds_its_table_without_the_per_position_order(tmp_path, capsys, monkeypatch):
+    """`corpus plan` of a 4-source mix at 8,192 tokens a sequence never builds the loader's per-position order
+    (blend: two arrays of every position; 55 MB at 50B tokens): its table is counted by blend_counts, holding a
+    few numbers, and is the table the order gives (what pretrain prints, having built the order)."""
+    from biobench import cli
+
+    sizes = {"lit": 35_000_000, "clin": 10_000_000, "e3c": 1_000_000, "web": 3_000_000}
+    body = ""
+    for (name, tokens), share in zip(sizes.items(), (0.6, 0.2, 0.15, 0.05), strict=True):
+        fake_token_store(tmp_path / name, tokens)
+        body += _source(name, name, f"share = {share}", "max_passes = 1000")
+    mix = _mix(tmp_path, body)
+    run = ["--tokens", "1B", "--seq-len", "8192", "--batch-size", "8", "--decay-ratio", "0.25"]
+
+    def refused(*args, **kwargs):
+        raise AssertionError("corpus plan built the per-position order")
+
+    real_blend = mixture.blend
+    monkeypatch.setattr(mixture, "blend", refused)
+    assert cli.main(["corpus", "plan", str(mix), *run]) == 0
+    table = capsys.readouterr().out
+    positions = int(table.split(" sequences x ")[0].split(": ")[-1].replace(",", ""))
+    assert positions == 152_576  # 15,258 phase-1 steps of 8 sequences (1B / 8,192), 3,814 decay steps
+    monkeypatch.setattr(mixture, "blend", real_blend)
+    stores = [token_store.open_store(tmp_path / name, verify=False) for name in sizes]
+    read = mixture.read_mix(mix)
+    streams, dedup = mixture.source_streams(read, stores)
+    planned = mixture.plan_run(read, [len(t) for t, _, _ in streams], 1_000_000_000, 8, 8192, 0.25, dedup)
+    planned.order()  # as pretrain does before printing it
+    assert planned.table() + "\n" == table
 
 
 def test_corpus_plan_prints_the_table_and_names_a_short_source(tmp_path, capsys):

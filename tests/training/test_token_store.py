@@ -476,6 +476,86 @@ def test_a_hub_dataset_is_split_into_units_by_its_files_pinned_to_its_commit(tmp
     assert pinned.tokens[0:len(pinned.tokens)].tolist() == expected.tokens[0:len(expected.tokens)].tolist()
 
 
+@pytest.mark.slow
+def test_a_hub_sources_config_and_data_files_select_its_files_and_the_manifest_records_them(tmp_path, tok_dir,
+                                                                                            monkeypatch, capsys):
+    """Issue 59 item 3's leftover, against the loopback hub: --hub-config picks a config's train files (the hub's
+    parquet export layout at refs/convert/parquet, config/split/NNNN.parquet, or the README's `configs:` table),
+    --data-files globs pick files as load_dataset's data_files (narrowing a config); one unit per selected file,
+    the config, globs and selected paths in the manifest, a rebuild with another selection refused, a glob that
+    matches nothing one line listing what the repo has, unsafe globs and configs refused."""
+    from biobench import cli
+
+    from tests.fake_hub import Repo, parquet_bytes, serving_hub
+
+    docs = _docs(50, 11)
+
+    def pq(part: list[str]) -> bytes:
+        return parquet_bytes({"text": part})
+
+    export = Repo({"en/train/0000.parquet": pq(docs[:10]), "en/train/0001.parquet": pq(docs[10:20]),
+                   "en/validation/0000.parquet": pq(docs[20:25]), "fr/train/0000.parquet": pq(docs[25:35]),
+                   "README.md": b"# export\n"})
+    card = {"configs": [{"config_name": "clinical", "data_files": [{"split": "train", "path": "data/clin-*.jsonl"},
+                                                                   {"split": "test", "path": "data/test.jsonl"}]}]}
+    carded = Repo({f"data/clin-{i}.jsonl": "".join(json.dumps({"text": d}) + "\n" for d in docs[35 + 5 * i:40 + 5 * i]
+                                                   ).encode() for i in range(2)}
+                  | {"data/test.jsonl": json.dumps({"text": docs[49]}).encode() + b"\n", "data/notes.csv": b"a,b\n"},
+                  card)
+    sel = corpus.HubSelection
+    src = "org/corpus@refs/convert/parquet"
+
+    def files(source: str, selection) -> list[str]:
+        return [unit[0].source.split(":", 1)[1] for unit in token_store.plan_units([source], selection=selection)]
+
+    with serving_hub(monkeypatch, tmp_path) as hub:
+        hub.datasets[("org/corpus", "refs/convert/parquet")] = export
+        hub.datasets[("org/carded", "main")] = carded
+        assert files(src, sel("en")) == ["en/train/0000.parquet", "en/train/0001.parquet"]  # not its validation
+        assert files(src, sel(None, ("**/0000.parquet",))) == ["en/train/0000.parquet", "en/validation/0000.parquet",
+                                                               "fr/train/0000.parquet"]
+        assert files(src, sel(None, ("*/train/*.parquet",))) == ["en/train/0000.parquet", "en/train/0001.parquet",
+                                                                 "fr/train/0000.parquet"]
+        assert files(src, sel("en", ("*/*/0001.parquet",))) == ["en/train/0001.parquet"]  # the config, narrowed
+        assert files("org/carded", sel("clinical")) == ["data/clin-0.jsonl", "data/clin-1.jsonl"]  # the card's train
+        assert files("org/carded", sel(None, ("data/test.jsonl", "data/clin-1.jsonl"))) == ["data/clin-1.jsonl",
+                                                                                              "data/test.jsonl"]
+        with pytest.raises(DataError) as nothing:
+            token_store.plan_units([src], selection=sel(None, ("de/train/*.parquet",)))
+        assert str(nothing.value) == (
+            f"hub dataset '{src}' at {export.commit[:12]}: --data-files de/train/*.parquet match no file; it has "
+            "configs/folders en, fr and files README.md, en/train/0000.parquet, en/train/0001.parquet, "
+            "en/validation/0000.parquet, fr/train/0000.parquet")
+        with pytest.raises(DataError, match=r"no config 'de' \(none in its README's configs:, no folder of that name\)"
+                           r"; it has configs/folders en, fr and files README\.md"):
+            token_store.plan_units([src], selection=sel("de"))
+        with pytest.raises(DataError, match=r"the selection holds data/notes\.csv, which a corpus cannot read"):
+            token_store.plan_units(["org/carded"], selection=sel(None, ("data/*",)))
+        with pytest.raises(ConfigError, match=r"no SOURCE is one"):
+            token_store.plan_units([str(tmp_path)], selection=sel("en"))
+
+        out = tmp_path / "en-store"
+        base = ["corpus", "build", src, "--tokenizer", str(tok_dir), "--out", str(out)]
+        assert cli.main([*base, "--hub-config", "en", "--data-files", "en/train/*.parquet"]) == 0
+        built = token_store.open_store(out)
+        assert cli.main([*base, "--hub-config", "en", "--data-files", "en/train/*.parquet"]) == 0  # found built
+        capsys.readouterr()
+        assert cli.main([*base, "--hub-config", "fr"]) != 0
+        refused = capsys.readouterr().err.strip()
+        for bad in (["--data-files", "../other/*.parquet"], ["--data-files", "/etc/*"], ["--data-files", "en/../fr/*"],
+                    ["--hub-config", ".."], ["--hub-config", "en/train"]):
+            assert cli.main([*base[:-2], "--out", str(tmp_path / "bad"), *bad]) != 0
+            assert capsys.readouterr().err.startswith("error: --hub-config/--data-files: "), bad
+        assert not (tmp_path / "bad").exists()  # refused before anything is made
+    assert built.manifest["hub"] == {"org/corpus": {
+        "commit": export.commit, "files": 2, "config": "en", "data_files": ["en/train/*.parquet"],
+        "paths": ["en/train/0000.parquet", "en/train/0001.parquet"]}}
+    assert len(built.manifest["shards"]) == 2 and built.n_documents == 20
+    assert refused == (f"error: --out {out} is a finished token store of hub dataset org/corpus selected by config en, "
+                       "data_files ['en/train/*.parquet'], not config fr; choose a new --out, or delete that store to "
+                       "rebuild it")
+
+
 def test_a_build_of_an_earlier_version_without_markers_is_recognised_and_finished(tmp_path, tok_dir, capsys):
     """Stores made before the ownership marker: an unfinished build (its work/plan.json) is taken up and finished,
     its work/ removed; a finished store is recognised by its manifest; a folder with a work/ of the user's is not."""
