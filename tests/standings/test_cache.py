@@ -74,7 +74,7 @@ def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_pat
     fresh = build_board([results], significance=False)
     cold = build_board([results], significance=False, cache_dir=cache)
     (index_file,) = cache.glob("results-*.arrow")
-    assert index_file.read_bytes().startswith(b"biobench-results-index 6 ")  # Arrow behind a checksum, not a pickle
+    assert index_file.read_bytes().startswith(b"biobench-results-index 7 ")  # Arrow behind a checksum, not a pickle
     reads: list[Path] = []
     real = R.read_row
     monkeypatch.setattr(R, "read_row", lambda path: reads.append(path) or real(path))
