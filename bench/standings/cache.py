@@ -21,7 +21,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Generator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,26 +64,37 @@ def fingerprint(lang: str, task: str, entries: list[Entry], n_boot: int, seed: i
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _task_only(task: str, entries: list[Entry]) -> list[Entry]:
-    return [replace(e, runs={task: e.runs[task]}, cells={task: e.cells[task]}) for e in entries]
-
-
 _PER_LABEL, _MODEL_META, _DETAILS = (IndexRow._fields.index(f) for f in ("per_label", "model_meta", "details"))
 
 
-def _job_entries(task: str, entries: list[Entry]) -> list[Entry]:
-    """`_task_only` with each run's row cut to what `significance.task_bootstrap` reads of it (its predictions,
-    kind, labels and metric; not its details, model metadata or per-label scores): what a groups worker is sent.
-    Why: the parent pickles every task's runs while the app is being built beside it: the full rows took about a
-    third of its ~3 s of CPU for a cold 300-model board's groups, and the worker 0.14 s a task to unpickle them
-    (docs/performance.md)."""
-    def slim(run: Run) -> Run:  # the row's fields by position (namedtuple._replace took 18 us a run)
-        row = run.row
-        kept = IndexRow._make((*row[:_PER_LABEL], {}, *row[_PER_LABEL + 1:_MODEL_META], {},
-                               *row[_MODEL_META + 1:_DETAILS], {"protocol": {"metric": run.metric}}, *row[_DETAILS + 1:]))
-        return Run(run.path, run.lang, run.predictions, kept)
+# what a groups job carries of one entry: its key, its language, and per run (its file, its language, its
+# predictions file, its row's fields with details, model metadata and per-label scores cut)
+JobEntry = tuple[str, str, list[tuple[str, str, str | None, tuple[Any, ...]]]]
 
-    return [replace(e, runs={task: [slim(r) for r in e.runs[task]]}, cells={task: e.cells[task]}) for e in entries]
+
+def _job_entries(task: str, entries: list[Entry]) -> list[JobEntry]:
+    """What a groups worker is sent of `entries` on `task`: per run what `significance.task_bootstrap` reads of it
+    (its predictions, kind, labels and metric; not its details, model metadata or per-label scores), as plain
+    tuples of strings. Why: the parent makes and pickles every task's runs in its thread while the app is built
+    beside it: the full rows took about a third of its ~3 s of CPU for a cold 300-model board's groups; then the
+    slim Entry and Run objects with their Paths still cost 1.05 s to make and 0.95 s to pickle at 300 models (a
+    Path pickles through Python, an Entry with all its fields), work `_entries_of` now does in the worker
+    (docs/performance.md)."""
+    def slim(run: Run) -> tuple[str, str, str | None, tuple[Any, ...]]:  # the row's fields by position
+        row = run.row
+        return (str(run.path), run.lang, None if run.predictions is None else str(run.predictions),
+                (*row[:_PER_LABEL], {}, *row[_PER_LABEL + 1:_MODEL_META], {}, *row[_MODEL_META + 1:_DETAILS],
+                 {"protocol": {"metric": run.metric}}, *row[_DETAILS + 1:]))
+
+    return [(e.key, e.lang, [slim(r) for r in e.runs[task]]) for e in entries]
+
+
+def _entries_of(task: str, job: list[JobEntry]) -> list[Entry]:
+    """The entries of a groups job (`_job_entries`), in the worker: each with its key, language and runs on
+    `task`, which is all `task_bootstrap` reads of an entry."""
+    return [Entry(key, "", lang, "measured", {}, runs={task: [
+        Run(Path(path), run_lang, None if predictions is None else Path(predictions), IndexRow._make(row))
+        for path, run_lang, predictions, row in runs]}) for key, lang, runs in job]
 
 
 MAX_FACTS_BYTES = 256 * 2**20
@@ -157,12 +167,12 @@ class ReplicateCache:
                 pass
 
 
-def _compute(lang: str, task: str, entries: list[Entry], n_boot: int, seed: int, alpha: float,
+def _compute(lang: str, task: str, job: list[JobEntry], n_boot: int, seed: int, alpha: float,
              folder: str | None = None):
-    """task_bootstrap on a board that holds only this task's runs, with the model replicate scores kept under
-    `folder`: (TaskBootstrap or None, problems, seconds)."""
+    """task_bootstrap on a board that holds only this task's runs (`job`, `_job_entries`), with the model replicate
+    scores kept under `folder`: (TaskBootstrap or None, problems, seconds)."""
     t0 = time.perf_counter()
-    sub = Board(_task_only(task, entries), {lang: [task]}, {}, [], {})
+    sub = Board(_entries_of(task, job), {lang: [task]}, {}, [], {})
     store = ReplicateCache(Path(folder), lang, task) if folder else None
     result = task_bootstrap(sub, task, sub.entries, n_boot=n_boot, seed=seed, alpha=alpha, store=store)
     if store is not None:

@@ -25,7 +25,7 @@ from biobench.runtime.paths import LANG_CODE, UnsafePathError, hide_paths, safe_
 from biobench.standings import process_pool
 from biobench.store import trust
 from biobench.store.analysis import ANALYSIS_FILES
-from biobench.store.index import IndexRow, ResultsIndex
+from biobench.store.index import IndexRow, ResultsIndex, SealedRow, Stamp, sealed_row
 
 
 @dataclass(frozen=True)
@@ -270,23 +270,25 @@ def parse_result(path: Path, known_langs: dict[str, str] | None = None, listing:
     """One result file -> Run through the results store's reader (`biobench.store.read_result`), which
     raises ResultsError naming what is wrong. An incomplete run key is accepted (the board only aggregates
     scores)."""
-    return run_of(path, read_row(path), known_langs, listing)
+    return run_of(path, read_row(path).row, known_langs, listing)
 
 
-def read_row(path: Path) -> IndexRow:
+def read_row(path: Path) -> SealedRow:
     """The row of one result file, read and validated by the store's reader (an incomplete run key is accepted:
-    the board only aggregates scores)."""
-    return index_row(path, store.read_result(path, check_key=False))
+    the board only aggregates scores), sealed to the bytes it was read from (one read: the results index keeps
+    the seal)."""
+    result, data = store.read_result_bytes(path, check_key=False)
+    return sealed_row(index_row(path, result), data)
 
 
 PARALLEL_READ_FILES = 4_000  # a scan with more result files to read than this reads them in worker processes
 READ_CHUNK = 1_000  # result files per worker job
 
 
-def read_rows(paths: list[str]) -> list[IndexRow | str]:
-    """Each file's row, or the reader's message (a ResultsError's text) when it is not a valid result: a worker's
-    job (bench/standings/process_pool.py)."""
-    out: list[IndexRow | str] = []
+def read_rows(paths: list[str]) -> list[SealedRow | str]:
+    """Each file's sealed row, or the reader's message (a ResultsError's text) when it is not a valid result: a
+    worker's job (bench/standings/process_pool.py); the seals are made there, beside the reading."""
+    out: list[SealedRow | str] = []
     for path in paths:
         try:
             out.append(read_row(Path(path)))
@@ -295,19 +297,19 @@ def read_rows(paths: list[str]) -> list[IndexRow | str]:
     return out
 
 
-def _read_in_workers(paths: list[str]) -> dict[str, IndexRow | str]:
+def _read_in_workers(paths: list[str]) -> dict[str, SealedRow | str]:
     """`read_rows` of `paths` in worker processes, by chunks: a cold 300-model board reads 51,300 result files,
     11 s in one process (docs/performance.md), and a board start has the machine's cores to itself until its
     groups begin. What a worker returns is what this process would have read (the same reader, the same
     messages); a failed worker's chunks are read here."""
     chunks = [(paths[i:i + READ_CHUNK],) for i in range(0, len(paths), READ_CHUNK)]
-    read: dict[str, IndexRow | str] = {}
+    read: dict[str, SealedRow | str] = {}
     for (chunk,), rows in zip(chunks, process_pool.in_workers(read_rows, chunks), strict=True):
         read.update(zip(chunk, rows, strict=True))
     return read
 
 
-def _row_read(path: Path, ahead: IndexRow | str | None) -> IndexRow:
+def _row_read(path: Path, ahead: SealedRow | str | None) -> SealedRow:
     """The row of `path` as a worker read it ahead (its error message raised as the reader raises it), else
     read here."""
     if ahead is None:
@@ -323,7 +325,8 @@ TRAIN_LOG = "train_log.jsonl"  # a `biobench pretrain` run's per-step log (docs/
 
 class Listing:
     """One walk of a results folder: every file under it, in the order sorted(Path.rglob) gives (by path parts),
-    and the (size, mtime_ns) of the result and predictions files, taken once. Why: a warm start of a large board
+    and the (size, mtime_ns) of the result and predictions files, taken once (with the inode and ctime_ns of the
+    result files: the results index's stamp, `index_stamp`). Why: a warm start of a large board
     otherwise spent most of its time in three pathlib `stat`s per result (the scan index check, the predictions
     file, the significance fingerprint), and then 0.5 s sorting 100,000 paths by their parts; each folder's
     entries are sorted by name here instead, which gives the same order. Symlinked folders are listed, not
@@ -333,6 +336,7 @@ class Listing:
         self.files: set[str] = set()
         self.ordered: list[str] = []
         self.stamps: dict[str, tuple[int, int]] = {}
+        self.identities: dict[str, tuple[int, int]] = {}  # a .json's (inode, ctime_ns)
         # depth first with a stack of each open folder's sorted entries, not recursion: a results folder nested
         # deeper than Python's recursion limit is listed, not a RecursionError
         stack = [self._entries(str(root))]
@@ -358,6 +362,8 @@ class Listing:
                 except OSError:  # removed while walking
                     continue
                 self.stamps[path] = (st.st_size, st.st_mtime_ns)
+                if name.endswith(".json"):
+                    self.identities[path] = (st.st_ino, st.st_ctime_ns)
 
     @staticmethod
     def _entries(folder: str) -> Iterator[os.DirEntry]:
@@ -372,6 +378,11 @@ class Listing:
 
     def stamp(self, path: Path | str) -> tuple[int, int] | None:
         return self.stamps.get(str(path))
+
+    def index_stamp(self, path: str) -> Stamp | None:
+        """A result file's (size, mtime_ns, inode, ctime_ns): what the results index checks its row against."""
+        stamp, identity = self.stamps.get(path), self.identities.get(path)
+        return None if stamp is None or identity is None else (*stamp, *identity)
 
     def wanted(self) -> list[str]:
         """Every .json and train_log.jsonl, in the order sorted(Path.rglob) gives (by path parts)."""
@@ -398,7 +409,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         folders: dict[str, Path] = {}
         wanted = listing.wanted()
         unread = [p for p in wanted if store.SEED_FILE.fullmatch(os.path.basename(p))
-                  and index.row(p[prefix:], listing.stamp(p), p) is None]
+                  and index.row(p[prefix:], listing.index_stamp(p), p) is None]
         read_ahead = _read_in_workers(unread) if len(unread) >= PARALLEL_READ_FILES else {}
         for name_str in wanted:
             name = os.path.basename(name_str)
@@ -417,16 +428,17 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
                 folder = folders[folder_str] = Path(folder_str)
             path = _child(folder, name)
             present.add(rel)
-            stamp = listing.stamp(name_str)
+            stamp = listing.index_stamp(name_str)
             row = index.row(rel, stamp, name_str)
             try:
                 if row is None:
                     try:
-                        row = _row_read(path, read_ahead.pop(name_str, None))
+                        sealed = _row_read(path, read_ahead.pop(name_str, None))
                     except ResultsError:
-                        index.keep(rel, stamp, None, name_str)
+                        index.keep(rel, stamp, None)
                         raise
-                    index.keep(rel, stamp, row, name_str)
+                    index.keep(rel, stamp, sealed)
+                    row = sealed.row
                 run = run_of(path, row, known_langs, listing, folder)
             except ResultsError as err:
                 scan.problems.append(Problem(str(path), _reason(err, path)))

@@ -40,6 +40,7 @@ from biobench.store.result_files import (
     read_json_file,
     read_predictions,
     read_result,
+    read_result_bytes,
     seed_paths,
     write_result,
 )
@@ -47,5 +48,5 @@ from biobench.store.result_files import (
 __all__ = [
     "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "claim_path", "decide",
     "iter_results", "model_group", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
-    "result_path", "run_key", "seed_paths", "write_result",
+    "read_result_bytes", "result_path", "run_key", "seed_paths", "write_result",
 ]

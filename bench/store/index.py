@@ -8,14 +8,21 @@ Here each valid result is one row of what the scan made of it (model, task, seed
 texts, ...): a warm start reads typed columns and builds its runs without re-reading a file.
 
 The result files stay the source of truth:
-- a row is used only while its file's (size, mtime_ns) stamp is unchanged and its seal holds: the sha256 of the
-  file's bytes and of the row's own values, made when the row was made from the file. The index's own sha256
-  proves the index is whole, not that its rows are the files' rows: an index rewritten with a row's score changed
-  (0.352 -> 0.999, its checksum recomputed) was shown on the board (issue 58 item 4). A row whose seal does not
-  hold is read again from its file (one Problems line says how many); so is a changed or new file; a removed one
-  is dropped when the index is saved (incremental). An index none of whose files is in the folder (copied
-  without them) is said so in one line. A file that is not a valid result has no row: it is read, and reported,
-  at every start. The seal costs one bounded read of each result file per start (no parse, no validation).
+- a row is used only while its file's stamp is unchanged and its seal holds. The stamp is the file's (size,
+  mtime_ns, inode, ctime_ns): a write to the file changes its ctime, which no user can set back (utime sets
+  mtime, not ctime), and a file replaced by another (a rename, a copy) has another inode or ctime. The seal is
+  the sha256 of the file's bytes (recorded in the row, `content`) and of the row's own values, made from the
+  bytes the row was read from. The index's own sha256 proves the index is whole, not that its rows are the
+  files' rows: an index rewritten with a row's score changed (0.352 -> 0.999, its checksum recomputed) was shown
+  on the board (issue 58 item 4). A row whose seal does not hold is read again from its file (one Problems line
+  says how many); so is a changed or new file; a removed one is dropped when the index is saved (incremental).
+  An index none of whose files is in the folder (copied without them) is said so in one line. A file that is
+  not a valid result has no row: it is read, and reported, at every start. A warm start reads no result file
+  whose stamp holds (version 6 read every file's bytes at each start to check its seal: 51,300 reads at 300
+  models); a cold one reads each file once, and its seal is made from those bytes where it was read (a worker).
+  A file changed within RACY_NS of the index being written is "racy" (git's word): a same-size write in the same
+  clock tick as the read leaves its stamp as it was, so its bytes are read and checked against the row's digest
+  at each start until it is older than that.
 - the index is untrusted on read (a cache folder may be shared or damaged): the file is bounded in size and
   carries a sha256 of its Arrow bytes; its schema must be this version's exactly; every row is checked for what
   the reader guarantees of a result (a score that is a finite fraction, an integer seed, ids and
@@ -43,10 +50,12 @@ from biobench.store.result_files import MAX_RESULT_BYTES
 
 # 2: the JSON scan index (raw fields); 3: Arrow rows of raw fields (reverted); 4: validated typed rows; 5: `score` is
 # the task's headline metric (Result.score) and `model` the one identity (store.model_group), issue 57; 6: each row
-# sealed to its file's bytes (issue 58)
-VERSION = 6
+# sealed to its file's bytes (issue 58); 7: the stamp holds the inode and ctime, the row the digest its seal was
+# made from, so a warm start reads no file whose stamp holds (issue 62)
+VERSION = 7
 MAGIC = b"biobench-results-index"
 MAX_INDEX_BYTES = 2**30  # ~600 bytes per result: over a million results
+RACY_NS = 2 * 10**9  # a file whose ctime is this close to the index's writing is checked by its bytes (coarse clocks)
 
 
 class IndexRow(NamedTuple):
@@ -74,6 +83,18 @@ class IndexRow(NamedTuple):
 _JSON = ("per_label", "model_meta", "labels", "details")  # stored as JSON text
 _INTS = ("seed",)
 _FLOATS = ("score",)
+Stamp = tuple[int, int, int, int]  # a result file's (size, mtime_ns, inode, ctime_ns), as the scan's walk saw it
+_STAMP = ("size", "mtime_ns", "ino", "ctime_ns")
+
+
+class SealedRow(NamedTuple):
+    """A row as read from its file (`sealed_row`): the row, the sha256 of the file's bytes, and its seal."""
+
+    row: IndexRow
+    content: bytes
+    seal: str
+
+
 _DICTIONARY = ("model", "name", "lang", "task", "kind", "per_label", "predictions", "model_meta", "labels", "smoke",
                "degenerate")
 
@@ -91,8 +112,8 @@ def _arrow_type(pa: Any, column: str) -> Any:
 
 
 def _schema(pa: Any) -> Any:
-    return pa.schema([("rel", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("seal", pa.string()),
-                      *[(c, _arrow_type(pa, c)) for c in IndexRow._fields]])
+    return pa.schema([("rel", pa.string()), *[(c, pa.int64()) for c in _STAMP], ("seal", pa.string()),
+                      ("content", pa.string()), *[(c, _arrow_type(pa, c)) for c in IndexRow._fields]])
 
 
 def _value_digest(value: Any) -> bytes:
@@ -107,6 +128,12 @@ def file_digest(path: str | Path) -> bytes | None:
         return hashlib.sha256(read_bytes(path, MAX_RESULT_BYTES, confined=True)).digest()
     except (OSError, UnsafeJSONError):
         return None
+
+
+def sealed_row(row: IndexRow, data: bytes) -> SealedRow:
+    """`row` sealed to `data`, the bytes of the file it was made from (store.read_result_bytes)."""
+    content = hashlib.sha256(data).digest()
+    return SealedRow(row, content, seal(content, _row_values(row)))
 
 
 def seal(content: bytes, values: bytes) -> str:
@@ -181,7 +208,7 @@ def _check_number(column: str, value: Any) -> None:
         raise IndexDamaged(f"a score {value!r} that is not a fraction")
     if column == "seed" and not (type(value) is int and -INT_LIMIT < value < INT_LIMIT):
         raise IndexDamaged(f"a seed {value!r} that is not an integer")
-    if column in ("size", "mtime_ns") and not (type(value) is int and 0 <= value < INT_LIMIT):
+    if column in _STAMP and not (type(value) is int and 0 <= value < INT_LIMIT):
         raise IndexDamaged(f"a file {column} {value!r} that is not a count")
 
 
@@ -199,13 +226,18 @@ def _values(chunked: Any, column: str, digests: list[list[bytes]] | None = None)
     if digests is not None:
         distinct = [_value_digest(v) for v in values]
         digests.append([distinct[i] for i in array.indices.to_pylist()] if dictionary else distinct)
-    if column == "seal":
+    if column in ("seal", "content"):
         if not all(isinstance(v, str) and len(v) == 64 for v in values):
-            raise IndexDamaged("a seal that is not a sha256")
+            raise IndexDamaged(f"a {column} that is not a sha256")
+        if column == "content":  # the digest as bytes, what `seal` hashes
+            try:
+                return [bytes.fromhex(v) for v in values]
+            except ValueError:
+                raise IndexDamaged("a content that is not a sha256") from None
         return values
     if column in _JSON:
         values = [_check_json(column, v) for v in values]
-    elif column in ("score", "seed", "size", "mtime_ns"):
+    elif column in ("score", "seed", *_STAMP):
         for v in values:
             _check_number(column, v)
     else:
@@ -216,8 +248,8 @@ def _values(chunked: Any, column: str, digests: list[list[bytes]] | None = None)
 
 class ResultsIndex:
     """The index of one results folder under `cache_dir` (None: no index, every file is read). `row(rel, stamp)`:
-    the checked row of a file while its stamp matches, else None (read the file); `keep(rel, stamp, row)`: the row
-    the scan made of a file it read; `save(present)`: drop the files no longer present and write the index when
+    the checked row of a file while its stamp matches and its seal holds, else None (read the file); `keep(rel,
+    stamp, sealed)`: the row the scan made of a file it read; `save(present)`: drop the files no longer present and write the index when
     something changed. `problem`: one line when the index on disk was damaged or altered (then ignored and
     rebuilt), else None."""
 
@@ -226,11 +258,12 @@ class ResultsIndex:
         self._replaced: Path | None = None
         self.problem: str | None = None
         self.changed = False
-        # rel -> (size, mtime_ns, row, seal, the digests of the row's stored values: b"" for a row made here)
-        self._rows: dict[str, tuple[int, int, IndexRow, str, bytes]] = {}
+        self._rows: dict[str, _Kept] = {}
         self._checked: dict[str, IndexRow | None] = {}  # rel -> the row once its seal was checked (None: it failed)
         self.loaded = 0  # rows read from the index on disk
         self.disagreeing = 0  # rows of the index on disk whose seal did not hold: read again from their files
+        self.racy_reads = 0  # files whose bytes were read to check their row (changed just before the index was saved)
+        self._written_ns = 0  # the index file's mtime: rows of files changed since RACY_NS before it are racy
         if cache_dir is None:
             return
         digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
@@ -256,13 +289,14 @@ class ResultsIndex:
         self._rows = {}
         self.changed = True
 
-    def _read(self) -> dict[str, tuple[int, int, IndexRow, str, bytes]]:
+    def _read(self) -> dict[str, _Kept]:
         import pyarrow as pa
         import pyarrow.ipc
 
         assert self.path is not None
         # a regular file of bounded size, no link out of its folder, as the JSON readers read
         data = read_bytes(self.path, MAX_INDEX_BYTES, confined=True)
+        self._written_ns = self.path.stat().st_mtime_ns
         head, _, body = data.partition(b"\n")
         parts = head.split(b" ")
         if len(parts) != 3 or parts[0] != MAGIC:
@@ -278,40 +312,44 @@ class ResultsIndex:
         digests: list[list[bytes]] = []  # per row column, each row's digest of its stored value
         columns = {name: _values(table.column(name), name, digests if name in IndexRow._fields else None)
                    for name in table.schema.names}
-        rows: dict[str, tuple[int, int, IndexRow, str, bytes]] = {}
-        for (rel, size, mtime_ns, sealed, *fields), values in zip(zip(*columns.values(), strict=True),
-                                                                    zip(*digests, strict=True), strict=True):
+        rows: dict[str, _Kept] = {}
+        for (rel, size, mtime_ns, ino, ctime_ns, sealed, content, *fields), values in zip(
+                zip(*columns.values(), strict=True), zip(*digests, strict=True), strict=True):
             if rel in rows:
                 raise IndexDamaged(f"{rel[:80]!r} listed twice")
-            rows[rel] = (size, mtime_ns, IndexRow(*fields), sealed, b"".join(values))
+            rows[rel] = (size, mtime_ns, IndexRow(*fields), sealed, b"".join(values), ino, ctime_ns, content)
         return rows
 
-    def row(self, rel: str, stamp: tuple[int, int] | None, path: str | Path) -> IndexRow | None:
-        """The row of the file `rel` (at `path`) when the index holds it at this (size, mtime_ns) `stamp` and its
-        seal holds for the file's bytes (each file checked once per scan)."""
+    def row(self, rel: str, stamp: Stamp | None, path: str | Path) -> IndexRow | None:
+        """The row of the file `rel` (at `path`) when the index holds it at this `stamp` (size, mtime_ns, inode,
+        ctime_ns: the file is the one the row was read from) and its seal holds for the row's values (each row
+        checked once per scan). The stamp stands for the file's bytes, whose digest the row recorded: the file is
+        read only when it is racy (changed within RACY_NS of the index's writing)."""
         if rel in self._checked:
             return self._checked[rel]
         kept = self._rows.get(rel)
-        if kept is None or stamp is None or kept[0] != stamp[0] or kept[1] != stamp[1]:
+        if kept is None or stamp is None or (kept[0], kept[1], kept[5], kept[6]) != stamp:
             return None
-        content = file_digest(path)
-        held = content is not None and (not kept[4] or seal(content, kept[4]) == kept[3])
-        if content is not None and not held:
+        if kept[4] and kept[6] >= self._written_ns - RACY_NS:
+            self.racy_reads += 1
+            if file_digest(path) != kept[7]:  # the same stamp, other bytes: read again, as a changed file is
+                return None
+        held = not kept[4] or seal(kept[7], kept[4]) == kept[3]
+        if not held:
             self.disagreeing += 1
         self._checked[rel] = kept[2] if held else None
         return self._checked[rel]
 
-    def keep(self, rel: str, stamp: tuple[int, int] | None, row: IndexRow | None, path: str | Path) -> None:
-        """What the scan read from the file `rel` at `path` (None: not a valid result, so no row; read again next
-        start); the row is sealed to the file's bytes."""
+    def keep(self, rel: str, stamp: Stamp | None, sealed: SealedRow | None) -> None:
+        """What the scan read from the file `rel` (None: not a valid result, so no row; read again next start),
+        its row sealed to the bytes it was read from (`sealed_row`)."""
         self._checked.pop(rel, None)
         if self.path is None or stamp is None:
             return
-        content = file_digest(path) if row is not None else None
-        if row is None or content is None:
+        if sealed is None:
             self.changed |= self._rows.pop(rel, None) is not None
         else:
-            self._rows[rel] = (stamp[0], stamp[1], row, seal(content, _row_values(row)), b"")
+            self._rows[rel] = (stamp[0], stamp[1], sealed.row, sealed.seal, b"", stamp[2], stamp[3], sealed.content)
             self.changed = True
 
     def orphaned(self, present: set[str]) -> str | None:
@@ -355,8 +393,8 @@ class ResultsIndex:
 
         rels = sorted(self._rows)
         kept = [self._rows[rel] for rel in rels]
-        arrays = [pa.array(rels, pa.string()), pa.array([k[0] for k in kept], pa.int64()),
-                  pa.array([k[1] for k in kept], pa.int64()), pa.array([k[3] for k in kept], pa.string())]
+        arrays = [pa.array(rels, pa.string()), *[pa.array([k[i] for k in kept], pa.int64()) for i in (0, 1, 5, 6)],
+                  pa.array([k[3] for k in kept], pa.string()), pa.array([k[7].hex() for k in kept], pa.string())]
         for i, column in enumerate(IndexRow._fields):
             items = [k[2][i] for k in kept]
             kind = _arrow_type(pa, column)
@@ -401,6 +439,11 @@ def _codes(items: list[Any], column: str) -> tuple[list[int], list[str]]:
             code = seen[id(item)] = distinct.setdefault(text, len(distinct))
         codes.append(code)
     return codes, list(distinct)
+
+
+# what the index keeps of a file: size, mtime_ns, row, seal, the digests of the row's stored values (b"" for a row
+# made here), inode, ctime_ns, the sha256 of the file's bytes
+_Kept = tuple[int, int, IndexRow, str, bytes, int, int, bytes]
 
 
 class _Stale(Exception):

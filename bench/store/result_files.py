@@ -81,11 +81,11 @@ def parse_result(text: str | bytes, source: str | Path = "<result>", check_key: 
     return Result.from_dict(data, source, check_key)
 
 
-def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES, what: str = "file") -> Any:
-    """A JSON file from a results folder (a result, an analysis output, a cache), parsed with the bounded reader;
-    ResultsError naming the file when it is missing, refused or not JSON (`what` names the kind of file)."""
+def _json_file(path: str | Path, max_bytes: int, what: str) -> tuple[Any, bytes]:
+    """`read_json_file`'s value and the bytes it was parsed from."""
     try:
-        return read_json(path, max_bytes, confined=True)
+        data = read_bytes(path, max_bytes, confined=True)
+        return parse_json(data, path), data
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such {what}") from None
     except UnsafeJSONError as err:
@@ -94,10 +94,23 @@ def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES, what: st
         raise ResultsError(f"{path}: unreadable {what} ({err.strerror or err})") from None
 
 
+def read_json_file(path: str | Path, max_bytes: int = MAX_RESULT_BYTES, what: str = "file") -> Any:
+    """A JSON file from a results folder (a result, an analysis output, a cache), parsed with the bounded reader;
+    ResultsError naming the file when it is missing, refused or not JSON (`what` names the kind of file)."""
+    return _json_file(path, max_bytes, what)[0]
+
+
 def read_result(path: str | Path, check_key: bool = True) -> Result:
     """The Result of a file; ResultsError naming the file when it is missing, not a regular file, too large or
     too deeply nested, not valid JSON or not a valid biobench result (see Result.from_dict for `check_key`)."""
-    return Result.from_dict(read_json_file(path, what="result file"), Path(path), check_key)
+    return read_result_bytes(path, check_key)[0]
+
+
+def read_result_bytes(path: str | Path, check_key: bool = True) -> tuple[Result, bytes]:
+    """`read_result` and the bytes the result was read from, in one read (the board's results index seals its row
+    to them, bench/store/index.py)."""
+    data, content = _json_file(path, MAX_RESULT_BYTES, "result file")
+    return Result.from_dict(data, Path(path), check_key), content
 
 
 def predictions_limit(path: str | Path) -> int:

@@ -74,7 +74,7 @@ def test_scan_index_gives_the_same_board_and_rereads_only_a_changed_file(tmp_pat
     fresh = build_board([results], significance=False)
     cold = build_board([results], significance=False, cache_dir=cache)
     (index_file,) = cache.glob("results-*.arrow")
-    assert index_file.read_bytes().startswith(b"biobench-results-index 6 ")  # Arrow behind a checksum, not a pickle
+    assert index_file.read_bytes().startswith(b"biobench-results-index 7 ")  # Arrow behind a checksum, not a pickle
     reads: list[Path] = []
     real = R.read_row
     monkeypatch.setattr(R, "read_row", lambda path: reads.append(path) or real(path))
@@ -253,25 +253,31 @@ def test_a_cold_board_through_workers_shows_what_it_showed_before_the_faster_rea
 
 
 def test_a_groups_job_carries_what_the_bootstrap_reads_of_each_run(tmp_path):
-    """The parent pickles every missed task's runs for the groups workers while the app is built beside it: a
-    job's runs keep their predictions, kind, labels and metric, not their details, model metadata or per-label
-    scores, and give the same groups and rank intervals."""
+    """The parent makes and pickles every missed task's runs for the groups workers while the app is built beside
+    it: a job's runs keep their predictions, kind, labels and metric, not their details, model metadata or
+    per-label scores, as plain tuples of strings (no Path, Entry or Run object to pickle: issue 62 item 7), and the
+    entries the worker rebuilds from them give the same groups and rank intervals."""
     import pickle
 
     from biobench.perf import leaderboard_scale as scale
-    from biobench.standings.cache import _job_entries, _task_only
+    from biobench.standings.cache import _entries_of, _job_entries
 
     scale.generate(tmp_path, 3, scale.benchmark_tasks(1), 2, 30)
     board = build_board([tmp_path], significance=False)
     task = scale.benchmark_tasks(1)[0][1]
     entries = [e for e in board.entries if e.source == "measured"]
-    slim, full = _job_entries(task, entries), _task_only(task, entries)
+    job = _job_entries(task, entries)
+    sent = pickle.dumps(job)
+    assert b"pathlib" not in sent and b"Entry" not in sent and b"Run" not in sent and b"IndexRow" not in sent
+    slim = _entries_of(task, pickle.loads(sent))
     runs = [r for e in slim for r in e.runs[task]]
     assert len(runs) == 6 and all(r.details == {"protocol": {"metric": "macro_f1"}} for r in runs)
     assert all(not r.model_meta and not r.per_label for r in runs)
-    assert [(r.path, r.predictions, r.kind, r.labels, r.metric, r.seed) for e in slim for r in e.runs[task]] == [
-        (r.path, r.predictions, r.kind, r.labels, r.metric, r.seed) for e in full for r in e.runs[task]]
-    assert len(pickle.dumps(slim)) < len(pickle.dumps(full)) / 2
+    assert [(e.key, e.lang) for e in slim] == [(e.key, e.lang) for e in entries]
+    assert [(r.path, r.lang, r.predictions, r.kind, r.labels, r.metric, r.seed, r.model, r.task) for r in runs] == [
+        (r.path, r.lang, r.predictions, r.kind, r.labels, r.metric, r.seed, r.model, r.task)
+        for e in entries for r in e.runs[task]]
+    assert len(sent) < len(pickle.dumps([e.runs[task] for e in entries])) / 2
     compute_groups(board, n_boot=100)
     there = build_board([tmp_path], significance=False)
     cached_groups(there, n_boot=100, process=True)

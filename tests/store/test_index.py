@@ -256,3 +256,74 @@ def test_a_large_cold_scan_read_in_worker_processes_equals_one_read_here(tmp_pat
     _same(here, scan_results([root], cache_dir=tmp_path / "cache"))  # the index written from the workers' rows
     monkeypatch.setattr(process_pool, "_WORKER", "import sys; sys.exit(3)")
     _same(here, scan_results([root], cache_dir=tmp_path / "other-cache"))
+
+
+def _opened_results(monkeypatch, root: Path) -> list[str]:
+    """Every result file (`seed-<n>.json`) of `root` opened from now on, by any reader."""
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting(path, *args, **kwargs):
+        text = os.fspath(path)
+        if text.endswith(".json") and "seed-" in text and text.startswith(str(root)):
+            opened.append(text)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting)
+    return opened
+
+
+def test_a_warm_start_opens_no_result_file_whose_stamp_holds(tmp_path, monkeypatch):
+    """Issue 62 item 7: the index's stamp is (size, mtime_ns, inode, ctime_ns) and its rows record the digest their
+    seal was made from, so a warm start opens only the files that are not valid results (version 6 opened every
+    one to check its seal). A file rewritten with its size and mtime put back has another ctime: read again. A
+    row forged with the project's encoder still fails its seal, without reading its file to find out."""
+    monkeypatch.setattr(store_index, "RACY_NS", 0)  # files written just now are not racy in this test
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    files = scan_results([root])
+    invalid = sorted({p.path for p in files.problems if store.SEED_FILE.fullmatch(os.path.basename(p.path))})
+    assert sum("idx-c" in p for p in invalid) == 3 and len(invalid) < len(files.runs)
+    scan_results([root], cache_dir=cache)
+    opened = _opened_results(monkeypatch, root)
+    _same(files, scan_results([root], cache_dir=cache))
+    assert sorted(opened) == invalid  # on version 6: every result file, 3 + the valid ones
+    changed = root / "idx-a" / "demo-cls" / "seed-42.json"
+    before = changed.stat()
+    changed.write_text(changed.read_text().replace('"macro_f1": 0.6', '"macro_f1": 0.7'))
+    os.utime(changed, ns=(before.st_atime_ns, before.st_mtime_ns))  # size and mtime as they were
+    assert (changed.stat().st_size, changed.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    opened.clear()
+    scan = scan_results([root], cache_dir=cache)
+    assert sorted(opened) == sorted([*invalid, str(changed)])
+    assert {r.path: r.score for r in scan.runs}[changed] == 0.7
+    index = store_index.ResultsIndex(root, cache)  # forged: every row's score 0.999, the encoder's own checksum
+    for rel, kept in list(index._rows.items()):
+        index._rows[rel] = (*kept[:2], kept[2]._replace(score=0.999), *kept[3:])  # type: ignore[assignment]
+    index.changed = True
+    index.save(set(index._rows))
+    opened.clear()
+    forged = scan_results([root], cache_dir=cache)
+    assert 0.999 not in {r.score for r in forged.runs} and len(opened) == len(index._rows) + len(invalid)
+    assert any("do not match their result files" in p.reason for p in forged.problems)
+
+
+def test_a_racy_file_is_checked_by_its_bytes(tmp_path, monkeypatch):
+    """A file changed within RACY_NS of the index's writing may have been rewritten in the clock tick of its read
+    (same size, same stamp): its bytes are read and compared with the row's digest, and other bytes under the
+    same stamp are read again as a changed file is."""
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    scan_results([root], cache_dir=cache)
+    changed = root / "idx-a" / "demo-cls" / "seed-42.json"
+    old = R.Listing.index_stamp
+    stamps = {str(p): old(R.Listing(root), str(p)) for p in root.rglob("seed-*.json")}
+    changed.write_text(changed.read_text().replace('"macro_f1": 0.6', '"macro_f1": 0.7'))
+    monkeypatch.setattr(R.Listing, "index_stamp", lambda self, path: stamps.get(path))  # the stamps as they were
+    scan = scan_results([root], cache_dir=cache)
+    assert {r.path: r.score for r in scan.runs}[changed] == 0.7
+    index = store_index.ResultsIndex(root, cache)
+    assert index.row(os.path.relpath(changed, root), stamps[str(changed)], changed) is not None
+    assert index.racy_reads == 1
+    monkeypatch.setattr(store_index, "RACY_NS", 0)
+    index = store_index.ResultsIndex(root, cache)
+    index.row(os.path.relpath(changed, root), stamps[str(changed)], changed)
+    assert index.racy_reads == 0  # older than RACY_NS: the stamp stands for the bytes
