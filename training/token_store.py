@@ -178,15 +178,64 @@ def _plan_record(units: list[list[Piece]], fingerprint: str, text_field: str,
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_tokenizer(name: str | None, tokenizer=None):
-    """One tokenizer per process (datatrove's rule), loaded once, truncation and padding off."""
+@dataclass(frozen=True)
+class Encoder:
+    """What tokenising a unit needs of the tokenizer: its backend (the tokenizers library's object, truncation
+    and padding off), the framing ids and the store's dtype."""
+
+    backend: Any
+    bos: int | None
+    eos: int
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """An Encoder as a pool worker receives it, once, from the building process (the pool's initializer): the
+    backend as the tokenizers library's JSON. A worker that rebuilds the backend from it never imports
+    transformers nor loads the tokenizer again: that cost ~3-4 CPU-s per worker, a third of the CPU of a
+    10M-token build with 2 workers, which is where its second core went (issue 59)."""
+
+    name: str
+    backend_json: str
+    bos: int | None
+    eos: int
+    dtype: str
+
+    @classmethod
+    def of(cls, name: str, tokenizer) -> EncoderSpec:
+        bos, eos = corpus.frame_ids(tokenizer)
+        return cls(name, tokenizer.backend_tokenizer.to_str(), bos, eos, store_dtype(tokenizer).name)
+
+
+def _encoder_of(tokenizer) -> Encoder:
+    backend = tokenizer.backend_tokenizer
+    backend.no_truncation()
+    backend.no_padding()
+    bos, eos = corpus.frame_ids(tokenizer)
+    return Encoder(backend, bos, eos, store_dtype(tokenizer))
+
+
+def _pool_worker(spec: EncoderSpec) -> None:
+    """A tokenising worker's start: no tokenizer thread pools (one worker per core), and its encoder built once
+    from the building process's spec (the tokenizers library alone, no transformers import)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(spec.backend_json)
+    backend.no_truncation()
+    backend.no_padding()
+    _WORKER.update(name=spec.name, encoder=Encoder(backend, spec.bos, spec.eos, np.dtype(spec.dtype)))
+
+
+def _worker_encoder(name: str | None, tokenizer=None) -> Encoder:
+    """One tokenizer per process (datatrove's rule), loaded once (or received from the pool's initializer)."""
     if tokenizer is not None:
-        return tokenizer
+        return _encoder_of(tokenizer)
     if _WORKER.get("name") != name:
         assert name is not None  # build() is given a tokenizer object or its name
-        tok = load_tokenizer(name)
-        _WORKER.update(name=name, tok=tok)
-    return _WORKER["tok"]
+        _WORKER.update(name=name, encoder=_encoder_of(load_tokenizer(name)))
+    return _WORKER["encoder"]
 
 
 def _sha256(path: Path) -> str:
@@ -201,12 +250,8 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
                tokenizer=None, weight_field: str | None = None) -> dict[str, Any]:
     """Tokenise one work unit into shards/NNNNNN.bin/.idx (streamed: a batch of text at a time), then write its
     completion marker work/NNNNNN.done with the counts and checksums. Returns the marker's record."""
-    tok = _worker_tokenizer(tokenizer_name, tokenizer)
-    backend = tok.backend_tokenizer
-    backend.no_truncation()
-    backend.no_padding()
-    bos, eos = corpus.frame_ids(tok)
-    dtype = store_dtype(tok)
+    encoder = _worker_encoder(tokenizer_name, tokenizer)
+    backend, bos, eos, dtype = encoder.backend, encoder.bos, encoder.eos, encoder.dtype
     name = f"{index:06d}"
     shards = store / SHARDS
     # per-process temporary names: two runs finishing the same cached store never write into one file
@@ -420,9 +465,12 @@ def _tokenise_in_pool(plan: BuildPlan, todo: list[int], workers: int, say: Calla
     from concurrent.futures.process import BrokenProcessPool
 
     left, lost, done = list(todo), {i: 0 for i in todo}, 0
+    assert plan.tokenizer_name is not None  # _build refuses a parallel build without it
+    spec = EncoderSpec.of(plan.tokenizer_name, plan.tokenizer)
     while left:
         # spawn: a fresh interpreter per worker, each with its own tokenizer (no fork of a tokenizer's threads)
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_quiet_worker) as pool:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_pool_worker,
+                                 initargs=(spec,)) as pool:
             running: dict[Future, int] = {}
             broken: list[int] = []
             while left or running:
@@ -468,10 +516,6 @@ def finish_once(plan: BuildPlan) -> Path:
         if (out / DONE).is_file():
             return out
         return finish(plan)
-
-
-def _quiet_worker() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def finish(plan: BuildPlan) -> Path:
