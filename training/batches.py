@@ -119,7 +119,9 @@ class BatchBuilder:
             positions = np.arange(start, start + self.micro)
             b = self.packed.batch(positions.tolist())
             label(self, b, positions, mask_rate)
-            b["n_labels"] = (b["labels"] != IGNORE).sum()
+            # counted in numpy: a torch reduction here ran on the trainer's intra-op thread pool, whose threads
+            # spin on a busy machine (7x the loader's CPU on 2 loaded cores, issue 59 item 3); same int64 0-d tensor
+            b["n_labels"] = torch.tensor(int(np.count_nonzero(b["labels"].numpy() != IGNORE)))
             out.append(b)
         return out
 

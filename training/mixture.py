@@ -586,12 +586,16 @@ class MixedCorpus:
         part, j = self._resolve(index)
         return part.sequence(j)
 
+    def fill(self, index: int, ids: np.ndarray, mask: np.ndarray, docs: np.ndarray) -> None:
+        part, j = self._resolve(index)
+        part.fill(j, ids, mask, docs)
+
     def sequence_tokens(self, index: int) -> np.ndarray:
         part, j = self._resolve(index)
         return part.sequence_tokens(j)
 
     def batch(self, positions: list[int]):
         # lazy: loads torch
-        from biobench.training.packing import stack_rows
+        from biobench.training.packing import read_batch
 
-        return stack_rows([self.sequence(self.at(p)) for p in positions])
+        return read_batch(self, positions)

@@ -72,34 +72,28 @@ class PackedCorpus:
         self._passes[p] = cached
         return cached
 
-    def _cut(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids, stream document index of each token) of sequence `index`, unpadded."""
+    def fill(self, index: int, ids: np.ndarray, mask: np.ndarray, docs: np.ndarray) -> None:
+        """Sequence `index` written into the int64 rows `ids`, `mask`, `docs` (seq_len each): its tokens, then
+        padding. The batch's rows are filled in place: no per-row arrays, padding concatenations or stacking
+        (issue 59 item 3)."""
         p, j = divmod(index, self.n_sequences)
         order, starts, _ = self.shuffled(p)
         start, stop = j * self.seq_len, min((j + 1) * self.seq_len, int(starts[-1]))
         v = int(np.searchsorted(starts, start, side="right")) - 1
-        parts, docs, lengths = [], [], []
         at = start
         while at < stop:
             doc, end = int(order[v]), min(stop, int(starts[v + 1]))
             base = int(self.offsets[doc]) - int(starts[v])
-            parts.append(np.asarray(self.tokens[at + base:end + base]))
-            docs.append(doc)
-            lengths.append(end - at)
+            ids[at - start:end - start] = self.tokens[at + base:end + base]
+            docs[at - start:end - start] = doc
             at, v = end, v + 1
-        ids = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return ids, np.repeat(np.asarray(docs, dtype=np.int64), lengths)
+        n = max(0, stop - start)
+        ids[n:], docs[n:], mask[:n], mask[n:] = self.pad_id, -1, 1, 0
 
     def sequence(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids, attention mask, document ids) of packed sequence `index` (`at`'s numbering)."""
-        raw, docs = self._cut(index)
-        ids = np.asarray(raw, dtype=np.int64)
-        mask = np.ones(self.seq_len, dtype=np.int64)
-        if len(ids) < self.seq_len:
-            pad = self.seq_len - len(ids)
-            mask[len(ids):] = 0
-            ids = np.concatenate([ids, np.full(pad, self.pad_id, dtype=np.int64)])
-            docs = np.concatenate([docs, np.full(pad, -1, dtype=docs.dtype)])
+        ids, mask, docs = (np.empty(self.seq_len, dtype=np.int64) for _ in range(3))
+        self.fill(index, ids, mask, docs)
         return ids, mask, docs
 
     def at(self, position: int) -> int:
@@ -109,16 +103,21 @@ class PackedCorpus:
 
     def sequence_tokens(self, index: int) -> np.ndarray:
         """The unpadded token ids of sequence `index` (what `step_digest` hashes)."""
-        return self._cut(index)[0]
+        ids, mask, docs = self.sequence(index)
+        return ids[:int(np.count_nonzero(mask))]
 
     def batch(self, positions: list[int]) -> dict[str, torch.Tensor]:
-        return stack_rows([self.sequence(self.at(p)) for p in positions])
+        return read_batch(self, positions)
 
 
-def stack_rows(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
-    """The model inputs of a batch of (ids, attention mask, document ids) rows."""
-    ids, mask, docs = (torch.from_numpy(np.stack(col)) for col in zip(*rows, strict=True))
-    return {"input_ids": ids, "attention_mask": mask, "document_ids": docs}
+def read_batch(corpus, positions: list[int]) -> dict[str, torch.Tensor]:
+    """The model inputs of the sequences read at `positions` of a corpus with `seq_len`, `at` and `fill`
+    (PackedCorpus, mixture.MixedCorpus), each row filled in place."""
+    ids, mask, docs = (np.empty((len(positions), corpus.seq_len), dtype=np.int64) for _ in range(3))
+    for row, position in enumerate(positions):
+        corpus.fill(corpus.at(position), ids[row], mask[row], docs[row])
+    return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask),
+            "document_ids": torch.from_numpy(docs)}
 
 
 def document_positions(document_ids: torch.Tensor) -> torch.Tensor:

@@ -71,3 +71,30 @@ def test_worker_stream_equals_in_process_stream():
     assert torch.equal(_rows(inline[1], "input_ids"), _rows(builder.step(16, "mlm", 0.3), "input_ids"))
     clm = builder.step(0, "clm", 0.0)[0]
     assert torch.equal(clm["labels"][:, :-1], clm["input_ids"][:, 1:])
+
+
+def test_an_mlm_step_runs_no_torch_kernel_and_its_rows_are_the_packed_sequences():
+    """Issue 59 item 3: the in-process loader's CPU went to torch reductions on the trainer's intra-op thread pool
+    (counting the labels: 7x the loader's CPU on a busy 2-core machine); a step is now numpy work handed to torch
+    as tensors, counted here as the torch operators it dispatches: none computes. Its rows are sequence()'s."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    builder = _builder(micro=4)
+    with Count() as count:
+        step = builder.step(8, "mlm", 0.3)
+    assert [op for op in count.ops if not op.startswith(("aten.lift_fresh", "aten.detach"))] == []
+    rows = [builder.packed.sequence(builder.packed.at(p)) for p in range(8, 16)]
+    assert torch.equal(_rows(step, "attention_mask"), torch.from_numpy(np.stack([r[1] for r in rows])))
+    assert torch.equal(_rows(step, "document_ids"), torch.from_numpy(np.stack([r[2] for r in rows])))
+    for micro in step:
+        assert micro["n_labels"].dtype == torch.int64 and micro["n_labels"].dim() == 0
+        assert int(micro["n_labels"]) == int((micro["labels"] != IGNORE).sum()) > 0
