@@ -290,8 +290,39 @@ def test_corpus_speed_arguments():
 
     args = corpus_speed.parse_args(["--tokens", "10M", "1B"])
     assert args.sizes == [10_000_000, 1_000_000_000] and args.plan_tokens == "50B"
+    assert (args.repeats, args.dedup_size) == (3, 200_000_000)
     quick = corpus_speed.parse_args(["--quick"])
     assert (quick.sizes, quick.loader_steps, quick.plan_tokens) == ([200_000], 2, "1B")
+    assert (quick.repeats, quick.dedup_size) == (1, 200_000)  # the costs on the quick store itself
+    assert corpus_speed.parse_args(["--repeats", "5", "--dedup-tokens", "0"]).dedup_size == 0
+    with pytest.raises(SystemExit):
+        corpus_speed.parse_args(["--repeats", "0"])
+
+
+@pytest.mark.slow
+def test_corpus_speed_quick_reports_medians_cpu_and_the_dedup_and_reshuffle_costs(tmp_path, tiny_tokenizer, capsys):
+    """Issue 59's measured section: each timed figure the median of --repeats runs with its CPU seconds per
+    million tokens, `uptime`'s load average before and after, and the dedup and per-pass reshuffle costs."""
+    from biobench.perf import corpus_speed
+
+    tiny_tokenizer.save_pretrained(tmp_path / "tok")
+    assert corpus_speed.main(["--quick", "--repeats", "2", "--tokenizer", str(tmp_path / "tok"), "--tmp",
+                              str(tmp_path), "--out", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    scale = report["scaling"]
+    assert scale["repeats"] == 2 and scale["ratio"] > 0 and scale["two_workers_workers_cpu_s_per_m_tokens"] > 0
+    assert scale["one_worker_workers_cpu_s_per_m_tokens"] < scale["one_worker_parent_cpu_s_per_m_tokens"]
+    assert [(r["loader_workers"], r["runs"]) for r in report["loader"]] == [(0, 2), (2, 2)]
+    assert all(r["cpu_s_per_m_tokens"] >= 0 for r in report["loader"]) and report["plan"]["runs"] == 2
+    dedup, shuffle = report["dedup"], report["reshuffle"]
+    assert dedup["tokens"] == shuffle["tokens"] == report["builds"][0]["tokens"]
+    assert dedup["documents"] == shuffle["documents"] > 0 and 0 < dedup["share_of_build_cpu"] < 1
+    assert shuffle["sequences"] == -(-shuffle["tokens"] // 8192) and shuffle["order_cpu_s"] >= 0
+    assert report["load_average_before"] and report["load_average_after"]
+    out = capsys.readouterr().out
+    assert out.startswith("load average before (uptime): ") and "load average after (uptime): " in out
+    assert "dedup, " in out and "per-pass reshuffle, " in out and "median of 2" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "tok"]
 
 
 @pytest.mark.slow
