@@ -103,3 +103,36 @@ def test_the_folders_the_readme_and_the_commands_write_are_git_ignored():
         probe = f"{folder}/some-file"
         ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", probe], cwd=ROOT)
         assert ignored.returncode == 0, f"{probe} is not git-ignored"
+
+
+@pytest.mark.slow
+def test_the_paper_scale_run_of_pretraining_md_runs_as_written(tmp_path):
+    """Issue 59: docs/PRETRAINING.md's three commands of a paper-scale run, with its config file, run from a
+    folder holding the mix: the build checks every source first (one message naming the 4 corpora to put in
+    place), the plan reads the config and resolves the mix relative to the folder (the 4 stores to build), and
+    pretrain reads the same config (its settings line) before it needs the hub model."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    text = (ROOT / "docs" / "PRETRAINING.md").read_text(encoding="utf-8")
+    section = text[text.index("### A paper-scale run, in three commands"):]
+    config = re.search(r"^```toml\n# (\S+)\n(.*?)^```", section, flags=re.M | re.S)
+    script = re.search(r"^```bash\n(.*?)^```", section, flags=re.M | re.S)
+    assert config and script
+    (tmp_path / config.group(1)).parent.mkdir(parents=True)
+    (tmp_path / config.group(1)).write_text(config.group(2), encoding="utf-8")
+    (tmp_path / "examples" / "mixes").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "mixes" / "paper-fr.toml", tmp_path / "examples" / "mixes")
+    lines = [shlex.split(line, comments=True) for line in script.group(1).splitlines()]
+    assert [words[:3] for words in lines] == [["biobench", "corpus", "build"], ["biobench", "corpus", "plan"],
+                                              ["biobench", "pretrain", "--config"]]
+    biobench = str(Path(sys.executable).parent / "biobench")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    runs = [subprocess.run([biobench, *words[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env=env) for words in lines]
+    assert runs[0].returncode == 2 and "cannot build 4 store(s)" in runs[0].stderr, runs[0].stderr
+    assert runs[1].returncode == 2 and "4 of 4 store(s) not built yet" in runs[1].stderr, runs[1].stderr
+    assert "corpus examples/mixes/paper-fr.toml, phase-1 budget 10,000,000,000 tokens" in runs[2].stdout + \
+        runs[2].stderr, runs[2].stdout + runs[2].stderr
