@@ -120,6 +120,13 @@ def read_batch(corpus, positions: list[int]) -> dict[str, torch.Tensor]:
             "document_ids": torch.from_numpy(docs)}
 
 
+def stack_rows(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
+    """The model inputs of a batch of (ids, attention mask, document ids) rows (the held-out evaluation's batches:
+    sequences by index, not by position)."""
+    ids, mask, docs = (torch.from_numpy(np.stack(col)) for col in zip(*rows, strict=True))
+    return {"input_ids": ids, "attention_mask": mask, "document_ids": docs}
+
+
 def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
     """Position ids that restart at 0 at every document start (for --doc-mask)."""
     seq_len = document_ids.shape[1]
