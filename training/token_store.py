@@ -322,7 +322,7 @@ def build_unit(index: int, unit: list[Piece], store: Path, text_field: str, toke
     return record
 
 
-def document_hash(framed: bytes) -> int:
+def document_hash(framed: bytes | memoryview) -> int:
     """A document's identity for exact dedup: the first 8 bytes of the blake2b of its framed token ids (one
     tokenizer per store, and a mix reads one tokenizer, so equal ids are equal text). 64 bits: the odds of any
     false match among n documents are n^2 / 2^65 (3e-4 for 10^8 documents, a large source), a document lost."""

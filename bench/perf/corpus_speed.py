@@ -355,7 +355,7 @@ def dedup_cost(store: Path, build: dict[str, Any], repeats: int) -> dict[str, An
     for _ in range(repeats):
         cpu = time.process_time()
         for shard in opened.manifest["shards"]:
-            data = memoryview(np.fromfile(store / token_store.SHARDS / f"{shard['name']}.bin", dtype=np.uint8))
+            data = memoryview((store / token_store.SHARDS / f"{shard['name']}.bin").read_bytes())
             bounds = (np.fromfile(store / token_store.SHARDS / f"{shard['name']}.idx", dtype="<i8") * itemsize).tolist()
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 token_store.document_hash(data[start:stop])
