@@ -10,7 +10,7 @@ up to 4 MB), so the largest is generated once.
 - build: a synthetic JSONL corpus of about each --tokens size (French-like words, written to a temporary folder,
   never committed) is built into a store with 1 worker, in a process of its own: tokens/s per worker and its peak
   RSS (ru_maxrss: flat across sizes = memory bounded by the work in flight, not by the corpus);
-- scaling: the smallest corpus built again with 2 workers (tokens/s, ratio to 1 worker, summed peak RSS of the
+- scaling: the smallest corpus built again with 2 workers (tokens/s, ratio to 1 worker, the largest peak RSS of the
   workers), and the projection to a 16-core node (per-worker rate x 16, assuming linear scaling);
 - loader: tokens/s of labelled MLM batches (15% masking) read from the store at seq 8,192 by the pretraining
   loader (training/batches.py), in process and with 2 loader workers, against ~1.2M tokens/s (ModernBERT's
@@ -44,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -138,14 +139,39 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _children_peak_mb(stop: threading.Event, peak: list[float], poll_s: float = 0.5) -> None:
+    """The largest VmHWM (peak resident memory since its exec) of this process's children, polled every poll_s:
+    getrusage's ru_maxrss of a spawned worker starts at its parent's RSS at the fork (Linux keeps it across the
+    exec), so RUSAGE_CHILDREN said the building process's size, not a worker's (issue 59). Polled twice a second:
+    a worker's peak lasts its unit, and the scan costs the building process under 1% of a core."""
+    me = str(os.getpid())
+    while not stop.wait(poll_s):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] != me:
+                    continue
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak[0] = max(peak[0], int(line.split()[1]) / 1024)
+            except (OSError, IndexError, ValueError):
+                continue
+
+
 def _build(corpus: str, store: str, tokenizer: str, workers: int, unit_bytes: int, queue: Any) -> None:
     """One build in this (fresh) process: its seconds, and the CPU seconds of this process (the building process:
     the tokenizer's load, the plan, with workers the pool's bookkeeping, the store's finish) and of its pool
     workers (reaped when the pool closes, so RUSAGE_CHILDREN holds them all)."""
+    stop, peak = threading.Event(), [0.0]
+    watch = threading.Thread(target=_children_peak_mb, args=(stop, peak), daemon=True)
+    watch.start()
     parent, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     token_store.build([corpus], Path(store), tokenizer, workers=workers, unit_bytes=unit_bytes)
     seconds = time.perf_counter() - started
+    stop.set()
+    watch.join()
     parent, children = _cpu(resource.RUSAGE_SELF) - parent, _cpu(resource.RUSAGE_CHILDREN) - children
     manifest = token_store.read_manifest(Path(store))
     rss_before = _rss_mb()
@@ -157,7 +183,11 @@ def _build(corpus: str, store: str, tokenizer: str, workers: int, unit_bytes: in
                "touched": last,
                "documents": manifest["documents"], "shards": len(manifest["shards"]),
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               "workers_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024})
+               "workers_peak_rss_mb": peak[0]})
+
+
+def _worker_mb(peak: float) -> str:
+    return f"{peak:.0f} MB" if peak else "none (the units were tokenised in the building process)"
 
 
 def _rss_mb() -> float:
@@ -197,7 +227,7 @@ def memory_figure(args: argparse.Namespace, tokenizer: str, root: Path, ratio: f
         print(f"build {row['tokens']:,} tokens ({have / 1e6:,.0f} MB, {row['shards']} shards, {row['documents']:,} "
               f"documents), {args.build_workers} worker(s): {row['seconds']:.1f} s, {row['tokens_per_s']:,.0f} "
               f"tokens/s; peak RSS: building process {row['peak_rss_mb']:.0f} MB, largest worker "
-              f"{row['workers_peak_rss_mb']:.0f} MB; opening the store: +{row['open_rss_mb']:.1f} MB "
+              f"{_worker_mb(row['workers_peak_rss_mb'])}; opening the store: +{row['open_rss_mb']:.1f} MB "
               f"(load average {load})", flush=True)
         remove_inside(root / f"store-{size}", root)
         remove_inside(folder, root)
