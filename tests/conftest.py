@@ -139,6 +139,15 @@ def tiny_tokenizer():
 
 
 @pytest.fixture(scope="session")
+def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
+    """The tiny tokenizer saved as a folder (what `corpus build --tokenizer` names; each build worker loads it).
+    Read only: a test that changes a tokenizer saves its own."""
+    out = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_mlm_dir(tmp_path_factory, tiny_tokenizer) -> Path:
     """A saved tiny ModernBertForMaskedLM + tokenizer folder, loadable like a hub model."""
     from biobench.training.presets import build_modernbert_mlm

@@ -45,12 +45,6 @@ def sentinels(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob(SENTINEL))}
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
-    out = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer.save_pretrained(out)
-    return out
-
 
 def _corpus(tmp: Path) -> Path:
     src = tmp / "corpus.jsonl"

@@ -4,17 +4,9 @@ blank line, CRLF and whitespace-only ones included, whole or split into byte-ran
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from biobench.training import corpus, token_store
-
-
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
-    out = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer.save_pretrained(out)
-    return out
 
 
 def test_a_folder_of_jsonl_and_parquet_reads_both_and_notes_beside_data_are_not_corpus(tmp_path, tok_dir):

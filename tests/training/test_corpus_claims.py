@@ -29,12 +29,6 @@ def _corpus(path: Path, n: int, seed: int) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
-    out = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer.save_pretrained(out)
-    return out
-
 
 def _content(store: Path) -> dict[str, bytes]:
     return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*"))

@@ -15,13 +15,6 @@ from biobench.training import mixture, token_store
 from biobench.training.packing import PackedCorpus
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
-    out = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer.save_pretrained(out)
-    return out
-
-
 def test_repeat_counts_are_whole_parts_plus_a_fixed_draw_with_the_weights_mean():
     assert mixture.repeat_counts(np.array([0.0, 1.0, 10.0, 100.0, 3.0])).tolist() == [0, 1, 10, 100, 3]
     weights = np.full(200_000, 2.5)

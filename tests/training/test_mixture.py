@@ -203,12 +203,6 @@ def test_a_mixed_corpus_reads_each_source_at_its_share_as_a_pure_function_of_pos
     assert batch["input_ids"].shape == (3, 10)
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
-    out = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer.save_pretrained(out)
-    return out
-
 
 def test_each_pass_of_an_upsampled_source_reshuffles_its_documents_before_packing(tmp_path, tok_dir):
     """Issue 59 item 2: pass p of a source packs its documents in an order drawn from (seed, source, p), so two

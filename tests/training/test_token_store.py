@@ -27,13 +27,6 @@ def _docs(n: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 60)))) for _ in range(n)]
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory, tiny_tokenizer) -> Path:
-    """A tokenizer folder (what --tokenizer names; each build worker loads it)."""
-    out = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer.save_pretrained(out)
-    return out
-
 
 def _sources(root: Path) -> Path:
     """A folder with every local format pretrain reads: JSONL, JSONL.gz and (in its own folder) text and parquet."""
