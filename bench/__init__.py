@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
     layer imports `biobench.__version__` from here, so a module-level import would load all of it at `import
     biobench` (and make this package the top of every import circle)."""
     if name in API:
-        return getattr(import_module("biobench.api"), name)
+        return getattr(import_module("biobench.api.front"), name)
     if name == "tasks":  # the task package (biobench.tasks), before anything imported it
         return import_module("biobench.tasks")
     raise AttributeError(f"module 'biobench' has no attribute {name!r}")

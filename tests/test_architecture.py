@@ -486,3 +486,24 @@ def test_the_command_line_starts_without_heavy_libraries():
     first, *commands = done.stdout.strip().splitlines()
     assert first == "[]"
     assert not [line for line in commands if set(eval(line)) & set(HEAVY)], commands
+
+
+def test_a_module_of_the_api_loads_without_the_front_door():
+    """`biobench corpus plan` needs biobench.api.corpus alone; importing it ran the package's `__init__`, which
+    imported the whole front door (the evaluation engine, studies, the contamination check: ~1 s of every
+    command's start). The package now hands the front door's names out on first use, and they are the same
+    objects either way."""
+    code = ("import sys\nimport biobench.api.corpus\nprint(sorted(m for m in ('biobench.api.front', "
+            "'biobench.api.evaluation', 'biobench.api.study', 'biobench.analysis.contamination') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+    import biobench
+    import biobench.api
+    import biobench.api.contamination  # the module of the same name, imported first
+    from biobench.api import front
+
+    assert biobench.api.evaluate is front.evaluate is biobench.evaluate
+    assert biobench.contamination is front.contamination and callable(biobench.contamination)
+    assert biobench.study is front.study

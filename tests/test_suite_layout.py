@@ -122,7 +122,7 @@ def test_every_test_file_a_doc_or_a_comment_names_exists():
 # gets a test of its own folder leaves it, and a new module comes with its test. The commands are run through
 # `biobench.cli.main` by tests across the suite; the perf scripts by tests/perf/test_scripts.py as processes.
 UNTESTED_MODULES = {
-    "biobench.analysis.plots", "biobench.api.contamination", "biobench.api.study_inputs", "biobench.commands.card",
+    "biobench.analysis.plots", "biobench.api.study_inputs", "biobench.commands.card",
     "biobench.commands.contamination", "biobench.commands.corpus", "biobench.commands.demo",
     "biobench.commands.leaderboard", "biobench.commands.prefetch", "biobench.commands.queue",
     "biobench.commands.results", "biobench.commands.space", "biobench.commands.study", "biobench.commands.tasks",
