@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -143,8 +144,26 @@ def read_predictions(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.name.endswith(".jsonl"):
         path = predictions_path(path)
+    # the result beside it is read for the bound only when the bound could matter: every bound
+    # `predictions_limit` gives is at least PER_EXAMPLE_BYTES (one test example), so a file no larger passes
+    # whatever the result says (a board's groups read 51,300 such files, and reading each result again for
+    # this was a tenth of their reading). A refusal (the file grown past it since this stat, or damaged) is read
+    # again under the real bound, so its message is the one it always was.
+    try:
+        small = os.stat(path).st_size <= PER_EXAMPLE_BYTES
+    except OSError:
+        small = False
+    if small:
+        try:
+            return _read_predictions(path, PER_EXAMPLE_BYTES)
+        except ResultsError:
+            pass
+    return _read_predictions(path, predictions_limit(path))
+
+
+def _read_predictions(path: Path, limit: int) -> list[dict[str, Any]]:
+    """`read_predictions` of the .jsonl `path` under the byte bound `limit`."""
     numbered: list[tuple[int, Any]] = []
-    limit = predictions_limit(path)
     try:
         try:
             for batch in iter_jsonl_batches(path, limit, confined=True):
