@@ -227,3 +227,20 @@ def test_bootstrap_products_fall_back_to_float64_where_float32_would_round():
     assert not stats._exact_in_float32(np.array([[0.0, 0.5]]), 10)  # not a count
     assert not stats._exact_in_float32(np.array([[2.0**20]]), 100)  # totals past 2**24
     assert not stats._exact_in_float32(np.array([[-1.0]]), 10)
+
+
+def test_the_resample_weights_are_built_once_per_chunk_whatever_the_blocks(monkeypatch):
+    """Every block of models shares a chunk's weights: built once per chunk of replicates, not once per block."""
+    rng = np.random.default_rng(2)
+    gold = [LABELS[i] for i in rng.integers(0, 4, 40)]
+    metric = stats.macro_f1_metric(LABELS)
+    counts = [np.stack([metric.counts(gold, _noisy(gold, LABELS, 0.8, 10 * m + s)) for s in range(3)])
+              for m in range(5)]
+    reference = stats.replicate_scores(metric, counts, 40, 300, 1)  # one block
+    built = []
+    weights = stats._resample_weights
+    monkeypatch.setattr(stats, "_resample_weights", lambda examples: built.append(len(examples)) or weights(examples))
+    monkeypatch.setattr(stats, "MAX_PRODUCT_COLUMNS", 1)  # a block per model: 5 blocks
+    scores = stats._scores_of_counts(metric, counts, stats.replicate_examples(40, 300, 1), chunk=100)
+    assert built == [100, 100, 100]  # 3 chunks, not 15 (chunks x blocks)
+    assert all(np.array_equal(a, b) for a, b in zip(scores, reference, strict=True))
