@@ -143,8 +143,14 @@ def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_S
     # kept (seen in CI: one life in three lost both lines). So SIGTERM is let pass from here on (ignore_sigterm);
     # SLURM's SIGKILL after KillWait stays the backstop. A requeue that fails gives the previous handler back.
     previous_term = ignore_sigterm()
+    # scontrol itself is one of the job's processes, so that SIGTERM reached it too: under load it died before it
+    # answered (exit -15) and a requeue SLURM had accepted was reported as failed (CI, load 6: "cannot requeue
+    # ... exit code -15" beside slurmstepd's "CANCELLED ... DUE TO JOB REQUEUE"). A shell ignores SIGTERM and
+    # execs scontrol, which keeps SIG_IGN across the exec (no preexec_fn: this process has threads).
+    shell = shutil.which("sh")
+    argv = [shell, "-c", 'trap "" TERM; exec "$0" requeue "$1"', scontrol, job] if shell else [scontrol, "requeue", job]
     try:
-        done = subprocess.run([scontrol, "requeue", job], capture_output=True, text=True, timeout=REQUEUE_TIMEOUT_S)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=REQUEUE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as err:
         restore_sigterm(previous_term)
         log(f"cannot requeue SLURM job {job}: {type(err).__name__}: {err}; resubmit the job to resume")
@@ -152,6 +158,9 @@ def requeue_self(log: Callable[[str], None], signal_name: str | None = WARNING_S
     if done.returncode != 0:
         restore_sigterm(previous_term)
         why = " ".join((done.stderr or done.stdout).split())[:300] or f"exit code {done.returncode}"
+        if done.returncode < 0:  # killed all the same (SIGKILL): SLURM may have taken the requeue before
+            why = (f"scontrol was stopped by signal {-done.returncode} before it answered (SLURM stops a job's "
+                   "processes when it requeues it: if the job comes back to the queue, it resumes)")
         log(f"cannot requeue SLURM job {job}: scontrol said: {why} (is the job submitted with --requeue?); "
             "resubmit the job to resume")
         return False

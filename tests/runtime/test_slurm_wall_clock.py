@@ -335,3 +335,28 @@ def test_only_the_warning_with_the_time_nearly_out_requeues(monkeypatch, tmp_pat
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         child.terminate()
         assert child.wait(timeout=300) == -signal.SIGTERM
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_requeue_whose_sigterm_reaches_scontrol_first_is_still_reported_as_requeued(monkeypatch, tmp_path):
+    """SLURM answers an accepted requeue with SIGTERM to every process of the job, scontrol included: under load
+    scontrol died before it answered (exit -15) and the accepted requeue was logged as "cannot requeue" (CI, load
+    6). The fake scontrol records the call, then gets that SIGTERM; it now ignores it and answers."""
+    from biobench.runtime import slurm
+
+    calls = tmp_path / "calls"
+    (tmp_path / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nkill -TERM $$\nexit 0\n')
+    (tmp_path / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("BIOBENCH_REQUEUED_BY", raising=False)
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "19")
+    monkeypatch.setattr(slurm, "time_left", lambda job=None: 90)
+    lines: list[str] = []
+    try:
+        assert slurm.requeue_self(lines.append, "SIGUSR1") is True, lines
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert calls.read_text() == "requeue 19\n"
+    assert lines == ["requeued SLURM job 19 (scontrol requeue 19): it goes back to the queue and resumes where it "
+                     "stopped"]
