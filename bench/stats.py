@@ -225,7 +225,8 @@ def _scores_of_counts(metric: CountMetric, counts: Sequence[np.ndarray], example
         if start in kept:
             return kept[start]
         weights = _resample_weights(examples[start : start + chunk])
-        both = {np.dtype(np.float64): weights, np.dtype(np.float32): weights.astype(np.float32)}
+        both: dict[np.dtype, np.ndarray] = {np.dtype(np.float64): weights,
+                                            np.dtype(np.float32): weights.astype(np.float32)}
         if keep:
             kept[start] = both
         return both
