@@ -458,10 +458,10 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
 
 @lru_cache(maxsize=512)
 def _predictions(path: str, mtime_ns: int) -> store.PredictionColumns:
-    rows = store.read_predictions(Path(path))
-    if not rows:
+    columns = store.read_prediction_columns(Path(path))
+    if not columns.gold:
         raise ResultsError(f"{path}: no predictions")
-    return store.PredictionColumns.of(rows)
+    return columns
 
 
 def load_predictions(path: Path) -> store.PredictionColumns:

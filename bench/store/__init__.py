@@ -38,6 +38,7 @@ from biobench.store.result_files import (
     iter_results,
     parse_result,
     read_json_file,
+    read_prediction_columns,
     read_predictions,
     read_result,
     read_result_bytes,
@@ -47,6 +48,6 @@ from biobench.store.result_files import (
 
 __all__ = [
     "KEY_FIELDS", "SCHEMA", "SEED_FILE", "AlignedPredictions", "PredictionColumns", "Result", "align_predictions", "claim_path", "decide",
-    "iter_results", "model_group", "new_result", "parse_result", "predictions_path", "read_json_file", "read_predictions", "read_result",
+    "iter_results", "model_group", "new_result", "parse_result", "predictions_path", "read_json_file", "read_prediction_columns", "read_predictions", "read_result",
     "read_result_bytes", "result_path", "run_key", "seed_paths", "write_result",
 ]

@@ -39,6 +39,12 @@ class PredictionColumns:
         return cls(_shared([r.get("id") for r in rows]), _shared([r["gold"] for r in rows]),
                    _shared([r["pred"] for r in rows]))
 
+    @classmethod
+    def shared(cls, ids: list[Any], gold: list[Any], pred: list[Any]) -> PredictionColumns:
+        """The columns of three lists, text shared as `of` shares it (a reader that takes the columns without
+        making the rows, `store.read_prediction_columns`)."""
+        return cls(_shared(ids), _shared(gold), _shared(pred))
+
 
 def _shared(values: list[Any]) -> tuple:
     try:  # all text (ids, single labels): interned in one C loop
