@@ -76,7 +76,33 @@ def _label_counts(gold: Sequence[Any], pred: Sequence[Any], index: dict) -> np.n
     if None in g_codes or None in p_codes:
         return None
     g, p = np.asarray(g_codes, dtype=np.int64), np.asarray(p_codes, dtype=np.int64)
-    out = np.zeros((len(g), len(index), 3), dtype=np.float64)
+    if len(index) <= MAX_TABLE_LABELS:  # each example's row of the table of its (gold, prediction) pair
+        side = len(index) + 1  # the codes 0..L-1 and, for None (-1), L
+        return _pair_table(len(index))[(g % side) * side + p % side]
+    return _one_hot_counts(g, p, len(index))
+
+
+MAX_TABLE_LABELS = 32  # label axes counted through `_pair_table` (33 x 33 pairs of 96 counts: 836 KB at most)
+_PAIR_TABLES: dict[int, np.ndarray] = {}
+
+
+def _pair_table(n_labels: int) -> np.ndarray:
+    """((L + 1)^2, L, 3) tp, fp, fn of one example whose gold and predicted codes are the row's g and p (row
+    g * (L + 1) + p, code L for None), made by `_one_hot_counts` once per label count. Why: a cold 300-model board's
+    groups count 51,300 files, each now one lookup in this table instead of the ~20 numpy calls of
+    `_one_hot_counts` (docs/performance.md); the rows are that function's, so the counts are too."""
+    table = _PAIR_TABLES.get(n_labels)
+    if table is None:
+        side = n_labels + 1
+        g, p = np.divmod(np.arange(side * side), side)
+        table = _PAIR_TABLES[n_labels] = _one_hot_counts(np.where(g < n_labels, g, -1), np.where(p < n_labels, p, -1),
+                                                         n_labels)
+    return table
+
+
+def _one_hot_counts(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarray:
+    """(n, n_labels, 3) tp, fp, fn of examples of gold codes `g` and predicted codes `p` (-1: None)."""
+    out = np.zeros((len(g), n_labels, 3), dtype=np.float64)
     rows = np.arange(len(g))
     hit, has_g, has_p = g == p, g >= 0, p >= 0
     out[rows[hit & has_g], g[hit & has_g], 0] = 1.0

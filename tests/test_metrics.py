@@ -177,6 +177,38 @@ def test_single_label_counts_with_numpy_equal_the_row_by_row_set_counts():
         counts(["a"], [], ["a"])
 
 
+def test_single_label_counts_of_many_files_look_up_one_table(monkeypatch):
+    """issue 62 item 7: a cold 300-model board counts 51,300 predictions files; each file's (n, L, 3) counts are
+    rows of one table per label count (`_pair_table`), not a zeroed array filled by ~20 numpy calls a file. Wide
+    label axes (over MAX_TABLE_LABELS) keep the per-file arrays; both equal the row-by-row set counts."""
+    from biobench import metrics
+
+    monkeypatch.setattr(metrics, "_PAIR_TABLES", {}, raising=False)
+    zeros = np.zeros
+    made: list[tuple] = []
+
+    def counted(shape, *args, **kwargs):
+        made.append(shape)
+        return zeros(shape, *args, **kwargs)
+
+    monkeypatch.setattr(metrics.np, "zeros", counted)
+    rng = random.Random(5)
+    for n_labels in (8, 40):  # MAX_TABLE_LABELS is 32
+        made.clear()
+        values = [f"label-{i}" for i in range(n_labels)] + [None]
+        axis = values[:-1]
+        gold = [rng.choice(values) for _ in range(200)]
+        for _ in range(100):
+            pred = [rng.choice(values) for _ in range(200)]
+            fast = metrics.counts(gold, pred, axis)
+            lists = metrics.counts([[] if v is None else [v] for v in gold], [[] if v is None else [v] for v in pred],
+                                   axis)
+            assert np.array_equal(fast, lists) and fast.dtype == lists.dtype and fast.flags.c_contiguous
+        single = [shape for shape in made if shape == (200, n_labels, 3)]
+        per_file = 100 + 100  # the label lists' arrays are made per file either way
+        assert len(single) == (100 if n_labels == 8 else per_file)  # main: 200 for both
+
+
 def test_f1_from_totals_gives_the_formula_as_written_to_the_last_bit():
     """f1_from_totals computes 2 tp and `denom > 0` once each (the bootstrap scores every replicate of every seed);
     every average, with and without absent labels kept, equals the formula as it was written, with `==`."""
