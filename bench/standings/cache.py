@@ -20,9 +20,9 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from biobench.errors import BiobenchError, DiskFullError
 from biobench.runtime.files import atomic_write, cache_home
@@ -185,8 +185,31 @@ def _computed(misses: list[tuple], n_boot: int, seed: int, alpha: float, process
     """`_compute` of each missed task, in order: here, or (`process`) in worker processes (bench/standings/process_pool.py:
     reading thousands of predictions files holds the GIL, and several workers finish a cold board's groups that
     many times sooner, docs/performance.md)."""
-    jobs = [(lang, task, _job_entries(task, entries), n_boot, seed, alpha, folder) for lang, task, entries in misses]
-    return process_pool.in_workers(_compute, jobs, process)
+    return process_pool.in_workers(_compute, _Jobs(misses, (n_boot, seed, alpha, folder)), process)
+
+
+class _Jobs(Sequence[tuple]):
+    """The `_compute` jobs of `misses`, each made when it is taken (`process_pool._send` takes it when it sends it
+    to a worker). Why: making every job first (`_job_entries` of 51,300 runs, ~1 s of CPU at 300 models, in the
+    parent while the app is built beside it) kept the workers from starting; now they start once the tasks'
+    fingerprints are known, and the jobs after the first two are made while they compute (docs/performance.md)."""
+
+    def __init__(self, misses: list[tuple], settings: tuple):
+        self.misses, self.settings = misses, settings
+
+    def __len__(self) -> int:
+        return len(self.misses)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple]: ...
+
+    def __getitem__(self, i: int | slice) -> tuple | list[tuple]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        lang, task, entries = self.misses[i]
+        return (lang, task, _job_entries(task, entries), *self.settings)
 
 
 def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,

@@ -18,7 +18,7 @@ import pickle
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, BinaryIO
 
 ENABLED = True  # tests that patch a job's function turn workers off (a patch does not reach another process)
@@ -59,17 +59,27 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
         pass
 
 
-def _send(child: subprocess.Popen, jobs: list[tuple[str, tuple]]) -> None:
-    """Write `jobs` to a worker, each its own pickle, then None; in a thread of its own, since a pipe holds
-    64 KB and the worker reads a job only when it is done with the last. A worker that died: nothing more sent."""
+def _send(child: subprocess.Popen, name: str, jobs: Sequence[tuple], which: range) -> None:
+    """Write the jobs `which` of `jobs` to a worker, each its own pickle, then None; in a thread of its own, since
+    a pipe holds 64 KB and the worker reads a job only when it is done with the last. Each job is taken from
+    `jobs` here, when it is sent: a lazy sequence (the groups' jobs, cache._Jobs) makes it while the workers
+    already compute. A worker that died, or a job that could not be made: nothing more sent, and the worker's
+    input closed, so it ends after its job and `in_workers` runs the jobs left (a job's own error is then raised
+    there, in the caller's thread)."""
+    assert child.stdin is not None
     try:
-        assert child.stdin is not None
-        for job in [*jobs, None]:
-            pickle.dump(job, child.stdin)
+        for i in which:
+            pickle.dump((name, jobs[i]), child.stdin)
             child.stdin.flush()
-        child.stdin.close()
-    except (OSError, ValueError):  # BrokenPipeError; ValueError: the pipe closed by the parent's cleanup
+        pickle.dump(None, child.stdin)
+        child.stdin.flush()
+    except Exception:  # noqa: BLE001 - BrokenPipeError, ValueError (the pipe closed by the parent's cleanup), a job's error
         pass
+    finally:
+        try:
+            child.stdin.close()
+        except (OSError, ValueError):
+            pass
 
 
 def worker_count(jobs: int) -> int:
@@ -93,11 +103,11 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = True) -> Generator[Any, None, None]:
+def in_workers(function: Callable[..., Any], jobs: Sequence[tuple], process: bool = True) -> Generator[Any, None, None]:
     """`function(*job)` for each job, in order (`function`: a module-level function of a biobench module, which a
     worker imports by its `job_name`): job i in worker i mod
     `worker_count` when `process` and there is more than one job, else here; if a worker fails, the jobs not
-    yet returned are run here."""
+    yet returned are run here. `jobs[i]` is taken when job i is sent (`_send`) or run here."""
     done = 0
     if process and ENABLED and len(jobs) > 1:
         name = job_name(function)
@@ -110,7 +120,7 @@ def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = 
                 children.append(child)
                 assert child.stdin is not None
                 pickle.dump(list(sys.path), child.stdin)
-                threading.Thread(target=_send, args=(child, [(name, job) for job in jobs[w::n]]),
+                threading.Thread(target=_send, args=(child, name, jobs, range(w, len(jobs), n)),
                                  name="biobench-board-jobs", daemon=True).start()
             while done < len(jobs):
                 out = children[done % n].stdout
@@ -126,5 +136,5 @@ def in_workers(function: Callable[..., Any], jobs: list[tuple], process: bool = 
                 child.wait()
                 if child.stdout is not None:
                     child.stdout.close()
-    for job in jobs[done:]:
-        yield function(*job)
+    for i in range(done, len(jobs)):
+        yield function(*jobs[i])

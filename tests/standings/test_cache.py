@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from biobench.standings import process_pool
 from biobench.standings.aggregate import build_board
 from biobench.standings.cache import cached_groups
@@ -311,3 +312,34 @@ def test_the_examples_digest_is_computed_once_per_distinct_test_set_of_texts(mon
     assert len(digests) == 2 and other.examples != first.examples
     ones = [significance.run_facts(PredictionColumns((1,), (g,), (g,))).examples for g in (1, 1.0, True)]
     assert len(set(ones)) == 3 and len(digests) == 5
+
+
+def test_the_groups_workers_start_before_their_jobs_are_made(tmp_path, monkeypatch):
+    """issue 62 item 7: making every groups job first (the runs of 51,300 results, ~1 s of CPU at 300 models, in
+    the parent while the app is built) kept both workers from starting; each job is now made when it is sent,
+    after the workers started, and the groups are the same. A job that cannot be made is the caller's error,
+    raised in its thread (no worker waits for it)."""
+    from biobench.perf import leaderboard_scale as scale
+    from biobench.standings import cache
+
+    scale.generate(tmp_path, 3, scale.benchmark_tasks(4), 2, 30)
+    here = build_board([tmp_path], significance=False)
+    cached_groups(here, n_boot=100)
+    monkeypatch.setattr(process_pool.os, "cpu_count", lambda: 2)
+    started: list[tuple] = []
+    real_popen = process_pool.subprocess.Popen
+    monkeypatch.setattr(process_pool.subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    made: list[int] = []
+    real_jobs = cache._job_entries
+    monkeypatch.setattr(cache, "_job_entries", lambda task, entries: made.append(len(started)) or real_jobs(task, entries))
+    there = build_board([tmp_path], significance=False)
+    assert cached_groups(there, n_boot=100, process=True)["computed"] == 4
+    assert len(made) == 4 and min(made) >= 1  # main: [0, 0, 0, 0], every job made before a worker started
+    assert there.groups == here.groups and there.ranks == here.ranks and there.problems == here.problems
+
+    def unmakeable(task, entries):
+        raise RuntimeError(f"cannot make the job of {task}")
+
+    monkeypatch.setattr(cache, "_job_entries", unmakeable)
+    with pytest.raises(RuntimeError, match="cannot make the job of"):
+        cached_groups(build_board([tmp_path], significance=False), n_boot=100, process=True)
