@@ -180,13 +180,18 @@ def _bounded(path: str | Path, read: Callable[[Path, int], _Read]) -> _Read:
 def _read_columns(path: Path, limit: int) -> PredictionColumns:
     """`read_prediction_columns` of the .jsonl `path` under the byte bound `limit`: split when it is in the
     writer's form, else (or when it is refused) parsed by `_read_predictions`, whose messages are the reader's."""
-    try:
-        columns = _writer_columns(read_bytes(path, limit, confined=True).decode("utf-8"))
+    try:  # a file over SPLIT_MAX_BYTES is refused here unread (`open_regular`'s size check) and streamed below
+        columns = _writer_columns(read_bytes(path, min(limit, SPLIT_MAX_BYTES), confined=True).decode("utf-8"))
     except (OSError, UnsafeJSONError, UnicodeDecodeError):
         columns = None
     return columns if columns is not None else PredictionColumns.of(_read_predictions(path, limit))
 
 
+# The largest predictions file split whole (`_writer_columns`); a larger one is streamed by batches of lines as
+# before. Why a bound: the split holds the file's text and a string per quoted part at once (some 20 times the
+# file's size when its parts are short), where the streaming reader holds a batch of lines; 1 MiB is ~16,000 rows
+# of a classification task.
+SPLIT_MAX_BYTES = 2**20
 _NOT_LITERAL = re.compile(r"[\\\x00-\x09\x0b-\x1f]")  # a backslash or a control character other than a newline
 _LINE_PARTS = 12  # a writer's line split on quotes: {, id, ": ", <id>, ", ", gold, ": ", <gold>, ", ", pred, ": ", <pred>
 

@@ -126,3 +126,17 @@ def test_predictions_not_in_the_writers_form_are_read_as_the_parser_reads_them(t
     assert outcome(lambda: result_files.read_prediction_columns(path)) == parsed
     if case in ("raw tab in a string", "a repeated key", "two rows on a line", "a row and a half"):
         assert isinstance(parsed, str)  # refused, with the parser's line
+
+
+def test_a_predictions_file_over_the_split_bound_is_streamed(tmp_path, monkeypatch):
+    """The split holds a whole file's parts at once, so a file over SPLIT_MAX_BYTES (the bound a hostile 1 GiB file
+    would otherwise reach) is streamed by the parsing reader, with the same columns."""
+    from biobench.store import PredictionColumns
+
+    monkeypatch.setattr(result_files, "SPLIT_MAX_BYTES", 4096)
+    path = tmp_path / "seed-42.predictions.jsonl"
+    rows = _writer_rows(200)  # ~12 KB
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    calls = _counting_json_scans(monkeypatch)
+    assert result_files.read_prediction_columns(path) == PredictionColumns.of(rows)
+    assert calls[0] == 1  # one batch of 200 lines through the scanner
