@@ -839,6 +839,8 @@ def build_app(board: Board, *, queue: str | None = None, rebuild: Callable[[], B
             assert refresh_button is not None and refresh_note is not None  # _toolbar draws both with a rebuild
             _wire_refresh(page, refresh_button, refresh_note, timer, rebuild)
     app.biobench_board = lambda: live.board  # what the JSON routes read (leaderboard/json_routes.py), refreshes included
+    if live.significance is not None:  # a "deferred" board's groups start now that its page can be served
+        live.significance.start()
     return app
 
 
@@ -872,4 +874,6 @@ def build_space_app(results: str, queue: str | None = None, refresh_minutes: flo
     def rebuild() -> Board:
         return build_board([results], significance="background", cache_dir=default_dir())
 
-    return build_app(rebuild(), queue=queue, rebuild=rebuild, refresh_minutes=refresh_minutes)
+    # the first board's groups (and its results index's save) wait for the app: build_app starts them
+    first = build_board([results], significance="deferred", cache_dir=default_dir())
+    return build_app(first, queue=queue, rebuild=rebuild, refresh_minutes=refresh_minutes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Literal
 
 from biobench.errors import ConfigError
 from biobench.ranges import finite_number
@@ -89,14 +90,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--results {missing[0]}: no such folder or file; pass a folder written by `biobench eval "
                           "--results DIR`, a results.parquet or hf://datasets/ORG/NAME")
     quick = bool(args.export or args.print_table)
-    # serving: the tables at once, the significance groups in the background (the app shows their progress)
-    def scan(significance: bool | str):
+    # serving: the tables at once, the significance groups in the background (the app shows their progress),
+    # started once the app is built; a refresh's while the page already serves
+    def scan(significance: bool | Literal["background", "deferred"]):
         return build_board(args.results, reference=not args.no_reference, significance=significance,
                            n_boot=args.n_boot, cache_dir=None if args.no_cache else default_dir(),
                            log=None if quick else lambda line: print(line, file=sys.stderr, flush=True))
 
     # --export writes the rank intervals, so it waits for the significance (through the cache); --print-table not
-    board = scan(bool(args.export) if quick else "background")
+    board = scan(bool(args.export) if quick else "deferred")
     for problem in board.problems:
         print(f"warning: {problem.path}: {problem.reason}")
     if args.print_table:

@@ -172,19 +172,34 @@ def _board_builder() -> Any:
         return importlib.import_module("biobench.board.board").build_board
 
 
+def _deferred_groups() -> bool:
+    """Whether the imported biobench starts a served board's groups once its app is built
+    (`build_board(significance="deferred")`); a baseline checkout from before starts them with the board."""
+    try:
+        cache = importlib.import_module("biobench.standings.cache")
+    except ModuleNotFoundError:  # the baseline arm's checkout, from before the rename
+        return False
+    return hasattr(cache.BackgroundGroups, "started")
+
+
 def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: float | None = None) -> dict[str, Any]:
-    """One leaderboard start in this (fresh) process: seconds until the board and the app are built (served),
-    and until the background significance groups are all computed (None when not within `timeout`)."""
+    """One leaderboard start in this (fresh) process, as `biobench leaderboard` starts: seconds until the board and
+    the app are built (served), and until the background significance groups are all computed (None when not
+    within `timeout`); the groups start once the app is built (with --no-app: once the board is)."""
     memory = TreeMemory()
     t0 = time.perf_counter()
     build_board = _board_builder()
-    board = build_board([results], n_boot=n_boot, cache_dir=cache_dir, significance="background")
+    deferred = _deferred_groups()
+    board = build_board([results], n_boot=n_boot, cache_dir=cache_dir,
+                        significance="deferred" if deferred else "background")
     t1 = time.perf_counter()
     if app:
         # lazy: loads gradio, pandas
         from biobench.leaderboard.app import build_app
 
-        build_app(board)
+        build_app(board)  # starts a deferred board's groups
+    elif deferred:
+        board.significance.start()
     t2 = time.perf_counter()
     done = board.significance.wait(None if timeout is None else max(0.0, timeout - (t2 - t0)))
     t3 = time.perf_counter()

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from biobench.errors import ResultsError
 from biobench.lineage import Lineage
@@ -205,7 +205,7 @@ def _collector_paused() -> Iterator[None]:
 def build_board(
     dirs: Sequence[str | Path] = (),
     reference: bool = True,
-    significance: bool | str = True,
+    significance: bool | Literal["background", "deferred"] = True,
     n_boot: int = 1000,
     seed: int = 0,
     cache_dir: str | Path | None = None,
@@ -215,14 +215,17 @@ def build_board(
     one), aggregate, and (optionally) compute significance groups from predictions, per task through the
     on-disk cache under `cache_dir` when given (bench/standings/cache.py; `log` gets its progress lines).
     significance="background": return at once and compute the groups in a thread (`board.significance`,
-    a cache.BackgroundGroups: status line, wait())."""
+    a cache.BackgroundGroups: status line, wait()). significance="deferred": the same, but the thread starts only
+    when `board.significance.start()` is called (`build_app` calls it once the app is built), and the results
+    index is saved first in that thread: what a served start does (`biobench leaderboard`, a Space), so that
+    neither competes with building the first page (docs/performance.md)."""
     unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
     dirs = resolve_sources(dirs, unsafe_rows)
     ref_rows = R.load_reference()
     benchmark = R.task_order(ref_rows)
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
     with _collector_paused():
-        scan = R.scan_results(dirs, known_langs=known, cache_dir=cache_dir)
+        scan = R.scan_results(dirs, known_langs=known, cache_dir=cache_dir, save_index=significance != "deferred")
         entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs, scan.problems)
     extra: dict[str, list[str]] = defaultdict(list)
     for run in scan.runs:
@@ -232,8 +235,11 @@ def build_board(
     stamps = {path: stamp for listing in scan.listings for path, stamp in listing.stamps.items()}
     board = Board(entries, benchmark, {k: sorted(v) for k, v in extra.items()},
                   R.collapse([*unsafe_rows, *scan.problems]), analyses, stamps=stamps, roots=[Path(d) for d in dirs])
-    if significance == "background":
-        board.significance = BackgroundGroups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log).start()
+    if significance in ("background", "deferred"):
+        board.significance = BackgroundGroups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log,
+                                              first=scan.saves)
+        if significance == "background":
+            board.significance.start()
     elif significance:
         cached_groups(board, n_boot=n_boot, seed=seed, cache_dir=cache_dir, log=log)
     return board

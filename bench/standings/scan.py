@@ -8,10 +8,11 @@ take the leaderboard down. No torch here (the leaderboard starts fast).
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -175,6 +176,7 @@ class Scan:
     problems: list[Problem] = field(default_factory=list)
     analyses: dict[str, list[Path]] = field(default_factory=lambda: {k: [] for k in (*ANALYSIS_FILES, "train_log")})
     listings: list[Listing] = field(default_factory=list)  # the walks; build_board keeps their stamps on the Board
+    saves: list[Callable[[], None]] = field(default_factory=list)  # the results indexes' saves, when left to the caller
 
 
 def _per_label_f1(per_label: Any) -> dict[str, float]:
@@ -390,11 +392,14 @@ class Listing:
 
 
 def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None,
-                 cache_dir: str | Path | None = None) -> Scan:
+                 cache_dir: str | Path | None = None, save_index: bool = True) -> Scan:
     """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs and pretraining logs.
     Duplicates of a (model, task, seed) across folders keep the first and report the others; a smoke run
     (protocol overrides) and a protocol run of the same seed are not duplicates (separate rows). With
-    `cache_dir`, result files are read through the folder's results index (`biobench.store.index`)."""
+    `cache_dir`, result files are read through the folder's results index (`biobench.store.index`), which is
+    saved before returning, or (`save_index=False`) left in `Scan.saves` for the caller to run once its page is
+    served: encoding a cold 300-model index is a third of the board's own CPU (docs/performance.md), and an
+    index not written only costs the next start a cold scan."""
     scan = Scan()
     seen: dict[tuple[str, str, str, int], Path] = {}
     for root in map(Path, dirs):
@@ -452,7 +457,10 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         for line in (index.disagreement(), index.orphaned(present)):
             if line:
                 scan.problems.append(Problem(str(index.path), line))
-        index.save(present)
+        if save_index:
+            index.save(present)
+        else:
+            scan.saves.append(functools.partial(index.save, present))
     return scan
 
 

@@ -147,6 +147,44 @@ def test_background_groups_serve_the_tables_first_then_arrive_identical(tmp_path
     assert board.groups == fresh.groups and progress.done == progress.total == 9
 
 
+def test_a_served_board_saves_its_index_and_starts_its_groups_once_its_app_is_built(tmp_path, monkeypatch):
+    """significance="deferred" (what `biobench leaderboard` and a Space serve): build_board neither saves the
+    results index nor starts the groups (both compete with building the first page for the process's GIL and the
+    cores); build_app starts them when the app is built, the index saved first; the same groups, and an index a
+    warm start reads every row from."""
+    from biobench.leaderboard import app as app_module
+    from biobench.standings import cache
+    from biobench.store.index import ResultsIndex
+
+    results, cache_dir = tmp_path / "results", tmp_path / "cache"
+    shutil.copytree(FIXTURES, results)
+    fresh = build_board([results], significance=False)
+    compute_groups(fresh, n_boot=200)
+
+    events: list[str] = []
+    real_groups, real_save, real_tab = cache.cached_groups, ResultsIndex.save, app_module._problems_tab
+    monkeypatch.setattr(process_pool, "ENABLED", False)
+    monkeypatch.setattr(cache, "cached_groups", lambda *a, **k: (events.append("groups"), real_groups(*a, **k))[1])
+    monkeypatch.setattr(ResultsIndex, "save", lambda self, present: (events.append("index"), real_save(self, present))[1])
+    monkeypatch.setattr(app_module, "_problems_tab", lambda *a: (events.append("app"), real_tab(*a))[1])
+
+    board = build_board([results], n_boot=200, significance="deferred", cache_dir=cache_dir)
+    assert events == [] and not board.significance.started and not list(cache_dir.glob("results-*.arrow"))
+    app_module.build_app(board)
+    assert board.significance.wait(120) and board.significance.error is None
+    assert events == ["app", "index", "groups"]
+    assert board.groups == fresh.groups and board.ranks == fresh.ranks
+    board.significance.start()  # a second start does nothing
+    assert events == ["app", "index", "groups"]
+
+    events.clear()
+    warm = build_board([results], n_boot=200, significance="background", cache_dir=cache_dir)
+    assert warm.significance.wait(120) and warm.groups == fresh.groups
+    assert events == ["index", "groups"]  # "background": saved by build_board, groups at once
+    index = ResultsIndex(results, cache_dir)
+    assert index.loaded == sum(len(r) for e in warm.entries for r in e.runs.values()) > 0
+
+
 def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkeypatch):
     from biobench.standings import cache
 
