@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import sys
 from pathlib import Path
 from typing import Literal
@@ -57,6 +59,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def load_app() -> None:
+    """Import the app's modules (gradio and pandas: ~2.5 s of CPU) where it costs the page nothing: build_board runs
+    this while a cold scan's workers read the result files, this process waiting for them (docs/performance.md).
+    A failure is left to the import that needs the app, which raises it with its own message."""
+    with contextlib.suppress(Exception):
+        importlib.import_module("biobench.leaderboard.app")
+
+
 def run(args: argparse.Namespace) -> int:
     # lazy: loads pandas
     from biobench.leaderboard.tables.export import write_export
@@ -95,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     def scan(significance: bool | Literal["background", "deferred"]):
         return build_board(args.results, reference=not args.no_reference, significance=significance,
                            n_boot=args.n_boot, cache_dir=None if args.no_cache else default_dir(),
-                           log=None if quick else lambda line: print(line, file=sys.stderr, flush=True))
+                           log=None if quick else lambda line: print(line, file=sys.stderr, flush=True),
+                           meanwhile=None if quick else load_app)
 
     # --export writes the rank intervals, so it waits for the significance (through the cache); --print-table not
     board = scan(bool(args.export) if quick else "deferred")

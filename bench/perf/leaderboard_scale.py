@@ -190,8 +190,11 @@ def start_up(results: str, cache_dir: str, n_boot: int, app: bool, timeout: floa
     t0 = time.perf_counter()
     build_board = _board_builder()
     deferred = _deferred_groups()
+    # as the command does: the app's modules loaded while the scan's workers read (a checkout that has it)
+    load_app = getattr(importlib.import_module("biobench.commands.leaderboard"), "load_app", None) if app else None
     board = build_board([results], n_boot=n_boot, cache_dir=cache_dir,
-                        significance="deferred" if deferred else "background")
+                        significance="deferred" if deferred else "background",
+                        **({} if load_app is None else {"meanwhile": load_app}))
     t1 = time.perf_counter()
     if app:
         # lazy: loads gradio, pandas

@@ -210,6 +210,7 @@ def build_board(
     seed: int = 0,
     cache_dir: str | Path | None = None,
     log: Callable[[str], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Board:
     """Scan the folders (or results datasets: hf://datasets/ORG/NAME, a results.parquet or a folder holding
     one), aggregate, and (optionally) compute significance groups from predictions, per task through the
@@ -218,14 +219,17 @@ def build_board(
     a cache.BackgroundGroups: status line, wait()). significance="deferred": the same, but the thread starts only
     when `board.significance.start()` is called (`build_app` calls it once the app is built), and the results
     index is saved first in that thread: what a served start does (`biobench leaderboard`, a Space), so that
-    neither competes with building the first page (docs/performance.md)."""
+    neither competes with building the first page (docs/performance.md). `meanwhile`: work of the caller's run in a
+    thread while the result files are read (`scan.scan_results`): on a cold start this process mostly waits for
+    the scan's workers then, and `biobench leaderboard` loads the app's modules in that time."""
     unsafe_rows: list[R.Problem] = []  # results-dataset rows that could not be written out safely
     dirs = resolve_sources(dirs, unsafe_rows)
     ref_rows = R.load_reference()
     benchmark = R.task_order(ref_rows)
     known = {t: lang for lang, tasks in benchmark.items() for t in tasks}
     with _collector_paused():
-        scan = R.scan_results(dirs, known_langs=known, cache_dir=cache_dir, save_index=significance != "deferred")
+        scan = R.scan_results(dirs, known_langs=known, cache_dir=cache_dir, save_index=significance != "deferred",
+                              meanwhile=meanwhile)
         entries = (_reference_entries(ref_rows) if reference else []) + _measured_entries(scan.runs, scan.problems)
     extra: dict[str, list[str]] = defaultdict(list)
     for run in scan.runs:

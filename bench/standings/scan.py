@@ -12,6 +12,7 @@ import functools
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -392,14 +393,17 @@ class Listing:
 
 
 def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None = None,
-                 cache_dir: str | Path | None = None, save_index: bool = True) -> Scan:
+                 cache_dir: str | Path | None = None, save_index: bool = True,
+                 meanwhile: Callable[[], None] | None = None) -> Scan:
     """Every `seed-<n>.json` under each folder (any depth), plus analysis outputs and pretraining logs.
     Duplicates of a (model, task, seed) across folders keep the first and report the others; a smoke run
     (protocol overrides) and a protocol run of the same seed are not duplicates (separate rows). With
     `cache_dir`, result files are read through the folder's results index (`biobench.store.index`), which is
     saved before returning, or (`save_index=False`) left in `Scan.saves` for the caller to run once its page is
     served: encoding a cold 300-model index is a third of the board's own CPU (docs/performance.md), and an
-    index not written only costs the next start a cold scan."""
+    index not written only costs the next start a cold scan. `meanwhile`: run in a thread once the first folder is
+    listed (never without a folder), as its result files are read (in worker processes past PARALLEL_READ_FILES, while this process waits
+    for them)."""
     scan = Scan()
     seen: dict[tuple[str, str, str, int], Path] = {}
     for root in map(Path, dirs):
@@ -415,6 +419,9 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         wanted = listing.wanted()
         unread = [p for p in wanted if store.SEED_FILE.fullmatch(os.path.basename(p))
                   and index.row(p[prefix:], listing.index_stamp(p), p) is None]
+        if meanwhile is not None:  # after the walk: its stats would wait for the GIL behind the other thread
+            threading.Thread(target=meanwhile, name="biobench-board-meanwhile", daemon=True).start()
+            meanwhile = None
         read_ahead = _read_in_workers(unread) if len(unread) >= PARALLEL_READ_FILES else {}
         for name_str in wanted:
             name = os.path.basename(name_str)

@@ -78,3 +78,28 @@ def test_a_missing_results_folder_is_an_error_not_an_empty_board(tmp_path, capsy
     err = capsys.readouterr().err
     assert err == (f"error: --results {tmp_path / 'nope'}: no such folder or file; pass a folder written by "
                    "`biobench eval --results DIR`, a results.parquet or hf://datasets/ORG/NAME\n")
+
+
+def test_serving_loads_the_app_during_the_scan_and_leaves_the_groups_to_the_app(tmp_path, monkeypatch):
+    """`biobench leaderboard` (serving) builds its board with the app's modules loaded while the scan reads the
+    result files, and its groups and results index's save deferred until the app is built (build_app starts them;
+    tests/standings/test_cache.py); a refresh's board starts its groups at once."""
+    from biobench.commands import leaderboard as command
+    from biobench.leaderboard import app as app_module
+    from biobench.standings import aggregate
+
+    calls: list[dict] = []
+    real = aggregate.build_board
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **{**kwargs, "significance": False})
+
+    launched: dict = {}
+    monkeypatch.setattr(aggregate, "build_board", spy)
+    monkeypatch.setattr(app_module, "launch", lambda board, **options: launched.update(options, board=board))
+    assert cli.main(["leaderboard", "--results", str(FIXTURES), "--no-cache"]) == 0
+    assert [(c["significance"], c["meanwhile"]) for c in calls] == [("deferred", command.load_app)]
+    launched["rebuild"]()
+    assert calls[-1]["significance"] == "background"
+    assert launched["board"].entries

@@ -185,6 +185,35 @@ def test_a_served_board_saves_its_index_and_starts_its_groups_once_its_app_is_bu
     assert index.loaded == sum(len(r) for e in warm.entries for r in e.runs.values()) > 0
 
 
+def test_the_callers_work_runs_while_the_scan_reads_the_result_files(tmp_path, monkeypatch):
+    """build_board(meanwhile=...): the caller's work (`biobench leaderboard` loads the app's modules) runs in a
+    thread once the folder is walked, while its result files are read (by workers on a cold start, this process
+    waiting for them): it has begun before the reading ends, not after the board; the board is the same."""
+    import threading
+
+    from biobench.perf import leaderboard_scale as scale
+    from biobench.standings import scan
+
+    results = tmp_path / "results"
+    scale.generate(results, 2, scale.benchmark_tasks(2), 2, 20)
+    plain = build_board([results], significance=False)
+    walks: list[object] = []
+    began, walked, during = threading.Event(), [], []
+    real_read, real_listing = scan._read_in_workers, scan.Listing
+
+    def reading(paths):
+        during.append(began.wait(60))  # the caller's work has begun while the files are read
+        return real_read(paths)
+
+    monkeypatch.setattr(scan, "PARALLEL_READ_FILES", 1)
+    monkeypatch.setattr(scan, "_read_in_workers", reading)
+    monkeypatch.setattr(scan, "Listing", lambda root: walks.append(root) or real_listing(root))
+    board = build_board([results], significance=False, cache_dir=tmp_path / "cache",
+                        meanwhile=lambda: (walked.append(len(walks)), began.set()))
+    assert during == [True] and walked == [1]  # after the walk, during the reading, once
+    assert _board_digests(board)["tables"] == _board_digests(plain)["tables"]
+
+
 def test_background_groups_failure_is_a_status_line_not_a_crash(tmp_path, monkeypatch):
     from biobench.standings import cache
 
