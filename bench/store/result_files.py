@@ -114,7 +114,8 @@ def read_result_bytes(path: str | Path, check_key: bool = True) -> tuple[Result,
     """`read_result` and the bytes the result was read from, in one read (the board's results index seals its row
     to them, bench/store/index.py)."""
     data, content = _json_file(path, MAX_RESULT_BYTES, "result file")
-    return Result.from_dict(data, Path(path), check_key), content
+    # a Path is kept as given: parsing it again was 6% of a cold scan worker's CPU per file (docs/performance.md)
+    return Result.from_dict(data, path if isinstance(path, Path) else Path(path), check_key), content
 
 
 def predictions_limit(path: str | Path) -> int:

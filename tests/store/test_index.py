@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 from biobench import store
+from biobench.errors import ResultsError
 from biobench.standings import scan as R
 from biobench.standings.scan import scan_results
 from biobench.store import index as store_index
@@ -327,3 +328,58 @@ def test_a_racy_file_is_checked_by_its_bytes(tmp_path, monkeypatch):
     index = store_index.ResultsIndex(root, cache)
     index.row(os.path.relpath(changed, root), stamps[str(changed)], changed)
     assert index.racy_reads == 0  # older than RACY_NS: the stamp stands for the bytes
+
+
+def _python_calls(work, counted=lambda frame: True) -> int:
+    """How many Python function calls (whose frame `counted` accepts) `work()` makes, by the interpreter's profile
+    hook."""
+    import sys
+
+    calls = [0]
+
+    def hook(frame, event, _arg):
+        if event == "call" and counted(frame):
+            calls[0] += 1
+
+    sys.setprofile(hook)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return calls[0]
+
+
+def test_a_workers_chunk_parses_one_path_per_folder(tmp_path):
+    """`read_rows` (a cold scan worker's job) makes each file's Path a child of its folder's, parsed once per folder,
+    and the store's reader keeps the Path it is given: both parsed every path (12% of a worker's CPU at 300
+    models, docs/performance.md). The rows and the refusals are the same as one file at a time."""
+    import pathlib
+
+    root = tmp_path / "results"
+    paths = [str(_write(root, "idx-a", seed, 0.5)) for seed in range(42, 51)]  # one folder
+    (root / "idx-a" / "demo-cls" / "seed-51.json").write_text("{")
+    paths += [str(root / "idx-a" / "demo-cls" / "seed-51.json"), str(tmp_path / "gone" / "seed-1.json")]
+    rows: list = []
+    readers = (R.__file__, store.result_files.__file__)  # the scan's and the store's reading (not display names)
+    made = _python_calls(lambda: rows.extend(R.read_rows(paths)), lambda frame: (
+        frame.f_code.co_name == "__new__" and frame.f_code.co_filename == pathlib.__file__
+        and frame.f_back.f_code.co_filename in readers))
+    assert made == 2  # the two folders' Paths, not two per file (22 before)
+    one_by_one = []
+    for path in paths:
+        try:
+            one_by_one.append(R.read_row(Path(path)))
+        except ResultsError as err:
+            one_by_one.append(str(err))
+    assert rows == one_by_one and isinstance(rows[0], store_index.SealedRow) and "seed-51.json" in rows[-2]
+
+
+def test_sealing_a_row_makes_no_call_per_value(tmp_path):
+    """A cold scan's workers seal each row they read (`sealed_row`): the digests of its values are made in one
+    loop, not two calls per value (a quarter of the sealing); the seal is the one the index checks its rows by."""
+    row = R.read_row(_write(tmp_path, "idx-a", 42, 0.5)).row
+    calls = _python_calls(lambda: store_index._row_values(row))
+    assert calls < 2 * len(row)  # the loop and json.dumps of the 4 JSON columns (14); 2 calls per value: 58
+    expected = b"".join(store_index._value_digest(store_index._text(item, column))
+                        for column, item in zip(store_index.IndexRow._fields, row, strict=True))
+    assert store_index._row_values(row) == expected
