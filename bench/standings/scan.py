@@ -13,6 +13,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -472,7 +473,7 @@ def scan_results(dirs: Iterable[str | Path], known_langs: dict[str, str] | None 
         if save_index:
             index.save(present)
         else:
-            scan.saves.append(functools.partial(index.save, present))
+            scan.saves.append(functools.partial(index.save, present, scanned_ns=time.time_ns()))
     return scan
 
 

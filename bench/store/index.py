@@ -22,7 +22,8 @@ The result files stay the source of truth:
   models); a cold one reads each file once, and its seal is made from those bytes where it was read (a worker).
   A file changed within RACY_NS of the index being written is "racy" (git's word): a same-size write in the same
   clock tick as the read leaves its stamp as it was, so its bytes are read and checked against the row's digest
-  at each start until it is older than that.
+  at each start until it is older than that. An index saved after its scan (a served board saves it once its
+  app is built) is dated back to its scan's end, so the rule keeps its reference.
 - the index is untrusted on read (a cache folder may be shared or damaged): the file is bounded in size and
   carries a sha256 of its Arrow bytes; its schema must be this version's exactly; every row is checked for what
   the reader guarantees of a result (a score that is a finite fraction, an integer seed, ids and
@@ -38,6 +39,7 @@ import hashlib
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -379,8 +381,11 @@ class ResultsIndex:
         return (f"{self.disagreeing:,} row(s) of the results index do not match their result files (altered?); "
                 "read from the files and rebuilt")
 
-    def save(self, present: set[str]) -> None:
-        """Write the index with the rows of the files in `present` (the others were removed), if anything changed."""
+    def save(self, present: set[str], scanned_ns: int | None = None) -> None:
+        """Write the index with the rows of the files in `present` (the others were removed), if anything changed.
+        `scanned_ns`: when its scan ended, for an index saved later (`scan_results(save_index=False)`): the file is
+        dated then, since its mtime is what the racy rule (RACY_NS) measures a file's change against, and a file
+        rewritten in the tick it was read in must stay racy however long the page took to build before the save."""
         if self.path is None:
             return
         gone = set(self._rows) - present
@@ -390,6 +395,8 @@ class ResultsIndex:
             return
         try:
             atomic_write(self.path, self._encode(), durable=False)
+            if scanned_ns is not None:
+                os.utime(self.path, ns=(scanned_ns, scanned_ns))
             _release_arrow_memory()
             if self._replaced is not None:
                 self._replaced.unlink(missing_ok=True)

@@ -165,7 +165,8 @@ def test_a_served_board_saves_its_index_and_starts_its_groups_once_its_app_is_bu
     real_groups, real_save, real_tab = cache.cached_groups, ResultsIndex.save, app_module._problems_tab
     monkeypatch.setattr(process_pool, "ENABLED", False)
     monkeypatch.setattr(cache, "cached_groups", lambda *a, **k: (events.append("groups"), real_groups(*a, **k))[1])
-    monkeypatch.setattr(ResultsIndex, "save", lambda self, present: (events.append("index"), real_save(self, present))[1])
+    monkeypatch.setattr(ResultsIndex, "save", lambda self, present, **kw: (events.append("index"),
+                                                                          real_save(self, present, **kw))[1])
     monkeypatch.setattr(app_module, "_problems_tab", lambda *a: (events.append("app"), real_tab(*a))[1])
 
     board = build_board([results], n_boot=200, significance="deferred", cache_dir=cache_dir)

@@ -383,3 +383,24 @@ def test_sealing_a_row_makes_no_call_per_value(tmp_path):
     expected = b"".join(store_index._value_digest(store_index._text(item, column))
                         for column, item in zip(store_index.IndexRow._fields, row, strict=True))
     assert store_index._row_values(row) == expected
+
+
+def test_an_index_saved_after_its_scan_is_dated_to_the_scan(tmp_path, monkeypatch):
+    """scan_results(save_index=False) leaves the save to its caller (a served board saves once its app is built):
+    nothing is written by the scan; the index written later is dated to the scan's end, which is what the racy rule
+    measures a file's change against (a file rewritten in the tick it was read in stays racy however long the app
+    took), and a warm start reads from it what a saved-at-once index gives."""
+    from types import SimpleNamespace
+
+    root, cache = _board(tmp_path), tmp_path / "cache"
+    scanned = os.stat(root).st_mtime_ns - 60 * 10**9  # a scan that ended a minute before its index was saved
+    monkeypatch.setattr(R, "time", SimpleNamespace(time_ns=lambda: scanned))
+    cold = scan_results([root], cache_dir=cache, save_index=False)
+    assert not list(cache.glob("results-*.arrow")) and len(cold.saves) == 1
+    cold.saves[0]()
+    [written] = cache.glob("results-*.arrow")
+    assert written.stat().st_mtime_ns == scanned
+    warm = scan_results([root], cache_dir=cache)
+    _same(cold, warm)
+    index = store_index.ResultsIndex(root, cache)
+    assert index.loaded == len(warm.runs) and scan_results([root], cache_dir=cache).runs == warm.runs
