@@ -124,7 +124,7 @@ def test_every_test_file_a_doc_or_a_comment_names_exists():
 UNTESTED_MODULES = {
     "biobench.analysis.plots", "biobench.api.study_inputs", "biobench.commands.card",
     "biobench.commands.contamination", "biobench.commands.corpus", "biobench.commands.demo",
-    "biobench.commands.leaderboard", "biobench.commands.prefetch", "biobench.commands.queue",
+    "biobench.commands.prefetch", "biobench.commands.queue",
     "biobench.commands.results", "biobench.commands.space", "biobench.commands.study", "biobench.commands.tasks",
     "biobench.commands.worker", "biobench.perf.contamination_speed", "biobench.perf.slurm_drain",
     "biobench.perf.span_head_speed",
