@@ -232,9 +232,16 @@ def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float 
                 todo.append((lang, task, entries))
     if progress:
         progress(0, len(todo))
-    paths = [folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json"
-             if folder else None for lang, task, entries in todo]
-    hits = [_read(path, n_boot) for path in paths]
+    def path_of(lang: str, task: str, entries: list[Entry]) -> Path | None:
+        return (folder / f"groups-{fingerprint(lang, task, entries, n_boot, seed, alpha, board.stamps)[:32]}.json"
+                if folder else None)
+
+    # A folder holding no groups at all (a cold start) has nothing to look up: each task's key is made when its
+    # groups come back, while the workers compute the others, instead of all first (51,300 runs hashed, ~1 s of
+    # this process's CPU at 300 models, before any worker started; docs/performance.md).
+    cold = folder is None or not folder.is_dir() or next(folder.glob("groups-*.json"), None) is None
+    paths: list[Path | None] = [None] * len(todo) if cold else [path_of(*t) for t in todo]
+    hits = [None] * len(todo) if cold else [_read(path, n_boot) for path in paths]
     computed = _computed([t for t, hit in zip(todo, hits, strict=True) if hit is None], n_boot, seed, alpha, process,
                          str(folder / "replicates") if folder else None)
     done: dict[tuple[str, str], TaskBootstrap | None] = {}
@@ -246,7 +253,7 @@ def cached_groups(board: Board, n_boot: int = 1000, seed: int = 0, alpha: float 
         else:
             result, problems, seconds = next(computed)
             counts["computed"] += 1
-            _write(path, (result, problems))
+            _write(path or path_of(lang, task, entries), (result, problems))
             if log and seconds >= 0.5:  # a progress line where it is slow
                 log(f"significance {lang}/{task} ({i}/{len(todo)}): {len(entries)} models, {seconds:.1f} s")
         done[(lang, task)] = result

@@ -413,3 +413,28 @@ def test_the_groups_workers_start_before_their_jobs_are_made(tmp_path, monkeypat
     monkeypatch.setattr(cache, "_job_entries", unmakeable)
     with pytest.raises(RuntimeError, match="cannot make the job of"):
         cached_groups(build_board([tmp_path], significance=False), n_boot=100, process=True)
+
+
+def test_a_cache_holding_no_groups_keys_each_task_when_its_groups_come_back(tmp_path, monkeypatch):
+    """A cold start (no groups file in the cache folder) has nothing to look up: the tasks' keys (a hash of every
+    run) are made as each task's groups come back, not all before the first task is computed (which held the
+    workers back by ~1 s at 300 models); the files written are the ones a lookup finds, so a warm start computes
+    nothing and gives the same groups."""
+    from biobench.standings import cache
+
+    results, cache_dir = tmp_path / "results", tmp_path / "cache"
+    shutil.copytree(FIXTURES, results)
+    events: list[str] = []
+    real_fingerprint, real_compute = cache.fingerprint, cache._compute
+    monkeypatch.setattr(cache, "fingerprint", lambda *a, **k: (events.append("key"), real_fingerprint(*a, **k))[1])
+    monkeypatch.setattr(cache, "_compute", lambda *a, **k: (events.append("compute"), real_compute(*a, **k))[1])
+
+    cold = build_board([results], significance=False)
+    assert cached_groups(cold, n_boot=200, cache_dir=cache_dir) == {"tasks": 9, "cached": 0, "computed": 9}
+    assert events[:2] == ["compute", "key"] and events.count("key") == events.count("compute") == 9
+
+    events.clear()
+    warm = build_board([results], significance=False)
+    assert cached_groups(warm, n_boot=200, cache_dir=cache_dir) == {"tasks": 9, "cached": 9, "computed": 0}
+    assert events == ["key"] * 9  # looked up, none computed
+    assert warm.groups == cold.groups and warm.ranks == cold.ranks and warm.problems == cold.problems
