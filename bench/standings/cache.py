@@ -373,7 +373,7 @@ class BackgroundGroups:
                  cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None,
                  first: Sequence[Callable[[], None]] = ()):
         self.board, self.log = board, log
-        self.first = list(first)  # work the start left for after its page (the results index's save): `_start_first`
+        self.first = list(first)  # work the start left for after its page (the results index's save): run first
         self.kwargs: dict[str, Any] = {"n_boot": n_boot, "seed": seed, "alpha": alpha, "cache_dir": cache_dir, "log": log,
                        "process": True}
         self.done = 0
@@ -384,7 +384,6 @@ class BackgroundGroups:
         self.finished = threading.Event()
         self._thread = threading.Thread(target=self._run, name="biobench-significance", daemon=True)
         self._start_lock = threading.Lock()
-        self._first_thread: threading.Thread | None = None
 
     @property
     def started(self) -> bool:
@@ -403,27 +402,15 @@ class BackgroundGroups:
 
     def _progress(self, done: int, total: int) -> None:
         self.done, self.total = done, total
-        if done >= 1:  # a task's groups came back: the workers are computing the rest, and this process waits
-            self._start_first()
 
-    def _start_first(self) -> None:
-        """The work the start left for after its page (`first`: the results index's save), in its own thread, once.
-        Why then: before the groups it held back their fingerprints and workers by its ~1 s of this process's CPU
-        at 300 models (docs/performance.md); once a task is back, it runs while the workers compute the others."""
-        with self._start_lock:
-            if self._first_thread is None and self.first:
-                self._first_thread = threading.Thread(target=self._run_first, name="biobench-after-page", daemon=True)
-                self._first_thread.start()
-
-    def _run_first(self) -> None:
+    def _run(self) -> None:
         for work in self.first:
             try:
                 work()
             except Exception as err:  # noqa: BLE001 - a cache not written costs the next start its speed only
                 if self.log:
                     self.log("after the page: " + "".join(traceback.format_exception(err)).rstrip())
-
-    def _run(self) -> None:
+        self.first.clear()
         try:
             self.counts = cached_groups(self.board, progress=self._progress, **self.kwargs)
         except Exception as err:  # noqa: BLE001 - shown in the app's status line; the tables stay up
@@ -431,9 +418,6 @@ class BackgroundGroups:
             if self.log:
                 self.log("significance groups failed: " + "".join(traceback.format_exception(err)).rstrip())
         finally:
-            self._start_first()  # no task computed (all cached, none at all, or a failure): saved now
-            if self._first_thread is not None:
-                self._first_thread.join()  # finished means saved too: a process that ends after wait() keeps its index
             self.seconds = time.perf_counter() - self._started
             self.finished.set()
 
