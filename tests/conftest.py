@@ -47,7 +47,7 @@ def shared_data_dir() -> Path | None:
 
 
 # ---------------------------------------------------------------- pytest-xdist: which tests share a worker
-# `pytest -n 3 --dist loadgroup` (scripts/test.sh) spreads tests over worker processes; a test carrying
+# `pytest -n 4 --dist loadgroup` (scripts/test.sh) spreads tests over worker processes; a test carrying
 # @pytest.mark.xdist_group(name) runs in the one worker that runs every test of that group, in collection order.
 # Tests get their group here, from what they use, so that a new test needing the browser or a costly fixture is
 # grouped without anyone remembering to mark it:
