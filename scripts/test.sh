@@ -2,8 +2,9 @@
 # Sets up the environment and runs the whole test suite (fast + slow + browser + the one-node SLURM cluster).
 # Both cores, four pytest-xdist workers (one math thread each): much of the suite's time is spent waiting on
 # SLURM's clock, a claim or a server (and a SLURM job's CPU is not a worker's), and the other workers train
-# meanwhile. Measured on a fresh clone alone on the 2-core machine (issue 61): pytest 617 s with four workers, the
-# cores 94% busy (from /proc/stat), against 900-1,005 s with three. The tests that share the browser or a costly
+# meanwhile. Measured on a fresh clone alone on the 2-core machine (issue 61): pytest 617-642 s with four workers,
+# the cores 94-95% busy (from /proc/stat), against 900-1,005 s with three on the last stop's code (which also
+# trained docs/API.md's seed 43, ~60 CPU-s; not rerun with three). The tests that share the browser or a costly
 # fixture run in one worker (tests/conftest.py: pytest_collection_modifyitems), the long ones are handed out
 # first. Quick loop while developing: .venv/bin/pytest -m "not slow" -n 3
 set -euo pipefail
